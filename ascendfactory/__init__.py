@@ -1,0 +1,3 @@
+"""ascendfactory-cli: one experiment YAML in, a validated and resumable LLM training pipeline out."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Typer commands only: parse, call into the package, render through `_output.out`."""

@@ -1,0 +1,83 @@
+"""The one object every command prints through: human (rich) or machine (json) output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+class Output:
+    """`out.result(...)`, `out.table(...)`, `out.error(...)`; rich is imported only when first used."""
+
+    def __init__(self) -> None:
+        self.mode = "human"
+        self._console = None
+        self._err_console = None
+
+    @property
+    def console(self):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(highlight=False, soft_wrap=True)
+        return self._console
+
+    @property
+    def err_console(self):
+        if self._err_console is None:
+            from rich.console import Console
+
+            self._err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._err_console
+
+    def text(self, message: str = "", *, style: str | None = None) -> None:
+        if self.mode == "json":
+            return
+        self.console.print(message, style=style, markup=False)
+
+    def markup(self, message: str) -> None:
+        if self.mode != "json":
+            self.console.print(message)
+
+    def raw(self, text: str) -> None:
+        """Write text as is (shell scripts, yaml), never wrapped or styled."""
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+
+    def json(self, data: Any) -> None:
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+
+    def table(self, rows: list[dict[str, Any]], *, title: str | None = None,
+              columns: list[str] | None = None) -> None:
+        if self.mode == "json":
+            self.json(rows)
+            return
+        from rich.table import Table
+
+        columns = columns or (list(rows[0].keys()) if rows else [])
+        table = Table(title=title, title_justify="left")
+        for col in columns:
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+        self.console.print(table)
+
+    def warn(self, message: str) -> None:
+        self.err_console.print(f"[yellow]warning:[/yellow] {_escape(message)}")
+
+    def info(self, message: str) -> None:
+        self.err_console.print(f"[dim]{_escape(message)}[/dim]")
+
+    def error(self, message: str) -> None:
+        self.err_console.print(f"[bold red]error:[/bold red] {_escape(message)}")
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+out = Output()

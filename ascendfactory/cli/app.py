@@ -1,0 +1,58 @@
+"""`ascendfactory-cli`: assembles the command groups and owns the one error boundary."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ascendfactory.cli import config_cmd, convert_cmd, info_cmd, logs_cmd, preprocess_cmd, train_cmd
+
+app = typer.Typer(
+    name="ascendfactory-cli",
+    help="One experiment YAML in; validated, resumable LLM training out (MindSpeed-LLM, LLaMA-Factory, "
+    "VeRL, MindSpeed-RL, MindSpeed-MM, or the embedded PyTorch backend).",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+config_cmd.register(app)
+train_cmd.register(app)
+convert_cmd.register(app)
+preprocess_cmd.register(app)
+info_cmd.register(app)
+app.add_typer(logs_cmd.app, name="logs")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point: run the app, render our errors without a traceback."""
+    from ascendfactory.errors import AscendFactoryError
+
+    try:
+        rv = app(args=argv, prog_name="ascendfactory-cli", standalone_mode=False)
+    except AscendFactoryError as e:
+        from ascendfactory.cli._errors import debug_enabled, format_error
+        from ascendfactory.cli._output import out
+
+        if debug_enabled():
+            raise
+        out.error(format_error(e))
+        return e.exit_code
+    except SystemExit as e:  # typer/click exit paths (help, usage errors)
+        return int(e.code or 0) if not isinstance(e.code, str) else 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # click usage errors are ClickExceptions in standalone_mode=False
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return 2 if isinstance(e, click.exceptions.UsageError) else e.exit_code
+        if isinstance(e, click.exceptions.Abort):
+            return 130
+        raise
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Install ascendfactory-cli into the current Python environment. Safe to run again.
+#
+#   sh install.sh [BACKEND] [--dev]
+#
+# BACKEND: torch (default, the embedded PyTorch backend), mindspeed-llm, llamafactory, verl,
+#          mindspeed-rl, mindspeed-mm.   --dev: also the test and lint tools.
+# Environment: PYTHON (default python3), AF_TORCH_SPEC (default torch==2.13.0: the CPU wheel this
+# project's machines serve; on a GPU/NPU machine install your own torch first and it is kept).
+set -eu
+
+PYTHON="${PYTHON:-python3}"
+AF_TORCH_SPEC="${AF_TORCH_SPEC:-torch==2.13.0}"
+BACKEND="torch"
+DEV=0
+for arg in "$@"; do
+    case "$arg" in
+        --dev) DEV=1 ;;
+        torch|mindspeed-llm|llamafactory|verl|mindspeed-rl|mindspeed-mm) BACKEND="$arg" ;;
+        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        *) echo "install.sh: unknown argument '$arg' (backends: torch mindspeed-llm llamafactory verl mindspeed-rl mindspeed-mm; flag: --dev)" >&2; exit 2 ;;
+    esac
+done
+HERE="$(cd "$(dirname "$0")" && pwd)"
+say() { printf '[install] %s\n' "$*"; }
+
+# torch only when missing: an unpinned torch would pull several GB of CUDA packages.
+if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+    say "torch $("$PYTHON" -c 'import torch; print(torch.__version__)') already installed; keeping it"
+else
+    say "torch missing: installing $AF_TORCH_SPEC"
+    "$PYTHON" -m pip install --quiet "$AF_TORCH_SPEC"
+fi
+
+EXTRAS="torch"
+[ "$DEV" = 1 ] && EXTRAS="torch,dev"
+say "installing ascendfactory-cli[$EXTRAS] (editable) from $HERE"
+"$PYTHON" -m pip install --quiet -e "$HERE[$EXTRAS]"
+
+case "$BACKEND" in
+    torch) ;;
+    *) "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" ;;
+esac
+say "done: $(command -v ascendfactory-cli || echo "ascendfactory-cli (add $("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') to PATH)")"
