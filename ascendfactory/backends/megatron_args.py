@@ -1,0 +1,295 @@
+"""What the Megatron-style backends (`torch`, `mindspeed-llm`) share: reading `backend_config`, the parallel
+layout, the data and checkpoint-loading decisions, and rendering flags as argv.
+
+The load decision, in one rule (spec section 4, whose two versions contradict each other):
+
+1. `train_auto_resume: true` and `{af_output_dir}/saved_checkpoints` holds a complete checkpoint (tracker
+   names an existing `iter_*`): resume from it (`--load saved_checkpoints`, optimizer and RNG loaded).
+   This wins over everything else, including `user_converted_ckpt_path`.
+2. Otherwise `ckpt_load_type`: 0 = no `--load`; 1 = `--load <user_converted_ckpt_path or the hf2mg output>
+   --finetune --no-load-optim --no-load-rng`; 2 = `--load <user_converted_ckpt_path>` (a true resume).
+3. An explicit `backend_config.training.load` replaces the path chosen above.
+LoRA runs refuse resume (rule 1 with a checkpoint present, or ckpt_load_type 2), as MindSpeed-LLM does.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.config.catalog import ModelArch, resolve_arch
+from ascendfactory.config.suggest import did_you_mean
+from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.layout import OutputLayout
+from ascendfactory.parallel import LayoutInput, LayoutReport, validate_layout
+
+SECTIONS = ("preprocess_data", "convert_ckpt_hf2mg", "convert_ckpt_mg2hf", "training")
+INSTRUCTION_HANDLERS = ("AlpacaStyleInstructionHandler", "SharegptStyleInstructionHandler",
+                        "GeneralInstructionHandler", "MOSSInstructionHandler", "LlamaFactoryInstructionHandler",
+                        "BelleMultiTurnInstructionHandler", "MOSSMultiTurnHandler",
+                        "R1AlpacaStyleInstructionHandler", "R1SharegptStyleInstructionHandler",
+                        "HunyuanInstructionHandler", "PPOAlpacaStyleInstructionHandler")
+PRETRAIN_HANDLERS = ("GeneralPretrainHandler", "AlpacaPretrainHandler", "StackOverflowPythonPretrainHandler")
+LOAD_CONTROL_FLAGS = ("finetune", "no-load-optim", "no-load-rng")
+K = "backend_config.training."
+
+
+@dataclass
+class LoadDecision:
+    load: str | None
+    flags: dict[str, bool]  # finetune / no-load-optim / no-load-rng
+    reason: str
+    resume_iteration: int | None = None
+
+
+@dataclass
+class MegatronRun:
+    """The resolved facts of one Megatron-style experiment."""
+
+    arch: ModelArch
+    model_dir: str | None
+    stage: str
+    training: dict[str, Any]
+    preprocess: dict[str, Any] | None
+    hf2mg: dict[str, Any]
+    mg2hf: dict[str, Any] | None  # None = final conversion disabled
+    report: LayoutReport
+    layout: OutputLayout
+    nnodes: int
+    nproc_per_node: int
+    node_rank: int
+    tp: int
+    pp: int
+    cp: int
+    num_layer_list: list[int] | None
+    lora: bool
+    data_path: str | None = None
+    data_is_instruction: bool = False
+    preprocess_prefix: str | None = None
+    preprocess_input: str | None = None
+    handler: str | None = None
+    load: LoadDecision | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    @property
+    def dp(self) -> int:
+        return self.report.dims.dp
+
+    @property
+    def converted_dir(self) -> str:
+        return self.layout.converted_weights(self.tp, self.pp)
+
+
+def to_flags(options: dict[str, Any]) -> list[str]:
+    """Megatron argv from a flag mapping: true -> `--flag`, false/None -> omitted, list -> repeated values."""
+    argv: list[str] = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = f"--{key}"
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv.append(flag)
+            argv.extend(str(v) for v in value)
+        elif isinstance(value, dict):
+            import json
+
+            argv += [flag, json.dumps(value, separators=(",", ":"))]
+        else:
+            argv += [flag, _num(value)]
+    return argv
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value) if value != int(value) or abs(value) < 1 else str(value)
+    return str(value)
+
+
+def parse_layer_list(value: Any) -> list[int] | None:
+    if value in (None, "", False):
+        return None
+    if isinstance(value, int):
+        return [value]
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [int(str(v).strip()) for v in items if str(v).strip()]
+
+
+def read_megatron_run(ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
+    """Resolve and validate everything the Megatron-style plans need; raise ConfigError listing all problems."""
+    cfg = ctx.config
+    problems: list[Problem] = []
+    bc = dict(cfg.backend_config or {})
+    for section in bc:
+        if section not in SECTIONS:
+            problems.append(ctx.problem(f"backend_config.{section}", f"unknown section{did_you_mean(section, SECTIONS)}",
+                                        fix="sections are: " + ", ".join(SECTIONS)))
+    training = dict(bc.get("training") or {})
+    preprocess = bc.get("preprocess_data")
+    preprocess = dict(preprocess) if isinstance(preprocess, dict) else None
+    hf2mg = dict(bc.get("convert_ckpt_hf2mg") or {})
+    mg2hf: dict[str, Any] | None = dict(bc.get("convert_ckpt_mg2hf") or {})
+    if "convert_ckpt_mg2hf" in bc and bc["convert_ckpt_mg2hf"] is None:
+        mg2hf = None
+    if not cfg.convert_mg2hf_at_last:
+        mg2hf = None
+
+    model_dir = training.get("tokenizer-name-or-path") or cfg.model_name_or_path
+    if model_dir and "tokenizer-name-or-path" not in training:
+        training["tokenizer-name-or-path"] = model_dir
+    arch = resolve_arch(cfg.af_model_name, model_dir)
+    if strict_paths and model_dir and not os.path.isdir(model_dir):
+        problems.append(ctx.problem(K + "tokenizer-name-or-path", f"directory {model_dir} does not exist",
+                                    fix="point it at the HF model directory (config.json, tokenizer, weights)"))
+
+    stage = cfg.stage or training.get("stage") or "sft"
+    if stage not in ("pt", "sft"):
+        problems.append(ctx.problem("stage", f"'{stage}' is not a stage of this backend",
+                                    fix="use pt (pre-training) or sft (fine-tuning)"))
+
+    def intval(key: str, default: int | None) -> int | None:
+        value = training.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            try:
+                return int(str(value))
+            except ValueError:
+                problems.append(ctx.problem(K + key, f"must be an integer (got {value!r})"))
+                return default
+        return value
+
+    tp = intval("tensor-model-parallel-size", 1) or 1
+    pp = intval("pipeline-model-parallel-size", 1) or 1
+    cp = intval("context-parallel-size", 1) or 1
+    mbs = intval("micro-batch-size", 1) or 1
+    gbs = intval("global-batch-size", None)
+    seq = intval("seq-length", 4096) or 4096
+    max_pos = intval("max-position-embeddings", arch.max_pos) or arch.max_pos
+    try:
+        nll = parse_layer_list(training.get("num-layer-list"))
+    except ValueError:
+        nll = None
+        problems.append(ctx.problem(K + "num-layer-list", f"must be comma-separated integers "
+                                    f"(got {training.get('num-layer-list')!r})", fix="e.g. 3,5"))
+    env = cfg.env
+    report = validate_layout(LayoutInput(
+        world_size=env.NNODES * ctx.devices.count, tp=tp, pp=pp, cp=cp, mbs=mbs, gbs=gbs,
+        num_layers=arch.layers, heads=arch.heads, kv_heads=arch.kv_heads, seq_length=seq,
+        max_position_embeddings=max_pos, num_layer_list=nll,
+        sequence_parallel=bool(training.get("sequence-parallel")),
+        keys={name: K + key for name, key in (
+            ("tp", "tensor-model-parallel-size"), ("pp", "pipeline-model-parallel-size"),
+            ("cp", "context-parallel-size"), ("mbs", "micro-batch-size"), ("gbs", "global-batch-size"),
+            ("seq", "seq-length"), ("max_pos", "max-position-embeddings"), ("nll", "num-layer-list"),
+            ("sp", "sequence-parallel"))} | {"world": f"env.NNODES({env.NNODES}) x devices per node"
+                                                     f"({ctx.devices.count}, from {ctx.devices.source})"}))
+    for p in report.problems:
+        problems.append(Problem(key=p.key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(p.key)))
+
+    run = MegatronRun(arch=arch, model_dir=model_dir, stage=stage, training=training, preprocess=preprocess,
+                      hf2mg=hf2mg, mg2hf=mg2hf, report=report, layout=OutputLayout(cfg.af_output_dir),
+                      nnodes=env.NNODES, nproc_per_node=ctx.devices.count, node_rank=env.NODE_RANK,
+                      tp=tp, pp=pp, cp=cp, num_layer_list=nll,
+                      lora=any(training.get(k) for k in ("lora-r", "lora-target-modules")),
+                      warnings=list(report.warnings))
+    _resolve_data(ctx, run, problems, strict_paths)
+    run.load = _decide_load(ctx, run, problems)
+    if problems:
+        raise ConfigError(problems)
+    return run
+
+
+def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], strict: bool) -> None:
+    cfg = ctx.config
+    pre = run.preprocess or {}
+    handler = pre.get("handler-name") or ("GeneralPretrainHandler" if run.stage == "pt"
+                                          else "AlpacaStyleInstructionHandler")
+    run.handler = handler
+    if handler in PRETRAIN_HANDLERS and run.stage == "sft":
+        problems.append(ctx.problem("backend_config.preprocess_data.handler-name",
+                                    f"{handler} makes pre-training data but stage is sft",
+                                    fix="use AlpacaStyleInstructionHandler / SharegptStyleInstructionHandler, "
+                                        "or stage: pt"))
+    if handler in INSTRUCTION_HANDLERS and run.stage == "pt":
+        problems.append(ctx.problem("backend_config.preprocess_data.handler-name",
+                                    f"{handler} makes instruction data but stage is pt",
+                                    fix="use GeneralPretrainHandler, or stage: sft"))
+    run.data_is_instruction = handler in INSTRUCTION_HANDLERS
+
+    given = run.training.get("data-path") or cfg.processed_data_dir
+    if given:
+        run.data_path = _data_prefix(str(given), run.data_is_instruction)
+        if strict and not glob.glob(run.data_path + "*"):
+            problems.append(ctx.problem(K + "data-path" if run.training.get("data-path") else "processed_data_dir",
+                                        f"no preprocessed data at {given}",
+                                        fix="point it at <prefix>_text_document (pt) or the <prefix> of "
+                                            "<prefix>_packed_*_document files (sft), or remove it to preprocess"))
+        return
+    source = pre.get("input") or cfg.dataset
+    if not source:
+        problems.append(ctx.problem("backend_config.preprocess_data.input",
+                                    "no training data: neither preprocess_data.input nor training.data-path is set",
+                                    fix="set backend_config.preprocess_data.input to a json/jsonl/parquet file or "
+                                        "directory, or backend_config.training.data-path to preprocessed data"))
+        return
+    if strict and not os.path.exists(source):
+        problems.append(ctx.problem("backend_config.preprocess_data.input", f"{source} does not exist",
+                                    fix="point it at a json, jsonl or parquet file, or a directory of them"))
+    if not run.model_dir:
+        problems.append(ctx.problem(K + "tokenizer-name-or-path", "required to tokenize the dataset",
+                                    fix="set it to the HF model directory"))
+    name = os.path.splitext(os.path.basename(str(source).rstrip("/")))[0] or "dataset"
+    run.preprocess_input = str(source)
+    run.preprocess_prefix = pre.get("output-prefix") or os.path.join(run.layout.preprocess_dir, name)
+    run.data_path = (run.preprocess_prefix if run.data_is_instruction
+                     else f"{run.preprocess_prefix}_text_document")
+
+
+def _data_prefix(given: str, instruction: bool) -> str:
+    """A directory of preprocessed files -> its prefix; a prefix is returned as is."""
+    if os.path.isdir(given):
+        pattern = "*_packed_input_ids_document.idx" if instruction else "*_text_document.idx"
+        found = sorted(glob.glob(os.path.join(given, pattern)))
+        if found:
+            f = found[0]
+            return f[: -len("_packed_input_ids_document.idx")] if instruction else f[: -len(".idx")]
+    return given
+
+
+def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> LoadDecision:
+    cfg = ctx.config
+    state = ctx.saved_checkpoints
+    explicit = run.training.get("load")
+    if cfg.train_auto_resume and state is not None and state.resumable:
+        if run.lora:
+            problems.append(ctx.problem("train_auto_resume", "LoRA fine-tuning cannot resume from a checkpoint "
+                                        "(MindSpeed-LLM does not support it)",
+                                        fix="set train_auto_resume: false, or move saved_checkpoints away"))
+        return LoadDecision(load=run.layout.saved_checkpoints, flags={}, resume_iteration=int(state.tracker),
+                            reason=f"train_auto_resume: newest complete checkpoint iter_{int(state.tracker):07d} "
+                                   f"in saved_checkpoints (wins over user_converted_ckpt_path)")
+    if cfg.ckpt_load_type == 0:
+        return LoadDecision(load=explicit, flags={}, reason="ckpt_load_type 0: no weights loaded (random init)")
+    if cfg.ckpt_load_type == 2:
+        if not (cfg.user_converted_ckpt_path or explicit):
+            problems.append(ctx.problem("user_converted_ckpt_path", "ckpt_load_type 2 (resume) needs the training "
+                                        "checkpoint to resume from",
+                                        fix="set user_converted_ckpt_path to a saved_checkpoints directory, or use "
+                                            "ckpt_load_type 1"))
+        if run.lora:
+            problems.append(ctx.problem("ckpt_load_type", "LoRA fine-tuning does not support resume (type 2)",
+                                        fix="use ckpt_load_type 1"))
+        return LoadDecision(load=explicit or cfg.user_converted_ckpt_path, flags={},
+                            reason="ckpt_load_type 2: weights + optimizer + RNG from user_converted_ckpt_path")
+    path = explicit or cfg.user_converted_ckpt_path or run.converted_dir
+    return LoadDecision(load=path, flags={f: True for f in LOAD_CONTROL_FLAGS},
+                        reason="ckpt_load_type 1: weights only (--finetune --no-load-optim --no-load-rng)")

@@ -1,0 +1,32 @@
+"""Split `CONFIG [MODEL EXP] [--overrides...]` and load the experiment."""
+
+from __future__ import annotations
+
+from ascendfactory.errors import ConfigError, Problem
+
+
+def split_args(args: list[str]) -> tuple[str, str | None, str | None, list[str]]:
+    """Positionals come first; everything from the first `--x` on is an override."""
+    positional: list[str] = []
+    i = 0
+    while i < len(args) and not args[i].startswith("--"):
+        positional.append(args[i])
+        i += 1
+    overrides = args[i:]
+    if not positional:
+        raise ConfigError(Problem("CONFIG_YAML", "no experiment file given",
+                                  fix="ascendfactory-cli train cfgs/quickstart.yaml  (create one with "
+                                      "`ascendfactory-cli config`)"))
+    if len(positional) == 2 or len(positional) > 3:
+        raise ConfigError(Problem("arguments", f"expected CONFIG_YAML or CONFIG_YAML MODEL_NAME EXP_NAME, got "
+                                  f"{len(positional)} positional arguments: {' '.join(positional)}",
+                                  fix="overrides need the --dotted.key=value form"))
+    model, exp = (positional[1], positional[2]) if len(positional) == 3 else (None, None)
+    return positional[0], model, exp, overrides
+
+
+def load_from_args(args: list[str]):
+    from ascendfactory.config.load import load_experiment
+
+    path, model, exp, overrides = split_args(args)
+    return load_experiment(path, overrides, model_name=model, exp_name=exp)

@@ -1,0 +1,84 @@
+"""Small tools users expect: `models`, `experiments`, `show`, `doctor`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ascendfactory.cli._options import ConfigArgs, JsonOpt
+
+EXAMPLES = {
+    "models": ["ascendfactory-cli models", "ascendfactory-cli models --json"],
+    "experiments": ["ascendfactory-cli experiments", "ascendfactory-cli experiments --backend verl"],
+    "show": ["ascendfactory-cli show cfgs/quickstart.yaml --backend_config.training.lr=1e-4"],
+    "doctor": ["ascendfactory-cli doctor", "ascendfactory-cli doctor --backend mindspeed-llm"],
+}
+
+
+def _epilog(name: str) -> str:
+    return "Examples:\n\n" + "\n\n".join(EXAMPLES[name])
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("models", epilog=_epilog("models"))
+    def models(as_json: JsonOpt = False) -> None:
+        """List the model catalog (architecture facts used for validation)."""
+        from ascendfactory.cli._output import out
+        from ascendfactory.config.catalog import load_catalog
+
+        out.mode = "json" if as_json else "human"
+        rows = [{"model": name, **{k: e.get(k) for k in ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab",
+                                                          "max_pos", "tied", "model_type_hf", "family")}}
+                for name, e in load_catalog().items()]
+        out.table(rows, title="model catalog (cfgs/models.yaml)")
+
+    @app.command("experiments", epilog=_epilog("experiments"))
+    def experiments(backend: Annotated[str | None, typer.Option("--backend", help="Only this backend.")] = None,
+                    as_json: JsonOpt = False) -> None:
+        """List the backends and the experiment templates `config` can write."""
+        from ascendfactory.backends import get_backend, list_supported_backends
+        from ascendfactory.cli._output import out
+        from ascendfactory.config.generate import list_experiments
+
+        out.mode = "json" if as_json else "human"
+        backends = [get_backend(backend)] if backend else list_supported_backends()
+        rows = [{"backend": b.name, "experiments": ", ".join(list_experiments(b.name)),
+                 "stages": ", ".join(b.stages), "launcher": b.launcher, "description": b.description}
+                for b in backends]
+        out.table(rows, title="backends and experiment templates")
+
+    @app.command("show", context_settings={"ignore_unknown_options": True}, epilog=_epilog("show"))
+    def show(args: ConfigArgs) -> None:
+        """Print the resolved experiment (file + overrides + interpolation), validated."""
+        from ascendfactory.cli._experiment_args import load_from_args
+        from ascendfactory.cli._output import out
+        from ascendfactory.config.yamlio import dumps
+
+        loaded = load_from_args(args)
+        out.raw(dumps(loaded.config.model_dump(mode="json")))
+
+    @app.command("doctor", epilog=_epilog("doctor"))
+    def doctor(
+        backend: Annotated[str, typer.Option("--backend", help="Check what this backend needs.")] = "torch",
+        install_plan: Annotated[str | None, typer.Option("--install-plan", help="Print (and with "
+                                                         "--run, run) the installation steps of a backend.")] = None,
+        run: Annotated[bool, typer.Option("--run", help="With --install-plan: run the steps.")] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Check this machine: Python packages, devices, toolkit environment, free port, disk."""
+        from ascendfactory.cli._output import out
+        from ascendfactory.doctor import install_steps, run_checks, run_install
+
+        out.mode = "json" if as_json else "human"
+        if install_plan:
+            steps = install_steps(install_plan)
+            if run:
+                raise typer.Exit(run_install(steps))
+            out.table([{"step": i + 1, "what": s.what, "command": s.display()} for i, s in enumerate(steps)],
+                      title=f"install plan for {install_plan}")
+            return
+        rows = run_checks(backend)
+        out.table([r.row() for r in rows], title=f"doctor ({backend})")
+        if any(r.status == "missing" and r.required for r in rows):
+            raise typer.Exit(1)

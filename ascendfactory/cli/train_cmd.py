@@ -1,0 +1,86 @@
+"""`ascendfactory-cli train`: validate, plan and run an experiment (or print the plan with --dry-run)."""
+
+from __future__ import annotations
+
+import typer
+
+from ascendfactory.cli._options import ConfigArgs, DryRunOpt, FormatOpt, PlanFormat
+
+EXAMPLES = [
+    "ascendfactory-cli train cfgs/quickstart.yaml",
+    "ascendfactory-cli train cfgs/quickstart.yaml --dry-run --format shell > plan.sh",
+    "ascendfactory-cli train exp.yaml --backend_config.training.lr=2e-5 --env.NODE_RANK=1 --env.NNODES=2",
+    "ascendfactory-cli train cfgs/multi_model_cfgs.yaml qwen2.5-7b full-4k --dry-run      # old style",
+]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "train",
+        context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
+        epilog="Examples:\n\n" + "\n\n".join(EXAMPLES),
+    )
+    def train(args: ConfigArgs, dry_run: DryRunOpt = False, fmt: FormatOpt = PlanFormat.text) -> None:
+        """Run an experiment: preprocess, convert, train, convert back, plot. Validates everything first."""
+        from ascendfactory.cli._experiment_args import load_from_args
+        from ascendfactory.pipeline.planner import make_plan
+
+        loaded = load_from_args(args)
+        plan = make_plan(loaded, dry_run=dry_run)
+        if dry_run:
+            _show_plan(plan, fmt)
+            return
+        from ascendfactory.pipeline.runner import run_experiment
+
+        code = run_experiment(plan, loaded)
+        if code:
+            raise typer.Exit(code)
+
+
+def _show_plan(plan, fmt: PlanFormat) -> None:
+    from ascendfactory.cli._output import out
+
+    if fmt is PlanFormat.json:
+        out.json(plan.to_dict())
+        return
+    if fmt is PlanFormat.shell:
+        from ascendfactory.pipeline.render import plan_to_shell
+
+        out.raw(plan_to_shell(plan))
+        return
+    from rich.markup import escape
+
+    f = plan.facts
+    out.markup(f"[bold]plan[/bold]  backend={plan.backend}  model={escape(plan.model_name)}  "
+               f"exp={escape(plan.exp_name)}")
+    out.markup(f"  output dir: {escape(plan.output_dir)}")
+    layout = "  ".join(f"{k}={f[k]}" for k in ("world_size", "nnodes", "devices_per_node", "tp", "pp", "cp", "dp")
+                       if f.get(k) is not None)
+    if layout:
+        out.markup(f"  layout: {layout}  [dim](devices: {escape(str(f.get('devices_source')))})[/dim]")
+    for w in plan.warnings:
+        out.markup(f"  [yellow]warning:[/yellow] {escape(w)}")
+    if not plan.steps:
+        out.markup("  [yellow]no steps[/yellow]")
+    for i, step in enumerate(plan.steps, 1):
+        status = f"[yellow]skip[/yellow]: {escape(step.skip_reason)}" if step.skipped else "[green]run[/green]"
+        out.markup(f"\n[bold]{i}. {step.name}[/bold] ({step.kind})  {status}")
+        for note in step.notes:
+            out.markup(f"   note: {escape(note)}")
+        if step.skipped:
+            continue
+        if step.argv:
+            out.markup(f"   command: {escape(step.command_line())}")
+        else:
+            out.markup("   runs inside ascendfactory-cli")
+        if step.cwd:
+            out.markup(f"   cwd: {escape(step.cwd)}")
+        env = {**plan.env, **step.env}
+        if env:
+            out.markup("   env: " + escape(" ".join(f"{k}={v}" for k, v in env.items())))
+        if step.inputs:
+            out.markup("   inputs: " + escape(", ".join(step.inputs)))
+        if step.outputs:
+            out.markup("   outputs: " + escape(", ".join(step.outputs)))
+        if step.only_node0:
+            out.markup("   runs on NODE_RANK 0 only (shared filesystem); other nodes wait for its outputs")

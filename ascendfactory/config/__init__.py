@@ -1,0 +1,1 @@
+"""Experiment configuration: schema, loading (new and old style), overrides, interpolation, catalog."""

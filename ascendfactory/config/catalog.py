@@ -1,0 +1,107 @@
+"""Model architecture facts: from an HF `config.json` when one is reachable, else from `cfgs/models.yaml`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ascendfactory.errors import ConfigError, Problem
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CFGS_DIR = REPO_ROOT / "cfgs"
+
+_HF_TYPE_TO_FAMILY = {"llama": "llama2", "qwen2": "qwen25", "qwen3": "qwen3"}
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """What validation and planning need to know about a model."""
+
+    name: str
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    max_pos: int
+    tied: bool
+    hf_model_type: str
+    model_type_hf: str  # MindSpeed-LLM --model-type-hf (v2 converter)
+    family: str | None  # embedded backend name table
+    rope: float = 10000.0
+    eps: float = 1e-6
+    qkv_bias: bool = False
+    head_dim: int | None = None
+    source: str = "catalog"
+
+    @property
+    def kv_channels(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> dict[str, dict[str, Any]]:
+    from ascendfactory.config.yamlio import load_file
+
+    return load_file(CFGS_DIR / "models.yaml")
+
+
+def list_models() -> list[str]:
+    return list(load_catalog())
+
+
+def from_catalog(name: str) -> ModelArch:
+    cat = load_catalog()
+    if name not in cat:
+        from ascendfactory.config.suggest import did_you_mean
+
+        raise ConfigError(Problem(key="af_model_name", message=f"'{name}' is not in the model catalog"
+                                  f"{did_you_mean(name, cat)}",
+                                  fix="point backend_config.training.tokenizer-name-or-path (or "
+                                      "model_name_or_path) at a directory with config.json, or use one of: "
+                                      + ", ".join(cat)))
+    return ModelArch(name=name, **cat[name])
+
+
+def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
+    """Read `<path>/config.json`; None when there is none. Unknown model types keep family None."""
+    cfg_path = Path(path) / "config.json"
+    if not cfg_path.is_file():
+        return None
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    mtype = cfg.get("model_type", "")
+    heads = cfg.get("num_attention_heads") or cfg.get("n_head") or 0
+    family = _HF_TYPE_TO_FAMILY.get(mtype)
+    return ModelArch(
+        name=name or Path(path).name,
+        layers=cfg.get("num_hidden_layers") or cfg.get("num_layers") or 0,
+        hidden=cfg.get("hidden_size") or 0,
+        ffn=cfg.get("intermediate_size") or cfg.get("ffn_hidden_size") or 0,
+        heads=heads,
+        kv_heads=cfg.get("num_key_value_heads") or cfg.get("multi_query_group_num") or heads,
+        vocab=cfg.get("vocab_size") or cfg.get("padded_vocab_size") or 0,
+        max_pos=cfg.get("max_position_embeddings") or cfg.get("seq_length") or 0,
+        tied=bool(cfg.get("tie_word_embeddings", False)),
+        hf_model_type=mtype,
+        model_type_hf={"llama2": "llama2", "qwen25": "qwen25", "qwen3": "qwen3"}.get(family or "", mtype),
+        family=family,
+        rope=float(cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta") or 10000.0),
+        eps=float(cfg.get("rms_norm_eps") or cfg.get("layernorm_epsilon") or 1e-6),
+        qkv_bias=bool(cfg.get("attention_bias", mtype == "qwen2")) or mtype == "qwen2",
+        head_dim=cfg.get("head_dim") if cfg.get("head_dim") not in (None, (cfg.get("hidden_size") or 0)
+                                                                      // max(heads, 1)) else None,
+        source=str(cfg_path),
+    )
+
+
+def resolve_arch(model_name: str, model_dir: str | None) -> ModelArch:
+    """The HF config in `model_dir` when present, else the catalog entry for `model_name`."""
+    if model_dir:
+        arch = from_hf_dir(model_dir, model_name)
+        if arch is not None:
+            return arch
+    return from_catalog(model_name)

@@ -1,0 +1,86 @@
+"""`${dotted.path}` interpolation between keys (keys may contain dashes), and `${env:VAR[,default]}`.
+
+A value that is exactly `${a.b}` keeps the referenced value's type; inside a longer string it is formatted.
+References resolve against the merged tree (after overrides), recursively; cycles are errors.
+OmegaConf was considered, but its grammar does not accept the dash keys MindSpeed-LLM uses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ascendfactory.errors import ConfigError, Problem
+
+_REF = re.compile(r"\$\{([^${}]+)\}")
+_MISSING = object()
+
+
+def _lookup(tree: dict[str, Any], path: str) -> Any:
+    node: Any = tree
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
+def resolve(tree: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of `tree` with every `${...}` resolved. Raises ConfigError listing every bad reference."""
+    problems: list[Problem] = []
+    cache: dict[str, Any] = {}
+
+    def resolve_ref(ref: str, where: str, stack: tuple[str, ...]) -> Any:
+        ref = ref.strip()
+        if ref.startswith(("env:", "oc.env:")):
+            name, _, default = ref.split(":", 1)[1].partition(",")
+            value = os.environ.get(name.strip())
+            if value is None:
+                if default:
+                    return default.strip()
+                problems.append(Problem(key=where, message=f"${{{ref}}}: environment variable "
+                                        f"{name.strip()} is not set",
+                                        fix=f"export {name.strip()}=... or write ${{env:{name.strip()},default}}"))
+                return ""
+            return value
+        if ref in stack:
+            problems.append(Problem(key=where, message="circular interpolation: " + " -> ".join(
+                (*stack, ref)), fix="make one of these keys a literal value"))
+            return ""
+        if ref in cache:
+            return cache[ref]
+        target = _lookup(tree, ref)
+        if target is _MISSING:
+            problems.append(Problem(key=where, message=f"${{{ref}}} refers to a key that does not exist",
+                                    fix="check the dotted path (sections.and.keys, dashes kept as written)"))
+            return ""
+        value = walk(target, ref, (*stack, ref))
+        cache[ref] = value
+        return value
+
+    def walk(node: Any, where: str, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            return {k: walk(v, f"{where}.{k}" if where else k, stack) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, f"{where}.{i}", stack) for i, v in enumerate(node)]
+        if isinstance(node, str) and "${" in node:
+            whole = _REF.fullmatch(node.strip())
+            if whole:
+                return resolve_ref(whole.group(1), where, stack)
+            return _REF.sub(lambda m: _fmt(resolve_ref(m.group(1), where, stack)), node)
+        return node
+
+    result = walk(tree, "", ())
+    if problems:
+        raise ConfigError(problems)
+    return result
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,82 @@
+"""Command-line overrides: `--a.b.c=value` and `--a.b.c value`, values typed as YAML scalars.
+
+`--backend_config.training.lr=1e-5`, `--env.NODE_RANK 1`, `--backend_config.training.lora-target-modules
+"[linear_qkv, linear_proj]"` (a YAML flow list). Dashes inside keys are kept: the first `--` is the only
+prefix removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascendfactory.config.yamlio import loads
+from ascendfactory.errors import ConfigError, Problem
+
+
+def parse_value(text: str) -> Any:
+    """Type a command-line value as a YAML scalar (or flow list/map): 8 -> int, 1e-5 -> float, true -> bool."""
+    try:
+        return loads(text)
+    except ConfigError:
+        return text
+
+
+def parse_overrides(args: list[str]) -> list[tuple[str, Any]]:
+    """['--a.b=1', '--c.d', 'x'] -> [('a.b', 1), ('c.d', 'x')]. Anything else is a ConfigError."""
+    out: list[tuple[str, Any]] = []
+    problems: list[Problem] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            problems.append(Problem(key=arg, source="command line",
+                                    message="unexpected argument",
+                                    fix="overrides are --dotted.key=value or --dotted.key value, "
+                                        "e.g. --env.NODE_RANK=1 --backend_config.training.lr=1e-5"))
+            i += 1
+            continue
+        body = arg[2:]
+        if "=" in body:
+            key, raw = body.split("=", 1)
+            i += 1
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            key, raw = body, args[i + 1]
+            i += 2
+        else:
+            problems.append(Problem(key=body, source="command line", message="override has no value",
+                                    fix=f"write --{body}=VALUE (or --{body} VALUE)"))
+            i += 1
+            continue
+        if not key or key.startswith(".") or key.endswith(".") or ".." in key:
+            problems.append(Problem(key=key or arg, source="command line", message="malformed key",
+                                    fix="use a dotted path such as backend_config.training.lr"))
+            continue
+        out.append((key, parse_value(raw)))
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
+    """Set tree[a][b][c] = value for key 'a.b.c', creating mappings on the way."""
+    parts = key.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(Problem(key=key, source="command line",
+                                      message=f"'{part}' holds a value ({child!r}), not a section",
+                                      fix=f"override '{'.'.join(parts[: parts.index(part) + 1])}' itself"))
+        node = child
+    node[parts[-1]] = value
+
+
+def get_dotted(tree: dict[str, Any], key: str, default: Any = None) -> Any:
+    node: Any = tree
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node

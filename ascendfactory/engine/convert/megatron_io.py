@@ -1,0 +1,216 @@
+"""Megatron checkpoint layout: tracker file, `iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt`, PP layer split.
+
+torch is imported inside the functions that load or save, so the layout helpers stay light.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ascendfactory.errors import ConfigError, Problem
+
+TRACKER = "latest_checkpointed_iteration.txt"
+SHARD_FILE = "model_optim_rng.pt"
+_RANK_DIR = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?$")
+
+
+def iteration_dir(root: str | Path, iteration: int) -> Path:
+    """`<root>/iter_%07d`."""
+    return Path(root) / f"iter_{int(iteration):07d}"
+
+
+def checkpoint_dir(root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_size: int) -> Path:
+    """The folder of one shard: `iter_%07d/mp_rank_{tp:02d}` (PP == 1) or `..._{pp:03d}` (PP > 1)."""
+    name = f"mp_rank_{tp_rank:02d}" if pp_size == 1 else f"mp_rank_{tp_rank:02d}_{pp_rank:03d}"
+    return iteration_dir(root, iteration) / name
+
+
+def read_tracker(root: str | Path) -> int:
+    """The iteration in `<root>/latest_checkpointed_iteration.txt`; ConfigError if missing or not > 0."""
+    path = Path(root) / TRACKER
+    if not path.is_file():
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"{root} is not a Megatron checkpoint: {TRACKER} is missing",
+                fix="point --load-dir at the folder that holds latest_checkpointed_iteration.txt and iter_*/",
+                source="command line",
+            )
+        )
+    text = path.read_text().strip()
+    if not text.isdigit() or int(text) <= 0:
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"{path} holds '{text}', expected an iteration number > 0",
+                fix="write the iteration of the iter_* folder to load into that file",
+                source="command line",
+            )
+        )
+    return int(text)
+
+
+def write_tracker(root: str | Path, iteration: int) -> None:
+    """Write the tracker file (after every shard is on disk), atomically via a temp name."""
+    path = Path(root) / TRACKER
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{int(iteration)}")
+    tmp.replace(path)
+
+
+def parse_layer_list(num_layer_list: str | Sequence[int] | None) -> list[int] | None:
+    """`"3,5"` or `[3, 5]` -> [3, 5]; None / "" -> None. ConfigError on anything else."""
+    if num_layer_list is None or num_layer_list == "":
+        return None
+    if isinstance(num_layer_list, str):
+        try:
+            return [int(x) for x in num_layer_list.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(
+                Problem(
+                    key="--num-layer-list",
+                    message=f"'{num_layer_list}' is not a comma-separated list of integers",
+                    fix="write it like 3,5 (layers of each pipeline stage)",
+                    source="command line",
+                )
+            ) from None
+    return [int(x) for x in num_layer_list]
+
+
+def layers_per_stage(
+    num_layers: int, pp: int, num_layer_list: str | Sequence[int] | None = None
+) -> list[int]:
+    """Layers of each pipeline stage: an even split, or `num_layer_list`. ConfigError with a fix otherwise."""
+    if pp < 1:
+        raise ConfigError(
+            Problem(
+                key="--target-pipeline-parallel-size",
+                message=f"PP must be >= 1, got {pp}",
+                fix="use 1 or more",
+                source="command line",
+            )
+        )
+    layers = parse_layer_list(num_layer_list)
+    if layers is None:
+        if num_layers % pp:
+            valid = [p for p in range(1, num_layers + 1) if num_layers % p == 0]
+            raise ConfigError(
+                Problem(
+                    key="--target-pipeline-parallel-size",
+                    message=f"number of layers ({num_layers}) is not divisible by the pipeline parallel size "
+                    f"({pp})",
+                    fix=f"use PP in {valid}, or give --num-layer-list with {pp} counts summing to "
+                    f"{num_layers}",
+                    source="command line",
+                )
+            )
+        return [num_layers // pp] * pp
+    problems = []
+    if len(layers) != pp:
+        problems.append(f"it has {len(layers)} entries but the pipeline parallel size is {pp}")
+    if sum(layers) != num_layers:
+        problems.append(f"its sum ({sum(layers)}) is not the number of layers ({num_layers})")
+    if any(n < 1 for n in layers):
+        problems.append("every stage needs at least one layer")
+    if problems:
+        even = f"{num_layers // pp}" if pp and num_layers % pp == 0 else None
+        example = (
+            ",".join([even] * pp)
+            if even
+            else ",".join(str(num_layers // pp + (1 if i < num_layers % pp else 0)) for i in range(pp))
+        )
+        raise ConfigError(
+            Problem(
+                key="--num-layer-list",
+                message=f"'{','.join(map(str, layers))}': " + "; ".join(problems),
+                fix=f"give {pp} positive counts summing to {num_layers}, e.g. {example}",
+                source="command line",
+            )
+        )
+    return layers
+
+
+def layer_offsets(counts: Sequence[int]) -> list[int]:
+    """First global layer of each stage: [3, 5] -> [0, 3]."""
+    out, acc = [], 0
+    for n in counts:
+        out.append(acc)
+        acc += n
+    return out
+
+
+def discover_layout(root: str | Path, iteration: int) -> tuple[int, int]:
+    """(TP, PP) of a checkpoint from its `mp_rank_*` folder names; ConfigError if incomplete."""
+    it_dir = iteration_dir(root, iteration)
+    if not it_dir.is_dir():
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"{it_dir} does not exist (the tracker points at it)",
+                fix="check the checkpoint folder or its tracker file",
+                source="command line",
+            )
+        )
+    ranks = set()
+    for d in it_dir.iterdir():
+        m = _RANK_DIR.match(d.name)
+        if m and (d / SHARD_FILE).is_file():
+            ranks.add((int(m.group(1)), int(m.group(2)) if m.group(2) is not None else None))
+    if not ranks:
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"no mp_rank_*/{SHARD_FILE} under {it_dir}",
+                fix="point --load-dir at a Megatron checkpoint",
+                source="command line",
+            )
+        )
+    tp = max(r[0] for r in ranks) + 1
+    pp = 1 if all(r[1] is None for r in ranks) else max(r[1] or 0 for r in ranks) + 1
+    expected = {(t, None if pp == 1 else p) for t in range(tp) for p in range(pp)}
+    if ranks != expected:
+        missing = sorted(expected - ranks, key=str)
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"incomplete checkpoint under {it_dir}: missing shards {missing[:4]}",
+                fix="copy every mp_rank_* folder",
+                source="command line",
+            )
+        )
+    return tp, pp
+
+
+def load_shard(root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_size: int) -> dict[str, Any]:
+    """`torch.load` one `model_optim_rng.pt` (memory-mapped; the dict holds args, so not weights-only)."""
+    import torch
+
+    path = checkpoint_dir(root, iteration, tp_rank, pp_rank, pp_size) / SHARD_FILE
+    if not path.is_file():
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"missing checkpoint shard {path}",
+                fix="check the checkpoint folder",
+                source="command line",
+            )
+        )
+    return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+
+
+def save_shard(
+    root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_size: int, payload: dict[str, Any]
+) -> Path:
+    """`torch.save` one shard dict to its folder (temp name, then rename); returns the file path."""
+    import torch
+
+    folder = checkpoint_dir(root, iteration, tp_rank, pp_rank, pp_size)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / SHARD_FILE
+    tmp = folder / (SHARD_FILE + ".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,105 @@
+"""Read a Megatron checkpoint (converted or written by training) one pipeline stage at a time, as full HF tensors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ascendfactory.engine.convert import megatron_io as mio
+from ascendfactory.engine.convert.dims import ModelDims
+from ascendfactory.engine.convert.shard_map import hf_locals_to_full, megatron_to_hf_local
+from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
+
+_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
+
+
+def _stage_layers(model_sd: dict[str, Any]) -> int:
+    nums = {int(m.group(1)) for k in model_sd if (m := _LAYER.match(k))}
+    if nums and nums != set(range(len(nums))):
+        raise ConversionKeyError(f"layer numbers of a pipeline stage are not 0..N-1: {sorted(nums)}")
+    return len(nums)
+
+
+class MegatronSource:
+    """A Megatron checkpoint folder: its iteration, TP/PP layout, args and model dims.
+
+    Only `model` is read from each `model_optim_rng.pt` (optimizer, RNG and scheduler entries of training
+    checkpoints are ignored); files are memory-mapped, so one stage's shards are in memory at a time.
+    """
+
+    def __init__(self, root: str | Path, *, model_type_hf: str | None = None, vocab_size: int | None = None):
+        self.root = Path(root)
+        self.iteration = mio.read_tracker(self.root)
+        self.tp, self.pp = mio.discover_layout(self.root, self.iteration)
+        first = self._load(0, 0)
+        self.args = first.get("args")
+        if self.args is None:
+            raise ConfigError(Problem(key="--load-dir", message=f"{self.root}: the shards carry no 'args'",
+                                      fix="convert a checkpoint written by Megatron / MindSpeed-LLM / this tool",
+                                      source="command line"))
+        dims = ModelDims.from_megatron_args(self.args, model_type_hf)
+        if vocab_size is not None and vocab_size != dims.vocab_size:
+            dims = ModelDims(**{**dims.__dict__, "vocab_size": vocab_size})
+        self.dims = dims
+        saved_tp = getattr(self.args, "tensor_model_parallel_size", self.tp)
+        saved_pp = getattr(self.args, "pipeline_model_parallel_size", self.pp)
+        if (saved_tp, saved_pp) != (self.tp, self.pp):
+            raise ConfigError(Problem(key="--load-dir", message=f"the folders say TP {self.tp} PP {self.pp} but "
+                                      f"the saved args say TP {saved_tp} PP {saved_pp}",
+                                      fix="check that every mp_rank_* folder is from the same checkpoint",
+                                      source="command line"))
+        self.padded_vocab_size = int(self.args.padded_vocab_size)
+        self._offset = 0
+        self._next_stage = 0
+
+    def _load(self, tp_rank: int, pp_rank: int) -> dict[str, Any]:
+        return mio.load_shard(self.root, self.iteration, tp_rank, pp_rank, self.pp)
+
+    def _model(self, tp_rank: int, pp_rank: int) -> dict[str, torch.Tensor]:
+        shard = self._load(tp_rank, pp_rank)
+        if "model" not in shard:
+            keys = ", ".join(sorted(shard)[:8])
+            raise ConversionKeyError(f"shard tp {tp_rank} pp {pp_rank} has no 'model' entry (keys: {keys}); "
+                                     "virtual-pipeline checkpoints (model0, model1, ...) are not supported")
+        return shard["model"]
+
+    def stage(self, pp_rank: int, dtype: torch.dtype | None = None) -> tuple[int, int, dict[str, torch.Tensor]]:
+        """(first global layer, layer count, full HF tensors) of stage `pp_rank`; stages are read in order."""
+        if pp_rank != self._next_stage:
+            raise ValueError(f"stages are read in order: expected {self._next_stage}, got {pp_rank}")
+        locals_, n_layers = [], None
+        for r in range(self.tp):
+            model = self._model(r, pp_rank)
+            n = _stage_layers(model)
+            if n_layers is not None and n != n_layers:
+                raise ConversionKeyError(f"pp stage {pp_rank}: TP rank {r} has {n} layers, rank 0 {n_layers}")
+            n_layers = n
+            locals_.append(megatron_to_hf_local(model, cfg=self.dims, tp=self.tp, tp_rank=r,
+                                                layer_offset=self._offset))
+        full = hf_locals_to_full(locals_, cfg=self.dims, vocab_size=self.dims.vocab_size)
+        if dtype is not None:
+            full = {k: v if v.dtype == dtype else v.to(dtype) for k, v in full.items()}
+        offset = self._offset
+        self._offset += n_layers or 0
+        self._next_stage += 1
+        return offset, n_layers or 0, full
+
+    def stages(self, dtype: torch.dtype | None = None) -> Iterator[tuple[int, int, dict[str, torch.Tensor]]]:
+        """Every stage in order (see `stage`); checks the layer total against the saved args at the end."""
+        self._offset, self._next_stage = 0, 0
+        for s in range(self.pp):
+            yield self.stage(s, dtype)
+        if self._offset != self.dims.num_layers:
+            raise ConversionKeyError(f"the shards hold {self._offset} layers, the saved args say "
+                                     f"num_layers = {self.dims.num_layers}")
+
+    def full_state(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """The whole model as one HF state dict (for --verify-logits only)."""
+        out: dict[str, torch.Tensor] = {}
+        for _, _, sd in self.stages(dtype):
+            out.update(sd)
+        return out

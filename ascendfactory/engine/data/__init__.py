@@ -1,0 +1,1 @@
+"""Data preprocessing for the embedded backend: indexed datasets, prompt templates, the preprocess program."""

@@ -1,0 +1,180 @@
+"""Training samples on top of Megatron indexed datasets, in a deterministic order fixed by `--seed`.
+
+- Pre-training (`<prefix>_text_document`): the training split's sequences, in a seeded order per epoch, are
+  read as one token stream and cut into windows of `seq_length + 1` tokens that share their boundary token
+  (Megatron GPTDataset); samples are then shuffled. tokens = w[:-1], labels = w[1:].
+- Instruction (`<prefix>_packed_{input_ids,labels}_document`): one sequence per sample, seeded order per
+  epoch, truncated/padded to `seq_length` (pad labels -100), then shifted: tokens = ids[:-1], labels = labels[1:].
+
+Global sample `k` of iteration `it` is `consumed + k`; micro-batch `m` of DP rank `r` takes samples
+`m * MBS * DP + r * MBS + [0, MBS)` of the global batch (Megatron's pretraining sampler).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ascendfactory.engine.data.indexed import IndexedDataset, exists
+from ascendfactory.errors import ConfigError, Problem
+
+IGNORE_INDEX = -100
+INSTRUCTION_SUFFIXES = ("_packed_input_ids_document", "_packed_labels_document")
+
+
+def split_range(split: str, n: int) -> tuple[int, int]:
+    """The train part `[0, end)` of `n` items under Megatron's `--split` (e.g. "969,30,1" or "100,0,0")."""
+    try:
+        weights = [float(x) for x in split.replace("/", ",").split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(Problem(key="--split", message=f"'{split}' is not a list of numbers",
+                                  fix="write it like 100,0,0", source="command line")) from None
+    weights += [0.0] * (3 - len(weights))
+    total = sum(weights)
+    if total <= 0:
+        raise ConfigError(Problem(key="--split", message=f"'{split}' sums to 0", fix="write it like 100,0,0",
+                                  source="command line"))
+    return 0, int(round(weights[0] / total * n))
+
+
+def _epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    return np.random.default_rng([seed, epoch]).permutation(n).astype(np.int64)
+
+
+class PretrainSamples:
+    """Windows of `seq_length + 1` tokens over the seeded stream of training sequences."""
+
+    def __init__(self, prefix: str, *, seq_length: int, split: str, seed: int, num_samples: int, shuffle: bool):
+        self.data = IndexedDataset(prefix)
+        _, end = split_range(split, len(self.data))
+        sizes = self.data.sizes[:end].astype(np.int64)
+        tokens_per_epoch = int(sizes.sum())
+        if end == 0 or tokens_per_epoch <= seq_length:
+            raise ConfigError(Problem(key="--data-path", message=f"{prefix}: the training split has "
+                                      f"{tokens_per_epoch} tokens, fewer than --seq-length + 1",
+                                      fix="use more data, a shorter --seq-length, or --split 100,0,0",
+                                      source="command line"))
+        self.seq_length = seq_length
+        epochs = 1
+        while (epochs * tokens_per_epoch - 1) // seq_length < num_samples:
+            epochs += 1
+        self.order = np.concatenate([_epoch_order(end, seed, e, shuffle) for e in range(epochs)])
+        self.starts = np.concatenate([[0], np.cumsum(sizes[self.order])])
+        count = int((self.starts[-1] - 1) // seq_length)
+        self.shuffle_idx = _epoch_order(count, seed, 1 << 20, shuffle)
+
+    def __len__(self) -> int:
+        return len(self.shuffle_idx)
+
+    def __getitem__(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        i = int(self.shuffle_idx[k % len(self.shuffle_idx)])
+        lo, hi = i * self.seq_length, (i + 1) * self.seq_length + 1
+        first = int(np.searchsorted(self.starts, lo, side="right")) - 1
+        parts, pos = [], lo
+        while pos < hi:
+            seq = int(self.order[first])
+            offset = pos - int(self.starts[first])
+            take = min(hi - pos, int(self.starts[first + 1]) - pos)
+            parts.append(self.data.get(seq, offset, take))
+            pos += take
+            first += 1
+        window = np.concatenate(parts).astype(np.int64)
+        return window[:-1], window[1:]
+
+
+class InstructionSamples:
+    """One packed sft sequence per sample, padded to `seq_length`; labels -100 on prompt and padding."""
+
+    def __init__(self, prefix: str, *, seq_length: int, split: str, seed: int, num_samples: int, shuffle: bool,
+                 pad_id: int = 0):
+        self.ids = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[0])
+        self.labels = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[1])
+        _, end = split_range(split, len(self.ids))
+        if end == 0:
+            raise ConfigError(Problem(key="--split", message=f"{prefix}: the training split is empty",
+                                      fix="use --split 100,0,0", source="command line"))
+        self.seq_length, self.pad_id = seq_length, pad_id
+        epochs = max(1, -(-num_samples // end))
+        self.order = np.concatenate([_epoch_order(end, seed, e, shuffle) for e in range(epochs)])
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        i = int(self.order[k % len(self.order)])
+        ids = np.full(self.seq_length, self.pad_id, dtype=np.int64)
+        labels = np.full(self.seq_length, IGNORE_INDEX, dtype=np.int64)
+        raw_ids, raw_labels = self.ids.get(i)[: self.seq_length], self.labels.get(i)[: self.seq_length]
+        ids[: len(raw_ids)] = raw_ids
+        labels[: len(raw_labels)] = raw_labels
+        return ids[:-1], labels[1:]
+
+
+def build_samples(args, *, num_samples: int, pad_id: int = 0) -> PretrainSamples | InstructionSamples:
+    """The training samples the flags describe (`--data-path`, `--split`, `--seed`, `--is-instruction-dataset`)."""
+    if len(args.data_path) != 1:
+        raise ConfigError(Problem(key="--data-path", message=f"{len(args.data_path)} values; dataset blending "
+                                  "is not supported by the embedded trainer", fix="give one dataset prefix",
+                                  source="command line"))
+    prefix = args.data_path[0]
+    common = dict(seq_length=args.seq_length, split=args.split, seed=args.seed, num_samples=num_samples,
+                  shuffle=not args.no_shuffle)
+    if args.is_instruction_dataset or args.stage == "sft":
+        if not exists(prefix + INSTRUCTION_SUFFIXES[0]):
+            raise ConfigError(Problem(key="--data-path", message=f"{prefix}{INSTRUCTION_SUFFIXES[0]}.idx not found",
+                                      fix="for sft give the prefix before _packed_* (the preprocess "
+                                      "--output-prefix)", source="command line"))
+        return InstructionSamples(prefix, pad_id=pad_id, **common)
+    if not exists(prefix) and exists(prefix + "_text_document"):
+        prefix += "_text_document"
+    if not exists(prefix):
+        raise ConfigError(Problem(key="--data-path", message=f"{prefix}.bin/.idx not found",
+                                  fix="give the prefix <output-prefix>_text_document written by preprocess",
+                                  source="command line"))
+    return PretrainSamples(prefix, **common)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    micro_batch_size: int
+    global_batch_size: int
+    dp_size: int
+    dp_rank: int
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.global_batch_size // (self.micro_batch_size * self.dp_size)
+
+    def indices(self, consumed: int) -> list[int]:
+        """Global sample numbers of this DP rank's micro-batches (micro-batch major) for one iteration."""
+        mbs, dp = self.micro_batch_size, self.dp_size
+        return [consumed + m * mbs * dp + self.dp_rank * mbs + j
+                for m in range(self.num_microbatches) for j in range(mbs)]
+
+
+def get_batch(samples, plan: BatchPlan, consumed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, labels) of shape [num_microbatches * MBS, L] for this DP rank."""
+    pairs = [samples[k] for k in plan.indices(consumed)]
+    return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+
+
+def pad_id_from(model_dir: str) -> int:
+    """The pad id of the tokenizer in `model_dir` (config.json's pad/eos id as a fallback; 0 if none)."""
+    import json
+
+    for name in ("tokenizer_config.json", "config.json", "generation_config.json"):
+        path = os.path.join(model_dir, name)
+        if os.path.isfile(path):
+            with open(path) as f:
+                cfg = json.load(f)
+            for key in ("pad_token_id", "eos_token_id"):
+                value = cfg.get(key)
+                if isinstance(value, list):
+                    value = value[0] if value else None
+                if isinstance(value, int):
+                    return value
+    return 0

@@ -1,0 +1,245 @@
+"""The trainer's command line: MindSpeed-LLM / Megatron flags, sorted into four lists kept here as data.
+
+- HONOURED: flags the embedded trainer implements with Megatron's meaning.
+- ARCHITECTURE: model-shape flags MindSpeed scripts pass; they must agree with the HF config.json
+  (`arch.check_architecture`), a mismatch is a ConfigError.
+- IGNORED: purely-performance flags (fused kernels, overlap, recompute, ...): accepted, no effect, one info line.
+- REFUSED: flags that change the numerics in a way this trainer does not implement: ConfigError naming them.
+
+Nothing heavy is imported here, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from ascendfactory.errors import ConfigError, Problem
+
+BOOL, VALUE, LIST = "bool", "value", "list"
+
+# flag -> (kind, default, type, help).  kind: BOOL = store_true, VALUE = one value, LIST = one or more values
+HONOURED: dict[str, tuple[str, Any, Any, str]] = {
+    "--micro-batch-size": (VALUE, 1, int, "samples per micro-batch per data-parallel rank"),
+    "--global-batch-size": (VALUE, None, int, "samples per iteration (default MBS x DP)"),
+    "--seq-length": (VALUE, None, int, "tokens per sample"),
+    "--train-iters": (VALUE, None, int, "iterations to train"),
+    "--lr": (VALUE, None, float, "peak learning rate"),
+    "--min-lr": (VALUE, 0.0, float, "learning rate floor of the decay"),
+    "--lr-decay-style": (VALUE, "linear", str, "constant | linear | cosine"),
+    "--lr-decay-iters": (VALUE, None, int, "iterations of the decay (default --train-iters)"),
+    "--lr-warmup-fraction": (VALUE, None, float, "warm-up as a fraction of the decay iterations"),
+    "--lr-warmup-iters": (VALUE, 0, int, "warm-up iterations"),
+    "--lr-warmup-init": (VALUE, 0.0, float, "learning rate at the start of warm-up"),
+    "--weight-decay": (VALUE, 0.01, float, "AdamW weight decay (not on biases and norms)"),
+    "--clip-grad": (VALUE, 1.0, float, "gradient-norm clipping (0 = off)"),
+    "--adam-beta1": (VALUE, 0.9, float, "Adam beta1"),
+    "--adam-beta2": (VALUE, 0.999, float, "Adam beta2"),
+    "--adam-eps": (VALUE, 1e-8, float, "Adam epsilon"),
+    "--optimizer": (VALUE, "adam", str, "adam (AdamW, as Megatron)"),
+    "--seed": (VALUE, 1234, int, "random seed: initialisation and data order"),
+    "--init-method-std": (VALUE, 0.02, float, "std of the random initialisation (no --load)"),
+    "--bf16": (BOOL, False, None, "compute in bfloat16 (fp32 master weights)"),
+    "--fp16": (BOOL, False, None, "compute in float16 with dynamic loss scaling"),
+    "--initial-loss-scale": (VALUE, 2.0**32, float, "first dynamic loss scale (fp16)"),
+    "--min-loss-scale": (VALUE, 1.0, float, "smallest dynamic loss scale (fp16)"),
+    "--loss-scale-window": (VALUE, 1000, int, "iterations without overflow before the scale doubles (fp16)"),
+    "--loss-scale": (VALUE, None, float, "static loss scale (fp16)"),
+    "--tensor-model-parallel-size": (VALUE, 1, int, "TP degree"),
+    "--pipeline-model-parallel-size": (VALUE, 1, int, "PP degree"),
+    "--context-parallel-size": (VALUE, 1, int, "only 1 is supported"),
+    "--expert-model-parallel-size": (VALUE, 1, int, "only 1 is supported"),
+    "--num-layer-list": (VALUE, None, str, "layers per pipeline stage, e.g. 3,5"),
+    "--data-path": (LIST, None, str, "dataset prefix (pretrain: <prefix>_text_document; sft: <prefix>)"),
+    "--split": (VALUE, "969,30,1", str, "train,valid,test document split (only train is used)"),
+    "--tokenizer-name-or-path": (VALUE, None, str, "HF model folder: config.json (+ tokenizer)"),
+    "--tokenizer-type": (VALUE, "PretrainedFromHF", str, "PretrainedFromHF"),
+    "--load": (VALUE, None, str, "Megatron checkpoint folder to load"),
+    "--save": (VALUE, None, str, "folder to save Megatron checkpoints to"),
+    "--save-interval": (VALUE, None, int, "save every N iterations (and at the end)"),
+    "--exit-interval": (VALUE, None, int, "save and exit when iteration % N == 0"),
+    "--log-interval": (VALUE, 100, int, "print the training_log line every N iterations"),
+    "--log-throughput": (BOOL, False, None, "add 'throughput per GPU (TFLOP/s/GPU)' to the log line"),
+    "--finetune": (BOOL, False, None, "load weights only; iteration and data position start at 0"),
+    "--no-load-optim": (BOOL, False, None, "do not load optimizer/scheduler state"),
+    "--no-load-rng": (BOOL, False, None, "do not load RNG state"),
+    "--no-save-optim": (BOOL, False, None, "do not save optimizer/scheduler state"),
+    "--no-save-rng": (BOOL, False, None, "do not save RNG state"),
+    "--exit-on-missing-checkpoint": (BOOL, False, None, "fail when --load has no checkpoint"),
+    "--stage": (VALUE, None, str, "pt | sft"),
+    "--is-instruction-dataset": (BOOL, False, None, "sft data: loss on response tokens only"),
+    "--prompt-type": (VALUE, None, str, "template used at preprocessing (accepted)"),
+    "--no-shuffle": (BOOL, False, None, "keep the dataset order"),
+    "--full-shuffle-instruction-dataset": (BOOL, False, None, "shuffle all sft samples (always done)"),
+    "--attention-dropout": (VALUE, 0.0, float, "attention dropout"),
+    "--hidden-dropout": (VALUE, 0.0, float, "hidden dropout (only 0 is supported)"),
+    "--distributed-backend": (VALUE, None, str, "nccl | gloo | hccl (mapped to the device found)"),
+    "--distributed-timeout-minutes": (VALUE, 10, int, "collective timeout"),
+    "--tensorboard-dir": (VALUE, None, str, "TensorBoard event files under <dir>/rank_{id}/"),
+    "--tensorboard-queue-size": (VALUE, 10, int, "TensorBoard writer queue size"),
+    "--log-loss-scale-to-tensorboard": (BOOL, False, None, "write loss-scale to TensorBoard"),
+    "--log-timers-to-tensorboard": (BOOL, False, None, "write iteration-time / throughput to TensorBoard"),
+    "--af-monitor-config": (VALUE, None, str, "YAML/JSON file with `monitor_config` and `tensorboard` keys"),
+    "--eval-interval": (VALUE, None, int, "accepted; no evaluation is run by this trainer"),
+    "--eval-iters": (VALUE, 0, int, "accepted; no evaluation is run by this trainer"),
+}
+
+# Model-shape flags, checked against config.json by arch.check_architecture.
+ARCHITECTURE: dict[str, tuple[str, Any, Any, str]] = {
+    "--num-layers": (VALUE, None, int, "== num_hidden_layers"),
+    "--hidden-size": (VALUE, None, int, "== hidden_size"),
+    "--ffn-hidden-size": (VALUE, None, int, "== intermediate_size"),
+    "--num-attention-heads": (VALUE, None, int, "== num_attention_heads"),
+    "--num-query-groups": (VALUE, None, int, "== num_key_value_heads (with --group-query-attention)"),
+    "--group-query-attention": (BOOL, False, None, "num_key_value_heads < num_attention_heads"),
+    "--kv-channels": (VALUE, None, int, "== head_dim"),
+    "--max-position-embeddings": (VALUE, None, int, ">= --seq-length"),
+    "--swiglu": (BOOL, False, None, "hidden_act == silu"),
+    "--normalization": (VALUE, None, str, "RMSNorm"),
+    "--norm-epsilon": (VALUE, None, float, "== rms_norm_eps"),
+    "--rotary-base": (VALUE, None, float, "== rope_theta"),
+    "--position-embedding-type": (VALUE, None, str, "rope"),
+    "--use-rotary-position-embeddings": (BOOL, False, None, "rope"),
+    "--untie-embeddings-and-output-weights": (BOOL, False, None, "tie_word_embeddings == false"),
+    "--add-qkv-bias": (BOOL, False, None, "q/k/v projections have a bias (Qwen2)"),
+    "--disable-bias-linear": (BOOL, False, None, "no bias in o_proj / MLP"),
+    "--qk-layernorm": (BOOL, False, None, "q/k RMSNorm (Qwen3)"),
+    "--padded-vocab-size": (VALUE, None, int, ">= vocab_size; the model's embedding rows"),
+    "--make-vocab-size-divisible-by": (VALUE, 1, int, "vocabulary padding multiple (x TP)"),
+}
+
+# Purely-performance flags: accepted, no effect on the numerics here, listed once in an info line.
+IGNORED: dict[str, str] = {
+    "--use-flash-attn": BOOL, "--use-fused-rmsnorm": BOOL, "--use-fused-swiglu": BOOL,
+    "--use-fused-rotary-pos-emb": BOOL, "--use-fused-ring-attention-update": BOOL, "--use-mcore-models": BOOL,
+    "--use-distributed-optimizer": BOOL, "--overlap-grad-reduce": BOOL, "--overlap-param-gather": BOOL,
+    "--sequence-parallel": BOOL, "--no-masked-softmax-fusion": BOOL, "--no-gradient-accumulation-fusion": BOOL,
+    "--attention-softmax-in-fp32": BOOL, "--no-bias-dropout-fusion": BOOL, "--no-bias-swiglu-fusion": BOOL,
+    "--no-rope-fusion": BOOL, "--use-cpu-initialization": BOOL, "--recompute-activations": BOOL,
+    "--recompute-granularity": VALUE, "--recompute-method": VALUE, "--recompute-num-layers": VALUE,
+    "--swap-attention": BOOL, "--tokenizer-not-use-fast": BOOL, "--padded-samples": BOOL,
+    "--variable-seq-lengths": BOOL, "--no-pad-to-seq-lengths": BOOL, "--num-workers": VALUE,
+    "--manual-gc": BOOL, "--manual-gc-interval": VALUE, "--no-create-attention-mask-in-dataloader": BOOL,
+    "--virtual-pipeline-model-parallel-size": VALUE, "--num-layers-per-virtual-pipeline-stage": VALUE,
+    "--tp-comm-overlap": BOOL, "--use-ascend-mc2": BOOL, "--reuse-fp32-param": BOOL, "--use-fused-moe": BOOL,
+    "--fp16-lm-cross-entropy": BOOL, "--cross-entropy-loss-fusion": BOOL, "--jit-compile": BOOL,
+    "--ckpt-format": VALUE, "--async-save": BOOL, "--profile": BOOL, "--timing-log-level": VALUE,
+    "--log-timers-to-tensorboard-interval": VALUE, "--no-save-args": BOOL,
+}
+
+# Flags that change the numerics in a way this trainer does not implement: refused, naming the flag.
+REFUSED: dict[str, str] = {
+    "--lora-r": "LoRA", "--lora-alpha": "LoRA", "--lora-fusion": "LoRA", "--lora-target-modules": "LoRA",
+    "--lora-load": "LoRA", "--lora-modules-to-save": "LoRA", "--lora-ckpt-filter": "LoRA", "--qlora": "QLoRA",
+    "--num-experts": "mixture of experts", "--moe-router-topk": "mixture of experts",
+    "--reset-position-ids": "packed sequences", "--reset-attention-mask": "packed sequences",
+    "--neat-pack": "packed sequences", "--eod-mask-loss": "EOD loss masking",
+    "--rope-scaling-type": "RoPE scaling", "--rotary-seq-len-interpolation-factor": "RoPE scaling",
+    "--apply-layernorm-1p": "LayerNorm1p", "--mtp-num-layers": "multi-token prediction",
+    "--noop-layers": "no-op layers", "--context-parallel-algo": "context parallelism",
+    "--ulysses-degree-in-cp": "context parallelism", "--fp8": "FP8 training", "--dpo-beta": "DPO",
+    "--sliding-window": "sliding-window attention", "--apply-query-key-layer-scaling": "QK layer scaling",
+}
+_REFUSED_KIND = {"--lora-fusion": BOOL, "--qlora": BOOL, "--lora-ckpt-filter": BOOL, "--reset-position-ids": BOOL,
+                 "--reset-attention-mask": BOOL, "--neat-pack": BOOL, "--eod-mask-loss": BOOL,
+                 "--apply-layernorm-1p": BOOL, "--apply-query-key-layer-scaling": BOOL}
+
+STAGES = ("pt", "sft")
+LR_DECAY_STYLES = ("constant", "linear", "cosine")
+
+
+def _add(group: argparse._ArgumentGroup, flag: str, kind: str, default: Any = None, typ: Any = None,
+         help: str | None = None) -> None:
+    if kind == BOOL:
+        group.add_argument(flag, action="store_true", default=default or False, help=help)
+    elif kind == LIST:
+        group.add_argument(flag, nargs="+", default=default, type=typ or str, help=help)
+    else:
+        group.add_argument(flag, default=default, type=typ or str, help=help)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchrun <dist args> -m ascendfactory.engine.train", allow_abbrev=False,
+        description="Embedded PyTorch trainer with MindSpeed-LLM's flags (pretrain_gpt.py / posttrain_gpt.py).",
+    )
+    honoured = parser.add_argument_group("honoured")
+    for flag, (kind, default, typ, text) in HONOURED.items():
+        _add(honoured, flag, kind, default, typ, text)
+    arch = parser.add_argument_group("architecture (checked against config.json)")
+    for flag, (kind, default, typ, text) in ARCHITECTURE.items():
+        _add(arch, flag, kind, default, typ, text)
+    ignored = parser.add_argument_group("performance flags (accepted, ignored)")
+    for flag, kind in IGNORED.items():
+        _add(ignored, flag, kind, help=argparse.SUPPRESS)
+    refused = parser.add_argument_group("refused")
+    for flag in REFUSED:
+        kind = _REFUSED_KIND.get(flag, LIST)
+        _add(refused, flag, kind if kind == BOOL else LIST, help=argparse.SUPPRESS)
+    return parser
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def given(args: argparse.Namespace, flag: str) -> bool:
+    """Whether an IGNORED / REFUSED flag was on the command line."""
+    value = getattr(args, _dest(flag), None)
+    return value is not None and value is not False
+
+
+def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Parse and validate; returns (args, ignored flags given). ConfigError lists every problem at once."""
+    args, unknown = build_parser().parse_known_args(list(argv))
+    problems: list[Problem] = []
+    flags = [a.split("=")[0] for a in unknown if a.startswith("--")]
+    if flags or unknown:
+        problems.append(Problem(
+            key=", ".join(flags or unknown), message="not a flag this trainer knows",
+            fix="see `python -m ascendfactory.engine.train --help`; the lists are in ascendfactory/engine/train/flags.py",
+            source="command line"))
+    for flag, feature in REFUSED.items():
+        if given(args, flag):
+            problems.append(Problem(key=flag, message=f"{feature} changes the numerics and is not supported by "
+                                    "the embedded torch backend", fix=f"remove {flag}, or use the mindspeed-llm "
+                                    "backend", source="command line"))
+    problems += _check_values(args)
+    if problems:
+        raise ConfigError(problems)
+    return args, [flag for flag in IGNORED if given(args, flag)]
+
+
+def _check_values(args: argparse.Namespace) -> list[Problem]:
+    p: list[Problem] = []
+
+    def need(flag: str, ok: bool, message: str, fix: str) -> None:
+        if not ok:
+            p.append(Problem(key=flag, message=message, fix=fix, source="command line"))
+
+    for flag in ("--seq-length", "--train-iters", "--lr", "--tokenizer-name-or-path", "--data-path"):
+        need(flag, getattr(args, _dest(flag)) is not None, "is required", f"add {flag} <value>")
+    need("--lr-decay-style", args.lr_decay_style in LR_DECAY_STYLES, f"'{args.lr_decay_style}' is not supported",
+         f"use one of: {', '.join(LR_DECAY_STYLES)}")
+    stage = args.stage or ("sft" if args.is_instruction_dataset else "pt")
+    need("--stage", stage in STAGES, f"stage '{stage}' is not supported by the embedded trainer",
+         f"use one of: {', '.join(STAGES)}; other stages need the mindspeed-llm backend")
+    need("--context-parallel-size", args.context_parallel_size == 1,
+         f"context parallelism ({args.context_parallel_size}) is not supported by the embedded trainer",
+         "use --context-parallel-size 1 (spread the ranks over TP/PP/DP), or the mindspeed-llm backend")
+    need("--expert-model-parallel-size", args.expert_model_parallel_size == 1,
+         "expert parallelism is not supported (dense models only)", "use --expert-model-parallel-size 1")
+    need("--hidden-dropout", not args.hidden_dropout, "hidden dropout is not supported (HF Llama/Qwen have none)",
+         "use --hidden-dropout 0.0")
+    need("--bf16", not (args.bf16 and args.fp16), "--bf16 and --fp16 are both given", "keep one of them")
+    need("--optimizer", args.optimizer == "adam", f"optimizer '{args.optimizer}' is not supported", "use adam")
+    for flag in ("--micro-batch-size", "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                 "--log-interval"):
+        value = getattr(args, _dest(flag))
+        need(flag, value is not None and value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
+    if args.lr_warmup_fraction is not None and args.lr_warmup_iters:
+        p.append(Problem(key="--lr-warmup-fraction", message="both --lr-warmup-fraction and --lr-warmup-iters given",
+                         fix="keep one of them", source="command line"))
+    args.stage = stage
+    return p

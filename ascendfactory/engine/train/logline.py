@@ -1,0 +1,90 @@
+"""MindSpeed-LLM / Megatron `training_log` text: the iteration line, the memory line, the model FLOPs formula.
+
+Pure functions (no torch), so they are unit-tested and reused by parsers' tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+
+@dataclass(frozen=True)
+class FlopsDims:
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    num_query_groups: int
+    kv_channels: int
+    padded_vocab_size: int
+    swiglu: bool = True
+
+
+def num_floating_point_operations(d: FlopsDims, *, seq_length: int, batch_size: int) -> float:
+    """Megatron core_r0.8.0 `num_floating_point_operations` (forward + backward, dense model)."""
+    query_projection_to_hidden = d.kv_channels * d.num_attention_heads / d.hidden_size
+    gated = 3 / 2 if d.swiglu else 1
+    return (12 * batch_size * seq_length * d.num_layers * d.hidden_size * d.hidden_size * (
+        (1 + d.num_query_groups / d.num_attention_heads + seq_length / d.hidden_size) * query_projection_to_hidden
+        + d.ffn_hidden_size / d.hidden_size * gated
+        + d.padded_vocab_size / (2 * d.num_layers * d.hidden_size)))
+
+
+@dataclass(frozen=True)
+class IterationStats:
+    iteration: int
+    train_iters: int
+    consumed_samples: int
+    elapsed_ms: float
+    learning_rate: float
+    global_batch_size: int
+    losses: dict[str, float]
+    loss_scale: float
+    grad_norm: float | None
+    skipped_iterations: int
+    nan_iterations: int
+    tflops_per_gpu: float | None = None  # only with --log-throughput
+
+
+def format_training_log(s: IterationStats, now: datetime | None = None) -> str:
+    """One line, exactly Megatron's training_log (2.1.0 uses UTC timestamps)."""
+    now = now or datetime.now(tz=timezone.utc)
+    line = f" [{now.strftime('%Y-%m-%d %H:%M:%S')}]"
+    line += f" iteration {s.iteration:8d}/{s.train_iters:8d} |"
+    line += f" consumed samples: {s.consumed_samples:12d} |"
+    line += f" elapsed time per iteration (ms): {s.elapsed_ms:.1f} |"
+    if s.tflops_per_gpu is not None:
+        line += f" throughput per GPU (TFLOP/s/GPU): {s.tflops_per_gpu:.1f} |"
+    line += f" learning rate: {s.learning_rate:.6E} |"
+    line += f" global batch size: {s.global_batch_size:5d} |"
+    for key, value in s.losses.items():
+        if value > 0.0 or value != value:  # zero-valued losses are omitted; nan is shown
+            line += f" {key}: {value:.6E} |"
+    line += f" loss scale: {s.loss_scale:.1f} |"
+    if s.grad_norm is not None:
+        line += f" grad norm: {s.grad_norm:.3f} |"
+    line += f" number of skipped iterations: {s.skipped_iterations:3d} |"
+    line += f" number of nan iterations: {s.nan_iterations:3d} |"
+    return line
+
+
+def format_memory_line(rank: int, iteration: int, mb: dict[str, float]) -> str:
+    """`[Rank N] (after K iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ... | ...`."""
+    return (f"[Rank {rank}] (after {iteration} iterations) memory (MB) | allocated: {mb['allocated']} | "
+            f"max allocated: {mb['max_allocated']} | reserved: {mb['reserved']} | "
+            f"max reserved: {mb['max_reserved']}")
+
+
+def parse_log_line(line: str) -> dict[str, str]:
+    """`label: value` pairs of a training_log line (split on '|', as MindSpeed's CI parser does)."""
+    out: dict[str, str] = {}
+    body = line.split("]", 1)[1] if line.lstrip().startswith("[") else line
+    for part in body.split("|"):
+        part = part.strip()
+        if part.startswith("iteration "):
+            out["iteration"] = part[len("iteration"):].strip()
+        elif ":" in part:
+            key, value = part.rsplit(":", 1)
+            out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,150 @@
+"""The HF transformers model cut into one pipeline stage, and its TP plan (torchtitan style).
+
+A stage keeps HF names (`model.embed_tokens`, `model.layers.{global i}`, `model.norm`, `lm_head`) so its local
+state dict is what `shard_map.megatron_to_hf_local` produces. Modules are built on the meta device from the
+HF class and only this stage's part is materialised.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from ascendfactory.errors import ConfigError, ParallelismError, Problem
+
+IGNORE_INDEX = -100
+
+
+class StageModel(nn.Module):
+    """Embeddings (first stage), decoder layers `layer_ids`, final norm + lm_head (last stage)."""
+
+    def __init__(self, cfg: Any, *, layer_ids: range, first: bool, last: bool, device: torch.device):
+        super().__init__()
+        from transformers import AutoModelForCausalLM
+
+        with torch.device("meta"):
+            full = AutoModelForCausalLM.from_config(cfg)
+        self.first, self.last, self.tied = first, last, bool(getattr(cfg, "tie_word_embeddings", False))
+        self.model = nn.Module()
+        self.model.embed_tokens = full.model.embed_tokens if first else None
+        self.model.layers = nn.ModuleDict({str(i): full.model.layers[i] for i in layer_ids})
+        self.model.norm = full.model.norm if last else None
+        self.lm_head = full.lm_head if last else None
+        self.to_empty(device=device)
+        self.model.rotary_emb = type(full.model.rotary_emb)(config=cfg, device=device)
+        if self.tied and first and last:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.model.embed_tokens(x) if self.first else x
+        position_ids = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+        position_embeddings = self.model.rotary_emb(h, position_ids)
+        for layer in self.model.layers.values():
+            h = layer(h, attention_mask=None, position_ids=position_ids, position_embeddings=position_embeddings)
+        if self.last:
+            h = self.lm_head(self.model.norm(h))
+        return h
+
+
+def build_stage(cfg: Any, *, layers: list[int], pp_rank: int, device: torch.device) -> StageModel:
+    """This PP rank's stage; tied embeddings need embeddings and lm_head on one stage (PP == 1)."""
+    pp = len(layers)
+    if pp > 1 and getattr(cfg, "tie_word_embeddings", False):
+        raise ParallelismError(Problem(
+            key="--pipeline-model-parallel-size", message=f"{pp} with tied embeddings (tie_word_embeddings = "
+            "true): the embedding and lm_head would live on different stages",
+            fix="use --pipeline-model-parallel-size 1 (and TP/DP for scale) for this model",
+            source="command line"))
+    offset = sum(layers[:pp_rank])
+    cfg._attn_implementation = "sdpa"  # causal SDPA without a mask tensor
+    return StageModel(cfg, layer_ids=range(offset, offset + layers[pp_rank]), first=pp_rank == 0,
+                      last=pp_rank == pp - 1, device=device)
+
+
+def tp_plan() -> dict[str, Any]:
+    """Module FQN pattern -> DTensor style. Embeddings and lm_head are vocab-sharded (lm_head gathers logits)."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    layer = "model.layers.*."
+    return {
+        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
+        layer + "self_attn.q_proj": ColwiseParallel(),
+        layer + "self_attn.k_proj": ColwiseParallel(),
+        layer + "self_attn.v_proj": ColwiseParallel(),
+        layer + "self_attn.o_proj": RowwiseParallel(),
+        layer + "mlp.gate_proj": ColwiseParallel(),
+        layer + "mlp.up_proj": ColwiseParallel(),
+        layer + "mlp.down_proj": RowwiseParallel(),
+        "lm_head": ColwiseParallel(output_layouts=Replicate()),
+    }
+
+
+def parallelize_hf_decoder(model: StageModel, *, tp_mesh: Any, tp: int) -> StageModel:
+    """Apply `tp_plan()` to the modules this stage has (Llama / Qwen2 / Qwen3 share one plan)."""
+    if tp == 1:
+        return model
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    present = {name for name, _ in model.named_modules()}
+    plan = {k: v for k, v in tp_plan().items()
+            if k.split(".*.")[0] in present and (k.split(".*.")[0] != "model.layers" or len(model.model.layers))}
+    parallelize_module(model, tp_mesh, plan)
+    if model.tied and model.first and model.last:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model
+
+
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def local_state(model: StageModel) -> dict[str, torch.Tensor]:
+    """This rank's local HF tensors (DTensor local shards), detached."""
+    return {name: local_tensor(p).detach() for name, p in model.named_parameters()}
+
+
+def load_local_state(model: StageModel, local_sd: dict[str, torch.Tensor]) -> None:
+    """Copy `megatron_to_hf_local` output into the (possibly DTensor) parameters; every name must match."""
+    params = dict(model.named_parameters())
+    if model.tied:
+        local_sd = {k: v for k, v in local_sd.items() if k != "lm_head.weight"}
+    missing, unexpected = sorted(set(params) - set(local_sd)), sorted(set(local_sd) - set(params))
+    problems = [Problem(key=n, message="in the model but not in the checkpoint shard") for n in missing[:5]]
+    problems += [Problem(key=n, message="in the checkpoint shard but not in this stage") for n in unexpected[:5]]
+    with torch.no_grad():
+        for name, p in params.items():
+            if name in local_sd:
+                dst, src = local_tensor(p), local_sd[name]
+                if dst.shape != src.shape:
+                    problems.append(Problem(key=name, message=f"checkpoint shard {tuple(src.shape)} vs model "
+                                            f"{tuple(dst.shape)}"))
+                else:
+                    dst.copy_(src)
+    if problems:
+        raise ConfigError(problems + [Problem(key="--load", message="the checkpoint does not fit this model/layout",
+                                              fix="convert it for this --tensor/--pipeline-model-parallel-size "
+                                              "and the config.json in --tokenizer-name-or-path")])
+
+
+def init_random(model: StageModel, *, std: float, num_layers: int, seed: int, rank_seed: int) -> None:
+    """Megatron-style init of the local shards: N(0, std), output projections std / sqrt(2 L), norms 1, bias 0."""
+    gen = torch.Generator().manual_seed(seed * 1000 + rank_seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            t = local_tensor(p)
+            if name.endswith("norm.weight"):
+                t.fill_(1.0)
+            elif name.endswith(".bias"):
+                t.zero_()
+            else:
+                s = std / math.sqrt(2.0 * num_layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else std
+                t.copy_(torch.randn(t.shape, generator=gen) * s)
+
+
+def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Token mean over labels != -100 of one micro-batch (Megatron's masked mean)."""
+    return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)

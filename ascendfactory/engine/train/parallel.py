@@ -1,0 +1,115 @@
+"""Parallel degrees (validated in one place), the process group and the (pp, dp, tp) DeviceMesh.
+
+Rank order is Megatron's: TP varies fastest, then DP, then PP, so the mesh is laid out as (pp, dp, tp).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from ascendfactory.errors import ParallelismError, Problem
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    tp: int
+    pp: int
+    dp: int
+    world_size: int
+    micro_batch_size: int
+    global_batch_size: int
+
+    @classmethod
+    def from_args(cls, args: Any, world_size: int, *, num_heads: int, num_kv_heads: int, vocab: int) -> ParallelDims:
+        """Validate TP/PP/DP and the batch sizes against the world size and the model; all problems at once."""
+        tp, pp, mbs = args.tensor_model_parallel_size, args.pipeline_model_parallel_size, args.micro_batch_size
+        problems: list[Problem] = []
+
+        def bad(key: str, message: str, fix: str) -> None:
+            problems.append(Problem(key=key, message=message, fix=fix, source="command line"))
+
+        if world_size % (tp * pp):
+            bad("--tensor-model-parallel-size", f"world size ({world_size}) is not divisible by tensor parallel size "
+                f"({tp}) times pipeline parallel size ({pp}) times context parallel size (1)",
+                "choose TP x PP dividing the number of processes (--nproc-per-node x --nnodes)")
+            raise ParallelismError(problems)
+        dp = world_size // (tp * pp)
+        gbs = args.global_batch_size or mbs * dp
+        if gbs % (mbs * dp):
+            bad("--global-batch-size", f"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) "
+                f"times data parallel size ({dp})", f"use a multiple of {mbs * dp}")
+        if num_heads % tp:
+            bad("--tensor-model-parallel-size", f"num_attention_heads ({num_heads}) must be a multiple of "
+                f"tensor_model_parallel_size ({tp}).", "use a TP size dividing the head counts")
+        if num_kv_heads % tp:
+            bad("--tensor-model-parallel-size", f"num_query_groups ({num_kv_heads}) must be a multiple of "
+                f"tensor_model_parallel_size ({tp}).", "use a TP size dividing the KV head count")
+        if vocab % tp:
+            bad("--padded-vocab-size", f"padded vocabulary ({vocab}) is not divisible by TP ({tp})",
+                "use --make-vocab-size-divisible-by or a --padded-vocab-size that is a multiple of TP")
+        if problems:
+            raise ParallelismError(problems)
+        return cls(tp=tp, pp=pp, dp=dp, world_size=world_size, micro_batch_size=mbs, global_batch_size=gbs)
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    def describe(self) -> str:
+        return (f"using world size: {self.world_size}, data-parallel size: {self.dp}, context-parallel size: 1 "
+                f"tensor-model-parallel size: {self.tp}, pipeline-model-parallel size: {self.pp}")
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: Any  # torch.device
+    backend: str
+
+
+def device_and_backend(local_rank: int) -> tuple[Any, str]:
+    """CUDA + nccl, Ascend NPU + hccl (torch_npu), or CPU + gloo."""
+    import torch
+
+    if importlib.util.find_spec("torch_npu") is not None:
+        import torch_npu  # noqa: F401
+
+        if torch.npu.is_available():
+            torch.npu.set_device(local_rank)
+            return torch.device("npu", local_rank), "hccl"
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank), "nccl"
+    return torch.device("cpu"), "gloo"
+
+
+def init_distributed(timeout_minutes: int = 10) -> DistEnv:
+    """Join the torchrun rendezvous (single process without torchrun: a world of one)."""
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "RANK" not in os.environ:
+        from socket import socket
+
+        with socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ.setdefault("MASTER_PORT", str(s.getsockname()[1]))
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    device, backend = device_and_backend(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend, timeout=timedelta(minutes=timeout_minutes))
+    return DistEnv(rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size(),
+                   device=device, backend=backend)
+
+
+def build_mesh(dims: ParallelDims, device: Any) -> Any:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device.type, (dims.pp, dims.dp, dims.tp), mesh_dim_names=("pp", "dp", "tp"))

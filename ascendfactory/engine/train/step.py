@@ -1,0 +1,156 @@
+"""One training iteration's mechanics: forward/backward over micro-batches (plain or pipelined), the DP
+gradient all-reduce, the global gradient norm and clipping, the fp16 loss scaler and the AdamW optimizer."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ascendfactory.engine.train.model import StageModel, local_tensor, loss_fn
+
+
+def build_optimizer(model: StageModel, args: Any) -> torch.optim.Optimizer:
+    """AdamW; no weight decay on biases and 1-D (norm) weights, as Megatron's param groups."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if name.endswith(".bias") or p.ndim == 1 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    has_dtensor = any(hasattr(p, "to_local") for p in model.parameters())
+    return torch.optim.AdamW(groups, lr=0.0, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_eps,
+                             foreach=False if has_dtensor else None)
+
+
+@dataclass
+class LossScaler:
+    """Megatron's DynamicGradScaler (fp16), or a constant 1.0 (bf16 / fp32)."""
+
+    scale: float = 1.0
+    dynamic: bool = False
+    min_scale: float = 1.0
+    window: int = 1000
+    hysteresis: int = 2
+    _growth: int = 0
+    _hysteresis_left: int = 2
+
+    @classmethod
+    def from_args(cls, args: Any) -> LossScaler:
+        if not args.fp16:
+            return cls()
+        if args.loss_scale:
+            return cls(scale=args.loss_scale)
+        return cls(scale=args.initial_loss_scale, dynamic=True, min_scale=args.min_loss_scale,
+                   window=args.loss_scale_window)
+
+    def update(self, found_inf: bool) -> None:
+        if not self.dynamic:
+            return
+        if found_inf:
+            self._growth = 0
+            self._hysteresis_left -= 1
+            if self._hysteresis_left <= 0:
+                self.scale = max(self.scale / 2.0, self.min_scale)
+        else:
+            self._growth += 1
+            if self._growth == self.window:
+                self._growth, self._hysteresis_left = 0, self.hysteresis
+                self.scale *= 2.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "growth_tracker": self._growth, "hysteresis_tracker": self._hysteresis_left}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scale, self._growth = float(state["scale"]), int(state["growth_tracker"])
+        self._hysteresis_left = int(state["hysteresis_tracker"])
+
+
+def autocast(device: torch.device, args: Any) -> contextlib.AbstractContextManager:
+    dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
+    return torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+
+
+class StepRunner:
+    """forward_backward -> (mean micro-batch loss on the last stage, else None)."""
+
+    def __init__(self, model: StageModel, *, mesh: Any, num_microbatches: int, device: torch.device,
+                 pp: int, pp_rank: int, schedule: str = "1F1B"):
+        self.model, self.mesh, self.device, self.n = model, mesh, device, num_microbatches
+        self.pp, self.pp_rank = pp, pp_rank
+        self.scale = 1.0
+        self.pipeline = None
+        if pp > 1:
+            from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+            stage = PipelineStage(model, pp_rank, pp, device, group=mesh["pp"].get_group())
+            cls = ScheduleGPipe if schedule.lower() == "gpipe" else Schedule1F1B
+            self.pipeline = cls(stage, n_microbatches=num_microbatches, loss_fn=self._scaled_loss)
+
+    def _scaled_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return loss_fn(logits, labels) * self.scale
+
+    def forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        if self.pipeline is not None:
+            losses: list[torch.Tensor] = []
+            if self.pp_rank == 0:
+                self.pipeline.step(tokens)
+            elif self.pp_rank == self.pp - 1:
+                self.pipeline.step(target=labels, losses=losses)
+            else:
+                self.pipeline.step()
+            return torch.stack([x.detach() for x in losses]).mean() / self.scale if losses else None
+        total = torch.zeros((), device=self.device)
+        for x, y in zip(tokens.chunk(self.n), labels.chunk(self.n)):
+            loss = loss_fn(self.model(x), y)
+            (loss * (self.scale / self.n)).backward()
+            total += loss.detach()
+        return total / self.n
+
+
+def all_reduce_grads(params: list[torch.nn.Parameter], group: Any, dp: int) -> None:
+    """Average gradients over the data-parallel group (one flat buffer)."""
+    if dp == 1:
+        return
+    grads = [local_tensor(p.grad) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    flat /= dp
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def grad_norm_and_clip(params: list[torch.nn.Parameter], *, mesh: Any, clip: float, unscale: float = 1.0
+                       ) -> tuple[float, bool]:
+    """Unscale, then the global L2 norm over TP shards and PP stages (DP grads are equal); clip in place.
+
+    Returns (norm before clipping, found inf/nan)."""
+    device = local_tensor(params[0].grad).device
+    dtype = torch.float64 if device.type == "cpu" else torch.float32
+    sharded = torch.zeros((), dtype=dtype, device=device)
+    replicated = torch.zeros((), dtype=dtype, device=device)
+    for p in params:
+        g = local_tensor(p.grad)
+        if unscale != 1.0:
+            g.div_(unscale)
+        sq = g.detach().to(dtype).pow(2).sum()
+        if hasattr(p.grad, "placements") and any(pl.is_shard() for pl in p.grad.placements):
+            sharded += sq
+        else:
+            replicated += sq
+    if mesh["tp"].size() > 1:
+        dist.all_reduce(sharded, group=mesh["tp"].get_group())
+    total = sharded + replicated
+    if mesh["pp"].size() > 1:
+        dist.all_reduce(total, group=mesh["pp"].get_group())
+    norm = float(total.sqrt())
+    found_inf = not torch.isfinite(torch.tensor(norm)).item()
+    if clip > 0 and not found_inf:
+        coeff = clip / (norm + 1e-6)
+        if coeff < 1.0:
+            for p in params:
+                local_tensor(p.grad).mul_(coeff)
+    return norm, found_inf

@@ -1,0 +1,51 @@
+"""The documented output tree (spec ascendfactory.md section 3.3), one function per name."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    """Paths under `af_output_dir` for Megatron-style backends (torch, mindspeed-llm)."""
+
+    root: str
+
+    def _p(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    @property
+    def preprocess_dir(self) -> str:
+        return self._p("preprocess_data")
+
+    def converted_weights(self, tp: int, pp: int) -> str:
+        return self._p(f"converted_weight_TP{tp}PP{pp}")
+
+    @property
+    def saved_checkpoints(self) -> str:
+        return self._p("saved_checkpoints")
+
+    @property
+    def mg2hf_dir(self) -> str:
+        return self._p("ckpt_converted_mg2hf")
+
+    @property
+    def logs_dir(self) -> str:
+        return self._p("logs")
+
+    @property
+    def exp_config(self) -> str:
+        return self._p("exp-config.yaml")
+
+    @property
+    def loss_plot(self) -> str:
+        return self._p("training_loss.png")
+
+    @property
+    def tensorboard_dir(self) -> str:
+        return self._p("tensorboard")
+
+    @property
+    def manifest_dir(self) -> str:
+        return self._p(".af")

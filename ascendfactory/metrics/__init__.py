@@ -1,0 +1,1 @@
+"""Training-log metrics (placeholder, rewritten below)."""

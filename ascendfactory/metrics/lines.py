@@ -1,0 +1,78 @@
+"""Reading log text: streamed in chunks, ANSI colour codes removed, `\\r` treated as a line break.
+
+Files are read as bytes in `CHUNK_SIZE` pieces and split on newlines; nothing holds more than one
+chunk (plus one unfinished line) in memory, so a gigabyte log costs the same memory as a kilobyte one.
+Undecodable bytes become U+FFFD instead of raising.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+CHUNK_SIZE = 1 << 22  # 4 MiB
+MAX_LINE = 1 << 26  # a "line" longer than 64 MiB is cut, so a file without newlines stays bounded
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# Launcher prefixes: torchrun `--tee` (`3: `, `[default7]: `), `[rank7]: `, Ray `(TaskRunner pid=N) `.
+_PREFIX = re.compile(r"^(?:\s*(?:\d+:\s|\[(?:default|rank)\d+\]:\s?|\([A-Za-z_]\w* pid=\d+(?:, ip=[\d.]+)?\)\s))+")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def strip_prefix(line: str) -> str:
+    """Remove launcher prefixes (`3: `, `[default7]: `, `[rank7]: `, `(TaskRunner pid=N) `)."""
+    m = _PREFIX.match(line)
+    return line[m.end():] if m else line
+
+
+def clean_line(line: str) -> str:
+    return strip_prefix(strip_ansi(line)).rstrip("\r\n")
+
+
+def _decode(block: bytes) -> list[str]:
+    if b"\x1b" in block:
+        block = _ANSI_BYTES.sub(b"", block)
+    text = block.decode("utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n")
+
+
+def iter_lines(path: str | Path, *, chunk_size: int = CHUNK_SIZE, complete_only: bool = False) -> Iterator[str]:
+    """Stream the lines of `path` without their line endings.
+
+    With `complete_only`, a last line that has no newline yet (a file still being written) is not
+    yielded; otherwise it is.
+    """
+    with open(path, "rb") as f:
+        tail = b""
+        while True:
+            chunk = f.read(chunk_size)
+            if not chunk:
+                break
+            buf = tail + chunk if tail else chunk
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:
+                tail = buf
+                if len(tail) > MAX_LINE:
+                    yield from _decode(tail)
+                    tail = b""
+                continue
+            tail = buf[cut:]
+            parts = _decode(buf[:cut - 1])
+            yield from parts
+        if tail and not complete_only:
+            yield from _decode(tail)
+
+
+def split_complete(buffer: bytes) -> tuple[list[str], bytes]:
+    """Split a byte buffer into its complete lines and the unfinished rest (for followers)."""
+    cut = buffer.rfind(b"\n") + 1
+    if cut == 0:
+        return [], buffer
+    return _decode(buffer[:cut - 1]), buffer[cut:]

@@ -1,0 +1,176 @@
+"""Megatron-style iteration lines: MindSpeed-LLM (mcore and FSDP2), legacy ModelLink, MindSpeed-MM,
+Megatron-DeepSpeed.
+
+A line is recognised by its head, `iteration <N>/<T>` (spaces allowed around `/`), optionally after
+a `[YYYY-MM-DD HH:MM:SS]` timestamp or a logger prefix (`INFO [...] >>`). Everything after the head
+is split on `|` into `label: value` segments, so any subset and order of fields parses, and new
+fields (`tokens per gpu per second (tgs)`, `TFLOPs`, `tokens per sample`, `consumed tokens`,
+`max_memory_allocated(GB)`, ...) appear in `metrics` under their own label. Labels keep the
+framework's spelling except legacy ModelLink's `gloabl batch size`, which becomes
+`global batch size`.
+
+Also recognised:
+- a line wrapped over two physical lines (legacy ModelLink READMEs): a head line that does not end
+  in `|` is joined with the next line when that line continues the field list;
+- Megatron validation: `validation loss at iteration N | lm loss value: X | lm loss PPL: Y |`
+  (kind ``eval``);
+- `[Rank R] (after K iterations) memory (MB) | allocated: ... | max allocated: ...` (kind
+  ``memory``; keys `memory/allocated_mb`, `memory/max_allocated_mb`, ..., `memory/rank`);
+- `saving checkpoint at iteration N to DIR` (kind ``checkpoint_start``) and
+  `successfully saved checkpoint from iteration N to DIR` (kind ``checkpoint``).
+
+Timestamps are read as UTC (MindSpeed-LLM 2.1.0 prints UTC, newer versions local time); only
+differences between them are used.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from ascendfactory.metrics.record import Record, to_float
+
+NAME = "megatron"
+
+_HEAD = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
+_TS = re.compile(r"\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
+_VALID = re.compile(r"validation loss at iteration\s+(\d+)")
+_MEMORY = re.compile(r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\)")
+_CKPT = re.compile(r"(saving|successfully saved) checkpoint (?:at|from) iteration\s+(\d+)(?: to (\S+))?")
+_ALIASES = {"gloabl batch size": "global batch size"}
+_NO_RECORDS: tuple[Record, ...] = ()
+
+GBS = "global batch size"
+ELAPSED_MS = "elapsed time per iteration (ms)"
+LOSS_KEYS = ("lm loss", "loss")
+
+
+def sniff(line: str) -> bool:
+    i = line.find("iteration")
+    return i >= 0 and "|" in line and _HEAD.match(line, i) is not None and ":" in line
+
+
+def _wall_time(prefix: str) -> float | None:
+    if "[" not in prefix:
+        return None
+    m = _TS.search(prefix)
+    if m is None:
+        return None
+    try:
+        y, mo, d, h, mi, s = (int(g) for g in m.groups())
+        return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def parse_fields(text: str) -> dict[str, float]:
+    """`| label: value | label: value |` -> {label: float}; segments without a number are skipped."""
+    metrics: dict[str, float] = {}
+    for seg in text.split("|"):
+        label, sep, raw = seg.partition(":")
+        if not sep:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            number = to_float(raw)
+            if number is None:
+                continue
+            value = number
+        label = label.strip()
+        if "  " in label or "\t" in label:
+            label = " ".join(label.split())
+        metrics[_ALIASES.get(label, label)] = value
+    return metrics
+
+
+def _starts_record(line: str) -> bool:
+    i = line.find("iteration")
+    if i >= 0 and _HEAD.match(line, i):
+        return True
+    return "memory (MB)" in line or "checkpoint" in line or "validation loss" in line
+
+
+class MegatronParser:
+    """Push parser: `feed(line)` returns the records that line completes; `flush()` ends the stream."""
+
+    name = NAME
+
+    def __init__(self, *, fields: frozenset[str] | None = None) -> None:
+        self._pending: str | None = None
+        # With `fields`, only those labels are read (str.find per label instead of a full split).
+        self._labels: tuple[tuple[str, str], ...] | None = None
+        if fields is not None:
+            reverse = {v: k for k, v in _ALIASES.items()}
+            pairs = [(f, f + ":") for f in fields] + [(f, reverse[f] + ":") for f in fields if f in reverse]
+            self._labels = tuple(pairs)
+
+    def feed(self, line: str) -> tuple[Record, ...]:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            if "|" in line and not _starts_record(line):
+                return self._parse(pending + " " + line.strip(), final=True)
+            return self._parse(pending, final=True) + self.feed(line)
+        return self._parse(line, final=False)
+
+    def flush(self) -> tuple[Record, ...]:
+        if self._pending is None:
+            return _NO_RECORDS
+        pending, self._pending = self._pending, None
+        return self._parse(pending, final=True)
+
+    def _parse(self, line: str, *, final: bool) -> tuple[Record, ...]:
+        i = line.find("iteration")
+        if i < 0:
+            return _NO_RECORDS
+        m = _HEAD.match(line, i)
+        if m is None:
+            return self._other(line)
+        if not final and not line.rstrip().endswith("|"):
+            self._pending = line.rstrip()
+            return _NO_RECORDS
+        metrics = parse_fields(line[m.end():]) if self._labels is None else self._pick(line, m.end())
+        if not metrics and self._labels is None:
+            return _NO_RECORDS
+        return (Record(step=int(m.group(1)), metrics=metrics, wall_time=_wall_time(line[:i]),
+                       total_steps=int(m.group(2))),)
+
+    def _pick(self, line: str, start: int) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for name, label in self._labels or ():
+            j = line.find(label, start)
+            if j < 0 or line[j - 1] not in " |":
+                continue
+            j += len(label)
+            k = line.find("|", j)
+            raw = line[j:k] if k >= 0 else line[j:]
+            try:
+                metrics[name] = float(raw)
+            except ValueError:
+                number = to_float(raw)
+                if number is not None:
+                    metrics[name] = number
+        return metrics
+
+    def _other(self, line: str) -> tuple[Record, ...]:
+        if "memory (MB)" in line:
+            m = _MEMORY.search(line)
+            if m:
+                fields = parse_fields(line[m.end():])
+                metrics = {f"memory/{k.replace(' ', '_')}_mb": v for k, v in fields.items()}
+                metrics["memory/rank"] = float(m.group(1))
+                return (Record(step=int(m.group(2)), metrics=metrics, kind="memory"),)
+        if "checkpoint" in line:
+            m = _CKPT.search(line)
+            if m:
+                kind = "checkpoint_start" if m.group(1) == "saving" else "checkpoint"
+                return (Record(step=int(m.group(2)), kind=kind, note=m.group(3) or "",
+                               wall_time=_wall_time(line[:m.start()])),)
+        if "validation loss at iteration" in line:
+            m = _VALID.search(line)
+            if m:
+                metrics = parse_fields(line[m.end():])
+                if metrics:
+                    return (Record(step=int(m.group(1)), metrics=metrics, kind="eval",
+                                   wall_time=_wall_time(line[:m.start()])),)
+        return _NO_RECORDS

@@ -1,0 +1,180 @@
+"""Parallel layout arithmetic and validation, in one place, before any process starts.
+
+`ParallelDims.from_config(...)` resolves the degrees (DP is "the rest"), and `validate_layout` checks the
+rules of Megatron / MindSpeed-LLM (spec mindspeed.md section 6, seed 002), returning every problem at once,
+each with the numbers and a concrete fix, plus warnings that do not stop the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ascendfactory.errors import Problem
+
+CP_RECOMMENDED_ABOVE = 32768
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    world_size: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tp * self.pp * self.cp
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree: the ranks left after TP x PP x CP (0 when they do not divide the world)."""
+        mp = self.model_parallel
+        return self.world_size // mp if mp and self.world_size % mp == 0 else 0
+
+    @property
+    def tp_enabled(self) -> bool:
+        return self.tp > 1
+
+    @property
+    def pp_enabled(self) -> bool:
+        return self.pp > 1
+
+    @property
+    def dp_enabled(self) -> bool:
+        return self.dp > 1
+
+
+@dataclass(frozen=True)
+class LayoutInput:
+    """Everything the rules look at; `keys` maps each quantity to the key name the user wrote."""
+
+    world_size: int
+    tp: int
+    pp: int
+    cp: int
+    mbs: int
+    gbs: int | None
+    num_layers: int
+    heads: int
+    kv_heads: int
+    seq_length: int
+    max_position_embeddings: int
+    num_layer_list: list[int] | None = None
+    sequence_parallel: bool = False
+    keys: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class LayoutReport:
+    dims: ParallelDims
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def num_microbatches(self) -> int | None:
+        return None
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _fmt(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values) if values else "none"
+
+
+def valid_tp_values(inp: LayoutInput) -> list[int]:
+    """TP sizes that satisfy every TP rule for this model and world size (with the given PP and CP)."""
+    per_tp = inp.world_size // max(inp.pp * inp.cp, 1) if inp.world_size % max(inp.pp * inp.cp, 1) == 0 else 0
+    return [t for t in _divisors(per_tp) if inp.heads % (t * inp.cp) == 0 and inp.kv_heads % t == 0] if per_tp else []
+
+
+def nearest_multiples(value: int, unit: int) -> list[int]:
+    lower = (value // unit) * unit
+    return sorted({v for v in (lower, lower + unit) if v > 0})
+
+
+def validate_layout(inp: LayoutInput) -> LayoutReport:
+    """Check a layout; every violated rule becomes one Problem naming the key, the numbers and a fix."""
+    k = {"tp": "tensor-model-parallel-size", "pp": "pipeline-model-parallel-size",
+         "cp": "context-parallel-size", "mbs": "micro-batch-size", "gbs": "global-batch-size",
+         "seq": "seq-length", "max_pos": "max-position-embeddings", "nll": "num-layer-list",
+         "world": "env.NNODES x devices per node", "sp": "sequence-parallel", **inp.keys}
+    dims = ParallelDims(inp.world_size, inp.tp, inp.pp, inp.cp)
+    report = LayoutReport(dims=dims)
+    add = report.problems.append
+
+    for name, value in (("tp", inp.tp), ("pp", inp.pp), ("cp", inp.cp), ("mbs", inp.mbs)):
+        if value < 1:
+            add(Problem(k[name], f"must be >= 1 (got {value})", fix=f"set {k[name]} to 1 or more"))
+    if report.problems:
+        return report
+
+    mp = dims.model_parallel
+    if inp.world_size % mp:
+        fits = [f"TP={t} PP={p}" for p in _divisors(inp.world_size) for t in _divisors(inp.world_size // p)
+                if (inp.world_size // p) % (t * inp.cp) == 0 and inp.heads % (t * inp.cp) == 0
+                and inp.kv_heads % t == 0 and (inp.num_layer_list or inp.num_layers % p == 0)][:6]
+        add(Problem(k["tp"], f"tp({inp.tp}) * pp({inp.pp}) * cp({inp.cp}) = {mp} does not divide "
+                    f"world_size({inp.world_size}) [{k['world']}]",
+                    fix=f"choose degrees whose product divides {inp.world_size}, e.g. {', '.join(fits) or 'TP=1 PP=1'}"
+                    f"; or run on a multiple of {mp} devices"))
+    if inp.heads % (inp.tp * inp.cp):
+        add(Problem(k["tp"], f"tp({inp.tp}) * cp({inp.cp}) = {inp.tp * inp.cp} does not divide "
+                    f"num_attention_heads({inp.heads})",
+                    fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}"))
+    if inp.kv_heads % inp.tp:
+        add(Problem(k["tp"], f"num_query_groups / KV heads({inp.kv_heads}) is not divisible by tp({inp.tp})",
+                    fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}"))
+
+    if inp.num_layer_list:
+        nll = inp.num_layer_list
+        if len(nll) != inp.pp:
+            add(Problem(k["nll"], f"has {len(nll)} entries ({','.join(map(str, nll))}) but "
+                        f"pipeline-model-parallel-size is {inp.pp}",
+                        fix=f"give exactly {inp.pp} comma-separated layer counts summing to {inp.num_layers}"))
+        elif sum(nll) != inp.num_layers:
+            add(Problem(k["nll"], f"sums to {sum(nll)} but the model has {inp.num_layers} layers",
+                        fix=f"make the {inp.pp} entries sum to {inp.num_layers}, e.g. "
+                            f"{','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"))
+        elif inp.pp == 1:
+            add(Problem(k["nll"], "is only meaningful with pipeline parallelism (PP > 1)",
+                        fix=f"remove {k['nll']}, or set {k['pp']} to {len(nll)}"))
+        elif min(nll) < 1:
+            add(Problem(k["nll"], "every pipeline stage needs at least one layer",
+                        fix=f"e.g. {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"))
+    elif inp.num_layers % inp.pp:
+        pps = [p for p in _divisors(inp.num_layers) if p <= inp.world_size][:6]
+        add(Problem(k["pp"], f"num_layers({inp.num_layers}) is not divisible by pp({inp.pp})",
+                    fix=f"use PP in {{{_fmt(pps)}}}, or give {k['nll']} "
+                        f"{','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"))
+
+    dp = dims.dp
+    if dp and inp.gbs is not None:
+        unit = inp.mbs * dp
+        if inp.gbs % unit:
+            add(Problem(k["gbs"], f"global_batch_size({inp.gbs}) is not divisible by micro_batch_size({inp.mbs}) "
+                        f"* data_parallel_size({dp}) = {unit}",
+                        fix=f"nearest valid {k['gbs']}: {' or '.join(map(str, nearest_multiples(inp.gbs, unit)))}"))
+
+    if inp.seq_length > inp.max_position_embeddings:
+        add(Problem(k["seq"], f"seq_length({inp.seq_length}) > max_position_embeddings"
+                    f"({inp.max_position_embeddings})",
+                    fix=f"lower {k['seq']} to {inp.max_position_embeddings} or less, or raise {k['max_pos']} "
+                        f"(only if the model supports it)"))
+    if inp.cp > 1 and inp.seq_length % inp.cp:
+        add(Problem(k["seq"], f"seq_length({inp.seq_length}) is not divisible by cp({inp.cp})",
+                    fix=f"use a multiple of {inp.cp}"))
+
+    if inp.seq_length > CP_RECOMMENDED_ABOVE and inp.cp < 2:
+        report.warnings.append(f"{k['seq']}={inp.seq_length} > {CP_RECOMMENDED_ABOVE} with {k['cp']}={inp.cp}: "
+                               f"context parallel (CP >= 2) is recommended for sequences this long")
+    if inp.sequence_parallel and inp.tp == 1:
+        report.warnings.append(f"{k['sp']} is set with {k['tp']}=1: it has no effect (Megatron turns it off)")
+    return report
+
+
+def _even_split(n: int, parts: int) -> list[int]:
+    parts = max(parts, 1)
+    base, rest = divmod(n, parts)
+    return [base + (1 if i < rest else 0) for i in range(parts)]

@@ -1,0 +1,1 @@
+"""Steps, plans, the runner that executes them, launchers, monitors and signal handling."""
