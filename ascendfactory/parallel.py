@@ -70,10 +70,6 @@ class LayoutReport:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    @property
-    def num_microbatches(self) -> int | None:
-        return None
-
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -85,8 +81,9 @@ def _fmt(values: list[int]) -> str:
 
 def valid_tp_values(inp: LayoutInput) -> list[int]:
     """TP sizes that satisfy every TP rule for this model and world size (with the given PP and CP)."""
-    per_tp = inp.world_size // max(inp.pp * inp.cp, 1) if inp.world_size % max(inp.pp * inp.cp, 1) == 0 else 0
-    return [t for t in _divisors(per_tp) if inp.heads % (t * inp.cp) == 0 and inp.kv_heads % t == 0] if per_tp else []
+    rest = max(inp.pp * inp.cp, 1)
+    per_tp = inp.world_size // rest if inp.world_size % rest == 0 else inp.world_size
+    return [t for t in _divisors(per_tp) if inp.heads % (t * inp.cp) == 0 and inp.kv_heads % t == 0]
 
 
 def nearest_multiples(value: int, unit: int) -> list[int]:
@@ -145,9 +142,10 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                         fix=f"e.g. {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"))
     elif inp.num_layers % inp.pp:
         pps = [p for p in _divisors(inp.num_layers) if p <= inp.world_size][:6]
+        split = (f", or give {k['nll']} {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"
+                 if inp.num_layers >= inp.pp else "")
         add(Problem(k["pp"], f"num_layers({inp.num_layers}) is not divisible by pp({inp.pp})",
-                    fix=f"use PP in {{{_fmt(pps)}}}, or give {k['nll']} "
-                        f"{','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"))
+                    fix=f"use PP in {{{_fmt(pps)}}}{split}"))
 
     dp = dims.dp
     if dp and inp.gbs is not None:

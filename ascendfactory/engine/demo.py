@@ -23,6 +23,10 @@ from ascendfactory.engine.data.demo_data import corpus, pretrain_records, sft_re
 from ascendfactory.errors import ConfigError, Problem
 
 TOKENIZER_VOCAB = 1000
+# The pre-tokenizer split pattern of Qwen2's tokenizer.json, so that transformers' Qwen2Tokenizer (which
+# rebuilds its pre-tokenizer from this pattern) and the saved tokenizer.json tokenize identically.
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{%- if messages[0]['role'] == 'system' %}"
@@ -45,12 +49,13 @@ FAMILIES = ("qwen2", "qwen3", "llama")
 
 def train_tokenizer(vocab_size: int = TOKENIZER_VOCAB) -> Any:
     """A byte-level BPE `tokenizers.Tokenizer` trained on the demo datasets (deterministic)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),  # as Qwen2: numbers are split into digits
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([  # Qwen2's: digits one by one, then byte-level
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -67,10 +72,21 @@ def _hf_tokenizer(tok: Any) -> Any:
 
     hf = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        unk_token=None, model_max_length=_COMMON["max_position_embeddings"], clean_up_tokenization_spaces=False,
+        unk_token=None, model_max_length=_COMMON["max_position_embeddings"],
+        clean_up_tokenization_spaces=False,
     )
     hf.chat_template = CHAT_TEMPLATE
     return hf
+
+
+def save_demo_tokenizer(out_dir: str | Path) -> Any:
+    """Write only the demo tokenizer to `out_dir` (no torch needed); returns the HF tokenizer."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    hf_tok = _hf_tokenizer(train_tokenizer())
+    hf_tok.save_pretrained(out)
+    _normalize_json(out)
+    return hf_tok
 
 
 def _config(family: str, vocab_size: int, *, bos_id: int, eos_id: int, pad_id: int) -> Any:
@@ -100,9 +116,9 @@ def make_demo_model(out_dir: str | Path, *, family: str = "qwen2", seed: int = 0
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    hf_tok = _hf_tokenizer(train_tokenizer())
-    hf_tok.save_pretrained(out)
-    bos, eos, pad = (hf_tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_end|>", "<|endoftext|>"))
+    hf_tok = save_demo_tokenizer(out)
+    bos, eos = hf_tok.convert_tokens_to_ids("<|endoftext|>"), hf_tok.convert_tokens_to_ids("<|im_end|>")
+    pad = bos
     vocab = -(-len(hf_tok) // 64) * 64
     config = _config(family, vocab, bos_id=bos, eos_id=eos, pad_id=pad)
     torch.manual_seed(seed)
@@ -117,11 +133,17 @@ def make_demo_model(out_dir: str | Path, *, family: str = "qwen2", seed: int = 0
 
 
 def _normalize_json(out: Path) -> None:
-    """Sort keys of the JSON files, so the bytes do not depend on dict insertion order across versions."""
+    """Sort keys of the JSON files, so the bytes do not depend on dict insertion order across versions.
+
+    The tokenizer class is pinned to Qwen2Tokenizer for every family, so AutoTokenizer does not pick the
+    model family's own tokenizer class (which would rebuild a different pre-tokenizer).
+    """
     for name in ("config.json", "generation_config.json", "tokenizer_config.json"):
         path = out / name
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
+            if name == "tokenizer_config.json":
+                data["tokenizer_class"] = "Qwen2Tokenizer"
             path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                             encoding="utf-8")
 
@@ -143,7 +165,8 @@ def count_parameters(out_dir: str | Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m ascendfactory.engine.demo OUT_DIR`: write the demo model; prints its path and size."""
-    p = argparse.ArgumentParser(prog="python -m ascendfactory.engine.demo", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m ascendfactory.engine.demo",
+                                description=(__doc__ or "").splitlines()[0])
     p.add_argument("out_dir")
     p.add_argument("--family", choices=FAMILIES, default="qwen2")
     p.add_argument("--seed", type=int, default=0)

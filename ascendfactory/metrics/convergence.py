@@ -106,7 +106,7 @@ def check_convergence(records: Iterable[Record] | StepTable, *, metric: str | No
     for key, attr in (("number of nan iterations", "nan_iterations"),
                       ("number of skipped iterations", "skipped_iterations")):
         counts = [v for v in table.series(key)[1] if math.isfinite(v)]
-        setattr(report, attr, int(max(counts)) if counts else 0)
+        setattr(report, attr, int(sum(counts)))  # Megatron counts per log interval
     pts = [(s, v) for s, v in zip(steps, values) if math.isfinite(v)]
     if direction == "down":
         report.spikes = find_spikes([p[0] for p in pts], [p[1] for p in pts], ratio=spike_ratio,

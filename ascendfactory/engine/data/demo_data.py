@@ -54,7 +54,8 @@ def _upper(rng: random.Random) -> Record:
 
 def _successor(rng: random.Random) -> Record:
     n = rng.randint(0, 98)
-    return {"instruction": f"Which number comes after {n}?", "input": "", "output": f"{n + 1} comes after {n}."}
+    return {"instruction": f"Which number comes after {n}?", "input": "",
+            "output": f"{n + 1} comes after {n}."}
 
 
 def _name(rng: random.Random) -> Record:

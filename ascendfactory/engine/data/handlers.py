@@ -2,11 +2,13 @@
 
 - `GeneralPretrainHandler`: one document per record and per `--json-keys` key (string field), tokenized with
   the tokenizer's own special tokens, plus EOD (the eos id) with `--append-eod`.
-- `AlpacaStyleInstructionHandler`: `instruction` / `input` / `output` (+ optional `system`, `history` as
-  `[[q, a], ...]`), renamed with `--map-keys` (`prompt`, `query`, `response`, `system`, `history`).
-- `SharegptStyleInstructionHandler`: `conversations`, a list of `{"from": "human"|"gpt"|"system", "value"}`
-  (+ optional `system`); `--map-keys` `{"messages": ..., "system": ..., "tags": {"role_tag", "content_tag",
-  "user_tag", "assistant_tag", "system_tag"}}` for other layouts (e.g. OpenAI `messages` / `role` / `content`).
+- `AlpacaStyleInstructionHandler`: `instruction` / `input` / `output` (+ optional `system`, and
+  `history` as `[[q, a], ...]`), renamed with `--map-keys` (`prompt`, `query`, `response`, `system`,
+  `history`).
+- `SharegptStyleInstructionHandler`: `conversations`, a list of `{"from": "human"|"gpt"|"system",
+  "value"}` (+ optional `system`); `--map-keys` `{"messages": ..., "system": ..., "tags": {"role_tag",
+  "content_tag", "user_tag", "assistant_tag", "system_tag"}}` for other layouts (e.g. OpenAI `messages`
+  with `role` / `content`).
 - `GeneralInstructionHandler`: single-turn `instruction` / `input` / `output`, `alpaca` template by default.
 
 Instruction handlers write `input_ids`, `attention_mask` (ones) and `labels` (`-100` on prompt tokens).

@@ -74,7 +74,7 @@ def _dtype_code(dtype: Any) -> int:
     dt = np.dtype(dtype)
     if dt not in DTYPE_CODES:
         valid = ", ".join(sorted(d.name for d in DTYPE_CODES))
-        raise IndexedDatasetError(f"dtype {dt.name} cannot be stored in an indexed dataset; use one of {valid}")
+        raise IndexedDatasetError(f"dtype {dt.name} cannot be stored in an indexed dataset; use {valid}")
     return DTYPE_CODES[dt]
 
 
@@ -133,7 +133,7 @@ class IndexedDatasetBuilder:
             raise IndexedDatasetError(f"builder for {self.path_prefix} is already closed")
         array = np.asarray(tokens).reshape(-1)
         if expected is not None and expected != array.size:
-            raise IndexedDatasetError(f"document lengths sum to {expected} but {array.size} tokens were given")
+            raise IndexedDatasetError(f"lengths sum to {expected} but {array.size} tokens were given")
         if array.dtype != self.dtype:
             if array.size and self.dtype.kind in "iu" and array.dtype.kind in "iu":
                 info = np.iinfo(self.dtype)

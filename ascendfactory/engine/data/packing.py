@@ -1,9 +1,10 @@
 """`--pack`: several instruction samples per `--seq-length` row, as MindSpeed-LLM's packed datasets.
 
 Samples are packed greedily: each row takes the longest remaining sample that still fits, until none
-does (deterministic: ties go by input order). Each row is padded to `seq_length`: input ids with the pad id, labels with -100, attention
-mask with 0. The attention mask is 1 on every real token, or with `--neat-pack` the 1-based index of the
-sample within the row (so attention can be restricted to each sample).
+does (deterministic: ties go by input order). Each row is padded to `seq_length`: input ids with the pad
+id, labels with -100, attention mask with 0. The attention mask is 1 on every real token, or with
+`--neat-pack` the 1-based index of the sample within the row (so attention can be restricted to each
+sample).
 """
 
 from __future__ import annotations

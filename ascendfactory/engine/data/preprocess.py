@@ -32,7 +32,8 @@ def _json_dict(text: str) -> dict[str, object]:
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"not valid JSON ({e.msg}): {text!r}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, e.g. '{{\"prompt\": \"question\"}}': {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"must be a JSON object, e.g. '{{\"prompt\": \"question\"}}': {text!r}")
     return value
 
 

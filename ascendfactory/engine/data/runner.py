@@ -152,7 +152,8 @@ def run(args: argparse.Namespace, *, log: TextIO = sys.stderr) -> Summary:
             for key in keys
         }
         kept: list[dict[str, np.ndarray]] = []
-        chunks = _chunks(iter_records(files, args.max_samples), CHUNK_SIZE)
+        chunk_size = min(CHUNK_SIZE, max(64, args.log_interval))  # affects speed and progress, never output
+        chunks = _chunks(iter_records(files, args.max_samples), chunk_size)
         for result in _results(args, cfg, spec, processor, chunks, stack):
             if result.bad:
                 if args.on_bad_record == "fail":

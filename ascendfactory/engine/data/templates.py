@@ -72,8 +72,7 @@ class Template:
                 if system_text:
                     block = _fill(self.system, system_text)
                     if self.system_in_first_user:
-                        content = "".join(p for p in block if isinstance(p, str) and not isinstance(p, Special))
-                        content += user
+                        content = "".join(p for p in block if not isinstance(p, Special)) + user
                     else:
                         prompt += block
             elif self.separator:
@@ -82,8 +81,8 @@ class Template:
             out.append(Turn(prompt=_merge(prompt), response=_merge(_fill(self.assistant, assistant))))
         return out
 
-    def render(self, pairs: list[tuple[str, str]], system: str | None = None, *, bos: str = "",
-               eos: str = "") -> str:
+    def render(self, pairs: list[tuple[str, str]], system: str | None = None, *,
+               bos: str = "", eos: str = "") -> str:
         """The whole conversation as one string (`bos`/`eos` stand for the special tokens)."""
         eos = self.eos_text or eos
         text = []

@@ -47,7 +47,8 @@ def _load_hf(path: str, *, use_fast: bool, trust_remote_code: bool) -> Any:
                        "the directory needs tokenizer.json or the slow tokenizer's files") from e
 
 
-def load_tokenizer_spec(path: str, *, use_fast: bool = True, trust_remote_code: bool = False) -> TokenizerSpec:
+def load_tokenizer_spec(path: str, *, use_fast: bool = True,
+                        trust_remote_code: bool = False) -> TokenizerSpec:
     """Load the HF tokenizer at `path` and describe it for the workers."""
     tok = _load_hf(path, use_fast=use_fast, trust_remote_code=trust_remote_code)
     backend = tok.backend_tokenizer.to_str() if use_fast and getattr(tok, "is_fast", False) else None

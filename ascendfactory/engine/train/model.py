@@ -34,7 +34,8 @@ class StageModel(nn.Module):
         self.model.norm = full.model.norm if last else None
         self.lm_head = full.lm_head if last else None
         self.to_empty(device=device)
-        self.model.rotary_emb = type(full.model.rotary_emb)(config=cfg, device=device)
+        with torch.device(device):
+            self.model.rotary_emb = type(full.model.rotary_emb)(config=cfg)
         if self.tied and first and last:
             self.lm_head.weight = self.model.embed_tokens.weight
 

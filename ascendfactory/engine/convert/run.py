@@ -1,0 +1,249 @@
+"""The three conversions (hf->mg, mg->hf, mg->mg), streamed one pipeline stage at a time."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ascendfactory.engine.convert import megatron_io as mio
+from ascendfactory.engine.convert import verify
+from ascendfactory.engine.convert.dims import ModelDims
+from ascendfactory.engine.convert.families import family_for
+from ascendfactory.engine.convert.hf_io import HFReader, HFShardWriter, copy_model_files, parse_size, read_config
+from ascendfactory.engine.convert.megatron_source import MegatronSource
+from ascendfactory.engine.convert.shard_map import hf_full_to_local, hf_local_to_megatron
+from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
+
+log = logging.getLogger("ascendfactory.convert")
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+CONVERTED_ITERATION = 1  # MindSpeed-LLM's converters write iter_0000001 and tracker "1"
+
+
+def _owned(t: torch.Tensor) -> torch.Tensor:
+    """`t`, or a copy when it is a view into a larger storage (so saving writes only its own bytes)."""
+    t = t.contiguous()
+    return t if t.untyped_storage().nbytes() == t.numel() * t.element_size() else t.clone()
+
+
+def _stage_names(names: list[str], dims: ModelDims, first: int, count: int, pp_rank: int, pp: int) -> list[str]:
+    """HF names that belong to a pipeline stage: its layers, the embedding (first), norm and head (last)."""
+    fam, out = dims.fam, []
+    for n in names:
+        _, layer, _ = fam.lookup_hf(n)
+        if layer is not None:
+            keep = first <= layer < first + count
+        elif n == "model.embed_tokens.weight":
+            keep = pp_rank == 0
+        else:
+            keep = pp_rank == pp - 1
+        if keep:
+            out.append(n)
+    return out
+
+
+def resolve_family(hf_cfg: dict[str, Any] | None, model_type_hf: str | None) -> str:
+    """Family from config.json, `--model-type-hf` winning unless it is v1's catch-all `llama2` for Qwen2."""
+    if hf_cfg is None or not model_type_hf:
+        return family_for(hf_cfg, model_type_hf).name
+    by_config = family_for(hf_cfg).name
+    chosen = family_for(hf_cfg, model_type_hf).name
+    if chosen != by_config:
+        if chosen == "llama2":
+            log.info("--model-type-hf llama2 (the v1 converter's name for Llama-3 and Qwen2): using '%s' from "
+                     "config.json model_type '%s'", by_config, hf_cfg.get("model_type"))
+            return by_config
+        raise ConfigError(Problem(key="--model-type-hf", message=f"'{model_type_hf}' does not match config.json "
+                                  f"model_type '{hf_cfg.get('model_type')}' (family '{by_config}')",
+                                  fix=f"use --model-type-hf {by_config}, or leave it out", source="command line"))
+    return chosen
+
+
+def write_stage(save_dir: Path, full: dict[str, torch.Tensor], *, dims: ModelDims, tp: int, pp: int,
+                pp_rank: int, offset: int, padded: int, args: argparse.Namespace) -> None:
+    """Cut one stage's full HF tensors into TP shards and save them in Megatron-core names."""
+    for r in range(tp):
+        local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded)
+        model = hf_local_to_megatron(local, cfg=dims, tp=tp, tp_rank=r, layer_offset=offset)
+        payload = {"model": {k: _owned(v) for k, v in model.items()}, "args": args, "checkpoint_version": 3.0,
+                   "iteration": CONVERTED_ITERATION}
+        mio.save_shard(save_dir, CONVERTED_ITERATION, r, pp_rank, pp, payload)
+
+
+def _remove_stale_shards(save_dir: Path, tp: int, pp: int) -> None:
+    it_dir = mio.iteration_dir(save_dir, CONVERTED_ITERATION)
+    keep = {mio.checkpoint_dir(save_dir, CONVERTED_ITERATION, t, p, pp).name for t in range(tp) for p in range(pp)}
+    for d in it_dir.glob("mp_rank_*"):
+        if d.is_dir() and d.name not in keep:
+            log.info("removing %s (left from an earlier conversion with another layout)", d)
+            shutil.rmtree(d)
+
+
+def _target_layout(dims: ModelDims, a: argparse.Namespace) -> tuple[int, int, list[int], int]:
+    tp, pp = a.target_tensor_parallel_size, a.target_pipeline_parallel_size
+    dims.check_tp(tp)
+    counts = mio.layers_per_stage(dims.num_layers, pp, a.num_layer_list)
+    return tp, pp, counts, dims.padded_vocab_size(tp, a.make_vocab_size_divisible_by)
+
+
+def _progress(what: str, i: int, n: int, t0: float, detail: str) -> None:
+    log.info("%s: stage %d/%d %s (%.1fs)", what, i + 1, n, detail, time.perf_counter() - t0)
+
+
+def hf_to_mg(a: argparse.Namespace) -> None:
+    """HF safetensors folder -> Megatron checkpoint (iter_0000001, tracker 1), one target stage at a time."""
+    hf_cfg = read_config(a.load_dir)
+    family = resolve_family(hf_cfg, a.model_type_hf)
+    dims = ModelDims.from_hf_config(hf_cfg, family)
+    tp, pp, counts, padded = _target_layout(dims, a)
+    reader = HFReader(a.load_dir)
+    names = reader.keys()
+    kept = [n for n in names if dims.fam.lookup_hf(n)[2] is not None]  # unknown names raise here, before writing
+    if dims.tie_word_embeddings:
+        kept = [n for n in kept if n != "lm_head.weight"]
+    elif "lm_head.weight" not in names:
+        raise ConversionKeyError("config.json says tie_word_embeddings = false but there is no 'lm_head.weight'")
+    dtype = DTYPES[a.params_dtype] if a.params_dtype else reader.get("model.norm.weight").dtype
+    expected = {n: (reader.meta(n)[0], verify.dtype_name(dtype)) for n in kept}
+    args = dims.megatron_args(tp=tp, pp=pp, num_layer_list=counts if a.num_layer_list else None,
+                              padded_vocab_size=padded, params_dtype=dtype,
+                              make_vocab_size_divisible_by=a.make_vocab_size_divisible_by)
+    save = Path(a.save_dir)
+    save.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for s, offset in enumerate(mio.layer_offsets(counts)):
+        full = reader.read(_stage_names(kept, dims, offset, counts[s], s, pp), dtype)
+        write_stage(save, full, dims=dims, tp=tp, pp=pp, pp_rank=s, offset=offset, padded=padded, args=args)
+        _progress("hf->mg", s, pp, t0, f"layers {offset}-{offset + counts[s] - 1}: {tp} TP shards written")
+        del full
+    _remove_stale_shards(save, tp, pp)
+    mio.write_tracker(save, CONVERTED_ITERATION)
+    if a.verify:
+        out = MegatronSource(save, model_type_hf=family)
+        verify.compare_signatures(expected, _collect(out.stages()), what=f"{save} (TP {tp}, PP {pp})")
+    if a.verify_logits:
+        ref = reader.read(kept)
+        verify.verify_logits(hf_cfg, ref, MegatronSource(save, model_type_hf=family).full_state(), what="hf->mg")
+
+
+def _collect(stages: Iterator[tuple[int, int, dict[str, torch.Tensor]]]) -> verify.Signature:
+    sig: verify.Signature = {}
+    for _, _, sd in stages:
+        sig.update(verify.signature(sd))
+    return sig
+
+
+def _source(a: argparse.Namespace) -> tuple[MegatronSource, dict[str, Any] | None]:
+    hf_cfg = read_config(a.hf_cfg_dir) if a.hf_cfg_dir else None
+    family = resolve_family(hf_cfg, a.model_type_hf) if (hf_cfg or a.model_type_hf) else None
+    vocab = int(hf_cfg["vocab_size"]) if hf_cfg else None
+    return MegatronSource(a.load_dir, model_type_hf=family, vocab_size=vocab), hf_cfg
+
+
+def mg_to_hf(a: argparse.Namespace) -> None:
+    """Megatron checkpoint (any TP/PP, converted or trained) -> HF safetensors + config/tokenizer files."""
+    src, hf_cfg = _source(a)
+    dtype = DTYPES[a.params_dtype] if a.params_dtype else None
+    save = Path(a.save_dir)
+    writer = HFShardWriter(save, parse_size(a.max_shard_size))
+    expected: verify.Signature = {}
+    t0 = time.perf_counter()
+    log.info("mg->hf: %s iteration %d, TP %d, PP %d", src.root, src.iteration, src.tp, src.pp)
+    try:
+        for s, (offset, n, full) in enumerate(src.stages(dtype)):
+            for name, t in full.items():
+                writer.add(name, _owned(t))
+            expected.update(verify.signature(full))
+            _progress("mg->hf", s, src.pp, t0, f"layers {offset}-{offset + n - 1}: {len(full)} tensors")
+        files = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    out_dtype = verify.dtype_name(dtype or next(iter(_dtypes(expected))))
+    if a.hf_cfg_dir:
+        copied = copy_model_files(a.hf_cfg_dir, save, config_updates={"torch_dtype": out_dtype} if dtype else None)
+        log.info("copied %s from %s", ", ".join(copied), a.hf_cfg_dir)
+    else:
+        import json
+
+        (save / "config.json").write_text(json.dumps(src.dims.hf_config_dict(out_dtype), indent=2) + "\n")
+        log.info("no --hf-cfg-dir: wrote config.json from the checkpoint args (no tokenizer files copied)")
+    log.info("mg->hf: wrote %d weight file(s) to %s", len(files), save)
+    if a.verify:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(str(save))
+        reader = HFReader(save)
+        verify.compare_signatures(expected, {k: reader.meta(k) for k in reader.keys()}, what=str(save))
+    if a.verify_logits:
+        reader = HFReader(save)
+        src2 = MegatronSource(a.load_dir, model_type_hf=src.dims.family, vocab_size=src.dims.vocab_size)
+        verify.verify_logits(read_config(save), reader.read(reader.keys()), src2.full_state(dtype), what="mg->hf")
+
+
+def _dtypes(sig: verify.Signature) -> Iterator[torch.dtype]:
+    for _, d in sig.values():
+        yield getattr(torch, d)
+
+
+def mg_to_mg(a: argparse.Namespace) -> None:
+    """Reshard a Megatron checkpoint to a new TP/PP (weights only: writes iter_0000001, tracker 1)."""
+    src, hf_cfg = _source(a)
+    dims = src.dims
+    tp, pp, counts, padded = _target_layout(dims, a)
+    dtype = DTYPES[a.params_dtype] if a.params_dtype else None
+    first = next(iter(src._model(0, 0).values()))
+    args = dims.megatron_args(tp=tp, pp=pp, num_layer_list=counts if a.num_layer_list else None,
+                              padded_vocab_size=padded, params_dtype=dtype or first.dtype,
+                              make_vocab_size_divisible_by=a.make_vocab_size_divisible_by)
+    save = Path(a.save_dir)
+    if save.resolve() == src.root.resolve():
+        raise ConfigError(Problem(key="--save-dir", message="is the same folder as --load-dir",
+                                  fix="write the resharded checkpoint to a new folder", source="command line"))
+    offsets = mio.layer_offsets(counts)
+    pending: dict[str, torch.Tensor] = {}
+    expected: verify.Signature = {}
+    target, t0 = 0, time.perf_counter()
+
+    def flush(final: bool) -> None:
+        nonlocal target, pending
+        while target < pp and (final or _has_layers(pending, offsets[target] + counts[target], dims)):
+            names = _stage_names(list(pending), dims, offsets[target], counts[target], target, pp)
+            stage = {n: pending.pop(n) for n in names}
+            write_stage(save, stage, dims=dims, tp=tp, pp=pp, pp_rank=target, offset=offsets[target],
+                        padded=padded, args=args)
+            _progress("mg->mg", target, pp, t0, f"{tp} TP shards written")
+            target += 1
+
+    for _, _, full in src.stages(dtype):
+        expected.update(verify.signature(full))
+        pending.update(full)
+        flush(final=False)
+    flush(final=True)
+    _remove_stale_shards(save, tp, pp)
+    mio.write_tracker(save, CONVERTED_ITERATION)
+    if a.verify:
+        out = MegatronSource(save, model_type_hf=dims.family)
+        verify.compare_signatures(expected, _collect(out.stages()), what=f"{save} (TP {tp}, PP {pp})")
+    if a.verify_logits:
+        cfg = hf_cfg or dims.hf_config_dict()
+        ref = MegatronSource(a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size).full_state(dtype)
+        verify.verify_logits(cfg, ref, MegatronSource(save, model_type_hf=dims.family).full_state(), what="mg->mg")
+
+
+def _has_layers(pending: dict[str, torch.Tensor], end: int, dims: ModelDims) -> bool:
+    """True when every layer below `end` of a stage is already read (layer end-1 present means earlier are)."""
+    return any(n.startswith(f"model.layers.{end - 1}.") for n in pending) or end == 0
+
+
+def run(a: argparse.Namespace) -> None:
+    """Dispatch on --load-model-type / --save-model-type."""
+    pair = (a.load_model_type, a.save_model_type)
+    {("hf", "mg"): hf_to_mg, ("mg", "hf"): mg_to_hf, ("mg", "mg"): mg_to_mg}[pair](a)

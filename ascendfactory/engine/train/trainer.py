@@ -1,0 +1,246 @@
+"""The embedded trainer: build (mesh, stage model, optimizer, data, checkpointer, monitors), then `train()`."""
+
+from __future__ import annotations
+
+import random
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ascendfactory.engine.convert import megatron_io
+from ascendfactory.engine.convert.dims import ModelDims
+from ascendfactory.engine.train import dataset, logline, monitor, step
+from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
+from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
+from ascendfactory.engine.train.model import build_stage, init_random, local_tensor, parallelize_hf_decoder
+from ascendfactory.engine.train.parallel import ParallelDims, build_mesh, init_distributed
+from ascendfactory.engine.train.schedule import LRSchedule
+
+
+@dataclass
+class Interval:
+    """What the log line averages over the iterations since the last one printed."""
+
+    start: float = field(default_factory=time.perf_counter)
+    iterations: int = 0
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    skipped: int = 0
+    nan: int = 0
+
+
+class Trainer:
+    def __init__(self, args: Any, ignored_flags: list[str]):
+        self.args = args
+        self.env = init_distributed(args.distributed_timeout_minutes)
+        self.is_last_rank = self.env.rank == self.env.world_size - 1
+        if ignored_flags:
+            self.log0("INFO: performance flags accepted and ignored by the embedded torch backend: "
+                      + " ".join(ignored_flags))
+        from transformers import AutoConfig
+
+        self.hf_config = AutoConfig.from_pretrained(args.tokenizer_name_or_path)
+        check_architecture(args, self.hf_config)
+        model_dims = ModelDims.from_hf_config(self.hf_config)
+        vocab = padded_vocab_size(args, self.hf_config)
+        self.dims = ParallelDims.from_args(args, self.env.world_size, num_heads=model_dims.num_heads,
+                                           num_kv_heads=model_dims.num_kv_heads, vocab=vocab)
+        self.log0(self.dims.describe())
+        self.mesh = build_mesh(self.dims, self.env.device)
+        pp_rank, dp_rank, tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
+        self.pp_rank, self.dp_rank = pp_rank, dp_rank
+        layers = megatron_io.layers_per_stage(model_dims.num_layers, self.dims.pp, args.num_layer_list)
+        self._seed(args.seed + 100 * pp_rank)
+
+        self.hf_config.vocab_size = vocab
+        self.model = build_stage(self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device)
+        parallelize_hf_decoder(self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp)
+        init_random(self.model, std=args.init_method_std, num_layers=model_dims.num_layers, seed=args.seed,
+                    rank_seed=tp_rank + 100 * pp_rank)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = step.build_optimizer(self.model, args)
+        self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
+        self.scaler = step.LossScaler.from_args(args)
+        self.runner = step.StepRunner(self.model, mesh=self.mesh, num_microbatches=self.dims.num_microbatches,
+                                      device=self.env.device, pp=self.dims.pp, pp_rank=pp_rank)
+
+        self.samples = dataset.build_samples(args, num_samples=args.train_iters * self.dims.global_batch_size,
+                                             pad_id=dataset.pad_id_from(args.tokenizer_name_or_path))
+        self.batches = dataset.BatchPlan(self.dims.micro_batch_size, self.dims.global_batch_size, self.dims.dp,
+                                         dp_rank)
+        mg_args = model_dims.megatron_args(
+            tp=self.dims.tp, pp=self.dims.pp, num_layer_list=megatron_io.parse_layer_list(args.num_layer_list),
+            padded_vocab_size=vocab, params_dtype=torch.bfloat16 if args.bf16 else
+            torch.float16 if args.fp16 else torch.float32, make_vocab_size_divisible_by=args.make_vocab_size_divisible_by)
+        topo = Topology(tp=self.dims.tp, pp=self.dims.pp, tp_rank=tp_rank, pp_rank=pp_rank, dp_rank=dp_rank,
+                        layer_offset=sum(layers[:pp_rank]), dp_group=self.mesh["dp"].get_group())
+        self.checkpointer = Checkpointer(args=args, megatron_args=mg_args, topo=topo, device=self.env.device,
+                                         log=self.log0)
+        self.flops_dims = logline.FlopsDims(
+            num_layers=model_dims.num_layers, hidden_size=model_dims.hidden_size,
+            ffn_hidden_size=model_dims.ffn_hidden_size, num_attention_heads=model_dims.num_heads,
+            num_query_groups=model_dims.num_kv_heads, kv_channels=model_dims.head_dim, padded_vocab_size=vocab)
+        mon_cfg, tb_cfg = monitor.load_monitor_config(args)
+        self.monitor = monitor.Monitor(mon_cfg, tb_cfg, rank=self.env.rank, print_fn=print)
+        self.monitor.write_config({k: v for k, v in vars(args).items() if v is not None})
+        self.position = Position()
+        self.interval = Interval()
+        self.saved_iteration = -1
+        self.memory_reported = False
+
+    # ------------------------------------------------------------------ the loop
+    def train(self) -> None:
+        self.load_checkpoint()
+        while self.position.iteration < self.args.train_iters:
+            loss, grad_norm, skipped = self.train_step()
+            self.log_iteration(loss, grad_norm, skipped)
+            if self.args.save and self.args.save_interval and self.position.iteration % self.args.save_interval == 0:
+                self.save_checkpoint()
+            if self.args.exit_interval and self.position.iteration % self.args.exit_interval == 0:
+                break
+        if self.args.save and self.saved_iteration != self.position.iteration and self.position.iteration > 0:
+            self.save_checkpoint()
+
+    def train_step(self) -> tuple[float | None, float, bool]:
+        consumed = self.position.consumed_train_samples
+        with monitor.phase("train_step", self.env.device) as rec:
+            tokens, labels = (torch.from_numpy(a).to(self.env.device)
+                              for a in dataset.get_batch(self.samples, self.batches, consumed))
+            with rec.execute():
+                self.optimizer.zero_grad(set_to_none=False)
+                self.runner.scale = self.scaler.scale
+                with step.autocast(self.env.device, self.args):
+                    local_loss = self.runner.forward_backward(tokens, labels)
+                step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
+                state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
+                grad_norm, found_inf = step.grad_norm_and_clip(self.params, mesh=self.mesh, clip=self.args.clip_grad,
+                                                               unscale=self.scaler.scale)
+                if not found_inf:
+                    self.optimizer.step()
+                    self.scheduler.step(self.optimizer, self.dims.global_batch_size)
+                self.scaler.update(found_inf)
+        loss = self.reduce_loss(local_loss)
+        self.position.iteration += 1
+        self.position.consumed_train_samples += self.dims.global_batch_size
+        self.position.floating_point_operations += self.iteration_flops()
+        self.last_phase = rec.metrics
+        if state is not None:
+            self.monitor.state(iteration=self.position.iteration, local_loss=None if local_loss is None else
+                               float(local_loss), **state, throughput=self.dims.global_batch_size /
+                               rec.metrics["time/train_step/total"])
+            if self.monitor.cfg["print_struct"]:
+                print("\n".join(n for n, p in self.model.named_parameters() if p.requires_grad), flush=True)
+                self.args.exit_interval = self.position.iteration
+        return loss, grad_norm, found_inf
+
+    # ------------------------------------------------------------------ pieces
+    def reduce_loss(self, local_loss: torch.Tensor | None) -> float | None:
+        """The DP-averaged loss, known on the last pipeline stage (None elsewhere)."""
+        if local_loss is None:
+            return None
+        loss = local_loss.detach().clone().float()
+        if self.dims.dp > 1:
+            dist.all_reduce(loss, group=self.mesh["dp"].get_group())
+            loss /= self.dims.dp
+        return float(loss)
+
+    def iteration_flops(self) -> float:
+        return logline.num_floating_point_operations(self.flops_dims, seq_length=self.args.seq_length,
+                                                     batch_size=self.dims.global_batch_size)
+
+    def log_iteration(self, loss: float | None, grad_norm: float, skipped: bool) -> None:
+        it, iv = self.position.iteration, self.interval
+        iv.iterations += 1
+        iv.skipped += int(skipped)
+        if loss is not None and not skipped:
+            if loss != loss or loss in (float("inf"), float("-inf")):
+                iv.nan += 1
+            else:
+                iv.loss_sum, iv.loss_count = iv.loss_sum + loss, iv.loss_count + 1
+        if it % self.args.log_interval:
+            return
+        elapsed = (time.perf_counter() - iv.start) / iv.iterations
+        tflops = self.iteration_flops() / (elapsed * 1e12 * self.env.world_size)
+        lr = self.optimizer.param_groups[0]["lr"]
+        mean_loss = iv.loss_sum / iv.loss_count if iv.loss_count else 0.0
+        stats = logline.IterationStats(
+            iteration=it, train_iters=self.args.train_iters, consumed_samples=self.position.consumed_train_samples,
+            elapsed_ms=elapsed * 1000.0, learning_rate=lr, global_batch_size=self.dims.global_batch_size,
+            losses={"lm loss": mean_loss}, loss_scale=self.scaler.scale, grad_norm=grad_norm,
+            skipped_iterations=iv.skipped, nan_iterations=iv.nan,
+            tflops_per_gpu=tflops if self.args.log_throughput else None)
+        self.log_last(logline.format_training_log(stats))
+        samples_per_s = self.dims.global_batch_size / elapsed
+        self.monitor.training_scalars(
+            iteration=it, samples=self.position.consumed_train_samples, lr=lr, gbs=self.dims.global_batch_size,
+            loss=mean_loss if loss is not None else None, loss_scale=self.scaler.scale, grad_norm=grad_norm,
+            iter_time_s=elapsed, samples_per_s=samples_per_s, tflops=tflops)
+        metrics = {**self.last_phase, "system/tps": samples_per_s * self.args.seq_length,
+                   "system/samples": float(self.position.consumed_train_samples)}
+        self.monitor.phase_metrics(metrics, it, log=self.is_last_rank)
+        if not self.memory_reported and self.dp_rank == 0:
+            self.memory_reported = True
+            print(logline.format_memory_line(self.env.rank, it, self.memory_mb()), flush=True)
+        self.interval = Interval()
+
+    def memory_mb(self) -> dict[str, float]:
+        snap = monitor.memory_snapshot(self.env.device)
+        if "allocated" in snap:
+            return {k: round(snap[k] / 2**20, 2) for k in ("allocated", "max_allocated", "reserved", "max_reserved")}
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # CPU: resident set size
+        rss = round(snap["rss"] / 2**20, 2)
+        return {"allocated": rss, "max_allocated": round(peak, 2), "reserved": rss, "max_reserved": round(peak, 2)}
+
+    def state_metrics(self) -> dict[str, Any]:
+        """Per-parameter local gradient / Adam moment / weight norms of this rank (monitor_config)."""
+        norms = {n: float(local_tensor(p.grad).float().norm()) for n, p in self.model.named_parameters()}
+        adam, weights = {}, {}
+        if self.monitor.cfg["optimizer_state_format"]:
+            for n, p in self.model.named_parameters():
+                s = self.optimizer.state.get(p) or {}
+                if "exp_avg" in s:
+                    adam[n] = (float(local_tensor(s["exp_avg"]).norm()), float(local_tensor(s["exp_avg_sq"]).norm()))
+        if self.monitor.cfg["weight_state_format"]:
+            weights = {n: float(local_tensor(p).detach().float().norm()) for n, p in self.model.named_parameters()}
+        return {"local_norms": norms, "device_norm": float(sum(v * v for v in norms.values()) ** 0.5),
+                "adam": adam, "weights": weights}
+
+    def load_checkpoint(self) -> None:
+        if self.args.load:
+            pos = self.checkpointer.load(self.model, self.optimizer, self.scheduler, self.scaler)
+            self.position = pos or Position()
+        self.scheduler.apply(self.optimizer)
+        self.interval = Interval()
+
+    def save_checkpoint(self) -> None:
+        t0 = time.perf_counter()
+        with monitor.phase("checkpoint", self.env.device) as rec:
+            with rec.execute():
+                self.checkpointer.save(self.model, self.optimizer, self.scheduler, self.scaler, self.position)
+        self.saved_iteration = self.position.iteration
+        self.monitor.phase_metrics(rec.metrics, self.position.iteration, log=self.is_last_rank)
+        self.interval.start += time.perf_counter() - t0  # the log line's time per iteration excludes saving
+
+    # ------------------------------------------------------------------ helpers
+    def _seed(self, seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+
+    def log0(self, msg: str) -> None:
+        if self.env.rank == 0:
+            print(msg, flush=True)
+
+    def log_last(self, msg: str) -> None:
+        if self.is_last_rank:
+            print(msg, flush=True)
+
+    def close(self) -> None:
+        self.monitor.close()
+        if dist.is_initialized():
+            dist.destroy_process_group()

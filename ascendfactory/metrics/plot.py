@@ -1,0 +1,143 @@
+"""Loss / reward curves as PNG (matplotlib's Agg canvas; no global backend is switched).
+
+`plot_loss(runs, out_png)` is what `train` calls to write `training_loss.png`:
+
+- `runs`: a log path, a list of paths, one iterable of `Record`s, or a list of such iterables;
+- each run is folded into a `StepTable` (resumed segments join into one curve, later step wins);
+- each chart shows the raw values (thin, translucent) and a TensorBoard-style debiased EMA
+  (`smoothing` in [0, 1); 0 draws the raw curve only);
+- `metric=None` picks the loss; for RL runs (a score/reward is logged) it draws two panels, the
+  score and `response_length/mean`, like the VeRL `training_loss.png`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Union
+
+from ascendfactory.metrics.convergence import LOSS_KEYS, SCORE_KEYS, pick_metric
+from ascendfactory.metrics.record import Record
+from ascendfactory.metrics.table import StepTable
+
+RunLike = Union[str, Path, Iterable[Record], StepTable]
+LENGTH_KEYS = ("response_length/mean", "tokens/response_length/mean")
+
+
+def ema(values: Sequence[float], smoothing: float) -> list[float]:
+    """TensorBoard's debiased exponential moving average; non-finite values keep the last value."""
+    if not 0 <= smoothing < 1:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    out: list[float] = []
+    last, n = 0.0, 0
+    for v in values:
+        if not math.isfinite(v):
+            out.append(out[-1] if out else v)
+            continue
+        last = last * smoothing + (1 - smoothing) * v
+        n += 1
+        out.append(last / (1 - smoothing ** n) if smoothing else last)
+    return out
+
+
+def _runs(runs: RunLike | Sequence[RunLike]) -> list[tuple[str, StepTable]]:
+    from ascendfactory.metrics.formats import parse_file
+
+    if isinstance(runs, (str, Path, StepTable)):
+        items: list[RunLike] = [runs]
+    elif isinstance(runs, (list, tuple)) and runs and not isinstance(runs[0], Record):
+        items = list(runs)
+    else:
+        items = [runs]  # one iterable of records
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, (str, Path)):
+            out.append((Path(item).name, StepTable.from_records(parse_file(item))))
+        else:
+            out.append((f"run {i + 1}", StepTable.from_records(item)))
+    return out
+
+
+def default_metrics(tables: Iterable[StepTable]) -> list[str]:
+    keys: set[str] = set()
+    for t in tables:
+        keys.update(k for k in t.keys() if t.has(k))
+    score = next((k for k in SCORE_KEYS if k in keys), None) or next(
+        (k for k in sorted(keys) if k.endswith("_rewards/mean")), None)
+    if score:
+        length = next((k for k in LENGTH_KEYS if k in keys), None)
+        return [score, length] if length else [score]
+    loss = next((k for k in LOSS_KEYS if k in keys), None) or pick_metric(keys)
+    return [loss] if loss else []
+
+
+def plot_loss(runs: RunLike | Sequence[RunLike], out_png: str | Path, *, metric: str | Sequence[str] | None = None,
+              smoothing: float = 0.6, labels: Sequence[str] | None = None, title: str | None = None,
+              dpi: int = 100) -> Path:
+    """Write a PNG with one panel per metric, every run on each panel; returns the path."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    tables = _runs(runs)
+    names = list(labels) if labels else [n for n, _ in tables]
+    metrics = [metric] if isinstance(metric, str) else list(metric or default_metrics(t for _, t in tables))
+    if not metrics:
+        raise ValueError("no loss or reward metric found to plot; pass metric=")
+    fig = Figure(figsize=(8, 3.6 * len(metrics)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
+    colours = [f"C{i}" for i in range(10)]
+    for ax, name in zip(axes, metrics):
+        drawn = False
+        for i, (label, table) in enumerate(tables):
+            steps, values = table.series(name)
+            if not steps:
+                continue
+            colour = colours[i % len(colours)]
+            run = names[i] if i < len(names) else label
+            if smoothing > 0:
+                ax.plot(steps, values, color=colour, alpha=0.3, linewidth=1)
+                ax.plot(steps, ema(values, smoothing), color=colour, linewidth=1.8, label=f"{run} (smoothed)")
+            else:
+                ax.plot(steps, values, color=colour, linewidth=1.5, label=run)
+            drawn = True
+        ax.set_xlabel("step")
+        ax.set_ylabel(name)
+        ax.set_title(name if not title else f"{title}: {name}", loc="left")
+        ax.grid(True, alpha=0.3)
+        if drawn:
+            ax.legend(loc="best", fontsize="small")
+        else:
+            ax.text(0.5, 0.5, f"no '{name}' logged", transform=ax.transAxes, ha="center", va="center")
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi)
+    return out
+
+
+def plot_comparison(steps: Sequence[int], a: Sequence[float], b: Sequence[float], out_png: str | Path, *,
+                    metric: str, labels: tuple[str, str] = ("A", "B"), tolerance: float = 0.02) -> Path:
+    """Two curves on top, their relative difference below with the +-tolerance band."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 6), layout="constrained")
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[2, 1])
+    top.plot(steps, a, label=labels[0], linewidth=1.4)
+    top.plot(steps, b, label=labels[1], linewidth=1.4)
+    top.set_ylabel(metric)
+    top.legend(loc="best", fontsize="small")
+    top.grid(True, alpha=0.3)
+    rel = [(x - y) / abs(x) * 100 if x else 0.0 for x, y in zip(a, b)]
+    bottom.plot(steps, rel, color="C3", linewidth=1.2)
+    for y in (tolerance * 100, -tolerance * 100):
+        bottom.axhline(y, color="grey", linestyle="--", linewidth=1)
+    bottom.set_ylabel("relative diff (%)")
+    bottom.set_xlabel("step")
+    bottom.grid(True, alpha=0.3)
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    return out
