@@ -1,4 +1,10 @@
-"""Megatron checkpoint directories: the tracker, complete iterations, resume decisions, retention."""
+"""Megatron checkpoint directories: the tracker, complete iterations, resume decisions, retention.
+
+A Megatron save directory holds `iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt` folders plus the tracker
+`latest_checkpointed_iteration.txt`. A *complete* iteration is an `iter_%07d` directory (never a temp name
+such as `iter_0000010.tmp`) with at least one shard file. Spec section 4: resume loads the tracker's
+iteration, which must name an existing directory; fault recovery uses the largest complete iteration.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import shutil
 from dataclasses import dataclass
 
 TRACKER = "latest_checkpointed_iteration.txt"
+SHARD_FILE = "model_optim_rng.pt"
+SAVED_MARKER = "successfully saved checkpoint"  # Megatron's log line after a save (retention trigger)
 _ITER = re.compile(r"^iter_(\d{7})$")
 
 
@@ -22,16 +30,42 @@ class CheckpointState:
         """The tracker names an iteration whose directory exists (spec section 4, rule 2)."""
         return isinstance(self.tracker, int) and self.tracker in self.iterations
 
+    @property
+    def newest(self) -> int | None:
+        """The largest complete iteration (what fault recovery resumes from), or None."""
+        return self.iterations[-1] if self.iterations else None
+
+
+def iteration_path(root: str, iteration: int) -> str:
+    return os.path.join(root, f"iter_{iteration:07d}")
+
 
 def read_tracker(root: str) -> int | str | None:
     path = os.path.join(root, TRACKER)
     try:
-        text = open(path, encoding="utf-8").read().strip()
+        with open(path, encoding="utf-8") as f:
+            text = f.read().strip()
     except OSError:
         return None
     if text == "release":
         return text
     return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def write_tracker(root: str, iteration: int) -> None:
+    """Write the tracker atomically (temp file + rename), as a crash must never leave it half-written."""
+    tmp = os.path.join(root, TRACKER + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(str(iteration))
+    os.replace(tmp, os.path.join(root, TRACKER))
+
+
+def _complete(path: str) -> bool:
+    try:
+        subs = os.listdir(path)
+    except OSError:
+        return False
+    return any(sub.startswith("mp_rank_") and os.path.isfile(os.path.join(path, sub, SHARD_FILE)) for sub in subs)
 
 
 def iteration_dirs(root: str) -> list[int]:
@@ -43,11 +77,7 @@ def iteration_dirs(root: str) -> list[int]:
     out = []
     for name in names:
         m = _ITER.match(name)
-        if not m:
-            continue
-        d = os.path.join(root, name)
-        if any(os.path.isfile(os.path.join(d, sub, "model_optim_rng.pt"))
-               for sub in os.listdir(d) if sub.startswith("mp_rank_")):
+        if m and _complete(os.path.join(root, name)):
             out.append(int(m.group(1)))
     return sorted(out)
 
@@ -56,21 +86,44 @@ def inspect(root: str) -> CheckpointState:
     return CheckpointState(root=root, tracker=read_tracker(root), iterations=tuple(iteration_dirs(root)))
 
 
-def apply_retention(root: str, keep: int) -> list[str]:
-    """Keep the newest `keep` iter_* dirs (0 keeps all). Never deletes the tracker's iteration.
+def repair_tracker(root: str) -> tuple[CheckpointState, str | None]:
+    """Make the tracker name the newest complete iteration when it is missing or names a missing dir.
 
-    Only complete directories are candidates, so one being written (a temp name) is never touched.
-    Returns the removed paths.
+    A tracker that names an existing iteration is left alone (the user may have edited it to pick an
+    earlier one, spec section 4 rule 2). Returns the state after the repair and a sentence describing
+    what was changed (None when nothing was).
     """
-    if keep <= 0:
-        return []
     state = inspect(root)
-    protected = {state.tracker} if isinstance(state.tracker, int) else set()
-    candidates = [it for it in state.iterations if it not in protected]
-    n_remove = len(state.iterations) - keep
+    if state.resumable or state.tracker == "release" or state.newest is None:
+        return state, None
+    before = "missing" if state.tracker is None else f"names iteration {state.tracker}, which has no complete directory"
+    write_tracker(root, state.newest)
+    return inspect(root), (f"{TRACKER} was {before}; rewrote it to {state.newest} "
+                           f"(newest complete checkpoint iter_{state.newest:07d})")
+
+
+def retention_candidates(state: CheckpointState, keep: int) -> list[int]:
+    """Iterations `apply_retention` would delete: the oldest complete ones beyond the newest `keep`.
+
+    Protected: the tracker's iteration, and every iteration newer than the tracker (it may still be
+    being written: Megatron writes the directory first and the tracker last). Without a valid tracker
+    nothing is deleted, since which directory is in use cannot be told.
+    """
+    if keep <= 0 or not isinstance(state.tracker, int):
+        return []
+    kept = [it for it in state.iterations if it <= state.tracker]
+    return kept[: max(len(kept) - keep, 0)] if state.tracker in kept else []
+
+
+def apply_retention(root: str, keep: int) -> list[str]:
+    """Keep the newest `keep` complete iter_* dirs (0 keeps all); returns the removed paths.
+
+    Never deletes the tracker's iteration or one newer than it (possibly being written); temp
+    directories are never candidates.
+    """
     removed = []
-    for it in candidates[: max(n_remove, 0)]:
-        path = os.path.join(root, f"iter_{it:07d}")
+    for it in retention_candidates(inspect(root), keep):
+        path = iteration_path(root, it)
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed

@@ -35,6 +35,8 @@ def clean_line(line: str) -> str:
 
 
 def _decode(block: bytes) -> list[str]:
+    if block.endswith(b"\r"):  # the "\r" of a "\r\n" whose "\n" was the cut
+        block = block[:-1]
     if b"\x1b" in block:
         block = _ANSI_BYTES.sub(b"", block)
     text = block.decode("utf-8", "replace")

@@ -97,9 +97,17 @@ def _validate(a: argparse.Namespace) -> None:
         raise ConfigError(problems)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is at the time (it may be replaced after set-up, e.g. by tests)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def _setup_logging() -> None:
     if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("[convert] %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)

@@ -192,8 +192,8 @@ class Trainer:
         snap = monitor.memory_snapshot(self.env.device)
         if "allocated" in snap:
             return {k: round(snap[k] / 2**20, 2) for k in ("allocated", "max_allocated", "reserved", "max_reserved")}
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # CPU: resident set size
-        rss = round(snap["rss"] / 2**20, 2)
+        rss = round(snap["rss"] / 2**20, 2)  # CPU: resident set size stands in for allocated/reserved
+        peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         return {"allocated": rss, "max_allocated": round(peak, 2), "reserved": rss, "max_reserved": round(peak, 2)}
 
     def state_metrics(self) -> dict[str, Any]:
