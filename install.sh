@@ -37,6 +37,15 @@ EXTRAS="torch"
 say "installing ascendfactory-cli[$EXTRAS] (editable) from $HERE"
 "$PYTHON" -m pip install --quiet -e "$HERE[$EXTRAS]"
 
+# The offline demo model the quickstart trains (a locally trained tokenizer + a tiny Qwen2-style model).
+DEMO="$HERE/demo_assets/tiny-qwen2"
+if [ -f "$DEMO/config.json" ] && [ -f "$DEMO/model.safetensors" ]; then
+    say "demo model present: $DEMO"
+else
+    say "building the demo model into $DEMO"
+    "$PYTHON" -m ascendfactory.engine.demo "$DEMO"
+fi
+
 case "$BACKEND" in
     torch) ;;
     *) "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" ;;

@@ -57,13 +57,20 @@ class Comparison:
     def to_dict(self, *, rows: bool = False) -> dict[str, object]:
         out: dict[str, object] = {"metric": self.metric, **self.stats()}
         if rows:
-            out["rows"] = [{"step": s, "a": x, "b": y, "diff": d, "relative": r}
-                           for s, x, y, d, r in zip(self.steps, self.a, self.b, self.diff, self.relative)]
+            out["rows"] = [
+                {"step": s, "a": x, "b": y, "diff": d, "relative": r}
+                for s, x, y, d, r in zip(self.steps, self.a, self.b, self.diff, self.relative)
+            ]
         return out
 
 
-def compare(a: Iterable[Record] | StepTable, b: Iterable[Record] | StepTable, *, metric: str | None = None,
-            tolerance: float = 0.02) -> Comparison:
+def compare(
+    a: Iterable[Record] | StepTable,
+    b: Iterable[Record] | StepTable,
+    *,
+    metric: str | None = None,
+    tolerance: float = 0.02,
+) -> Comparison:
     ta, tb = StepTable.from_records(a), StepTable.from_records(b)
     metric = metric or pick_metric([k for k in ta.keys() if k in set(tb.keys())]) or ""
     sa, va = ta.series(metric)

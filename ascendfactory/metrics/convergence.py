@@ -79,11 +79,12 @@ def _fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     return b, se, a
 
 
-def find_spikes(steps: list[int], values: list[float], *, ratio: float = 1.5,
-                lookback: int = 10) -> list[dict[str, float]]:
+def find_spikes(
+    steps: list[int], values: list[float], *, ratio: float = 1.5, lookback: int = 10
+) -> list[dict[str, float]]:
     spikes = []
     for i in range(3, len(values)):
-        prev = [v for v in values[max(0, i - lookback):i] if math.isfinite(v)]
+        prev = [v for v in values[max(0, i - lookback) : i] if math.isfinite(v)]
         if len(prev) < 3 or not math.isfinite(values[i]):
             continue
         med = statistics.median(prev)
@@ -93,8 +94,14 @@ def find_spikes(steps: list[int], values: list[float], *, ratio: float = 1.5,
     return spikes
 
 
-def check_convergence(records: Iterable[Record] | StepTable, *, metric: str | None = None,
-                      window: float = 0.5, spike_ratio: float = 1.5, spike_lookback: int = 10) -> Convergence:
+def check_convergence(
+    records: Iterable[Record] | StepTable,
+    *,
+    metric: str | None = None,
+    window: float = 0.5,
+    spike_ratio: float = 1.5,
+    spike_lookback: int = 10,
+) -> Convergence:
     table = StepTable.from_records(records)
     metric = metric or pick_metric(table.keys())
     if metric is None:
@@ -103,14 +110,17 @@ def check_convergence(records: Iterable[Record] | StepTable, *, metric: str | No
     steps, values = table.series(metric)
     report = Convergence(metric, direction, "insufficient data", True)
     report.nan_steps = [s for s, v in zip(steps, values) if not math.isfinite(v)]
-    for key, attr in (("number of nan iterations", "nan_iterations"),
-                      ("number of skipped iterations", "skipped_iterations")):
+    for key, attr in (
+        ("number of nan iterations", "nan_iterations"),
+        ("number of skipped iterations", "skipped_iterations"),
+    ):
         counts = [v for v in table.series(key)[1] if math.isfinite(v)]
         setattr(report, attr, int(sum(counts)))  # Megatron counts per log interval
     pts = [(s, v) for s, v in zip(steps, values) if math.isfinite(v)]
     if direction == "down":
-        report.spikes = find_spikes([p[0] for p in pts], [p[1] for p in pts], ratio=spike_ratio,
-                                    lookback=spike_lookback)
+        report.spikes = find_spikes(
+            [p[0] for p in pts], [p[1] for p in pts], ratio=spike_ratio, lookback=spike_lookback
+        )
     n = max(MIN_POINTS, int(math.ceil(len(pts) * window)))
     win = pts[-n:]
     report.points = len(win)

@@ -32,8 +32,14 @@ def _csv(records: Iterable[Record], keys: list[str], dest: Path) -> int:
         writer = csv.writer(f)
         writer.writerow(["step", "kind", "wall_time", *keys])
         for rec in records:
-            writer.writerow([rec.step, rec.kind, "" if rec.wall_time is None else rec.wall_time,
-                             *("" if k not in rec.metrics else rec.metrics[k] for k in keys)])
+            writer.writerow(
+                [
+                    rec.step,
+                    rec.kind,
+                    "" if rec.wall_time is None else rec.wall_time,
+                    *("" if k not in rec.metrics else rec.metrics[k] for k in keys),
+                ]
+            )
             n += 1
     return n
 
@@ -61,13 +67,28 @@ def _tensorboard(records: Iterable[Record], dest: Path) -> int:
                 continue
             wall = rec.wall_time if rec.wall_time and rec.wall_time > 1e9 else time.time()
             values = [(k, v) for k, v in rec.metrics.items() if math.isfinite(v)]
-            writer.add_event(Event(wall_time=wall, step=rec.step, summary=Summary(
-                value=[Summary.Value(tag=k, simple_value=v) for k, v in values])))
+            writer.add_event(
+                Event(
+                    wall_time=wall,
+                    step=rec.step,
+                    summary=Summary(value=[Summary.Value(tag=k, simple_value=v) for k, v in values]),
+                )
+            )
             samples = next((rec.metrics[k] for k in SAMPLE_KEYS if k in rec.metrics), None)
             if samples is not None and math.isfinite(samples):
-                writer.add_event(Event(wall_time=wall, step=int(samples), summary=Summary(
-                    value=[Summary.Value(tag=f"{k}-vs-samples", simple_value=v) for k, v in values
-                           if k not in SAMPLE_KEYS])))
+                writer.add_event(
+                    Event(
+                        wall_time=wall,
+                        step=int(samples),
+                        summary=Summary(
+                            value=[
+                                Summary.Value(tag=f"{k}-vs-samples", simple_value=v)
+                                for k, v in values
+                                if k not in SAMPLE_KEYS
+                            ]
+                        ),
+                    )
+                )
             n += 1
     finally:
         writer.close()
@@ -80,8 +101,11 @@ def export_records(records: Callable[[], Iterator[Record]], to: str, dest: str |
     `records` is a zero-argument callable returning a fresh iterator, so csv can take two passes.
     """
     if to not in TARGETS:
-        raise ConfigError(Problem(key="--to", message=f"unknown export target {to!r}",
-                                  fix="use one of: " + ", ".join(TARGETS)))
+        raise ConfigError(
+            Problem(
+                key="--to", message=f"unknown export target {to!r}", fix="use one of: " + ", ".join(TARGETS)
+            )
+        )
     dest = Path(dest)
     if to == "tensorboard":
         return _tensorboard(records(), dest)

@@ -43,18 +43,38 @@ class LogFormat:
 # Detection order: the most specific markers first.
 FORMATS: tuple[LogFormat, ...] = (
     LogFormat(roll.NAME, "ROLL `metrics_tag: {...}` tracker lines", roll.sniff, roll.RollParser),
-    LogFormat(verl.JSONL_NAME, "VeRL file-logger JSONL", verl.sniff_jsonl, verl.VerlJsonlParser,
-              ("verl-file",)),
-    LogFormat(llamafactory.NAME, "LLaMA-Factory trainer_log.jsonl", llamafactory.sniff,
-              llamafactory.TrainerLogParser, ("llama-factory", "lf", "trainer_log")),
-    LogFormat(mindspeed_rl.NAME, "MindSpeed-RL `iteration: N / T | key : value` lines", mindspeed_rl.sniff,
-              mindspeed_rl.MindSpeedRLParser, ("msrl",)),
-    LogFormat(megatron.NAME, "Megatron / MindSpeed-LLM / ModelLink / MindSpeed-MM iteration lines",
-              megatron.sniff, megatron.MegatronParser,
-              ("mindspeed-llm", "mindspeed_llm", "modellink", "mindspeed-mm", "mindspeed_mm", "megatron-deepspeed")),
+    LogFormat(
+        verl.JSONL_NAME, "VeRL file-logger JSONL", verl.sniff_jsonl, verl.VerlJsonlParser, ("verl-file",)
+    ),
+    LogFormat(
+        llamafactory.NAME,
+        "LLaMA-Factory trainer_log.jsonl",
+        llamafactory.sniff,
+        llamafactory.TrainerLogParser,
+        ("llama-factory", "lf", "trainer_log"),
+    ),
+    LogFormat(
+        mindspeed_rl.NAME,
+        "MindSpeed-RL `iteration: N / T | key : value` lines",
+        mindspeed_rl.sniff,
+        mindspeed_rl.MindSpeedRLParser,
+        ("msrl",),
+    ),
+    LogFormat(
+        megatron.NAME,
+        "Megatron / MindSpeed-LLM / ModelLink / MindSpeed-MM iteration lines",
+        megatron.sniff,
+        megatron.MegatronParser,
+        ("mindspeed-llm", "mindspeed_llm", "modellink", "mindspeed-mm", "mindspeed_mm", "megatron-deepspeed"),
+    ),
     LogFormat(verl.NAME, "VeRL console `step:N - key:value` lines", verl.sniff, verl.VerlConsoleParser),
-    LogFormat(llamafactory.CONSOLE_NAME, "HF Trainer console dicts (LLaMA-Factory stdout)",
-              llamafactory.sniff_console, llamafactory.ConsoleDictParser, ("llamafactory-console",)),
+    LogFormat(
+        llamafactory.CONSOLE_NAME,
+        "HF Trainer console dicts (LLaMA-Factory stdout)",
+        llamafactory.sniff_console,
+        llamafactory.ConsoleDictParser,
+        ("llamafactory-console",),
+    ),
 )
 
 
@@ -68,8 +88,13 @@ def get_format(name: str) -> LogFormat:
     for fmt in FORMATS:
         if key == fmt.name or key in (a.replace("-", "_") for a in fmt.aliases):
             return fmt
-    raise ConfigError(Problem(key="--format", message=f"unknown log format {name!r}",
-                              fix="use one of: " + ", ".join(format_names()) + " (or leave it out to detect)"))
+    raise ConfigError(
+        Problem(
+            key="--format",
+            message=f"unknown log format {name!r}",
+            fix="use one of: " + ", ".join(format_names()) + " (or leave it out to detect)",
+        )
+    )
 
 
 def sniff_line(line: str) -> LogFormat | None:
@@ -150,8 +175,9 @@ def _normalised(lines: Iterable[str]) -> Iterator[str]:
             yield line
 
 
-def parse_lines(lines: Iterable[str], format: str | None = None, *,
-                fields: Iterable[str] | None = None) -> Iterator[Record]:
+def parse_lines(
+    lines: Iterable[str], format: str | None = None, *, fields: Iterable[str] | None = None
+) -> Iterator[Record]:
     """Parse an iterable of text lines (line endings and ANSI codes are tolerated).
 
     `format`: a name from `format_names()` (or an alias); None detects it. `fields`: keep only these
@@ -164,16 +190,22 @@ def parse_lines(lines: Iterable[str], format: str | None = None, *,
     return _run(parser, _normalised(lines), wanted)
 
 
-def parse_file(path: str | Path, format: str | None = None, *,
-               fields: Iterable[str] | None = None) -> Iterator[Record]:
+def parse_file(
+    path: str | Path, format: str | None = None, *, fields: Iterable[str] | None = None
+) -> Iterator[Record]:
     """Stream the records of a log file; see `parse_lines` for `format` and `fields`.
 
     Raises `ConfigError` when the file does not exist (checked before the first record is asked for).
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(Problem(key=str(path), message="log file not found",
-                                  fix="pass the path of a run log, trainer_log.jsonl or metrics file"))
+        raise ConfigError(
+            Problem(
+                key=str(path),
+                message="log file not found",
+                fix="pass the path of a run log, trainer_log.jsonl or metrics file",
+            )
+        )
     wanted = frozenset(fields) if fields is not None else None
     if format in (None, "", "auto"):
         detected = detect_format(path, max_lines=DETECT_BUFFER * 32)

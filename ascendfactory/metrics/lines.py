@@ -17,7 +17,9 @@ MAX_LINE = 1 << 26  # a "line" longer than 64 MiB is cut, so a file without newl
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # Launcher prefixes: torchrun `--tee` (`3: `, `[default7]: `), `[rank7]: `, Ray `(TaskRunner pid=N) `.
-_PREFIX = re.compile(r"^(?:\s*(?:\d+:\s|\[(?:default|rank)\d+\]:\s?|\([A-Za-z_]\w* pid=\d+(?:, ip=[\d.]+)?\)\s))+")
+_PREFIX = re.compile(
+    r"^(?:\s*(?:\d+:\s|\[(?:default|rank)\d+\]:\s?|\([A-Za-z_]\w* pid=\d+(?:, ip=[\d.]+)?\)\s))+"
+)
 
 
 def strip_ansi(text: str) -> str:
@@ -27,7 +29,7 @@ def strip_ansi(text: str) -> str:
 def strip_prefix(line: str) -> str:
     """Remove launcher prefixes (`3: `, `[default7]: `, `[rank7]: `, `(TaskRunner pid=N) `)."""
     m = _PREFIX.match(line)
-    return line[m.end():] if m else line
+    return line[m.end() :] if m else line
 
 
 def clean_line(line: str) -> str:
@@ -45,7 +47,9 @@ def _decode(block: bytes) -> list[str]:
     return text.split("\n")
 
 
-def iter_lines(path: str | Path, *, chunk_size: int = CHUNK_SIZE, complete_only: bool = False) -> Iterator[str]:
+def iter_lines(
+    path: str | Path, *, chunk_size: int = CHUNK_SIZE, complete_only: bool = False
+) -> Iterator[str]:
     """Stream the lines of `path` without their line endings.
 
     With `complete_only`, a last line that has no newline yet (a file still being written) is not
@@ -66,7 +70,7 @@ def iter_lines(path: str | Path, *, chunk_size: int = CHUNK_SIZE, complete_only:
                     tail = b""
                 continue
             tail = buf[cut:]
-            parts = _decode(buf[:cut - 1])
+            parts = _decode(buf[: cut - 1])
             yield from parts
         if tail and not complete_only:
             yield from _decode(tail)
@@ -77,4 +81,4 @@ def split_complete(buffer: bytes) -> tuple[list[str], bytes]:
     cut = buffer.rfind(b"\n") + 1
     if cut == 0:
         return [], buffer
-    return _decode(buffer[:cut - 1]), buffer[cut:]
+    return _decode(buffer[: cut - 1]), buffer[cut:]

@@ -76,8 +76,15 @@ class TrainerLogParser:
                 if key == "elapsed_time":
                     wall = seconds
         metrics = numeric_items(data)
-        return (Record(step=int(step), metrics=metrics, wall_time=wall, kind=_kind(metrics),
-                       total_steps=int(total) if total is not None else None),)
+        return (
+            Record(
+                step=int(step),
+                metrics=metrics,
+                wall_time=wall,
+                kind=_kind(metrics),
+                total_steps=int(total) if total is not None else None,
+            ),
+        )
 
     def flush(self) -> tuple[Record, ...]:
         return _NONE
@@ -107,8 +114,9 @@ class ConsoleDictParser:
                 value = to_float(raw.strip())
                 if value is not None:
                     metrics[key] = value
-            if metrics and any(k in metrics for k in ("loss", "eval_loss", "train_runtime", "learning_rate",
-                                                      "train_loss")):
+            if metrics and any(
+                k in metrics for k in ("loss", "eval_loss", "train_runtime", "learning_rate", "train_loss")
+            ):
                 self._count += 1
                 step = self._bar_step if self._bar_step is not None else self._count
                 kind = "summary" if "train_runtime" in metrics else _kind(metrics)

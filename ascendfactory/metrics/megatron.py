@@ -129,11 +129,17 @@ class MegatronParser:
         if not final and not line.rstrip().endswith("|"):
             self._pending = line.rstrip()
             return _NO_RECORDS
-        metrics = parse_fields(line[m.end():]) if self._labels is None else self._pick(line, m.end())
+        metrics = parse_fields(line[m.end() :]) if self._labels is None else self._pick(line, m.end())
         if not metrics and self._labels is None:
             return _NO_RECORDS
-        return (Record(step=int(m.group(1)), metrics=metrics, wall_time=_wall_time(line[:i]),
-                       total_steps=int(m.group(2))),)
+        return (
+            Record(
+                step=int(m.group(1)),
+                metrics=metrics,
+                wall_time=_wall_time(line[:i]),
+                total_steps=int(m.group(2)),
+            ),
+        )
 
     def _pick(self, line: str, start: int) -> dict[str, float]:
         metrics: dict[str, float] = {}
@@ -156,7 +162,7 @@ class MegatronParser:
         if "memory (MB)" in line:
             m = _MEMORY.search(line)
             if m:
-                fields = parse_fields(line[m.end():])
+                fields = parse_fields(line[m.end() :])
                 metrics = {f"memory/{k.replace(' ', '_')}_mb": v for k, v in fields.items()}
                 metrics["memory/rank"] = float(m.group(1))
                 return (Record(step=int(m.group(2)), metrics=metrics, kind="memory"),)
@@ -164,13 +170,25 @@ class MegatronParser:
             m = _CKPT.search(line)
             if m:
                 kind = "checkpoint_start" if m.group(1) == "saving" else "checkpoint"
-                return (Record(step=int(m.group(2)), kind=kind, note=m.group(3) or "",
-                               wall_time=_wall_time(line[:m.start()])),)
+                return (
+                    Record(
+                        step=int(m.group(2)),
+                        kind=kind,
+                        note=m.group(3) or "",
+                        wall_time=_wall_time(line[: m.start()]),
+                    ),
+                )
         if "validation loss at iteration" in line:
             m = _VALID.search(line)
             if m:
-                metrics = parse_fields(line[m.end():])
+                metrics = parse_fields(line[m.end() :])
                 if metrics:
-                    return (Record(step=int(m.group(1)), metrics=metrics, kind="eval",
-                                   wall_time=_wall_time(line[:m.start()])),)
+                    return (
+                        Record(
+                            step=int(m.group(1)),
+                            metrics=metrics,
+                            kind="eval",
+                            wall_time=_wall_time(line[: m.start()]),
+                        ),
+                    )
         return _NO_RECORDS

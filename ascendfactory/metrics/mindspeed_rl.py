@@ -35,11 +35,17 @@ class MindSpeedRLParser:
         m = _HEAD.match(line, i)
         if m is None:
             return _NONE
-        metrics = parse_fields(line[m.end():])
+        metrics = parse_fields(line[m.end() :])
         if not metrics:
             return _NONE
-        return (Record(step=int(m.group(1)), metrics=metrics, wall_time=_wall_time(line[:i]),
-                       total_steps=int(m.group(2))),)
+        return (
+            Record(
+                step=int(m.group(1)),
+                metrics=metrics,
+                wall_time=_wall_time(line[:i]),
+                total_steps=int(m.group(2)),
+            ),
+        )
 
     def flush(self) -> tuple[Record, ...]:
         return _NONE

@@ -37,7 +37,7 @@ def ema(values: Sequence[float], smoothing: float) -> list[float]:
             continue
         last = last * smoothing + (1 - smoothing) * v
         n += 1
-        out.append(last / (1 - smoothing ** n) if smoothing else last)
+        out.append(last / (1 - smoothing**n) if smoothing else last)
     return out
 
 
@@ -64,7 +64,8 @@ def default_metrics(tables: Iterable[StepTable]) -> list[str]:
     for t in tables:
         keys.update(k for k in t.keys() if t.has(k))
     score = next((k for k in SCORE_KEYS if k in keys), None) or next(
-        (k for k in sorted(keys) if k.endswith("_rewards/mean")), None)
+        (k for k in sorted(keys) if k.endswith("_rewards/mean")), None
+    )
     if score:
         length = next((k for k in LENGTH_KEYS if k in keys), None)
         return [score, length] if length else [score]
@@ -72,9 +73,16 @@ def default_metrics(tables: Iterable[StepTable]) -> list[str]:
     return [loss] if loss else []
 
 
-def plot_loss(runs: RunLike | Sequence[RunLike], out_png: str | Path, *, metric: str | Sequence[str] | None = None,
-              smoothing: float = 0.6, labels: Sequence[str] | None = None, title: str | None = None,
-              dpi: int = 100) -> Path:
+def plot_loss(
+    runs: RunLike | Sequence[RunLike],
+    out_png: str | Path,
+    *,
+    metric: str | Sequence[str] | None = None,
+    smoothing: float = 0.6,
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+    dpi: int = 100,
+) -> Path:
     """Write a PNG with one panel per metric, every run on each panel; returns the path."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -116,8 +124,16 @@ def plot_loss(runs: RunLike | Sequence[RunLike], out_png: str | Path, *, metric:
     return out
 
 
-def plot_comparison(steps: Sequence[int], a: Sequence[float], b: Sequence[float], out_png: str | Path, *,
-                    metric: str, labels: tuple[str, str] = ("A", "B"), tolerance: float = 0.02) -> Path:
+def plot_comparison(
+    steps: Sequence[int],
+    a: Sequence[float],
+    b: Sequence[float],
+    out_png: str | Path,
+    *,
+    metric: str,
+    labels: tuple[str, str] = ("A", "B"),
+    tolerance: float = 0.02,
+) -> Path:
     """Two curves on top, their relative difference below with the +-tolerance band."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -36,8 +36,14 @@ class Record:
     note: str = ""
 
     def to_dict(self) -> dict[str, object]:
-        return {"step": self.step, "kind": self.kind, "wall_time": self.wall_time,
-                "total_steps": self.total_steps, "note": self.note or None, "metrics": dict(self.metrics)}
+        return {
+            "step": self.step,
+            "kind": self.kind,
+            "wall_time": self.wall_time,
+            "total_steps": self.total_steps,
+            "note": self.note or None,
+            "metrics": dict(self.metrics),
+        }
 
 
 _WRAPPED = re.compile(r"^\s*[A-Za-z_][\w.]*\(\s*([^,()]*)")  # np.float64(0.1), tensor(0.5, device=..)

@@ -30,7 +30,7 @@ class RollParser:
         if i < 0:
             return _NONE
         try:
-            obj = json.loads(line[i + len(TAG):])
+            obj = json.loads(line[i + len(TAG) :])
         except ValueError:
             return _NONE
         if not isinstance(obj, dict):

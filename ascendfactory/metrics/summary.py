@@ -37,8 +37,16 @@ class MetricStats:
         vals = [v for v in values if math.isfinite(v)]
         if not vals:
             return cls(name, 0, None, None, None, None, None, len(values))
-        return cls(name, len(vals), min(vals), max(vals), sum(vals) / len(vals), vals[0], vals[-1],
-                   len(values) - len(vals))
+        return cls(
+            name,
+            len(vals),
+            min(vals),
+            max(vals),
+            sum(vals) / len(vals),
+            vals[0],
+            vals[-1],
+            len(values) - len(vals),
+        )
 
 
 @dataclass
@@ -55,18 +63,29 @@ class Summary:
     memory: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
-        return {"format": self.format, "steps": self.steps, "num_steps": self.num_steps,
-                "total_steps": self.total_steps,
-                "metrics": {k: asdict(v) for k, v in self.stats.items()},
-                "eval_metrics": {k: asdict(v) for k, v in self.eval_stats.items()},
-                "throughput": [t.to_dict() for t in self.throughput],
-                "convergence": self.convergence.to_dict(),
-                "checkpoints": self.checkpoints, "memory": self.memory}
+        return {
+            "format": self.format,
+            "steps": self.steps,
+            "num_steps": self.num_steps,
+            "total_steps": self.total_steps,
+            "metrics": {k: asdict(v) for k, v in self.stats.items()},
+            "eval_metrics": {k: asdict(v) for k, v in self.eval_stats.items()},
+            "throughput": [t.to_dict() for t in self.throughput],
+            "convergence": self.convergence.to_dict(),
+            "checkpoints": self.checkpoints,
+            "memory": self.memory,
+        }
 
 
-def auto_throughput(table: StepTable, *, seq_length: int | None = None, devices: int | None = None,
-                    skip_first: int | None = None, flops_per_token: float | None = None,
-                    peak_tflops: float | None = None) -> list[tp.Throughput]:
+def auto_throughput(
+    table: StepTable,
+    *,
+    seq_length: int | None = None,
+    devices: int | None = None,
+    skip_first: int | None = None,
+    flops_per_token: float | None = None,
+    peak_tflops: float | None = None,
+) -> list[tp.Throughput]:
     """The throughput figures that fit what the log contains."""
     keys = set(table.keys())
     if "perf/throughput" in keys:
@@ -79,17 +98,33 @@ def auto_throughput(table: StepTable, *, seq_length: int | None = None, devices:
         is_mm = "lm loss" not in keys and ("loss" in keys or "tokens per sample" in keys)
         if is_mm and not seq_length:
             return [tp.throughput_mindspeed_mm(table, devices=devices, skip_first=skip_first)]
-        return [tp.throughput_mindspeed(table, seq_length=seq_length, devices=devices, skip_first=skip_first,
-                                        flops_per_token=flops_per_token, peak_tflops=peak_tflops)]
+        return [
+            tp.throughput_mindspeed(
+                table,
+                seq_length=seq_length,
+                devices=devices,
+                skip_first=skip_first,
+                flops_per_token=flops_per_token,
+                peak_tflops=peak_tflops,
+            )
+        ]
     if "total_tokens" in keys or any("total_tokens" in r.metrics for r in table.others("progress")):
         return [tp.throughput_llamafactory(table, devices=devices, skip_first=skip_first)]
     return []
 
 
-def summarize(records: Iterable[Record] | StepTable, *, format: str | None = None,
-              steps: tuple[int | None, int | None] | None = None, seq_length: int | None = None,
-              devices: int | None = None, skip_first: int | None = None, metric: str | None = None,
-              flops_per_token: float | None = None, peak_tflops: float | None = None) -> Summary:
+def summarize(
+    records: Iterable[Record] | StepTable,
+    *,
+    format: str | None = None,
+    steps: tuple[int | None, int | None] | None = None,
+    seq_length: int | None = None,
+    devices: int | None = None,
+    skip_first: int | None = None,
+    metric: str | None = None,
+    flops_per_token: float | None = None,
+    peak_tflops: float | None = None,
+) -> Summary:
     table = StepTable.from_records(records, steps=steps)
     stats = {k: MetricStats.of(k, table.series(k)[1]) for k in table.keys()}
     evals: dict[str, list[float]] = {}
@@ -104,8 +139,14 @@ def summarize(records: Iterable[Record] | StepTable, *, format: str | None = Non
         total_steps=table.total_steps,
         stats=stats,
         eval_stats={k: MetricStats.of(k, v) for k, v in evals.items()},
-        throughput=auto_throughput(table, seq_length=seq_length, devices=devices, skip_first=skip_first,
-                                   flops_per_token=flops_per_token, peak_tflops=peak_tflops),
+        throughput=auto_throughput(
+            table,
+            seq_length=seq_length,
+            devices=devices,
+            skip_first=skip_first,
+            flops_per_token=flops_per_token,
+            peak_tflops=peak_tflops,
+        ),
         convergence=check_convergence(table, metric=metric),
         checkpoints=[r.step for r in table.others("checkpoint")],
         memory=dict(memory[-1].metrics) if memory else {},

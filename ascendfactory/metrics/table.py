@@ -39,8 +39,9 @@ class StepTable:
         self._range = steps or (None, None)
 
     @classmethod
-    def from_records(cls, records: Iterable[Record] | StepTable, *,
-                     steps: tuple[int | None, int | None] | None = None) -> StepTable:
+    def from_records(
+        cls, records: Iterable[Record] | StepTable, *, steps: tuple[int | None, int | None] | None = None
+    ) -> StepTable:
         if isinstance(records, StepTable):
             return records if steps is None else records.slice(*steps)
         table = cls(steps=steps)

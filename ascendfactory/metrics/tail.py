@@ -89,8 +89,9 @@ class LiveTail:
         out.extend(self._parser.flush())
         return out
 
-    def follow(self, *, interval: float = 0.5, stop: Callable[[], bool] | None = None,
-               timeout: float | None = None) -> Iterator[Record]:
+    def follow(
+        self, *, interval: float = 0.5, stop: Callable[[], bool] | None = None, timeout: float | None = None
+    ) -> Iterator[Record]:
         """Yield records as they are written until `stop()` is true or `timeout` seconds pass."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:

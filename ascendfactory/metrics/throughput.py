@@ -41,9 +41,17 @@ class Throughput:
 
     def to_dict(self) -> dict[str, object]:
         used = self.steps_used
-        return {"metric": self.metric, "value": self.value, "unit": self.unit, "formula": self.formula,
-                "window": [used[0], used[-1]] if used else None, "steps_used": len(used),
-                "steps_skipped": self.steps_skipped, "details": self.details, "note": self.note or None}
+        return {
+            "metric": self.metric,
+            "value": self.value,
+            "unit": self.unit,
+            "formula": self.formula,
+            "window": [used[0], used[-1]] if used else None,
+            "steps_used": len(used),
+            "steps_skipped": self.steps_skipped,
+            "details": self.details,
+            "note": self.note or None,
+        }
 
 
 def default_skip(n: int) -> int:
@@ -69,8 +77,14 @@ def _at(table: StepTable, key: str, steps: list[int]) -> list[float]:
     return [val for st, val in zip(s, v) if st in wanted]
 
 
-def _flops(tp: Throughput, table: StepTable, tokens_per_device: float | None, *,
-           flops_per_token: float | None, peak_tflops: float | None) -> None:
+def _flops(
+    tp: Throughput,
+    table: StepTable,
+    tokens_per_device: float | None,
+    *,
+    flops_per_token: float | None,
+    peak_tflops: float | None,
+) -> None:
     tflops = None
     for key in TFLOPS_KEYS:
         logged = _mean(_at(table, key, tp.steps_used))
@@ -83,21 +97,37 @@ def _flops(tp: Throughput, table: StepTable, tokens_per_device: float | None, *,
     tp.details["mfu"] = tflops / peak_tflops if tflops is not None and peak_tflops else None
 
 
-def throughput_mindspeed(records: Iterable[Record] | StepTable, *, seq_length: int | None, devices: int | None,
-                         skip_first: int | None = None, flops_per_token: float | None = None,
-                         peak_tflops: float | None = None) -> Throughput:
+def throughput_mindspeed(
+    records: Iterable[Record] | StepTable,
+    *,
+    seq_length: int | None,
+    devices: int | None,
+    skip_first: int | None = None,
+    flops_per_token: float | None = None,
+    peak_tflops: float | None = None,
+) -> Throughput:
     """MindSpeed-LLM tokens/s/p = GBS x seq_length / (devices x elapsed ms) x 1000."""
     table = StepTable.from_records(records)
     steps, elapsed, skipped = _window(table, ELAPSED_MS, skip_first)
-    tp = Throughput("tokens/s/p", None, "tokens/s/device", "GBS x seq_length / (devices x elapsed_ms) x 1000",
-                    steps, skipped)
+    tp = Throughput(
+        "tokens/s/p",
+        None,
+        "tokens/s/device",
+        "GBS x seq_length / (devices x elapsed_ms) x 1000",
+        steps,
+        skipped,
+    )
     if not steps:
         tp.note = f"no '{ELAPSED_MS}' in the log"
         return tp
     gbs = _at(table, GBS, steps)
     seqlen = seq_length or _mean(_at(table, "actual seqlen", steps))
-    tp.details.update(mean_elapsed_ms=sum(elapsed) / len(elapsed), global_batch_size=_mean(gbs),
-                      seq_length=seqlen, devices=devices)
+    tp.details.update(
+        mean_elapsed_ms=sum(elapsed) / len(elapsed),
+        global_batch_size=_mean(gbs),
+        seq_length=seqlen,
+        devices=devices,
+    )
     total_ms = sum(elapsed)
     if seqlen and len(gbs) == len(elapsed):
         tokens = sum(g * seqlen for g in gbs)
@@ -124,8 +154,9 @@ def throughput_mindspeed(records: Iterable[Record] | StepTable, *, seq_length: i
     return tp
 
 
-def throughput_mindspeed_mm(records: Iterable[Record] | StepTable, *, devices: int | None = None,
-                            skip_first: int | None = None) -> Throughput:
+def throughput_mindspeed_mm(
+    records: Iterable[Record] | StepTable, *, devices: int | None = None, skip_first: int | None = None
+) -> Throughput:
     """MindSpeed-MM samples/s = GBS / elapsed s (and tokens/s when `tokens per sample` is logged)."""
     table = StepTable.from_records(records)
     steps, elapsed, skipped = _window(table, ELAPSED_MS, skip_first)
@@ -136,31 +167,42 @@ def throughput_mindspeed_mm(records: Iterable[Record] | StepTable, *, devices: i
         return tp
     tp.value = sum(gbs) / sum(elapsed) * 1000
     tps = _mean(_at(table, "tokens per sample", steps))
-    tp.details.update(mean_elapsed_ms=sum(elapsed) / len(elapsed), global_batch_size=_mean(gbs),
-                      tokens_per_sample=tps, tokens_per_s=tp.value * tps if tps else None,
-                      samples_per_s_per_device=tp.value / devices if devices else None)
+    tp.details.update(
+        mean_elapsed_ms=sum(elapsed) / len(elapsed),
+        global_batch_size=_mean(gbs),
+        tokens_per_sample=tps,
+        tokens_per_s=tp.value * tps if tps else None,
+        samples_per_s_per_device=tp.value / devices if devices else None,
+    )
     return tp
 
 
-def throughput_llamafactory(records: Iterable[Record] | StepTable, *, devices: int | None,
-                            skip_first: int | None = None) -> Throughput:
+def throughput_llamafactory(
+    records: Iterable[Record] | StepTable, *, devices: int | None, skip_first: int | None = None
+) -> Throughput:
     """delta total_tokens / delta elapsed_time / devices over the middle of the last segment."""
     table = StepTable.from_records(records)
     tp = Throughput("tokens/s/p", None, "tokens/s/device", "delta total_tokens / delta elapsed_s / devices")
-    points = [(s, w, t) for s, w, t in zip(table.steps, table.wall, table.column("total_tokens"))
-              if math.isfinite(t) and math.isfinite(w)]
-    points += [(r.step, r.wall_time, r.metrics["total_tokens"]) for r in table.others("progress")
-               if "total_tokens" in r.metrics and r.wall_time is not None]
+    points = [
+        (s, w, t)
+        for s, w, t in zip(table.steps, table.wall, table.column("total_tokens"))
+        if math.isfinite(t) and math.isfinite(w)
+    ]
+    points += [
+        (r.step, r.wall_time, r.metrics["total_tokens"])
+        for r in table.others("progress")
+        if "total_tokens" in r.metrics and r.wall_time is not None
+    ]
     points.sort()
     starts = [i for i in range(1, len(points)) if points[i][1] < points[i - 1][1]]
     if starts:  # resumed: the elapsed timer restarted; use the last segment only
-        points = points[starts[-1]:]
+        points = points[starts[-1] :]
     if not points:
         tp.note = "no total_tokens in trainer_log.jsonl (set include_num_input_tokens_seen: true)"
         return tp
     k = default_skip(len(points)) if skip_first is None else max(0, min(skip_first, len(points) - 1))
     tail = k if len(points) - 2 * k >= 2 else 0
-    window = points[k:len(points) - tail] if len(points) > 2 else points
+    window = points[k : len(points) - tail] if len(points) > 2 else points
     tp.steps_used, tp.steps_skipped = [p[0] for p in window], [p[0] for p in points if p not in window]
     if len(window) >= 2 and window[-1][1] > window[0][1]:
         d_tok, d_t = window[-1][2] - window[0][2], window[-1][1] - window[0][1]
@@ -170,16 +212,24 @@ def throughput_llamafactory(records: Iterable[Record] | StepTable, *, devices: i
     if d_t <= 0:
         tp.note = "elapsed_time does not advance"
         return tp
-    tp.details.update(tokens_per_s=d_tok / d_t, devices=devices,
-                      logged_throughput=_mean(_at(table, "throughput", tp.steps_used)))
+    tp.details.update(
+        tokens_per_s=d_tok / d_t,
+        devices=devices,
+        logged_throughput=_mean(_at(table, "throughput", tp.steps_used)),
+    )
     tp.value = d_tok / d_t / devices if devices else d_tok / d_t
     if not devices:
         tp.unit, tp.note = "tokens/s (job)", "device count unknown: pass --devices"
     return tp
 
 
-def throughput_mean(records: Iterable[Record] | StepTable, key: str, *, unit: str = "tokens/s/device",
-                    skip_first: int | None = None) -> Throughput:
+def throughput_mean(
+    records: Iterable[Record] | StepTable,
+    key: str,
+    *,
+    unit: str = "tokens/s/device",
+    skip_first: int | None = None,
+) -> Throughput:
     """Mean of a per-step throughput the framework logs itself (VeRL perf/throughput, RL *_tps)."""
     table = StepTable.from_records(records)
     steps, values, skipped = _window(table, key, skip_first)
@@ -193,8 +243,12 @@ def throughput_verl(records: Iterable[Record] | StepTable, *, skip_first: int | 
     return throughput_mean(records, "perf/throughput", skip_first=skip_first)
 
 
-def throughput_mindspeed_rl(records: Iterable[Record] | StepTable, *,
-                            skip_first: int | None = None) -> list[Throughput]:
+def throughput_mindspeed_rl(
+    records: Iterable[Record] | StepTable, *, skip_first: int | None = None
+) -> list[Throughput]:
     table = StepTable.from_records(records)
-    return [throughput_mean(table, k, skip_first=skip_first) for k in ("e2e_tps", "update_tps", "vllm_tps")
-            if table.has(k)]
+    return [
+        throughput_mean(table, k, skip_first=skip_first)
+        for k in ("e2e_tps", "update_tps", "vllm_tps")
+        if table.has(k)
+    ]

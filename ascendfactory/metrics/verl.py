@@ -49,7 +49,7 @@ class VerlConsoleParser:
         if m is None:
             return _NONE
         metrics: dict[str, float] = {}
-        for part in line[m.end():].split(" - "):
+        for part in line[m.end() :].split(" - "):
             key, sep, raw = part.partition(":")
             if not sep:
                 continue

@@ -129,8 +129,9 @@ def _validate(args: argparse.Namespace, kind: str, spec: TokenizerSpec) -> None:
         raise ConfigError(problems)
 
 
-def run(args: argparse.Namespace, *, log: TextIO = sys.stderr) -> Summary:
-    """Preprocess `args.input` into indexed datasets under `args.output_prefix`."""
+def run(args: argparse.Namespace, *, log: TextIO | None = None) -> Summary:
+    """Preprocess `args.input` into indexed datasets under `args.output_prefix` (progress to `log`)."""
+    log = log or sys.stderr
     cfg = handler_config(args)
     files = discover(args.input)
     spec = load_tokenizer_spec(args.tokenizer_name_or_path, use_fast=not args.tokenizer_not_use_fast,

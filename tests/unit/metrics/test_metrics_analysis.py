@@ -24,8 +24,10 @@ from ascendfactory.metrics.summary import parse_steps
 
 
 def mega(step: int, *, ms: float = 1000.0, gbs: float = 8, loss: float = 2.0, **extra: float) -> Record:
-    return Record(step=step, metrics={"elapsed time per iteration (ms)": ms, "global batch size": gbs,
-                                      "lm loss": loss, **extra})
+    return Record(
+        step=step,
+        metrics={"elapsed time per iteration (ms)": ms, "global batch size": gbs, "lm loss": loss, **extra},
+    )
 
 
 def test_mindspeed_formula_and_warmup_window():
@@ -40,8 +42,9 @@ def test_mindspeed_tflops_and_mfu():
     recs = [mega(i, **{"throughput per GPU (TFLOP/s/GPU)": 150.0}) for i in range(1, 5)]
     tp = throughput_mindspeed(recs, seq_length=4096, devices=8, peak_tflops=300.0)
     assert tp.details["tflops_per_device"] == 150.0 and tp.details["mfu"] == 0.5
-    est = throughput_mindspeed([mega(i) for i in range(1, 5)], seq_length=4096, devices=8,
-                               flops_per_token=6e9, peak_tflops=313.0)
+    est = throughput_mindspeed(
+        [mega(i) for i in range(1, 5)], seq_length=4096, devices=8, flops_per_token=6e9, peak_tflops=313.0
+    )
     assert est.details["tflops_per_device"] == pytest.approx(4096 * 6e9 / 1e12)
     assert est.details["mfu"] == pytest.approx(4096 * 6e9 / 1e12 / 313.0)
 
@@ -54,21 +57,29 @@ def test_mindspeed_without_seq_length_or_devices_says_so():
 
 
 def test_llamafactory_middle_window_and_resume():
-    recs = [Record(step=s, metrics={"loss": 1.0, "total_tokens": 1000.0 * s}, wall_time=2.0 * s)
-            for s in range(1, 21)]
+    recs = [
+        Record(step=s, metrics={"loss": 1.0, "total_tokens": 1000.0 * s}, wall_time=2.0 * s)
+        for s in range(1, 21)
+    ]
     tp = throughput_llamafactory(recs, devices=2)
     assert tp.value == pytest.approx(1000.0 / 2.0 / 2)
     assert tp.steps_used[0] == 3 and tp.steps_used[-1] == 18  # 10% trimmed from both ends
-    resumed = recs[:10] + [Record(step=s, metrics={"loss": 1.0, "total_tokens": 500.0 * s}, wall_time=1.0 * (s - 5))
-                           for s in range(6, 16)]
+    resumed = recs[:10] + [
+        Record(step=s, metrics={"loss": 1.0, "total_tokens": 500.0 * s}, wall_time=1.0 * (s - 5))
+        for s in range(6, 16)
+    ]
     tp2 = throughput_llamafactory(resumed, devices=1, skip_first=0)
     assert tp2.value == pytest.approx(500.0)
 
 
 def test_rl_throughputs():
-    verl = [Record(step=i, metrics={"perf/throughput": float(v)}) for i, v in enumerate([10, 100, 100, 100], 1)]
+    verl = [
+        Record(step=i, metrics={"perf/throughput": float(v)}) for i, v in enumerate([10, 100, 100, 100], 1)
+    ]
     assert throughput_verl(verl, skip_first=1).value == 100.0
-    rl = [Record(step=i, metrics={"e2e_tps": 10.0 * i, "update_tps": 5.0, "vllm_tps": 7.0}) for i in range(1, 4)]
+    rl = [
+        Record(step=i, metrics={"e2e_tps": 10.0 * i, "update_tps": 5.0, "vllm_tps": 7.0}) for i in range(1, 4)
+    ]
     got = {t.metric: t.value for t in throughput_mindspeed_rl(rl, skip_first=0)}
     assert got == {"e2e_tps": 20.0, "update_tps": 5.0, "vllm_tps": 7.0}
 
@@ -83,12 +94,16 @@ def test_convergence_verdicts_spikes_and_nan():
     assert check_convergence(flat).verdict == "flat"
     spiky = [mega(i, loss=2.0 - 0.01 * i) for i in range(1, 41)]
     spiky[25] = mega(26, loss=9.0)
-    spiky[30] = mega(31, loss=float("nan"), **{"number of nan iterations": 1, "number of skipped iterations": 2})
+    spiky[30] = mega(
+        31, loss=float("nan"), **{"number of nan iterations": 1, "number of skipped iterations": 2}
+    )
     rep = check_convergence(spiky)
     assert [int(s["step"]) for s in rep.spikes] == [26]
     assert rep.nan_steps == [31] and rep.nan_iterations == 1 and rep.skipped_iterations == 2 and not rep.ok
-    reward = [Record(step=i, metrics={"critic/score/mean": 0.1 + 0.01 * i, "actor/pg_loss": 0.0})
-              for i in range(1, 30)]
+    reward = [
+        Record(step=i, metrics={"critic/score/mean": 0.1 + 0.01 * i, "actor/pg_loss": 0.0})
+        for i in range(1, 30)
+    ]
     rep = check_convergence(reward)
     assert rep.metric == "critic/score/mean" and rep.direction == "up" and rep.verdict == "converging"
     assert check_convergence([mega(1)]).verdict == "insufficient data"

@@ -20,8 +20,10 @@ from ascendfactory.metrics import (
 )
 from ascendfactory.metrics.plot import default_metrics
 
-LINE = ("iteration {i:4d}/  100 | consumed samples: {c} | elapsed time per iteration (ms): 100.0 | "
-        "global batch size: 8 | lm loss: {loss:.6E} |")
+LINE = (
+    "iteration {i:4d}/  100 | consumed samples: {c} | elapsed time per iteration (ms): 100.0 | "
+    "global batch size: 8 | lm loss: {loss:.6E} |"
+)
 
 
 def line(i: int, loss: float = 2.0) -> str:
@@ -56,8 +58,13 @@ def test_live_tail_restarts_after_truncation(tmp_path):
 
 
 def _records():
-    return iter([Record(step=i, metrics={"lm loss": 2.0 / i, "consumed samples": 8.0 * i}, wall_time=1.7e9 + i)
-                 for i in range(1, 6)] + [Record(step=5, kind="checkpoint", note="/c")])
+    return iter(
+        [
+            Record(step=i, metrics={"lm loss": 2.0 / i, "consumed samples": 8.0 * i}, wall_time=1.7e9 + i)
+            for i in range(1, 6)
+        ]
+        + [Record(step=5, kind="checkpoint", note="/c")]
+    )
 
 
 def test_export_csv_and_jsonl(tmp_path):
@@ -95,21 +102,38 @@ def test_plot_loss_png_runs_and_resumed_segments(tmp_path):
     run_b = run_a[:10] + [Record(step=i, metrics={"lm loss": 2.5 / i}) for i in range(5, 30)]  # resumed
     out = plot_loss([run_a, run_b], tmp_path / "training_loss.png", labels=["a", "b"])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
-    rl = [Record(step=i, metrics={"critic/score/mean": i / 30, "response_length/mean": 100.0 + i})
-          for i in range(1, 20)]
+    rl = [
+        Record(step=i, metrics={"critic/score/mean": i / 30, "response_length/mean": 100.0 + i})
+        for i in range(1, 20)
+    ]
     assert default_metrics([StepTable.from_records(rl)]) == ["critic/score/mean", "response_length/mean"]
     with pytest.raises(ValueError):
         plot_loss([Record(step=1, metrics={"foo": 1.0})], tmp_path / "none.png")
 
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=200)
-MARKERS = st.sampled_from(["iteration 1/2 | ", "iteration: 3 / 4 | ", "step:1 - ", "metrics_tag: ",
-                           '{"current_steps": ', '{"step": 1, "data": ', "{'loss': ", "| lm loss: ", " - a:",
-                           "[Rank 0] (after 1 iterations) memory (MB) | ", "saving checkpoint at iteration "])
+MARKERS = st.sampled_from(
+    [
+        "iteration 1/2 | ",
+        "iteration: 3 / 4 | ",
+        "step:1 - ",
+        "metrics_tag: ",
+        '{"current_steps": ',
+        '{"step": 1, "data": ',
+        "{'loss': ",
+        "| lm loss: ",
+        " - a:",
+        "[Rank 0] (after 1 iterations) memory (MB) | ",
+        "saving checkpoint at iteration ",
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(MARKERS, TEXT).map("".join) | TEXT, max_size=8), st.sampled_from([None, *format_names()]))
+@given(
+    st.lists(st.tuples(MARKERS, TEXT).map("".join) | TEXT, max_size=8),
+    st.sampled_from([None, *format_names()]),
+)
 def test_parsers_never_raise_on_arbitrary_text(lines, fmt):
     for rec in parse_lines(lines, fmt):
         assert isinstance(rec.step, int) and all(isinstance(v, float) for v in rec.metrics.values())

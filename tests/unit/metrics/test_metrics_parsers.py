@@ -12,10 +12,12 @@ from ascendfactory.metrics import dedupe, detect_format, parse_file, parse_lines
 from ascendfactory.metrics.lines import iter_lines
 from ascendfactory.metrics.record import parse_clock, to_float
 
-MCORE = (" [2025-01-01 00:00:{s:02d}] iteration {i:8d}/    5000 | consumed samples: {c:12d} | "
-         "elapsed time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 123.4 | "
-         "learning rate: 1.250000E-06 | global batch size:     8 | lm loss: {loss:.6E} | loss scale: 1.0 | "
-         "grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |")
+MCORE = (
+    " [2025-01-01 00:00:{s:02d}] iteration {i:8d}/    5000 | consumed samples: {c:12d} | "
+    "elapsed time per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 123.4 | "
+    "learning rate: 1.250000E-06 | global batch size:     8 | lm loss: {loss:.6E} | loss scale: 1.0 | "
+    "grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |"
+)
 
 
 def mcore(i: int, loss: float = 2.5) -> str:
@@ -43,29 +45,43 @@ def test_mcore_without_timestamp_subset_and_order_free():
 
 
 def test_megatron_deepspeed_extras_and_mm_tokens_per_sample():
-    r = one([" iteration 3/ 10 | elapsed time per iteration (ms): 500.0 | tokens per gpu per second (tgs): "
-             "2048.5 | TFLOPs: 150.25 | tokens per sample: 1.536000E+03 | loss: 9.9E-01 |"])
+    r = one(
+        [
+            " iteration 3/ 10 | elapsed time per iteration (ms): 500.0 | tokens per gpu per second (tgs): "
+            "2048.5 | TFLOPs: 150.25 | tokens per sample: 1.536000E+03 | loss: 9.9E-01 |"
+        ]
+    )
     assert r.metrics["tokens per gpu per second (tgs)"] == 2048.5
     assert r.metrics["TFLOPs"] == 150.25 and r.metrics["tokens per sample"] == 1536.0
 
 
-@pytest.mark.parametrize("prefix", ["3: ", "[default7]: ", "[rank7]: ", "(TaskRunner pid=1234) ",
-                                    "\x1b[32m", "2025-01-01 10:00:00 INFO "])
+@pytest.mark.parametrize(
+    "prefix",
+    ["3: ", "[default7]: ", "[rank7]: ", "(TaskRunner pid=1234) ", "\x1b[32m", "2025-01-01 10:00:00 INFO "],
+)
 def test_launcher_prefixes_and_ansi(prefix):
     r = one([prefix + mcore(5, 2.0) + "\x1b[0m"])
     assert r.step == 5 and r.metrics["lm loss"] == 2.0
 
 
 def test_interleaved_stderr_and_noise_lines():
-    lines = ["WARNING: something on stderr", mcore(1, 3.0), "Traceback? no, just a warning | with a pipe",
-             "  warnings.warn(", mcore(2, 2.9), "time (ms) | forward-backward: 100.0"]
+    lines = [
+        "WARNING: something on stderr",
+        mcore(1, 3.0),
+        "Traceback? no, just a warning | with a pipe",
+        "  warnings.warn(",
+        mcore(2, 2.9),
+        "time (ms) | forward-backward: 100.0",
+    ]
     recs = list(parse_lines(lines, "megatron"))
     assert [r.step for r in recs] == [1, 2]
 
 
 def test_wrapped_line_joined_and_unwrapped_pending_flushed():
-    wrapped = [" iteration  11/50000 | lm loss:  1.376514E+01 | number of skipped",
-               "iterations: 0 | number of nan iterations:   0 | samples per second: 9.710 |"]
+    wrapped = [
+        " iteration  11/50000 | lm loss:  1.376514E+01 | number of skipped",
+        "iterations: 0 | number of nan iterations:   0 | samples per second: 9.710 |",
+    ]
     r = one(wrapped)
     assert r.metrics["number of skipped iterations"] == 0 and r.metrics["samples per second"] == 9.71
     # a line without the trailing '|' followed by a new head line: both are kept
@@ -86,7 +102,13 @@ def test_memory_checkpoint_and_validation_lines():
     ]
     recs = list(parse_lines(lines))
     kinds = [(r.kind, r.step) for r in recs]
-    assert kinds == [("train", 10), ("memory", 10), ("checkpoint_start", 20), ("checkpoint", 20), ("eval", 20)]
+    assert kinds == [
+        ("train", 10),
+        ("memory", 10),
+        ("checkpoint_start", 20),
+        ("checkpoint", 20),
+        ("eval", 20),
+    ]
     mem = recs[1].metrics
     assert mem["memory/allocated_mb"] == 1024.5 and mem["memory/max_reserved_mb"] == 3072.0
     assert mem["memory/rank"] == 7
@@ -95,10 +117,12 @@ def test_memory_checkpoint_and_validation_lines():
 
 
 def test_mindspeed_rl_line():
-    line = ("2025-01-01 00:00:00,000 - INFO - [2025-01-01 00:00:00] iteration: 3 / 100 | timing/all : 12.3456 | "
-            "timing/update : 4.0000 | actor/pg_loss : -0.0123 | actor/lr : 1.000000e-06 | grad_norm : 0.5000 | "
-            "math_17k_acc_rewards/mean : 0.4200 | grpo/score/mean : 0.4200 | response_length/mean : 512.0000 | "
-            "e2e_tps : 321.5000 | update_tps : 900.1000 | vllm_tps : 450.0000 ")
+    line = (
+        "2025-01-01 00:00:00,000 - INFO - [2025-01-01 00:00:00] iteration: 3 / 100 | timing/all : 12.3456 | "
+        "timing/update : 4.0000 | actor/pg_loss : -0.0123 | actor/lr : 1.000000e-06 | grad_norm : 0.5000 | "
+        "math_17k_acc_rewards/mean : 0.4200 | grpo/score/mean : 0.4200 | response_length/mean : 512.0000 | "
+        "e2e_tps : 321.5000 | update_tps : 900.1000 | vllm_tps : 450.0000 "
+    )
     assert detect_format([line]) == "mindspeed_rl"
     r = one([line])
     assert r.step == 3 and r.total_steps == 100
@@ -128,13 +152,25 @@ def test_verl_file_logger_jsonl():
 
 
 def test_roll_metrics_tag():
-    payload = {"step": 4, "metrics": {"critic/score/mean": 0.5, "tokens/response_length/mean": 300,
-                                      "system/tps": 1500.5, "actor/pg_loss": float("nan"), "name": "x"}}
-    line = ("[2025-01-01 00:00:00] [rlvr_pipeline.py (350)] [INFO] [pipeline 0 / 1][PID 42] metrics_tag: "
-            + json.dumps(payload))
+    payload = {
+        "step": 4,
+        "metrics": {
+            "critic/score/mean": 0.5,
+            "tokens/response_length/mean": 300,
+            "system/tps": 1500.5,
+            "actor/pg_loss": float("nan"),
+            "name": "x",
+        },
+    }
+    line = (
+        "[2025-01-01 00:00:00] [rlvr_pipeline.py (350)] [INFO] [pipeline 0 / 1][PID 42] metrics_tag: "
+        + json.dumps(payload)
+    )
     assert detect_format([line]) == "roll"
     r = one([line])
-    assert r.step == 4 and r.metrics["system/tps"] == 1500.5 and r.metrics["tokens/response_length/mean"] == 300
+    assert (
+        r.step == 4 and r.metrics["system/tps"] == 1500.5 and r.metrics["tokens/response_length/mean"] == 300
+    )
     assert math.isnan(r.metrics["actor/pg_loss"]) and "name" not in r.metrics
 
 
@@ -167,7 +203,9 @@ def test_hf_console_dicts_step_from_tqdm():
     assert [(r.step, r.kind) for r in recs] == [(10, "train"), (20, "train"), (20, "summary")]
     assert recs[1].metrics == {"loss": 1.1, "grad_norm": 0.4, "learning_rate": 9e-06, "epoch": 0.24}
     assert recs[0].total_steps == 100
-    no_bar = list(parse_lines(["{'loss': 2.0, 'learning_rate': 1e-05}", "{'loss': 1.9, 'learning_rate': 1e-05}"]))
+    no_bar = list(
+        parse_lines(["{'loss': 2.0, 'learning_rate': 1e-05}", "{'loss': 1.9, 'learning_rate': 1e-05}"])
+    )
     assert [r.step for r in no_bar] == [1, 2]
 
 
@@ -183,8 +221,13 @@ def test_detection_skips_long_preamble_and_format_override(tmp_path):
 
 
 def test_fields_projection_fast_path():
-    recs = list(parse_lines([mcore(1, 2.0), "iteration 2/9 | gloabl batch size: 4 | lm loss: 1.0 |"], "megatron",
-                            fields=["lm loss", "global batch size"]))
+    recs = list(
+        parse_lines(
+            [mcore(1, 2.0), "iteration 2/9 | gloabl batch size: 4 | lm loss: 1.0 |"],
+            "megatron",
+            fields=["lm loss", "global batch size"],
+        )
+    )
     assert recs[0].metrics == {"lm loss": 2.0, "global batch size": 8.0}
     assert recs[1].metrics == {"lm loss": 1.0, "global batch size": 4.0}
 

@@ -30,9 +30,15 @@ def test_fsdp2_backend_lines():
     first = recs[0]
     assert first.total_steps == 2000
     assert first.metrics == {
-        "consumed samples": 8, "consumed tokens": 32768, "elapsed time per iteration (ms)": 10520.60,
-        "learning rate": 9.999994e-06, "global batch size": 8, "lm loss": 1.304194, "grad norm": 8.515,
-        "max_memory_allocated(GB)": 19.07, "max_memory_reserved(GB)": 20.87,
+        "consumed samples": 8,
+        "consumed tokens": 32768,
+        "elapsed time per iteration (ms)": 10520.60,
+        "learning rate": 9.999994e-06,
+        "global batch size": 8,
+        "lm loss": 1.304194,
+        "grad norm": 8.515,
+        "max_memory_allocated(GB)": 19.07,
+        "max_memory_reserved(GB)": 20.87,
     }
     assert recs[1].wall_time - first.wall_time == 1.0  # 19:28:40 -> 19:28:41
     assert recs[5].metrics["lm loss"] == pytest.approx(2.669216)
@@ -89,7 +95,9 @@ def test_llamafactory_eval_sample():
     train = [r for r in recs if r.kind == "train"]
     evals = [r for r in recs if r.kind == "eval"]
     assert [r.step for r in train] == [10, 20, 30, 40, 50, 480, 490, 500, 510, 520, 530]
-    assert train[0].metrics["loss"] == 2.219 and train[0].metrics["lr"] == pytest.approx(1.3333333333333334e-06)
+    assert train[0].metrics["loss"] == 2.219 and train[0].metrics["lr"] == pytest.approx(
+        1.3333333333333334e-06
+    )
     assert train[0].wall_time == 32 and train[0].metrics["remaining_time"] == 6 * 3600 + 73
     assert train[-1].metrics["loss"] == 1.764 and train[-1].wall_time == 31 * 60 + 2
     assert len(evals) == 1 and evals[0].step == 500

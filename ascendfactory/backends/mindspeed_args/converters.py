@@ -1,0 +1,118 @@
+"""MindSpeed-LLM's two checkpoint converters: which one runs, and their flags for hf->mg and mg->hf.
+
+v1 `convert_ckpt.py` (MindSpeed-LLM 1.x .. 26.1.0) and v2 `convert_ckpt_v2.py` (2.2.0 on; the only one on
+master). The choice, in order:
+
+1. `backend_config.converter: v1 | v2` when set;
+2. else the installed MindSpeed-LLM: v2 when `convert_ckpt_v2.py` exists in its directory, else v1;
+3. else (directory not found, dry run): v2, the current one, with a warning saying so.
+
+Output locations differ: v1 mg->hf writes into `<save-dir>/mg2hf/` and reads the HF config (and, unless
+`--load-hf-from-config`, the HF weights) from `<save-dir>`; v2 writes into `--save-dir` itself and copies
+the config from `--hf-cfg-dir`. The adapter evens this out (see `mindspeed_args.hf_output`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ascendfactory.config.catalog import ModelArch
+
+SCRIPTS = {"v1": "convert_ckpt.py", "v2": "convert_ckpt_v2.py"}
+NAMES_KIND = {"v1": "convert_v1", "v2": "convert_v2"}
+# --model-type-hf: the catalog holds the v2 spelling; v1 converts Qwen2/2.5 and Llama as llama2
+# (with --add-qkv-bias for Qwen), per the MindSpeed-LLM 2.1.0 examples.
+V1_MODEL_TYPE_HF = {"qwen25": "llama2", "llama2": "llama2", "qwen3": "qwen3", "glm4": "glm4"}
+# v1 --params-dtype takes bf16 / fp16; anything else leaves the model in fp32 (models.py).
+_DTYPE_FLAGS = (("bf16", "bf16"), ("fp16", "fp16"))
+
+
+@dataclass(frozen=True)
+class ConverterChoice:
+    version: str  # v1 | v2
+    reason: str
+    defaulted_without_checkout: bool = False
+
+    @property
+    def script(self) -> str:
+        return SCRIPTS[self.version]
+
+    @property
+    def names_kind(self) -> str:
+        return NAMES_KIND[self.version]
+
+
+def choose_converter(explicit: Any, mindspeed_dir: str | None) -> ConverterChoice:
+    """Rules 1-3 above. `explicit` must already be validated (None, 'v1' or 'v2')."""
+    if explicit in SCRIPTS:
+        return ConverterChoice(explicit, f"backend_config.converter: {explicit}")
+    if mindspeed_dir and os.path.isdir(mindspeed_dir):
+        if os.path.isfile(os.path.join(mindspeed_dir, SCRIPTS["v2"])):
+            return ConverterChoice("v2", f"{SCRIPTS['v2']} found in {mindspeed_dir}")
+        return ConverterChoice("v1", f"{SCRIPTS['v2']} not in {mindspeed_dir} (MindSpeed-LLM <= 2.1.0)")
+    return ConverterChoice("v2", "MindSpeed-LLM directory not found: defaulting to v2 (convert_ckpt_v2.py); "
+                           "set backend_config.converter: v1 for MindSpeed-LLM 2.1.0 and older",
+                           defaulted_without_checkout=True)
+
+
+def v1_model_type(arch: ModelArch) -> str:
+    return V1_MODEL_TYPE_HF.get(arch.model_type_hf, arch.model_type_hf)
+
+
+def _v1_qkv_bias(arch: ModelArch) -> bool:
+    return arch.qkv_bias and v1_model_type(arch) == "llama2"
+
+
+def _tokenizer_model(model_dir: str) -> str:
+    """v1 requires --tokenizer-model: tokenizer.json (the examples), or tokenizer.model when only that exists."""
+    json_path = os.path.join(model_dir, "tokenizer.json")
+    sp_path = os.path.join(model_dir, "tokenizer.model")
+    return sp_path if not os.path.exists(json_path) and os.path.exists(sp_path) else json_path
+
+
+def params_dtype(training: dict[str, Any]) -> str:
+    return next((name for key, name in _DTYPE_FLAGS if training.get(key)), "fp32")
+
+
+def hf2mg_options(version: str, *, arch: ModelArch, model_dir: str, save_dir: str, tp: int, pp: int,
+                  num_layer_list: list[int] | None, training: dict[str, Any]) -> dict[str, Any]:
+    layers = ",".join(map(str, num_layer_list)) if num_layer_list else None
+    if version == "v1":
+        return {
+            "use-mcore-models": True, "model-type": "GPT", "load-model-type": "hf", "save-model-type": "mg",
+            "target-tensor-parallel-size": tp, "target-pipeline-parallel-size": pp, "num-layer-list": layers,
+            "add-qkv-bias": _v1_qkv_bias(arch), "load-dir": model_dir, "save-dir": save_dir,
+            "tokenizer-model": _tokenizer_model(model_dir), "model-type-hf": v1_model_type(arch),
+            "params-dtype": params_dtype(training),
+        }
+    return {
+        "load-model-type": "hf", "save-model-type": "mg", "target-tensor-parallel-size": tp,
+        "target-pipeline-parallel-size": pp, "num-layer-list": layers, "load-dir": model_dir,
+        "save-dir": save_dir, "model-type-hf": arch.model_type_hf,
+    }
+
+
+def mg2hf_options(version: str, *, arch: ModelArch, load_dir: str, save_dir: str, model_dir: str,
+                  lora: dict[str, Any] | None) -> dict[str, Any]:
+    """`lora`: None, or {lora-load: <LoRA training output>, lora-r, lora-alpha, lora-target-modules}.
+
+    v1 `save_dir` must hold the HF config files (prepared by the plan); `--load-hf-from-config` builds the
+    HF model from that config instead of loading the original weights.
+    """
+    lora = lora or {}
+    lora_shape = {k: lora.get(k) for k in ("lora-r", "lora-alpha", "lora-target-modules")}
+    if version == "v1":
+        return {
+            "use-mcore-models": True, "model-type": "GPT", "model-type-hf": v1_model_type(arch),
+            "load-model-type": "mg", "save-model-type": "hf", "target-tensor-parallel-size": 1,
+            "target-pipeline-parallel-size": 1, "add-qkv-bias": _v1_qkv_bias(arch), **lora_shape,
+            "load-dir": load_dir, "lora-load": lora.get("lora-load"), "save-dir": save_dir,
+            "load-hf-from-config": True,
+        }
+    return {
+        "load-model-type": "mg", "save-model-type": "hf", "load-dir": load_dir, "save-dir": save_dir,
+        "hf-cfg-dir": model_dir, "model-type-hf": arch.model_type_hf, "lora-load": lora.get("lora-load"),
+        **lora_shape,
+    }

@@ -1,0 +1,58 @@
+"""The model-architecture flags MindSpeed-LLM training needs, filled from the catalog or the HF config.
+
+The example scripts spell every architecture fact on the command line (`--num-layers 28 --hidden-size 3584
+... --add-qkv-bias --untie-embeddings-and-output-weights`). These come from `ModelArch`, so an experiment
+file only carries what the user chooses. User values under `backend_config.training` win.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascendfactory.config.catalog import ModelArch
+
+# HF model types whose attention has per-head q/k RMSNorm (Qwen3): MindSpeed-LLM `--qk-layernorm`.
+QK_LAYERNORM_TYPES = ("qwen3",)
+
+
+def _number(value: float) -> float | int:
+    """1000000.0 -> 1000000 (as the example scripts write rotary bases); other floats unchanged."""
+    return int(value) if float(value).is_integer() else value
+
+
+def architecture_flags(arch: ModelArch, *, tp: int, pp: int, seq_length: int) -> dict[str, Any]:
+    """Ordered flag mapping (to_flags style) for a Llama / Qwen2 / Qwen2.5 / Qwen3 style decoder.
+
+    `--max-position-embeddings` is the sequence length, as in the MindSpeed-LLM examples (the rotary
+    table only needs to cover the trained length); set it in `training` to change it.
+    Dropouts are 0.0: HF checkpoints are trained without dropout, and Megatron's default is 0.1.
+    """
+    gqa = arch.kv_heads != arch.heads
+    head_dim_differs = arch.head_dim is not None and arch.head_dim != arch.hidden // max(arch.heads, 1)
+    return {
+        "use-mcore-models": True,
+        "tensor-model-parallel-size": tp,
+        "pipeline-model-parallel-size": pp,
+        "num-layers": arch.layers,
+        "hidden-size": arch.hidden,
+        "ffn-hidden-size": arch.ffn,
+        "num-attention-heads": arch.heads,
+        "kv-channels": arch.head_dim if head_dim_differs else None,
+        "max-position-embeddings": seq_length,
+        "seq-length": seq_length,
+        "disable-bias-linear": True,
+        "add-qkv-bias": arch.qkv_bias,
+        "qk-layernorm": arch.hf_model_type in QK_LAYERNORM_TYPES,
+        "group-query-attention": gqa,
+        "num-query-groups": arch.kv_heads if gqa else None,
+        "swiglu": True,
+        "normalization": "RMSNorm",
+        "norm-epsilon": arch.eps,
+        "position-embedding-type": "rope",
+        "rotary-base": _number(arch.rope),
+        "untie-embeddings-and-output-weights": not arch.tied,
+        "make-vocab-size-divisible-by": 1,
+        "padded-vocab-size": arch.vocab,
+        "attention-dropout": 0.0,
+        "hidden-dropout": 0.0,
+    }

@@ -1,0 +1,200 @@
+"""Device-memory monitor: `logs/<prefix>-<timestamp>-npu_info-R${RankID}.txt`, one file per rank of this node.
+
+A background thread samples every `interval_s` seconds while the train step runs:
+
+- Ascend: `npu-smi info`, the two table rows of each rank's NPU (its HBM usage) under a timestamp;
+- CUDA: `nvidia-smi --query-gpu=...` as one CSV line per rank's GPU;
+- always (and alone on CPU): RSS and CPU use of each rank's process tree (psutil), found as the
+  descendants of the launcher whose environment has `LOCAL_RANK`.
+
+Overhead is one process-table walk (and one device-tool call) per sample; `cpu_seconds` measures it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from datetime import datetime
+from typing import IO
+
+import psutil
+
+from ascendfactory.pipeline.launch import LogNames
+from ascendfactory.pipeline.plan import RankLayout
+
+INTERVAL_ENV = "AF_MONITOR_INTERVAL_S"
+DEFAULT_INTERVAL_S = 5.0
+NVIDIA_QUERY = "index,name,memory.used,memory.total,utilization.gpu"
+_NPU_ROW = re.compile(r"^\|\s*(\d+)\s")
+
+
+def detect_kind() -> str:
+    """'npu' when npu-smi is on PATH, else 'cuda' when nvidia-smi is, else 'cpu'."""
+    if shutil.which("npu-smi"):
+        return "npu"
+    if shutil.which("nvidia-smi"):
+        return "cuda"
+    return "cpu"
+
+
+def visible_devices(env: dict[str, str], kind: str) -> list[int] | None:
+    """Device ids from ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES (None when unset)."""
+    name = "ASCEND_RT_VISIBLE_DEVICES" if kind == "npu" else "CUDA_VISIBLE_DEVICES"
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        return None
+
+
+def parse_npu_smi(text: str) -> dict[int, list[str]]:
+    """`npu-smi info` -> {npu id: its table rows}. The process table after the device table is ignored."""
+    out: dict[int, list[str]] = {}
+    current: int | None = None
+    for line in text.splitlines():
+        if "Process id" in line or "Process ID" in line:
+            break
+        if line.startswith("+"):
+            current = None
+            continue
+        m = _NPU_ROW.match(line)
+        if current is None and m:
+            current = int(m.group(1))
+            out[current] = []
+        if current is not None:
+            out[current].append(line)
+    return out
+
+
+def parse_nvidia_smi(text: str) -> dict[int, str]:
+    """`nvidia-smi --query-gpu=index,... --format=csv,noheader,nounits` -> {gpu index: its line}."""
+    out: dict[int, str] = {}
+    for line in text.splitlines():
+        head = line.split(",", 1)[0].strip()
+        if head.isdigit():
+            out[int(head)] = line.strip()
+    return out
+
+
+class DeviceMonitor(threading.Thread):
+    """Samples until `stop()`; `attach(pid)` points it at the launcher whose workers it should follow."""
+
+    def __init__(self, names: LogNames, layout: RankLayout, *, env: dict[str, str],
+                 interval_s: float | None = None, kind: str | None = None) -> None:
+        super().__init__(name="af-device-monitor", daemon=True)
+        self.names, self.layout, self.env = names, layout, env
+        self.interval_s = interval_s if interval_s is not None else float(
+            env.get(INTERVAL_ENV) or DEFAULT_INTERVAL_S)
+        self.kind = kind or detect_kind()
+        self.devices = visible_devices(env, self.kind)
+        self.root_pid: int | None = None
+        self.samples = 0
+        self.cpu_seconds = 0.0
+        self.paths = {local: names.npu_info(layout.global_rank(local)) for local in range(layout.nproc_per_node)}
+        self._stop = threading.Event()
+        self._ranks: dict[int, int] = {}  # pid -> local rank
+        self._procs: dict[int, psutil.Process] = {}
+
+    def attach(self, pid: int) -> None:
+        self.root_pid = pid
+        self._ranks.clear()
+        self._procs.clear()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.is_alive():
+            self.join(timeout=10)
+
+    def run(self) -> None:
+        os.makedirs(self.names.logs_dir, exist_ok=True)
+        files = {local: open(path, "a", encoding="utf-8", buffering=1) for local, path in self.paths.items()}
+        try:
+            for f in files.values():
+                f.write(f"# device monitor ({self.kind}), a sample every {self.interval_s:g}s\n")
+            while not self._stop.wait(self.interval_s):
+                t0 = time.thread_time()
+                self.sample(files)
+                self.cpu_seconds += time.thread_time() - t0
+        finally:
+            for f in files.values():
+                f.close()
+
+    def device_of(self, local: int) -> int:
+        return self.devices[local] if self.devices and local < len(self.devices) else local
+
+    def sample(self, files: dict[int, IO[str]]) -> None:
+        """Take one sample and append it to each rank's file."""
+        stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+        device_lines: dict[int, list[str]] = {}
+        if self.kind == "npu":
+            blocks = parse_npu_smi(_run(["npu-smi", "info"]))
+            device_lines = {local: blocks.get(self.device_of(local), []) for local in files}
+        elif self.kind == "cuda":
+            rows = parse_nvidia_smi(_run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}",
+                                          "--format=csv,noheader,nounits"]))
+            device_lines = {local: [f"gpu {NVIDIA_QUERY}: {rows[d]}"] for local in files
+                            if (d := self.device_of(local)) in rows}
+        usage = self.rank_usage()
+        for local, f in files.items():
+            lines = device_lines.get(local, [])
+            proc = usage.get(local)
+            proc_text = (f"rank {self.layout.global_rank(local)} pid {proc[0]} rss_mb {proc[1]:.1f} "
+                         f"cpu_percent {proc[2]:.0f}") if proc else f"rank {self.layout.global_rank(local)} no process"
+            f.write(f"[{stamp}] {proc_text}\n")
+            for line in lines:
+                f.write(f"[{stamp}] {line}\n")
+        self.samples += 1
+
+    def rank_usage(self) -> dict[int, tuple[int, float, float]]:
+        """{local rank: (pid, RSS MiB of its process tree, CPU %)} for the workers under the launcher."""
+        if self.root_pid is None:
+            return {}
+        try:
+            descendants = psutil.Process(self.root_pid).children(recursive=True)
+        except psutil.Error:
+            return {}
+        alive = {p.pid for p in descendants}
+        for pid in list(self._ranks):
+            if pid not in alive:
+                self._ranks.pop(pid)
+                self._procs.pop(pid, None)
+        out: dict[int, tuple[int, float, float]] = {}
+        for p in descendants:
+            if p.pid not in self._ranks:
+                self._ranks[p.pid] = self._local_rank(p)
+                self._procs[p.pid] = p
+        for p in descendants:
+            local = self._ranks.get(p.pid, -1)
+            try:
+                if local < 0 or self._ranks.get(p.ppid(), -1) >= 0:  # not a rank, or a rank's own child
+                    continue
+            except psutil.Error:
+                continue
+            proc = self._procs[p.pid]
+            try:
+                rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+                out[local] = (p.pid, rss / 2**20, proc.cpu_percent(None))
+            except psutil.Error:
+                continue
+        return out
+
+    @staticmethod
+    def _local_rank(p: psutil.Process) -> int:
+        try:
+            value = p.environ().get("LOCAL_RANK")
+        except psutil.Error:
+            return -1
+        return int(value) if value and value.isdigit() else -1
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""

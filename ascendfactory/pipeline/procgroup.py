@@ -1,0 +1,130 @@
+"""Child processes in their own process group, stopped as a whole; SIGINT/SIGTERM turned into a clean stop.
+
+Each step runs in a new session (`start_new_session=True`), so its process group id is its pid and a signal
+to the group reaches every process it started in that group. torchrun starts each worker in a session of
+its own, so stopping a step also walks the process tree (psutil) and signals every descendant's group:
+SIGTERM first, then SIGKILL after a grace period for whatever is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+import psutil
+
+DEFAULT_GRACE_S = 10.0
+
+
+def start(argv: list[str], *, env: dict[str, str], cwd: str | None) -> subprocess.Popen[bytes]:
+    """Start `argv` (a list, never a shell string) in a new session, stdout and stderr on one pipe."""
+    if not argv:
+        raise ValueError("empty argv: in-process steps are not started as subprocesses")
+    return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """`pid` and every live descendant (empty when `pid` is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _groups(procs: list[psutil.Process]) -> set[int]:
+    out = set()
+    for p in procs:
+        try:
+            out.add(os.getpgid(p.pid))
+        except OSError:
+            pass
+    return out
+
+
+def _signal_all(procs: list[psutil.Process], groups: set[int], sig: int) -> None:
+    me = os.getpgid(0)
+    for g in groups - {me}:
+        try:
+            os.killpg(g, sig)
+        except OSError:
+            pass
+    for p in procs:  # members that left their group (setsid) without a child of their own
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def stop(proc: subprocess.Popen[bytes], *, grace_s: float = DEFAULT_GRACE_S) -> None:
+    """SIGTERM the step's group and every descendant's group; SIGKILL survivors after `grace_s`."""
+    procs = tree(proc.pid)
+    groups = _groups(procs) | {proc.pid}
+    _signal_all(procs, groups, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        procs = [p for p in procs if _alive(p)] + [c for c in tree(proc.pid)[1:] if c not in procs]
+        if not procs and proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    survivors = [p for p in procs if _alive(p)] + tree(proc.pid)
+    if survivors:
+        _signal_all(survivors, _groups(survivors) | groups, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state); nothing else to do
+        pass
+    for p in survivors:
+        try:
+            p.wait(timeout=2)
+        except (psutil.Error, psutil.TimeoutExpired):
+            pass
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class Interrupt:
+    """Which signal asked the run to stop (None while none did); shared by the runner's loops."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.event = threading.Event()
+
+    def set(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self.event.set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep unless interrupted; True when the sleep ran out without a signal."""
+        return not self.event.wait(seconds)
+
+
+@contextmanager
+def trap_signals(interrupt: Interrupt) -> Iterator[Interrupt]:
+    """Route SIGINT and SIGTERM to `interrupt` for the duration (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupt
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        interrupt.set(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield interrupt
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

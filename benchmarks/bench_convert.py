@@ -1,0 +1,99 @@
+"""Benchmark hf->mg conversion against the bare I/O floor (read the same safetensors, torch.save the same bytes).
+
+    python benchmarks/bench_convert.py [--runs 5] [--tp 2] [--pp 2] [--workdir /tmp/bench_convert]
+
+Builds a random Llama-style model of a few hundred MB locally (bf16, no hub), then times, `--runs` times each
+and interleaved: (a) the converter in-process with verification on (the default), (b) with `--no-verify`,
+(c) the floor: read every tensor with safetensors and write TP*PP files with torch.save holding the same tensors.
+Prints medians and the ratios to the floor (goal: within 1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+SIZES = dict(num_layers=8, hidden_size=1024, num_heads=16, num_kv_heads=8, intermediate_size=2816, vocab_size=32000)
+
+
+def build(workdir: Path) -> Path:
+    from ascendfactory.engine.convert.tiny import build_tiny_model
+
+    src = workdir / "hf"
+    if not (src / "config.json").is_file():
+        build_tiny_model(src, "llama2", seed=0, dtype="bfloat16", **SIZES)
+    return src
+
+
+def floor(src: Path, out: Path, files: int) -> None:
+    """Bare I/O: read each tensor, write `files` torch.save files holding all of them."""
+    import torch
+    from safetensors import safe_open
+
+    out.mkdir(parents=True)
+    groups: list[dict] = [{} for _ in range(files)]
+    for f in sorted(src.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as h:
+            for i, k in enumerate(h.keys()):
+                groups[i % files][k] = h.get_tensor(k)
+    for i, g in enumerate(groups):
+        torch.save({"model": g}, out / f"shard_{i}.pt")
+
+
+def convert(src: Path, out: Path, tp: int, pp: int, verify: bool) -> None:
+    from ascendfactory.engine.convert.__main__ import main
+
+    argv = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src), "--save-dir", str(out),
+            "--target-tensor-parallel-size", str(tp), "--target-pipeline-parallel-size", str(pp)]
+    if main(argv + ([] if verify else ["--no-verify"])) != 0:
+        raise SystemExit("conversion failed")
+
+
+def timed(fn, out: Path) -> float:
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    fn(out)
+    dt = time.perf_counter() - t0
+    shutil.rmtree(out, ignore_errors=True)
+    return dt
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--tp", type=int, default=2)
+    p.add_argument("--pp", type=int, default=2)
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/bench_convert"))
+    a = p.parse_args(argv)
+    import logging
+
+    logging.getLogger("ascendfactory.convert").disabled = True
+    src = build(a.workdir)
+    size = sum(f.stat().st_size for f in src.glob("*.safetensors"))
+    print(f"model: {size / 1e6:.0f} MB bf16 ({SIZES}); TP {a.tp}, PP {a.pp}; {a.runs} runs each", file=sys.stderr)
+    out = a.workdir / "out"
+    cases = {
+        "floor (read + torch.save)": lambda o: floor(src, o, a.tp * a.pp),
+        "convert hf->mg --no-verify": lambda o: convert(src, o, a.tp, a.pp, verify=False),
+        "convert hf->mg (verify on)": lambda o: convert(src, o, a.tp, a.pp, verify=True),
+    }
+    for fn in cases.values():  # warm-up: page cache, imports
+        timed(fn, out)
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(a.runs):
+        for name, fn in cases.items():
+            times[name].append(timed(fn, out))
+    base = statistics.median(times["floor (read + torch.save)"])
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{name:30s} median {med:6.3f} s  ({size / 1e6 / med:7.0f} MB/s)  ratio {med / base:4.2f}x  "
+              f"runs {', '.join(f'{t:.3f}' for t in ts)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""`ascendfactory-cli logs ...` through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from ascendfactory.cli import logs_cmd
+from ascendfactory.cli._output import out
+
+try:  # the whole app when its other command modules import; else the logs group alone
+    from ascendfactory.cli.app import app as _app
+
+    PREFIX: list[str] = ["logs"]
+except ImportError:
+    _app, PREFIX = logs_cmd.app, []
+
+runner = CliRunner()
+LINE = (
+    "iteration {i:4d}/  100 | consumed samples: {c} | elapsed time per iteration (ms): {ms} | "
+    "global batch size: 8 | lm loss: {loss:.6E} | number of nan iterations: 0 |"
+)
+
+
+@pytest.fixture(autouse=True)
+def _human_mode():
+    yield
+    out.mode = "human"
+
+
+def invoke(*args: str):
+    return runner.invoke(_app, [*PREFIX, *args])
+
+
+@pytest.fixture
+def run_log(tmp_path):
+    path = tmp_path / "run_log.txt"
+    path.write_text(
+        "\n".join(
+            LINE.format(i=i, c=8 * i, ms=2000.0 if i == 1 else 1000.0, loss=3.0 - 0.02 * i)
+            for i in range(1, 41)
+        )
+        + "\n"
+    )
+    return path
+
+
+def test_module_is_light():
+    code = (
+        "import sys, ascendfactory.cli.logs_cmd; "
+        "print(any(m in sys.modules for m in ('torch', 'matplotlib')))"
+    )
+    import subprocess
+
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "False"
+
+
+def test_summary_json(run_log):
+    res = invoke(
+        "summary", str(run_log), "--seq-length", "4096", "--devices", "8", "--device", "910B3", "--json"
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["format"] == "megatron" and data["num_steps"] == 40
+    assert data["metrics"]["lm loss"]["min"] == pytest.approx(2.2)
+    tp = data["throughput"][0]
+    assert tp["value"] == pytest.approx(8 * 4096 / (8 * 1000.0) * 1000) and tp["window"] == [5, 40]
+    assert data["convergence"]["verdict"] == "converging"
+
+
+def test_summary_human_and_steps(run_log):
+    res = invoke("summary", str(run_log), "--steps", "10:20")
+    assert res.exit_code == 0, res.output
+    assert "steps 10-20" in res.output and "convergence" in res.output and "lm loss" in res.output
+
+
+def test_summary_errors(run_log, tmp_path):
+    res = invoke("summary", str(run_log), "--device", "tpu")
+    assert res.exit_code != 0 and "910b3" in str(res.exception).lower()
+    res = invoke("summary", str(tmp_path / "missing.log"))
+    assert res.exit_code != 0 and "not found" in str(res.exception)
+
+
+def test_compare_json_and_plot(run_log, tmp_path):
+    other = tmp_path / "b.log"
+    other.write_text(run_log.read_text().replace("E+00 |", "E+00 |", 1))
+    png = tmp_path / "cmp.png"
+    res = invoke("compare", str(run_log), str(other), "--plot", str(png), "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["metric"] == "lm loss" and data["within_tolerance"] == 1.0 and data["aligned_steps"] == 40
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_and_export(run_log, tmp_path):
+    png = tmp_path / "loss.png"
+    res = invoke("plot", str(run_log), "-o", str(png), "--smoothing", "0.8")
+    assert res.exit_code == 0, res.output and png.exists()
+    res = invoke("plot", str(run_log), "--smoothing", "1.5")
+    assert res.exit_code != 0
+    res = invoke("export", str(run_log), str(tmp_path / "m.jsonl"), "--to", "jsonl", "--json")
+    assert res.exit_code == 0 and json.loads(res.output)["records"] == 40
+    assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 40
+
+
+def test_help_has_examples():
+    for cmd in ("summary", "compare", "plot", "export"):
+        res = invoke(cmd, "--help")
+        assert res.exit_code == 0 and "Examples" in res.output

@@ -1,0 +1,72 @@
+"""The demo assets: shipped datasets match their generator; the demo model builds offline and loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ascendfactory.engine.data.demo_data import pretrain_records, sft_records
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+@pytest.mark.parametrize(("name", "records"), [("demo_sft.jsonl", sft_records), ("demo_pretrain.jsonl",
+                                                                                   pretrain_records)])
+def test_shipped_datasets_are_the_generator_output(name: str, records) -> None:
+    shipped = [json.loads(line) for line in (ROOT / "cfgs" / "data" / name).read_text().splitlines()]
+    assert shipped == records(), "regenerate with: python scripts/make_demo_assets.py --data-only"
+
+
+def test_sft_records_are_well_formed_and_varied() -> None:
+    records = sft_records()
+    assert 300 <= len(records) <= 1000
+    assert all(set(r) == {"instruction", "input", "output"} and r["instruction"] and r["output"] for r in records)
+    assert len({r["instruction"] + r["input"] for r in records}) > len(records) // 2
+
+
+def test_tokenizer_round_trips_the_demo_data(tokenizer) -> None:
+    texts = [v for r in sft_records() + pretrain_records() for v in r.values() if v]
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    assert [tokenizer.decode(x) for x in ids] == texts
+    assert 500 <= len(tokenizer) <= 2000
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    assert len(tokenizer.encode("<|im_start|>user\n")) == 3  # special tokens stay whole
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ascendfactory.engine.demo import make_demo_model
+
+    return make_demo_model(tmp_path_factory.mktemp("demo") / "qwen2")
+
+
+def test_demo_model_loads_and_runs(demo_model: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ascendfactory.engine.demo import count_parameters
+
+    tok = AutoTokenizer.from_pretrained(demo_model)
+    model = AutoModelForCausalLM.from_pretrained(demo_model)
+    cfg = model.config
+    assert (cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers) == ("qwen2", 64, 2)
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads) == (4, 2)
+    assert cfg.vocab_size % 64 == 0 and cfg.vocab_size >= len(tok)
+    assert 100_000 <= count_parameters(demo_model) == sum(p.numel() for p in model.parameters()) <= 1_000_000
+    assert (demo_model / "model.safetensors").is_file()
+    ids = tok.apply_chat_template([{"role": "user", "content": "What is 2 plus 3?"}], add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)["input_ids"]
+    with torch.no_grad():
+        logits = model(ids).logits
+    assert logits.shape == (1, ids.shape[1], cfg.vocab_size) and torch.isfinite(logits).all()
+    assert float(model.get_output_embeddings().weight[len(tok):].abs().sum()) == 0.0  # padding rows
+
+
+def test_unknown_family_is_a_config_error(tmp_path: Path) -> None:
+    from ascendfactory.engine.demo import make_demo_model
+    from ascendfactory.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="qwen2"):
+        make_demo_model(tmp_path, family="gpt2")
