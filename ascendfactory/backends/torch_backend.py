@@ -9,7 +9,6 @@ plot        training_loss.png from the last rank's log (in-process)
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ascendfactory.backends.base import BackendAdapter, PlanContext
@@ -24,7 +23,6 @@ PLANNER_TRAIN_FLAGS = ("data-path", "tokenizer-name-or-path", "save", "load", "s
 class TorchAdapter(BackendAdapter):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         run = read_megatron_run(ctx, strict_paths=strict_paths)
-        self.check_training_flags(ctx, run)
         cfg = ctx.config
         plan = Plan(backend=cfg.backend.value, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
                     output_dir=cfg.af_output_dir, warnings=list(run.warnings), env=cfg.env.extra_vars(),
@@ -33,7 +31,8 @@ class TorchAdapter(BackendAdapter):
         shared = cfg.shared_filesystem and run.nnodes > 1
         plan.add(self.preprocess_step(py, run, shared))
         plan.add(self.hf2mg_step(ctx, py, run, shared))
-        plan.add(self.train_step(ctx, py, run))
+        train = plan.add(self.train_step(ctx, py, run))
+        self.check_training_flags(ctx, run, train.argv[train.argv.index("ascendfactory.engine.train") + 1:])
         plan.add(self.mg2hf_step(py, run, shared, cfg.hf_save_dir))
         plan.add(Step(name="plot", kind="plot", argv=[], outputs=[run.layout.loss_plot],
                       skip_reason=None if run.node_rank == run.nnodes - 1 else
@@ -104,8 +103,8 @@ class TorchAdapter(BackendAdapter):
         tb = dict(cfg.tensorboard or {})
         if tb or cfg.monitor_config:
             ordered["tensorboard-dir"] = tb.get("tensorboard_dir") or run.layout.tensorboard_dir
-            ordered["af-monitor-config"] = json.dumps({"monitor_config": cfg.monitor_config or {},
-                                                       "tensorboard": tb}, separators=(",", ":"))
+            # The runner writes the resolved experiment there before any step starts.
+            ordered["af-monitor-config"] = run.layout.exp_config
         dist = ["--nproc_per_node", str(run.nproc_per_node), "--nnodes", str(run.nnodes),
                 "--node_rank", str(run.node_rank), "--master_addr", cfg.env.MASTER_ADDR,
                 "--master_port", str(cfg.env.MASTER_PORT)]
@@ -132,14 +131,27 @@ class TorchAdapter(BackendAdapter):
                     skip_reason=skip, only_node0=shared)
 
     # -- validation ---------------------------------------------------------------------------------
-    def check_training_flags(self, ctx: PlanContext, run: MegatronRun) -> None:
-        """Refuse flags the embedded trainer does not implement, before anything runs."""
-        try:
-            from ascendfactory.engine.train.flags import check_flags
-        except ImportError:  # the trainer checks them itself at start-up
-            return
-        problems = check_flags(run.training, key_prefix="backend_config.training.",
-                               source=ctx.loaded.source_of("backend_config.training"))
+    def check_training_flags(self, ctx: PlanContext, run: MegatronRun, train_argv: list[str]) -> None:
+        """Refuse, before anything runs, flags the embedded trainer does not know or does not implement."""
+        from ascendfactory.config.suggest import did_you_mean
+        from ascendfactory.engine.train import flags as trainer_flags
+        from ascendfactory.errors import ConfigError, Problem
+
+        known = trainer_flags.known_flags()
+        problems: list[Problem] = []
+        for key in run.training:
+            if f"--{key}" not in known:
+                problems.append(ctx.problem(f"backend_config.training.{key}", "not a flag the embedded torch "
+                                            f"backend knows{did_you_mean('--' + key, known)}",
+                                            fix="remove it (the lists are in ascendfactory/engine/train/flags.py), "
+                                                "or use backend: mindspeed-llm"))
+        if not problems:
+            try:
+                trainer_flags.parse_args(train_argv)
+            except ConfigError as e:
+                for p in e.problems:
+                    key = f"backend_config.training.{p.key.removeprefix('--')}"
+                    problems.append(Problem(key=key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(key)))
         self.raise_if(problems)
 
 

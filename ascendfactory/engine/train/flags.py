@@ -243,3 +243,8 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
                          fix="keep one of them", source="command line"))
     args.stage = stage
     return p
+
+
+def known_flags() -> list[str]:
+    """Every flag the trainer accepts (honoured, architecture, ignored or refused), for 'did you mean'."""
+    return [*HONOURED, *ARCHITECTURE, *IGNORED, *REFUSED]

@@ -1,0 +1,72 @@
+"""Where MindSpeed-LLM lives on this machine, and whether the Ascend toolkit environment is sourced.
+
+The MindSpeed-LLM directory (every MindSpeed-LLM program runs with it as cwd), in order:
+`scripts_dir` in the experiment, else env `AF_MINDSPEED_LLM_DIR`, else where `sh install.sh mindspeed-llm`
+clones it (`doctor.mindspeed_llm_install_dir`). A dry run shows a placeholder and a warning when none is
+found; a real run stops with the fix.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.doctor import ascend_toolkit_status, mindspeed_llm_install_dir
+from ascendfactory.errors import Problem
+
+PLACEHOLDER = "<MINDSPEED_LLM_DIR>"
+ENTRY_SCRIPTS = ("pretrain_gpt.py", "posttrain_gpt.py", "preprocess_data.py")
+INSTALL_FIX = ("run `sh install.sh mindspeed-llm`, or set scripts_dir (or env AF_MINDSPEED_LLM_DIR) to a "
+               "MindSpeed-LLM checkout with Megatron-LM's megatron/ copied into it")
+
+
+@dataclass
+class Site:
+    directory: str  # the MindSpeed-LLM directory, or PLACEHOLDER
+    found: bool
+    source: str
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _candidate(ctx: PlanContext) -> tuple[str, str]:
+    if ctx.config.scripts_dir:
+        return os.path.abspath(os.path.expanduser(ctx.config.scripts_dir)), "scripts_dir"
+    env_dir = ctx.environ.get("AF_MINDSPEED_LLM_DIR")
+    if env_dir:
+        return os.path.abspath(os.path.expanduser(env_dir)), "env AF_MINDSPEED_LLM_DIR"
+    return mindspeed_llm_install_dir(ctx.environ), "install.sh location"
+
+
+def resolve_site(ctx: PlanContext, *, strict: bool) -> Site:
+    """Find the checkout and check the toolkit; on a real run (`strict`) what is missing is a Problem."""
+    path, source = _candidate(ctx)
+    missing = [s for s in ENTRY_SCRIPTS if not os.path.isfile(os.path.join(path, s))]
+    site = Site(directory=path, found=not missing, source=source)
+    if missing:
+        what = (f"{path} ({source}) is not a MindSpeed-LLM directory: {', '.join(missing)} missing"
+                if os.path.isdir(path) else f"MindSpeed-LLM directory {path} ({source}) not found")
+        if strict:
+            site.problems.append(Problem(key="scripts_dir", message=what, fix=INSTALL_FIX,
+                                         source=ctx.loaded.source_of("scripts_dir")))
+        else:
+            site.warnings.append(f"{what}; the plan shows {PLACEHOLDER} as the working directory ({INSTALL_FIX})")
+            if not os.path.isdir(path):
+                site.directory = PLACEHOLDER
+    elif not os.path.isdir(os.path.join(path, "megatron")):
+        message = f"{path} has no megatron/ folder (copy Megatron-LM core_r0.8.0's megatron/ into it)"
+        if strict:
+            site.problems.append(Problem(key="scripts_dir", message=message, fix=INSTALL_FIX,
+                                         source=ctx.loaded.source_of("scripts_dir")))
+        else:
+            site.warnings.append(message)
+    ok, detail = ascend_toolkit_status(ctx.environ)
+    if not ok:
+        if strict:
+            site.problems.append(Problem(key="(environment)", message=f"Ascend toolkit: {detail}",
+                                         fix="source /usr/local/Ascend/ascend-toolkit/set_env.sh (and "
+                                             "/usr/local/Ascend/nnal/atb/set_env.sh), then run again"))
+        else:
+            site.warnings.append(f"Ascend toolkit: {detail}; a real run needs it sourced")
+    return site
