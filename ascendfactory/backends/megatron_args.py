@@ -123,13 +123,17 @@ def parse_layer_list(value: Any) -> list[int] | None:
     return [int(str(v).strip()) for v in items if str(v).strip()]
 
 
-def read_megatron_run(ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
-    """Resolve and validate everything the Megatron-style plans need; raise ConfigError listing all problems."""
+def read_megatron_run(ctx: PlanContext, *, strict_paths: bool,
+                      extra_keys: tuple[str, ...] = ()) -> MegatronRun:
+    """Resolve and validate everything the Megatron-style plans need; raise ConfigError listing all problems.
+
+    `extra_keys`: top-level `backend_config` keys a backend reads itself (e.g. mindspeed-llm's `converter`).
+    """
     cfg = ctx.config
     problems: list[Problem] = []
     bc = dict(cfg.backend_config or {})
     for section in bc:
-        if section not in SECTIONS:
+        if section not in SECTIONS and section not in extra_keys:
             problems.append(ctx.problem(f"backend_config.{section}", f"unknown section{did_you_mean(section, SECTIONS)}",
                                         fix="sections are: " + ", ".join(SECTIONS)))
     training = dict(bc.get("training") or {})

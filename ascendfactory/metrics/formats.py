@@ -213,5 +213,5 @@ def parse_file(
     else:
         parser = get_format(format).parser()
     if wanted is not None and isinstance(parser, megatron.MegatronParser):
-        parser = megatron.MegatronParser(fields=wanted)
+        return _run(megatron.MegatronParser(fields=wanted), iter_lines(path), None)  # it filters itself
     return _run(parser, iter_lines(path), wanted)

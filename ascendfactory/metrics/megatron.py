@@ -50,15 +50,24 @@ def sniff(line: str) -> bool:
     return i >= 0 and "|" in line and _HEAD.match(line, i) is not None and ":" in line
 
 
+_MIDNIGHT: dict[str, float] = {}
+
+
 def _wall_time(prefix: str) -> float | None:
-    if "[" not in prefix:
+    """Unix time of a `[YYYY-MM-DD HH:MM:SS]` stamp in `prefix` (read as UTC), else None."""
+    j = prefix.find("[")
+    if j < 0:
         return None
-    m = _TS.search(prefix)
-    if m is None:
-        return None
+    text = prefix[j + 1 : j + 20]
+    day = _MIDNIGHT.get(text[:10])
     try:
-        y, mo, d, h, mi, s = (int(g) for g in m.groups())
-        return datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp()
+        if day is None:
+            m = _TS.match(prefix, j)
+            if m is None:
+                return None
+            y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            day = _MIDNIGHT[text[:10]] = datetime(y, mo, d, tzinfo=timezone.utc).timestamp()
+        return day + int(text[11:13]) * 3600 + int(text[14:16]) * 60 + int(text[17:19])
     except ValueError:
         return None
 

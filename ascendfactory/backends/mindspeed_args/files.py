@@ -1,13 +1,16 @@
-"""Small file steps around MindSpeed-LLM's programs, run as `python -m ascendfactory.backends.mindspeed_args.files`.
+"""A thin wrapper that does the file chores around one MindSpeed-LLM program, then runs it.
 
-    mkdir DIR                          preprocess_data.py refuses an --output-prefix whose folder is missing
-    stage-hf-config --hf-dir D --out O copy D's config and tokenizer files (not its weights) into O, so the v1
-                                       converter (mg -> hf, --save-dir O --load-hf-from-config) can build the
-                                       HF model there
-    collect-mg2hf --out O              move what v1 wrote into O/mg2hf/ up into O, so O holds the HF model
-                                       whichever converter ran
+    python -m ascendfactory.backends.mindspeed_args.files [--mkdir DIR] \
+        [--stage-hf-config HF_DIR --collect-mg2hf OUT] -- PROGRAM [ARGS...]
 
-Each is safe to run again.
+--mkdir DIR            create DIR first (preprocess_data.py refuses an --output-prefix whose folder is missing)
+--stage-hf-config HF   copy HF's config and tokenizer files (not its weights) into OUT before the program, so the
+                       v1 converter (mg -> hf, --save-dir OUT --load-hf-from-config) builds the HF model there
+--collect-mg2hf OUT    after the program succeeds, move what v1 wrote into OUT/mg2hf/ up into OUT, so OUT holds
+                       the HF model whichever converter ran
+
+The program runs in the current directory with the current environment; its exit code is returned. One
+step, so the pipeline's manifest sees the final OUT and a re-run with unchanged inputs is skipped.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")
@@ -41,11 +45,9 @@ def stage_hf_config(hf_dir: str, out: str) -> list[str]:
 
 
 def collect_mg2hf(out: str) -> list[str]:
-    """Move `out/mg2hf/*` into `out` (replacing same-named files) and remove `out/mg2hf`."""
+    """Move `out/mg2hf/*` into `out` (replacing same-named entries) and remove `out/mg2hf`."""
     sub = os.path.join(out, V1_SUBDIR)
     if not os.path.isdir(sub):
-        if any(n.endswith(".safetensors") for n in os.listdir(out) if os.path.isfile(os.path.join(out, n))):
-            return []  # collected by an earlier run
         raise FileNotFoundError(f"{sub} not found: the v1 converter wrote no HF weights")
     moved = []
     for name in sorted(os.listdir(sub)):
@@ -58,30 +60,39 @@ def collect_mg2hf(out: str) -> list[str]:
     return moved
 
 
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" not in argv:
+        raise SystemExit("usage: ... [--mkdir DIR] [--stage-hf-config HF --collect-mg2hf OUT] -- PROGRAM [ARGS]")
+    cut = argv.index("--")
+    p = argparse.ArgumentParser(prog="python -m ascendfactory.backends.mindspeed_args.files")
+    p.add_argument("--mkdir", action="append", default=[])
+    p.add_argument("--stage-hf-config")
+    p.add_argument("--collect-mg2hf")
+    opts = p.parse_args(argv[:cut])
+    if bool(opts.stage_hf_config) != bool(opts.collect_mg2hf):
+        p.error("--stage-hf-config and --collect-mg2hf go together")
+    program = argv[cut + 1:]
+    if not program:
+        p.error("no program after --")
+    return opts, program
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ascendfactory.backends.mindspeed_args.files",
-                                description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("mkdir").add_argument("dir")
-    stage = sub.add_parser("stage-hf-config")
-    stage.add_argument("--hf-dir", required=True)
-    stage.add_argument("--out", required=True)
-    sub.add_parser("collect-mg2hf").add_argument("--out", required=True)
-    a = p.parse_args(argv)
+    opts, program = parse(list(sys.argv[1:] if argv is None else argv))
     try:
-        if a.command == "mkdir":
-            os.makedirs(a.dir, exist_ok=True)
-            print(f"[files] {a.dir} ready")
-        elif a.command == "stage-hf-config":
-            names = stage_hf_config(a.hf_dir, a.out)
-            print(f"[files] copied {len(names)} config/tokenizer files into {a.out}: {', '.join(names)}")
-        else:
-            names = collect_mg2hf(a.out)
-            print(f"[files] moved {len(names)} files from {V1_SUBDIR}/ into {a.out}")
+        for d in opts.mkdir:
+            os.makedirs(d, exist_ok=True)
+        if opts.stage_hf_config:
+            names = stage_hf_config(opts.stage_hf_config, opts.collect_mg2hf)
+            print(f"[files] copied {len(names)} config/tokenizer files into {opts.collect_mg2hf}", flush=True)
+        code = subprocess.run(program, check=False).returncode
+        if code == 0 and opts.collect_mg2hf:
+            names = collect_mg2hf(opts.collect_mg2hf)
+            print(f"[files] moved {len(names)} files from {V1_SUBDIR}/ into {opts.collect_mg2hf}", flush=True)
     except OSError as e:
         print(f"[files] error: {e}", file=sys.stderr)
         return 1
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -67,13 +67,21 @@ class MegatronSource:
                                      "virtual-pipeline checkpoints (model0, model1, ...) are not supported")
         return shard["model"]
 
-    def stage(self, pp_rank: int, dtype: torch.dtype | None = None) -> tuple[int, int, dict[str, torch.Tensor]]:
-        """(first global layer, layer count, full HF tensors) of stage `pp_rank`; stages are read in order."""
+    def stage(
+        self, pp_rank: int, dtype: torch.dtype | None = None, *, meta: bool = False
+    ) -> tuple[int, int, dict[str, torch.Tensor]]:
+        """(first global layer, layer count, full HF tensors) of stage `pp_rank`; stages are read in order.
+
+        `meta=True` maps tensors on the meta device: names, shapes and dtypes without reading any weight data
+        (replicated tensors are then not compared across ranks).
+        """
         if pp_rank != self._next_stage:
             raise ValueError(f"stages are read in order: expected {self._next_stage}, got {pp_rank}")
         locals_, n_layers = [], None
         for r in range(self.tp):
             model = self._model(r, pp_rank)
+            if meta:
+                model = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in model.items()}
             n = _stage_layers(model)
             if n_layers is not None and n != n_layers:
                 raise ConversionKeyError(f"pp stage {pp_rank}: TP rank {r} has {n} layers, rank 0 {n_layers}")
@@ -88,11 +96,13 @@ class MegatronSource:
         self._next_stage += 1
         return offset, n_layers or 0, full
 
-    def stages(self, dtype: torch.dtype | None = None) -> Iterator[tuple[int, int, dict[str, torch.Tensor]]]:
+    def stages(
+        self, dtype: torch.dtype | None = None, *, meta: bool = False
+    ) -> Iterator[tuple[int, int, dict[str, torch.Tensor]]]:
         """Every stage in order (see `stage`); checks the layer total against the saved args at the end."""
         self._offset, self._next_stage = 0, 0
         for s in range(self.pp):
-            yield self.stage(s, dtype)
+            yield self.stage(s, dtype, meta=meta)
         if self._offset != self.dims.num_layers:
             raise ConversionKeyError(f"the shards hold {self._offset} layers, the saved args say "
                                      f"num_layers = {self.dims.num_layers}")

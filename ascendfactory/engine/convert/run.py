@@ -127,7 +127,7 @@ def hf_to_mg(a: argparse.Namespace) -> None:
     mio.write_tracker(save, CONVERTED_ITERATION)
     if a.verify:
         out = MegatronSource(save, model_type_hf=family)
-        verify.compare_signatures(expected, _collect(out.stages()), what=f"{save} (TP {tp}, PP {pp})")
+        verify.compare_signatures(expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})")
     if a.verify_logits:
         ref = reader.read(kept)
         verify.verify_logits(hf_cfg, ref, MegatronSource(save, model_type_hf=family).full_state(), what="hf->mg")
@@ -231,7 +231,7 @@ def mg_to_mg(a: argparse.Namespace) -> None:
     mio.write_tracker(save, CONVERTED_ITERATION)
     if a.verify:
         out = MegatronSource(save, model_type_hf=dims.family)
-        verify.compare_signatures(expected, _collect(out.stages()), what=f"{save} (TP {tp}, PP {pp})")
+        verify.compare_signatures(expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})")
     if a.verify_logits:
         cfg = hf_cfg or dims.hf_config_dict()
         ref = MegatronSource(a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size).full_state(dtype)

@@ -115,7 +115,8 @@ def hf_full_to_local(
 ) -> dict[str, torch.Tensor]:
     """Full HF tensors -> the local shard of TP rank `tp_rank` (vocab padded to `padded_vocab_size` first).
 
-    Keys the family maps to None (rotary `inv_freq`) are dropped here.
+    Keys the family maps to None (rotary `inv_freq`) are dropped here. Chunks are views of the inputs (save
+    them through a copy, e.g. `.contiguous().clone()`, or the whole source storage is written).
     """
     cfg.check_tp(tp)
     fam = cfg.fam
@@ -127,7 +128,7 @@ def hf_full_to_local(
         if pat in _VOCAB:
             tensor = tensor_ops.pad_vocab(tensor, padded_vocab_size)
         dim = fam.tp_dim(pat)
-        out[name] = tensor if dim is None else tensor_ops.chunk(tensor, tp, tp_rank, dim)
+        out[name] = tensor if dim is None else tensor_ops.chunk(tensor, tp, tp_rank, dim, own=False)
     return out
 
 
@@ -151,7 +152,7 @@ def hf_locals_to_full(
         dim = fam.tp_dim(pat)
         if dim is None:
             for r, p in enumerate(parts[1:], start=1):
-                if p.shape != parts[0].shape or not torch.equal(p, parts[0]):
+                if p.shape != parts[0].shape or (not p.is_meta and not torch.equal(p, parts[0])):
                     raise ConversionKeyError(f"replicated tensor '{name}' differs between TP rank 0 and {r}")
             full = parts[0]
         else:

@@ -75,10 +75,11 @@ def split_qkv(
     return q, k, v
 
 
-def chunk(t: torch.Tensor, n: int, i: int, dim: int = 0) -> torch.Tensor:
+def chunk(t: torch.Tensor, n: int, i: int, dim: int = 0, *, own: bool = True) -> torch.Tensor:
     """Chunk `i` of `n` equal chunks of `t` along `dim`, as a tensor owning its memory (`t` itself if n == 1).
 
     [.., s, ..] -> [.., s/n, ..]. `s` must be divisible by `n` (Megatron never shards unevenly).
+    `own=False` returns a view instead (for callers that copy anyway, e.g. before saving).
     """
     if n <= 0 or not 0 <= i < n:
         raise ValueError(f"chunk: index {i} is outside 0..{n - 1}")
@@ -88,7 +89,8 @@ def chunk(t: torch.Tensor, n: int, i: int, dim: int = 0) -> torch.Tensor:
     if n == 1:
         return t
     step = size // n
-    return t.narrow(dim, i * step, step).clone()
+    view = t.narrow(dim, i * step, step)
+    return view.clone() if own else view
 
 
 def merge_gate_up(gate: torch.Tensor, up: torch.Tensor, *, tp: int = 1, rank: int = 0) -> torch.Tensor:

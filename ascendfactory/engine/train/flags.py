@@ -248,3 +248,8 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
 def known_flags() -> list[str]:
     """Every flag the trainer accepts (honoured, architecture, ignored or refused), for 'did you mean'."""
     return [*HONOURED, *ARCHITECTURE, *IGNORED, *REFUSED]
+
+
+def known_flags() -> set[str]:
+    """Every flag the parser accepts (honoured, architecture, ignored and refused)."""
+    return set(HONOURED) | set(ARCHITECTURE) | set(IGNORED) | set(REFUSED)

@@ -1,0 +1,128 @@
+"""The embedded backend's plan: skip decisions, the load rule, auto-resume, retention-safe inspection."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ascendfactory.config.load import load_experiment
+from ascendfactory.errors import ConfigError
+from ascendfactory.pipeline.planner import make_plan
+from tests.conftest import REPO
+
+QUICK = REPO / "cfgs" / "quickstart.yaml"
+
+
+def plan_for(*overrides: str, dry_run: bool = True):
+    return make_plan(load_experiment(QUICK, list(overrides)), dry_run=dry_run)
+
+
+def train_argv(plan) -> list[str]:
+    argv = plan.step("train").argv
+    return argv[argv.index("ascendfactory.engine.train") + 1:]
+
+
+def test_default_plan_runs_every_step_with_finetune_flags(tmp_path):
+    plan = plan_for(f"--af_output_dir={tmp_path}")
+    assert [s.kind for s in plan.steps] == ["preprocess", "hf2mg", "train", "mg2hf", "plot"]
+    assert not any(s.skipped for s in plan.steps)
+    argv = train_argv(plan)
+    assert argv[argv.index("--load") + 1] == f"{tmp_path}/converted_weight_TP1PP1"
+    assert {"--finetune", "--no-load-optim", "--no-load-rng", "--is-instruction-dataset"} <= set(argv)
+    assert argv[argv.index("--data-path") + 1] == f"{tmp_path}/preprocess_data/demo_sft"
+    torchrun = plan.step("train").argv
+    assert torchrun[torchrun.index("--nproc_per_node") + 1] == "2"
+    assert plan.facts["dp"] == 2
+
+
+@pytest.mark.parametrize("overrides,kind,reason", [
+    (["--backend_config.training.data-path=/d/x"], "preprocess", "preprocessed data given: /d/x"),
+    (["--ckpt_load_type=0"], "hf2mg", "ckpt_load_type 0"),
+    (["--user_converted_ckpt_path=/w/conv"], "hf2mg", "user_converted_ckpt_path given: /w/conv"),
+    (["--backend_config.convert_ckpt_mg2hf=null"], "mg2hf", "final conversion disabled"),
+    (["--convert_mg2hf_at_last=false"], "mg2hf", "final conversion disabled"),
+])
+def test_skip_reasons(tmp_path, overrides, kind, reason):
+    plan = plan_for(f"--af_output_dir={tmp_path}", *overrides)
+    assert reason in (plan.step(kind).skip_reason or "")
+
+
+def test_pretraining_data_path_gets_the_text_document_suffix(tmp_path):
+    plan = plan_for(f"--af_output_dir={tmp_path}", "--stage=pt",
+                    "--backend_config.preprocess_data.handler-name=GeneralPretrainHandler")
+    argv = train_argv(plan)
+    assert argv[argv.index("--data-path") + 1].endswith("preprocess_data/demo_sft_text_document")
+    assert "--is-instruction-dataset" not in argv and "--stage" not in argv
+
+
+def test_handler_and_stage_must_agree(tmp_path):
+    with pytest.raises(ConfigError, match="makes pre-training data but stage is sft"):
+        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.preprocess_data.handler-name=GeneralPretrainHandler")
+
+
+def test_ckpt_load_type_2_is_a_true_resume_and_needs_a_path(tmp_path):
+    with pytest.raises(ConfigError, match="ckpt_load_type 2"):
+        plan_for(f"--af_output_dir={tmp_path}", "--ckpt_load_type=2")
+    plan = plan_for(f"--af_output_dir={tmp_path}", "--ckpt_load_type=2", "--user_converted_ckpt_path=/w/run1")
+    argv = train_argv(plan)
+    assert argv[argv.index("--load") + 1] == "/w/run1" and "--finetune" not in argv
+
+
+def _fake_checkpoint(root, it: int, tracker: int | None = None) -> None:
+    d = os.path.join(root, f"iter_{it:07d}", "mp_rank_00")
+    os.makedirs(d)
+    open(os.path.join(d, "model_optim_rng.pt"), "wb").close()
+    if tracker is not None:
+        with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+            f.write(str(tracker))
+
+
+def test_auto_resume_wins_over_user_path_when_a_complete_checkpoint_exists(tmp_path):
+    saved = tmp_path / "saved_checkpoints"
+    _fake_checkpoint(str(saved), 40, tracker=40)
+    plan = plan_for(f"--af_output_dir={tmp_path}", "--user_converted_ckpt_path=/w/conv")
+    argv = train_argv(plan)
+    assert argv[argv.index("--load") + 1] == str(saved)
+    assert "--finetune" not in argv and "--no-load-optim" not in argv
+    assert "iter_0000040" in plan.step("train").notes[0]
+    assert "train_auto_resume" in plan.step("hf2mg").skip_reason
+
+
+def test_tracker_pointing_at_a_missing_dir_is_not_resumed(tmp_path):
+    saved = tmp_path / "saved_checkpoints"
+    _fake_checkpoint(str(saved), 40, tracker=80)
+    argv = train_argv(plan_for(f"--af_output_dir={tmp_path}"))
+    assert "--finetune" in argv  # falls back to ckpt_load_type 1
+
+
+def test_lora_refuses_resume(tmp_path):
+    saved = tmp_path / "saved_checkpoints"
+    _fake_checkpoint(str(saved), 40, tracker=40)
+    with pytest.raises(ConfigError, match="LoRA fine-tuning cannot resume"):
+        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.lora-r=8")
+
+
+def test_unknown_and_refused_training_flags_fail_before_anything_runs(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.lr-decay=cosine")
+    assert "did you mean: --lr-decay-style" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.context-parallel-size=2",
+                 "--env.NPUS_PER_NODE=4")
+    assert "context parallelism" in str(e.value)
+
+
+def test_missing_inputs_are_errors_on_a_real_run_only(tmp_path):
+    over = [f"--af_output_dir={tmp_path}", "--backend_config.preprocess_data.input=/nope/data.jsonl"]
+    plan_for(*over)  # dry run: fine
+    with pytest.raises(ConfigError, match="/nope/data.jsonl does not exist"):
+        plan_for(*over, dry_run=False)
+
+
+def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
+    plan = plan_for(f"--af_output_dir={tmp_path}", "--env.NNODES=2", "--env.NODE_RANK=1",
+                    "--backend_config.training.global-batch-size=16")
+    assert plan.step("hf2mg").only_node0 and plan.step("preprocess").only_node0
+    torchrun = plan.step("train").argv
+    assert torchrun[torchrun.index("--node_rank") + 1] == "1" and plan.facts["world_size"] == 4
