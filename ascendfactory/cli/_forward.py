@@ -14,3 +14,14 @@ def forward(module: str, ctx: typer.Context) -> None:
     code = importlib.import_module(module).main(list(ctx.args))
     if code:
         raise typer.Exit(code)
+
+
+def register_forwarding(app: typer.Typer, *, name: str, module: str, help: str, examples: list[str]) -> None:
+    """Add command `name` whose argv (including --help) goes to `module.main` unchanged."""
+
+    def command(ctx: typer.Context) -> None:
+        forward(module, ctx)
+
+    command.__doc__ = help
+    app.command(name, context_settings=FORWARD_SETTINGS, add_help_option=False, help=help,
+                epilog="Examples:\n\n" + "\n\n".join(examples))(command)

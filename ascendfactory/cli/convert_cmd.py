@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ascendfactory.cli._forward import FORWARD_SETTINGS, forward
+from ascendfactory.cli._forward import register_forwarding
 
 EXAMPLES = [
     "ascendfactory-cli convert --load-model-type hf --save-model-type mg --load-dir ./qwen2.5-7b "
@@ -18,13 +18,7 @@ EXAMPLES = [
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "convert",
-        context_settings=FORWARD_SETTINGS,
-        add_help_option=False,
-        help="Convert weights HF->Megatron, Megatron->HF or Megatron->Megatron (reshard), with the flags "
-        "of MindSpeed-LLM's convert_ckpt_v2.py. Run with --help for every flag.",
-        epilog="Examples:\n\n" + "\n\n".join(EXAMPLES),
-    )
-    def convert(ctx: typer.Context) -> None:
-        forward("ascendfactory.engine.convert.__main__", ctx)
+    register_forwarding(
+        app, name="convert", module="ascendfactory.engine.convert.__main__", examples=EXAMPLES,
+        help="Convert weights HF->Megatron, Megatron->HF or Megatron->Megatron (reshard), with the flags of "
+        "MindSpeed-LLM's convert_ckpt_v2.py. Run with --help for every flag.")

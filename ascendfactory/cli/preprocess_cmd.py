@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ascendfactory.cli._forward import FORWARD_SETTINGS, forward
+from ascendfactory.cli._forward import register_forwarding
 
 EXAMPLES = [
     "ascendfactory-cli preprocess --input data.jsonl --tokenizer-name-or-path ./qwen2.5-7b "
@@ -15,13 +15,7 @@ EXAMPLES = [
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "preprocess",
-        context_settings=FORWARD_SETTINGS,
-        add_help_option=False,
-        help="Tokenize json/jsonl/parquet data into Megatron indexed datasets (.bin/.idx), with the flags "
-        "of MindSpeed-LLM's preprocess_data.py. Run with --help for every flag.",
-        epilog="Examples:\n\n" + "\n\n".join(EXAMPLES),
-    )
-    def preprocess(ctx: typer.Context) -> None:
-        forward("ascendfactory.engine.data.preprocess", ctx)
+    register_forwarding(
+        app, name="preprocess", module="ascendfactory.engine.data.preprocess", examples=EXAMPLES,
+        help="Tokenize json/jsonl/parquet data into Megatron indexed datasets (.bin/.idx), with the flags of "
+        "MindSpeed-LLM's preprocess_data.py. Run with --help for every flag.")

@@ -13,6 +13,7 @@ repositories, refs, commits and files). Which file checks which `backend_config`
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ def nearest(word: str, names: frozenset[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(dashed, sorted(names), n=n, cutoff=0.6)
 
 
-def unknown_keys(options: dict[str, Any], kind: str, *, prefix: str, source: str,
+def unknown_keys(options: dict[str, Any], kind: str, *, prefix: str, source_of: Callable[[str], str],
                  extra: tuple[str, ...] = ()) -> list[Problem]:
     """One Problem per key of `options` that `kind`'s program does not accept (besides `extra`)."""
     names = valid_names(kind)
@@ -62,7 +63,7 @@ def unknown_keys(options: dict[str, Any], kind: str, *, prefix: str, source: str
         close = nearest(str(key), names)
         hint = f" (did you mean: {', '.join(close)}?)" if close else ""
         problems.append(Problem(
-            key=f"{prefix}{key}", source=source,
+            key=f"{prefix}{key}", source=source_of(f"{prefix}{key}"),
             message=f"not an argument of {PROGRAMS[kind]}{hint}",
             fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_args/"
                 f"{NAMES_FILES[kind]}), or remove the key"))

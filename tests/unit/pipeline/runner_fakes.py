@@ -1,0 +1,148 @@
+"""Tiny fake step programs and plan builders for the runner tests (unit and integration tiers).
+
+`FAKE_TRAINER` behaves like a Megatron trainer as far as the runner can see: it prints the arguments dump
+and one iteration line per step on the last rank, saves `iter_%07d/mp_rank_00/model_optim_rng.pt` + the
+tracker every `--save-interval` steps (rank 0, temp dir then rename, as Megatron-LM does), resumes from
+`--load` (deterministic: the loss is a function of the iteration only), and fails on request
+(`FAKE_FAIL_AT=<iteration>`, once per marker file `FAKE_FAIL_MARKER`). Under torchrun with
+`AF_FAKE_DIST=1` it joins a gloo process group and all-reduces every iteration, so a dead peer is noticed.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import textwrap
+from pathlib import Path
+
+from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.config.schema import ExperimentConfig
+from ascendfactory.pipeline.plan import Plan, RankLayout, Step
+
+FAKE_TRAINER = textwrap.dedent('''
+    import argparse, os, sys, time
+    p = argparse.ArgumentParser()
+    p.add_argument("--train-iters", type=int, default=10)
+    p.add_argument("--save-interval", type=int, default=0)
+    p.add_argument("--save", default=None)
+    p.add_argument("--load", default=None)
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--seq-length", type=int, default=128)
+    p.add_argument("--gbs", type=int, default=8)
+    a = p.parse_args()
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    last = rank == world - 1
+    if os.environ.get("AF_FAKE_DIST") == "1":
+        import datetime, torch, torch.distributed as dist
+        timeout = float(os.environ.get("AF_DISTRIBUTED_TIMEOUT_S", "60"))
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
+    start = 0
+    if a.load and os.path.exists(os.path.join(a.load, "latest_checkpointed_iteration.txt")):
+        start = int(open(os.path.join(a.load, "latest_checkpointed_iteration.txt")).read())
+        print(f" loading checkpoint from {a.load} at iteration {start}", flush=True)
+    if last:
+        print("------------------------ arguments ------------------------", flush=True)
+        print(f"  seq_length ...................................... {a.seq_length}", flush=True)
+    fail_at = int(os.environ.get("FAKE_FAIL_AT", "0"))
+    marker = os.environ.get("FAKE_FAIL_MARKER")
+    for it in range(start + 1, a.train_iters + 1):
+        if os.environ.get("AF_FAKE_DIST") == "1":
+            t = torch.ones(1)
+            dist.all_reduce(t)
+        time.sleep(a.sleep)
+        if it == fail_at and rank == int(os.environ.get("FAKE_FAIL_RANK", world - 1)) and not (
+                marker and os.path.exists(marker)):
+            if marker:
+                open(marker, "w").close()
+            raise RuntimeError(f"fake failure at iteration {it}")
+        if last:
+            loss = 10.0 / it
+            print(f" [2026-01-22 10:00:{it % 60:02d}] iteration {it:8d}/{a.train_iters:8d} | consumed samples: "
+                  f"{it * a.gbs:12d} | elapsed time per iteration (ms): 100.0 | learning rate: 1.000000E-05 | "
+                  f"global batch size: {a.gbs:5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | "
+                  f"number of skipped iterations:   0 | number of nan iterations:   0 |", flush=True)
+        if a.save and a.save_interval and it % a.save_interval == 0:
+            if rank == 0:
+                final = os.path.join(a.save, f"iter_{it:07d}")
+                tmp = final + ".tmp"
+                os.makedirs(os.path.join(tmp, "mp_rank_00"), exist_ok=True)
+                open(os.path.join(tmp, "mp_rank_00", "model_optim_rng.pt"), "w").write(str(it))
+                os.rename(tmp, final)
+                open(os.path.join(a.save, "latest_checkpointed_iteration.txt"), "w").write(str(it))
+            if os.environ.get("AF_FAKE_DIST") == "1":
+                dist.barrier()
+            if last:
+                print(f"  successfully saved checkpoint from iteration {it:7d} to {a.save}", flush=True)
+    if os.environ.get("AF_FAKE_DIST") == "1":
+        dist.destroy_process_group()
+''')
+
+WRITER = textwrap.dedent('''
+    import os, sys
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for i in range(3):
+        open(os.path.join(out, f"part{i}.bin"), "w").write("x" * (i + 1))
+        print(f"wrote part{i}", flush=True)
+    if os.environ.get("FAKE_WRITER_FAIL") == "1":
+        print("Traceback (most recent call last):", file=sys.stderr, flush=True)
+        print("RuntimeError: fake converter failure", file=sys.stderr, flush=True)
+        sys.exit(3)
+''')
+
+SPAWNER = textwrap.dedent('''
+    import os, subprocess, sys, time
+    pidfile = sys.argv[1]
+    kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]),
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)]
+    with open(pidfile, "w") as f:
+        f.write(" ".join(str(p) for p in [os.getpid(), *(k.pid for k in kids)]))
+    print("spawned", flush=True)
+    time.sleep(600)
+''')
+
+
+def write_script(directory: Path, name: str, source: str) -> str:
+    path = directory / name
+    path.write_text(source, encoding="utf-8")
+    return str(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def loaded(out_dir: Path, source: Path | None = None, **overrides: object) -> LoadedExperiment:
+    data = {"af_model_name": "fake-model", "exp_name": "unit", "af_output_dir": str(out_dir), **overrides}
+    cfg = ExperimentConfig.model_validate(data)
+    return LoadedExperiment(config=cfg, tree=data, source=str(source or out_dir / "exp.yaml"), style="new")
+
+
+def plan(out_dir: Path, steps: list[Step], *, world_size: int = 1) -> Plan:
+    p = Plan(backend="torch", exp_name="unit", model_name="fake-model", output_dir=str(out_dir),
+             facts={"world_size": world_size})
+    for s in steps:
+        p.add(s)
+    return p
+
+
+def train_step(trainer: str, out_dir: Path, *, iters: int = 5, save_interval: int = 0, load: bool = False,
+               sleep: float = 0.0, nproc: int = 0, nnodes: int = 1, node_rank: int = 0,
+               port: int | None = None) -> Step:
+    """A train step running the fake trainer, directly (nproc=0) or under torchrun with `--tee 3`."""
+    save = str(out_dir / "saved_checkpoints")
+    args = ["--train-iters", str(iters), "--save-interval", str(save_interval), "--save", save,
+            "--sleep", str(sleep)]
+    if load:
+        args += ["--load", save]
+    if nproc:
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--nnodes",
+                str(nnodes), "--node_rank", str(node_rank), "--master_addr", "127.0.0.1", "--master_port",
+                str(port or free_port()), "--tee", "3", trainer, *args]
+        ranks = RankLayout(nnodes, nproc, node_rank)
+    else:
+        argv = [sys.executable, trainer, *args]
+        ranks = RankLayout(1, 1, 0)
+    return Step(name="train", kind="train", argv=argv, outputs=[save], ranks=ranks)
