@@ -48,6 +48,9 @@ fi
 
 case "$BACKEND" in
     torch) ;;
+    mindspeed-llm)  # print the plan, then run it (each step is skipped or harmless when already done)
+        "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND"
+        "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" --run ;;
     *) "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" ;;
 esac
 say "done: $(command -v ascendfactory-cli || echo "ascendfactory-cli (add $("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') to PATH)")"

@@ -1,10 +1,10 @@
-"""Benchmark hf->mg conversion against the bare I/O floor (read the same safetensors, torch.save the same bytes).
+"""Benchmark hf->mg conversion against the bare I/O floor (read the safetensors, torch.save the same bytes).
 
     python benchmarks/bench_convert.py [--runs 5] [--tp 2] [--pp 2] [--workdir /tmp/bench_convert]
 
-Builds a random Llama-style model of a few hundred MB locally (bf16, no hub), then times, `--runs` times each
-and interleaved: (a) the converter in-process with verification on (the default), (b) with `--no-verify`,
-(c) the floor: read every tensor with safetensors and write TP*PP files with torch.save holding the same tensors.
+Builds a random Llama-style model of a few hundred MB locally (bf16, no hub), then times, `--runs` times
+each and interleaved: (a) the converter in-process with verification on (the default), (b) with `--no-verify`,
+(c) the floor: read every tensor with safetensors, write TP*PP torch.save files holding the same tensors.
 Prints medians and the ratios to the floor (goal: within 1.5x).
 """
 
@@ -17,7 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-SIZES = dict(num_layers=8, hidden_size=1024, num_heads=16, num_kv_heads=8, intermediate_size=2816, vocab_size=32000)
+SIZES = dict(
+    num_layers=8, hidden_size=1024, num_heads=16, num_kv_heads=8, intermediate_size=2816, vocab_size=32000
+)
 
 
 def build(workdir: Path) -> Path:
@@ -47,8 +49,20 @@ def floor(src: Path, out: Path, files: int) -> None:
 def convert(src: Path, out: Path, tp: int, pp: int, verify: bool) -> None:
     from ascendfactory.engine.convert.__main__ import main
 
-    argv = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src), "--save-dir", str(out),
-            "--target-tensor-parallel-size", str(tp), "--target-pipeline-parallel-size", str(pp)]
+    argv = [
+        "--load-model-type",
+        "hf",
+        "--save-model-type",
+        "mg",
+        "--load-dir",
+        str(src),
+        "--save-dir",
+        str(out),
+        "--target-tensor-parallel-size",
+        str(tp),
+        "--target-pipeline-parallel-size",
+        str(pp),
+    ]
     if main(argv + ([] if verify else ["--no-verify"])) != 0:
         raise SystemExit("conversion failed")
 
@@ -74,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("ascendfactory.convert").disabled = True
     src = build(a.workdir)
     size = sum(f.stat().st_size for f in src.glob("*.safetensors"))
-    print(f"model: {size / 1e6:.0f} MB bf16 ({SIZES}); TP {a.tp}, PP {a.pp}; {a.runs} runs each", file=sys.stderr)
+    print(
+        f"model: {size / 1e6:.0f} MB bf16 ({SIZES}); TP {a.tp}, PP {a.pp}; {a.runs} runs each",
+        file=sys.stderr,
+    )
     out = a.workdir / "out"
     cases = {
         "floor (read + torch.save)": lambda o: floor(src, o, a.tp * a.pp),
@@ -90,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     base = statistics.median(times["floor (read + torch.save)"])
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"{name:30s} median {med:6.3f} s  ({size / 1e6 / med:7.0f} MB/s)  ratio {med / base:4.2f}x  "
-              f"runs {', '.join(f'{t:.3f}' for t in ts)}")
+        print(
+            f"{name:30s} median {med:6.3f} s  ({size / 1e6 / med:7.0f} MB/s)  ratio {med / base:4.2f}x  "
+            f"runs {', '.join(f'{t:.3f}' for t in ts)}"
+        )
     return 0
 
 

@@ -53,10 +53,12 @@ def option_names(source_text: str) -> set[str]:
     """The `--name` strings (without dashes) passed to any `*.add_argument(...)` call."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(source_text)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-            for arg in node.args:
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
-                    names.add(arg.value[2:])
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        for arg in node.args:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
+                names.add(arg.value[2:])
     return names
 
 

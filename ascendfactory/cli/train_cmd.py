@@ -28,7 +28,9 @@ def register(app: typer.Typer) -> None:
         loaded = load_from_args(args)
         plan = make_plan(loaded, dry_run=dry_run)
         if dry_run:
-            _show_plan(plan, fmt)
+            from ascendfactory.pipeline.manifest import annotate_plan
+
+            _show_plan(annotate_plan(plan), fmt)
             return
         from ascendfactory.pipeline.runner import run_experiment
 

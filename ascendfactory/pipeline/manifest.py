@@ -140,9 +140,9 @@ def invalidate(manifest_dir: str, step: Step) -> None:
 
 def write_failure(manifest_dir: str, step: Step, *, returncode: int, log_path: str, node_rank: int) -> None:
     """Tell waiting nodes that this node's run of the step failed (they stop waiting at once)."""
-    _write_json(failure_path(manifest_dir, step), {"version": VERSION, "step": step.name, "returncode": returncode,
-                                                   "log_path": log_path, "finished_at": time.time(),
-                                                   "node_rank": node_rank})
+    _write_json(failure_path(manifest_dir, step), {
+        "version": VERSION, "step": step.name, "returncode": returncode, "log_path": log_path,
+        "finished_at": time.time(), "node_rank": node_rank})
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,8 @@ def wait_for_node0(step: Step, plan_env: dict[str, str], manifest_dir: str, *, t
     deadline = time.monotonic() + timeout_s
     while True:
         data = read(path)
-        if data and (data.get("fingerprint") == digest or data.get("finished_at", 0) >= started_at - CLOCK_SLACK_S):
+        fresh = data is not None and data.get("finished_at", 0) >= started_at - CLOCK_SLACK_S
+        if data and (data.get("fingerprint") == digest or fresh):
             return path
         failed = read(fail)
         if failed and failed.get("finished_at", 0) >= started_at - CLOCK_SLACK_S:

@@ -96,8 +96,9 @@ class DeviceMonitor(threading.Thread):
         self.root_pid: int | None = None
         self.samples = 0
         self.cpu_seconds = 0.0
-        self.paths = {local: names.npu_info(layout.global_rank(local)) for local in range(layout.nproc_per_node)}
-        self._stop = threading.Event()
+        self.paths = {local: names.npu_info(layout.global_rank(local))
+                      for local in range(layout.nproc_per_node)}
+        self._halt = threading.Event()
         self._ranks: dict[int, int] = {}  # pid -> local rank
         self._procs: dict[int, psutil.Process] = {}
 
@@ -107,7 +108,7 @@ class DeviceMonitor(threading.Thread):
         self._procs.clear()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         if self.is_alive():
             self.join(timeout=10)
 
@@ -117,7 +118,7 @@ class DeviceMonitor(threading.Thread):
         try:
             for f in files.values():
                 f.write(f"# device monitor ({self.kind}), a sample every {self.interval_s:g}s\n")
-            while not self._stop.wait(self.interval_s):
+            while not self._halt.wait(self.interval_s):
                 t0 = time.thread_time()
                 self.sample(files)
                 self.cpu_seconds += time.thread_time() - t0
@@ -144,8 +145,9 @@ class DeviceMonitor(threading.Thread):
         for local, f in files.items():
             lines = device_lines.get(local, [])
             proc = usage.get(local)
-            proc_text = (f"rank {self.layout.global_rank(local)} pid {proc[0]} rss_mb {proc[1]:.1f} "
-                         f"cpu_percent {proc[2]:.0f}") if proc else f"rank {self.layout.global_rank(local)} no process"
+            rank = self.layout.global_rank(local)
+            proc_text = (f"rank {rank} pid {proc[0]} rss_mb {proc[1]:.1f} cpu_percent {proc[2]:.0f}" if proc
+                         else f"rank {rank} no process")
             f.write(f"[{stamp}] {proc_text}\n")
             for line in lines:
                 f.write(f"[{stamp}] {line}\n")

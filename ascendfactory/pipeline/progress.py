@@ -90,7 +90,7 @@ class Progress:
         if self.live_mode:
             from rich.live import Live
 
-            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live = Live(self.panel(), console=self.console, refresh_per_second=4, transient=False)
             self._live.start()
 
     def step_started(self, step: Step, *, loss_rank: int | None = None, detail: str = "") -> None:
@@ -100,14 +100,14 @@ class Progress:
             self.recent.clear()
             self._t0 = time.monotonic()
             self.steps[step.name] = ("running", detail)
-        self.event(f"step {step.name}: running" + (f" ({detail})" if detail else ""))
+        self.refresh()
 
     def step_done(self, step: Step, state: str, detail: str = "") -> None:
         with self._lock:
             self.steps[step.name] = (state, detail)
             if self.current is step:
                 self.current = None
-        self.event(f"step {step.name}: {state}" + (f" - {detail}" if detail else ""))
+        self.refresh()
 
     def event(self, text: str) -> None:
         """A runner message: printed above the live panel, or as a plain line."""
@@ -116,11 +116,11 @@ class Progress:
 
     def refresh(self) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.update(self.panel())
 
     def close(self) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.update(self.panel())
             self._live.stop()
             self._live = None
 
@@ -151,7 +151,7 @@ class Progress:
             s.gbs = rec.metrics.get("global batch size", s.gbs)
 
     # -- rendering ------------------------------------------------------------------------------------
-    def _render(self) -> Any:
+    def panel(self) -> Any:
         from rich.table import Table
         from rich.text import Text
 

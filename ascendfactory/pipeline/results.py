@@ -34,7 +34,10 @@ LOSS_KEYS = ("lm loss", "loss")
 
 
 def is_secret_key(key: str) -> bool:
-    """`hf_token`, `OBS_SECRET_ACCESS_KEY`, `apiKey`, `ak`, `db-password` yes; `max-tokens`, `tokenizer` no."""
+    """Secret: `hf_token`, `OBS_SECRET_ACCESS_KEY`, `apiKey`, `ak`, `db-password`.
+
+    Not secret: `max-tokens`, `tokenizer-name-or-path` (whole words are compared, not substrings).
+    """
     words = [w.lower() for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", key) if w]
     if any(w in _SECRET_WORDS for w in words):
         return True
@@ -142,7 +145,8 @@ class RunSummary:
         return asdict(self)
 
 
-def summarize(summary: RunSummary, paths: list[str], *, seq_length: int | None, devices: int | None) -> RunSummary:
+def summarize(summary: RunSummary, paths: list[str], *, seq_length: int | None,
+              devices: int | None) -> RunSummary:
     """Fill in loss and throughput from the loss rank's logs (joined segments)."""
     table = StepTable.from_records(chained_records(paths))
     key = next((k for k in LOSS_KEYS if table.has(k)), None)

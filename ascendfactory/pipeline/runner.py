@@ -33,7 +33,13 @@ from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.errors import InterruptedRunError, StageFailedError
 from ascendfactory.layout import OutputLayout
 from ascendfactory.pipeline import manifest, results
-from ascendfactory.pipeline.launch import DIST_TIMEOUT_ENV, LogNames, Outcome, StepProcess, with_rendezvous_timeout
+from ascendfactory.pipeline.launch import (
+    DIST_TIMEOUT_ENV,
+    LogNames,
+    Outcome,
+    StepProcess,
+    with_rendezvous_timeout,
+)
 from ascendfactory.pipeline.monitor import DeviceMonitor
 from ascendfactory.pipeline.plan import Plan, Step
 from ascendfactory.pipeline.procgroup import DEFAULT_GRACE_S, Interrupt, trap_signals
@@ -75,8 +81,9 @@ class Runner:
         self._log = open(self.names.runner, "a", encoding="utf-8", buffering=1)
         train = self.plan.step("train")
         loss_rank = self._loss_rank(train)
-        self.progress = Progress(self.out.console, live=self._live, seq_length=self.plan.facts.get("seq_length"),
-                                 devices=self.plan.facts.get("world_size"))
+        facts = self.plan.facts
+        self.progress = Progress(self.out.console, live=self._live, seq_length=facts.get("seq_length"),
+                                 devices=facts.get("world_size"))
         try:
             with trap_signals(self.interrupt):
                 self.progress.start(self.plan.steps)
@@ -107,14 +114,16 @@ class Runner:
         if os.path.isdir(self.layout.saved_checkpoints):
             written["checkpoints"] = self.layout.saved_checkpoints
         for step in self.plan.steps:
-            if step.kind in ("mg2hf", "plot") and not step.skipped and step.outputs and os.path.exists(step.outputs[0]):
+            made = not step.skipped and step.outputs and os.path.exists(step.outputs[0])
+            if step.kind in ("mg2hf", "plot") and made:
                 written["hf weights" if step.kind == "mg2hf" else "loss curve"] = step.outputs[0]
         if os.path.exists(self.layout.exp_config):
             written["config"] = self.layout.exp_config
         summary.written = written
         if loss_rank is not None:
-            results.summarize(summary, self._loss_logs(loss_rank), seq_length=self.plan.facts.get("seq_length"),
-                              devices=self.plan.facts.get("world_size"))
+            facts = self.plan.facts
+            results.summarize(summary, self._loss_logs(loss_rank), seq_length=facts.get("seq_length"),
+                              devices=facts.get("world_size"))
         written["summary"] = results.save_summary(summary, os.path.join(self.manifests, "summary.json"))
         results.render_summary(summary, self.out)
         self.event(f"run finished in {wall_s:.1f}s")
@@ -134,8 +143,10 @@ class Runner:
         if step.only_node0 and self.node_rank != 0:
             t0 = time.monotonic()
             self.progress.step_started(step, detail="waiting for NODE_RANK 0")
-            path = manifest.wait_for_node0(step, self.plan.env, self.manifests, timeout_s=self.cfg.node_wait_timeout_s,
-                                           started_at=self.started_at, sleep=self.interrupt.sleep)
+            self.event(f"step {step.name}: waiting for NODE_RANK 0 (shared filesystem)")
+            path = manifest.wait_for_node0(step, self.plan.env, self.manifests,
+                                           timeout_s=self.cfg.node_wait_timeout_s, started_at=self.started_at,
+                                           sleep=self.interrupt.sleep)
             self._check_interrupt(None)
             return self._record(step, "waited", f"run by NODE_RANK 0 ({path})", time.monotonic() - t0)
         if step.kind != "train":
@@ -155,12 +166,14 @@ class Runner:
             raise
         if outcome.returncode != 0:
             self._remove_partial(step, existed)
-            manifest.write_failure(self.manifests, step, returncode=outcome.returncode, log_path=outcome.log_path,
-                                   node_rank=self.node_rank)
+            manifest.write_failure(self.manifests, step, returncode=outcome.returncode,
+                                   log_path=outcome.log_path, node_rank=self.node_rank)
             self._record(step, "failed", f"exit code {outcome.returncode}", outcome.wall_s, outcome.logs)
-            raise StageFailedError(step.name, outcome.returncode, outcome.log_path, outcome.tail, outcome.rank)
+            raise StageFailedError(step.name, outcome.returncode, outcome.log_path, outcome.tail,
+                                   outcome.rank)
         if step.kind != "train":
-            manifest.write(self.manifests, step, self.plan.env, wall_s=outcome.wall_s, node_rank=self.node_rank)
+            manifest.write(self.manifests, step, self.plan.env, wall_s=outcome.wall_s,
+                           node_rank=self.node_rank)
         self._record(step, "done", "", outcome.wall_s, outcome.logs)
 
     def launch(self, step: Step, *, loss_rank: int | None) -> Outcome:
@@ -174,6 +187,7 @@ class Runner:
             env.setdefault(DIST_TIMEOUT_ENV, str(int(self.cfg.node_wait_timeout_s)))
             monitor = DeviceMonitor(self.names, step.ranks, env=env)
         self.progress.step_started(step, loss_rank=loss_rank)
+        self.event(f"step {step.name}: running {step.command_line()}")
         proc = StepProcess(step, env=env, names=self.names, on_line=self._on_line)
         proc.start(argv)
         if monitor is not None and proc.pid is not None:
@@ -215,10 +229,11 @@ class Runner:
             state, repaired = checkpoints.repair_tracker(self.layout.saved_checkpoints)
             if repaired:
                 self.event(repaired)
-            start = f"iter_{state.tracker:07d}" if state.resumable else "the start (no complete checkpoint yet)"
-            self.event(f"train failed with exit code {outcome.returncode}"
-                       + (f" (first failing rank {outcome.rank})" if outcome.rank is not None else "")
-                       + f"; auto-resume {attempt}/{policy.max_attempts} from {start} in {policy.backoff_s:g}s")
+            start = (f"iter_{state.tracker:07d}" if state.resumable
+                     else "the start (no complete checkpoint yet)")
+            rank = f" (first failing rank {outcome.rank})" if outcome.rank is not None else ""
+            self.event(f"train failed with exit code {outcome.returncode}{rank}; auto-resume "
+                       f"{attempt}/{policy.max_attempts} from {start} in {policy.backoff_s:g}s")
             if not self.interrupt.sleep(policy.backoff_s):
                 self._check_interrupt(step)
             step = self._replan_train(step)
@@ -270,11 +285,11 @@ class Runner:
 
     def _remove_partial(self, step: Step, existed: dict[str, bool]) -> None:
         """Remove outputs this failed run created; never checkpoints, logs or the output dir itself."""
-        keep = {os.path.abspath(p) for p in (self.layout.saved_checkpoints, self.layout.logs_dir, self.layout.root,
-                                              self.manifests)}
+        saved = os.path.abspath(self.layout.saved_checkpoints)
+        keep = {os.path.abspath(p) for p in (saved, self.layout.logs_dir, self.layout.root, self.manifests)}
         for path, was_there in existed.items():
             full = os.path.abspath(path)
-            if was_there or full in keep or full.startswith(os.path.abspath(self.layout.saved_checkpoints) + os.sep):
+            if was_there or full in keep or full.startswith(saved + os.sep):
                 continue
             if os.path.isdir(full):
                 shutil.rmtree(full, ignore_errors=True)
@@ -287,6 +302,8 @@ class Runner:
     def _record(self, step: Step, state: str, detail: str, wall_s: float = 0.0, logs: Any = None) -> None:
         self.results.append(StepResult(step.name, state, wall_s, detail, list(logs or [])))
         self.progress.step_done(step, state, detail if state != "done" else f"{wall_s:.1f}s")
+        self.event(f"step {step.name}: {state}" + (f" in {wall_s:.1f}s" if wall_s else "")
+                   + (f" - {detail}" if detail else ""))
 
     def _check_interrupt(self, step: Step | None, outcome: Outcome | None = None) -> None:
         signum = self.interrupt.signum

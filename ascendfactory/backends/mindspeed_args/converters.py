@@ -66,7 +66,7 @@ def _v1_qkv_bias(arch: ModelArch) -> bool:
 
 
 def _tokenizer_model(model_dir: str) -> str:
-    """v1 requires --tokenizer-model: tokenizer.json (the examples), or tokenizer.model when only that exists."""
+    """v1 requires --tokenizer-model: tokenizer.json (as in the examples), else a lone tokenizer.model."""
     json_path = os.path.join(model_dir, "tokenizer.json")
     sp_path = os.path.join(model_dir, "tokenizer.model")
     return sp_path if not os.path.exists(json_path) and os.path.exists(sp_path) else json_path

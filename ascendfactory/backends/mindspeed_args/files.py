@@ -3,11 +3,13 @@
     python -m ascendfactory.backends.mindspeed_args.files [--mkdir DIR] \
         [--stage-hf-config HF_DIR --collect-mg2hf OUT] -- PROGRAM [ARGS...]
 
---mkdir DIR            create DIR first (preprocess_data.py refuses an --output-prefix whose folder is missing)
---stage-hf-config HF   copy HF's config and tokenizer files (not its weights) into OUT before the program, so the
-                       v1 converter (mg -> hf, --save-dir OUT --load-hf-from-config) builds the HF model there
---collect-mg2hf OUT    after the program succeeds, move what v1 wrote into OUT/mg2hf/ up into OUT, so OUT holds
-                       the HF model whichever converter ran
+--mkdir DIR            create DIR first (preprocess_data.py refuses an --output-prefix whose folder
+                       is missing)
+--stage-hf-config HF   copy HF's config and tokenizer files (not its weights) into OUT before the program,
+                       so the v1 converter (mg -> hf, --save-dir OUT --load-hf-from-config) builds the HF
+                       model there
+--collect-mg2hf OUT    after the program succeeds, move what v1 wrote into OUT/mg2hf/ up into OUT, so OUT
+                       holds the HF model whichever converter ran
 
 The program runs in the current directory with the current environment; its exit code is returned. One
 step, so the pipeline's manifest sees the final OUT and a re-run with unchanged inputs is skipped.
@@ -33,7 +35,8 @@ def is_weight_file(name: str) -> bool:
 def stage_hf_config(hf_dir: str, out: str) -> list[str]:
     """Copy the non-weight files of `hf_dir` (config, generation config, tokenizer, code) into `out`."""
     if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-        raise FileNotFoundError(f"{hf_dir}/config.json not found: point tokenizer-name-or-path at the HF model")
+        raise FileNotFoundError(f"{hf_dir}/config.json not found: point tokenizer-name-or-path at the HF "
+                                "model")
     os.makedirs(out, exist_ok=True)
     copied = []
     for name in sorted(os.listdir(hf_dir)):
@@ -62,7 +65,8 @@ def collect_mg2hf(out: str) -> list[str]:
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" not in argv:
-        raise SystemExit("usage: ... [--mkdir DIR] [--stage-hf-config HF --collect-mg2hf OUT] -- PROGRAM [ARGS]")
+        raise SystemExit("usage: ... [--mkdir DIR] [--stage-hf-config HF --collect-mg2hf OUT] -- PROGRAM "
+                         "[ARGS]")
     cut = argv.index("--")
     p = argparse.ArgumentParser(prog="python -m ascendfactory.backends.mindspeed_args.files")
     p.add_argument("--mkdir", action="append", default=[])

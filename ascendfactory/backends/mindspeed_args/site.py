@@ -51,7 +51,8 @@ def resolve_site(ctx: PlanContext, *, strict: bool) -> Site:
             site.problems.append(Problem(key="scripts_dir", message=what, fix=INSTALL_FIX,
                                          source=ctx.loaded.source_of("scripts_dir")))
         else:
-            site.warnings.append(f"{what}; the plan shows {PLACEHOLDER} as the working directory ({INSTALL_FIX})")
+            site.warnings.append(f"{what}; the plan shows {PLACEHOLDER} as the working directory "
+                                 f"({INSTALL_FIX})")
             if not os.path.isdir(path):
                 site.directory = PLACEHOLDER
     elif not os.path.isdir(os.path.join(path, "megatron")):

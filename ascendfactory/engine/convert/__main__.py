@@ -1,4 +1,4 @@
-"""`python -m ascendfactory.engine.convert`: HF <-> Megatron weights, flags of MindSpeed-LLM's convert_ckpt_v2.py.
+"""`python -m ascendfactory.engine.convert`: HF <-> Megatron weights with convert_ckpt_v2.py's flags.
 
 `build_parser()` imports nothing heavy (the CLI's `convert --help` stays fast); `main(argv)` returns an exit
 code: 0, 1 for an `AscendFactoryError`, 2 for a `ConfigError` or a bad flag.
@@ -36,7 +36,9 @@ EXAMPLES = """examples:
 def build_parser() -> argparse.ArgumentParser:
     """The converter's flags (dashes exactly as in MindSpeed-LLM)."""
     p = argparse.ArgumentParser(
-        prog="python -m ascendfactory.engine.convert", allow_abbrev=False, epilog=EXAMPLES,
+        prog="python -m ascendfactory.engine.convert",
+        allow_abbrev=False,
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Convert weights HF->Megatron (mg), Megatron->HF, or reshard Megatron->Megatron. "
         "Megatron checkpoints use MindSpeed-LLM's layout (iter_0000001/mp_rank_TT[_PPP]/model_optim_rng.pt).",
@@ -48,19 +50,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-tensor-parallel-size", type=int, default=1, help="TP of the Megatron output")
     p.add_argument("--target-pipeline-parallel-size", type=int, default=1, help="PP of the Megatron output")
     p.add_argument("--num-layer-list", default=None, help="layers per pipeline stage, e.g. 3,5 (uneven PP)")
-    p.add_argument("--model-type-hf", default=None, choices=["llama2", "qwen25", "qwen3"],
-                   help="model family (default: from config.json model_type)")
-    p.add_argument("--params-dtype", choices=["bf16", "fp16", "fp32"], default=None,
-                   help="cast weights to this dtype (default: keep the source dtype)")
-    p.add_argument("--hf-cfg-dir", default=None,
-                   help="mg->hf: HF folder whose config and tokenizer files are copied to --save-dir")
-    p.add_argument("--make-vocab-size-divisible-by", type=int, default=1,
-                   help="pad the vocabulary to a multiple of this times TP (default 1)")
+    p.add_argument(
+        "--model-type-hf",
+        default=None,
+        choices=["llama2", "qwen25", "qwen3"],
+        help="model family (default: from config.json model_type)",
+    )
+    p.add_argument(
+        "--params-dtype",
+        choices=["bf16", "fp16", "fp32"],
+        default=None,
+        help="cast weights to this dtype (default: keep the source dtype)",
+    )
+    p.add_argument(
+        "--hf-cfg-dir",
+        default=None,
+        help="mg->hf: HF folder whose config and tokenizer files are copied to --save-dir",
+    )
+    p.add_argument(
+        "--make-vocab-size-divisible-by",
+        type=int,
+        default=1,
+        help="pad the vocabulary to a multiple of this times TP (default 1)",
+    )
     p.add_argument("--max-shard-size", default="5GB", help="mg->hf: largest safetensors file (default 5GB)")
-    p.add_argument("--no-verify", dest="verify", action="store_false",
-                   help="skip the check of tensor names, shapes and dtypes after conversion")
-    p.add_argument("--verify-logits", action="store_true",
-                   help="also run the HF model with source and converted weights and compare logits")
+    p.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="skip the check of tensor names, shapes and dtypes after conversion",
+    )
+    p.add_argument(
+        "--verify-logits",
+        action="store_true",
+        help="also run the HF model with source and converted weights and compare logits",
+    )
     return p
 
 
@@ -85,14 +109,28 @@ def _strip_v1_flags(argv: list[str]) -> tuple[list[str], list[str]]:
 def _validate(a: argparse.Namespace) -> None:
     problems = []
     if a.load_model_type == "hf" and a.save_model_type == "hf":
-        problems.append(Problem(key="--save-model-type", message="hf -> hf is not a conversion",
-                                fix="use --save-model-type mg", source="command line"))
-    for flag, value in (("--target-tensor-parallel-size", a.target_tensor_parallel_size),
-                        ("--target-pipeline-parallel-size", a.target_pipeline_parallel_size),
-                        ("--make-vocab-size-divisible-by", a.make_vocab_size_divisible_by)):
+        problems.append(
+            Problem(
+                key="--save-model-type",
+                message="hf -> hf is not a conversion",
+                fix="use --save-model-type mg",
+                source="command line",
+            )
+        )
+    for flag, value in (
+        ("--target-tensor-parallel-size", a.target_tensor_parallel_size),
+        ("--target-pipeline-parallel-size", a.target_pipeline_parallel_size),
+        ("--make-vocab-size-divisible-by", a.make_vocab_size_divisible_by),
+    ):
         if value < 1:
-            problems.append(Problem(key=flag, message=f"must be >= 1, got {value}", fix=f"give {flag} 1 or more",
-                                    source="command line"))
+            problems.append(
+                Problem(
+                    key=flag,
+                    message=f"must be >= 1, got {value}",
+                    fix=f"give {flag} 1 or more",
+                    source="command line",
+                )
+            )
     if problems:
         raise ConfigError(problems)
 
@@ -123,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help (0) or a bad flag (2)
         return int(e.code or 0)
     if dropped:
-        log.info("ignoring v1-only flags (convert_ckpt_v2.py reads them from config.json): %s", " ".join(dropped))
+        log.info(
+            "ignoring v1-only flags (convert_ckpt_v2.py reads them from config.json): %s", " ".join(dropped)
+        )
     t0 = time.perf_counter()
     try:
         _validate(a)

@@ -18,8 +18,18 @@ SINGLE = "model.safetensors"
 _WEIGHT_FILE = re.compile(r"^(model(-\d{5}-of-\d{5})?\.safetensors|model\.safetensors\.index\.json)$")
 _NOT_COPIED = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 
 
 def parse_size(text: str | int) -> int:
@@ -28,8 +38,14 @@ def parse_size(text: str | int) -> int:
         return text
     m = _SIZE.match(text)
     if not m:
-        raise ConfigError(Problem(key="--max-shard-size", message=f"'{text}' is not a size",
-                                  fix="write it like 5GB, 500MB or 2GiB", source="command line"))
+        raise ConfigError(
+            Problem(
+                key="--max-shard-size",
+                message=f"'{text}' is not a size",
+                fix="write it like 5GB, 500MB or 2GiB",
+                source="command line",
+            )
+        )
     return int(float(m.group(1)) * _UNITS[(m.group(2) or "").upper()])
 
 
@@ -37,8 +53,13 @@ def read_config(path: str | Path) -> dict[str, Any]:
     """config.json of an HF model folder as a dict; ConfigError if absent."""
     cfg = Path(path) / "config.json"
     if not cfg.is_file():
-        raise ConfigError(Problem(key=str(path), message="no config.json in this folder",
-                                  fix="point at an HF model folder (config.json + *.safetensors)"))
+        raise ConfigError(
+            Problem(
+                key=str(path),
+                message="no config.json in this folder",
+                fix="point at an HF model folder (config.json + *.safetensors)",
+            )
+        )
     return json.loads(cfg.read_text())
 
 
@@ -55,9 +76,14 @@ class HFReader:
         else:
             files = sorted(p.name for p in self.folder.glob("*.safetensors"))
         if not files:
-            raise ConfigError(Problem(key="--load-dir", message=f"no *.safetensors weights in {folder}",
-                                      fix="convert .bin weights to safetensors first (save_pretrained)",
-                                      source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--load-dir",
+                    message=f"no *.safetensors weights in {folder}",
+                    fix="convert .bin weights to safetensors first (save_pretrained)",
+                    source="command line",
+                )
+            )
         self._handles = {f: safe_open(str(self.folder / f), framework="pt") for f in files}
         self._where: dict[str, str] = {}
         for f, h in self._handles.items():
@@ -80,8 +106,16 @@ class HFReader:
         return {n: self.get(n, dtype) for n in names}
 
 
-_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I64": "int64",
-           "I32": "int32", "U8": "uint8", "BOOL": "bool"}
+_DTYPES = {
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F64": "float64",
+    "I64": "int64",
+    "I32": "int32",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
 
 
 class HFShardWriter:
@@ -144,7 +178,9 @@ class HFShardWriter:
             tmp.unlink(missing_ok=True)
 
 
-def copy_model_files(src: str | Path, dst: str | Path, *, config_updates: dict[str, Any] | None = None) -> list[str]:
+def copy_model_files(
+    src: str | Path, dst: str | Path, *, config_updates: dict[str, Any] | None = None
+) -> list[str]:
     """Copy config, tokenizer and generation files (everything but weights) from `src` to `dst`."""
     src, dst = Path(src), Path(dst)
     copied = []

@@ -1,4 +1,4 @@
-"""Read a Megatron checkpoint (converted or written by training) one pipeline stage at a time, as full HF tensors."""
+"""Read a Megatron checkpoint (converted or trained) one pipeline stage at a time, as full HF tensors."""
 
 from __future__ import annotations
 
@@ -38,9 +38,14 @@ class MegatronSource:
         first = self._load(0, 0)
         self.args = first.get("args")
         if self.args is None:
-            raise ConfigError(Problem(key="--load-dir", message=f"{self.root}: the shards carry no 'args'",
-                                      fix="convert a checkpoint written by Megatron / MindSpeed-LLM / this tool",
-                                      source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--load-dir",
+                    message=f"{self.root}: the shards carry no 'args'",
+                    fix="convert a checkpoint written by Megatron / MindSpeed-LLM / this tool",
+                    source="command line",
+                )
+            )
         dims = ModelDims.from_megatron_args(self.args, model_type_hf)
         if vocab_size is not None and vocab_size != dims.vocab_size:
             dims = ModelDims(**{**dims.__dict__, "vocab_size": vocab_size})
@@ -48,10 +53,15 @@ class MegatronSource:
         saved_tp = getattr(self.args, "tensor_model_parallel_size", self.tp)
         saved_pp = getattr(self.args, "pipeline_model_parallel_size", self.pp)
         if (saved_tp, saved_pp) != (self.tp, self.pp):
-            raise ConfigError(Problem(key="--load-dir", message=f"the folders say TP {self.tp} PP {self.pp} but "
-                                      f"the saved args say TP {saved_tp} PP {saved_pp}",
-                                      fix="check that every mp_rank_* folder is from the same checkpoint",
-                                      source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--load-dir",
+                    message=f"the folders say TP {self.tp} PP {self.pp} but "
+                    f"the saved args say TP {saved_tp} PP {saved_pp}",
+                    fix="check that every mp_rank_* folder is from the same checkpoint",
+                    source="command line",
+                )
+            )
         self.padded_vocab_size = int(self.args.padded_vocab_size)
         self._offset = 0
         self._next_stage = 0
@@ -63,8 +73,10 @@ class MegatronSource:
         shard = self._load(tp_rank, pp_rank)
         if "model" not in shard:
             keys = ", ".join(sorted(shard)[:8])
-            raise ConversionKeyError(f"shard tp {tp_rank} pp {pp_rank} has no 'model' entry (keys: {keys}); "
-                                     "virtual-pipeline checkpoints (model0, model1, ...) are not supported")
+            raise ConversionKeyError(
+                f"shard tp {tp_rank} pp {pp_rank} has no 'model' entry (keys: {keys}); "
+                "virtual-pipeline checkpoints (model0, model1, ...) are not supported"
+            )
         return shard["model"]
 
     def stage(
@@ -86,8 +98,9 @@ class MegatronSource:
             if n_layers is not None and n != n_layers:
                 raise ConversionKeyError(f"pp stage {pp_rank}: TP rank {r} has {n} layers, rank 0 {n_layers}")
             n_layers = n
-            locals_.append(megatron_to_hf_local(model, cfg=self.dims, tp=self.tp, tp_rank=r,
-                                                layer_offset=self._offset))
+            locals_.append(
+                megatron_to_hf_local(model, cfg=self.dims, tp=self.tp, tp_rank=r, layer_offset=self._offset)
+            )
         full = hf_locals_to_full(locals_, cfg=self.dims, vocab_size=self.dims.vocab_size)
         if dtype is not None:
             full = {k: v if v.dtype == dtype else v.to(dtype) for k, v in full.items()}
@@ -104,8 +117,10 @@ class MegatronSource:
         for s in range(self.pp):
             yield self.stage(s, dtype, meta=meta)
         if self._offset != self.dims.num_layers:
-            raise ConversionKeyError(f"the shards hold {self._offset} layers, the saved args say "
-                                     f"num_layers = {self.dims.num_layers}")
+            raise ConversionKeyError(
+                f"the shards hold {self._offset} layers, the saved args say "
+                f"num_layers = {self.dims.num_layers}"
+            )
 
     def full_state(self, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
         """The whole model as one HF state dict (for --verify-logits only)."""

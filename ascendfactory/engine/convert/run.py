@@ -16,7 +16,13 @@ from ascendfactory.engine.convert import megatron_io as mio
 from ascendfactory.engine.convert import verify
 from ascendfactory.engine.convert.dims import ModelDims
 from ascendfactory.engine.convert.families import family_for
-from ascendfactory.engine.convert.hf_io import HFReader, HFShardWriter, copy_model_files, parse_size, read_config
+from ascendfactory.engine.convert.hf_io import (
+    HFReader,
+    HFShardWriter,
+    copy_model_files,
+    parse_size,
+    read_config,
+)
 from ascendfactory.engine.convert.megatron_source import MegatronSource
 from ascendfactory.engine.convert.shard_map import hf_full_to_local, hf_local_to_megatron
 from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
@@ -33,7 +39,9 @@ def _owned(t: torch.Tensor) -> torch.Tensor:
     return t if t.untyped_storage().nbytes() == t.numel() * t.element_size() else t.clone()
 
 
-def _stage_names(names: list[str], dims: ModelDims, first: int, count: int, pp_rank: int, pp: int) -> list[str]:
+def _stage_names(
+    names: list[str], dims: ModelDims, first: int, count: int, pp_rank: int, pp: int
+) -> list[str]:
     """HF names that belong to a pipeline stage: its layers, the embedding (first), norm and head (last)."""
     fam, out = dims.fam, []
     for n in names:
@@ -57,29 +65,55 @@ def resolve_family(hf_cfg: dict[str, Any] | None, model_type_hf: str | None) -> 
     chosen = family_for(hf_cfg, model_type_hf).name
     if chosen != by_config:
         if chosen == "llama2":
-            log.info("--model-type-hf llama2 (the v1 converter's name for Llama-3 and Qwen2): using '%s' from "
-                     "config.json model_type '%s'", by_config, hf_cfg.get("model_type"))
+            log.info(
+                "--model-type-hf llama2 (the v1 converter's name for Llama-3 and Qwen2): using '%s' from "
+                "config.json model_type '%s'",
+                by_config,
+                hf_cfg.get("model_type"),
+            )
             return by_config
-        raise ConfigError(Problem(key="--model-type-hf", message=f"'{model_type_hf}' does not match config.json "
-                                  f"model_type '{hf_cfg.get('model_type')}' (family '{by_config}')",
-                                  fix=f"use --model-type-hf {by_config}, or leave it out", source="command line"))
+        raise ConfigError(
+            Problem(
+                key="--model-type-hf",
+                message=f"'{model_type_hf}' does not match config.json "
+                f"model_type '{hf_cfg.get('model_type')}' (family '{by_config}')",
+                fix=f"use --model-type-hf {by_config}, or leave it out",
+                source="command line",
+            )
+        )
     return chosen
 
 
-def write_stage(save_dir: Path, full: dict[str, torch.Tensor], *, dims: ModelDims, tp: int, pp: int,
-                pp_rank: int, offset: int, padded: int, args: argparse.Namespace) -> None:
+def write_stage(
+    save_dir: Path,
+    full: dict[str, torch.Tensor],
+    *,
+    dims: ModelDims,
+    tp: int,
+    pp: int,
+    pp_rank: int,
+    offset: int,
+    padded: int,
+    args: argparse.Namespace,
+) -> None:
     """Cut one stage's full HF tensors into TP shards and save them in Megatron-core names."""
     for r in range(tp):
         local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded)
         model = hf_local_to_megatron(local, cfg=dims, tp=tp, tp_rank=r, layer_offset=offset)
-        payload = {"model": {k: _owned(v) for k, v in model.items()}, "args": args, "checkpoint_version": 3.0,
-                   "iteration": CONVERTED_ITERATION}
+        payload = {
+            "model": {k: _owned(v) for k, v in model.items()},
+            "args": args,
+            "checkpoint_version": 3.0,
+            "iteration": CONVERTED_ITERATION,
+        }
         mio.save_shard(save_dir, CONVERTED_ITERATION, r, pp_rank, pp, payload)
 
 
 def _remove_stale_shards(save_dir: Path, tp: int, pp: int) -> None:
     it_dir = mio.iteration_dir(save_dir, CONVERTED_ITERATION)
-    keep = {mio.checkpoint_dir(save_dir, CONVERTED_ITERATION, t, p, pp).name for t in range(tp) for p in range(pp)}
+    keep = {
+        mio.checkpoint_dir(save_dir, CONVERTED_ITERATION, t, p, pp).name for t in range(tp) for p in range(pp)
+    }
     for d in it_dir.glob("mp_rank_*"):
         if d.is_dir() and d.name not in keep:
             log.info("removing %s (left from an earlier conversion with another layout)", d)
@@ -105,16 +139,25 @@ def hf_to_mg(a: argparse.Namespace) -> None:
     tp, pp, counts, padded = _target_layout(dims, a)
     reader = HFReader(a.load_dir)
     names = reader.keys()
-    kept = [n for n in names if dims.fam.lookup_hf(n)[2] is not None]  # unknown names raise here, before writing
+    kept = [
+        n for n in names if dims.fam.lookup_hf(n)[2] is not None
+    ]  # unknown names raise here, before writing
     if dims.tie_word_embeddings:
         kept = [n for n in kept if n != "lm_head.weight"]
     elif "lm_head.weight" not in names:
-        raise ConversionKeyError("config.json says tie_word_embeddings = false but there is no 'lm_head.weight'")
+        raise ConversionKeyError(
+            "config.json says tie_word_embeddings = false but there is no 'lm_head.weight'"
+        )
     dtype = DTYPES[a.params_dtype] if a.params_dtype else reader.get("model.norm.weight").dtype
     expected = {n: (reader.meta(n)[0], verify.dtype_name(dtype)) for n in kept}
-    args = dims.megatron_args(tp=tp, pp=pp, num_layer_list=counts if a.num_layer_list else None,
-                              padded_vocab_size=padded, params_dtype=dtype,
-                              make_vocab_size_divisible_by=a.make_vocab_size_divisible_by)
+    args = dims.megatron_args(
+        tp=tp,
+        pp=pp,
+        num_layer_list=counts if a.num_layer_list else None,
+        padded_vocab_size=padded,
+        params_dtype=dtype,
+        make_vocab_size_divisible_by=a.make_vocab_size_divisible_by,
+    )
     save = Path(a.save_dir)
     save.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -127,10 +170,14 @@ def hf_to_mg(a: argparse.Namespace) -> None:
     mio.write_tracker(save, CONVERTED_ITERATION)
     if a.verify:
         out = MegatronSource(save, model_type_hf=family)
-        verify.compare_signatures(expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})")
+        verify.compare_signatures(
+            expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})"
+        )
     if a.verify_logits:
         ref = reader.read(kept)
-        verify.verify_logits(hf_cfg, ref, MegatronSource(save, model_type_hf=family).full_state(), what="hf->mg")
+        verify.verify_logits(
+            hf_cfg, ref, MegatronSource(save, model_type_hf=family).full_state(), what="hf->mg"
+        )
 
 
 def _collect(stages: Iterator[tuple[int, int, dict[str, torch.Tensor]]]) -> verify.Signature:
@@ -168,7 +215,9 @@ def mg_to_hf(a: argparse.Namespace) -> None:
         raise
     out_dtype = verify.dtype_name(dtype or next(iter(_dtypes(expected))))
     if a.hf_cfg_dir:
-        copied = copy_model_files(a.hf_cfg_dir, save, config_updates={"torch_dtype": out_dtype} if dtype else None)
+        copied = copy_model_files(
+            a.hf_cfg_dir, save, config_updates={"torch_dtype": out_dtype} if dtype else None
+        )
         log.info("copied %s from %s", ", ".join(copied), a.hf_cfg_dir)
     else:
         import json
@@ -185,7 +234,9 @@ def mg_to_hf(a: argparse.Namespace) -> None:
     if a.verify_logits:
         reader = HFReader(save)
         src2 = MegatronSource(a.load_dir, model_type_hf=src.dims.family, vocab_size=src.dims.vocab_size)
-        verify.verify_logits(read_config(save), reader.read(reader.keys()), src2.full_state(dtype), what="mg->hf")
+        verify.verify_logits(
+            read_config(save), reader.read(reader.keys()), src2.full_state(dtype), what="mg->hf"
+        )
 
 
 def _dtypes(sig: verify.Signature) -> Iterator[torch.dtype]:
@@ -200,13 +251,24 @@ def mg_to_mg(a: argparse.Namespace) -> None:
     tp, pp, counts, padded = _target_layout(dims, a)
     dtype = DTYPES[a.params_dtype] if a.params_dtype else None
     first = next(iter(src._model(0, 0).values()))
-    args = dims.megatron_args(tp=tp, pp=pp, num_layer_list=counts if a.num_layer_list else None,
-                              padded_vocab_size=padded, params_dtype=dtype or first.dtype,
-                              make_vocab_size_divisible_by=a.make_vocab_size_divisible_by)
+    args = dims.megatron_args(
+        tp=tp,
+        pp=pp,
+        num_layer_list=counts if a.num_layer_list else None,
+        padded_vocab_size=padded,
+        params_dtype=dtype or first.dtype,
+        make_vocab_size_divisible_by=a.make_vocab_size_divisible_by,
+    )
     save = Path(a.save_dir)
     if save.resolve() == src.root.resolve():
-        raise ConfigError(Problem(key="--save-dir", message="is the same folder as --load-dir",
-                                  fix="write the resharded checkpoint to a new folder", source="command line"))
+        raise ConfigError(
+            Problem(
+                key="--save-dir",
+                message="is the same folder as --load-dir",
+                fix="write the resharded checkpoint to a new folder",
+                source="command line",
+            )
+        )
     offsets = mio.layer_offsets(counts)
     pending: dict[str, torch.Tensor] = {}
     expected: verify.Signature = {}
@@ -214,11 +276,20 @@ def mg_to_mg(a: argparse.Namespace) -> None:
 
     def flush(final: bool) -> None:
         nonlocal target, pending
-        while target < pp and (final or _has_layers(pending, offsets[target] + counts[target], dims)):
+        while target < pp and (final or _has_layers(pending, offsets[target] + counts[target])):
             names = _stage_names(list(pending), dims, offsets[target], counts[target], target, pp)
             stage = {n: pending.pop(n) for n in names}
-            write_stage(save, stage, dims=dims, tp=tp, pp=pp, pp_rank=target, offset=offsets[target],
-                        padded=padded, args=args)
+            write_stage(
+                save,
+                stage,
+                dims=dims,
+                tp=tp,
+                pp=pp,
+                pp_rank=target,
+                offset=offsets[target],
+                padded=padded,
+                args=args,
+            )
             _progress("mg->mg", target, pp, t0, f"{tp} TP shards written")
             target += 1
 
@@ -231,15 +302,21 @@ def mg_to_mg(a: argparse.Namespace) -> None:
     mio.write_tracker(save, CONVERTED_ITERATION)
     if a.verify:
         out = MegatronSource(save, model_type_hf=dims.family)
-        verify.compare_signatures(expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})")
+        verify.compare_signatures(
+            expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})"
+        )
     if a.verify_logits:
         cfg = hf_cfg or dims.hf_config_dict()
-        ref = MegatronSource(a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size).full_state(dtype)
-        verify.verify_logits(cfg, ref, MegatronSource(save, model_type_hf=dims.family).full_state(), what="mg->mg")
+        ref = MegatronSource(a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size).full_state(
+            dtype
+        )
+        verify.verify_logits(
+            cfg, ref, MegatronSource(save, model_type_hf=dims.family).full_state(), what="mg->mg"
+        )
 
 
-def _has_layers(pending: dict[str, torch.Tensor], end: int, dims: ModelDims) -> bool:
-    """True when every layer below `end` of a stage is already read (layer end-1 present means earlier are)."""
+def _has_layers(pending: dict[str, torch.Tensor], end: int) -> bool:
+    """True when layer `end - 1` is read (source stages come in order, so every earlier layer is too)."""
     return any(n.startswith(f"model.layers.{end - 1}.") for n in pending) or end == 0
 
 

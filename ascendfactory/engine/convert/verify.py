@@ -41,13 +41,20 @@ def compare_signatures(expected: Signature, actual: Signature, *, what: str) -> 
     if problems:
         raise VerificationError(
             f"verification of {what} failed ({len(expected)} tensors expected, {len(actual)} found):\n  "
-            + "\n  ".join(problems[:10]) + "\n  (run with --no-verify to keep the output anyway)"
+            + "\n  ".join(problems[:10])
+            + "\n  (run with --no-verify to keep the output anyway)"
         )
     log.info("verified %s: %d tensors, names, shapes and dtypes match the source", what, len(actual))
 
 
-def verify_logits(config: Any, reference: Mapping[str, torch.Tensor], converted: Mapping[str, torch.Tensor],
-                  *, what: str, seq_len: int = 16) -> float:
+def verify_logits(
+    config: Any,
+    reference: Mapping[str, torch.Tensor],
+    converted: Mapping[str, torch.Tensor],
+    *,
+    what: str,
+    seq_len: int = 16,
+) -> float:
     """Run the HF model with `reference` and with `converted` weights on one short prompt; compare logits.
 
     Exact equality is required when both sides have the same dtypes, else a max abs difference <= 1e-2.
@@ -63,8 +70,10 @@ def verify_logits(config: Any, reference: Mapping[str, torch.Tensor], converted:
         missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
         missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
         if missing or unexpected:
-            raise VerificationError(f"--verify-logits ({what}): weights do not fit the HF model: missing "
-                                    f"{missing[:5]}, unexpected {unexpected[:5]}")
+            raise VerificationError(
+                f"--verify-logits ({what}): weights do not fit the HF model: missing "
+                f"{missing[:5]}, unexpected {unexpected[:5]}"
+            )
         if config.tie_word_embeddings:
             model.tie_weights()
         ids = (torch.arange(seq_len, dtype=torch.long) * 7919 % config.vocab_size).unsqueeze(0)
@@ -74,6 +83,8 @@ def verify_logits(config: Any, reference: Mapping[str, torch.Tensor], converted:
     same_dtypes = signature(reference) == signature(converted)
     limit = 0.0 if same_dtypes else 1e-2
     if diff > limit:
-        raise VerificationError(f"--verify-logits ({what}): logits differ by up to {diff:.3e} (limit {limit})")
+        raise VerificationError(
+            f"--verify-logits ({what}): logits differ by up to {diff:.3e} (limit {limit})"
+        )
     log.info("verified %s logits on a %d-token prompt: max abs difference %.3e", what, seq_len, diff)
     return diff

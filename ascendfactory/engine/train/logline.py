@@ -5,8 +5,16 @@ Pure functions (no torch), so they are unit-tested and reused by parsers' tests.
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
+
+
+def emit(line: str) -> None:
+    """Print one line with a single write(2), so lines of several ranks sharing a pipe never interleave."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ def torchrun(nproc: int, flags: list[str], *, env: dict[str, str] | None = None,
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--nnodes", "1",
            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "ascendfactory.engine.train",
            *flags]
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
@@ -133,3 +133,24 @@ def losses_from_log(stdout: str) -> dict[int, float]:
             fields = parse_log_line(line)
             out[int(fields["iteration"].split("/")[0])] = float(fields.get("lm loss", "nan"))
     return out
+
+
+def megatron_to_hf_full(root: str | Path, iteration: int | None = None) -> dict[str, Any]:
+    """All shards of a Megatron checkpoint glued back into full HF tensors (vocab kept padded)."""
+    from ascendfactory.engine.convert import megatron_io
+    from ascendfactory.engine.convert.shard_map import hf_locals_to_full, megatron_to_hf_local
+
+    iteration = iteration or megatron_io.read_tracker(root)
+    tp, pp = megatron_io.discover_layout(root, iteration)
+    full: dict[str, Any] = {}
+    offset = 0
+    for pp_rank in range(pp):
+        shards = [megatron_io.load_shard(root, iteration, t, pp_rank, pp) for t in range(tp)]
+        args = shards[0]["args"]
+        locals_ = [megatron_to_hf_local(s["model"], cfg=args, tp=tp, tp_rank=t, layer_offset=offset)
+                   for t, s in enumerate(shards)]
+        from ascendfactory.engine.convert.dims import as_dims
+
+        full.update(hf_locals_to_full(locals_, cfg=as_dims(args)))
+        offset += len({k.split(".")[2] for k in shards[0]["model"] if k.startswith("decoder.layers.")})
+    return full

@@ -86,7 +86,7 @@ class Trainer:
             ffn_hidden_size=model_dims.ffn_hidden_size, num_attention_heads=model_dims.num_heads,
             num_query_groups=model_dims.num_kv_heads, kv_channels=model_dims.head_dim, padded_vocab_size=vocab)
         mon_cfg, tb_cfg = monitor.load_monitor_config(args)
-        self.monitor = monitor.Monitor(mon_cfg, tb_cfg, rank=self.env.rank, print_fn=print)
+        self.monitor = monitor.Monitor(mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit)
         self.monitor.write_config({k: v for k, v in vars(args).items() if v is not None})
         self.position = Position()
         self.interval = Interval()
@@ -134,7 +134,7 @@ class Trainer:
                                float(local_loss), **state, throughput=self.dims.global_batch_size /
                                rec.metrics["time/train_step/total"])
             if self.monitor.cfg["print_struct"]:
-                print("\n".join(n for n, p in self.model.named_parameters() if p.requires_grad), flush=True)
+                logline.emit("\n".join(n for n, p in self.model.named_parameters() if p.requires_grad))
                 self.args.exit_interval = self.position.iteration
         return loss, grad_norm, found_inf
 
@@ -185,7 +185,7 @@ class Trainer:
         self.monitor.phase_metrics(metrics, it, log=self.is_last_rank)
         if not self.memory_reported and self.dp_rank == 0:
             self.memory_reported = True
-            print(logline.format_memory_line(self.env.rank, it, self.memory_mb()), flush=True)
+            logline.emit(logline.format_memory_line(self.env.rank, it, self.memory_mb()))
         self.interval = Interval()
 
     def memory_mb(self) -> dict[str, float]:
@@ -234,11 +234,11 @@ class Trainer:
 
     def log0(self, msg: str) -> None:
         if self.env.rank == 0:
-            print(msg, flush=True)
+            logline.emit(msg)
 
     def log_last(self, msg: str) -> None:
         if self.is_last_rank:
-            print(msg, flush=True)
+            logline.emit(msg)
 
     def close(self) -> None:
         self.monitor.close()

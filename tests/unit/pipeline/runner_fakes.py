@@ -4,7 +4,8 @@
 and one iteration line per step on the last rank, saves `iter_%07d/mp_rank_00/model_optim_rng.pt` + the
 tracker every `--save-interval` steps (rank 0, temp dir then rename, as Megatron-LM does), resumes from
 `--load` (deterministic: the loss is a function of the iteration only), and fails on request
-(`FAKE_FAIL_AT=<iteration>`, once per marker file `FAKE_FAIL_MARKER`). Under torchrun with
+(`FAKE_FAIL_AT=<iteration>` on `FAKE_FAIL_RANK`, once per marker file `FAKE_FAIL_MARKER`; `FAKE_FAIL_MODE=kill`
+for a SIGKILL). Under torchrun with
 `AF_FAKE_DIST=1` it joins a gloo process group and all-reduces every iteration, so a dead peer is noticed.
 """
 
@@ -20,7 +21,7 @@ from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.pipeline.plan import Plan, RankLayout, Step
 
 FAKE_TRAINER = textwrap.dedent('''
-    import argparse, os, sys, time
+    import argparse, os, shutil, sys, time
     p = argparse.ArgumentParser()
     p.add_argument("--train-iters", type=int, default=10)
     p.add_argument("--save-interval", type=int, default=0)
@@ -54,6 +55,9 @@ FAKE_TRAINER = textwrap.dedent('''
                 marker and os.path.exists(marker)):
             if marker:
                 open(marker, "w").close()
+            if os.environ.get("FAKE_FAIL_MODE") == "kill":
+                import signal
+                os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"fake failure at iteration {it}")
         if last:
             loss = 10.0 / it
@@ -67,6 +71,7 @@ FAKE_TRAINER = textwrap.dedent('''
                 tmp = final + ".tmp"
                 os.makedirs(os.path.join(tmp, "mp_rank_00"), exist_ok=True)
                 open(os.path.join(tmp, "mp_rank_00", "model_optim_rng.pt"), "w").write(str(it))
+                shutil.rmtree(final, ignore_errors=True)
                 os.rename(tmp, final)
                 open(os.path.join(a.save, "latest_checkpointed_iteration.txt"), "w").write(str(it))
             if os.environ.get("AF_FAKE_DIST") == "1":
@@ -88,6 +93,39 @@ WRITER = textwrap.dedent('''
         print("Traceback (most recent call last):", file=sys.stderr, flush=True)
         print("RuntimeError: fake converter failure", file=sys.stderr, flush=True)
         sys.exit(3)
+''')
+
+FAKE_LAUNCHER = textwrap.dedent('''
+    # A torchrun stand-in without torch: starts N workers in sessions of their own (as torchrun does), with
+    # RANK/LOCAL_RANK/WORLD_SIZE set, prefixes their lines "[defaultN]:" and exits with the first failure.
+    import os, signal, subprocess, sys, threading
+    nproc, script, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    procs = []
+    def pump(i, p):
+        for line in p.stdout:
+            sys.stdout.write(f"[default{i}]:" + line.decode())
+            sys.stdout.flush()
+    def stop(signum, frame):
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except OSError:
+                pass
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+    for i in range(nproc):
+        env = dict(os.environ, RANK=str(i), LOCAL_RANK=str(i), WORLD_SIZE=str(nproc))
+        p = subprocess.Popen([sys.executable, script, *args], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(p)
+        threading.Thread(target=pump, args=(i, p), daemon=True).start()
+    codes = [p.wait() for p in procs]
+    print("launcher: all workers exited", flush=True)
+    bad = [(i, c) for i, c in enumerate(codes) if c]
+    if bad:
+        print("Root Cause (first observed failure):", flush=True)
+        print(f"  rank      : {bad[0][0]} (local_rank: {bad[0][0]})", flush=True)
+        sys.exit(1)
 ''')
 
 SPAWNER = textwrap.dedent('''
@@ -130,8 +168,9 @@ def plan(out_dir: Path, steps: list[Step], *, world_size: int = 1) -> Plan:
 
 def train_step(trainer: str, out_dir: Path, *, iters: int = 5, save_interval: int = 0, load: bool = False,
                sleep: float = 0.0, nproc: int = 0, nnodes: int = 1, node_rank: int = 0,
-               port: int | None = None) -> Step:
-    """A train step running the fake trainer, directly (nproc=0) or under torchrun with `--tee 3`."""
+               port: int | None = None, launcher: str | None = None, fake_nproc: int = 1) -> Step:
+    """A train step running the fake trainer: under torchrun with `--tee 3` (nproc > 0), under the fake
+    launcher (`launcher` = path of FAKE_LAUNCHER, `fake_nproc` workers), or directly."""
     save = str(out_dir / "saved_checkpoints")
     args = ["--train-iters", str(iters), "--save-interval", str(save_interval), "--save", save,
             "--sleep", str(sleep)]
@@ -143,6 +182,40 @@ def train_step(trainer: str, out_dir: Path, *, iters: int = 5, save_interval: in
                 str(port or free_port()), "--tee", "3", trainer, *args]
         ranks = RankLayout(nnodes, nproc, node_rank)
     else:
-        argv = [sys.executable, trainer, *args]
-        ranks = RankLayout(1, 1, 0)
+        argv = [sys.executable, launcher or trainer, *([str(fake_nproc), trainer] if launcher else []), *args]
+        ranks = RankLayout(1, fake_nproc, 0) if launcher else None
     return Step(name="train", kind="train", argv=argv, outputs=[save], ranks=ranks)
+
+
+DRIVER = textwrap.dedent('''
+    # Runs run_experiment in a process of its own, as `ascendfactory-cli train` would (exit code included).
+    import json, sys
+    from ascendfactory.config.load import LoadedExperiment
+    from ascendfactory.config.schema import ExperimentConfig
+    from ascendfactory.errors import AscendFactoryError
+    from ascendfactory.pipeline.plan import Plan, RankLayout, Step
+    from ascendfactory.pipeline.runner import run_experiment
+    spec = json.load(open(sys.argv[1]))
+    cfg = ExperimentConfig.model_validate(spec["config"])
+    loaded = LoadedExperiment(config=cfg, tree=spec["config"], source=sys.argv[1], style="new")
+    plan = Plan(backend="torch", exp_name=cfg.exp_name, model_name=cfg.af_model_name, output_dir=cfg.af_output_dir,
+                facts=spec.get("facts", {}))
+    for s in spec["steps"]:
+        ranks = s.pop("ranks", None)
+        plan.add(Step(**s, ranks=RankLayout(*ranks) if ranks else None))
+    try:
+        sys.exit(run_experiment(plan, loaded, live=False, grace_s=spec.get("grace_s", 5.0)))
+    except AscendFactoryError as e:
+        print(f"error: {e}", flush=True)
+        sys.exit(e.exit_code)
+''')
+
+
+def step_spec(step: Step) -> dict[str, object]:
+    """A Step as the JSON the DRIVER reads."""
+    d: dict[str, object] = {"name": step.name, "kind": step.kind, "argv": step.argv, "env": step.env,
+                            "cwd": step.cwd, "inputs": step.inputs, "outputs": step.outputs,
+                            "only_node0": step.only_node0}
+    if step.ranks is not None:
+        d["ranks"] = [step.ranks.nnodes, step.ranks.nproc_per_node, step.ranks.node_rank]
+    return d

@@ -5,13 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-# (family, tied): llama tied and untied, qwen2 with QKV bias, qwen3 with q/k norm.
-VARIANTS = [("llama2", True), ("llama2", False), ("qwen25", False), ("qwen3", False)]
-
-
-def variant_id(v: tuple[str, bool]) -> str:
-    return f"{v[0]}{'-tied' if v[1] else ''}"
+from convert_testlib import VARIANTS, variant_id
 
 
 @pytest.fixture(scope="session")
@@ -24,12 +18,3 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, boo
         v: build_tiny_model(root / variant_id(v), v[0], tied=v[1], seed=i, num_heads=8, num_kv_heads=4)
         for i, v in enumerate(VARIANTS)
     }
-
-
-def load_hf(path: Path) -> dict:
-    from safetensors.torch import load_file
-
-    out = {}
-    for f in sorted(path.glob("*.safetensors")):
-        out.update(load_file(str(f)))
-    return out

@@ -19,8 +19,15 @@ def run(capsys, *argv) -> tuple[int, str]:
 
 
 def test_wrong_tp_names_the_valid_values(tiny_models, tmp_path, capsys):
-    code, err = run(capsys, "--load-dir", tiny_models[("qwen3", False)], "--save-dir", tmp_path,
-                    "--target-tensor-parallel-size", 3)
+    code, err = run(
+        capsys,
+        "--load-dir",
+        tiny_models[("qwen3", False)],
+        "--save-dir",
+        tmp_path,
+        "--target-tensor-parallel-size",
+        3,
+    )
     assert code == 2
     assert "--target-tensor-parallel-size" in err and "num_query_groups / KV heads (4)" in err
     assert "use a TP size in [1, 2, 4]" in err
@@ -28,11 +35,27 @@ def test_wrong_tp_names_the_valid_values(tiny_models, tmp_path, capsys):
 
 
 def test_bad_num_layer_list(tiny_models, tmp_path, capsys):
-    code, err = run(capsys, "--load-dir", tiny_models[("qwen3", False)], "--save-dir", tmp_path,
-                    "--target-pipeline-parallel-size", 2, "--num-layer-list", "2,3")
+    code, err = run(
+        capsys,
+        "--load-dir",
+        tiny_models[("qwen3", False)],
+        "--save-dir",
+        tmp_path,
+        "--target-pipeline-parallel-size",
+        2,
+        "--num-layer-list",
+        "2,3",
+    )
     assert code == 2 and "sum (5) is not the number of layers (4)" in err and "e.g. 2,2" in err
-    code, err = run(capsys, "--load-dir", tiny_models[("qwen3", False)], "--save-dir", tmp_path,
-                    "--target-pipeline-parallel-size", 3)
+    code, err = run(
+        capsys,
+        "--load-dir",
+        tiny_models[("qwen3", False)],
+        "--save-dir",
+        tmp_path,
+        "--target-pipeline-parallel-size",
+        3,
+    )
     assert code == 2 and "use PP in [1, 2, 4]" in err
 
 
@@ -55,32 +78,79 @@ def test_model_type_hf_mismatch_and_v1_llama2_alias(tiny_models, tmp_path, capsy
     src = tiny_models[("qwen25", False)]
     code, err = run(capsys, "--load-dir", src, "--save-dir", tmp_path / "a", "--model-type-hf", "qwen3")
     assert code == 2 and "use --model-type-hf qwen25" in err
-    code, err = run(capsys, "--load-dir", src, "--save-dir", tmp_path / "b", "--model-type-hf", "llama2",
-                    "--add-qkv-bias", "--use-mcore-models", "--model-type", "GPT", "--tokenizer-model", "t.json")
+    code, err = run(
+        capsys,
+        "--load-dir",
+        src,
+        "--save-dir",
+        tmp_path / "b",
+        "--model-type-hf",
+        "llama2",
+        "--add-qkv-bias",
+        "--use-mcore-models",
+        "--model-type",
+        "GPT",
+        "--tokenizer-model",
+        "t.json",
+    )
     assert code == 0 and "ignoring v1-only flags" in err and "using 'qwen25'" in err
 
 
 def test_missing_checkpoint_and_bad_flags(tmp_path, capsys):
-    code, err = run(capsys, "--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", tmp_path,
-                    "--save-dir", tmp_path / "o")
+    code, err = run(
+        capsys,
+        "--load-model-type",
+        "mg",
+        "--save-model-type",
+        "hf",
+        "--load-dir",
+        tmp_path,
+        "--save-dir",
+        tmp_path / "o",
+    )
     assert code == 2 and "latest_checkpointed_iteration.txt is missing" in err
-    code, err = run(capsys, "--load-dir", tmp_path, "--save-dir", tmp_path, "--load-model-type", "hf",
-                    "--save-model-type", "hf")
+    code, err = run(
+        capsys,
+        "--load-dir",
+        tmp_path,
+        "--save-dir",
+        tmp_path,
+        "--load-model-type",
+        "hf",
+        "--save-model-type",
+        "hf",
+    )
     assert code == 2 and "hf -> hf is not a conversion" in err
-    code, err = run(capsys, "--load-dir", tmp_path, "--save-dir", tmp_path, "--target-expert-parallel-size", "2")
+    code, err = run(
+        capsys, "--load-dir", tmp_path, "--save-dir", tmp_path, "--target-expert-parallel-size", "2"
+    )
     assert code == 2 and "unrecognized arguments" in err
 
 
 def test_strip_v1_flags():
-    argv = ["--use-mcore-models", "--model-type", "GPT", "--load-dir", "x", "--tokenizer-model=t", "--add-qkv-bias"]
+    argv = [
+        "--use-mcore-models",
+        "--model-type",
+        "GPT",
+        "--load-dir",
+        "x",
+        "--tokenizer-model=t",
+        "--add-qkv-bias",
+    ]
     kept, dropped = _strip_v1_flags(argv)
-    assert kept == ["--load-dir", "x"] and dropped == ["--use-mcore-models", "--model-type", "--tokenizer-model",
-                                                       "--add-qkv-bias"]
+    assert kept == ["--load-dir", "x"] and dropped == [
+        "--use-mcore-models",
+        "--model-type",
+        "--tokenizer-model",
+        "--add-qkv-bias",
+    ]
 
 
 def test_verification_names_the_tensor():
     exp = {"a": ((2, 3), "float32"), "b": ((4,), "float32")}
-    with pytest.raises(VerificationError, match=r"tensor 'a': source shape \[2, 3\] float32, converted shape"):
+    with pytest.raises(
+        VerificationError, match=r"tensor 'a': source shape \[2, 3\] float32, converted shape"
+    ):
         compare_signatures(exp, {"a": ((3, 2), "float32"), "b": ((4,), "float32")}, what="x")
     with pytest.raises(VerificationError, match="missing tensor 'b'"):
         compare_signatures(exp, {"a": ((2, 3), "float32")}, what="x")
@@ -90,10 +160,20 @@ def test_verification_names_the_tensor():
 
 def test_help_is_light_and_complete():
     help_text = build_parser().format_help()
-    for flag in ("--load-model-type", "--target-tensor-parallel-size", "--num-layer-list", "--hf-cfg-dir",
-                 "--max-shard-size", "--no-verify", "--verify-logits", "--make-vocab-size-divisible-by"):
+    for flag in (
+        "--load-model-type",
+        "--target-tensor-parallel-size",
+        "--num-layer-list",
+        "--hf-cfg-dir",
+        "--max-shard-size",
+        "--no-verify",
+        "--verify-logits",
+        "--make-vocab-size-divisible-by",
+    ):
         assert flag in help_text
-    code = "import sys, ascendfactory.engine.convert.__main__ as m; m.build_parser(); " \
-           "print(sorted(k for k in ('torch', 'safetensors', 'transformers') if k in sys.modules))"
+    code = (
+        "import sys, ascendfactory.engine.convert.__main__ as m; m.build_parser(); "
+        "print(sorted(k for k in ('torch', 'safetensors', 'transformers') if k in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"

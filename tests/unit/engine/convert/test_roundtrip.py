@@ -7,13 +7,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import VARIANTS, load_hf, variant_id
+from convert_testlib import VARIANTS, load_hf, variant_id
 
 from ascendfactory.engine.convert import megatron_io as mio
 from ascendfactory.engine.convert.__main__ import main
 
-LAYOUTS = [(1, 1, None), (2, 1, None), (4, 1, None), (1, 2, None), (2, 2, None), (4, 2, None),
-           (2, 2, "1,3"), (4, 2, "3,1")]
+LAYOUTS = [
+    (1, 1, None),
+    (2, 1, None),
+    (4, 1, None),
+    (1, 2, None),
+    (2, 2, None),
+    (4, 2, None),
+    (2, 2, "1,3"),
+    (4, 2, "3,1"),
+]
 
 
 def convert(*argv: str | Path) -> None:
@@ -23,8 +31,22 @@ def convert(*argv: str | Path) -> None:
 
 def hf_to_mg(src: Path, dst: Path, tp: int, pp: int, layers: str | None = None, *extra: str) -> None:
     more = ["--num-layer-list", layers] if layers else []
-    convert("--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", src, "--save-dir", dst,
-            "--target-tensor-parallel-size", tp, "--target-pipeline-parallel-size", pp, *more, *extra)
+    convert(
+        "--load-model-type",
+        "hf",
+        "--save-model-type",
+        "mg",
+        "--load-dir",
+        src,
+        "--save-dir",
+        dst,
+        "--target-tensor-parallel-size",
+        tp,
+        "--target-pipeline-parallel-size",
+        pp,
+        *more,
+        *extra,
+    )
 
 
 def assert_bit_identical(a: dict, b: dict) -> None:
@@ -39,10 +61,22 @@ def assert_bit_identical(a: dict, b: dict) -> None:
 def test_hf_mg_hf_is_bit_identical(tiny_models, tmp_path, variant, tp, pp, layers):
     src = tiny_models[variant]
     hf_to_mg(src, tmp_path / "mg", tp, pp, layers)
-    convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", tmp_path / "mg",
-            "--save-dir", tmp_path / "hf", "--hf-cfg-dir", src)
+    convert(
+        "--load-model-type",
+        "mg",
+        "--save-model-type",
+        "hf",
+        "--load-dir",
+        tmp_path / "mg",
+        "--save-dir",
+        tmp_path / "hf",
+        "--hf-cfg-dir",
+        src,
+    )
     assert_bit_identical(load_hf(tmp_path / "hf"), load_hf(src))
-    assert json.loads((tmp_path / "hf" / "config.json").read_text()) == json.loads((src / "config.json").read_text())
+    assert json.loads((tmp_path / "hf" / "config.json").read_text()) == json.loads(
+        (src / "config.json").read_text()
+    )
 
 
 def test_megatron_layout_matches_mindspeed(tiny_models, tmp_path):
@@ -56,8 +90,18 @@ def test_megatron_layout_matches_mindspeed(tiny_models, tmp_path):
     assert first["checkpoint_version"] == 3.0 and first["iteration"] == 1
     a = first["args"]
     assert (a.tensor_model_parallel_size, a.pipeline_model_parallel_size, a.num_layer_list) == (2, 2, "1,3")
-    assert (a.num_attention_heads, a.num_query_groups, a.group_query_attention, a.kv_channels) == (8, 4, True, 8)
-    assert (a.padded_vocab_size, a.add_qkv_bias, a.qk_layernorm, a.model_type_hf) == (250, True, False, "qwen25")
+    assert (a.num_attention_heads, a.num_query_groups, a.group_query_attention, a.kv_channels) == (
+        8,
+        4,
+        True,
+        8,
+    )
+    assert (a.padded_vocab_size, a.add_qkv_bias, a.qk_layernorm, a.model_type_hf) == (
+        250,
+        True,
+        False,
+        "qwen25",
+    )
     assert a.untie_embeddings_and_output_weights and a.params_dtype == torch.float32
     m = first["model"]
     assert m["embedding.word_embeddings.weight"].shape == (125, 64)
@@ -66,7 +110,11 @@ def test_megatron_layout_matches_mindspeed(tiny_models, tmp_path):
     assert m["decoder.layers.0.mlp.linear_fc1.weight"].shape == (96, 64)
     assert m["decoder.layers.0.self_attention.linear_proj.weight"].shape == (64, 32)
     assert not any(k.startswith(("decoder.layers.1.", "output_layer", "decoder.final")) for k in m)
-    assert sorted({k.split(".")[2] for k in last["model"] if k.startswith("decoder.layers.")}) == ["0", "1", "2"]
+    assert sorted({k.split(".")[2] for k in last["model"] if k.startswith("decoder.layers.")}) == [
+        "0",
+        "1",
+        "2",
+    ]
     assert last["model"]["output_layer.weight"].shape == (125, 64)
 
 
@@ -87,16 +135,40 @@ def test_mg_to_mg_reshard_round_trip(tiny_models, tmp_path, variant):
     for name, tp, pp, layers in (("b", 4, 1, None), ("c", 1, 2, "3,1"), ("d", 2, 2, None)):
         prev = {"b": "a", "c": "b", "d": "c"}[name]
         more = ["--num-layer-list", layers] if layers else []
-        convert("--load-model-type", "mg", "--save-model-type", "mg", "--load-dir", tmp_path / prev,
-                "--save-dir", tmp_path / name, "--target-tensor-parallel-size", tp,
-                "--target-pipeline-parallel-size", pp, *more)
+        convert(
+            "--load-model-type",
+            "mg",
+            "--save-model-type",
+            "mg",
+            "--load-dir",
+            tmp_path / prev,
+            "--save-dir",
+            tmp_path / name,
+            "--target-tensor-parallel-size",
+            tp,
+            "--target-pipeline-parallel-size",
+            pp,
+            *more,
+        )
     assert mio.discover_layout(tmp_path / "c", 1) == (1, 2)
     for t in range(2):
         for p in range(2):
-            assert_bit_identical(mio.load_shard(tmp_path / "d", 1, t, p, 2)["model"],
-                                 mio.load_shard(tmp_path / "a", 1, t, p, 2)["model"])
-    convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", tmp_path / "c",
-            "--save-dir", tmp_path / "hf", "--hf-cfg-dir", src)
+            assert_bit_identical(
+                mio.load_shard(tmp_path / "d", 1, t, p, 2)["model"],
+                mio.load_shard(tmp_path / "a", 1, t, p, 2)["model"],
+            )
+    convert(
+        "--load-model-type",
+        "mg",
+        "--save-model-type",
+        "hf",
+        "--load-dir",
+        tmp_path / "c",
+        "--save-dir",
+        tmp_path / "hf",
+        "--hf-cfg-dir",
+        src,
+    )
     assert_bit_identical(load_hf(tmp_path / "hf"), load_hf(src))
 
 
@@ -107,14 +179,29 @@ def test_training_checkpoint_with_optimizer_state(tiny_models, tmp_path):
     train = tmp_path / "train"
     for t in range(2):
         shard = mio.load_shard(tmp_path / "conv", 1, t, 0, 1)
-        shard.update(iteration=20, optimizer={"state": {0: {"exp_avg": torch.ones(3)}}}, opt_param_scheduler={},
-                     rng_state=[{"random_rng_state": None}], num_floating_point_operations_so_far=1.0)
+        shard.update(
+            iteration=20,
+            optimizer={"state": {0: {"exp_avg": torch.ones(3)}}},
+            opt_param_scheduler={},
+            rng_state=[{"random_rng_state": None}],
+            num_floating_point_operations_so_far=1.0,
+        )
         shard["model"] = {k: v.clone() for k, v in shard["model"].items()}
         shard["model"]["decoder.layers.0.self_attention.core_attention._extra_state"] = None
         mio.save_shard(train, 20, t, 0, 1, shard)
     mio.write_tracker(train, 20)
-    convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", train, "--save-dir",
-            tmp_path / "hf", "--hf-cfg-dir", src)
+    convert(
+        "--load-model-type",
+        "mg",
+        "--save-model-type",
+        "hf",
+        "--load-dir",
+        train,
+        "--save-dir",
+        tmp_path / "hf",
+        "--hf-cfg-dir",
+        src,
+    )
     assert_bit_identical(load_hf(tmp_path / "hf"), load_hf(src))
 
 
@@ -123,8 +210,20 @@ def test_sharded_output_with_index_loads_in_transformers(tiny_models, tmp_path):
 
     src = tiny_models[("qwen3", False)]
     hf_to_mg(src, tmp_path / "mg", 2, 2)
-    convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", tmp_path / "mg",
-            "--save-dir", tmp_path / "hf", "--hf-cfg-dir", src, "--max-shard-size", "40KB")
+    convert(
+        "--load-model-type",
+        "mg",
+        "--save-model-type",
+        "hf",
+        "--load-dir",
+        tmp_path / "mg",
+        "--save-dir",
+        tmp_path / "hf",
+        "--hf-cfg-dir",
+        src,
+        "--max-shard-size",
+        "40KB",
+    )
     files = sorted(p.name for p in (tmp_path / "hf").glob("*.safetensors"))
     assert len(files) > 2 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
     index = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())
@@ -142,8 +241,16 @@ def test_params_dtype_and_no_hf_cfg_dir(tiny_models, tmp_path):
     shard = mio.load_shard(tmp_path / "mg", 1, 0, 0, 2)
     assert shard["args"].params_dtype == torch.bfloat16
     assert {v.dtype for v in shard["model"].values()} == {torch.bfloat16}
-    convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", tmp_path / "mg",
-            "--save-dir", tmp_path / "hf")
+    convert(
+        "--load-model-type",
+        "mg",
+        "--save-model-type",
+        "hf",
+        "--load-dir",
+        tmp_path / "mg",
+        "--save-dir",
+        tmp_path / "hf",
+    )
     cfg = AutoConfig.from_pretrained(tmp_path / "hf")
     assert (cfg.model_type, cfg.num_key_value_heads, cfg.vocab_size) == ("llama", 4, 250)
     expected = {k: v.to(torch.bfloat16) for k, v in load_hf(src).items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import VARIANTS, load_hf, variant_id
+from convert_testlib import VARIANTS, load_hf, variant_id
 
 from ascendfactory.engine.convert import tensor_ops as ops
 from ascendfactory.engine.convert.dims import ModelDims

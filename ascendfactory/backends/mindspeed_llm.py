@@ -1,0 +1,286 @@
+"""The `mindspeed-llm` backend: MindSpeed-LLM's own programs, run in its checkout (issue 6).
+
+preprocess  python preprocess_data.py ...                          (wrapped: creates its output folder)
+hf2mg       python convert_ckpt.py / convert_ckpt_v2.py hf -> mg   (see mindspeed_args.converters for v1 / v2)
+train       torchrun ... pretrain_gpt.py (pt) | posttrain_gpt.py --stage sft (sft)
+mg2hf       python convert_ckpt(_v2).py mg -> hf into ckpt_converted_mg2hf/ (or hf_save_dir), either converter
+plot        training_loss.png from the last rank's log (in-process)
+
+Every program runs with the MindSpeed-LLM directory as cwd (as its example scripts do), so every path the
+plan passes is absolute. `backend_config` sections use MindSpeed-LLM's own flag names and are checked against
+the real argument lists in `mindspeed_args/`. Flags filled by the plan (model architecture from the catalog
+or config.json, `--split 100,0,0`, `--distributed-backend nccl`, ...) give way to the user's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ascendfactory.backends.base import BackendAdapter, PlanContext
+from ascendfactory.backends.megatron_args import MegatronRun, read_megatron_run, to_flags
+from ascendfactory.backends.mindspeed_args import unknown_keys
+from ascendfactory.backends.mindspeed_args.converters import (
+    SCRIPTS,
+    ConverterChoice,
+    choose_converter,
+    hf2mg_options,
+    mg2hf_options,
+)
+from ascendfactory.backends.mindspeed_args.model_flags import architecture_flags
+from ascendfactory.backends.mindspeed_args.site import PLACEHOLDER, Site, resolve_site
+from ascendfactory.backends.torch_backend import facts
+from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
+from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.pipeline.plan import Plan, RankLayout, Step
+
+K = "backend_config.training."
+CONVERTERS = tuple(SCRIPTS)
+ENTRY_SCRIPTS = {"pt": "pretrain_gpt.py", "sft": "posttrain_gpt.py"}
+SECTION_NAMES = {"training": "training", "preprocess_data": "preprocess"}  # + convert sections: per converter
+FILES_TOOL = "ascendfactory.backends.mindspeed_args.files"
+STEP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # every MindSpeed-LLM example exports it
+# Training keys the plan decides from other settings (they are read, then set by the plan).
+PLANNER_TRAIN_KEYS = ("data-path", "tokenizer-name-or-path", "load", "save", "stage")
+# Planner values the user's own training value replaces.
+USER_WINS = ("split", "finetune", "no-load-optim", "no-load-rng", "is-instruction-dataset", "prompt-type",
+             "distributed-backend")
+SAVE_STATE_FLAGS = ("no-save-optim", "no-save-rng")
+# Flags whose values are paths: made absolute, because the programs run in the MindSpeed-LLM directory.
+PATH_FLAGS = frozenset({"data-path", "tokenizer-name-or-path", "load", "save", "input", "output-prefix",
+                        "load-dir", "save-dir", "hf-cfg-dir", "lora-load", "tokenizer-model",
+                        "tensorboard-dir"})
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def local_path(value: Any) -> Any:
+    """Absolute form of a local path; numbers (data-path weights) and HF hub ids stay as they are."""
+    if isinstance(value, (list, tuple)):
+        return [local_path(v) for v in value]
+    if not isinstance(value, str) or not value or value == PLACEHOLDER:
+        return value
+    if re.fullmatch(r"[0-9.eE+-]+", value):
+        return value
+    expanded = os.path.expanduser(value)
+    if _HUB_ID.match(value) and not value.startswith(".") and not os.path.exists(expanded):
+        return value
+    return os.path.abspath(expanded)
+
+
+def absolute(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: local_path(v) if k in PATH_FLAGS else v for k, v in options.items()}
+
+
+class MindSpeedLLMAdapter(BackendAdapter):
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
+        cfg = ctx.config
+        site = resolve_site(ctx, strict=strict_paths)
+        problems = list(site.problems)
+        conv = self.converter(ctx, site, problems)
+        problems += self.name_problems(ctx, conv)
+        if any(p.message.startswith("must be a mapping") for p in problems):
+            raise ConfigError(problems)  # the sections cannot be read further
+        try:
+            run = read_megatron_run(ctx, strict_paths=strict_paths, extra_keys=("converter",))
+        except ConfigError as e:
+            raise ConfigError(problems + e.problems) from None
+        warnings = [*run.warnings, *site.warnings]
+        if conv.defaulted_without_checkout:
+            warnings.append(conv.reason)
+        problems += self.run_problems(ctx, run, warnings)
+        self.raise_if(problems)
+
+        plan = Plan(backend=cfg.backend.value, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
+                    output_dir=os.path.abspath(cfg.af_output_dir), warnings=warnings,
+                    env=cfg.env.extra_vars(),
+                    facts={**facts(run), "converter": conv.version, "converter_reason": conv.reason,
+                           "mindspeed_llm_dir": site.directory})
+        py = ctx.python
+        shared = cfg.shared_filesystem and run.nnodes > 1
+        plan.add(self.preprocess_step(py, run, site, shared))
+        plan.add(self.hf2mg_step(ctx, py, run, site, conv, shared))
+        plan.add(self.train_step(ctx, py, run, site))
+        plan.add(self.mg2hf_step(ctx, py, run, site, conv, shared))
+        plan.add(Step(name="plot", kind="plot", argv=[], outputs=[os.path.abspath(run.layout.loss_plot)],
+                      skip_reason=None if run.node_rank == run.nnodes - 1 else
+                      "the loss is printed by the last rank, which runs on the last node"))
+        self.raise_if(self.missing_converter(site, conv, plan, strict_paths))
+        return plan
+
+    # -- validation ---------------------------------------------------------------------------------
+    @staticmethod
+    def converter(ctx: PlanContext, site: Site, problems: list[Problem]) -> ConverterChoice:
+        explicit = (ctx.config.backend_config or {}).get("converter")
+        if explicit is not None and explicit not in CONVERTERS:
+            problems.append(ctx.problem("backend_config.converter", f"'{explicit}' is not a converter",
+                                        fix="use v1 (convert_ckpt.py) or v2 (convert_ckpt_v2.py), or remove "
+                                            "the key to follow the installed MindSpeed-LLM"))
+            explicit = None
+        return choose_converter(explicit, None if site.directory == PLACEHOLDER else site.directory)
+
+    @staticmethod
+    def name_problems(ctx: PlanContext, conv: ConverterChoice) -> list[Problem]:
+        """Every key of every section that the receiving MindSpeed-LLM program does not accept."""
+        kinds = {**SECTION_NAMES, "convert_ckpt_hf2mg": conv.names_kind,
+                 "convert_ckpt_mg2hf": conv.names_kind}
+        problems: list[Problem] = []
+        for section, kind in kinds.items():
+            options = (ctx.config.backend_config or {}).get(section)
+            if options is None:
+                continue
+            if not isinstance(options, dict):
+                problems.append(ctx.problem(f"backend_config.{section}", "must be a mapping of flag: value",
+                                            fix=f"write `{section}:` followed by indented `flag-name: value` "
+                                                "lines"))
+                continue
+            problems += unknown_keys(options, kind, prefix=f"backend_config.{section}.",
+                                     source_of=ctx.loaded.source_of)
+        return problems
+
+    @staticmethod
+    def run_problems(ctx: PlanContext, run: MegatronRun, warnings: list[str]) -> list[Problem]:
+        problems: list[Problem] = []
+        save = run.training.get("save")
+        if save and local_path(save) != os.path.abspath(run.layout.saved_checkpoints):
+            problems.append(ctx.problem(K + "save", f"training saves into {run.layout.saved_checkpoints} "
+                                        "(resume, retention and the final conversion read it)",
+                                        fix="remove backend_config.training.save, or change af_output_dir"))
+        if run.lora and run.load and run.load.load and run.training.get("finetune") is False:
+            problems.append(ctx.problem(K + "finetune", "LoRA fine-tuning cannot resume a checkpoint "
+                                        "(MindSpeed-LLM does not support it); finetune: false asks for a "
+                                        "resume", fix="remove finetune: false (LoRA starts from the base "
+                                        "weights each run)"))
+        for flag in SAVE_STATE_FLAGS:
+            if run.training.get(flag):
+                state = "optimizer" if flag.endswith("optim") else "RNG"
+                impact = ("train_auto_resume is on: resuming will fail" if ctx.config.train_auto_resume
+                          else "resuming them (ckpt_load_type 2, train_auto_resume) is impossible")
+                warnings.append(f"{K}{flag}: checkpoints hold no {state} state; {impact}")
+        return problems
+
+    @staticmethod
+    def missing_converter(site: Site, conv: ConverterChoice, plan: Plan, strict: bool) -> list[Problem]:
+        needed = any(s.kind in ("hf2mg", "mg2hf") and not s.skipped for s in plan.steps)
+        if not (strict and needed and site.found):
+            return []
+        if os.path.isfile(os.path.join(site.directory, conv.script)):
+            return []
+        other = "v1" if conv.version == "v2" else "v2"
+        return [Problem(key="backend_config.converter",
+                        message=f"{conv.script} not found in {site.directory} ({conv.reason})",
+                        fix=f"set backend_config.converter: {other}, or install a MindSpeed-LLM version that "
+                            "ships it")]
+
+    # -- steps --------------------------------------------------------------------------------------
+    def preprocess_step(self, py: str, run: MegatronRun, site: Site, shared: bool) -> Step:
+        if run.preprocess_input is None:
+            return Step(name="preprocess", kind="preprocess", argv=[],
+                        skip_reason=f"preprocessed data given: {run.data_path}")
+        pre = dict(run.preprocess or {})
+        options: dict[str, Any] = {
+            "input": run.preprocess_input, "tokenizer-name-or-path": run.model_dir,
+            "output-prefix": run.preprocess_prefix, "tokenizer-type": "PretrainedFromHF",
+            "handler-name": run.handler,
+        }
+        if run.data_is_instruction and "prompt-type" not in pre and run.training.get("prompt-type"):
+            options["prompt-type"] = run.training["prompt-type"]
+        options = absolute({**options, **pre, "input": run.preprocess_input,
+                            "output-prefix": run.preprocess_prefix})
+        out_dir = os.path.dirname(options["output-prefix"])
+        argv = [py, "-m", FILES_TOOL, "--mkdir", out_dir, "--", py, "preprocess_data.py", *to_flags(options)]
+        return Step(name="preprocess", kind="preprocess", argv=argv, cwd=site.directory,
+                    inputs=[x for x in (options["input"], options["tokenizer-name-or-path"]) if x],
+                    outputs=[out_dir], only_node0=shared)
+
+    def hf2mg_step(self, ctx: PlanContext, py: str, run: MegatronRun, site: Site, conv: ConverterChoice,
+                   shared: bool) -> Step:
+        cfg = ctx.config
+        skip = None
+        if cfg.ckpt_load_type == 0:
+            skip = "ckpt_load_type 0: training starts from random weights"
+        elif run.load and run.load.resume_iteration is not None:
+            skip = "train_auto_resume: resuming from saved_checkpoints, converted weights not needed"
+        elif cfg.ckpt_load_type == 2:
+            skip = "ckpt_load_type 2: resuming from user_converted_ckpt_path"
+        elif cfg.user_converted_ckpt_path:
+            skip = f"user_converted_ckpt_path given: {cfg.user_converted_ckpt_path}"
+        elif run.training.get("load"):
+            skip = f"backend_config.training.load given: {run.training['load']}"
+        if skip:
+            return Step(name="hf2mg", kind="hf2mg", argv=[], skip_reason=skip)
+        options = absolute({**hf2mg_options(conv.version, arch=run.arch, model_dir=run.model_dir or "",
+                                            save_dir=run.converted_dir, tp=run.tp, pp=run.pp,
+                                            num_layer_list=run.num_layer_list, training=run.training),
+                            **run.hf2mg})
+        return Step(name="hf2mg", kind="hf2mg", argv=[py, conv.script, *to_flags(options)],
+                    env=dict(STEP_ENV), cwd=site.directory, inputs=[options["load-dir"]],
+                    outputs=[options["save-dir"]],
+                    only_node0=shared, notes=[f"converter {conv.version}: {conv.reason}"])
+
+    def train_flags(self, ctx: PlanContext, run: MegatronRun) -> dict[str, Any]:
+        """Filled architecture flags, then the user's, then the plan's data / checkpoint / stage flags."""
+        seq = int(run.training.get("seq-length") or 4096)
+        flags = architecture_flags(run.arch, tp=run.tp, pp=run.pp, seq_length=seq)
+        flags.update({"tokenizer-type": "PretrainedFromHF", "tokenizer-name-or-path": run.model_dir})
+        user = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_KEYS}
+        flags.update(user)
+        load = run.load
+        planned: dict[str, Any] = {
+            "data-path": run.data_path, "split": "100,0,0",
+            "load": load.load if load else None, **(load.flags if load else {}),
+            "save": run.layout.saved_checkpoints,
+        }
+        if run.stage == "sft":
+            prompt = run.training.get("prompt-type") or (run.preprocess or {}).get("prompt-type")
+            planned.update({"stage": "sft", "is-instruction-dataset": run.data_is_instruction,
+                            "prompt-type": prompt if run.data_is_instruction else None})
+        planned["distributed-backend"] = "nccl"
+        for key, value in planned.items():
+            if key in USER_WINS and key in user:
+                continue
+            flags[key] = value
+        return absolute(flags)
+
+    def train_step(self, ctx: PlanContext, py: str, run: MegatronRun, site: Site) -> Step:
+        cfg = ctx.config
+        flags = self.train_flags(ctx, run)
+        dist = ["--nproc_per_node", str(run.nproc_per_node), "--nnodes", str(run.nnodes),
+                "--node_rank", str(run.node_rank), "--master_addr", cfg.env.MASTER_ADDR,
+                "--master_port", str(cfg.env.MASTER_PORT)]
+        # --tee 3: torchrun prefixes each line with its local rank; the runner splits them into per-rank logs.
+        argv = [py, "-m", "torch.distributed.run", *dist, "--tee", "3", ENTRY_SCRIPTS[run.stage],
+                *to_flags(flags)]
+        env = dict(STEP_ENV)
+        env.update({v: ctx.environ[v] for v in VISIBLE_DEVICE_VARS if ctx.environ.get(v)})
+        load = run.load
+        return Step(name="train", kind="train", argv=argv, env=env, cwd=site.directory,
+                    inputs=[x for x in (flags.get("data-path"), flags.get("load")) if isinstance(x, str)],
+                    outputs=[flags["save"]], ranks=RankLayout(run.nnodes, run.nproc_per_node, run.node_rank),
+                    notes=[load.reason] if load else [])
+
+    def mg2hf_step(self, ctx: PlanContext, py: str, run: MegatronRun, site: Site, conv: ConverterChoice,
+                   shared: bool) -> Step:
+        if run.mg2hf is None:
+            return Step(name="mg2hf", kind="mg2hf", argv=[], skip_reason="final conversion disabled "
+                        "(convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)")
+        saved = run.layout.saved_checkpoints
+        base = run.load.load if run.load and run.load.resume_iteration is None else None
+        lora = None
+        if run.lora and base:  # merge: base weights + the LoRA training output (ckpt_convert_*_lora.sh)
+            lora = {"lora-load": saved, **{k: run.training.get(k) for k in
+                                          ("lora-r", "lora-alpha", "lora-target-modules")}}
+        options = absolute({**mg2hf_options(conv.version, arch=run.arch, load_dir=base if lora else saved,
+                                            save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
+                                            model_dir=run.model_dir or "", lora=lora), **run.mg2hf})
+        out = options["save-dir"]
+        command = [py, conv.script, *to_flags(options)]
+        notes = [f"converter {conv.version}: {conv.reason}"]
+        if conv.version == "v1":  # v1 reads the HF config from --save-dir and writes into <save-dir>/mg2hf/
+            command = [py, "-m", FILES_TOOL, "--stage-hf-config", local_path(run.model_dir),
+                       "--collect-mg2hf", out, "--", *command]
+            notes.append("v1 writes <save-dir>/mg2hf/: the HF config is staged into save-dir first and the "
+                         "weights are moved up afterwards, so save-dir holds the HF model")
+        inputs = [x for x in (options["load-dir"], options.get("lora-load")) if x]
+        return Step(name="mg2hf", kind="mg2hf", argv=command, env=dict(STEP_ENV), cwd=site.directory,
+                    inputs=inputs, outputs=[out], only_node0=shared, notes=notes)

@@ -1,0 +1,131 @@
+"""Preprocessing throughput: ours vs Megatron-LM's `tools/preprocess_data.py` vs the bare tokenizer.
+
+    python benchmarks/bench_preprocess.py [--megatron-lm DIR] [--tokenizer DIR] [--docs 20000]
+                                          [--workers 2] [--repeats 3]
+
+All three tokenize the same generated pretraining corpus (JSON Lines, `text` field, EOD appended) with
+the same Hugging Face tokenizer (default: the demo tokenizer, trained locally) and worker count:
+
+- ours: `python -m ascendfactory.engine.data.preprocess ... --append-eod --workers N`;
+- Megatron-LM: `DIR/tools/preprocess_data.py --tokenizer-type HuggingFaceTokenizer ... --workers N`, run
+  with `PYTHONPATH=DIR` (a Megatron-LM checkout whose imports work here; core_v0.14.0 does on CPU without
+  triton). Skipped, with a message, when `--megatron-lm` is not given. Its output is compared with ours
+  byte for byte;
+- bare tokenizer: `tokenizers.Tokenizer.encode_batch` over all texts already in memory (no I/O, no JSON,
+  its own thread pool), the ceiling for any preprocessing program.
+
+Both programs are timed end to end as subprocesses (start-up, reading, tokenizing, writing); tokens/s is
+the output token count over the median wall time of `--repeats` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ascendfactory.engine.data.demo_data import pretrain_records  # noqa: E402
+from ascendfactory.engine.data.indexed import IndexedDataset  # noqa: E402
+
+
+def make_corpus(path: Path, docs: int) -> list[str]:
+    """`docs` documents of four demo paragraphs each, written as JSON Lines; returns the texts."""
+    paragraphs = [r["text"] for r in pretrain_records(docs * 4, seed=7)]
+    texts = [" ".join(paragraphs[i:i + 4]) for i in range(0, len(paragraphs), 4)]
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return texts
+
+
+def timed(argv: list[str], *, env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=3600, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(argv)}\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def bare_tokenizer(tokenizer_dir: Path, texts: list[str], repeats: int) -> float:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        encode(texts, add_special_tokens=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def output_files(prefix: Path) -> dict[str, bytes]:
+    return {suffix: Path(f"{prefix}_text_document{suffix}").read_bytes() for suffix in (".bin", ".idx")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--megatron-lm", type=Path, default=None, help="a Megatron-LM checkout (tools/ and megatron/)")
+    p.add_argument("--tokenizer", type=Path, default=None, help="HF tokenizer dir (default: demo tokenizer)")
+    p.add_argument("--docs", type=int, default=20000, help="documents in the generated corpus")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="bench_preprocess_") as tmp_name:
+        tmp = Path(tmp_name)
+        tokenizer_dir = args.tokenizer
+        if tokenizer_dir is None:
+            from ascendfactory.engine.demo import save_demo_tokenizer
+
+            tokenizer_dir = tmp / "tokenizer"
+            save_demo_tokenizer(tokenizer_dir)
+        corpus = tmp / "corpus.jsonl"
+        texts = make_corpus(corpus, args.docs)
+        mb = corpus.stat().st_size / 1e6
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+        ours_argv = [sys.executable, "-m", "ascendfactory.engine.data.preprocess", "--input", str(corpus),
+                     "--tokenizer-name-or-path", str(tokenizer_dir), "--output-prefix", str(tmp / "ours" / "c"),
+                     "--append-eod", "--workers", str(args.workers), "--log-interval", "100000"]
+        ours = statistics.median(timed(ours_argv, env=env, cwd=ROOT) for _ in range(args.repeats))
+        ds = IndexedDataset(tmp / "ours" / "c_text_document")
+        tokens = int(ds.sizes.sum())
+        bare = bare_tokenizer(tokenizer_dir, texts, args.repeats)
+
+        print(f"corpus: {args.docs} documents, {mb:.1f} MB, {tokens:,} tokens; workers={args.workers}; "
+              f"median of {args.repeats} runs")
+        print(f"{'program':<28}{'seconds':>10}{'tokens/s':>14}")
+        print(f"{'ours (end to end)':<28}{ours:>10.2f}{tokens / ours:>14,.0f}")
+        print(f"{'bare tokenizer (in memory)':<28}{bare:>10.2f}{tokens / bare:>14,.0f}")
+        print(f"ours / bare tokenizer: {bare / ours:.0%} (goal >= 70%)")
+
+        if args.megatron_lm is None:
+            print("Megatron-LM: skipped (pass --megatron-lm DIR, a Megatron-LM checkout, to compare)")
+            return 0
+        script = args.megatron_lm / "tools" / "preprocess_data.py"
+        if not script.is_file():
+            print(f"Megatron-LM: skipped ({script} not found)")
+            return 0
+        (tmp / "megatron").mkdir()
+        mlm_env = {**os.environ, "PYTHONPATH": str(args.megatron_lm.resolve())}
+        mlm_argv = [sys.executable, str(script), "--input", str(corpus), "--output-prefix",
+                    str(tmp / "megatron" / "c"), "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
+                    str(tokenizer_dir), "--append-eod", "--workers", str(args.workers), "--log-interval", "100000"]
+        mlm = statistics.median(timed(mlm_argv, env=mlm_env, cwd=args.megatron_lm) for _ in range(args.repeats))
+        same = output_files(tmp / "ours" / "c") == output_files(tmp / "megatron" / "c")
+        print(f"{'Megatron-LM preprocess_data':<28}{mlm:>10.2f}{tokens / mlm:>14,.0f}")
+        print(f"ours / Megatron-LM: {mlm / ours:.2f}x (goal >= 1.5x); outputs byte-identical: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

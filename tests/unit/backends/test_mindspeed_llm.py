@@ -1,0 +1,325 @@
+"""The mindspeed-llm plan: argument names, converter choice, load decisions, flags, real-run checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ascendfactory.backends.megatron_args import to_flags
+from ascendfactory.backends.mindspeed_args import NAMES_FILES, nearest, valid_names
+from ascendfactory.config.load import load_experiment
+from ascendfactory.errors import ConfigError
+from ascendfactory.pipeline.plan import Plan
+from ascendfactory.pipeline.planner import make_plan
+
+BASE: dict[str, Any] = {
+    "backend": "mindspeed-llm", "af_model_name": "qwen2.5-7b", "exp_name": "t", "af_output_dir": "OUT",
+    "env": {"NPUS_PER_NODE": 8}, "stage": "sft",
+    "backend_config": {
+        "preprocess_data": {"input": "data.jsonl", "handler-name": "AlpacaStyleInstructionHandler",
+                            "prompt-type": "qwen"},
+        "training": {"tensor-model-parallel-size": 2, "pipeline-model-parallel-size": 2,
+                     "micro-batch-size": 1, "global-batch-size": 16, "seq-length": 4096, "train-iters": 10,
+                     "bf16": True, "tokenizer-name-or-path": "HF"},
+    },
+}
+
+
+def merge(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
+    for k, v in src.items():
+        nested = isinstance(v, dict) and v and isinstance(dst.get(k), dict)
+        dst[k] = merge(dst[k], v) if nested else v
+    return dst
+
+
+def plan_for(tmp_path: Path, changes: dict[str, Any] | None = None, *, dry_run: bool = True) -> Plan:
+    tree = merge(copy.deepcopy(BASE), changes or {})
+    tree["af_output_dir"] = str(tmp_path / tree["af_output_dir"])
+    training = tree["backend_config"].get("training") or {}
+    if training.get("tokenizer-name-or-path") == "HF":
+        training["tokenizer-name-or-path"] = str(tmp_path / "HF")
+    pre = tree["backend_config"].get("preprocess_data") or {}
+    if pre.get("input") == "data.jsonl":
+        pre["input"] = str(tmp_path / "data.jsonl")
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(tree), encoding="utf-8")
+    return make_plan(load_experiment(path), dry_run=dry_run, environ=dict(os.environ))
+
+
+def problems_of(tmp_path: Path, changes: dict[str, Any], **kw: Any) -> dict[str, str]:
+    with pytest.raises(ConfigError) as e:
+        plan_for(tmp_path, changes, **kw)
+    return {p.key: f"{p.message} | {p.fix}" for p in e.value.problems}
+
+
+def train_flags(plan: Plan) -> dict[str, list[str]]:
+    argv = plan.step("train").argv
+    entry = next(i for i, a in enumerate(argv) if a.endswith("_gpt.py"))
+    flags: dict[str, list[str]] = {}
+    for tok in argv[entry + 1:]:
+        if tok.startswith("--"):
+            key = tok[2:]
+            assert key not in flags, f"--{key} passed twice"
+            flags[key] = []
+        else:
+            flags[key].append(tok)
+    return flags
+
+
+# -- argument names -----------------------------------------------------------------------------------
+def test_names_files_carry_their_source_and_the_example_flags() -> None:
+    here = Path(__file__).resolve().parents[3] / "ascendfactory" / "backends" / "mindspeed_args"
+    for kind, filename in NAMES_FILES.items():
+        header = [line for line in (here / filename).read_text().splitlines() if line.startswith("#")]
+        assert any("Ascend/MindSpeed-LLM @" in line for line in header), filename
+        assert len(valid_names(kind)) > 30
+    training, v1, v2 = valid_names("training"), valid_names("convert_v1"), valid_names("convert_v2")
+    assert {"micro-batch-size", "lora-target-modules", "use-fused-rmsnorm", "stage"} <= training
+    assert "hf-cfg-dir" in v2 and "hf-cfg-dir" not in v1
+    assert "tokenizer-model" in v1 and "tokenizer-model" not in v2
+
+
+def test_nearest_prefers_the_dashed_spelling() -> None:
+    assert nearest("micro_batch_size", valid_names("training")) == ["micro-batch-size"]
+    assert "global-batch-size" in nearest("global-bach-size", valid_names("training"))
+
+
+def test_unknown_keys_in_every_section_are_reported_with_suggestions(tmp_path: Path, clean_env) -> None:
+    found = problems_of(tmp_path, {"backend_config": {
+        "training": {"micro_batch_size": 2, "learning-rate": 1e-5},
+        "preprocess_data": {"worker": 4},
+        "convert_ckpt_hf2mg": {"hf-cfg-dir": "x"},  # v2-only flag; converter v1 below
+        "converter": "v1"}})
+    k = "backend_config."
+    assert "did you mean: micro-batch-size?" in found[k + "training.micro_batch_size"]
+    assert "not an argument of MindSpeed-LLM 2.1.0 / Megatron-LM core_r0.8.0" in found[
+        k + "training.learning-rate"]
+    assert "workers" in found[k + "preprocess_data.worker"]
+    assert "convert_ckpt.py (v1)" in found[k + "convert_ckpt_hf2mg.hf-cfg-dir"]
+
+
+def test_unknown_names_and_layout_problems_come_together(tmp_path: Path, clean_env) -> None:
+    found = problems_of(tmp_path, {"backend_config": {"training": {"tensor-model-parallel-size": 3,
+                                                                   "bogus-flag": True}}})
+    assert "backend_config.training.bogus-flag" in found
+    assert "backend_config.training.tensor-model-parallel-size" in found
+
+
+def test_a_section_that_is_not_a_mapping_is_an_error(tmp_path: Path, clean_env) -> None:
+    found = problems_of(tmp_path, {"backend_config": {"convert_ckpt_hf2mg": ["--x"]}})
+    assert "must be a mapping" in found["backend_config.convert_ckpt_hf2mg"]
+
+
+# -- converter choice ---------------------------------------------------------------------------------
+def test_converter_defaults_to_v2_without_a_checkout_and_says_so(tmp_path: Path, clean_env) -> None:
+    plan = plan_for(tmp_path)
+    assert plan.facts["converter"] == "v2" and plan.step("hf2mg").argv[1] == "convert_ckpt_v2.py"
+    assert any("defaulting to v2" in w for w in plan.warnings)
+    assert plan.step("train").cwd == "<MINDSPEED_LLM_DIR>"
+
+
+@pytest.mark.parametrize("has_v2, version", [(True, "v2"), (False, "v1")])
+def test_converter_follows_the_installed_version(tmp_path: Path, clean_env, fake_checkout, monkeypatch,
+                                                 has_v2: bool, version: str) -> None:
+    root = fake_checkout(tmp_path / "msllm", v2=has_v2)
+    monkeypatch.setenv("AF_MINDSPEED_LLM_DIR", str(root))
+    plan = plan_for(tmp_path)
+    assert plan.facts["converter"] == version
+    assert not any("defaulting" in w for w in plan.warnings)
+    assert plan.step("hf2mg").cwd == str(root)
+
+
+def test_explicit_converter_wins_and_a_bad_value_is_named(tmp_path: Path, checkout) -> None:
+    assert plan_for(tmp_path, {"backend_config": {"converter": "v2"}}).facts["converter"] == "v2"
+    found = problems_of(tmp_path, {"backend_config": {"converter": "v3"}})
+    assert "v1 (convert_ckpt.py) or v2" in found["backend_config.converter"]
+
+
+def test_real_run_refuses_a_converter_the_checkout_lacks(tmp_path: Path, checkout, monkeypatch) -> None:
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/opt/toolkit")
+    (tmp_path / "HF").mkdir()
+    (tmp_path / "data.jsonl").write_text("{}\n")
+    found = problems_of(tmp_path, {"backend_config": {"converter": "v2"}}, dry_run=False)
+    assert "convert_ckpt_v2.py not found" in found["backend_config.converter"]
+    ok = plan_for(tmp_path, {"backend_config": {"converter": "v1"}}, dry_run=False)
+    assert ok.facts["converter"] == "v1"
+
+
+# -- real run vs dry run: checkout and toolkit ----------------------------------------------------------
+def test_real_run_without_checkout_or_toolkit_is_a_clear_error(tmp_path: Path, clean_env) -> None:
+    (tmp_path / "HF").mkdir()
+    (tmp_path / "data.jsonl").write_text("{}\n")
+    found = problems_of(tmp_path, {}, dry_run=False)
+    assert "install.sh mindspeed-llm" in found["scripts_dir"]
+    assert "set_env.sh" in found["(environment)"]
+
+
+def test_dry_run_only_warns_about_checkout_and_toolkit(tmp_path: Path, clean_env) -> None:
+    warnings = " ".join(plan_for(tmp_path).warnings)
+    assert "MindSpeed-LLM directory" in warnings and "Ascend toolkit" in warnings
+
+
+def test_scripts_dir_wins_over_the_environment(tmp_path: Path, checkout, fake_checkout) -> None:
+    other = fake_checkout(tmp_path / "other")
+    assert plan_for(tmp_path, {"scripts_dir": str(other)}).step("train").cwd == str(other)
+
+
+def test_checkout_without_megatron_is_refused_on_a_real_run(tmp_path: Path, clean_env, fake_checkout,
+                                                            monkeypatch) -> None:
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/opt/toolkit")
+    (tmp_path / "HF").mkdir()
+    (tmp_path / "data.jsonl").write_text("{}\n")
+    root = fake_checkout(tmp_path / "msllm", megatron=False)
+    found = problems_of(tmp_path, {"scripts_dir": str(root)}, dry_run=False)
+    assert "no megatron/ folder" in found["scripts_dir"]
+
+
+# -- load decisions, LoRA, save flags -------------------------------------------------------------------
+LORA = {"backend_config": {"training": {"lora-r": 8, "lora-alpha": 16,
+                                        "lora-target-modules": ["linear_qkv", "linear_proj"]}}}
+
+
+def test_type1_loads_converted_weights_with_finetune(tmp_path: Path, clean_env) -> None:
+    plan = plan_for(tmp_path)
+    flags = train_flags(plan)
+    converted = str(tmp_path / "OUT" / "converted_weight_TP2PP2")
+    assert flags["load"] == [converted] and plan.step("hf2mg").outputs == [converted]
+    assert {"finetune", "no-load-optim", "no-load-rng"} <= set(flags)
+
+
+def test_resume_type2_loads_without_finetune_and_skips_conversion(tmp_path: Path, clean_env) -> None:
+    plan = plan_for(tmp_path, {"ckpt_load_type": 2, "user_converted_ckpt_path": "/ckpt/run1"})
+    flags = train_flags(plan)
+    assert flags["load"] == ["/ckpt/run1"]
+    assert not {"finetune", "no-load-optim", "no-load-rng"} & set(flags)
+    assert plan.step("hf2mg").skipped
+
+
+def test_auto_resume_picks_saved_checkpoints(tmp_path: Path, clean_env) -> None:
+    saved = tmp_path / "OUT" / "saved_checkpoints"
+    (saved / "iter_0000020" / "mp_rank_00_000").mkdir(parents=True)
+    (saved / "iter_0000020" / "mp_rank_00_000" / "model_optim_rng.pt").write_bytes(b"x")
+    (saved / "latest_checkpointed_iteration.txt").write_text("20")
+    plan = plan_for(tmp_path, {"train_auto_resume": True, "user_converted_ckpt_path": "/elsewhere"})
+    flags = train_flags(plan)
+    assert flags["load"] == [str(saved)] and "finetune" not in flags
+    assert plan.step("hf2mg").skipped
+
+
+@pytest.mark.parametrize("changes, key", [
+    ({"ckpt_load_type": 2, "user_converted_ckpt_path": "/ckpt"}, "ckpt_load_type"),
+    ({"backend_config": {"training": {"finetune": False}}}, "backend_config.training.finetune"),
+])
+def test_lora_resume_is_refused(tmp_path: Path, clean_env, changes: dict[str, Any], key: str) -> None:
+    found = problems_of(tmp_path, merge(copy.deepcopy(LORA), changes))
+    assert "LoRA" in found[key] and "resume" in found[key]
+
+
+def test_lora_auto_resume_with_a_checkpoint_is_refused(tmp_path: Path, clean_env) -> None:
+    saved = tmp_path / "OUT" / "saved_checkpoints" / "iter_0000005" / "mp_rank_00"
+    saved.mkdir(parents=True)
+    (saved / "model_optim_rng.pt").write_bytes(b"x")
+    (saved.parents[1] / "latest_checkpointed_iteration.txt").write_text("5")
+    found = problems_of(tmp_path, merge(copy.deepcopy(LORA), {"train_auto_resume": True}))
+    assert "LoRA" in found["train_auto_resume"]
+
+
+def test_no_save_flags_only_when_asked_and_with_a_warning(tmp_path: Path, clean_env) -> None:
+    plain = plan_for(tmp_path)
+    assert not {"no-save-optim", "no-save-rng"} & set(train_flags(plain))
+    asked = plan_for(tmp_path, {"train_auto_resume": True,
+                                "backend_config": {"training": {"no-save-optim": True}}})
+    assert "no-save-optim" in train_flags(asked)
+    assert any("no-save-optim" in w and "resuming will fail" in w for w in asked.warnings)
+
+
+def test_save_elsewhere_is_refused(tmp_path: Path, clean_env) -> None:
+    found = problems_of(tmp_path, {"backend_config": {"training": {"save": "/tmp/x"}}})
+    assert "saved_checkpoints" in found["backend_config.training.save"]
+
+
+# -- flags ----------------------------------------------------------------------------------------------
+def test_to_flags_renders_bools_lists_and_numbers() -> None:
+    options = {"bf16": True, "fp16": False, "seed": None, "lora-target-modules": ["a", "b"], "lr": 1.25e-6,
+               "split": "100,0,0"}
+    assert to_flags(options) == ["--bf16", "--lora-target-modules", "a", "b", "--lr", "1.25e-06", "--split",
+                                 "100,0,0"]
+
+
+def test_user_values_win_over_filled_ones(tmp_path: Path, clean_env) -> None:
+    flags = train_flags(plan_for(tmp_path, {"backend_config": {"training": {
+        "add-qkv-bias": False, "max-position-embeddings": 32768, "split": "98,2,0",
+        "distributed-backend": "gloo", "use-flash-attn": True}}}))
+    assert "add-qkv-bias" not in flags
+    assert flags["max-position-embeddings"] == ["32768"] and flags["split"] == ["98,2,0"]
+    assert flags["distributed-backend"] == ["gloo"] and flags["use-flash-attn"] == []
+
+
+def test_architecture_flags_follow_the_model(tmp_path: Path, clean_env) -> None:
+    qwen3 = train_flags(plan_for(tmp_path, {"af_model_name": "qwen3-0.6b", "backend_config": {"training": {
+        "tensor-model-parallel-size": 1, "pipeline-model-parallel-size": 1, "global-batch-size": 8}}}))
+    assert "qk-layernorm" in qwen3 and qwen3["kv-channels"] == ["128"]
+    assert "add-qkv-bias" not in qwen3 and "untie-embeddings-and-output-weights" not in qwen3
+    llama = train_flags(plan_for(tmp_path, {"af_model_name": "llama2-7b"}))
+    assert "group-query-attention" not in llama and llama["norm-epsilon"] == ["1e-05"]
+
+
+def test_hf_config_json_wins_over_the_catalog(tmp_path: Path, clean_env) -> None:
+    hf = tmp_path / "HF"
+    hf.mkdir()
+    config = {"model_type": "qwen2", "num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 128,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+              "max_position_embeddings": 8192, "rope_theta": 10000.0}
+    (hf / "config.json").write_text(json.dumps(config))
+    flags = train_flags(plan_for(tmp_path))
+    assert flags["num-layers"] == ["4"] and flags["padded-vocab-size"] == ["1000"]
+    assert flags["rotary-base"] == ["10000"]
+
+
+def test_sft_and_pt_entry_points_and_data_paths(tmp_path: Path, clean_env) -> None:
+    sft = plan_for(tmp_path)
+    argv = sft.step("train").argv
+    assert "posttrain_gpt.py" in argv
+    flags = train_flags(sft)
+    prefix = str(tmp_path / "OUT" / "preprocess_data" / "data")
+    assert flags["data-path"] == [prefix] and flags["stage"] == ["sft"] and flags["prompt-type"] == ["qwen"]
+    assert "is-instruction-dataset" in flags
+    pt = plan_for(tmp_path, {"stage": "pt", "backend_config": {"preprocess_data": {
+        "handler-name": "GeneralPretrainHandler", "prompt-type": None}}})
+    assert "pretrain_gpt.py" in pt.step("train").argv
+    flags = train_flags(pt)
+    assert flags["data-path"] == [prefix + "_text_document"] and "stage" not in flags
+    assert "is-instruction-dataset" not in flags
+
+
+def test_preprocess_runs_in_the_checkout_and_creates_its_folder(tmp_path: Path, checkout) -> None:
+    step = plan_for(tmp_path).step("preprocess")
+    cut = step.argv.index("--")
+    assert step.argv[1:cut] == ["-m", "ascendfactory.backends.mindspeed_args.files", "--mkdir",
+                                str(tmp_path / "OUT" / "preprocess_data")]
+    program = step.argv[cut + 1:]
+    assert program[1] == "preprocess_data.py" and step.cwd == str(checkout)
+    assert program[program.index("--input") + 1] == str(tmp_path / "data.jsonl")
+    assert program[program.index("--tokenizer-type") + 1] == "PretrainedFromHF"
+    assert program[program.index("--handler-name") + 1] == "AlpacaStyleInstructionHandler"
+
+
+def test_environment_reaches_the_steps(tmp_path: Path, clean_env, monkeypatch) -> None:
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+    plan = plan_for(tmp_path, {"env": {"HCCL_CONNECT_TIMEOUT": 1200}})
+    assert plan.env["HCCL_CONNECT_TIMEOUT"] == "1200"
+    env = plan.step("train").env
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1" and env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+
+
+def test_final_conversion_can_be_disabled_or_redirected(tmp_path: Path, clean_env) -> None:
+    off = plan_for(tmp_path, {"backend_config": {"convert_ckpt_mg2hf": None}})
+    assert off.step("mg2hf").skipped
+    to = plan_for(tmp_path, {"hf_save_dir": str(tmp_path / "hf_out")}).step("mg2hf")
+    assert to.argv[to.argv.index("--save-dir") + 1] == str(tmp_path / "hf_out")

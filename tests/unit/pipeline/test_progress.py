@@ -1,0 +1,53 @@
+"""The live display: training stats parsed from the loss rank, plain and live modes."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from ascendfactory.pipeline.plan import Step
+from ascendfactory.pipeline.progress import Progress
+
+ITER = (" [2026-01-22 10:00:00] iteration {it:8d}/     100 | consumed samples: {cs:12d} | elapsed time per "
+        "iteration (ms): 500.0 | learning rate: 1.000000E-05 | global batch size:    16 | lm loss: {loss:.6E} |")
+
+
+def _feed(progress: Progress, train: Step) -> None:
+    progress.start([train])
+    progress.step_started(train, loss_rank=3)
+    progress.feed(3, "  seq_length ...................................... 2048")
+    progress.feed(0, ITER.format(it=99, cs=1, loss=9.0))  # not the loss rank: ignored
+    for it in (1, 2):
+        progress.feed(3, ITER.format(it=it, cs=it * 16, loss=3.0 / it))
+
+
+def test_stats_follow_the_loss_rank_only():
+    console = Console(file=io.StringIO(), force_terminal=False, width=200)
+    progress = Progress(console, live=False, devices=4)
+    train = Step(name="train", kind="train", argv=["x"])
+    _feed(progress, train)
+    s = progress.stats
+    assert (s.iteration, s.total, s.seq_length) == (2, 100, 2048)
+    assert s.loss == pytest.approx(1.5)
+    assert s.tokens_per_s_per_device() == pytest.approx(16 * 2048 / (4 * 500.0) * 1000)
+    assert s.eta_s() == pytest.approx(98 * 0.5)
+    assert progress.stats.line() == "iteration 2/100 | loss 1.5000 | 16,384 tokens/s/p | ETA 0:00:49"
+    printed = console.file.getvalue()
+    assert "lm loss" in printed and "iteration       99" not in printed  # plain mode echoes the loss rank
+    progress.close()
+
+
+def test_live_panel_renders_steps_and_stats():
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    progress = Progress(console, live=True, devices=4)
+    train = Step(name="train", kind="train", argv=["x"])
+    _feed(progress, train)
+    snap = Console(file=io.StringIO(), width=200)
+    snap.print(progress.panel())
+    assert "iteration 2/100 | loss 1.5000" in snap.file.getvalue()
+    assert "running" in snap.file.getvalue()
+    progress.step_done(train, "done", "1.0s")
+    progress.close()
+    assert "done" in console.file.getvalue()
