@@ -141,6 +141,11 @@ class MindSpeedLLMAdapter(BackendAdapter):
     @staticmethod
     def run_problems(ctx: PlanContext, run: MegatronRun, warnings: list[str]) -> list[Problem]:
         problems: list[Problem] = []
+        if not run.model_dir:
+            problems.append(ctx.problem(K + "tokenizer-name-or-path", "required: MindSpeed-LLM reads the "
+                                        "tokenizer, and the converters the HF config, from the HF model "
+                                        "directory",
+                                        fix="set it (or model_name_or_path) to the HF model directory"))
         save = run.training.get("save")
         if save and local_path(save) != os.path.abspath(run.layout.saved_checkpoints):
             problems.append(ctx.problem(K + "save", f"training saves into {run.layout.saved_checkpoints} "

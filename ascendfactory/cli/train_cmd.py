@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
 def _show_plan(plan, fmt: PlanFormat) -> None:
     from ascendfactory.cli._output import out
 
+    out.mode = "human"
     if fmt is PlanFormat.json:
         out.json(plan.to_dict())
         return

@@ -222,6 +222,9 @@ class StepProcess:
         for f in tee.files.values():
             f.flush()
         tail = read_tail(log) if rc != 0 else ""
+        if rc != 0 and not tail.strip() and log != tee.paths[None]:  # the rank died silently (kill -9)
+            log = tee.paths[None]
+            tail = read_tail(log)
         tee.note(f"[ascendfactory] {datetime.now():%Y-%m-%d %H:%M:%S} step {self.step.name} exited "
                  f"with code {rc} after {wall:.1f}s")
         tee.close()

@@ -166,22 +166,33 @@ class DeviceMonitor(threading.Thread):
             if pid not in alive:
                 self._ranks.pop(pid)
                 self._procs.pop(pid, None)
-        out: dict[int, tuple[int, float, float]] = {}
+        parent: dict[int, int] = {}
         for p in descendants:
             if p.pid not in self._ranks:
                 self._ranks[p.pid] = self._local_rank(p)
                 self._procs[p.pid] = p
-        for p in descendants:
-            local = self._ranks.get(p.pid, -1)
             try:
-                if local < 0 or self._ranks.get(p.ppid(), -1) >= 0:  # not a rank, or a rank's own child
-                    continue
+                parent[p.pid] = p.ppid()
             except psutil.Error:
                 continue
-            proc = self._procs[p.pid]
+        owner: dict[int, int] = {}  # pid -> the rank process whose tree it belongs to (one walk, no rescans)
+        for pid in parent:
+            node = pid
+            while node in parent and not (self._ranks.get(node, -1) >= 0
+                                          and self._ranks.get(parent[node], -1) < 0):
+                node = parent[node]
+            if node in parent:
+                owner[pid] = node
+        rss: dict[int, int] = {}
+        for pid, root in owner.items():
             try:
-                rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
-                out[local] = (p.pid, rss / 2**20, proc.cpu_percent(None))
+                rss[root] = rss.get(root, 0) + self._procs[pid].memory_info().rss
+            except psutil.Error:
+                continue
+        out: dict[int, tuple[int, float, float]] = {}
+        for root, total in rss.items():
+            try:
+                out[self._ranks[root]] = (root, total / 2**20, self._procs[root].cpu_percent(None))
             except psutil.Error:
                 continue
         return out

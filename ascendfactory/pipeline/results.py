@@ -181,6 +181,8 @@ def render_summary(summary: RunSummary, out: Any) -> None:
         window = tp.get("window")
         out.text(f"throughput: {tp['value']:,.1f} {tp['unit']} (steps {window[0]}-{window[1]}, first "
                  f"{len(tp.get('steps_skipped') or [])} skipped; {tp['formula']})")
+    elif tp and "seq_length" in (tp.get("note") or ""):
+        out.text("throughput: seq_length unknown (not in the plan's facts nor in the log's arguments)")
     elif tp and tp.get("note"):
         out.text(f"throughput: {tp['note']}")
     for what, where in summary.written.items():

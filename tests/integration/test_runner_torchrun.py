@@ -32,7 +32,8 @@ def trainer(tmp_path, monkeypatch):
 def test_torchrun_output_is_split_per_global_rank(tmp_path, trainer):
     out = tmp_path / "out"
     step = fakes.train_step(trainer, out, iters=4, save_interval=2, nproc=2, sleep=0.3)
-    assert run_experiment(fakes.plan(out, [step], world_size=2), fakes.loaded(out), live=False, stamp="20260101_000000") == 0
+    plan = fakes.plan(out, [step], world_size=2)
+    assert run_experiment(plan, fakes.loaded(out), live=False, stamp="20260101_000000") == 0
     logs = out / "logs"
     rank1 = (logs / "fake-model-unit-20260101_000000-run_log-N1-1.txt").read_text()
     assert "iteration        4/       4" in rank1 and "[default1]" not in rank1
@@ -88,7 +89,8 @@ def test_sigterm_stops_torchrun_and_its_workers(tmp_path, trainer):
             "steps": [fakes.step_spec(step)], "facts": {"world_size": 2}, "grace_s": 5.0}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)
-    runner = subprocess.Popen([sys.executable, driver, str(tmp_path / "spec.json")], stdout=subprocess.DEVNULL)
+    runner = subprocess.Popen([sys.executable, driver, str(tmp_path / "spec.json")],
+                              stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     rank_log = None
     while time.monotonic() < deadline:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -52,7 +53,8 @@ class ChunkProcessor:
         result.n_docs = len(docs)
         for k, key in enumerate(self.handler.output_keys):
             lengths = np.fromiter((len(d[key]) for d in docs), dtype=np.int64, count=len(docs))
-            flat = np.fromiter((t for d in docs for t in d[key]), dtype=np.int32, count=int(lengths.sum()))
+            flat = np.fromiter(chain.from_iterable(d[key] for d in docs), dtype=np.int32,
+                               count=int(lengths.sum()))
             result.arrays[key] = (flat, lengths)
             if k == 0:
                 result.n_tokens = int(lengths.sum())

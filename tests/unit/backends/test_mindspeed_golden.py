@@ -9,7 +9,6 @@ replaced by the plan's own, absolute paths; values compare as numbers where they
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from collections import Counter
@@ -183,13 +182,17 @@ def split_train(argv: list[str], entry: str) -> tuple[list[str], list[str]]:
     return argv[3:i], argv[i + 1:]
 
 
+def inputs(data: str, load: str) -> dict[str, str]:
+    return {"DATA_PATH": str(REPO / data), "CKPT_LOAD_DIR": str(REPO / load)}
+
+
 @pytest.mark.parametrize("name, text, entry, paths", [
     ("tune-4k-full", TUNE_FULL, "posttrain_gpt.py",
-     {"DATA_PATH": str(REPO / "finetune_dataset/alpaca"), "CKPT_LOAD_DIR": str(REPO / "model_weights/qwen2.5_mcore")}),
+     inputs("finetune_dataset/alpaca", "model_weights/qwen2.5_mcore")),
     ("tune-4k-lora", TUNE_LORA, "posttrain_gpt.py",
-     {"DATA_PATH": str(REPO / "finetune_dataset/alpaca"), "CKPT_LOAD_DIR": str(REPO / "model_weights/qwen25_mcore")}),
+     inputs("finetune_dataset/alpaca", "model_weights/qwen25_mcore")),
     ("pretrain-32k", PRETRAIN_32K, "pretrain_gpt.py",
-     {"DATA_PATH": str(REPO / "dataset/alpaca_text_document"), "CKPT_LOAD_DIR": str(REPO / "model_weights/qwen2.5_mcore")}),
+     inputs("dataset/alpaca_text_document", "model_weights/qwen2.5_mcore")),
 ])
 def test_training_matches_the_example_script(site: Path, name: str, text: str, entry: str,
                                              paths: dict[str, str]) -> None:

@@ -239,6 +239,12 @@ def test_no_save_flags_only_when_asked_and_with_a_warning(tmp_path: Path, clean_
     assert any("no-save-optim" in w and "resuming will fail" in w for w in asked.warnings)
 
 
+def test_the_hf_model_directory_is_required(tmp_path: Path, clean_env) -> None:
+    found = problems_of(tmp_path, {"backend_config": {"preprocess_data": None, "training": {
+        "tokenizer-name-or-path": None, "data-path": "/data/alpaca"}}})
+    assert "HF model directory" in found["backend_config.training.tokenizer-name-or-path"]
+
+
 def test_save_elsewhere_is_refused(tmp_path: Path, clean_env) -> None:
     found = problems_of(tmp_path, {"backend_config": {"training": {"save": "/tmp/x"}}})
     assert "saved_checkpoints" in found["backend_config.training.save"]

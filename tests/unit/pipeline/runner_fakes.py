@@ -4,8 +4,8 @@
 and one iteration line per step on the last rank, saves `iter_%07d/mp_rank_00/model_optim_rng.pt` + the
 tracker every `--save-interval` steps (rank 0, temp dir then rename, as Megatron-LM does), resumes from
 `--load` (deterministic: the loss is a function of the iteration only), and fails on request
-(`FAKE_FAIL_AT=<iteration>` on `FAKE_FAIL_RANK`, once per marker file `FAKE_FAIL_MARKER`; `FAKE_FAIL_MODE=kill`
-for a SIGKILL). Under torchrun with
+(`FAKE_FAIL_AT=<iteration>` on `FAKE_FAIL_RANK`, once per marker file `FAKE_FAIL_MARKER`;
+`FAKE_FAIL_MODE=kill` for a SIGKILL). Under torchrun with
 `AF_FAKE_DIST=1` it joins a gloo process group and all-reduces every iteration, so a dead peer is noticed.
 """
 
@@ -61,9 +61,10 @@ FAKE_TRAINER = textwrap.dedent('''
             raise RuntimeError(f"fake failure at iteration {it}")
         if last:
             loss = 10.0 / it
-            print(f" [2026-01-22 10:00:{it % 60:02d}] iteration {it:8d}/{a.train_iters:8d} | consumed samples: "
-                  f"{it * a.gbs:12d} | elapsed time per iteration (ms): 100.0 | learning rate: 1.000000E-05 | "
-                  f"global batch size: {a.gbs:5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | "
+            print(f" [2026-01-22 10:00:{it % 60:02d}] iteration {it:8d}/{a.train_iters:8d} | "
+                  f"consumed samples: {it * a.gbs:12d} | elapsed time per iteration (ms): 100.0 | "
+                  f"learning rate: 1.000000E-05 | global batch size: {a.gbs:5d} | "
+                  f"lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | "
                   f"number of skipped iterations:   0 | number of nan iterations:   0 |", flush=True)
         if a.save and a.save_interval and it % a.save_interval == 0:
             if rank == 0:
@@ -198,8 +199,8 @@ DRIVER = textwrap.dedent('''
     spec = json.load(open(sys.argv[1]))
     cfg = ExperimentConfig.model_validate(spec["config"])
     loaded = LoadedExperiment(config=cfg, tree=spec["config"], source=sys.argv[1], style="new")
-    plan = Plan(backend="torch", exp_name=cfg.exp_name, model_name=cfg.af_model_name, output_dir=cfg.af_output_dir,
-                facts=spec.get("facts", {}))
+    plan = Plan(backend="torch", exp_name=cfg.exp_name, model_name=cfg.af_model_name,
+                output_dir=cfg.af_output_dir, facts=spec.get("facts", {}))
     for s in spec["steps"]:
         ranks = s.pop("ranks", None)
         plan.add(Step(**s, ranks=RankLayout(*ranks) if ranks else None))

@@ -24,7 +24,8 @@ def test_log_names_follow_the_documented_pattern(tmp_path):
 def test_rendezvous_timeout_goes_to_torchrun_only():
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "train.py"]
     assert with_rendezvous_timeout(argv, 90.5)[3:5] == ["--rdzv_conf", "timeout=90"]
-    assert with_rendezvous_timeout(["torchrun", "x.py"], 5) == ["torchrun", "--rdzv_conf", "timeout=5", "x.py"]
+    assert with_rendezvous_timeout(["torchrun", "x.py"], 5) == [
+        "torchrun", "--rdzv_conf", "timeout=5", "x.py"]
     given = [*argv[:3], "--rdzv_conf=timeout=7", *argv[3:]]
     assert with_rendezvous_timeout(given, 90) == given
     assert with_rendezvous_timeout([sys.executable, "convert.py"], 90) == [sys.executable, "convert.py"]
@@ -33,10 +34,12 @@ def test_rendezvous_timeout_goes_to_torchrun_only():
 def test_tee_splits_by_global_rank_and_strips_the_prefix(tmp_path):
     names = LogNames.for_run(str(tmp_path), "m", "e", "20260101_000000")
     seen = []
-    step = Step(name="train", kind="train", argv=["x"], ranks=RankLayout(nnodes=2, nproc_per_node=2, node_rank=1))
+    step = Step(name="train", kind="train", argv=["x"],
+                ranks=RankLayout(nnodes=2, nproc_per_node=2, node_rank=1))
     tee = Tee(step, names, on_line=lambda rank, text: seen.append((rank, text)))
     for line in ["launcher says hi", "[default0]:hello", "[default1]:Traceback (most recent call last):",
-                 "[default0]:Traceback (most recent call last):", "[default7]:not ours", "[rank1]:also rank 1"]:
+                 "[default0]:Traceback (most recent call last):", "[default7]:not ours",
+                 "[rank1]:also rank 1"]:
         tee.route(line)
     tee.close()
     assert Path(names.run_log(2, 2)).read_text() == "hello\nTraceback (most recent call last):\n"

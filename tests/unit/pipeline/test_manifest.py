@@ -96,7 +96,8 @@ def test_annotate_plan_skips_up_to_date_steps_and_notes_dependent_ones(tmp_path)
     for s in (pre, conv, back):
         _make_outputs(s)
         mf.write(mdir, s, {}, wall_s=0.1, node_rank=0)
-    plan = Plan(backend="torch", exp_name="e", model_name="m", output_dir=str(tmp_path), steps=[pre, conv, train, back])
+    plan = Plan(backend="torch", exp_name="e", model_name="m", output_dir=str(tmp_path),
+                steps=[pre, conv, train, back])
     mf.annotate_plan(plan)
     assert pre.skip_reason.startswith("outputs up to date") and conv.skipped
     assert not train.skipped and not back.skipped  # back reads what train (which runs) writes

@@ -50,7 +50,8 @@ def test_parse_nvidia_smi_and_visible_devices():
 
 
 def _workers(tmp_path: Path, n: int) -> subprocess.Popen:
-    sleeper = fakes.write_script(tmp_path, "sleeper.py", "import time\nx = b'1' * (30 * 2**20)\ntime.sleep(60)\n")
+    sleeper = fakes.write_script(tmp_path, "sleeper.py",
+                                 "import time\nx = b'1' * (30 * 2**20)\ntime.sleep(60)\n")
     launcher = fakes.write_script(tmp_path, "launcher.py", fakes.FAKE_LAUNCHER)
     return subprocess.Popen([sys.executable, launcher, str(n), sleeper], stdout=subprocess.DEVNULL,
                             start_new_session=True)

@@ -11,7 +11,8 @@ from ascendfactory.pipeline.plan import Step
 from ascendfactory.pipeline.progress import Progress
 
 ITER = (" [2026-01-22 10:00:00] iteration {it:8d}/     100 | consumed samples: {cs:12d} | elapsed time per "
-        "iteration (ms): 500.0 | learning rate: 1.000000E-05 | global batch size:    16 | lm loss: {loss:.6E} |")
+        "iteration (ms): 500.0 | learning rate: 1.000000E-05 | global batch size:    16 | "
+        "lm loss: {loss:.6E} |")
 
 
 def _feed(progress: Progress, train: Step) -> None:

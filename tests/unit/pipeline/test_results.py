@@ -11,7 +11,8 @@ from ascendfactory.pipeline import results
 from ascendfactory.pipeline.launch import LogNames
 
 LINE = (" [2026-01-22 10:00:00] iteration {it:8d}/{n:8d} | consumed samples: {cs:12d} | elapsed time per "
-        "iteration (ms): {ms} | learning rate: 1.000000E-05 | global batch size: {gbs:5d} | lm loss: {loss:.6E} |")
+        "iteration (ms): {ms} | learning rate: 1.000000E-05 | global batch size: {gbs:5d} | "
+        "lm loss: {loss:.6E} |")
 
 
 def _log(path: str, steps: range, *, n: int = 10, ms: float = 100.0, gbs: int = 8, head: str = "") -> None:

@@ -111,8 +111,8 @@ def _resuming_planner(progs, out: Path, **kw):
 
     def make_plan(loaded, *, dry_run, environ=None):
         resume = inspect(str(out / "saved_checkpoints")).resumable
-        return fakes.plan(out, [fakes.train_step(progs["trainer"], out, launcher=progs["launcher"], load=resume,
-                                                 **kw)], world_size=2)
+        step = fakes.train_step(progs["trainer"], out, launcher=progs["launcher"], load=resume, **kw)
+        return fakes.plan(out, [step], world_size=2)
     return make_plan
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ascendfactory.engine.data.indexed import IndexedDataset
 from ascendfactory.engine.data.preprocess import main
 
 
@@ -29,11 +27,6 @@ def tokenizer(tokenizer_dir: Path) -> Any:
     return AutoTokenizer.from_pretrained(tokenizer_dir)
 
 
-def write_jsonl(path: Path, records: list[Any]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def preprocess(tokenizer_dir: Path, tmp_path: Path) -> Callable[..., int]:
     """Run the program in-process with the demo tokenizer and `--output-prefix tmp_path/out`."""
@@ -43,8 +36,3 @@ def preprocess(tokenizer_dir: Path, tmp_path: Path) -> Callable[..., int]:
                      "--output-prefix", str(tmp_path / "out" / "ds"), *extra])
 
     return run
-
-
-def read(prefix: Path) -> list[list[int]]:
-    ds = IndexedDataset(prefix)
-    return [ds[i].tolist() for i in range(len(ds))]

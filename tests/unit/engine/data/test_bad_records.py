@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import read, write_jsonl
+from data_helpers import read, write_jsonl
 
 GOOD = {"text": "The capital of Peru is Lima."}
 
@@ -39,7 +39,8 @@ def test_skip_reports_every_bad_record(preprocess, tmp_path: Path, capsys, token
     err = capsys.readouterr().err
     assert "skipped 4 bad records" in err
     for line, reason in [(3, "missing field 'text'"), (5, "unreadable JSON"),
-                         (6, "field 'text' must be a string, got int"), (7, "expected a JSON object, got list")]:
+                         (6, "field 'text' must be a string, got int"),
+                         (7, "expected a JSON object, got list")]:
         assert f"{src}:{line}: bad record (line {line}): {reason}" in err
     assert read(tmp_path / "out" / "ds_text_document") == [tokenizer.encode(GOOD["text"])] * 3
 
@@ -98,8 +99,9 @@ def test_workers_give_byte_identical_output(tokenizer_dir: Path, tmp_path: Path)
         old = runner.CHUNK_SIZE
         runner.CHUNK_SIZE = 64  # several chunks, so ordering across workers matters
         try:
-            assert main(["--input", str(src), "--tokenizer-name-or-path", str(tokenizer_dir), "--output-prefix",
-                         str(prefix), "--handler-name", "AlpacaStyleInstructionHandler", "--prompt-type", "qwen",
+            assert main(["--input", str(src), "--tokenizer-name-or-path", str(tokenizer_dir),
+                         "--output-prefix", str(prefix), "--handler-name", "AlpacaStyleInstructionHandler",
+                         "--prompt-type", "qwen",
                          "--workers", str(workers)]) == 0
         finally:
             runner.CHUNK_SIZE = old

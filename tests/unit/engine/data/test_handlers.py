@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import read, write_jsonl
+from data_helpers import read, write_jsonl
 
 from ascendfactory.engine.data.handlers import IGNORE_INDEX, split_budget
 from ascendfactory.engine.data.indexed import IndexedDataset
@@ -32,7 +32,8 @@ def test_pretrain_text_document_with_eod(preprocess, tmp_path: Path, tokenizer) 
     assert ds.dtype == np.uint16 and ds.num_documents == 3
     for i, text in enumerate(texts):
         assert ds[i].tolist() == tokenizer.encode(text) + [tokenizer.eos_token_id]
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ds_text_document.bin", "ds_text_document.idx"]
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["ds_text_document.bin", "ds_text_document.idx"]
 
 
 def test_pretrain_one_output_per_json_key(preprocess, tmp_path: Path, tokenizer) -> None:
@@ -96,7 +97,8 @@ def test_general_instruction_uses_alpaca_template_by_default(preprocess, tmp_pat
     assert labels[0][-1] == tokenizer.eos_token_id
 
 
-def test_seq_length_truncates_prompt_and_response_in_proportion(preprocess, tmp_path: Path, tokenizer) -> None:
+def test_seq_length_truncates_prompt_and_response_in_proportion(preprocess, tmp_path: Path,
+                                                                tokenizer) -> None:
     prompt, response = "cat " * 40, "dog " * 20
     src = write_jsonl(tmp_path / "in.jsonl", [{"instruction": prompt, "output": response}])
     assert preprocess(src, "--handler-name", "AlpacaStyleInstructionHandler", "--prompt-type", "empty",
@@ -118,7 +120,8 @@ def test_split_budget_keeps_one_response_token() -> None:
 
 
 @pytest.mark.parametrize("neat", [False, True])
-def test_pack_rows_are_padded_and_keep_every_sample(preprocess, tmp_path: Path, tokenizer, neat: bool) -> None:
+def test_pack_rows_are_padded_and_keep_every_sample(preprocess, tmp_path: Path, tokenizer,
+                                                    neat: bool) -> None:
     records = [{"instruction": f"What is {i} plus 1?", "output": f"{i + 1}."} for i in range(9)]
     src = write_jsonl(tmp_path / "in.jsonl", records)
     extra = ["--neat-pack"] if neat else ["--pack"]

@@ -34,7 +34,8 @@ def test_llama3_format() -> None:
 
 
 def test_llama2_puts_system_in_first_user_turn() -> None:
-    text = get_template("llama2").render([("hi", "hello"), ("bye", "ciao")], system="SYS", bos="<s>", eos="</s>")
+    pairs = [("hi", "hello"), ("bye", "ciao")]
+    text = get_template("llama2").render(pairs, system="SYS", bos="<s>", eos="</s>")
     assert text == ("<s>[INST] <<SYS>>\nSYS\n<</SYS>>\n\nhi [/INST]hello</s>"
                     "<s>[INST] bye [/INST]ciao</s>")
 
@@ -67,4 +68,5 @@ def test_qwen_template_equals_the_demo_tokenizer_chat_template(tokenizer) -> Non
     pairs = [("What is 2 plus 3?", "2 plus 3 is 5."), ("And 1 plus 1?", "2.")]
     messages = [{"role": r, "content": c} for q, a in pairs for r, c in (("user", q), ("assistant", a))]
     # The HF chat template ends every message with "<|im_end|>\n"; the training format ends at <|im_end|>.
-    assert tokenizer.apply_chat_template(messages, tokenize=False) == get_template("qwen").render(pairs) + "\n"
+    rendered = get_template("qwen").render(pairs)
+    assert tokenizer.apply_chat_template(messages, tokenize=False) == rendered + "\n"
