@@ -161,5 +161,7 @@ def facts(run: MegatronRun) -> dict[str, Any]:
         "world_size": run.world_size, "nnodes": run.nnodes, "devices_per_node": run.nproc_per_node,
         "node_rank": run.node_rank, "tp": run.tp, "pp": run.pp, "cp": run.cp, "dp": run.dp,
         "num_layer_list": run.num_layer_list, "data_path": run.data_path,
+        "seq_length": run.training.get("seq-length"), "micro_batch_size": run.training.get("micro-batch-size"),
+        "global_batch_size": run.training.get("global-batch-size"), "train_iters": run.training.get("train-iters"),
         "load": run.load.load if run.load else None, "load_reason": run.load.reason if run.load else None,
     }

@@ -89,6 +89,7 @@ def test_a_killed_peer_makes_the_other_node_exit_with_an_error_in_time(tmp_path)
     out0 = node0.communicate(timeout=timeout_s + 60)[0].decode()
     took = time.monotonic() - t0
     node1.wait(timeout=10)
+    print(f"node 0 exited {took:.1f}s after node 1 died")
     assert node0.returncode not in (0, None)
     assert "step 'train' failed" in out0
     assert took < timeout_s, f"node 0 took {took:.0f}s to notice"
