@@ -26,31 +26,79 @@ sys.path.insert(0, str(ROOT))
 from ascendfactory.engine.train import testing as T  # noqa: E402
 from ascendfactory.engine.train.logline import parse_log_line  # noqa: E402
 
-MODEL = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
-             vocab_size=2048, max_position_embeddings=1024)
+MODEL = dict(
+    hidden_size=256,
+    intermediate_size=768,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    vocab_size=2048,
+    max_position_embeddings=1024,
+)
 SEQ, MBS, WARMUP = 256, 4, 5
 
 
-def our_step_times(work: Path, data: str, *, nproc: int, steps: int, extra: list[str], gbs: int = MBS) -> list[float]:
-    flags = ["--tokenizer-name-or-path", str(work / "hf"), "--load", str(work / extra_ckpt(work, extra)),
-             "--finetune", "--data-path", data, "--seq-length", str(SEQ), "--micro-batch-size", str(MBS), "--global-batch-size", str(gbs),
-             "--train-iters", str(steps), "--lr", "1e-4", "--lr-decay-style", "constant", "--log-interval", "1",
-             "--split", "100,0,0", "--weight-decay", "0.0", *extra]
+def our_step_times(
+    work: Path, data: str, *, nproc: int, steps: int, extra: list[str], gbs: int = MBS
+) -> list[float]:
+    flags = [
+        "--tokenizer-name-or-path",
+        str(work / "hf"),
+        "--load",
+        str(work / extra_ckpt(work, extra)),
+        "--finetune",
+        "--data-path",
+        data,
+        "--seq-length",
+        str(SEQ),
+        "--micro-batch-size",
+        str(MBS),
+        "--global-batch-size",
+        str(gbs),
+        "--train-iters",
+        str(steps),
+        "--lr",
+        "1e-4",
+        "--lr-decay-style",
+        "constant",
+        "--log-interval",
+        "1",
+        "--split",
+        "100,0,0",
+        "--weight-decay",
+        "0.0",
+        *extra,
+    ]
     if nproc == 1:
-        proc = subprocess.run([sys.executable, "-m", "ascendfactory.engine.train", *flags], capture_output=True,
-                              text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ascendfactory.engine.train", *flags],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     else:
         proc = T.torchrun(nproc, flags, timeout=600)
     if proc.returncode:
         raise RuntimeError(proc.stderr[-2000:])
-    times = [float(parse_log_line(x)["elapsed time per iteration (ms)"]) / 1000
-             for x in proc.stdout.splitlines() if "elapsed time per iteration" in x]
+    times = [
+        float(parse_log_line(x)["elapsed time per iteration (ms)"]) / 1000
+        for x in proc.stdout.splitlines()
+        if "elapsed time per iteration" in x
+    ]
     return times[WARMUP:]
 
 
 def extra_ckpt(work: Path, extra: list[str]) -> str:
-    tp = int(extra[extra.index("--tensor-model-parallel-size") + 1]) if "--tensor-model-parallel-size" in extra else 1
-    pp = int(extra[extra.index("--pipeline-model-parallel-size") + 1]) if "--pipeline-model-parallel-size" in extra else 1
+    tp = (
+        int(extra[extra.index("--tensor-model-parallel-size") + 1])
+        if "--tensor-model-parallel-size" in extra
+        else 1
+    )
+    pp = (
+        int(extra[extra.index("--pipeline-model-parallel-size") + 1])
+        if "--pipeline-model-parallel-size" in extra
+        else 1
+    )
     name = f"mg_{tp}_{pp}"
     if not (work / name).exists():
         T.hf_to_megatron(work / "hf", work / name, tp=tp, pp=pp)
@@ -75,8 +123,10 @@ class Clock(TrainerCallback):
     def on_step_begin(self, *a, **k): self.t = time.perf_counter()
     def on_step_end(self, *a, **k): times.append(time.perf_counter() - self.t)
 model = AutoModelForCausalLM.from_pretrained({str(work / "hf")!r}, dtype=torch.float32)
-args = TrainingArguments(output_dir={str(work / "hf_out")!r}, per_device_train_batch_size={MBS}, max_steps={steps},
-                         learning_rate=1e-4, lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=1.0,
+args = TrainingArguments(output_dir={str(work / "hf_out")!r}, per_device_train_batch_size={MBS},
+                         max_steps={steps},
+                         learning_rate=1e-4, lr_scheduler_type="constant", weight_decay=0.0,
+                         max_grad_norm=1.0,
                          logging_steps=1000, save_strategy="no", report_to=[], use_cpu=True,
                          dataloader_num_workers=0, disable_tqdm=True, optim="adamw_torch")
 Trainer(model=model, args=args, train_dataset=DS(), callbacks=[Clock()]).train()
@@ -99,8 +149,10 @@ def main() -> None:
     T.make_tiny_model(work / "hf", family="qwen2", **MODEL)
     data = T.make_pretrain_data(work / "pt", vocab=MODEL["vocab_size"], docs=400)
     tokens = MBS * SEQ
-    print(f"model: {MODEL}, seq {SEQ}, batch {MBS}, fp32, {opts.steps} steps ({WARMUP} warm-up dropped), "
-          f"{opts.repeats} repeats")
+    print(
+        f"model: {MODEL}, seq {SEQ}, batch {MBS}, fp32, {opts.steps} steps ({WARMUP} warm-up dropped), "
+        f"{opts.repeats} repeats"
+    )
     ours, theirs = [], []
     for r in range(opts.repeats):
         ours.append(statistics.median(our_step_times(work, data, nproc=1, steps=opts.steps, extra=[])))
@@ -109,25 +161,38 @@ def main() -> None:
         except (RuntimeError, StopIteration) as e:
             print(f"transformers.Trainer run failed (needs accelerate): {str(e)[-300:]}")
             break
-        print(f"  repeat {r + 1}: ours {ours[-1] * 1000:.1f} ms/step, transformers.Trainer {theirs[-1] * 1000:.1f} ms/step")
+        print(
+            f"  repeat {r + 1}: ours {ours[-1] * 1000:.1f} ms/step, "
+            f"transformers.Trainer {theirs[-1] * 1000:.1f} ms/step"
+        )
     o = statistics.median(ours)
     print(f"ascendfactory.engine.train : {tokens / o:10.0f} tokens/s per process ({o * 1000:.1f} ms/step)")
     if theirs:
         h = statistics.median(theirs)
-        print(f"transformers.Trainer       : {tokens / h:10.0f} tokens/s per process ({h * 1000:.1f} ms/step)")
+        print(
+            f"transformers.Trainer       : {tokens / h:10.0f} tokens/s per process ({h * 1000:.1f} ms/step)"
+        )
         print(f"ratio (ours / transformers.Trainer tokens/s): {h / o:.2f}")
     if opts.skip_scaling:
         return
     print("\nscaling, global batch 8 x seq 256 (MBS 4):")
-    layouts = {"1 process": (1, []), "DP=2": (2, []), "TP=2": (2, ["--tensor-model-parallel-size", "2"]),
-               "PP=2 (1F1B, 2 micro-batches)": (2, ["--pipeline-model-parallel-size", "2"])}
+    layouts = {
+        "1 process": (1, []),
+        "DP=2": (2, []),
+        "TP=2": (2, ["--tensor-model-parallel-size", "2"]),
+        "PP=2 (1F1B, 2 micro-batches)": (2, ["--pipeline-model-parallel-size", "2"]),
+    }
     base = None
     for name, (nproc, extra) in layouts.items():
         t0 = time.perf_counter()
-        step = statistics.median(our_step_times(work, data, nproc=nproc, steps=opts.steps, extra=extra, gbs=8))
+        step = statistics.median(
+            our_step_times(work, data, nproc=nproc, steps=opts.steps, extra=extra, gbs=8)
+        )
         base = base or step
-        print(f"  {name:30s} {step * 1000:8.1f} ms/step  {8 * SEQ / step / nproc:8.0f} tokens/s per process  "
-              f"speed-up x{base / step:.2f}  (run {time.perf_counter() - t0:.0f} s)")
+        print(
+            f"  {name:30s} {step * 1000:8.1f} ms/step  {8 * SEQ / step / nproc:8.0f} tokens/s per process  "
+            f"speed-up x{base / step:.2f}  (run {time.perf_counter() - t0:.0f} s)"
+        )
 
 
 if __name__ == "__main__":

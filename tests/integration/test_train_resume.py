@@ -21,10 +21,36 @@ def setup(tmp_path_factory):
     data = T.make_pretrain_data(root / "data" / "pt")
 
     def flags(*extra, iters=6):
-        return ["--tokenizer-name-or-path", str(root / "hf"), "--data-path", data, "--seq-length", "32",
-                "--micro-batch-size", "1", "--global-batch-size", "4", "--train-iters", str(iters), "--lr", "5e-3",
-                "--lr-decay-style", "linear", "--min-lr", "1e-4", "--lr-warmup-iters", "2", "--log-interval", "1",
-                "--split", "100,0,0", "--seed", "3", *extra]
+        return [
+            "--tokenizer-name-or-path",
+            str(root / "hf"),
+            "--data-path",
+            data,
+            "--seq-length",
+            "32",
+            "--micro-batch-size",
+            "1",
+            "--global-batch-size",
+            "4",
+            "--train-iters",
+            str(iters),
+            "--lr",
+            "5e-3",
+            "--lr-decay-style",
+            "linear",
+            "--min-lr",
+            "1e-4",
+            "--lr-warmup-iters",
+            "2",
+            "--log-interval",
+            "1",
+            "--split",
+            "100,0,0",
+            "--seed",
+            "3",
+            *extra,
+        ]
+
     return root, flags
 
 
@@ -42,8 +68,21 @@ def test_resume_is_bit_identical_with_pipeline(setup):
     pp = ["--pipeline-model-parallel-size", "2"]
     full = _run(2, flags("--load", str(root / "mg_pp2"), "--finetune", "--save", str(root / "full"), *pp))
     assert full.returncode == 0, full.stderr[-3000:]
-    first = _run(2, flags("--load", str(root / "mg_pp2"), "--finetune", "--save", str(root / "part"), *pp,
-                          "--save-interval", "3", "--exit-interval", "3"))
+    first = _run(
+        2,
+        flags(
+            "--load",
+            str(root / "mg_pp2"),
+            "--finetune",
+            "--save",
+            str(root / "part"),
+            *pp,
+            "--save-interval",
+            "3",
+            "--exit-interval",
+            "3",
+        ),
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert (root / "part" / "latest_checkpointed_iteration.txt").read_text() == "3"
     assert sorted(T.losses_from_log(first.stdout)) == [1, 2, 3]
@@ -66,7 +105,9 @@ def test_resume_is_bit_identical_with_pipeline(setup):
 def test_finetune_from_training_checkpoint_restarts_at_zero(setup):
     root, flags = setup
     src = root / "ft_src"
-    assert _run(1, flags("--load", str(root / "mg"), "--finetune", "--save", str(src), iters=2)).returncode == 0
+    assert (
+        _run(1, flags("--load", str(root / "mg"), "--finetune", "--save", str(src), iters=2)).returncode == 0
+    )
     proc = _run(1, flags("--load", str(src), "--finetune", "--save", str(root / "ft"), iters=2))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(T.losses_from_log(proc.stdout)) == [1, 2]
@@ -76,7 +117,9 @@ def test_finetune_from_training_checkpoint_restarts_at_zero(setup):
 def test_crash_during_save_never_commits_a_partial_checkpoint(setup):
     root, flags = setup
     out = root / "crash"
-    args = flags("--load", str(root / "mg"), "--finetune", "--save", str(out), "--save-interval", "2", iters=4)
+    args = flags(
+        "--load", str(root / "mg"), "--finetune", "--save", str(out), "--save-interval", "2", iters=4
+    )
     crashed = _run(1, args, env={CRASH_ENV: "4"})
     assert crashed.returncode != 0
     assert "simulated crash" in crashed.stderr
@@ -85,10 +128,15 @@ def test_crash_during_save_never_commits_a_partial_checkpoint(setup):
     resumed = _run(1, flags("--load", str(out), "--save", str(out), "--save-interval", "2", iters=4))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert sorted(T.losses_from_log(resumed.stdout)) == [3, 4]
-    assert T.losses_from_log(resumed.stdout) == {k: v for k, v in T.losses_from_log(crashed.stdout).items() if k > 2}
+    assert T.losses_from_log(resumed.stdout) == {
+        k: v for k, v in T.losses_from_log(crashed.stdout).items() if k > 2
+    }
     assert (out / "latest_checkpointed_iteration.txt").read_text() == "4"
-    assert sorted(p.name for p in out.iterdir()) == ["iter_0000002", "iter_0000004",
-                                                     "latest_checkpointed_iteration.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "iter_0000002",
+        "iter_0000004",
+        "latest_checkpointed_iteration.txt",
+    ]
 
 
 def test_missing_checkpoint_warns_or_fails(setup):

@@ -22,10 +22,14 @@ def check_architecture(args: argparse.Namespace, cfg: Any) -> None:
     problems: list[Problem] = []
     model_type = getattr(cfg, "model_type", None)
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ConfigError(Problem(key="--tokenizer-name-or-path",
-                                  message=f"config.json has model_type '{model_type}'",
-                                  fix=f"the embedded trainer supports: {', '.join(SUPPORTED_MODEL_TYPES)}",
-                                  source="command line"))
+        raise ConfigError(
+            Problem(
+                key="--tokenizer-name-or-path",
+                message=f"config.json has model_type '{model_type}'",
+                fix=f"the embedded trainer supports: {', '.join(SUPPORTED_MODEL_TYPES)}",
+                source="command line",
+            )
+        )
     heads = cfg.num_attention_heads
     kv = getattr(cfg, "num_key_value_heads", None) or heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
@@ -36,9 +40,15 @@ def check_architecture(args: argparse.Namespace, cfg: Any) -> None:
             return
         equal = math.isclose(given, expected, rel_tol=1e-6) if isinstance(given, float) else given == expected
         if not equal:
-            problems.append(Problem(key=flag, message=f"{given} but config.json has {key} = {expected}",
-                                    fix=f"pass {flag} {expected}, or point --tokenizer-name-or-path at the "
-                                    "model the checkpoint was converted from", source="command line"))
+            problems.append(
+                Problem(
+                    key=flag,
+                    message=f"{given} but config.json has {key} = {expected}",
+                    fix=f"pass {flag} {expected}, or point --tokenizer-name-or-path at the "
+                    "model the checkpoint was converted from",
+                    source="command line",
+                )
+            )
 
     same("--num-layers", args.num_layers, cfg.num_hidden_layers, "num_hidden_layers")
     same("--hidden-size", args.hidden_size, cfg.hidden_size, "hidden_size")
@@ -50,9 +60,15 @@ def check_architecture(args: argparse.Namespace, cfg: Any) -> None:
     if args.group_query_attention:
         same("--num-query-groups", args.num_query_groups, kv, "num_key_value_heads")
     elif kv != heads and args.num_attention_heads is not None:
-        problems.append(Problem(key="--group-query-attention", message=f"missing, but config.json has "
-                                f"num_key_value_heads = {kv} < num_attention_heads = {heads}",
-                                fix=f"add --group-query-attention --num-query-groups {kv}", source="command line"))
+        problems.append(
+            Problem(
+                key="--group-query-attention",
+                message=f"missing, but config.json has "
+                f"num_key_value_heads = {kv} < num_attention_heads = {heads}",
+                fix=f"add --group-query-attention --num-query-groups {kv}",
+                source="command line",
+            )
+        )
     if args.swiglu or args.num_layers is not None:
         same("--swiglu", "silu" if args.swiglu else "gelu", cfg.hidden_act, "hidden_act")
     same("--normalization", args.normalization, "RMSNorm", "normalization (RMSNorm for Llama/Qwen)")
@@ -60,27 +76,68 @@ def check_architecture(args: argparse.Namespace, cfg: Any) -> None:
         same("--position-embedding-type", args.position_embedding_type, "rope", "rotary position embeddings")
     tied = bool(getattr(cfg, "tie_word_embeddings", False))
     if args.untie_embeddings_and_output_weights and tied:
-        problems.append(Problem(key="--untie-embeddings-and-output-weights", message="given, but config.json "
-                                "has tie_word_embeddings = true", fix="remove the flag", source="command line"))
+        problems.append(
+            Problem(
+                key="--untie-embeddings-and-output-weights",
+                message="given, but config.json has tie_word_embeddings = true",
+                fix="remove the flag",
+                source="command line",
+            )
+        )
     if not args.untie_embeddings_and_output_weights and not tied and args.num_layers is not None:
-        problems.append(Problem(key="--untie-embeddings-and-output-weights", message="missing, but config.json "
-                                "has tie_word_embeddings = false", fix="add the flag", source="command line"))
+        problems.append(
+            Problem(
+                key="--untie-embeddings-and-output-weights",
+                message="missing, but config.json has tie_word_embeddings = false",
+                fix="add the flag",
+                source="command line",
+            )
+        )
     if args.add_qkv_bias != qkv_bias and (args.add_qkv_bias or args.num_layers is not None):
-        problems.append(Problem(key="--add-qkv-bias", message=f"{'given' if args.add_qkv_bias else 'missing'}, "
-                                f"but the {model_type} model {'has' if qkv_bias else 'has no'} q/k/v bias",
-                                fix=("add" if qkv_bias else "remove") + " --add-qkv-bias", source="command line"))
+        problems.append(
+            Problem(
+                key="--add-qkv-bias",
+                message=f"{'given' if args.add_qkv_bias else 'missing'}, "
+                f"but the {model_type} model {'has' if qkv_bias else 'has no'} q/k/v bias",
+                fix=("add" if qkv_bias else "remove") + " --add-qkv-bias",
+                source="command line",
+            )
+        )
     if args.qk_layernorm and model_type != "qwen3":
-        problems.append(Problem(key="--qk-layernorm", message=f"given, but {model_type} has no q/k norm",
-                                fix="remove the flag", source="command line"))
+        problems.append(
+            Problem(
+                key="--qk-layernorm",
+                message=f"given, but {model_type} has no q/k norm",
+                fix="remove the flag",
+                source="command line",
+            )
+        )
     if getattr(cfg, "mlp_bias", False):
-        problems.append(Problem(key="mlp_bias", message="config.json has mlp_bias = true",
-                                fix="the embedded trainer supports models without MLP bias"))
+        problems.append(
+            Problem(
+                key="mlp_bias",
+                message="config.json has mlp_bias = true",
+                fix="the embedded trainer supports models without MLP bias",
+            )
+        )
     if args.max_position_embeddings is not None and args.seq_length > args.max_position_embeddings:
-        problems.append(Problem(key="--seq-length", message=f"{args.seq_length} > --max-position-embeddings "
-                                f"{args.max_position_embeddings}", fix="lower --seq-length", source="command line"))
+        problems.append(
+            Problem(
+                key="--seq-length",
+                message=f"{args.seq_length} > --max-position-embeddings {args.max_position_embeddings}",
+                fix="lower --seq-length",
+                source="command line",
+            )
+        )
     if args.padded_vocab_size is not None and args.padded_vocab_size < cfg.vocab_size:
-        problems.append(Problem(key="--padded-vocab-size", message=f"{args.padded_vocab_size} < vocab_size "
-                                f"{cfg.vocab_size}", fix=f"use at least {cfg.vocab_size}", source="command line"))
+        problems.append(
+            Problem(
+                key="--padded-vocab-size",
+                message=f"{args.padded_vocab_size} < vocab_size {cfg.vocab_size}",
+                fix=f"use at least {cfg.vocab_size}",
+                source="command line",
+            )
+        )
     if problems:
         raise ConfigError(problems)
 
@@ -89,5 +146,6 @@ def padded_vocab_size(args: argparse.Namespace, cfg: Any) -> int:
     """`--padded-vocab-size`, else vocab_size rounded up to make-vocab-size-divisible-by x TP (Megatron)."""
     if args.padded_vocab_size is not None:
         return int(args.padded_vocab_size)
-    return ModelDims.from_hf_config(cfg).padded_vocab_size(args.tensor_model_parallel_size,
-                                                            args.make_vocab_size_divisible_by)
+    return ModelDims.from_hf_config(cfg).padded_vocab_size(
+        args.tensor_model_parallel_size, args.make_vocab_size_divisible_by
+    )

@@ -1,8 +1,10 @@
 """Megatron-layout checkpoints: save atomically, load with Megatron's resume semantics (spec section 5).
 
 Save: every (tp, pp) shard is written by its DP-rank-0 process under `iter_%07d.tmp/`; after a barrier global
-rank 0 renames the folder to `iter_%07d/` and only then writes the tracker, so a crash mid-save never leaves the
-tracker pointing at a partial checkpoint. Load: a training checkpoint (optimizer inside) resumes iteration, data
+rank 0 renames the folder to `iter_%07d/` and only then writes the tracker, so a crash mid-save never
+leaves the
+tracker pointing at a partial checkpoint. Load: a training checkpoint (optimizer inside) resumes iteration,
+data
 position, optimizer, scheduler and RNG; `--finetune` or a converted checkpoint (no optimizer) restarts at 0.
 """
 
@@ -47,8 +49,11 @@ class Topology:
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
-    state = {"random_rng_state": random.getstate(), "np_rng_state": np.random.get_state(),
-             "torch_rng_state": torch.get_rng_state()}
+    state = {
+        "random_rng_state": random.getstate(),
+        "np_rng_state": np.random.get_state(),
+        "torch_rng_state": torch.get_rng_state(),
+    }
     if device.type == "cuda":
         state["cuda_rng_state"] = torch.cuda.get_rng_state()
     return state
@@ -68,13 +73,17 @@ def _optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
     for name, p in model.named_parameters():
         s = optimizer.state.get(p)
         if s:
-            state[name] = {k: (v.to_local() if hasattr(v, "to_local") else v).detach().cpu().clone()
-                           for k, v in s.items()}
+            state[name] = {
+                k: (v.to_local() if hasattr(v, "to_local") else v).detach().cpu().clone()
+                for k, v in s.items()
+            }
     groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
     return {"state": state, "param_groups": groups}
 
 
-def _load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
+def _load_optimizer_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, saved: dict[str, Any]
+) -> None:
     from torch.distributed.tensor import DTensor
 
     for name, p in model.named_parameters():
@@ -82,7 +91,7 @@ def _load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimiz
             continue
         entry = {}
         for k, v in saved["state"][name].items():
-            v = v.to(p.device)
+            v = v if k == "step" else v.to(p.device)  # AdamW keeps `step` on the CPU
             if isinstance(p, DTensor) and v.ndim:
                 v = DTensor.from_local(v, p.device_mesh, p.placements, run_check=False)
             entry[k] = v
@@ -92,12 +101,21 @@ def _load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimiz
 
 
 class Checkpointer:
-    def __init__(self, *, args: argparse.Namespace, megatron_args: argparse.Namespace, topo: Topology,
-                 device: torch.device, log: Any):
+    def __init__(
+        self,
+        *,
+        args: argparse.Namespace,
+        megatron_args: argparse.Namespace,
+        topo: Topology,
+        device: torch.device,
+        log: Any,
+    ):
         self.args, self.mg_args, self.topo, self.device, self.log = args, megatron_args, topo, device, log
 
     # ---------------------------------------------------------------- save
-    def save(self, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any, pos: Position) -> None:
+    def save(
+        self, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any, pos: Position
+    ) -> None:
         args, topo = self.args, self.topo
         root = Path(args.save)
         final = megatron_io.iteration_dir(root, pos.iteration)
@@ -114,13 +132,17 @@ class Checkpointer:
             dist.all_gather_object(rng, _rng_state(self.device), group=topo.dp_group)
         if topo.dp_rank == 0:
             payload = self._payload(model, optimizer, scheduler, scaler, pos, rng)
-            shard_dir = tmp / megatron_io.checkpoint_dir(root, pos.iteration, topo.tp_rank, topo.pp_rank,
-                                                         topo.pp).name
+            shard_dir = (
+                tmp
+                / megatron_io.checkpoint_dir(root, pos.iteration, topo.tp_rank, topo.pp_rank, topo.pp).name
+            )
             shard_dir.mkdir(parents=True, exist_ok=True)
             torch.save(payload, shard_dir / megatron_io.SHARD_FILE)
         dist.barrier()
         if os.environ.get(CRASH_ENV) == str(pos.iteration):
-            raise RuntimeError(f"{CRASH_ENV}={pos.iteration}: simulated crash before the checkpoint is committed")
+            raise RuntimeError(
+                f"{CRASH_ENV}={pos.iteration}: simulated crash before the checkpoint is committed"
+            )
         if rank == 0:
             old = final.with_name(final.name + ".old")
             if final.exists():
@@ -131,19 +153,26 @@ class Checkpointer:
         dist.barrier()
         self.log(f"  successfully saved checkpoint from iteration {pos.iteration:7d} to {args.save}")
 
-    def _payload(self, model, optimizer, scheduler, scaler, pos: Position, rng: list | None) -> dict[str, Any]:
+    def _payload(
+        self, model, optimizer, scheduler, scaler, pos: Position, rng: list | None
+    ) -> dict[str, Any]:
         from ascendfactory.engine.train.model import local_state
 
         topo = self.topo
         local = {k: v.detach().cpu().clone() for k, v in local_state(model).items()}
-        shard = hf_local_to_megatron(local, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank,
-                                     layer_offset=topo.layer_offset)
+        shard = hf_local_to_megatron(
+            local, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
+        )
         saved_args = argparse.Namespace(**{**vars(self.args), **vars(self.mg_args)})
         saved_args.consumed_train_samples = pos.consumed_train_samples
         saved_args.iteration = pos.iteration
-        payload: dict[str, Any] = {"args": saved_args, "checkpoint_version": CHECKPOINT_VERSION,
-                                   "iteration": pos.iteration, "model": shard,
-                                   "num_floating_point_operations_so_far": pos.floating_point_operations}
+        payload: dict[str, Any] = {
+            "args": saved_args,
+            "checkpoint_version": CHECKPOINT_VERSION,
+            "iteration": pos.iteration,
+            "model": shard,
+            "num_floating_point_operations_so_far": pos.floating_point_operations,
+        }
         if not self.args.no_save_optim:
             opt = _optimizer_state(model, optimizer)
             opt["grad_scaler"] = scaler.state_dict()
@@ -160,35 +189,57 @@ class Checkpointer:
         tracker = Path(args.load) / megatron_io.TRACKER
         if not tracker.is_file():
             if args.exit_on_missing_checkpoint:
-                raise ConfigError(Problem(key="--load", message=f"no {megatron_io.TRACKER} in {args.load}",
-                                          fix="point --load at a Megatron checkpoint folder, or drop "
-                                          "--exit-on-missing-checkpoint to start from random weights",
-                                          source="command line"))
+                raise ConfigError(
+                    Problem(
+                        key="--load",
+                        message=f"no {megatron_io.TRACKER} in {args.load}",
+                        fix="point --load at a Megatron checkpoint folder, or drop "
+                        "--exit-on-missing-checkpoint to start from random weights",
+                        source="command line",
+                    )
+                )
             self.log(f"WARNING: could not find the metadata file {tracker} ")
             self.log("    will not load any checkpoints and will start from random")
             return None
         text = tracker.read_text().strip()
         release = text == "release"
         if not release and not (text.isdigit() and int(text) > 0):
-            raise ConfigError(Problem(key="--load", message=f"ERROR: Invalid metadata file {tracker}: '{text}'",
-                                      fix="the tracker must hold an iteration > 0 or 'release'", source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--load",
+                    message=f"ERROR: Invalid metadata file {tracker}: '{text}'",
+                    fix="the tracker must hold an iteration > 0 or 'release'",
+                    source="command line",
+                )
+            )
         iteration = 0 if release else int(text)
         folder = Path(args.load) / "release" if release else megatron_io.iteration_dir(args.load, iteration)
-        ckpt_tp, ckpt_pp = megatron_io.discover_layout(args.load, iteration) if not release else (topo.tp, topo.pp)
+        ckpt_tp, ckpt_pp = (
+            megatron_io.discover_layout(args.load, iteration) if not release else (topo.tp, topo.pp)
+        )
         if (ckpt_tp, ckpt_pp) != (topo.tp, topo.pp):
-            raise ParallelismError(Problem(
-                key="--load", message=f"{args.load} was saved with TP={ckpt_tp}, PP={ckpt_pp} but this run uses "
-                f"TP={topo.tp}, PP={topo.pp}",
-                fix=f"reshard it: ascendfactory-cli convert --load-model-type mg --save-model-type mg --load-dir "
-                f"{args.load} --save-dir <new> --target-tensor-parallel-size {topo.tp} "
-                f"--target-pipeline-parallel-size {topo.pp}", source="command line"))
-        shard_dir = folder / megatron_io.checkpoint_dir(args.load, 1, topo.tp_rank, topo.pp_rank, topo.pp).name
+            raise ParallelismError(
+                Problem(
+                    key="--load",
+                    message=f"{args.load} was saved with TP={ckpt_tp}, PP={ckpt_pp} but this run uses "
+                    f"TP={topo.tp}, PP={topo.pp}",
+                    fix="reshard it: ascendfactory-cli convert --load-model-type mg --save-model-type mg "
+                    f"--load-dir "
+                    f"{args.load} --save-dir <new> --target-tensor-parallel-size {topo.tp} "
+                    f"--target-pipeline-parallel-size {topo.pp}",
+                    source="command line",
+                )
+            )
+        shard_dir = (
+            folder / megatron_io.checkpoint_dir(args.load, 1, topo.tp_rank, topo.pp_rank, topo.pp).name
+        )
         state = torch.load(shard_dir / megatron_io.SHARD_FILE, map_location="cpu", weights_only=False)
         self.log(f" loading checkpoint from {args.load} at iteration {iteration}")
         from ascendfactory.engine.train.model import load_local_state
 
-        local = megatron_to_hf_local(state["model"], cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank,
-                                     layer_offset=topo.layer_offset)
+        local = megatron_to_hf_local(
+            state["model"], cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
+        )
         load_local_state(model, local)
         converted = "optimizer" not in state and "opt_param_scheduler" not in state
         if args.finetune or release or converted:
@@ -200,11 +251,19 @@ class Checkpointer:
                 scaler.load_state_dict(state["optimizer"]["grad_scaler"])
         if not args.no_load_rng:
             if "rng_state" not in state:
-                raise ConfigError(Problem(key="--load", message=f"{shard_dir} has no RNG state",
-                                          fix="add --no-load-rng, or --finetune", source="command line"))
+                raise ConfigError(
+                    Problem(
+                        key="--load",
+                        message=f"{shard_dir} has no RNG state",
+                        fix="add --no-load-rng, or --finetune",
+                        source="command line",
+                    )
+                )
             rng = state["rng_state"]
             _set_rng_state(rng[topo.dp_rank] if len(rng) > topo.dp_rank else rng[0])
         saved = state.get("args")
-        return Position(iteration=int(state.get("iteration", iteration)),
-                        consumed_train_samples=int(getattr(saved, "consumed_train_samples", 0) or 0),
-                        floating_point_operations=float(state.get("num_floating_point_operations_so_far", 0)))
+        return Position(
+            iteration=int(state.get("iteration", iteration)),
+            consumed_train_samples=int(getattr(saved, "consumed_train_samples", 0) or 0),
+            floating_point_operations=float(state.get("num_floating_point_operations_so_far", 0)),
+        )

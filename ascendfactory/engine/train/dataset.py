@@ -4,7 +4,8 @@
   read as one token stream and cut into windows of `seq_length + 1` tokens that share their boundary token
   (Megatron GPTDataset); samples are then shuffled. tokens = w[:-1], labels = w[1:].
 - Instruction (`<prefix>_packed_{input_ids,labels}_document`): one sequence per sample, seeded order per
-  epoch, truncated/padded to `seq_length` (pad labels -100), then shifted: tokens = ids[:-1], labels = labels[1:].
+  epoch, truncated/padded to `seq_length` (pad labels -100), then shifted: tokens = ids[:-1],
+  labels = labels[1:].
 
 Global sample `k` of iteration `it` is `consumed + k`; micro-batch `m` of DP rank `r` takes samples
 `m * MBS * DP + r * MBS + [0, MBS)` of the global batch (Megatron's pretraining sampler).
@@ -29,13 +30,25 @@ def split_range(split: str, n: int) -> tuple[int, int]:
     try:
         weights = [float(x) for x in split.replace("/", ",").split(",") if x.strip()]
     except ValueError:
-        raise ConfigError(Problem(key="--split", message=f"'{split}' is not a list of numbers",
-                                  fix="write it like 100,0,0", source="command line")) from None
+        raise ConfigError(
+            Problem(
+                key="--split",
+                message=f"'{split}' is not a list of numbers",
+                fix="write it like 100,0,0",
+                source="command line",
+            )
+        ) from None
     weights += [0.0] * (3 - len(weights))
     total = sum(weights)
     if total <= 0:
-        raise ConfigError(Problem(key="--split", message=f"'{split}' sums to 0", fix="write it like 100,0,0",
-                                  source="command line"))
+        raise ConfigError(
+            Problem(
+                key="--split",
+                message=f"'{split}' sums to 0",
+                fix="write it like 100,0,0",
+                source="command line",
+            )
+        )
     return 0, int(round(weights[0] / total * n))
 
 
@@ -48,16 +61,23 @@ def _epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
 class PretrainSamples:
     """Windows of `seq_length + 1` tokens over the seeded stream of training sequences."""
 
-    def __init__(self, prefix: str, *, seq_length: int, split: str, seed: int, num_samples: int, shuffle: bool):
+    def __init__(
+        self, prefix: str, *, seq_length: int, split: str, seed: int, num_samples: int, shuffle: bool
+    ):
         self.data = IndexedDataset(prefix)
         _, end = split_range(split, len(self.data))
         sizes = self.data.sizes[:end].astype(np.int64)
         tokens_per_epoch = int(sizes.sum())
         if end == 0 or tokens_per_epoch <= seq_length:
-            raise ConfigError(Problem(key="--data-path", message=f"{prefix}: the training split has "
-                                      f"{tokens_per_epoch} tokens, fewer than --seq-length + 1",
-                                      fix="use more data, a shorter --seq-length, or --split 100,0,0",
-                                      source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--data-path",
+                    message=f"{prefix}: the training split has "
+                    f"{tokens_per_epoch} tokens, fewer than --seq-length + 1",
+                    fix="use more data, a shorter --seq-length, or --split 100,0,0",
+                    source="command line",
+                )
+            )
         self.seq_length = seq_length
         epochs = 1
         while (epochs * tokens_per_epoch - 1) // seq_length < num_samples:
@@ -89,14 +109,29 @@ class PretrainSamples:
 class InstructionSamples:
     """One packed sft sequence per sample, padded to `seq_length`; labels -100 on prompt and padding."""
 
-    def __init__(self, prefix: str, *, seq_length: int, split: str, seed: int, num_samples: int, shuffle: bool,
-                 pad_id: int = 0):
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        seq_length: int,
+        split: str,
+        seed: int,
+        num_samples: int,
+        shuffle: bool,
+        pad_id: int = 0,
+    ):
         self.ids = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[0])
         self.labels = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[1])
         _, end = split_range(split, len(self.ids))
         if end == 0:
-            raise ConfigError(Problem(key="--split", message=f"{prefix}: the training split is empty",
-                                      fix="use --split 100,0,0", source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--split",
+                    message=f"{prefix}: the training split is empty",
+                    fix="use --split 100,0,0",
+                    source="command line",
+                )
+            )
         self.seq_length, self.pad_id = seq_length, pad_id
         epochs = max(1, -(-num_samples // end))
         self.order = np.concatenate([_epoch_order(end, seed, e, shuffle) for e in range(epochs)])
@@ -115,26 +150,47 @@ class InstructionSamples:
 
 
 def build_samples(args, *, num_samples: int, pad_id: int = 0) -> PretrainSamples | InstructionSamples:
-    """The training samples the flags describe (`--data-path`, `--split`, `--seed`, `--is-instruction-dataset`)."""
+    """The samples the flags describe (`--data-path`, `--split`, `--seed`, `--is-instruction-dataset`)."""
     if len(args.data_path) != 1:
-        raise ConfigError(Problem(key="--data-path", message=f"{len(args.data_path)} values; dataset blending "
-                                  "is not supported by the embedded trainer", fix="give one dataset prefix",
-                                  source="command line"))
+        raise ConfigError(
+            Problem(
+                key="--data-path",
+                message=f"{len(args.data_path)} values; dataset blending "
+                "is not supported by the embedded trainer",
+                fix="give one dataset prefix",
+                source="command line",
+            )
+        )
     prefix = args.data_path[0]
-    common = dict(seq_length=args.seq_length, split=args.split, seed=args.seed, num_samples=num_samples,
-                  shuffle=not args.no_shuffle)
+    common = dict(
+        seq_length=args.seq_length,
+        split=args.split,
+        seed=args.seed,
+        num_samples=num_samples,
+        shuffle=not args.no_shuffle,
+    )
     if args.is_instruction_dataset or args.stage == "sft":
         if not exists(prefix + INSTRUCTION_SUFFIXES[0]):
-            raise ConfigError(Problem(key="--data-path", message=f"{prefix}{INSTRUCTION_SUFFIXES[0]}.idx not found",
-                                      fix="for sft give the prefix before _packed_* (the preprocess "
-                                      "--output-prefix)", source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--data-path",
+                    message=f"{prefix}{INSTRUCTION_SUFFIXES[0]}.idx not found",
+                    fix="for sft give the prefix before _packed_* (the preprocess --output-prefix)",
+                    source="command line",
+                )
+            )
         return InstructionSamples(prefix, pad_id=pad_id, **common)
     if not exists(prefix) and exists(prefix + "_text_document"):
         prefix += "_text_document"
     if not exists(prefix):
-        raise ConfigError(Problem(key="--data-path", message=f"{prefix}.bin/.idx not found",
-                                  fix="give the prefix <output-prefix>_text_document written by preprocess",
-                                  source="command line"))
+        raise ConfigError(
+            Problem(
+                key="--data-path",
+                message=f"{prefix}.bin/.idx not found",
+                fix="give the prefix <output-prefix>_text_document written by preprocess",
+                source="command line",
+            )
+        )
     return PretrainSamples(prefix, **common)
 
 
@@ -152,8 +208,11 @@ class BatchPlan:
     def indices(self, consumed: int) -> list[int]:
         """Global sample numbers of this DP rank's micro-batches (micro-batch major) for one iteration."""
         mbs, dp = self.micro_batch_size, self.dp_size
-        return [consumed + m * mbs * dp + self.dp_rank * mbs + j
-                for m in range(self.num_microbatches) for j in range(mbs)]
+        return [
+            consumed + m * mbs * dp + self.dp_rank * mbs + j
+            for m in range(self.num_microbatches)
+            for j in range(mbs)
+        ]
 
 
 def get_batch(samples, plan: BatchPlan, consumed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,8 @@
 - HONOURED: flags the embedded trainer implements with Megatron's meaning.
 - ARCHITECTURE: model-shape flags MindSpeed scripts pass; they must agree with the HF config.json
   (`arch.check_architecture`), a mismatch is a ConfigError.
-- IGNORED: purely-performance flags (fused kernels, overlap, recompute, ...): accepted, no effect, one info line.
+- IGNORED: purely-performance flags (fused kernels, overlap, recompute, ...): accepted, no effect,
+  listed in one info line.
 - REFUSED: flags that change the numerics in a way this trainer does not implement: ConfigError naming them.
 
 Nothing heavy is imported here, so `--help` stays fast.
@@ -111,46 +112,105 @@ ARCHITECTURE: dict[str, tuple[str, Any, Any, str]] = {
 
 # Purely-performance flags: accepted, no effect on the numerics here, listed once in an info line.
 IGNORED: dict[str, str] = {
-    "--use-flash-attn": BOOL, "--use-fused-rmsnorm": BOOL, "--use-fused-swiglu": BOOL,
-    "--use-fused-rotary-pos-emb": BOOL, "--use-fused-ring-attention-update": BOOL, "--use-mcore-models": BOOL,
-    "--use-distributed-optimizer": BOOL, "--overlap-grad-reduce": BOOL, "--overlap-param-gather": BOOL,
-    "--sequence-parallel": BOOL, "--no-masked-softmax-fusion": BOOL, "--no-gradient-accumulation-fusion": BOOL,
-    "--attention-softmax-in-fp32": BOOL, "--no-bias-dropout-fusion": BOOL, "--no-bias-swiglu-fusion": BOOL,
-    "--no-rope-fusion": BOOL, "--use-cpu-initialization": BOOL, "--recompute-activations": BOOL,
-    "--recompute-granularity": VALUE, "--recompute-method": VALUE, "--recompute-num-layers": VALUE,
-    "--swap-attention": BOOL, "--tokenizer-not-use-fast": BOOL, "--padded-samples": BOOL,
-    "--variable-seq-lengths": BOOL, "--no-pad-to-seq-lengths": BOOL, "--num-workers": VALUE,
-    "--manual-gc": BOOL, "--manual-gc-interval": VALUE, "--no-create-attention-mask-in-dataloader": BOOL,
-    "--virtual-pipeline-model-parallel-size": VALUE, "--num-layers-per-virtual-pipeline-stage": VALUE,
-    "--tp-comm-overlap": BOOL, "--use-ascend-mc2": BOOL, "--reuse-fp32-param": BOOL, "--use-fused-moe": BOOL,
-    "--fp16-lm-cross-entropy": BOOL, "--cross-entropy-loss-fusion": BOOL, "--jit-compile": BOOL,
-    "--ckpt-format": VALUE, "--async-save": BOOL, "--profile": BOOL, "--timing-log-level": VALUE,
-    "--log-timers-to-tensorboard-interval": VALUE, "--no-save-args": BOOL,
+    "--use-flash-attn": BOOL,
+    "--use-fused-rmsnorm": BOOL,
+    "--use-fused-swiglu": BOOL,
+    "--use-fused-rotary-pos-emb": BOOL,
+    "--use-fused-ring-attention-update": BOOL,
+    "--use-mcore-models": BOOL,
+    "--use-distributed-optimizer": BOOL,
+    "--overlap-grad-reduce": BOOL,
+    "--overlap-param-gather": BOOL,
+    "--sequence-parallel": BOOL,
+    "--no-masked-softmax-fusion": BOOL,
+    "--no-gradient-accumulation-fusion": BOOL,
+    "--attention-softmax-in-fp32": BOOL,
+    "--no-bias-dropout-fusion": BOOL,
+    "--no-bias-swiglu-fusion": BOOL,
+    "--no-rope-fusion": BOOL,
+    "--use-cpu-initialization": BOOL,
+    "--recompute-activations": BOOL,
+    "--recompute-granularity": VALUE,
+    "--recompute-method": VALUE,
+    "--recompute-num-layers": VALUE,
+    "--swap-attention": BOOL,
+    "--tokenizer-not-use-fast": BOOL,
+    "--padded-samples": BOOL,
+    "--variable-seq-lengths": BOOL,
+    "--no-pad-to-seq-lengths": BOOL,
+    "--num-workers": VALUE,
+    "--manual-gc": BOOL,
+    "--manual-gc-interval": VALUE,
+    "--no-create-attention-mask-in-dataloader": BOOL,
+    "--virtual-pipeline-model-parallel-size": VALUE,
+    "--num-layers-per-virtual-pipeline-stage": VALUE,
+    "--tp-comm-overlap": BOOL,
+    "--use-ascend-mc2": BOOL,
+    "--reuse-fp32-param": BOOL,
+    "--use-fused-moe": BOOL,
+    "--fp16-lm-cross-entropy": BOOL,
+    "--cross-entropy-loss-fusion": BOOL,
+    "--jit-compile": BOOL,
+    "--ckpt-format": VALUE,
+    "--async-save": BOOL,
+    "--profile": BOOL,
+    "--timing-log-level": VALUE,
+    "--log-timers-to-tensorboard-interval": VALUE,
+    "--no-save-args": BOOL,
 }
 
 # Flags that change the numerics in a way this trainer does not implement: refused, naming the flag.
 REFUSED: dict[str, str] = {
-    "--lora-r": "LoRA", "--lora-alpha": "LoRA", "--lora-fusion": "LoRA", "--lora-target-modules": "LoRA",
-    "--lora-load": "LoRA", "--lora-modules-to-save": "LoRA", "--lora-ckpt-filter": "LoRA", "--qlora": "QLoRA",
-    "--num-experts": "mixture of experts", "--moe-router-topk": "mixture of experts",
-    "--reset-position-ids": "packed sequences", "--reset-attention-mask": "packed sequences",
-    "--neat-pack": "packed sequences", "--eod-mask-loss": "EOD loss masking",
-    "--rope-scaling-type": "RoPE scaling", "--rotary-seq-len-interpolation-factor": "RoPE scaling",
-    "--apply-layernorm-1p": "LayerNorm1p", "--mtp-num-layers": "multi-token prediction",
-    "--noop-layers": "no-op layers", "--context-parallel-algo": "context parallelism",
-    "--ulysses-degree-in-cp": "context parallelism", "--fp8": "FP8 training", "--dpo-beta": "DPO",
-    "--sliding-window": "sliding-window attention", "--apply-query-key-layer-scaling": "QK layer scaling",
+    "--lora-r": "LoRA",
+    "--lora-alpha": "LoRA",
+    "--lora-fusion": "LoRA",
+    "--lora-target-modules": "LoRA",
+    "--lora-load": "LoRA",
+    "--lora-modules-to-save": "LoRA",
+    "--lora-ckpt-filter": "LoRA",
+    "--qlora": "QLoRA",
+    "--num-experts": "mixture of experts",
+    "--moe-router-topk": "mixture of experts",
+    "--reset-position-ids": "packed sequences",
+    "--reset-attention-mask": "packed sequences",
+    "--neat-pack": "packed sequences",
+    "--eod-mask-loss": "EOD loss masking",
+    "--rope-scaling-type": "RoPE scaling",
+    "--rotary-seq-len-interpolation-factor": "RoPE scaling",
+    "--apply-layernorm-1p": "LayerNorm1p",
+    "--mtp-num-layers": "multi-token prediction",
+    "--noop-layers": "no-op layers",
+    "--context-parallel-algo": "context parallelism",
+    "--ulysses-degree-in-cp": "context parallelism",
+    "--fp8": "FP8 training",
+    "--dpo-beta": "DPO",
+    "--sliding-window": "sliding-window attention",
+    "--apply-query-key-layer-scaling": "QK layer scaling",
 }
-_REFUSED_KIND = {"--lora-fusion": BOOL, "--qlora": BOOL, "--lora-ckpt-filter": BOOL, "--reset-position-ids": BOOL,
-                 "--reset-attention-mask": BOOL, "--neat-pack": BOOL, "--eod-mask-loss": BOOL,
-                 "--apply-layernorm-1p": BOOL, "--apply-query-key-layer-scaling": BOOL}
+_REFUSED_KIND = {
+    "--lora-fusion": BOOL,
+    "--qlora": BOOL,
+    "--lora-ckpt-filter": BOOL,
+    "--reset-position-ids": BOOL,
+    "--reset-attention-mask": BOOL,
+    "--neat-pack": BOOL,
+    "--eod-mask-loss": BOOL,
+    "--apply-layernorm-1p": BOOL,
+    "--apply-query-key-layer-scaling": BOOL,
+}
 
 STAGES = ("pt", "sft")
 LR_DECAY_STYLES = ("constant", "linear", "cosine")
 
 
-def _add(group: argparse._ArgumentGroup, flag: str, kind: str, default: Any = None, typ: Any = None,
-         help: str | None = None) -> None:
+def _add(
+    group: argparse._ArgumentGroup,
+    flag: str,
+    kind: str,
+    default: Any = None,
+    typ: Any = None,
+    help: str | None = None,
+) -> None:
     if kind == BOOL:
         group.add_argument(flag, action="store_true", default=default or False, help=help)
     elif kind == LIST:
@@ -161,8 +221,9 @@ def _add(group: argparse._ArgumentGroup, flag: str, kind: str, default: Any = No
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="torchrun <dist args> -m ascendfactory.engine.train", allow_abbrev=False,
-        description="Embedded PyTorch trainer with MindSpeed-LLM's flags (pretrain_gpt.py / posttrain_gpt.py).",
+        prog="torchrun <dist args> -m ascendfactory.engine.train",
+        allow_abbrev=False,
+        description="Embedded PyTorch trainer with MindSpeed-LLM's flags (pretrain_gpt / posttrain_gpt).",
     )
     honoured = parser.add_argument_group("honoured")
     for flag, (kind, default, typ, text) in HONOURED.items():
@@ -196,15 +257,26 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     problems: list[Problem] = []
     flags = [a.split("=")[0] for a in unknown if a.startswith("--")]
     if flags or unknown:
-        problems.append(Problem(
-            key=", ".join(flags or unknown), message="not a flag this trainer knows",
-            fix="see `python -m ascendfactory.engine.train --help`; the lists are in ascendfactory/engine/train/flags.py",
-            source="command line"))
+        problems.append(
+            Problem(
+                key=", ".join(flags or unknown),
+                message="not a flag this trainer knows",
+                fix="see `python -m ascendfactory.engine.train --help`; "
+                "the lists are in ascendfactory/engine/train/flags.py",
+                source="command line",
+            )
+        )
     for flag, feature in REFUSED.items():
         if given(args, flag):
-            problems.append(Problem(key=flag, message=f"{feature} changes the numerics and is not supported by "
-                                    "the embedded torch backend", fix=f"remove {flag}, or use the mindspeed-llm "
-                                    "backend", source="command line"))
+            problems.append(
+                Problem(
+                    key=flag,
+                    message=f"{feature} changes the numerics and is not supported by "
+                    "the embedded torch backend",
+                    fix=f"remove {flag}, or use the mindspeed-llm backend",
+                    source="command line",
+                )
+            )
     problems += _check_values(args)
     if problems:
         raise ConfigError(problems)
@@ -220,27 +292,58 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
 
     for flag in ("--seq-length", "--train-iters", "--lr", "--tokenizer-name-or-path", "--data-path"):
         need(flag, getattr(args, _dest(flag)) is not None, "is required", f"add {flag} <value>")
-    need("--lr-decay-style", args.lr_decay_style in LR_DECAY_STYLES, f"'{args.lr_decay_style}' is not supported",
-         f"use one of: {', '.join(LR_DECAY_STYLES)}")
+    need(
+        "--lr-decay-style",
+        args.lr_decay_style in LR_DECAY_STYLES,
+        f"'{args.lr_decay_style}' is not supported",
+        f"use one of: {', '.join(LR_DECAY_STYLES)}",
+    )
     stage = args.stage or ("sft" if args.is_instruction_dataset else "pt")
-    need("--stage", stage in STAGES, f"stage '{stage}' is not supported by the embedded trainer",
-         f"use one of: {', '.join(STAGES)}; other stages need the mindspeed-llm backend")
-    need("--context-parallel-size", args.context_parallel_size == 1,
-         f"context parallelism ({args.context_parallel_size}) is not supported by the embedded trainer",
-         "use --context-parallel-size 1 (spread the ranks over TP/PP/DP), or the mindspeed-llm backend")
-    need("--expert-model-parallel-size", args.expert_model_parallel_size == 1,
-         "expert parallelism is not supported (dense models only)", "use --expert-model-parallel-size 1")
-    need("--hidden-dropout", not args.hidden_dropout, "hidden dropout is not supported (HF Llama/Qwen have none)",
-         "use --hidden-dropout 0.0")
+    need(
+        "--stage",
+        stage in STAGES,
+        f"stage '{stage}' is not supported by the embedded trainer",
+        f"use one of: {', '.join(STAGES)}; other stages need the mindspeed-llm backend",
+    )
+    need(
+        "--context-parallel-size",
+        args.context_parallel_size == 1,
+        f"context parallelism ({args.context_parallel_size}) is not supported by the embedded trainer",
+        "use --context-parallel-size 1 (spread the ranks over TP/PP/DP), or the mindspeed-llm backend",
+    )
+    need(
+        "--expert-model-parallel-size",
+        args.expert_model_parallel_size == 1,
+        "expert parallelism is not supported (dense models only)",
+        "use --expert-model-parallel-size 1",
+    )
+    need(
+        "--hidden-dropout",
+        not args.hidden_dropout,
+        "hidden dropout is not supported (HF Llama/Qwen have none)",
+        "use --hidden-dropout 0.0",
+    )
     need("--bf16", not (args.bf16 and args.fp16), "--bf16 and --fp16 are both given", "keep one of them")
-    need("--optimizer", args.optimizer == "adam", f"optimizer '{args.optimizer}' is not supported", "use adam")
-    for flag in ("--micro-batch-size", "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
-                 "--log-interval"):
+    need(
+        "--optimizer", args.optimizer == "adam", f"optimizer '{args.optimizer}' is not supported", "use adam"
+    )
+    for flag in (
+        "--micro-batch-size",
+        "--tensor-model-parallel-size",
+        "--pipeline-model-parallel-size",
+        "--log-interval",
+    ):
         value = getattr(args, _dest(flag))
         need(flag, value is not None and value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
     if args.lr_warmup_fraction is not None and args.lr_warmup_iters:
-        p.append(Problem(key="--lr-warmup-fraction", message="both --lr-warmup-fraction and --lr-warmup-iters given",
-                         fix="keep one of them", source="command line"))
+        p.append(
+            Problem(
+                key="--lr-warmup-fraction",
+                message="both --lr-warmup-fraction and --lr-warmup-iters given",
+                fix="keep one of them",
+                source="command line",
+            )
+        )
     args.stage = stage
     return p
 
@@ -248,8 +351,3 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
 def known_flags() -> list[str]:
     """Every flag the trainer accepts (honoured, architecture, ignored or refused), for 'did you mean'."""
     return [*HONOURED, *ARCHITECTURE, *IGNORED, *REFUSED]
-
-
-def known_flags() -> set[str]:
-    """Every flag the parser accepts (honoured, architecture, ignored and refused)."""
-    return set(HONOURED) | set(ARCHITECTURE) | set(IGNORED) | set(REFUSED)

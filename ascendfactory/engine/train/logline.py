@@ -33,10 +33,20 @@ def num_floating_point_operations(d: FlopsDims, *, seq_length: int, batch_size: 
     """Megatron core_r0.8.0 `num_floating_point_operations` (forward + backward, dense model)."""
     query_projection_to_hidden = d.kv_channels * d.num_attention_heads / d.hidden_size
     gated = 3 / 2 if d.swiglu else 1
-    return (12 * batch_size * seq_length * d.num_layers * d.hidden_size * d.hidden_size * (
-        (1 + d.num_query_groups / d.num_attention_heads + seq_length / d.hidden_size) * query_projection_to_hidden
-        + d.ffn_hidden_size / d.hidden_size * gated
-        + d.padded_vocab_size / (2 * d.num_layers * d.hidden_size)))
+    return (
+        12
+        * batch_size
+        * seq_length
+        * d.num_layers
+        * d.hidden_size
+        * d.hidden_size
+        * (
+            (1 + d.num_query_groups / d.num_attention_heads + seq_length / d.hidden_size)
+            * query_projection_to_hidden
+            + d.ffn_hidden_size / d.hidden_size * gated
+            + d.padded_vocab_size / (2 * d.num_layers * d.hidden_size)
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -78,10 +88,12 @@ def format_training_log(s: IterationStats, now: datetime | None = None) -> str:
 
 
 def format_memory_line(rank: int, iteration: int, mb: dict[str, float]) -> str:
-    """`[Rank N] (after K iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ... | ...`."""
-    return (f"[Rank {rank}] (after {iteration} iterations) memory (MB) | allocated: {mb['allocated']} | "
-            f"max allocated: {mb['max_allocated']} | reserved: {mb['reserved']} | "
-            f"max reserved: {mb['max_reserved']}")
+    """`[Rank N] (after K iterations) memory (MB) | allocated: .. | max allocated: .. | reserved: .. | ..`."""
+    return (
+        f"[Rank {rank}] (after {iteration} iterations) memory (MB) | allocated: {mb['allocated']} | "
+        f"max allocated: {mb['max_allocated']} | reserved: {mb['reserved']} | "
+        f"max reserved: {mb['max_reserved']}"
+    )
 
 
 def parse_log_line(line: str) -> dict[str, str]:
@@ -91,7 +103,7 @@ def parse_log_line(line: str) -> dict[str, str]:
     for part in body.split("|"):
         part = part.strip()
         if part.startswith("iteration "):
-            out["iteration"] = part[len("iteration"):].strip()
+            out["iteration"] = part[len("iteration") :].strip()
         elif ":" in part:
             key, value = part.rsplit(":", 1)
             out[key.strip()] = value.strip()

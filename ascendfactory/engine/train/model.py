@@ -44,7 +44,9 @@ class StageModel(nn.Module):
         position_ids = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
         position_embeddings = self.model.rotary_emb(h, position_ids)
         for layer in self.model.layers.values():
-            h = layer(h, attention_mask=None, position_ids=position_ids, position_embeddings=position_embeddings)
+            h = layer(
+                h, attention_mask=None, position_ids=position_ids, position_embeddings=position_embeddings
+            )
         if self.last:
             h = self.lm_head(self.model.norm(h))
         return h
@@ -54,19 +56,28 @@ def build_stage(cfg: Any, *, layers: list[int], pp_rank: int, device: torch.devi
     """This PP rank's stage; tied embeddings need embeddings and lm_head on one stage (PP == 1)."""
     pp = len(layers)
     if pp > 1 and getattr(cfg, "tie_word_embeddings", False):
-        raise ParallelismError(Problem(
-            key="--pipeline-model-parallel-size", message=f"{pp} with tied embeddings (tie_word_embeddings = "
-            "true): the embedding and lm_head would live on different stages",
-            fix="use --pipeline-model-parallel-size 1 (and TP/DP for scale) for this model",
-            source="command line"))
+        raise ParallelismError(
+            Problem(
+                key="--pipeline-model-parallel-size",
+                message=f"{pp} with tied embeddings (tie_word_embeddings = "
+                "true): the embedding and lm_head would live on different stages",
+                fix="use --pipeline-model-parallel-size 1 (and TP/DP for scale) for this model",
+                source="command line",
+            )
+        )
     offset = sum(layers[:pp_rank])
     cfg._attn_implementation = "sdpa"  # causal SDPA without a mask tensor
-    return StageModel(cfg, layer_ids=range(offset, offset + layers[pp_rank]), first=pp_rank == 0,
-                      last=pp_rank == pp - 1, device=device)
+    return StageModel(
+        cfg,
+        layer_ids=range(offset, offset + layers[pp_rank]),
+        first=pp_rank == 0,
+        last=pp_rank == pp - 1,
+        device=device,
+    )
 
 
 def tp_plan() -> dict[str, Any]:
-    """Module FQN pattern -> DTensor style. Embeddings and lm_head are vocab-sharded (lm_head gathers logits)."""
+    """Module FQN pattern -> DTensor style. Embeddings, lm_head: vocab-sharded (logits gathered)."""
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
@@ -91,8 +102,11 @@ def parallelize_hf_decoder(model: StageModel, *, tp_mesh: Any, tp: int) -> Stage
     from torch.distributed.tensor.parallel import parallelize_module
 
     present = {name for name, _ in model.named_modules()}
-    plan = {k: v for k, v in tp_plan().items()
-            if k.split(".*.")[0] in present and (k.split(".*.")[0] != "model.layers" or len(model.model.layers))}
+    plan = {
+        k: v
+        for k, v in tp_plan().items()
+        if k.split(".*.")[0] in present and (k.split(".*.")[0] != "model.layers" or len(model.model.layers))
+    }
     parallelize_module(model, tp_mesh, plan)
     if model.tied and model.first and model.last:
         model.lm_head.weight = model.model.embed_tokens.weight
@@ -115,24 +129,38 @@ def load_local_state(model: StageModel, local_sd: dict[str, torch.Tensor]) -> No
         local_sd = {k: v for k, v in local_sd.items() if k != "lm_head.weight"}
     missing, unexpected = sorted(set(params) - set(local_sd)), sorted(set(local_sd) - set(params))
     problems = [Problem(key=n, message="in the model but not in the checkpoint shard") for n in missing[:5]]
-    problems += [Problem(key=n, message="in the checkpoint shard but not in this stage") for n in unexpected[:5]]
+    problems += [
+        Problem(key=n, message="in the checkpoint shard but not in this stage") for n in unexpected[:5]
+    ]
     with torch.no_grad():
         for name, p in params.items():
             if name in local_sd:
                 dst, src = local_tensor(p), local_sd[name]
                 if dst.shape != src.shape:
-                    problems.append(Problem(key=name, message=f"checkpoint shard {tuple(src.shape)} vs model "
-                                            f"{tuple(dst.shape)}"))
+                    problems.append(
+                        Problem(
+                            key=name,
+                            message=f"checkpoint shard {tuple(src.shape)} vs model {tuple(dst.shape)}",
+                        )
+                    )
                 else:
                     dst.copy_(src)
     if problems:
-        raise ConfigError(problems + [Problem(key="--load", message="the checkpoint does not fit this model/layout",
-                                              fix="convert it for this --tensor/--pipeline-model-parallel-size "
-                                              "and the config.json in --tokenizer-name-or-path")])
+        raise ConfigError(
+            problems
+            + [
+                Problem(
+                    key="--load",
+                    message="the checkpoint does not fit this model/layout",
+                    fix="convert it for this --tensor/--pipeline-model-parallel-size "
+                    "and the config.json in --tokenizer-name-or-path",
+                )
+            ]
+        )
 
 
 def init_random(model: StageModel, *, std: float, num_layers: int, seed: int, rank_seed: int) -> None:
-    """Megatron-style init of the local shards: N(0, std), output projections std / sqrt(2 L), norms 1, bias 0."""
+    """Megatron-style init of local shards: N(0, std), output projections std / sqrt(2 L), norms 1, bias 0."""
     gen = torch.Generator().manual_seed(seed * 1000 + rank_seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -142,10 +170,16 @@ def init_random(model: StageModel, *, std: float, num_layers: int, seed: int, ra
             elif name.endswith(".bias"):
                 t.zero_()
             else:
-                s = std / math.sqrt(2.0 * num_layers) if name.endswith(("o_proj.weight", "down_proj.weight")) else std
+                s = (
+                    std / math.sqrt(2.0 * num_layers)
+                    if name.endswith(("o_proj.weight", "down_proj.weight"))
+                    else std
+                )
                 t.copy_(torch.randn(t.shape, generator=gen) * s)
 
 
 def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Token mean over labels != -100 of one micro-batch (Megatron's masked mean)."""
-    return nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+    return nn.functional.cross_entropy(
+        logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX
+    )

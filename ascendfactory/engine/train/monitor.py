@@ -1,7 +1,8 @@
 """Training monitors: MindFormers-style `monitor_config` / `tensorboard` keys (seed 001), per-phase time and
 memory in seed 003's naming (`time/{phase}/total`, `memory/cpu/{phase}/start/rss`, `system/tps`, ...).
 
-Event files go to `<tensorboard_dir>/rank_{id}/`, written with torch.utils.tensorboard's SummaryWriter. With no
+Event files go to `<tensorboard_dir>/rank_{id}/`, written with torch.utils.tensorboard's SummaryWriter.
+With no
 tensorboard configured, a `'tensorboard'` format in monitor_config falls back to `'log'`.
 """
 
@@ -19,26 +20,57 @@ from typing import Any, Callable
 from ascendfactory.errors import ConfigError, Problem
 
 MONITOR_DEFAULTS: dict[str, Any] = {
-    "monitor_on": False, "dump_path": "./dump", "target": [".*"], "invert": False, "step_interval": 1,
-    "local_loss_format": None, "local_norm_format": None, "device_local_norm_format": None,
-    "optimizer_state_format": None, "weight_state_format": None, "throughput_baseline": None,
+    "monitor_on": False,
+    "dump_path": "./dump",
+    "target": [".*"],
+    "invert": False,
+    "step_interval": 1,
+    "local_loss_format": None,
+    "local_norm_format": None,
+    "device_local_norm_format": None,
+    "optimizer_state_format": None,
+    "weight_state_format": None,
+    "throughput_baseline": None,
     "print_struct": False,
 }
 TENSORBOARD_DEFAULTS: dict[str, Any] = {
-    "tensorboard_dir": None, "tensorboard_queue_size": 10, "log_loss_scale_to_tensorboard": False,
+    "tensorboard_dir": None,
+    "tensorboard_queue_size": 10,
+    "log_loss_scale_to_tensorboard": False,
     "log_timers_to_tensorboard": False,
 }
-FORMATS = ("local_loss_format", "local_norm_format", "device_local_norm_format", "optimizer_state_format",
-           "weight_state_format")
+FORMATS = (
+    "local_loss_format",
+    "local_norm_format",
+    "device_local_norm_format",
+    "optimizer_state_format",
+    "weight_state_format",
+)
 # scalars with a `-vs-samples` twin (seed 001: all but model-flops-throughput-per-npu and B-samples-per-day)
-WITH_SAMPLES_TWIN = ("learning-rate", "batch-size", "loss", "loss-scale", "grad-norm", "iteration-time", "throughput")
+WITH_SAMPLES_TWIN = (
+    "learning-rate",
+    "batch-size",
+    "loss",
+    "loss-scale",
+    "grad-norm",
+    "iteration-time",
+    "throughput",
+)
 
 
 def _section(raw: dict, key: str, defaults: dict, source: str) -> tuple[dict, list[Problem]]:
     given = raw.get(key) or {}
-    problems = [Problem(key=f"{key}.{k}", message="unknown key", fix=f"valid keys: {', '.join(defaults)}",
-                        source=source) for k in given if k not in defaults]
-    return {**defaults, **{k: v for k, v in given.items() if v is not None or k in ("throughput_baseline",)}}, problems
+    problems = [
+        Problem(
+            key=f"{key}.{k}", message="unknown key", fix=f"valid keys: {', '.join(defaults)}", source=source
+        )
+        for k in given
+        if k not in defaults
+    ]
+    return {
+        **defaults,
+        **{k: v for k, v in given.items() if v is not None or k in ("throughput_baseline",)},
+    }, problems
 
 
 def load_monitor_config(args: Any) -> tuple[dict, dict | None]:
@@ -69,14 +101,23 @@ def load_monitor_config(args: Any) -> tuple[dict, dict | None]:
         value = monitor[key]
         values = [value] if isinstance(value, str) else list(value or [])
         if any(v not in ("log", "tensorboard") for v in values):
-            problems.append(Problem(key=f"monitor_config.{key}", message=f"{value!r} is not valid",
-                                    fix="use 'log', 'tensorboard', a list of them, or null", source=source))
+            problems.append(
+                Problem(
+                    key=f"monitor_config.{key}",
+                    message=f"{value!r} is not valid",
+                    fix="use 'log', 'tensorboard', a list of them, or null",
+                    source=source,
+                )
+            )
         if not tensorboard["tensorboard_dir"]:
             values = ["log" if v == "tensorboard" else v for v in values]
         monitor[key] = sorted(set(values))
     if monitor["throughput_baseline"] is not None and not float(monitor["throughput_baseline"]) > 0:
-        problems.append(Problem(key="monitor_config.throughput_baseline", message="must be a positive number",
-                                source=source))
+        problems.append(
+            Problem(
+                key="monitor_config.throughput_baseline", message="must be a positive number", source=source
+            )
+        )
     if isinstance(monitor["target"], str):
         monitor["target"] = [monitor["target"]]
     if problems:
@@ -93,8 +134,12 @@ def memory_snapshot(device: Any) -> dict[str, float]:
     out = {"rss": float(info.rss), "vms": float(info.vms)}
     acc = getattr(torch, device.type, None) if device.type in ("cuda", "npu") else None
     if acc is not None:
-        out.update(allocated=float(acc.memory_allocated()), reserved=float(acc.memory_reserved()),
-                   max_allocated=float(acc.max_memory_allocated()), max_reserved=float(acc.max_memory_reserved()))
+        out.update(
+            allocated=float(acc.memory_allocated()),
+            reserved=float(acc.memory_reserved()),
+            max_allocated=float(acc.max_memory_allocated()),
+            max_reserved=float(acc.max_memory_reserved()),
+        )
     return out
 
 
@@ -131,14 +176,18 @@ def phase(name: str, device: Any):
 class Monitor:
     """TensorBoard writer (null when not configured) + TrainingStateMonitor-style per-rank metrics."""
 
-    def __init__(self, monitor: dict, tensorboard: dict | None, *, rank: int, print_fn: Callable[[str], None]):
+    def __init__(
+        self, monitor: dict, tensorboard: dict | None, *, rank: int, print_fn: Callable[[str], None]
+    ):
         self.cfg, self.tb, self.rank, self.print = monitor, tensorboard, rank, print_fn
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(log_dir=os.path.join(tensorboard["tensorboard_dir"], f"rank_{rank}"),
-                                        max_queue=int(tensorboard["tensorboard_queue_size"]))
+            self.writer = SummaryWriter(
+                log_dir=os.path.join(tensorboard["tensorboard_dir"], f"rank_{rank}"),
+                max_queue=int(tensorboard["tensorboard_queue_size"]),
+            )
         self.dump_dir = None
         if monitor["monitor_on"]:
             self.dump_dir = os.path.join(monitor["dump_path"], f"rank_{rank}")
@@ -160,37 +209,68 @@ class Monitor:
             if tag in WITH_SAMPLES_TWIN:
                 self.writer.add_scalar(f"{tag}-vs-samples", value, samples)
 
-    def training_scalars(self, *, iteration: int, samples: int, lr: float, gbs: int, loss: float | None,
-                         loss_scale: float, grad_norm: float, iter_time_s: float, samples_per_s: float,
-                         tflops: float) -> None:
+    def training_scalars(
+        self,
+        *,
+        iteration: int,
+        samples: int,
+        lr: float,
+        gbs: int,
+        loss: float | None,
+        loss_scale: float,
+        grad_norm: float | None,
+        iter_time_s: float,
+        samples_per_s: float,
+        tflops: float,
+    ) -> None:
         """MFLossMonitor's scalars; `loss` only where it is known (the last pipeline stage)."""
         tb = self.tb or {}
-        values = {"learning-rate": lr, "batch-size": gbs, "grad-norm": grad_norm,
-                  "model-flops-throughput-per-npu": tflops}
+        values = {
+            "learning-rate": lr,
+            "batch-size": gbs,
+            "grad-norm": grad_norm,
+            "model-flops-throughput-per-npu": tflops,
+        }
         if loss is not None:
             values["loss"] = loss
         if tb.get("log_loss_scale_to_tensorboard"):
             values["loss-scale"] = loss_scale
         if tb.get("log_timers_to_tensorboard"):
-            values.update({"iteration-time": iter_time_s, "throughput": samples_per_s,
-                           "B-samples-per-day": samples_per_s * 86400 / 1e9})
-        self.scalars(values, iteration, samples)
+            values.update(
+                {
+                    "iteration-time": iter_time_s,
+                    "throughput": samples_per_s,
+                    "B-samples-per-day": samples_per_s * 86400 / 1e9,
+                }
+            )
+        self.scalars({k: v for k, v in values.items() if v is not None}, iteration, samples)
 
     def phase_metrics(self, metrics: dict[str, float], iteration: int, *, log: bool) -> None:
         if self.writer:
             for tag, value in metrics.items():
                 self.writer.add_scalar(tag, value, iteration)
         if log:
-            self.print(f" [metrics] iteration {iteration:8d} | " + " | ".join(
-                f"{k}: {v:.6g}" for k, v in metrics.items()) + " |")
+            self.print(
+                f" [metrics] iteration {iteration:8d} | "
+                + " | ".join(f"{k}: {v:.6g}" for k, v in metrics.items())
+                + " |"
+            )
 
     def wanted(self, name: str) -> bool:
         hit = any(t.search(name) for t in self._targets)
         return hit != bool(self.cfg["invert"])
 
-    def state(self, *, iteration: int, local_loss: float | None, local_norms: dict[str, float],
-              device_norm: float, adam: dict[str, tuple[float, float]], weights: dict[str, float],
-              throughput: float) -> None:
+    def state(
+        self,
+        *,
+        iteration: int,
+        local_loss: float | None,
+        local_norms: dict[str, float],
+        device_norm: float,
+        adam: dict[str, tuple[float, float]],
+        weights: dict[str, float],
+        throughput: float,
+    ) -> None:
         """TrainingStateMonitor metrics of this rank, to the log and/or TensorBoard as configured."""
         c = self.cfg
         if not c["monitor_on"] or iteration % int(c["step_interval"]):
@@ -198,12 +278,16 @@ class Monitor:
         rows: list[tuple[str, str, float]] = []  # (format key, tag, value)
         if local_loss is not None:
             rows.append(("local_loss_format", "local_loss", local_loss))
-        rows += [("local_norm_format", f"local_norm/{n}", v) for n, v in local_norms.items() if self.wanted(n)]
+        rows += [
+            ("local_norm_format", f"local_norm/{n}", v) for n, v in local_norms.items() if self.wanted(n)
+        ]
         rows.append(("device_local_norm_format", "device_local_norm", device_norm))
         for n, (m, v) in adam.items():
             if self.wanted(n):
-                rows += [("optimizer_state_format", f"adam_m_norm/{n}", m), ("optimizer_state_format",
-                                                                            f"adam_v_norm/{n}", v)]
+                rows += [
+                    ("optimizer_state_format", f"adam_m_norm/{n}", m),
+                    ("optimizer_state_format", f"adam_v_norm/{n}", v),
+                ]
         rows += [("weight_state_format", f"weight_norm/{n}", v) for n, v in weights.items() if self.wanted(n)]
         if c["throughput_baseline"]:
             rows.append(("always", "throughput_linearity", throughput / float(c["throughput_baseline"])))
@@ -215,7 +299,9 @@ class Monitor:
             if "log" in targets:
                 logged.append(f"{tag}: {value:.6g}")
         if logged:
-            self.print(f"[Rank {self.rank}] iteration {iteration} | " + " | ".join(logged) + " |", )
+            self.print(
+                f"[Rank {self.rank}] iteration {iteration} | " + " | ".join(logged) + " |",
+            )
         if self.dump_dir:
             with open(os.path.join(self.dump_dir, "monitor.jsonl"), "a", encoding="utf-8") as f:
                 f.write(json.dumps({"iteration": iteration, **{t: v for _, t, v in rows}}) + "\n")

@@ -24,33 +24,55 @@ class ParallelDims:
     global_batch_size: int
 
     @classmethod
-    def from_args(cls, args: Any, world_size: int, *, num_heads: int, num_kv_heads: int, vocab: int) -> ParallelDims:
-        """Validate TP/PP/DP and the batch sizes against the world size and the model; all problems at once."""
-        tp, pp, mbs = args.tensor_model_parallel_size, args.pipeline_model_parallel_size, args.micro_batch_size
+    def from_args(
+        cls, args: Any, world_size: int, *, num_heads: int, num_kv_heads: int, vocab: int
+    ) -> ParallelDims:
+        """Validate TP/PP/DP and batch sizes against the world size and the model; all problems at once."""
+        tp, pp, mbs = (
+            args.tensor_model_parallel_size,
+            args.pipeline_model_parallel_size,
+            args.micro_batch_size,
+        )
         problems: list[Problem] = []
 
         def bad(key: str, message: str, fix: str) -> None:
             problems.append(Problem(key=key, message=message, fix=fix, source="command line"))
 
         if world_size % (tp * pp):
-            bad("--tensor-model-parallel-size", f"world size ({world_size}) is not divisible by tensor parallel size "
+            bad(
+                "--tensor-model-parallel-size",
+                f"world size ({world_size}) is not divisible by tensor parallel size "
                 f"({tp}) times pipeline parallel size ({pp}) times context parallel size (1)",
-                "choose TP x PP dividing the number of processes (--nproc-per-node x --nnodes)")
+                "choose TP x PP dividing the number of processes (--nproc-per-node x --nnodes)",
+            )
             raise ParallelismError(problems)
         dp = world_size // (tp * pp)
         gbs = args.global_batch_size or mbs * dp
         if gbs % (mbs * dp):
-            bad("--global-batch-size", f"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) "
-                f"times data parallel size ({dp})", f"use a multiple of {mbs * dp}")
+            bad(
+                "--global-batch-size",
+                f"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) "
+                f"times data parallel size ({dp})",
+                f"use a multiple of {mbs * dp}",
+            )
         if num_heads % tp:
-            bad("--tensor-model-parallel-size", f"num_attention_heads ({num_heads}) must be a multiple of "
-                f"tensor_model_parallel_size ({tp}).", "use a TP size dividing the head counts")
+            bad(
+                "--tensor-model-parallel-size",
+                f"num_attention_heads ({num_heads}) must be a multiple of tensor_model_parallel_size ({tp}).",
+                "use a TP size dividing the head counts",
+            )
         if num_kv_heads % tp:
-            bad("--tensor-model-parallel-size", f"num_query_groups ({num_kv_heads}) must be a multiple of "
-                f"tensor_model_parallel_size ({tp}).", "use a TP size dividing the KV head count")
+            bad(
+                "--tensor-model-parallel-size",
+                f"num_query_groups ({num_kv_heads}) must be a multiple of tensor_model_parallel_size ({tp}).",
+                "use a TP size dividing the KV head count",
+            )
         if vocab % tp:
-            bad("--padded-vocab-size", f"padded vocabulary ({vocab}) is not divisible by TP ({tp})",
-                "use --make-vocab-size-divisible-by or a --padded-vocab-size that is a multiple of TP")
+            bad(
+                "--padded-vocab-size",
+                f"padded vocabulary ({vocab}) is not divisible by TP ({tp})",
+                "use --make-vocab-size-divisible-by or a --padded-vocab-size that is a multiple of TP",
+            )
         if problems:
             raise ParallelismError(problems)
         return cls(tp=tp, pp=pp, dp=dp, world_size=world_size, micro_batch_size=mbs, global_batch_size=gbs)
@@ -60,8 +82,10 @@ class ParallelDims:
         return self.global_batch_size // (self.micro_batch_size * self.dp)
 
     def describe(self) -> str:
-        return (f"using world size: {self.world_size}, data-parallel size: {self.dp}, context-parallel size: 1 "
-                f"tensor-model-parallel size: {self.tp}, pipeline-model-parallel size: {self.pp}")
+        return (
+            f"using world size: {self.world_size}, data-parallel size: {self.dp}, context-parallel size: 1 "
+            f"tensor-model-parallel size: {self.tp}, pipeline-model-parallel size: {self.pp}"
+        )
 
 
 @dataclass(frozen=True)
@@ -105,8 +129,13 @@ def init_distributed(timeout_minutes: int = 10) -> DistEnv:
     device, backend = device_and_backend(local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, timeout=timedelta(minutes=timeout_minutes))
-    return DistEnv(rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size(),
-                   device=device, backend=backend)
+    return DistEnv(
+        rank=dist.get_rank(),
+        local_rank=local_rank,
+        world_size=dist.get_world_size(),
+        device=device,
+        backend=backend,
+    )
 
 
 def build_mesh(dims: ParallelDims, device: Any) -> Any:

@@ -1,6 +1,7 @@
 """Learning-rate schedule with Megatron's `OptimizerParamScheduler` arithmetic (steps counted in samples).
 
-Iteration i (1-based) trains with the lr of `num_steps = (i - 1) * GBS`; after the optimizer step the scheduler
+Iteration i (1-based) trains with the lr of `num_steps = (i - 1) * GBS`; after the optimizer step the
+scheduler
 advances by GBS, and that new lr is what Megatron's log line prints for iteration i.
 """
 
@@ -29,8 +30,14 @@ class LRSchedule:
             warmup_steps = int(args.lr_warmup_fraction * decay_steps)
         else:
             warmup_steps = int(args.lr_warmup_iters or 0) * global_batch_size
-        return cls(max_lr=args.lr, min_lr=args.min_lr, decay_style=args.lr_decay_style,
-                   warmup_steps=warmup_steps, decay_steps=decay_steps, init_lr=args.lr_warmup_init)
+        return cls(
+            max_lr=args.lr,
+            min_lr=args.min_lr,
+            decay_style=args.lr_decay_style,
+            warmup_steps=warmup_steps,
+            decay_steps=decay_steps,
+            init_lr=args.lr_warmup_init,
+        )
 
     def lr(self) -> float:
         """The learning rate at `num_steps` (Megatron's `get_lr`)."""
@@ -60,9 +67,15 @@ class LRSchedule:
         return self.apply(optimizer)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"max_lr": self.max_lr, "min_lr": self.min_lr, "lr_decay_style": self.decay_style,
-                "lr_warmup_steps": self.warmup_steps, "lr_decay_steps": self.decay_steps,
-                "init_lr": self.init_lr, "num_steps": self.num_steps}
+        return {
+            "max_lr": self.max_lr,
+            "min_lr": self.min_lr,
+            "lr_decay_style": self.decay_style,
+            "lr_warmup_steps": self.warmup_steps,
+            "lr_decay_steps": self.decay_steps,
+            "init_lr": self.init_lr,
+            "num_steps": self.num_steps,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.num_steps = int(state["num_steps"])

@@ -20,8 +20,13 @@ def build_optimizer(model: StageModel, args: Any) -> torch.optim.Optimizer:
         (no_decay if name.endswith(".bias") or p.ndim == 1 else decay).append(p)
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     has_dtensor = any(hasattr(p, "to_local") for p in model.parameters())
-    return torch.optim.AdamW(groups, lr=0.0, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_eps,
-                             foreach=False if has_dtensor else None)
+    return torch.optim.AdamW(
+        groups,
+        lr=0.0,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_eps,
+        foreach=False if has_dtensor else None,
+    )
 
 
 @dataclass
@@ -42,8 +47,12 @@ class LossScaler:
             return cls()
         if args.loss_scale:
             return cls(scale=args.loss_scale)
-        return cls(scale=args.initial_loss_scale, dynamic=True, min_scale=args.min_loss_scale,
-                   window=args.loss_scale_window)
+        return cls(
+            scale=args.initial_loss_scale,
+            dynamic=True,
+            min_scale=args.min_loss_scale,
+            window=args.loss_scale_window,
+        )
 
     def update(self, found_inf: bool) -> None:
         if not self.dynamic:
@@ -60,7 +69,11 @@ class LossScaler:
                 self.scale *= 2.0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"scale": self.scale, "growth_tracker": self._growth, "hysteresis_tracker": self._hysteresis_left}
+        return {
+            "scale": self.scale,
+            "growth_tracker": self._growth,
+            "hysteresis_tracker": self._hysteresis_left,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.scale, self._growth = float(state["scale"]), int(state["growth_tracker"])
@@ -75,8 +88,17 @@ def autocast(device: torch.device, args: Any) -> contextlib.AbstractContextManag
 class StepRunner:
     """forward_backward -> (mean micro-batch loss on the last stage, else None)."""
 
-    def __init__(self, model: StageModel, *, mesh: Any, num_microbatches: int, device: torch.device,
-                 pp: int, pp_rank: int, schedule: str = "1F1B"):
+    def __init__(
+        self,
+        model: StageModel,
+        *,
+        mesh: Any,
+        num_microbatches: int,
+        device: torch.device,
+        pp: int,
+        pp_rank: int,
+        schedule: str = "1F1B",
+    ):
         self.model, self.mesh, self.device, self.n = model, mesh, device, num_microbatches
         self.pp, self.pp_rank = pp, pp_rank
         self.scale = 1.0
@@ -119,12 +141,13 @@ def all_reduce_grads(params: list[torch.nn.Parameter], group: Any, dp: int) -> N
     flat /= dp
     offset = 0
     for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
         offset += g.numel()
 
 
-def grad_norm_and_clip(params: list[torch.nn.Parameter], *, mesh: Any, clip: float, unscale: float = 1.0
-                       ) -> tuple[float, bool]:
+def grad_norm_and_clip(
+    params: list[torch.nn.Parameter], *, mesh: Any, clip: float, unscale: float = 1.0
+) -> tuple[float, bool]:
     """Unscale, then the global L2 norm over TP shards and PP stages (DP grads are equal); clip in place.
 
     Returns (norm before clipping, found inf/nan)."""

@@ -13,9 +13,17 @@ from typing import Any
 
 import numpy as np
 
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
-        "tie_word_embeddings": False}
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+}
 CLASSES = {"qwen2": "Qwen2Config", "llama": "LlamaConfig", "qwen3": "Qwen3Config"}
 
 
@@ -33,9 +41,15 @@ def make_tiny_model(out_dir: str | Path, *, family: str = "qwen2", seed: int = 0
     return model
 
 
-def hf_to_megatron(hf_dir: str | Path, out_dir: str | Path, *, tp: int = 1, pp: int = 1,
-                   num_layer_list: list[int] | None = None) -> None:
-    """A converted checkpoint (`iter_0000001`, tracker 1, no optimizer) via the converter's shard functions."""
+def hf_to_megatron(
+    hf_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    num_layer_list: list[int] | None = None,
+) -> None:
+    """A converted checkpoint (`iter_0000001`, tracker 1, no optimizer) via the converter's functions."""
     import torch
     from safetensors.torch import load_file
     from transformers import AutoConfig
@@ -52,8 +66,9 @@ def hf_to_megatron(hf_dir: str | Path, out_dir: str | Path, *, tp: int = 1, pp: 
         full.pop("lm_head.weight", None)
     counts = megatron_io.layers_per_stage(dims.num_layers, pp, num_layer_list)
     offsets = megatron_io.layer_offsets(counts)
-    args = dims.megatron_args(tp=tp, pp=pp, num_layer_list=num_layer_list, padded_vocab_size=padded,
-                              params_dtype=torch.float32)
+    args = dims.megatron_args(
+        tp=tp, pp=pp, num_layer_list=num_layer_list, padded_vocab_size=padded, params_dtype=torch.float32
+    )
     for tp_rank in range(tp):
         local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=tp_rank, padded_vocab_size=padded)
         for pp_rank in range(pp):
@@ -65,12 +80,19 @@ def hf_to_megatron(hf_dir: str | Path, out_dir: str | Path, *, tp: int = 1, pp: 
                     keep = lo <= int(m.group(1)) < hi
                 else:
                     keep = (name == "model.embed_tokens.weight" and pp_rank == 0) or (
-                        name in ("model.norm.weight", "lm_head.weight") and pp_rank == pp - 1)
+                        name in ("model.norm.weight", "lm_head.weight") and pp_rank == pp - 1
+                    )
                 if keep:
                     stage[name] = t
             shard = hf_local_to_megatron(stage, cfg=dims, tp=tp, tp_rank=tp_rank, layer_offset=lo)
-            megatron_io.save_shard(out_dir, 1, tp_rank, pp_rank, pp, {
-                "model": shard, "args": args, "checkpoint_version": 3.0, "iteration": 1})
+            megatron_io.save_shard(
+                out_dir,
+                1,
+                tp_rank,
+                pp_rank,
+                pp,
+                {"model": shard, "args": args, "checkpoint_version": 3.0, "iteration": 1},
+            )
     megatron_io.write_tracker(out_dir, 1)
 
 
@@ -88,12 +110,14 @@ def make_pretrain_data(prefix: str | Path, *, vocab: int = 256, docs: int = 64, 
 
 
 def make_sft_data(prefix: str | Path, *, vocab: int = 256, samples: int = 32, seed: int = 0) -> str:
-    """`<prefix>_packed_{input_ids,attention_mask,labels}_document` with prompt labels -100; returns prefix."""
+    """`<prefix>_packed_{input_ids,attention_mask,labels}_document`, prompt labels -100; returns prefix."""
     from ascendfactory.engine.data.indexed import IndexedDatasetBuilder
 
     rng = np.random.default_rng(seed)
-    builders = {k: IndexedDatasetBuilder(f"{prefix}_packed_{k}_document", dtype=np.int32)
-                for k in ("input_ids", "attention_mask", "labels")}
+    builders = {
+        k: IndexedDatasetBuilder(f"{prefix}_packed_{k}_document", dtype=np.int32)
+        for k in ("input_ids", "attention_mask", "labels")
+    }
     for _ in range(samples):
         n, prompt = int(rng.integers(10, 40)), int(rng.integers(3, 8))
         ids = rng.integers(1, vocab, size=n)
@@ -113,12 +137,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(nproc: int, flags: list[str], *, env: dict[str, str] | None = None, timeout: int = 300,
-             ) -> subprocess.CompletedProcess:
+def torchrun(
+    nproc: int,
+    flags: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: int = 300,
+) -> subprocess.CompletedProcess:
     """`python -m torch.distributed.run --nproc-per-node N -m ascendfactory.engine.train <flags>`."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--nnodes", "1",
-           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "ascendfactory.engine.train",
-           *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(nproc),
+        "--nnodes",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "ascendfactory.engine.train",
+        *flags,
+    ]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
 
@@ -147,8 +189,10 @@ def megatron_to_hf_full(root: str | Path, iteration: int | None = None) -> dict[
     for pp_rank in range(pp):
         shards = [megatron_io.load_shard(root, iteration, t, pp_rank, pp) for t in range(tp)]
         args = shards[0]["args"]
-        locals_ = [megatron_to_hf_local(s["model"], cfg=args, tp=tp, tp_rank=t, layer_offset=offset)
-                   for t, s in enumerate(shards)]
+        locals_ = [
+            megatron_to_hf_local(s["model"], cfg=args, tp=tp, tp_rank=t, layer_offset=offset)
+            for t, s in enumerate(shards)
+        ]
         from ascendfactory.engine.convert.dims import as_dims
 
         full.update(hf_locals_to_full(locals_, cfg=as_dims(args)))

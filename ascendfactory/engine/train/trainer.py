@@ -1,4 +1,4 @@
-"""The embedded trainer: build (mesh, stage model, optimizer, data, checkpointer, monitors), then `train()`."""
+"""The embedded trainer: build mesh, stage model, optimizer, data, checkpointer, monitors; then `train()`."""
 
 from __future__ import annotations
 
@@ -40,16 +40,23 @@ class Trainer:
         self.env = init_distributed(args.distributed_timeout_minutes)
         self.is_last_rank = self.env.rank == self.env.world_size - 1
         if ignored_flags:
-            self.log0("INFO: performance flags accepted and ignored by the embedded torch backend: "
-                      + " ".join(ignored_flags))
+            self.log0(
+                "INFO: performance flags accepted and ignored by the embedded torch backend: "
+                + " ".join(ignored_flags)
+            )
         from transformers import AutoConfig
 
         self.hf_config = AutoConfig.from_pretrained(args.tokenizer_name_or_path)
         check_architecture(args, self.hf_config)
         model_dims = ModelDims.from_hf_config(self.hf_config)
         vocab = padded_vocab_size(args, self.hf_config)
-        self.dims = ParallelDims.from_args(args, self.env.world_size, num_heads=model_dims.num_heads,
-                                           num_kv_heads=model_dims.num_kv_heads, vocab=vocab)
+        self.dims = ParallelDims.from_args(
+            args,
+            self.env.world_size,
+            num_heads=model_dims.num_heads,
+            num_kv_heads=model_dims.num_kv_heads,
+            vocab=vocab,
+        )
         self.log0(self.dims.describe())
         self.mesh = build_mesh(self.dims, self.env.device)
         pp_rank, dp_rank, tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
@@ -60,31 +67,63 @@ class Trainer:
         self.hf_config.vocab_size = vocab
         self.model = build_stage(self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device)
         parallelize_hf_decoder(self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp)
-        init_random(self.model, std=args.init_method_std, num_layers=model_dims.num_layers, seed=args.seed,
-                    rank_seed=tp_rank + 100 * pp_rank)
+        init_random(
+            self.model,
+            std=args.init_method_std,
+            num_layers=model_dims.num_layers,
+            seed=args.seed,
+            rank_seed=tp_rank + 100 * pp_rank,
+        )
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = step.build_optimizer(self.model, args)
         self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
         self.scaler = step.LossScaler.from_args(args)
-        self.runner = step.StepRunner(self.model, mesh=self.mesh, num_microbatches=self.dims.num_microbatches,
-                                      device=self.env.device, pp=self.dims.pp, pp_rank=pp_rank)
+        self.runner = step.StepRunner(
+            self.model,
+            mesh=self.mesh,
+            num_microbatches=self.dims.num_microbatches,
+            device=self.env.device,
+            pp=self.dims.pp,
+            pp_rank=pp_rank,
+        )
 
-        self.samples = dataset.build_samples(args, num_samples=args.train_iters * self.dims.global_batch_size,
-                                             pad_id=dataset.pad_id_from(args.tokenizer_name_or_path))
-        self.batches = dataset.BatchPlan(self.dims.micro_batch_size, self.dims.global_batch_size, self.dims.dp,
-                                         dp_rank)
+        self.samples = dataset.build_samples(
+            args,
+            num_samples=args.train_iters * self.dims.global_batch_size,
+            pad_id=dataset.pad_id_from(args.tokenizer_name_or_path),
+        )
+        self.batches = dataset.BatchPlan(
+            self.dims.micro_batch_size, self.dims.global_batch_size, self.dims.dp, dp_rank
+        )
         mg_args = model_dims.megatron_args(
-            tp=self.dims.tp, pp=self.dims.pp, num_layer_list=megatron_io.parse_layer_list(args.num_layer_list),
-            padded_vocab_size=vocab, params_dtype=torch.bfloat16 if args.bf16 else
-            torch.float16 if args.fp16 else torch.float32, make_vocab_size_divisible_by=args.make_vocab_size_divisible_by)
-        topo = Topology(tp=self.dims.tp, pp=self.dims.pp, tp_rank=tp_rank, pp_rank=pp_rank, dp_rank=dp_rank,
-                        layer_offset=sum(layers[:pp_rank]), dp_group=self.mesh["dp"].get_group())
-        self.checkpointer = Checkpointer(args=args, megatron_args=mg_args, topo=topo, device=self.env.device,
-                                         log=self.log0)
+            tp=self.dims.tp,
+            pp=self.dims.pp,
+            num_layer_list=megatron_io.parse_layer_list(args.num_layer_list),
+            padded_vocab_size=vocab,
+            params_dtype=torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32,
+            make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
+        )
+        topo = Topology(
+            tp=self.dims.tp,
+            pp=self.dims.pp,
+            tp_rank=tp_rank,
+            pp_rank=pp_rank,
+            dp_rank=dp_rank,
+            layer_offset=sum(layers[:pp_rank]),
+            dp_group=self.mesh["dp"].get_group(),
+        )
+        self.checkpointer = Checkpointer(
+            args=args, megatron_args=mg_args, topo=topo, device=self.env.device, log=self.log0
+        )
         self.flops_dims = logline.FlopsDims(
-            num_layers=model_dims.num_layers, hidden_size=model_dims.hidden_size,
-            ffn_hidden_size=model_dims.ffn_hidden_size, num_attention_heads=model_dims.num_heads,
-            num_query_groups=model_dims.num_kv_heads, kv_channels=model_dims.head_dim, padded_vocab_size=vocab)
+            num_layers=model_dims.num_layers,
+            hidden_size=model_dims.hidden_size,
+            ffn_hidden_size=model_dims.ffn_hidden_size,
+            num_attention_heads=model_dims.num_heads,
+            num_query_groups=model_dims.num_kv_heads,
+            kv_channels=model_dims.head_dim,
+            padded_vocab_size=vocab,
+        )
         mon_cfg, tb_cfg = monitor.load_monitor_config(args)
         self.monitor = monitor.Monitor(mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit)
         self.monitor.write_config({k: v for k, v in vars(args).items() if v is not None})
@@ -99,18 +138,23 @@ class Trainer:
         while self.position.iteration < self.args.train_iters:
             loss, grad_norm, skipped = self.train_step()
             self.log_iteration(loss, grad_norm, skipped)
-            if self.args.save and self.args.save_interval and self.position.iteration % self.args.save_interval == 0:
+            if self.args.save and self.due(self.args.save_interval):
                 self.save_checkpoint()
-            if self.args.exit_interval and self.position.iteration % self.args.exit_interval == 0:
+            if self.due(self.args.exit_interval):
                 break
-        if self.args.save and self.saved_iteration != self.position.iteration and self.position.iteration > 0:
+        if self.args.save and 0 < self.position.iteration != self.saved_iteration:
             self.save_checkpoint()
 
-    def train_step(self) -> tuple[float | None, float, bool]:
+    def due(self, interval: int | None) -> bool:
+        return bool(interval) and self.position.iteration % interval == 0
+
+    def train_step(self) -> tuple[float | None, float | None, bool]:
         consumed = self.position.consumed_train_samples
         with monitor.phase("train_step", self.env.device) as rec:
-            tokens, labels = (torch.from_numpy(a).to(self.env.device)
-                              for a in dataset.get_batch(self.samples, self.batches, consumed))
+            tokens, labels = (
+                torch.from_numpy(a).to(self.env.device)
+                for a in dataset.get_batch(self.samples, self.batches, consumed)
+            )
             with rec.execute():
                 self.optimizer.zero_grad(set_to_none=False)
                 self.runner.scale = self.scaler.scale
@@ -118,8 +162,9 @@ class Trainer:
                     local_loss = self.runner.forward_backward(tokens, labels)
                 step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
                 state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
-                grad_norm, found_inf = step.grad_norm_and_clip(self.params, mesh=self.mesh, clip=self.args.clip_grad,
-                                                               unscale=self.scaler.scale)
+                grad_norm, found_inf = step.grad_norm_and_clip(
+                    self.params, mesh=self.mesh, clip=self.args.clip_grad, unscale=self.scaler.scale
+                )
                 if not found_inf:
                     self.optimizer.step()
                     self.scheduler.step(self.optimizer, self.dims.global_batch_size)
@@ -130,13 +175,16 @@ class Trainer:
         self.position.floating_point_operations += self.iteration_flops()
         self.last_phase = rec.metrics
         if state is not None:
-            self.monitor.state(iteration=self.position.iteration, local_loss=None if local_loss is None else
-                               float(local_loss), **state, throughput=self.dims.global_batch_size /
-                               rec.metrics["time/train_step/total"])
+            self.monitor.state(
+                iteration=self.position.iteration,
+                local_loss=None if local_loss is None else float(local_loss),
+                **state,
+                throughput=self.dims.global_batch_size / rec.metrics["time/train_step/total"],
+            )
             if self.monitor.cfg["print_struct"]:
                 logline.emit("\n".join(n for n, p in self.model.named_parameters() if p.requires_grad))
                 self.args.exit_interval = self.position.iteration
-        return loss, grad_norm, found_inf
+        return loss, None if found_inf else grad_norm, found_inf
 
     # ------------------------------------------------------------------ pieces
     def reduce_loss(self, local_loss: torch.Tensor | None) -> float | None:
@@ -150,10 +198,11 @@ class Trainer:
         return float(loss)
 
     def iteration_flops(self) -> float:
-        return logline.num_floating_point_operations(self.flops_dims, seq_length=self.args.seq_length,
-                                                     batch_size=self.dims.global_batch_size)
+        return logline.num_floating_point_operations(
+            self.flops_dims, seq_length=self.args.seq_length, batch_size=self.dims.global_batch_size
+        )
 
-    def log_iteration(self, loss: float | None, grad_norm: float, skipped: bool) -> None:
+    def log_iteration(self, loss: float | None, grad_norm: float | None, skipped: bool) -> None:
         it, iv = self.position.iteration, self.interval
         iv.iterations += 1
         iv.skipped += int(skipped)
@@ -169,19 +218,38 @@ class Trainer:
         lr = self.optimizer.param_groups[0]["lr"]
         mean_loss = iv.loss_sum / iv.loss_count if iv.loss_count else 0.0
         stats = logline.IterationStats(
-            iteration=it, train_iters=self.args.train_iters, consumed_samples=self.position.consumed_train_samples,
-            elapsed_ms=elapsed * 1000.0, learning_rate=lr, global_batch_size=self.dims.global_batch_size,
-            losses={"lm loss": mean_loss}, loss_scale=self.scaler.scale, grad_norm=grad_norm,
-            skipped_iterations=iv.skipped, nan_iterations=iv.nan,
-            tflops_per_gpu=tflops if self.args.log_throughput else None)
+            iteration=it,
+            train_iters=self.args.train_iters,
+            consumed_samples=self.position.consumed_train_samples,
+            elapsed_ms=elapsed * 1000.0,
+            learning_rate=lr,
+            global_batch_size=self.dims.global_batch_size,
+            losses={"lm loss": mean_loss},
+            loss_scale=self.scaler.scale,
+            grad_norm=grad_norm,
+            skipped_iterations=iv.skipped,
+            nan_iterations=iv.nan,
+            tflops_per_gpu=tflops if self.args.log_throughput else None,
+        )
         self.log_last(logline.format_training_log(stats))
         samples_per_s = self.dims.global_batch_size / elapsed
         self.monitor.training_scalars(
-            iteration=it, samples=self.position.consumed_train_samples, lr=lr, gbs=self.dims.global_batch_size,
-            loss=mean_loss if loss is not None else None, loss_scale=self.scaler.scale, grad_norm=grad_norm,
-            iter_time_s=elapsed, samples_per_s=samples_per_s, tflops=tflops)
-        metrics = {**self.last_phase, "system/tps": samples_per_s * self.args.seq_length,
-                   "system/samples": float(self.position.consumed_train_samples)}
+            iteration=it,
+            samples=self.position.consumed_train_samples,
+            lr=lr,
+            gbs=self.dims.global_batch_size,
+            loss=mean_loss if loss is not None else None,
+            loss_scale=self.scaler.scale,
+            grad_norm=grad_norm,
+            iter_time_s=elapsed,
+            samples_per_s=samples_per_s,
+            tflops=tflops,
+        )
+        metrics = {
+            **self.last_phase,
+            "system/tps": samples_per_s * self.args.seq_length,
+            "system/samples": float(self.position.consumed_train_samples),
+        }
         self.monitor.phase_metrics(metrics, it, log=self.is_last_rank)
         if not self.memory_reported and self.dp_rank == 0:
             self.memory_reported = True
@@ -191,10 +259,18 @@ class Trainer:
     def memory_mb(self) -> dict[str, float]:
         snap = monitor.memory_snapshot(self.env.device)
         if "allocated" in snap:
-            return {k: round(snap[k] / 2**20, 2) for k in ("allocated", "max_allocated", "reserved", "max_reserved")}
+            return {
+                k: round(snap[k] / 2**20, 2)
+                for k in ("allocated", "max_allocated", "reserved", "max_reserved")
+            }
         rss = round(snap["rss"] / 2**20, 2)  # CPU: resident set size stands in for allocated/reserved
         peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        return {"allocated": rss, "max_allocated": round(peak, 2), "reserved": rss, "max_reserved": round(peak, 2)}
+        return {
+            "allocated": rss,
+            "max_allocated": round(peak, 2),
+            "reserved": rss,
+            "max_reserved": round(peak, 2),
+        }
 
     def state_metrics(self) -> dict[str, Any]:
         """Per-parameter local gradient / Adam moment / weight norms of this rank (monitor_config)."""
@@ -204,11 +280,20 @@ class Trainer:
             for n, p in self.model.named_parameters():
                 s = self.optimizer.state.get(p) or {}
                 if "exp_avg" in s:
-                    adam[n] = (float(local_tensor(s["exp_avg"]).norm()), float(local_tensor(s["exp_avg_sq"]).norm()))
+                    adam[n] = (
+                        float(local_tensor(s["exp_avg"]).norm()),
+                        float(local_tensor(s["exp_avg_sq"]).norm()),
+                    )
         if self.monitor.cfg["weight_state_format"]:
-            weights = {n: float(local_tensor(p).detach().float().norm()) for n, p in self.model.named_parameters()}
-        return {"local_norms": norms, "device_norm": float(sum(v * v for v in norms.values()) ** 0.5),
-                "adam": adam, "weights": weights}
+            weights = {
+                n: float(local_tensor(p).detach().float().norm()) for n, p in self.model.named_parameters()
+            }
+        return {
+            "local_norms": norms,
+            "device_norm": float(sum(v * v for v in norms.values()) ** 0.5),
+            "adam": adam,
+            "weights": weights,
+        }
 
     def load_checkpoint(self) -> None:
         if self.args.load:

@@ -7,16 +7,56 @@ from ascendfactory.engine.train import flags
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.errors import ConfigError
 
-BASE = ["--tokenizer-name-or-path", "m", "--data-path", "d", "--seq-length", "16", "--train-iters", "2",
-        "--lr", "1e-4"]
-CFG = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=250, rms_norm_eps=1e-6, tie_word_embeddings=False,
-                  rope_theta=1000000.0)
-GOOD = ["--num-layers", "4", "--hidden-size", "64", "--ffn-hidden-size", "128", "--num-attention-heads", "4",
-        "--group-query-attention", "--num-query-groups", "2", "--swiglu", "--normalization", "RMSNorm",
-        "--norm-epsilon", "1e-6", "--rotary-base", "1000000", "--untie-embeddings-and-output-weights",
-        "--add-qkv-bias", "--disable-bias-linear", "--position-embedding-type", "rope",
-        "--max-position-embeddings", "4096"]
+BASE = [
+    "--tokenizer-name-or-path",
+    "m",
+    "--data-path",
+    "d",
+    "--seq-length",
+    "16",
+    "--train-iters",
+    "2",
+    "--lr",
+    "1e-4",
+]
+CFG = Qwen2Config(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=250,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+    rope_theta=1000000.0,
+)
+GOOD = [
+    "--num-layers",
+    "4",
+    "--hidden-size",
+    "64",
+    "--ffn-hidden-size",
+    "128",
+    "--num-attention-heads",
+    "4",
+    "--group-query-attention",
+    "--num-query-groups",
+    "2",
+    "--swiglu",
+    "--normalization",
+    "RMSNorm",
+    "--norm-epsilon",
+    "1e-6",
+    "--rotary-base",
+    "1000000",
+    "--untie-embeddings-and-output-weights",
+    "--add-qkv-bias",
+    "--disable-bias-linear",
+    "--position-embedding-type",
+    "rope",
+    "--max-position-embeddings",
+    "4096",
+]
 
 
 def test_matching_flags_pass():
@@ -31,8 +71,13 @@ def test_every_mismatch_is_reported():
     with pytest.raises(ConfigError) as e:
         check_architecture(args, CFG)
     keys = {p.key for p in e.value.problems}
-    assert keys == {"--ffn-hidden-size", "--normalization", "--num-query-groups", "--add-qkv-bias",
-                    "--untie-embeddings-and-output-weights"}
+    assert keys == {
+        "--ffn-hidden-size",
+        "--normalization",
+        "--num-query-groups",
+        "--add-qkv-bias",
+        "--untie-embeddings-and-output-weights",
+    }
     assert "config.json has intermediate_size = 128" in str(e.value)
 
 

@@ -21,8 +21,15 @@ def corpus(tmp_path):
 
 
 def _args(path, **kw):
-    base = dict(data_path=[path], seq_length=4, split="100,0,0", seed=1, no_shuffle=False,
-                is_instruction_dataset=False, stage="pt")
+    base = dict(
+        data_path=[path],
+        seq_length=4,
+        split="100,0,0",
+        seed=1,
+        no_shuffle=False,
+        is_instruction_dataset=False,
+        stage="pt",
+    )
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -33,8 +40,8 @@ def test_pretrain_windows_cover_the_stream_with_shared_boundary(corpus):
     assert len(s) == (len(stream) - 1) // 4 == 14
     for k in range(len(s)):
         tokens, labels = s[k]
-        assert tokens.tolist() == stream[4 * k: 4 * k + 4].tolist()
-        assert labels.tolist() == stream[4 * k + 1: 4 * k + 5].tolist()
+        assert tokens.tolist() == stream[4 * k : 4 * k + 4].tolist()
+        assert labels.tolist() == stream[4 * k + 1 : 4 * k + 5].tolist()
 
 
 def test_pretrain_epochs_and_seeded_order(corpus):
@@ -59,8 +66,10 @@ def test_split_uses_train_part_only(corpus):
 
 def test_instruction_samples_pad_and_shift(tmp_path):
     prefix = str(tmp_path / "sft")
-    bs = {k: IndexedDatasetBuilder(f"{prefix}_packed_{k}_document", dtype=np.int32)
-          for k in ("input_ids", "attention_mask", "labels")}
+    bs = {
+        k: IndexedDatasetBuilder(f"{prefix}_packed_{k}_document", dtype=np.int32)
+        for k in ("input_ids", "attention_mask", "labels")
+    }
     bs["input_ids"].add_document([5, 6, 7, 8])
     bs["attention_mask"].add_document([1, 1, 1, 1])
     bs["labels"].add_document([-100, -100, 7, 8])
@@ -69,8 +78,9 @@ def test_instruction_samples_pad_and_shift(tmp_path):
     bs["labels"].add_document(list(range(1, 12)))
     for b in bs.values():
         b.finalize()
-    s = dataset.build_samples(_args(prefix, seq_length=6, is_instruction_dataset=True, no_shuffle=True),
-                              num_samples=4, pad_id=0)
+    s = dataset.build_samples(
+        _args(prefix, seq_length=6, is_instruction_dataset=True, no_shuffle=True), num_samples=4, pad_id=0
+    )
     tokens, labels = s[0]
     assert tokens.tolist() == [5, 6, 7, 8, 0] and labels.tolist() == [-100, 7, 8, -100, -100]
     tokens, labels = s[1]  # truncated to seq_length
@@ -79,7 +89,9 @@ def test_instruction_samples_pad_and_shift(tmp_path):
 
 
 def test_batch_plan_matches_megatron_sampler():
-    plans = [dataset.BatchPlan(micro_batch_size=2, global_batch_size=8, dp_size=2, dp_rank=r) for r in range(2)]
+    plans = [
+        dataset.BatchPlan(micro_batch_size=2, global_batch_size=8, dp_size=2, dp_rank=r) for r in range(2)
+    ]
     assert plans[0].num_microbatches == 2
     assert plans[0].indices(16) == [16, 17, 20, 21] and plans[1].indices(16) == [18, 19, 22, 23]
     single = dataset.BatchPlan(2, 8, 1, 0).indices(16)

@@ -5,28 +5,75 @@ import pytest
 from ascendfactory.engine.train import flags
 from ascendfactory.errors import ConfigError
 
-BASE = ["--tokenizer-name-or-path", "m", "--data-path", "d", "--seq-length", "16", "--train-iters", "2",
-        "--lr", "1e-4"]
+BASE = [
+    "--tokenizer-name-or-path",
+    "m",
+    "--data-path",
+    "d",
+    "--seq-length",
+    "16",
+    "--train-iters",
+    "2",
+    "--lr",
+    "1e-4",
+]
 
 
 def test_lists_are_disjoint():
     lists = [set(flags.HONOURED), set(flags.ARCHITECTURE), set(flags.IGNORED), set(flags.REFUSED)]
     for i, a in enumerate(lists):
-        for b in lists[i + 1:]:
+        for b in lists[i + 1 :]:
             assert not a & b
-    assert flags.known_flags() == set().union(*lists)
+    assert set(flags.known_flags()) == set().union(*lists)
 
 
 def test_mindspeed_sft_script_flags_parse():
-    argv = BASE + ["--finetune", "--stage", "sft", "--is-instruction-dataset", "--tokenizer-not-use-fast",
-                   "--prompt-type", "qwen", "--padded-samples", "--variable-seq-lengths", "--use-distributed-optimizer",
-                   "--overlap-grad-reduce", "--use-mcore-models", "--tensor-model-parallel-size", "1",
-                   "--num-layers", "28", "--group-query-attention", "--num-query-groups", "4", "--use-flash-attn",
-                   "--swiglu", "--use-fused-swiglu", "--normalization", "RMSNorm", "--rotary-base", "1000000",
-                   "--untie-embeddings-and-output-weights", "--add-qkv-bias", "--disable-bias-linear",
-                   "--initial-loss-scale", "4096", "--no-gradient-accumulation-fusion", "--bf16",
-                   "--distributed-backend", "nccl", "--split", "100,0,0", "--no-load-optim", "--no-load-rng",
-                   "--recompute-granularity", "full", "--log-throughput", "--eval-iters", "0"]
+    argv = BASE + [
+        "--finetune",
+        "--stage",
+        "sft",
+        "--is-instruction-dataset",
+        "--tokenizer-not-use-fast",
+        "--prompt-type",
+        "qwen",
+        "--padded-samples",
+        "--variable-seq-lengths",
+        "--use-distributed-optimizer",
+        "--overlap-grad-reduce",
+        "--use-mcore-models",
+        "--tensor-model-parallel-size",
+        "1",
+        "--num-layers",
+        "28",
+        "--group-query-attention",
+        "--num-query-groups",
+        "4",
+        "--use-flash-attn",
+        "--swiglu",
+        "--use-fused-swiglu",
+        "--normalization",
+        "RMSNorm",
+        "--rotary-base",
+        "1000000",
+        "--untie-embeddings-and-output-weights",
+        "--add-qkv-bias",
+        "--disable-bias-linear",
+        "--initial-loss-scale",
+        "4096",
+        "--no-gradient-accumulation-fusion",
+        "--bf16",
+        "--distributed-backend",
+        "nccl",
+        "--split",
+        "100,0,0",
+        "--no-load-optim",
+        "--no-load-rng",
+        "--recompute-granularity",
+        "full",
+        "--log-throughput",
+        "--eval-iters",
+        "0",
+    ]
     args, ignored = flags.parse_args(argv)
     assert args.stage == "sft" and args.bf16 and args.num_query_groups == 4
     assert ignored == [f for f in flags.IGNORED if f in argv]
@@ -35,10 +82,30 @@ def test_mindspeed_sft_script_flags_parse():
 
 def test_refused_and_unknown_and_bad_values_all_reported():
     with pytest.raises(ConfigError) as e:
-        flags.parse_args(BASE + ["--lora-r", "8", "--qlora", "--no-such-flag", "--context-parallel-size", "2",
-                                 "--lr-decay-style", "poly", "--stage", "dpo"])
+        flags.parse_args(
+            BASE
+            + [
+                "--lora-r",
+                "8",
+                "--qlora",
+                "--no-such-flag",
+                "--context-parallel-size",
+                "2",
+                "--lr-decay-style",
+                "poly",
+                "--stage",
+                "dpo",
+            ]
+        )
     keys = [p.key for p in e.value.problems]
-    for key in ("--lora-r", "--qlora", "--no-such-flag", "--context-parallel-size", "--lr-decay-style", "--stage"):
+    for key in (
+        "--lora-r",
+        "--qlora",
+        "--no-such-flag",
+        "--context-parallel-size",
+        "--lr-decay-style",
+        "--stage",
+    ):
         assert any(key in k for k in keys), key
     assert "context parallelism (2) is not supported" in str(e.value)
 
@@ -46,8 +113,12 @@ def test_refused_and_unknown_and_bad_values_all_reported():
 def test_required_flags():
     with pytest.raises(ConfigError) as e:
         flags.parse_args(["--lr", "1"])
-    assert {p.key for p in e.value.problems} >= {"--seq-length", "--train-iters", "--data-path",
-                                                  "--tokenizer-name-or-path"}
+    assert {p.key for p in e.value.problems} >= {
+        "--seq-length",
+        "--train-iters",
+        "--data-path",
+        "--tokenizer-name-or-path",
+    }
 
 
 def test_stage_defaults_from_instruction_flag():

@@ -1,4 +1,4 @@
-"""The pipeline-stage model is the HF model: same logits; stages chain; TP plan covers every sharded weight."""
+"""The pipeline-stage model is the HF model: same logits; stages chain; the TP plan fits the converter."""
 
 import pytest
 import torch
@@ -8,11 +8,20 @@ from ascendfactory.engine.convert.families import get_family
 from ascendfactory.engine.train.model import build_stage, load_local_state, local_state, loss_fn, tp_plan
 from ascendfactory.errors import ParallelismError
 
-CFG = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-           vocab_size=96, max_position_embeddings=64)
+CFG = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=96,
+    max_position_embeddings=64,
+)
 
 
-@pytest.mark.parametrize("family,tied", [("Qwen2Config", False), ("LlamaConfig", True), ("Qwen3Config", False)])
+@pytest.mark.parametrize(
+    "family,tied", [("Qwen2Config", False), ("LlamaConfig", True), ("Qwen3Config", False)]
+)
 def test_stages_reproduce_hf_logits(family, tied):
     cfg = getattr(transformers, family)(**CFG, tie_word_embeddings=tied)
     torch.manual_seed(0)

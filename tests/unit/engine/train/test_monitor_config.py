@@ -9,8 +9,13 @@ from ascendfactory.errors import ConfigError
 
 
 def _args(path=None, **kw):
-    base = dict(af_monitor_config=path, tensorboard_dir=None, tensorboard_queue_size=10,
-                log_loss_scale_to_tensorboard=False, log_timers_to_tensorboard=False)
+    base = dict(
+        af_monitor_config=path,
+        tensorboard_dir=None,
+        tensorboard_queue_size=10,
+        log_loss_scale_to_tensorboard=False,
+        log_timers_to_tensorboard=False,
+    )
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -19,16 +24,28 @@ def test_defaults_match_seed(monkeypatch):
     mon, tb = load_monitor_config(_args())
     assert tb is None and mon["monitor_on"] is False and mon["dump_path"] == "./dump"
     assert mon["target"] == [".*"] and mon["step_interval"] == 1 and mon["throughput_baseline"] is None
-    assert set(MONITOR_DEFAULTS) == {"monitor_on", "dump_path", "target", "invert", "step_interval",
-                                     "local_loss_format", "local_norm_format", "device_local_norm_format",
-                                     "optimizer_state_format", "weight_state_format", "throughput_baseline",
-                                     "print_struct"}
+    assert set(MONITOR_DEFAULTS) == {
+        "monitor_on",
+        "dump_path",
+        "target",
+        "invert",
+        "step_interval",
+        "local_loss_format",
+        "local_norm_format",
+        "device_local_norm_format",
+        "optimizer_state_format",
+        "weight_state_format",
+        "throughput_baseline",
+        "print_struct",
+    }
 
 
 def test_yaml_file_env_dir_and_fallback_to_log(tmp_path, monkeypatch):
     f = tmp_path / "exp.yaml"
-    f.write_text("seed: 0\nmonitor_config:\n  monitor_on: true\n  local_norm_format: tensorboard\n"
-                 "  target: ['layers.0']\ntensorboard:\n  log_timers_to_tensorboard: true\n")
+    f.write_text(
+        "seed: 0\nmonitor_config:\n  monitor_on: true\n  local_norm_format: tensorboard\n"
+        "  target: ['layers.0']\ntensorboard:\n  log_timers_to_tensorboard: true\n"
+    )
     monkeypatch.delenv("MA_SUMMARY_LOG_DIR", raising=False)
     mon, tb = load_monitor_config(_args(str(f)))
     assert tb is None and mon["local_norm_format"] == ["log"]  # no tensorboard dir: 'tensorboard' -> 'log'
@@ -42,11 +59,16 @@ def test_yaml_file_env_dir_and_fallback_to_log(tmp_path, monkeypatch):
 
 def test_bad_keys_and_values(tmp_path):
     f = tmp_path / "m.json"
-    f.write_text('{"monitor_config": {"monitor_onn": true, "local_loss_format": "csv", "throughput_baseline": -1}}')
+    f.write_text(
+        '{"monitor_config": {"monitor_onn": true, "local_loss_format": "csv", "throughput_baseline": -1}}'
+    )
     with pytest.raises(ConfigError) as e:
         load_monitor_config(_args(str(f)))
-    assert {p.key for p in e.value.problems} == {"monitor_config.monitor_onn", "monitor_config.local_loss_format",
-                                                 "monitor_config.throughput_baseline"}
+    assert {p.key for p in e.value.problems} == {
+        "monitor_config.monitor_onn",
+        "monitor_config.local_loss_format",
+        "monitor_config.throughput_baseline",
+    }
 
 
 def test_target_and_invert(tmp_path):

@@ -9,18 +9,27 @@ from ascendfactory.errors import ParallelismError
 
 
 def _args(tp=1, pp=1, mbs=1, gbs=None):
-    return SimpleNamespace(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp, micro_batch_size=mbs,
-                           global_batch_size=gbs)
+    return SimpleNamespace(
+        tensor_model_parallel_size=tp,
+        pipeline_model_parallel_size=pp,
+        micro_batch_size=mbs,
+        global_batch_size=gbs,
+    )
 
 
 def test_dp_and_microbatches():
     d = ParallelDims.from_args(_args(tp=2, pp=2, mbs=2, gbs=16), 8, num_heads=4, num_kv_heads=2, vocab=256)
     assert (d.dp, d.num_microbatches) == (2, 4)
-    assert ParallelDims.from_args(_args(mbs=3), 4, num_heads=4, num_kv_heads=2, vocab=256).global_batch_size == 12
+    assert (
+        ParallelDims.from_args(_args(mbs=3), 4, num_heads=4, num_kv_heads=2, vocab=256).global_batch_size
+        == 12
+    )
 
 
 def test_world_size_message():
-    with pytest.raises(ParallelismError, match=r"world size \(6\) is not divisible by tensor parallel size \(4\)"):
+    with pytest.raises(
+        ParallelismError, match=r"world size \(6\) is not divisible by tensor parallel size \(4\)"
+    ):
         ParallelDims.from_args(_args(tp=4), 6, num_heads=4, num_kv_heads=4, vocab=256)
 
 
@@ -28,6 +37,8 @@ def test_all_problems_reported():
     with pytest.raises(ParallelismError) as e:
         ParallelDims.from_args(_args(tp=4, mbs=2, gbs=5), 4, num_heads=6, num_kv_heads=2, vocab=250)
     text = str(e.value)
-    assert "global batch size (5) is not divisible by micro batch size (2) times data parallel size (1)" in text
+    assert (
+        "global batch size (5) is not divisible by micro batch size (2) times data parallel size (1)" in text
+    )
     assert "num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4)." in text
     assert "num_query_groups (2) must be a multiple" in text and "padded vocabulary (250)" in text

@@ -9,8 +9,16 @@ from ascendfactory.engine.train.schedule import LRSchedule
 
 
 def _args(**kw):
-    base = dict(lr=1e-3, min_lr=1e-4, lr_decay_style="cosine", lr_decay_iters=None, train_iters=10,
-                lr_warmup_fraction=None, lr_warmup_iters=0, lr_warmup_init=0.0)
+    base = dict(
+        lr=1e-3,
+        min_lr=1e-4,
+        lr_decay_style="cosine",
+        lr_decay_iters=None,
+        train_iters=10,
+        lr_warmup_fraction=None,
+        lr_warmup_iters=0,
+        lr_warmup_init=0.0,
+    )
     return SimpleNamespace(**{**base, **kw})
 
 

@@ -1,0 +1,137 @@
+"""The real pipeline through the installed CLI: preprocess -> hf2mg -> torchrun train (DP 2) -> mg2hf -> plot,
+on the offline demo model; then kill -9 of a training rank with train_auto_resume, which must finish with final
+weights bit-identical to an uninterrupted run; then the same file planned for MindSpeed-LLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+CLI = [sys.executable, "-m", "ascendfactory.cli.app"]
+QUICK = REPO / "cfgs" / "quickstart.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory) -> Path:
+    from ascendfactory.engine.demo import make_demo_model
+
+    return make_demo_model(tmp_path_factory.mktemp("demo") / "tiny-qwen2")
+
+
+def overrides(out: Path, model: Path, *extra: str) -> list[str]:
+    return [f"--af_output_dir={out}", f"--backend_config.training.tokenizer-name-or-path={model}",
+            f"--env.MASTER_PORT={free_port()}", "--backend_config.training.train-iters=24",
+            "--backend_config.training.save-interval=6", "--backend_config.training.log-interval=1", *extra]
+
+
+def run_cli(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def final_weights(out: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(out / "ckpt_converted_mg2hf" / "model.safetensors"))
+
+
+def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
+    out = tmp_path / "run"
+    proc = run_cli(["train", str(QUICK), *overrides(out, demo_model)])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("preprocess_data", "converted_weight_TP1PP1", "saved_checkpoints", "ckpt_converted_mg2hf",
+                 "exp-config.yaml", "training_loss.png", "logs"):
+        assert (out / name).exists(), name
+    assert (out / "saved_checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "24"
+    # save_total_limit 2: only the two newest checkpoints remain
+    assert sorted(p.name for p in (out / "saved_checkpoints").glob("iter_*")) == ["iter_0000018", "iter_0000024"]
+    logs = sorted(p.name for p in (out / "logs").iterdir())
+    assert any(n.endswith("-run_log-N1-0.txt") for n in logs) and any(n.endswith("-run_log-N1-1.txt") for n in logs)
+    assert any("-npu_info-R0" in n for n in logs)
+    summary = json.loads((out / ".af" / "summary.json").read_text())
+    text = json.dumps(summary)
+    assert "loss" in text
+    # the HF weights load in transformers and the loss fell
+    from ascendfactory.metrics import parse_file
+
+    last_rank = next(p for p in (out / "logs").iterdir() if p.name.endswith("-run_log-N1-1.txt"))
+    losses = [r.metrics["lm loss"] for r in parse_file(last_rank) if "lm loss" in r.metrics]
+    assert len(losses) == 24 and losses[-1] < losses[0] * 0.7
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(out / "ckpt_converted_mg2hf")
+    assert model.config.num_hidden_layers == 2
+
+    # Running the same command again goes straight to training (resume) without redoing the steps before it.
+    again = run_cli(["train", str(QUICK), *overrides(out, demo_model), "--dry-run"])
+    assert again.returncode == 0
+    assert "outputs up to date" in again.stdout and "train_auto_resume" in again.stdout
+
+
+@pytest.fixture(scope="module")
+def reference_weights(tmp_path_factory, demo_model):
+    ref = tmp_path_factory.mktemp("ref")
+    proc = run_cli(["train", str(QUICK), *overrides(ref, demo_model), "--save_total_limit=0"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return final_weights(ref)
+
+
+# (checkpoint to wait for, extra random delay before the kill): the kill lands at different moments of a run
+TRIALS = [("6", 0.0), ("12", 0.4), ("6", 1.5)]
+
+
+@pytest.mark.parametrize("after,delay", TRIALS)
+def test_kill9_of_a_rank_resumes_to_bit_identical_weights(tmp_path, demo_model, reference_weights, after, delay):
+    import random
+
+    import psutil
+
+    out = tmp_path / "killed"
+    runner = subprocess.Popen([*CLI, "train", str(QUICK), *overrides(out, demo_model), "--save_total_limit=0",
+                               "--auto_resume.backoff_s=0.5"], cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    tracker = out / "saved_checkpoints" / "latest_checkpointed_iteration.txt"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (tracker.exists() and tracker.read_text().strip() == after):
+        time.sleep(0.05)
+    assert tracker.exists(), "no checkpoint was saved"
+    time.sleep(random.uniform(0, delay))
+    victims = [p for p in psutil.Process(runner.pid).children(recursive=True)
+               if "ascendfactory.engine.train" in " ".join(p.cmdline()) and "torch.distributed.run" not in
+               " ".join(p.cmdline())]
+    assert victims, "no training rank found"
+    os.kill(victims[-1].pid, signal.SIGKILL)
+    output, _ = runner.communicate(timeout=300)
+    assert runner.returncode == 0, output[-4000:]
+    assert "auto-resume 1/3" in output
+    a, b = reference_weights, final_weights(out)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].dtype == b[name].dtype and bool((a[name] == b[name]).all()), name
+
+
+def test_same_file_plans_mindspeed_llm(tmp_path, demo_model):
+    proc = run_cli(["train", str(QUICK), *overrides(tmp_path / "ms", demo_model), "--backend=mindspeed-llm",
+                    "--dry-run", "--format", "json"])
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    train = next(s for s in plan["steps"] if s["kind"] == "train")
+    assert any(a.endswith("posttrain_gpt.py") for a in train["argv"])
+    assert "--finetune" in train["argv"] and "--is-instruction-dataset" in train["argv"]
