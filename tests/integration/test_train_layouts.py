@@ -125,3 +125,25 @@ def test_checkpoint_is_megatron_layout(world):
     )
     assert "decoder.layers.3.self_attention.linear_qkv.weight" in state["model"]
     assert "output_layer.weight" in state["model"] and len(state["rng_state"]) == 1
+
+
+def test_tied_embeddings_tp2_matches_single_process(tmp_path):
+    """Qwen2.5-0.5B-style tied embeddings: the vocab-sharded embedding and lm_head share one DTensor."""
+    T.make_tiny_model(tmp_path / "hf", family="qwen2", tie_word_embeddings=True, num_hidden_layers=2)
+    data = T.make_pretrain_data(tmp_path / "pt")
+    runs = {}
+    for tp in (1, 2):
+        T.hf_to_megatron(tmp_path / "hf", tmp_path / f"mg{tp}", tp=tp)
+        flags = [f.format(data=data) for f in COMMON] + [
+            "--tokenizer-name-or-path",
+            str(tmp_path / "hf"),
+            "--load",
+            str(tmp_path / f"mg{tp}"),
+            "--tensor-model-parallel-size",
+            str(tp),
+        ]
+        proc = T.torchrun(tp, flags, timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[tp] = T.losses_from_log(proc.stdout)
+    assert sorted(runs[2]) == [1, 2, 3, 4]
+    assert runs[2] == pytest.approx(runs[1], rel=1e-5)

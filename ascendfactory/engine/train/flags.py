@@ -211,6 +211,8 @@ def _add(
     typ: Any = None,
     help: str | None = None,
 ) -> None:
+    if help and help != argparse.SUPPRESS:
+        help = help.replace("%", "%%")
     if kind == BOOL:
         group.add_argument(flag, action="store_true", default=default or False, help=help)
     elif kind == LIST:

@@ -13,19 +13,25 @@ import torch.distributed as dist
 from ascendfactory.engine.train.model import StageModel, local_tensor, loss_fn
 
 
-def build_optimizer(model: StageModel, args: Any) -> torch.optim.Optimizer:
-    """AdamW; no weight decay on biases and 1-D (norm) weights, as Megatron's param groups."""
-    decay, no_decay = [], []
+def build_optimizer(model: StageModel, args: Any, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW; no weight decay on biases and 1-D (norm) weights (Megatron's param groups).
+
+    DTensor and plain parameters go in separate groups so each group can use the fused kernel (CPU, CUDA).
+    """
+    groups: dict[tuple[bool, bool], list[torch.nn.Parameter]] = {}
     for name, p in model.named_parameters():
-        (no_decay if name.endswith(".bias") or p.ndim == 1 else decay).append(p)
-    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    has_dtensor = any(hasattr(p, "to_local") for p in model.parameters())
+        no_decay = name.endswith(".bias") or p.ndim == 1
+        groups.setdefault((no_decay, hasattr(p, "to_local")), []).append(p)
+    param_groups = [
+        {"params": ps, "weight_decay": 0.0 if no_decay else args.weight_decay}
+        for (no_decay, _), ps in sorted(groups.items())
+    ]
     return torch.optim.AdamW(
-        groups,
+        param_groups,
         lr=0.0,
         betas=(args.adam_beta1, args.adam_beta2),
         eps=args.adam_eps,
-        foreach=False if has_dtensor else None,
+        fused=True if device.type in ("cpu", "cuda") else None,
     )
 
 
@@ -151,19 +157,16 @@ def grad_norm_and_clip(
     """Unscale, then the global L2 norm over TP shards and PP stages (DP grads are equal); clip in place.
 
     Returns (norm before clipping, found inf/nan)."""
-    device = local_tensor(params[0].grad).device
-    dtype = torch.float64 if device.type == "cpu" else torch.float32
-    sharded = torch.zeros((), dtype=dtype, device=device)
-    replicated = torch.zeros((), dtype=dtype, device=device)
-    for p in params:
-        g = local_tensor(p.grad)
-        if unscale != 1.0:
-            g.div_(unscale)
-        sq = g.detach().to(dtype).pow(2).sum()
-        if hasattr(p.grad, "placements") and any(pl.is_shard() for pl in p.grad.placements):
-            sharded += sq
-        else:
-            replicated += sq
+    grads = [local_tensor(p.grad) for p in params]
+    if unscale != 1.0:
+        torch._foreach_div_(grads, unscale)
+    dtype = torch.float64 if grads[0].device.type == "cpu" else torch.float32
+    squares = torch.stack(torch._foreach_norm(grads)).to(dtype).pow(2)
+    is_shard = torch.tensor(
+        [hasattr(p.grad, "placements") and any(pl.is_shard() for pl in p.grad.placements) for p in params],
+        device=squares.device,
+    )
+    sharded, replicated = squares[is_shard].sum(), squares[~is_shard].sum()
     if mesh["tp"].size() > 1:
         dist.all_reduce(sharded, group=mesh["tp"].get_group())
     total = sharded + replicated
@@ -174,6 +177,5 @@ def grad_norm_and_clip(
     if clip > 0 and not found_inf:
         coeff = clip / (norm + 1e-6)
         if coeff < 1.0:
-            for p in params:
-                local_tensor(p.grad).mul_(coeff)
+            torch._foreach_mul_(grads, coeff)
     return norm, found_inf

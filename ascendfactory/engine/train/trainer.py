@@ -75,7 +75,7 @@ class Trainer:
             rank_seed=tp_rank + 100 * pp_rank,
         )
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = step.build_optimizer(self.model, args)
+        self.optimizer = step.build_optimizer(self.model, args, self.env.device)
         self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
         self.scaler = step.LossScaler.from_args(args)
         self.runner = step.StepRunner(
@@ -156,7 +156,7 @@ class Trainer:
                 for a in dataset.get_batch(self.samples, self.batches, consumed)
             )
             with rec.execute():
-                self.optimizer.zero_grad(set_to_none=False)
+                self.optimizer.zero_grad(set_to_none=True)
                 self.runner.scale = self.scaler.scale
                 with step.autocast(self.env.device, self.args):
                     local_loss = self.runner.forward_backward(tokens, labels)

@@ -126,3 +126,12 @@ def test_stage_defaults_from_instruction_flag():
     assert args.stage == "sft"
     args, _ = flags.parse_args(BASE)
     assert args.stage == "pt"
+
+
+def test_help_lists_honoured_and_architecture_flags(capsys):
+    from ascendfactory.engine.train.__main__ import main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--exit-interval" in out and "iteration % N" in out and "--num-query-groups" in out
+    assert "--use-flash-attn" not in out  # ignored flags are accepted but not advertised
