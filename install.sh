@@ -35,7 +35,8 @@ fi
 EXTRAS="torch"
 [ "$DEV" = 1 ] && EXTRAS="torch,dev"
 say "installing ascendfactory-cli[$EXTRAS] (editable) from $HERE"
-"$PYTHON" -m pip install --quiet -e "$HERE[$EXTRAS]"
+# compat mode: a plain .pth path entry instead of an import-hook finder (~20 ms less at every CLI start-up)
+"$PYTHON" -m pip install --quiet -e "$HERE[$EXTRAS]" --config-settings editable_mode=compat
 
 # The offline demo model the quickstart trains (a locally trained tokenizer + a tiny Qwen2-style model).
 DEMO="$HERE/demo_assets/tiny-qwen2"

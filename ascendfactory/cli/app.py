@@ -15,6 +15,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich's markdown/pygments stack would double start-up time
 )
 config_cmd.register(app)
 train_cmd.register(app)
