@@ -160,6 +160,7 @@ def test_tensorboard_events_read_back(monitored):
     assert not any(t.startswith("weight_norm/") for t in scalars)  # weight_state_format: log only
     texts = set(acc.Tags()["tensors"])  # add_text is stored as a text-plugin tensor
     assert {"seed/text_summary", "lr/text_summary", "micro_batch_size/text_summary"} <= texts
+    assert {"monitor_config/text_summary", "tensorboard/text_summary"} <= texts  # the config file's entries
 
 
 def test_monitor_log_and_dump(monitored):

@@ -1,4 +1,19 @@
-"""`torchrun <dist args> -m ascendfactory.engine.train <MindSpeed-LLM flags>`: parse, build, train, close."""
+"""`torchrun <dist args> -m ascendfactory.engine.train <MindSpeed-LLM flags>`: parse, build, train, close.
+
+Example (SFT from converted weights, TP=2 x PP=2 on 4 processes, untied embeddings; MindSpeed-LLM flags):
+
+    torchrun --nproc_per_node 4 --nnodes 1 --node_rank 0 --master_addr localhost --master_port 6000 \
+        -m ascendfactory.engine.train \
+        --tokenizer-name-or-path ./qwen2.5-7b --load ./qwen_mcore_tp2pp2 --save ./ckpt \
+        --finetune --no-load-optim --no-load-rng --stage sft --is-instruction-dataset --prompt-type qwen \
+        --data-path ./finetune_dataset/alpaca --split 100,0,0 \
+        --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+        --micro-batch-size 1 --global-batch-size 8 --seq-length 1024 --train-iters 100 \
+        --lr 1.25e-6 --min-lr 1.25e-7 --lr-decay-style cosine --lr-warmup-fraction 0.01 \
+        --weight-decay 0.0 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --seed 1234 --bf16 \
+        --log-interval 1 --log-throughput --save-interval 50 --tensorboard-dir ./tb \
+        --use-flash-attn --use-distributed-optimizer --distributed-backend nccl
+"""
 
 from __future__ import annotations
 

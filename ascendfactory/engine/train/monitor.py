@@ -73,20 +73,24 @@ def _section(raw: dict, key: str, defaults: dict, source: str) -> tuple[dict, li
     }, problems
 
 
+def read_config_file(path: str | None) -> dict[str, Any]:
+    """The `--af-monitor-config` file (YAML or JSON; e.g. the experiment's resolved config), {} when none."""
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".json"):
+        return json.loads(text)
+    import yaml
+
+    return yaml.safe_load(text) or {}
+
+
 def load_monitor_config(args: Any) -> tuple[dict, dict | None]:
     """(monitor_config, tensorboard or None) from `--af-monitor-config`, the Megatron tensorboard flags and
     `MA_SUMMARY_LOG_DIR` (flags win over the file; the env var only fills a missing directory)."""
-    raw: dict = {}
+    raw = read_config_file(args.af_monitor_config)
     source = args.af_monitor_config or "command line"
-    if args.af_monitor_config:
-        with open(args.af_monitor_config, encoding="utf-8") as f:
-            text = f.read()
-        if args.af_monitor_config.endswith(".json"):
-            raw = json.loads(text)
-        else:
-            import yaml
-
-            raw = yaml.safe_load(text) or {}
     monitor, problems = _section(raw, "monitor_config", MONITOR_DEFAULTS, source)
     tensorboard, more = _section(raw, "tensorboard", TENSORBOARD_DEFAULTS, source)
     problems += more

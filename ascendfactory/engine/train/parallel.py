@@ -113,7 +113,15 @@ def device_and_backend(local_rank: int) -> tuple[Any, str]:
     return torch.device("cpu"), "gloo"
 
 
-def init_distributed(timeout_minutes: int = 10) -> DistEnv:
+def collective_timeout_s(timeout_minutes: int | None) -> float:
+    """--distributed-timeout-minutes when given, else AF_DISTRIBUTED_TIMEOUT_S (the runner's
+    node_wait_timeout_s, so a hung peer fails the job within it), else Megatron's 10 minutes."""
+    if timeout_minutes:
+        return timeout_minutes * 60.0
+    return float(os.environ.get("AF_DISTRIBUTED_TIMEOUT_S") or 600.0)
+
+
+def init_distributed(timeout_minutes: int | None = None) -> DistEnv:
     """Join the torchrun rendezvous (single process without torchrun: a world of one)."""
     import torch.distributed as dist
 
@@ -128,7 +136,7 @@ def init_distributed(timeout_minutes: int = 10) -> DistEnv:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device, backend = device_and_backend(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, timeout=timedelta(minutes=timeout_minutes))
+        dist.init_process_group(backend=backend, timeout=timedelta(seconds=collective_timeout_s(timeout_minutes)))
     return DistEnv(
         rank=dist.get_rank(),
         local_rank=local_rank,

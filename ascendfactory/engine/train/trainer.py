@@ -126,7 +126,8 @@ class Trainer:
         )
         mon_cfg, tb_cfg = monitor.load_monitor_config(args)
         self.monitor = monitor.Monitor(mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit)
-        self.monitor.write_config({k: v for k, v in vars(args).items() if v is not None})
+        config = {k: v for k, v in vars(args).items() if v is not None}
+        self.monitor.write_config({**config, **monitor.read_config_file(args.af_monitor_config)})
         self.position = Position()
         self.interval = Interval()
         self.saved_iteration = -1

@@ -135,3 +135,13 @@ def test_help_lists_honoured_and_architecture_flags(capsys):
     out = capsys.readouterr().out
     assert "--exit-interval" in out and "iteration % N" in out and "--num-query-groups" in out
     assert "--use-flash-attn" not in out  # ignored flags are accepted but not advertised
+
+
+def test_collective_timeout_precedence(monkeypatch):
+    from ascendfactory.engine.train.parallel import collective_timeout_s
+
+    monkeypatch.delenv("AF_DISTRIBUTED_TIMEOUT_S", raising=False)
+    assert collective_timeout_s(None) == 600.0
+    monkeypatch.setenv("AF_DISTRIBUTED_TIMEOUT_S", "45")
+    assert collective_timeout_s(None) == 45.0
+    assert collective_timeout_s(2) == 120.0
