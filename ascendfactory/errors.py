@@ -65,9 +65,21 @@ class ConversionKeyError(AscendFactoryError):
 class StageFailedError(AscendFactoryError):
     """A pipeline step (subprocess) failed."""
 
-    def __init__(self, stage: str, returncode: int, log_path: str | None = None, tail: str = "",
-                 rank: int | None = None):
-        self.stage, self.returncode, self.log_path, self.tail, self.rank = stage, returncode, log_path, tail, rank
+    def __init__(
+        self,
+        stage: str,
+        returncode: int,
+        log_path: str | None = None,
+        tail: str = "",
+        rank: int | None = None,
+    ):
+        self.stage, self.returncode, self.log_path, self.tail, self.rank = (
+            stage,
+            returncode,
+            log_path,
+            tail,
+            rank,
+        )
         where = f" (first failing rank: {rank})" if rank is not None else ""
         text = f"step '{stage}' failed with exit code {returncode}{where}"
         if log_path:

@@ -93,10 +93,19 @@ def nearest_multiples(value: int, unit: int) -> list[int]:
 
 def validate_layout(inp: LayoutInput) -> LayoutReport:
     """Check a layout; every violated rule becomes one Problem naming the key, the numbers and a fix."""
-    k = {"tp": "tensor-model-parallel-size", "pp": "pipeline-model-parallel-size",
-         "cp": "context-parallel-size", "mbs": "micro-batch-size", "gbs": "global-batch-size",
-         "seq": "seq-length", "max_pos": "max-position-embeddings", "nll": "num-layer-list",
-         "world": "env.NNODES x devices per node", "sp": "sequence-parallel", **inp.keys}
+    k = {
+        "tp": "tensor-model-parallel-size",
+        "pp": "pipeline-model-parallel-size",
+        "cp": "context-parallel-size",
+        "mbs": "micro-batch-size",
+        "gbs": "global-batch-size",
+        "seq": "seq-length",
+        "max_pos": "max-position-embeddings",
+        "nll": "num-layer-list",
+        "world": "env.NNODES x devices per node",
+        "sp": "sequence-parallel",
+        **inp.keys,
+    }
     dims = ParallelDims(inp.world_size, inp.tp, inp.pp, inp.cp)
     report = LayoutReport(dims=dims)
     add = report.problems.append
@@ -109,64 +118,131 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
 
     mp = dims.model_parallel
     if inp.world_size % mp:
-        fits = [f"TP={t} PP={p}" for p in _divisors(inp.world_size) for t in _divisors(inp.world_size // p)
-                if (inp.world_size // p) % (t * inp.cp) == 0 and inp.heads % (t * inp.cp) == 0
-                and inp.kv_heads % t == 0 and (inp.num_layer_list or inp.num_layers % p == 0)][:6]
-        add(Problem(k["tp"], f"tp({inp.tp}) * pp({inp.pp}) * cp({inp.cp}) = {mp} does not divide "
-                    f"world_size({inp.world_size}) [{k['world']}]",
-                    fix=f"choose degrees whose product divides {inp.world_size}, e.g. {', '.join(fits) or 'TP=1 PP=1'}"
-                    f"; or run on a multiple of {mp} devices"))
+        fits = [
+            f"TP={t} PP={p}"
+            for p in _divisors(inp.world_size)
+            for t in _divisors(inp.world_size // p)
+            if (inp.world_size // p) % (t * inp.cp) == 0
+            and inp.heads % (t * inp.cp) == 0
+            and inp.kv_heads % t == 0
+            and (inp.num_layer_list or inp.num_layers % p == 0)
+        ][:6]
+        add(
+            Problem(
+                k["tp"],
+                f"tp({inp.tp}) * pp({inp.pp}) * cp({inp.cp}) = {mp} does not divide "
+                f"world_size({inp.world_size}) [{k['world']}]",
+                fix=f"choose degrees whose product divides {inp.world_size}, "
+                f"e.g. {', '.join(fits) or 'TP=1 PP=1'}"
+                f"; or run on a multiple of {mp} devices",
+            )
+        )
     if inp.heads % (inp.tp * inp.cp):
-        add(Problem(k["tp"], f"tp({inp.tp}) * cp({inp.cp}) = {inp.tp * inp.cp} does not divide "
-                    f"num_attention_heads({inp.heads})",
-                    fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}"))
+        add(
+            Problem(
+                k["tp"],
+                f"tp({inp.tp}) * cp({inp.cp}) = {inp.tp * inp.cp} does not divide "
+                f"num_attention_heads({inp.heads})",
+                fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}",
+            )
+        )
     if inp.kv_heads % inp.tp:
-        add(Problem(k["tp"], f"num_query_groups / KV heads({inp.kv_heads}) is not divisible by tp({inp.tp})",
-                    fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}"))
+        add(
+            Problem(
+                k["tp"],
+                f"num_query_groups / KV heads({inp.kv_heads}) is not divisible by tp({inp.tp})",
+                fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}",
+            )
+        )
 
     if inp.num_layer_list:
         nll = inp.num_layer_list
         if len(nll) != inp.pp:
-            add(Problem(k["nll"], f"has {len(nll)} entries ({','.join(map(str, nll))}) but "
-                        f"pipeline-model-parallel-size is {inp.pp}",
-                        fix=f"give exactly {inp.pp} comma-separated layer counts summing to {inp.num_layers}"))
+            add(
+                Problem(
+                    k["nll"],
+                    f"has {len(nll)} entries ({','.join(map(str, nll))}) but "
+                    f"pipeline-model-parallel-size is {inp.pp}",
+                    fix=f"give exactly {inp.pp} comma-separated layer counts summing to {inp.num_layers}",
+                )
+            )
         elif sum(nll) != inp.num_layers:
-            add(Problem(k["nll"], f"sums to {sum(nll)} but the model has {inp.num_layers} layers",
-                        fix=f"make the {inp.pp} entries sum to {inp.num_layers}, e.g. "
-                            f"{','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"))
+            add(
+                Problem(
+                    k["nll"],
+                    f"sums to {sum(nll)} but the model has {inp.num_layers} layers",
+                    fix=f"make the {inp.pp} entries sum to {inp.num_layers}, e.g. "
+                    f"{','.join(map(str, _even_split(inp.num_layers, inp.pp)))}",
+                )
+            )
         elif inp.pp == 1:
-            add(Problem(k["nll"], "is only meaningful with pipeline parallelism (PP > 1)",
-                        fix=f"remove {k['nll']}, or set {k['pp']} to {len(nll)}"))
+            add(
+                Problem(
+                    k["nll"],
+                    "is only meaningful with pipeline parallelism (PP > 1)",
+                    fix=f"remove {k['nll']}, or set {k['pp']} to {len(nll)}",
+                )
+            )
         elif min(nll) < 1:
-            add(Problem(k["nll"], "every pipeline stage needs at least one layer",
-                        fix=f"e.g. {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"))
+            add(
+                Problem(
+                    k["nll"],
+                    "every pipeline stage needs at least one layer",
+                    fix=f"e.g. {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}",
+                )
+            )
     elif inp.num_layers % inp.pp:
         pps = [p for p in _divisors(inp.num_layers) if p <= inp.world_size][:6]
-        split = (f", or give {k['nll']} {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"
-                 if inp.num_layers >= inp.pp else "")
-        add(Problem(k["pp"], f"num_layers({inp.num_layers}) is not divisible by pp({inp.pp})",
-                    fix=f"use PP in {{{_fmt(pps)}}}{split}"))
+        split = (
+            f", or give {k['nll']} {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"
+            if inp.num_layers >= inp.pp
+            else ""
+        )
+        add(
+            Problem(
+                k["pp"],
+                f"num_layers({inp.num_layers}) is not divisible by pp({inp.pp})",
+                fix=f"use PP in {{{_fmt(pps)}}}{split}",
+            )
+        )
 
     dp = dims.dp
     if dp and inp.gbs is not None:
         unit = inp.mbs * dp
         if inp.gbs % unit:
-            add(Problem(k["gbs"], f"global_batch_size({inp.gbs}) is not divisible by micro_batch_size({inp.mbs}) "
-                        f"* data_parallel_size({dp}) = {unit}",
-                        fix=f"nearest valid {k['gbs']}: {' or '.join(map(str, nearest_multiples(inp.gbs, unit)))}"))
+            add(
+                Problem(
+                    k["gbs"],
+                    f"global_batch_size({inp.gbs}) is not divisible by micro_batch_size({inp.mbs}) "
+                    f"* data_parallel_size({dp}) = {unit}",
+                    fix=f"nearest valid {k['gbs']}: "
+                    f"{' or '.join(map(str, nearest_multiples(inp.gbs, unit)))}",
+                )
+            )
 
     if inp.seq_length > inp.max_position_embeddings:
-        add(Problem(k["seq"], f"seq_length({inp.seq_length}) > max_position_embeddings"
-                    f"({inp.max_position_embeddings})",
-                    fix=f"lower {k['seq']} to {inp.max_position_embeddings} or less, or raise {k['max_pos']} "
-                        f"(only if the model supports it)"))
+        add(
+            Problem(
+                k["seq"],
+                f"seq_length({inp.seq_length}) > max_position_embeddings({inp.max_position_embeddings})",
+                fix=f"lower {k['seq']} to {inp.max_position_embeddings} or less, or raise {k['max_pos']} "
+                f"(only if the model supports it)",
+            )
+        )
     if inp.cp > 1 and inp.seq_length % inp.cp:
-        add(Problem(k["seq"], f"seq_length({inp.seq_length}) is not divisible by cp({inp.cp})",
-                    fix=f"use a multiple of {inp.cp}"))
+        add(
+            Problem(
+                k["seq"],
+                f"seq_length({inp.seq_length}) is not divisible by cp({inp.cp})",
+                fix=f"use a multiple of {inp.cp}",
+            )
+        )
 
     if inp.seq_length > CP_RECOMMENDED_ABOVE and inp.cp < 2:
-        report.warnings.append(f"{k['seq']}={inp.seq_length} > {CP_RECOMMENDED_ABOVE} with {k['cp']}={inp.cp}: "
-                               f"context parallel (CP >= 2) is recommended for sequences this long")
+        report.warnings.append(
+            f"{k['seq']}={inp.seq_length} > {CP_RECOMMENDED_ABOVE} with {k['cp']}={inp.cp}: "
+            f"context parallel (CP >= 2) is recommended for sequences this long"
+        )
     if inp.sequence_parallel and inp.tp == 1:
         report.warnings.append(f"{k['sp']} is set with {k['tp']}=1: it has no effect (Megatron turns it off)")
     return report

@@ -29,9 +29,11 @@ def wall(argv: list[str], runs: int) -> list[float]:
 
 
 def heavy_imports(args: list[str]) -> list[str]:
-    code = ("import sys; from ascendfactory.cli.app import main; rc = main(sys.argv[1:]); "
-            "print('HEAVY=' + ','.join(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules), "
-            "file=sys.stderr)")
+    code = (
+        "import sys; from ascendfactory.cli.app import main; rc = main(sys.argv[1:]); "
+        "print('HEAVY=' + ','.join(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules), "
+        "file=sys.stderr)"
+    )
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True)
     line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
     return [m for m in line[-1][6:].split(",") if m] if line else ["(probe failed)"]
@@ -51,8 +53,11 @@ def main() -> None:
     for name, (argv, goal) in cases.items():
         t = wall(argv, args.runs)
         med = statistics.median(t)
-        print(f"{name:32s} median {med * 1000:6.0f} ms  min {min(t) * 1000:6.0f} ms  goal < {goal * 1000:.0f} ms  "
-              f"{'OK' if med < goal else 'OVER'}")
+        print(
+            f"{name:32s} median {med * 1000:6.0f} ms  min {min(t) * 1000:6.0f} ms  "
+            f"goal < {goal * 1000:.0f} ms  "
+            f"{'OK' if med < goal else 'OVER'}"
+        )
     for name, a in (("--help", ["--help"]), ("dry run", ["train", "cfgs/quickstart.yaml", "--dry-run"])):
         mods = heavy_imports(a)
         print(f"heavy modules imported by {name}: {', '.join(mods) or 'none'}")

@@ -27,11 +27,19 @@ from ascendfactory.layout import OutputLayout
 from ascendfactory.parallel import LayoutInput, LayoutReport, validate_layout
 
 SECTIONS = ("preprocess_data", "convert_ckpt_hf2mg", "convert_ckpt_mg2hf", "training")
-INSTRUCTION_HANDLERS = ("AlpacaStyleInstructionHandler", "SharegptStyleInstructionHandler",
-                        "GeneralInstructionHandler", "MOSSInstructionHandler", "LlamaFactoryInstructionHandler",
-                        "BelleMultiTurnInstructionHandler", "MOSSMultiTurnHandler",
-                        "R1AlpacaStyleInstructionHandler", "R1SharegptStyleInstructionHandler",
-                        "HunyuanInstructionHandler", "PPOAlpacaStyleInstructionHandler")
+INSTRUCTION_HANDLERS = (
+    "AlpacaStyleInstructionHandler",
+    "SharegptStyleInstructionHandler",
+    "GeneralInstructionHandler",
+    "MOSSInstructionHandler",
+    "LlamaFactoryInstructionHandler",
+    "BelleMultiTurnInstructionHandler",
+    "MOSSMultiTurnHandler",
+    "R1AlpacaStyleInstructionHandler",
+    "R1SharegptStyleInstructionHandler",
+    "HunyuanInstructionHandler",
+    "PPOAlpacaStyleInstructionHandler",
+)
 PRETRAIN_HANDLERS = ("GeneralPretrainHandler", "AlpacaPretrainHandler", "StackOverflowPythonPretrainHandler")
 LOAD_CONTROL_FLAGS = ("finetune", "no-load-optim", "no-load-rng")
 K = "backend_config.training."
@@ -123,8 +131,9 @@ def parse_layer_list(value: Any) -> list[int] | None:
     return [int(str(v).strip()) for v in items if str(v).strip()]
 
 
-def read_megatron_run(ctx: PlanContext, *, strict_paths: bool,
-                      extra_keys: tuple[str, ...] = ()) -> MegatronRun:
+def read_megatron_run(
+    ctx: PlanContext, *, strict_paths: bool, extra_keys: tuple[str, ...] = ()
+) -> MegatronRun:
     """Resolve and validate everything the Megatron-style plans need; raise ConfigError listing all problems.
 
     `extra_keys`: top-level `backend_config` keys a backend reads itself (e.g. mindspeed-llm's `converter`).
@@ -134,8 +143,13 @@ def read_megatron_run(ctx: PlanContext, *, strict_paths: bool,
     bc = dict(cfg.backend_config or {})
     for section in bc:
         if section not in SECTIONS and section not in extra_keys:
-            problems.append(ctx.problem(f"backend_config.{section}", f"unknown section{did_you_mean(section, SECTIONS)}",
-                                        fix="sections are: " + ", ".join(SECTIONS)))
+            problems.append(
+                ctx.problem(
+                    f"backend_config.{section}",
+                    f"unknown section{did_you_mean(section, SECTIONS)}",
+                    fix="sections are: " + ", ".join(SECTIONS),
+                )
+            )
     training = dict(bc.get("training") or {})
     preprocess = bc.get("preprocess_data")
     preprocess = dict(preprocess) if isinstance(preprocess, dict) else None
@@ -151,13 +165,23 @@ def read_megatron_run(ctx: PlanContext, *, strict_paths: bool,
         training["tokenizer-name-or-path"] = model_dir
     arch = resolve_arch(cfg.af_model_name, model_dir)
     if strict_paths and model_dir and not os.path.isdir(model_dir):
-        problems.append(ctx.problem(K + "tokenizer-name-or-path", f"directory {model_dir} does not exist",
-                                    fix="point it at the HF model directory (config.json, tokenizer, weights)"))
+        problems.append(
+            ctx.problem(
+                K + "tokenizer-name-or-path",
+                f"directory {model_dir} does not exist",
+                fix="point it at the HF model directory (config.json, tokenizer, weights)",
+            )
+        )
 
     stage = cfg.stage or training.get("stage") or "sft"
     if stage not in ("pt", "sft"):
-        problems.append(ctx.problem("stage", f"'{stage}' is not a stage of this backend",
-                                    fix="use pt (pre-training) or sft (fine-tuning)"))
+        problems.append(
+            ctx.problem(
+                "stage",
+                f"'{stage}' is not a stage of this backend",
+                fix="use pt (pre-training) or sft (fine-tuning)",
+            )
+        )
 
     def intval(key: str, default: int | None) -> int | None:
         value = training.get(key, default)
@@ -182,29 +206,72 @@ def read_megatron_run(ctx: PlanContext, *, strict_paths: bool,
         nll = parse_layer_list(training.get("num-layer-list"))
     except ValueError:
         nll = None
-        problems.append(ctx.problem(K + "num-layer-list", f"must be comma-separated integers "
-                                    f"(got {training.get('num-layer-list')!r})", fix="e.g. 3,5"))
+        problems.append(
+            ctx.problem(
+                K + "num-layer-list",
+                f"must be comma-separated integers (got {training.get('num-layer-list')!r})",
+                fix="e.g. 3,5",
+            )
+        )
     env = cfg.env
-    report = validate_layout(LayoutInput(
-        world_size=env.NNODES * ctx.devices.count, tp=tp, pp=pp, cp=cp, mbs=mbs, gbs=gbs,
-        num_layers=arch.layers, heads=arch.heads, kv_heads=arch.kv_heads, seq_length=seq,
-        max_position_embeddings=max_pos, num_layer_list=nll,
-        sequence_parallel=bool(training.get("sequence-parallel")),
-        keys={name: K + key for name, key in (
-            ("tp", "tensor-model-parallel-size"), ("pp", "pipeline-model-parallel-size"),
-            ("cp", "context-parallel-size"), ("mbs", "micro-batch-size"), ("gbs", "global-batch-size"),
-            ("seq", "seq-length"), ("max_pos", "max-position-embeddings"), ("nll", "num-layer-list"),
-            ("sp", "sequence-parallel"))} | {"world": f"env.NNODES({env.NNODES}) x devices per node"
-                                                     f"({ctx.devices.count}, from {ctx.devices.source})"}))
+    report = validate_layout(
+        LayoutInput(
+            world_size=env.NNODES * ctx.devices.count,
+            tp=tp,
+            pp=pp,
+            cp=cp,
+            mbs=mbs,
+            gbs=gbs,
+            num_layers=arch.layers,
+            heads=arch.heads,
+            kv_heads=arch.kv_heads,
+            seq_length=seq,
+            max_position_embeddings=max_pos,
+            num_layer_list=nll,
+            sequence_parallel=bool(training.get("sequence-parallel")),
+            keys={
+                name: K + key
+                for name, key in (
+                    ("tp", "tensor-model-parallel-size"),
+                    ("pp", "pipeline-model-parallel-size"),
+                    ("cp", "context-parallel-size"),
+                    ("mbs", "micro-batch-size"),
+                    ("gbs", "global-batch-size"),
+                    ("seq", "seq-length"),
+                    ("max_pos", "max-position-embeddings"),
+                    ("nll", "num-layer-list"),
+                    ("sp", "sequence-parallel"),
+                )
+            }
+            | {
+                "world": f"env.NNODES({env.NNODES}) x devices per node"
+                f"({ctx.devices.count}, from {ctx.devices.source})"
+            },
+        )
+    )
     for p in report.problems:
         problems.append(Problem(key=p.key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(p.key)))
 
-    run = MegatronRun(arch=arch, model_dir=model_dir, stage=stage, training=training, preprocess=preprocess,
-                      hf2mg=hf2mg, mg2hf=mg2hf, report=report, layout=OutputLayout(cfg.af_output_dir),
-                      nnodes=env.NNODES, nproc_per_node=ctx.devices.count, node_rank=env.NODE_RANK,
-                      tp=tp, pp=pp, cp=cp, num_layer_list=nll,
-                      lora=any(training.get(k) for k in ("lora-r", "lora-target-modules")),
-                      warnings=list(report.warnings))
+    run = MegatronRun(
+        arch=arch,
+        model_dir=model_dir,
+        stage=stage,
+        training=training,
+        preprocess=preprocess,
+        hf2mg=hf2mg,
+        mg2hf=mg2hf,
+        report=report,
+        layout=OutputLayout(cfg.af_output_dir),
+        nnodes=env.NNODES,
+        nproc_per_node=ctx.devices.count,
+        node_rank=env.NODE_RANK,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        num_layer_list=nll,
+        lora=any(training.get(k) for k in ("lora-r", "lora-target-modules")),
+        warnings=list(report.warnings),
+    )
     _resolve_data(ctx, run, problems, strict_paths)
     run.load = _decide_load(ctx, run, problems)
     if problems:
@@ -215,47 +282,74 @@ def read_megatron_run(ctx: PlanContext, *, strict_paths: bool,
 def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], strict: bool) -> None:
     cfg = ctx.config
     pre = run.preprocess or {}
-    handler = pre.get("handler-name") or ("GeneralPretrainHandler" if run.stage == "pt"
-                                          else "AlpacaStyleInstructionHandler")
+    handler = pre.get("handler-name") or (
+        "GeneralPretrainHandler" if run.stage == "pt" else "AlpacaStyleInstructionHandler"
+    )
     run.handler = handler
     if handler in PRETRAIN_HANDLERS and run.stage == "sft":
-        problems.append(ctx.problem("backend_config.preprocess_data.handler-name",
-                                    f"{handler} makes pre-training data but stage is sft",
-                                    fix="use AlpacaStyleInstructionHandler / SharegptStyleInstructionHandler, "
-                                        "or stage: pt"))
+        problems.append(
+            ctx.problem(
+                "backend_config.preprocess_data.handler-name",
+                f"{handler} makes pre-training data but stage is sft",
+                fix="use AlpacaStyleInstructionHandler / SharegptStyleInstructionHandler, or stage: pt",
+            )
+        )
     if handler in INSTRUCTION_HANDLERS and run.stage == "pt":
-        problems.append(ctx.problem("backend_config.preprocess_data.handler-name",
-                                    f"{handler} makes instruction data but stage is pt",
-                                    fix="use GeneralPretrainHandler, or stage: sft"))
+        problems.append(
+            ctx.problem(
+                "backend_config.preprocess_data.handler-name",
+                f"{handler} makes instruction data but stage is pt",
+                fix="use GeneralPretrainHandler, or stage: sft",
+            )
+        )
     run.data_is_instruction = handler in INSTRUCTION_HANDLERS
 
     given = run.training.get("data-path") or cfg.processed_data_dir
     if given:
         run.data_path = _data_prefix(str(given), run.data_is_instruction)
         if strict and not glob.glob(run.data_path + "*"):
-            problems.append(ctx.problem(K + "data-path" if run.training.get("data-path") else "processed_data_dir",
-                                        f"no preprocessed data at {given}",
-                                        fix="point it at <prefix>_text_document (pt) or the <prefix> of "
-                                            "<prefix>_packed_*_document files (sft), or remove it to preprocess"))
+            problems.append(
+                ctx.problem(
+                    K + "data-path" if run.training.get("data-path") else "processed_data_dir",
+                    f"no preprocessed data at {given}",
+                    fix="point it at <prefix>_text_document (pt) or the <prefix> of "
+                    "<prefix>_packed_*_document files (sft), or remove it to preprocess",
+                )
+            )
         return
     source = pre.get("input") or cfg.dataset
     if not source:
-        problems.append(ctx.problem("backend_config.preprocess_data.input",
-                                    "no training data: neither preprocess_data.input nor training.data-path is set",
-                                    fix="set backend_config.preprocess_data.input to a json/jsonl/parquet file or "
-                                        "directory, or backend_config.training.data-path to preprocessed data"))
+        problems.append(
+            ctx.problem(
+                "backend_config.preprocess_data.input",
+                "no training data: neither preprocess_data.input nor training.data-path is set",
+                fix="set backend_config.preprocess_data.input to a json/jsonl/parquet file or "
+                "directory, or backend_config.training.data-path to preprocessed data",
+            )
+        )
         return
     if strict and not os.path.exists(source):
-        problems.append(ctx.problem("backend_config.preprocess_data.input", f"{source} does not exist",
-                                    fix="point it at a json, jsonl or parquet file, or a directory of them"))
+        problems.append(
+            ctx.problem(
+                "backend_config.preprocess_data.input",
+                f"{source} does not exist",
+                fix="point it at a json, jsonl or parquet file, or a directory of them",
+            )
+        )
     if not run.model_dir:
-        problems.append(ctx.problem(K + "tokenizer-name-or-path", "required to tokenize the dataset",
-                                    fix="set it to the HF model directory"))
+        problems.append(
+            ctx.problem(
+                K + "tokenizer-name-or-path",
+                "required to tokenize the dataset",
+                fix="set it to the HF model directory",
+            )
+        )
     name = os.path.splitext(os.path.basename(str(source).rstrip("/")))[0] or "dataset"
     run.preprocess_input = str(source)
     run.preprocess_prefix = pre.get("output-prefix") or os.path.join(run.layout.preprocess_dir, name)
-    run.data_path = (run.preprocess_prefix if run.data_is_instruction
-                     else f"{run.preprocess_prefix}_text_document")
+    run.data_path = (
+        run.preprocess_prefix if run.data_is_instruction else f"{run.preprocess_prefix}_text_document"
+    )
 
 
 def _data_prefix(given: str, instruction: bool) -> str:
@@ -275,25 +369,66 @@ def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) ->
     explicit = run.training.get("load")
     if cfg.train_auto_resume and state is not None and state.resumable:
         if run.lora:
-            problems.append(ctx.problem("train_auto_resume", "LoRA fine-tuning cannot resume from a checkpoint "
-                                        "(MindSpeed-LLM does not support it)",
-                                        fix="set train_auto_resume: false, or move saved_checkpoints away"))
-        return LoadDecision(load=run.layout.saved_checkpoints, flags={}, resume_iteration=int(state.tracker),
-                            reason=f"train_auto_resume: newest complete checkpoint iter_{int(state.tracker):07d} "
-                                   f"in saved_checkpoints (wins over user_converted_ckpt_path)")
+            problems.append(
+                ctx.problem(
+                    "train_auto_resume",
+                    "LoRA fine-tuning cannot resume from a checkpoint (MindSpeed-LLM does not support it)",
+                    fix="set train_auto_resume: false, or move saved_checkpoints away",
+                )
+            )
+        return LoadDecision(
+            load=run.layout.saved_checkpoints,
+            flags={},
+            resume_iteration=int(state.tracker),
+            reason=f"train_auto_resume: newest complete checkpoint iter_{int(state.tracker):07d} "
+            f"in saved_checkpoints (wins over user_converted_ckpt_path)",
+        )
     if cfg.ckpt_load_type == 0:
-        return LoadDecision(load=explicit, flags={}, reason="ckpt_load_type 0: no weights loaded (random init)")
+        return LoadDecision(
+            load=explicit, flags={}, reason="ckpt_load_type 0: no weights loaded (random init)"
+        )
     if cfg.ckpt_load_type == 2:
         if not (cfg.user_converted_ckpt_path or explicit):
-            problems.append(ctx.problem("user_converted_ckpt_path", "ckpt_load_type 2 (resume) needs the training "
-                                        "checkpoint to resume from",
-                                        fix="set user_converted_ckpt_path to a saved_checkpoints directory, or use "
-                                            "ckpt_load_type 1"))
+            problems.append(
+                ctx.problem(
+                    "user_converted_ckpt_path",
+                    "ckpt_load_type 2 (resume) needs the training checkpoint to resume from",
+                    fix="set user_converted_ckpt_path to a saved_checkpoints directory, or use "
+                    "ckpt_load_type 1",
+                )
+            )
         if run.lora:
-            problems.append(ctx.problem("ckpt_load_type", "LoRA fine-tuning does not support resume (type 2)",
-                                        fix="use ckpt_load_type 1"))
-        return LoadDecision(load=explicit or cfg.user_converted_ckpt_path, flags={},
-                            reason="ckpt_load_type 2: weights + optimizer + RNG from user_converted_ckpt_path")
+            problems.append(
+                ctx.problem(
+                    "ckpt_load_type",
+                    "LoRA fine-tuning does not support resume (type 2)",
+                    fix="use ckpt_load_type 1",
+                )
+            )
+        return LoadDecision(
+            load=explicit or cfg.user_converted_ckpt_path,
+            flags={},
+            reason="ckpt_load_type 2: weights + optimizer + RNG from user_converted_ckpt_path",
+        )
     path = explicit or cfg.user_converted_ckpt_path or run.converted_dir
-    return LoadDecision(load=path, flags={f: True for f in LOAD_CONTROL_FLAGS},
-                        reason="ckpt_load_type 1: weights only (--finetune --no-load-optim --no-load-rng)")
+    return LoadDecision(
+        load=path,
+        flags={f: True for f in LOAD_CONTROL_FLAGS},
+        reason="ckpt_load_type 1: weights only (--finetune --no-load-optim --no-load-rng)",
+    )
+
+
+def hf2mg_skip_reason(ctx: PlanContext, run: MegatronRun) -> str | None:
+    """Why the HF -> Megatron conversion is not needed, or None when it must run."""
+    cfg = ctx.config
+    if cfg.ckpt_load_type == 0:
+        return "ckpt_load_type 0: training starts from random weights"
+    if run.load and run.load.resume_iteration is not None:
+        return "train_auto_resume: resuming from saved_checkpoints, converted weights not needed"
+    if cfg.ckpt_load_type == 2:
+        return "ckpt_load_type 2: resuming from user_converted_ckpt_path"
+    if cfg.user_converted_ckpt_path:
+        return f"user_converted_ckpt_path given: {cfg.user_converted_ckpt_path}"
+    if run.training.get("load"):
+        return f"backend_config.training.load given: {run.training['load']}"
+    return None

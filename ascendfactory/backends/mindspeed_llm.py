@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ascendfactory.backends.base import BackendAdapter, PlanContext
-from ascendfactory.backends.megatron_args import MegatronRun, read_megatron_run, to_flags
+from ascendfactory.backends.megatron_args import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
 from ascendfactory.backends.mindspeed_args import unknown_keys
 from ascendfactory.backends.mindspeed_args.converters import (
     SCRIPTS,
@@ -200,18 +200,7 @@ class MindSpeedLLMAdapter(BackendAdapter):
 
     def hf2mg_step(self, ctx: PlanContext, py: str, run: MegatronRun, site: Site, conv: ConverterChoice,
                    shared: bool) -> Step:
-        cfg = ctx.config
-        skip = None
-        if cfg.ckpt_load_type == 0:
-            skip = "ckpt_load_type 0: training starts from random weights"
-        elif run.load and run.load.resume_iteration is not None:
-            skip = "train_auto_resume: resuming from saved_checkpoints, converted weights not needed"
-        elif cfg.ckpt_load_type == 2:
-            skip = "ckpt_load_type 2: resuming from user_converted_ckpt_path"
-        elif cfg.user_converted_ckpt_path:
-            skip = f"user_converted_ckpt_path given: {cfg.user_converted_ckpt_path}"
-        elif run.training.get("load"):
-            skip = f"backend_config.training.load given: {run.training['load']}"
+        skip = hf2mg_skip_reason(ctx, run)
         if skip:
             return Step(name="hf2mg", kind="hf2mg", argv=[], skip_reason=skip)
         options = absolute({**hf2mg_options(conv.version, arch=run.arch, model_dir=run.model_dir or "",

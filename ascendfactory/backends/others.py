@@ -22,16 +22,31 @@ class _NotYetPlanned(BackendAdapter):
             for part in dotted.split("."):
                 node = node.get(part) if isinstance(node, dict) else None
             if node in (None, ""):
-                problems.append(ctx.problem(f"backend_config.{dotted}", "required key is missing",
-                                            fix=f"set backend_config.{dotted}"))
+                problems.append(
+                    ctx.problem(
+                        f"backend_config.{dotted}",
+                        "required key is missing",
+                        fix=f"set backend_config.{dotted}",
+                    )
+                )
         problems += self.extra_checks(ctx)
         self.raise_if(problems)
-        plan = Plan(backend=cfg.backend.value, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
-                    output_dir=cfg.af_output_dir, env=cfg.env.extra_vars(),
-                    facts={"world_size": cfg.env.NNODES * ctx.devices.count, "nnodes": cfg.env.NNODES,
-                           "devices_per_node": ctx.devices.count})
-        plan.warnings.append(f"backend '{self.backend.name}': configuration validated, but its steps are not "
-                             f"implemented in this version; `train` will stop here")
+        plan = Plan(
+            backend=cfg.backend.value,
+            exp_name=cfg.exp_name,
+            model_name=cfg.af_model_name,
+            output_dir=cfg.af_output_dir,
+            env=cfg.env.extra_vars(),
+            facts={
+                "world_size": cfg.env.NNODES * ctx.devices.count,
+                "nnodes": cfg.env.NNODES,
+                "devices_per_node": ctx.devices.count,
+            },
+        )
+        plan.warnings.append(
+            f"backend '{self.backend.name}': configuration validated, but its steps are not "
+            f"implemented in this version; `train` will stop here"
+        )
         return plan
 
     def extra_checks(self, ctx: PlanContext) -> list[Problem]:
@@ -48,12 +63,16 @@ class VerlAdapter(_NotYetPlanned):
     def extra_checks(self, ctx: PlanContext) -> list[Problem]:
         bc = ctx.config.backend_config
         tbs = (bc.get("data") or {}).get("train_batch_size")
-        actor = ((bc.get("actor_rollout_ref") or {}).get("actor") or {})
+        actor = (bc.get("actor_rollout_ref") or {}).get("actor") or {}
         mini = actor.get("ppo_mini_batch_size")
         if isinstance(tbs, int) and isinstance(mini, int) and mini and tbs % mini:
-            return [ctx.problem("backend_config.actor_rollout_ref.actor.ppo_mini_batch_size",
-                                f"data.train_batch_size({tbs}) is not divisible by ppo_mini_batch_size({mini})",
-                                fix=f"use a divisor of {tbs}")]
+            return [
+                ctx.problem(
+                    "backend_config.actor_rollout_ref.actor.ppo_mini_batch_size",
+                    f"data.train_batch_size({tbs}) is not divisible by ppo_mini_batch_size({mini})",
+                    fix=f"use a divisor of {tbs}",
+                )
+            ]
         return []
 
 

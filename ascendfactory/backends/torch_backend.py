@@ -12,31 +12,55 @@ from __future__ import annotations
 from typing import Any
 
 from ascendfactory.backends.base import BackendAdapter, PlanContext
-from ascendfactory.backends.megatron_args import MegatronRun, read_megatron_run, to_flags
+from ascendfactory.backends.megatron_args import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
 from ascendfactory.pipeline.plan import Plan, RankLayout, Step
 
 # Flags the planner sets itself; a user value for them is folded in, never passed twice.
-PLANNER_TRAIN_FLAGS = ("data-path", "tokenizer-name-or-path", "save", "load", "stage", "finetune",
-                       "no-load-optim", "no-load-rng", "is-instruction-dataset", "tensorboard-dir")
+PLANNER_TRAIN_FLAGS = (
+    "data-path",
+    "tokenizer-name-or-path",
+    "save",
+    "load",
+    "stage",
+    "finetune",
+    "no-load-optim",
+    "no-load-rng",
+    "is-instruction-dataset",
+    "tensorboard-dir",
+)
 
 
 class TorchAdapter(BackendAdapter):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         run = read_megatron_run(ctx, strict_paths=strict_paths)
         cfg = ctx.config
-        plan = Plan(backend=cfg.backend.value, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
-                    output_dir=cfg.af_output_dir, warnings=list(run.warnings), env=cfg.env.extra_vars(),
-                    facts=facts(run))
+        plan = Plan(
+            backend=cfg.backend.value,
+            exp_name=cfg.exp_name,
+            model_name=cfg.af_model_name,
+            output_dir=cfg.af_output_dir,
+            warnings=list(run.warnings),
+            env=cfg.env.extra_vars(),
+            facts=facts(run),
+        )
         py = ctx.python
         shared = cfg.shared_filesystem and run.nnodes > 1
         plan.add(self.preprocess_step(py, run, shared))
         plan.add(self.hf2mg_step(ctx, py, run, shared))
         train = plan.add(self.train_step(ctx, py, run))
-        self.check_training_flags(ctx, run, train.argv[train.argv.index("ascendfactory.engine.train") + 1:])
+        self.check_training_flags(ctx, run, train.argv[train.argv.index("ascendfactory.engine.train") + 1 :])
         plan.add(self.mg2hf_step(py, run, shared, cfg.hf_save_dir))
-        plan.add(Step(name="plot", kind="plot", argv=[], outputs=[run.layout.loss_plot],
-                      skip_reason=None if run.node_rank == run.nnodes - 1 else
-                      "the loss is printed by the last rank, which runs on the last node"))
+        plan.add(
+            Step(
+                name="plot",
+                kind="plot",
+                argv=[],
+                outputs=[run.layout.loss_plot],
+                skip_reason=None
+                if run.node_rank == run.nnodes - 1
+                else "the loss is printed by the last rank, which runs on the last node",
+            )
+        )
         return plan
 
     # -- steps --------------------------------------------------------------------------------------
@@ -45,9 +69,11 @@ class TorchAdapter(BackendAdapter):
         pre.pop("input", None)
         pre.pop("output-prefix", None)
         options: dict[str, Any] = {
-            "input": run.preprocess_input, "tokenizer-type": pre.pop("tokenizer-type", "PretrainedFromHF"),
+            "input": run.preprocess_input,
+            "tokenizer-type": pre.pop("tokenizer-type", "PretrainedFromHF"),
             "tokenizer-name-or-path": pre.pop("tokenizer-name-or-path", run.model_dir),
-            "output-prefix": run.preprocess_prefix, "handler-name": pre.pop("handler-name", run.handler),
+            "output-prefix": run.preprocess_prefix,
+            "handler-name": pre.pop("handler-name", run.handler),
         }
         if run.data_is_instruction and "prompt-type" not in pre and run.training.get("prompt-type"):
             options["prompt-type"] = run.training["prompt-type"]
@@ -55,38 +81,43 @@ class TorchAdapter(BackendAdapter):
         skip = None
         if run.preprocess_input is None:
             skip = f"preprocessed data given: {run.data_path}"
-        return Step(name="preprocess", kind="preprocess",
-                    argv=[py, "-m", "ascendfactory.engine.data.preprocess", *to_flags(options)] if not skip else [],
-                    inputs=[x for x in (run.preprocess_input, run.model_dir) if x],
-                    outputs=[run.layout.preprocess_dir] if not skip else [],
-                    skip_reason=skip, only_node0=shared)
+        return Step(
+            name="preprocess",
+            kind="preprocess",
+            argv=[py, "-m", "ascendfactory.engine.data.preprocess", *to_flags(options)] if not skip else [],
+            inputs=[x for x in (run.preprocess_input, run.model_dir) if x],
+            outputs=[run.layout.preprocess_dir] if not skip else [],
+            skip_reason=skip,
+            only_node0=shared,
+        )
 
     def hf2mg_step(self, ctx: PlanContext, py: str, run: MegatronRun, shared: bool) -> Step:
-        cfg = ctx.config
-        skip = None
-        if cfg.ckpt_load_type == 0:
-            skip = "ckpt_load_type 0: training starts from random weights"
-        elif run.load and run.load.resume_iteration is not None:
-            skip = "train_auto_resume: resuming from saved_checkpoints, converted weights not needed"
-        elif cfg.ckpt_load_type == 2:
-            skip = "ckpt_load_type 2: resuming from user_converted_ckpt_path"
-        elif cfg.user_converted_ckpt_path:
-            skip = f"user_converted_ckpt_path given: {cfg.user_converted_ckpt_path}"
-        elif run.training.get("load"):
-            skip = f"backend_config.training.load given: {run.training['load']}"
+        skip = hf2mg_skip_reason(ctx, run)
         options: dict[str, Any] = {
-            "load-model-type": "hf", "save-model-type": "mg", "load-dir": run.model_dir,
-            "save-dir": run.converted_dir, "target-tensor-parallel-size": run.tp,
+            "load-model-type": "hf",
+            "save-model-type": "mg",
+            "load-dir": run.model_dir,
+            "save-dir": run.converted_dir,
+            "target-tensor-parallel-size": run.tp,
             "target-pipeline-parallel-size": run.pp,
             "num-layer-list": ",".join(map(str, run.num_layer_list)) if run.num_layer_list else None,
             "model-type-hf": run.arch.model_type_hf,
-            "params-dtype": "bf16" if run.training.get("bf16") else "fp16" if run.training.get("fp16") else None,
+            "params-dtype": "bf16"
+            if run.training.get("bf16")
+            else "fp16"
+            if run.training.get("fp16")
+            else None,
         }
         options.update(run.hf2mg)
-        return Step(name="hf2mg", kind="hf2mg",
-                    argv=[py, "-m", "ascendfactory.engine.convert", *to_flags(options)] if not skip else [],
-                    inputs=[run.model_dir] if run.model_dir else [],
-                    outputs=[run.converted_dir] if not skip else [], skip_reason=skip, only_node0=shared)
+        return Step(
+            name="hf2mg",
+            kind="hf2mg",
+            argv=[py, "-m", "ascendfactory.engine.convert", *to_flags(options)] if not skip else [],
+            inputs=[run.model_dir] if run.model_dir else [],
+            outputs=[run.converted_dir] if not skip else [],
+            skip_reason=skip,
+            only_node0=shared,
+        )
 
     def train_step(self, ctx: PlanContext, py: str, run: MegatronRun) -> Step:
         cfg = ctx.config
@@ -95,9 +126,11 @@ class TorchAdapter(BackendAdapter):
         ordered: dict[str, Any] = {
             "stage": run.stage if run.stage != "pt" else None,
             **flags,
-            "data-path": run.data_path, "tokenizer-name-or-path": run.model_dir,
+            "data-path": run.data_path,
+            "tokenizer-name-or-path": run.model_dir,
             "is-instruction-dataset": run.data_is_instruction or run.training.get("is-instruction-dataset"),
-            "load": load.load if load else None, **(load.flags if load else {}),
+            "load": load.load if load else None,
+            **(load.flags if load else {}),
             "save": run.layout.saved_checkpoints,
         }
         tb = dict(cfg.tensorboard or {})
@@ -105,30 +138,63 @@ class TorchAdapter(BackendAdapter):
             ordered["tensorboard-dir"] = tb.get("tensorboard_dir") or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config
-        dist = ["--nproc_per_node", str(run.nproc_per_node), "--nnodes", str(run.nnodes),
-                "--node_rank", str(run.node_rank), "--master_addr", cfg.env.MASTER_ADDR,
-                "--master_port", str(cfg.env.MASTER_PORT)]
-        argv = [py, "-m", "torch.distributed.run", *dist, "--tee", "3", "-m", "ascendfactory.engine.train",
-                *to_flags(ordered)]
+        dist = [
+            "--nproc_per_node",
+            str(run.nproc_per_node),
+            "--nnodes",
+            str(run.nnodes),
+            "--node_rank",
+            str(run.node_rank),
+            "--master_addr",
+            cfg.env.MASTER_ADDR,
+            "--master_port",
+            str(cfg.env.MASTER_PORT),
+        ]
+        argv = [
+            py,
+            "-m",
+            "torch.distributed.run",
+            *dist,
+            "--tee",
+            "3",
+            "-m",
+            "ascendfactory.engine.train",
+            *to_flags(ordered),
+        ]
         notes = [load.reason] if load else []
-        return Step(name="train", kind="train", argv=argv,
-                    inputs=[x for x in (run.data_path, load.load if load else None) if x],
-                    outputs=[run.layout.saved_checkpoints],
-                    ranks=RankLayout(run.nnodes, run.nproc_per_node, run.node_rank), notes=notes)
+        return Step(
+            name="train",
+            kind="train",
+            argv=argv,
+            inputs=[x for x in (run.data_path, load.load if load else None) if x],
+            outputs=[run.layout.saved_checkpoints],
+            ranks=RankLayout(run.nnodes, run.nproc_per_node, run.node_rank),
+            notes=notes,
+        )
 
     def mg2hf_step(self, py: str, run: MegatronRun, shared: bool, hf_save_dir: str | None) -> Step:
         out = hf_save_dir or run.layout.mg2hf_dir
         skip = None
         if run.mg2hf is None:
             skip = "final conversion disabled (convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)"
-        options: dict[str, Any] = {"load-model-type": "mg", "save-model-type": "hf",
-                                   "load-dir": run.layout.saved_checkpoints, "save-dir": out,
-                                   "hf-cfg-dir": run.model_dir, "model-type-hf": run.arch.model_type_hf}
+        options: dict[str, Any] = {
+            "load-model-type": "mg",
+            "save-model-type": "hf",
+            "load-dir": run.layout.saved_checkpoints,
+            "save-dir": out,
+            "hf-cfg-dir": run.model_dir,
+            "model-type-hf": run.arch.model_type_hf,
+        }
         options.update(run.mg2hf or {})
-        return Step(name="mg2hf", kind="mg2hf",
-                    argv=[py, "-m", "ascendfactory.engine.convert", *to_flags(options)] if not skip else [],
-                    inputs=[run.layout.saved_checkpoints], outputs=[out] if not skip else [],
-                    skip_reason=skip, only_node0=shared)
+        return Step(
+            name="mg2hf",
+            kind="mg2hf",
+            argv=[py, "-m", "ascendfactory.engine.convert", *to_flags(options)] if not skip else [],
+            inputs=[run.layout.saved_checkpoints],
+            outputs=[out] if not skip else [],
+            skip_reason=skip,
+            only_node0=shared,
+        )
 
     # -- validation ---------------------------------------------------------------------------------
     def check_training_flags(self, ctx: PlanContext, run: MegatronRun, train_argv: list[str]) -> None:
@@ -141,27 +207,45 @@ class TorchAdapter(BackendAdapter):
         problems: list[Problem] = []
         for key in run.training:
             if f"--{key}" not in known:
-                problems.append(ctx.problem(f"backend_config.training.{key}", "not a flag the embedded torch "
-                                            f"backend knows{did_you_mean('--' + key, known)}",
-                                            fix="remove it (the lists are in ascendfactory/engine/train/flags.py), "
-                                                "or use backend: mindspeed-llm"))
+                problems.append(
+                    ctx.problem(
+                        f"backend_config.training.{key}",
+                        f"not a flag the embedded torch backend knows{did_you_mean('--' + key, known)}",
+                        fix="remove it (the lists are in ascendfactory/engine/train/flags.py), "
+                        "or use backend: mindspeed-llm",
+                    )
+                )
         if not problems:
             try:
                 trainer_flags.parse_args(train_argv)
             except ConfigError as e:
                 for p in e.problems:
                     key = f"backend_config.training.{p.key.removeprefix('--')}"
-                    problems.append(Problem(key=key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(key)))
+                    problems.append(
+                        Problem(key=key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(key))
+                    )
         self.raise_if(problems)
 
 
 def facts(run: MegatronRun) -> dict[str, Any]:
     return {
-        "model": run.arch.name, "arch_source": run.arch.source, "stage": run.stage,
-        "world_size": run.world_size, "nnodes": run.nnodes, "devices_per_node": run.nproc_per_node,
-        "node_rank": run.node_rank, "tp": run.tp, "pp": run.pp, "cp": run.cp, "dp": run.dp,
-        "num_layer_list": run.num_layer_list, "data_path": run.data_path,
-        "seq_length": run.training.get("seq-length"), "micro_batch_size": run.training.get("micro-batch-size"),
-        "global_batch_size": run.training.get("global-batch-size"), "train_iters": run.training.get("train-iters"),
-        "load": run.load.load if run.load else None, "load_reason": run.load.reason if run.load else None,
+        "model": run.arch.name,
+        "arch_source": run.arch.source,
+        "stage": run.stage,
+        "world_size": run.world_size,
+        "nnodes": run.nnodes,
+        "devices_per_node": run.nproc_per_node,
+        "node_rank": run.node_rank,
+        "tp": run.tp,
+        "pp": run.pp,
+        "cp": run.cp,
+        "dp": run.dp,
+        "num_layer_list": run.num_layer_list,
+        "data_path": run.data_path,
+        "seq_length": run.training.get("seq-length"),
+        "micro_batch_size": run.training.get("micro-batch-size"),
+        "global_batch_size": run.training.get("global-batch-size"),
+        "train_iters": run.training.get("train-iters"),
+        "load": run.load.load if run.load else None,
+        "load_reason": run.load.reason if run.load else None,
     }

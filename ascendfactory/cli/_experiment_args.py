@@ -14,13 +14,23 @@ def split_args(args: list[str]) -> tuple[str, str | None, str | None, list[str]]
         i += 1
     overrides = args[i:]
     if not positional:
-        raise ConfigError(Problem("CONFIG_YAML", "no experiment file given",
-                                  fix="ascendfactory-cli train cfgs/quickstart.yaml  (create one with "
-                                      "`ascendfactory-cli config`)"))
+        raise ConfigError(
+            Problem(
+                "CONFIG_YAML",
+                "no experiment file given",
+                fix="ascendfactory-cli train cfgs/quickstart.yaml  (create one with "
+                "`ascendfactory-cli config`)",
+            )
+        )
     if len(positional) == 2 or len(positional) > 3:
-        raise ConfigError(Problem("arguments", f"expected CONFIG_YAML or CONFIG_YAML MODEL_NAME EXP_NAME, got "
-                                  f"{len(positional)} positional arguments: {' '.join(positional)}",
-                                  fix="overrides need the --dotted.key=value form"))
+        raise ConfigError(
+            Problem(
+                "arguments",
+                f"expected CONFIG_YAML or CONFIG_YAML MODEL_NAME EXP_NAME, got "
+                f"{len(positional)} positional arguments: {' '.join(positional)}",
+                fix="overrides need the --dotted.key=value form",
+            )
+        )
     model, exp = (positional[1], positional[2]) if len(positional) == 3 else (None, None)
     return positional[0], model, exp, overrides
 

@@ -23,6 +23,10 @@ ConfigArgs = Annotated[
         show_default=False,
     ),
 ]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Resolve, validate and print the plan; run nothing.")]
-FormatOpt = Annotated[PlanFormat, typer.Option("--format", help="Plan output with --dry-run: text, json, shell.")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Resolve, validate and print the plan; run nothing.")
+]
+FormatOpt = Annotated[
+    PlanFormat, typer.Option("--format", help="Plan output with --dry-run: text, json, shell.")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]

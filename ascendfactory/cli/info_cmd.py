@@ -28,14 +28,34 @@ def register(app: typer.Typer) -> None:
         from ascendfactory.config.catalog import load_catalog
 
         out.mode = "json" if as_json else "human"
-        rows = [{"model": name, **{k: e.get(k) for k in ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab",
-                                                          "max_pos", "tied", "model_type_hf", "family")}}
-                for name, e in load_catalog().items()]
+        rows = [
+            {
+                "model": name,
+                **{
+                    k: e.get(k)
+                    for k in (
+                        "layers",
+                        "hidden",
+                        "ffn",
+                        "heads",
+                        "kv_heads",
+                        "vocab",
+                        "max_pos",
+                        "tied",
+                        "model_type_hf",
+                        "family",
+                    )
+                },
+            }
+            for name, e in load_catalog().items()
+        ]
         out.table(rows, title="model catalog (cfgs/models.yaml)")
 
     @app.command("experiments", epilog=_epilog("experiments"))
-    def experiments(backend: Annotated[str | None, typer.Option("--backend", help="Only this backend.")] = None,
-                    as_json: JsonOpt = False) -> None:
+    def experiments(
+        backend: Annotated[str | None, typer.Option("--backend", help="Only this backend.")] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """List the backends and the experiment templates `config` can write."""
         from ascendfactory.backends import get_backend, list_supported_backends
         from ascendfactory.cli._output import out
@@ -43,9 +63,16 @@ def register(app: typer.Typer) -> None:
 
         out.mode = "json" if as_json else "human"
         backends = [get_backend(backend)] if backend else list_supported_backends()
-        rows = [{"backend": b.name, "experiments": ", ".join(list_experiments(b.name)),
-                 "stages": ", ".join(b.stages), "launcher": b.launcher, "description": b.description}
-                for b in backends]
+        rows = [
+            {
+                "backend": b.name,
+                "experiments": ", ".join(list_experiments(b.name)),
+                "stages": ", ".join(b.stages),
+                "launcher": b.launcher,
+                "description": b.description,
+            }
+            for b in backends
+        ]
         out.table(rows, title="backends and experiment templates")
 
     @app.command("show", context_settings={"ignore_unknown_options": True}, epilog=_epilog("show"))
@@ -61,8 +88,12 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor", epilog=_epilog("doctor"))
     def doctor(
         backend: Annotated[str, typer.Option("--backend", help="Check what this backend needs.")] = "torch",
-        install_plan: Annotated[str | None, typer.Option("--install-plan", help="Print (and with "
-                                                         "--run, run) the installation steps of a backend.")] = None,
+        install_plan: Annotated[
+            str | None,
+            typer.Option(
+                "--install-plan", help="Print (and with --run, run) the installation steps of a backend."
+            ),
+        ] = None,
         run: Annotated[bool, typer.Option("--run", help="With --install-plan: run the steps.")] = False,
         as_json: JsonOpt = False,
     ) -> None:
@@ -75,8 +106,10 @@ def register(app: typer.Typer) -> None:
             steps = install_steps(install_plan)
             if run:
                 raise typer.Exit(run_install(steps))
-            out.table([{"step": i + 1, "what": s.what, "command": s.display()} for i, s in enumerate(steps)],
-                      title=f"install plan for {install_plan}")
+            out.table(
+                [{"step": i + 1, "what": s.what, "command": s.display()} for i, s in enumerate(steps)],
+                title=f"install plan for {install_plan}",
+            )
             return
         rows = run_checks(backend)
         out.table([r.row() for r in rows], title=f"doctor ({backend})")

@@ -54,11 +54,16 @@ def _show_plan(plan, fmt: PlanFormat) -> None:
     from rich.markup import escape
 
     f = plan.facts
-    out.markup(f"[bold]plan[/bold]  backend={plan.backend}  model={escape(plan.model_name)}  "
-               f"exp={escape(plan.exp_name)}")
+    out.markup(
+        f"[bold]plan[/bold]  backend={plan.backend}  model={escape(plan.model_name)}  "
+        f"exp={escape(plan.exp_name)}"
+    )
     out.markup(f"  output dir: {escape(plan.output_dir)}")
-    layout = "  ".join(f"{k}={f[k]}" for k in ("world_size", "nnodes", "devices_per_node", "tp", "pp", "cp", "dp")
-                       if f.get(k) is not None)
+    layout = "  ".join(
+        f"{k}={f[k]}"
+        for k in ("world_size", "nnodes", "devices_per_node", "tp", "pp", "cp", "dp")
+        if f.get(k) is not None
+    )
     if layout:
         out.markup(f"  layout: {layout}  [dim](devices: {escape(str(f.get('devices_source')))})[/dim]")
     for w in plan.warnings:
@@ -66,7 +71,9 @@ def _show_plan(plan, fmt: PlanFormat) -> None:
     if not plan.steps:
         out.markup("  [yellow]no steps[/yellow]")
     for i, step in enumerate(plan.steps, 1):
-        status = f"[yellow]skip[/yellow]: {escape(step.skip_reason)}" if step.skipped else "[green]run[/green]"
+        status = (
+            f"[yellow]skip[/yellow]: {escape(step.skip_reason)}" if step.skipped else "[green]run[/green]"
+        )
         out.markup(f"\n[bold]{i}. {step.name}[/bold] ({step.kind})  {status}")
         for note in step.notes:
             out.markup(f"   note: {escape(note)}")

@@ -30,7 +30,7 @@ def _lookup(tree: dict[str, Any], path: str) -> Any:
 
 
 def resolve(tree: dict[str, Any]) -> dict[str, Any]:
-    """Return a copy of `tree` with every `${...}` resolved. Raises ConfigError listing every bad reference."""
+    """A copy of `tree` with every `${...}` resolved; a ConfigError lists every bad reference."""
     problems: list[Problem] = []
     cache: dict[str, Any] = {}
 
@@ -42,21 +42,35 @@ def resolve(tree: dict[str, Any]) -> dict[str, Any]:
             if value is None:
                 if default:
                     return default.strip()
-                problems.append(Problem(key=where, message=f"${{{ref}}}: environment variable "
-                                        f"{name.strip()} is not set",
-                                        fix=f"export {name.strip()}=... or write ${{env:{name.strip()},default}}"))
+                problems.append(
+                    Problem(
+                        key=where,
+                        message=f"${{{ref}}}: environment variable {name.strip()} is not set",
+                        fix=f"export {name.strip()}=... or write ${{env:{name.strip()},default}}",
+                    )
+                )
                 return ""
             return value
         if ref in stack:
-            problems.append(Problem(key=where, message="circular interpolation: " + " -> ".join(
-                (*stack, ref)), fix="make one of these keys a literal value"))
+            problems.append(
+                Problem(
+                    key=where,
+                    message="circular interpolation: " + " -> ".join((*stack, ref)),
+                    fix="make one of these keys a literal value",
+                )
+            )
             return ""
         if ref in cache:
             return cache[ref]
         target = _lookup(tree, ref)
         if target is _MISSING:
-            problems.append(Problem(key=where, message=f"${{{ref}}} refers to a key that does not exist",
-                                    fix="check the dotted path (sections.and.keys, dashes kept as written)"))
+            problems.append(
+                Problem(
+                    key=where,
+                    message=f"${{{ref}}} refers to a key that does not exist",
+                    fix="check the dotted path (sections.and.keys, dashes kept as written)",
+                )
+            )
             return ""
         value = walk(target, ref, (*stack, ref))
         cache[ref] = value

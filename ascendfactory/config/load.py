@@ -63,24 +63,39 @@ def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> None:
             dst[key] = copy.deepcopy(value)
 
 
-def load_experiment(path: str | Path, override_args: list[str] | None = None, *,
-                    model_name: str | None = None, exp_name: str | None = None) -> LoadedExperiment:
+def load_experiment(
+    path: str | Path,
+    override_args: list[str] | None = None,
+    *,
+    model_name: str | None = None,
+    exp_name: str | None = None,
+) -> LoadedExperiment:
     """Read, merge, interpolate and validate. Every problem is reported at once as a ConfigError."""
     source = str(path)
     data = load_file(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(Problem(key="(top level)", source=source,
-                                  message=f"expected a mapping of keys, got {type(data).__name__}",
-                                  fix="an experiment file is a YAML mapping: backend: ..., af_model_name: ..."))
+        raise ConfigError(
+            Problem(
+                key="(top level)",
+                source=source,
+                message=f"expected a mapping of keys, got {type(data).__name__}",
+                fix="an experiment file is a YAML mapping: backend: ..., af_model_name: ...",
+            )
+        )
     overrides = parse_overrides(override_args or [])
 
     if model_name is not None or exp_name is not None or is_old_style(data):
         if model_name is None or exp_name is None:
-            raise ConfigError(Problem(key="(command)", source=source,
-                                      message="this is an old-style file (base / model / experiment blocks)",
-                                      fix=f"run: ascendfactory-cli train {source} <model_name> <exp_name>"))
+            raise ConfigError(
+                Problem(
+                    key="(command)",
+                    source=source,
+                    message="this is an old-style file (base / model / experiment blocks)",
+                    fix=f"run: ascendfactory-cli train {source} <model_name> <exp_name>",
+                )
+            )
         tree = flatten_old_style(data, model_name, exp_name, source=source)
         style = "old"
     else:
@@ -96,7 +111,9 @@ def load_experiment(path: str | Path, override_args: list[str] | None = None, *,
     return LoadedExperiment(config=config, tree=resolved, source=source, style=style, overridden=overridden)
 
 
-def validate_tree(tree: dict[str, Any], *, source: str, overridden: set[str] | None = None) -> ExperimentConfig:
+def validate_tree(
+    tree: dict[str, Any], *, source: str, overridden: set[str] | None = None
+) -> ExperimentConfig:
     """pydantic validation, with every error turned into a Problem that names the key and a fix."""
     overridden = overridden or set()
     try:
@@ -115,11 +132,19 @@ def _problem_from(err: dict[str, Any], source: str, overridden: set[str]) -> Pro
         parent = loc[:-1]
         known = _known_keys(parent)
         hint = did_you_mean(loc[-1], known)
-        return Problem(key=key, source=src, message=f"unknown key{hint}",
-                       fix="remove it, or use one of: " + ", ".join(sorted(known)))
+        return Problem(
+            key=key,
+            source=src,
+            message=f"unknown key{hint}",
+            fix="remove it, or use one of: " + ", ".join(sorted(known)),
+        )
     if kind == "missing":
-        return Problem(key=key, source=src, message="required key is missing",
-                       fix=f"add `{loc[-1]}: ...` (see `ascendfactory-cli config` for a commented template)")
+        return Problem(
+            key=key,
+            source=src,
+            message="required key is missing",
+            fix=f"add `{loc[-1]}: ...` (see `ascendfactory-cli config` for a commented template)",
+        )
     value = err.get("input")
     msg = err.get("msg", "invalid value").removeprefix("Value error, ")
     shown = f" (got {value!r})" if not isinstance(value, dict) and value is not None else ""

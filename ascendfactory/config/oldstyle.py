@@ -85,13 +85,24 @@ def flatten_old_style(data: dict[str, Any], model: str, exp: str, *, source: str
     """base <- model <- shared experiment <- model's experiment, mapped into a new-style tree."""
     models = model_names(data)
     if model not in models:
-        raise ConfigError(Problem(key="<model_name>", source=source, message=f"no model block '{model}'",
-                                  fix="use one of: " + ", ".join(models)))
+        raise ConfigError(
+            Problem(
+                key="<model_name>",
+                source=source,
+                message=f"no model block '{model}'",
+                fix="use one of: " + ", ".join(models),
+            )
+        )
     exps = experiment_names(data, model)
     if exp not in exps:
-        raise ConfigError(Problem(key="<exp_name>", source=source,
-                                  message=f"model '{model}' has no experiment '{exp}'",
-                                  fix="use one of: " + ", ".join(exps)))
+        raise ConfigError(
+            Problem(
+                key="<exp_name>",
+                source=source,
+                message=f"model '{model}' has no experiment '{exp}'",
+                fix="use one of: " + ", ".join(exps),
+            )
+        )
     model_block = data[model]
     layers = [
         data.get("base") or {},
@@ -125,8 +136,14 @@ def _place(tree: dict[str, Any], key: str, value: Any, problems: list[Problem], 
         tree[key] = value
         return
     if isinstance(value, dict):
-        problems.append(Problem(key=key, source=source, message="unexpected block inside an old-style block",
-                                fix="flat keys only, or one of the sections " + ", ".join(sorted(SECTION_KEYS))))
+        problems.append(
+            Problem(
+                key=key,
+                source=source,
+                message="unexpected block inside an old-style block",
+                fix="flat keys only, or one of the sections " + ", ".join(sorted(SECTION_KEYS)),
+            )
+        )
         return
     # Any other flat key is a training flag of the backend (validated by the backend adapter).
     set_dotted(tree, f"backend_config.training.{key}", value)

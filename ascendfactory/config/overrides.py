@@ -14,7 +14,7 @@ from ascendfactory.errors import ConfigError, Problem
 
 
 def parse_value(text: str) -> Any:
-    """Type a command-line value as a YAML scalar (or flow list/map): 8 -> int, 1e-5 -> float, true -> bool."""
+    """A command-line value typed as YAML (scalar or flow list/map): 8 -> int, 1e-5 -> float."""
     try:
         return loads(text)
     except ConfigError:
@@ -29,10 +29,15 @@ def parse_overrides(args: list[str]) -> list[tuple[str, Any]]:
     while i < len(args):
         arg = args[i]
         if not arg.startswith("--") or len(arg) == 2:
-            problems.append(Problem(key=arg, source="command line",
-                                    message="unexpected argument",
-                                    fix="overrides are --dotted.key=value or --dotted.key value, "
-                                        "e.g. --env.NODE_RANK=1 --backend_config.training.lr=1e-5"))
+            problems.append(
+                Problem(
+                    key=arg,
+                    source="command line",
+                    message="unexpected argument",
+                    fix="overrides are --dotted.key=value or --dotted.key value, "
+                    "e.g. --env.NODE_RANK=1 --backend_config.training.lr=1e-5",
+                )
+            )
             i += 1
             continue
         body = arg[2:]
@@ -43,13 +48,25 @@ def parse_overrides(args: list[str]) -> list[tuple[str, Any]]:
             key, raw = body, args[i + 1]
             i += 2
         else:
-            problems.append(Problem(key=body, source="command line", message="override has no value",
-                                    fix=f"write --{body}=VALUE (or --{body} VALUE)"))
+            problems.append(
+                Problem(
+                    key=body,
+                    source="command line",
+                    message="override has no value",
+                    fix=f"write --{body}=VALUE (or --{body} VALUE)",
+                )
+            )
             i += 1
             continue
         if not key or key.startswith(".") or key.endswith(".") or ".." in key:
-            problems.append(Problem(key=key or arg, source="command line", message="malformed key",
-                                    fix="use a dotted path such as backend_config.training.lr"))
+            problems.append(
+                Problem(
+                    key=key or arg,
+                    source="command line",
+                    message="malformed key",
+                    fix="use a dotted path such as backend_config.training.lr",
+                )
+            )
             continue
         out.append((key, parse_value(raw)))
     if problems:
@@ -66,9 +83,14 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
         if child is None:
             child = node[part] = {}
         elif not isinstance(child, dict):
-            raise ConfigError(Problem(key=key, source="command line",
-                                      message=f"'{part}' holds a value ({child!r}), not a section",
-                                      fix=f"override '{'.'.join(parts[: parts.index(part) + 1])}' itself"))
+            raise ConfigError(
+                Problem(
+                    key=key,
+                    source="command line",
+                    message=f"'{part}' holds a value ({child!r}), not a section",
+                    fix=f"override '{'.'.join(parts[: parts.index(part) + 1])}' itself",
+                )
+            )
         node = child
     node[parts[-1]] = value
 

@@ -42,12 +42,15 @@ class EnvConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
-    MASTER_ADDR: str = Field("localhost", description="Address of the NODE_RANK 0 machine (torchrun rendezvous).")
+    MASTER_ADDR: str = Field(
+        "localhost", description="Address of the NODE_RANK 0 machine (torchrun rendezvous)."
+    )
     MASTER_PORT: int = Field(6000, ge=1, le=65535, description="Rendezvous port on MASTER_ADDR.")
     NNODES: int = Field(1, ge=1, description="Number of machines in the job.")
     NODE_RANK: int = Field(0, ge=0, description="This machine's rank, 0..NNODES-1.")
     NPUS_PER_NODE: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="Devices (processes) per machine. Precedence: ASCEND_RT_VISIBLE_DEVICES / "
         "CUDA_VISIBLE_DEVICES when set > this key > 8 on NPU machines, the GPU count on CUDA "
         "machines, 1 on CPU (see config.devices.resolve_devices_per_node).",
@@ -56,16 +59,20 @@ class EnvConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> EnvConfig:
         if self.NODE_RANK >= self.NNODES:
-            raise ValueError(f"NODE_RANK ({self.NODE_RANK}) must be < NNODES ({self.NNODES}); "
-                             f"set --env.NODE_RANK to a value in 0..{self.NNODES - 1}")
+            raise ValueError(
+                f"NODE_RANK ({self.NODE_RANK}) must be < NNODES ({self.NNODES}); "
+                f"set --env.NODE_RANK to a value in 0..{self.NNODES - 1}"
+            )
         import difflib
 
         known = [k for k in type(self).model_fields]
         for key, value in (self.model_extra or {}).items():
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
             if close:
-                raise ValueError(f"env.{key} looks like a misspelling of env.{close[0]}; "
-                                 f"write env.{close[0]} (extra env keys are exported as variables)")
+                raise ValueError(
+                    f"env.{key} looks like a misspelling of env.{close[0]}; "
+                    f"write env.{close[0]} (extra env keys are exported as variables)"
+                )
             if not _ENV_NAME.match(key):
                 raise ValueError(f"env.{key}: extra env keys must be UPPER_CASE environment variable names")
             if isinstance(value, (dict, list)):
@@ -96,65 +103,101 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    backend: BackendName = Field(BackendName.torch, description="Training framework that runs the experiment.")
+    backend: BackendName = Field(
+        BackendName.torch, description="Training framework that runs the experiment."
+    )
     af_model_name: str = Field(
-        ..., min_length=1,
+        ...,
+        min_length=1,
         description="Model id from the catalog (`ascendfactory-cli models`), e.g. qwen2.5-7b. Supplies "
-        "architecture facts for validation when no HF config.json is reachable.")
+        "architecture facts for validation when no HF config.json is reachable.",
+    )
     exp_name: str = Field(..., min_length=1, description="Experiment name, e.g. full-4k, lora-4k, grpo.")
     af_output_dir: str = Field(..., min_length=1, description="Root of every output and log of the run.")
 
     env: EnvConfig = Field(default_factory=EnvConfig, description="Launch topology and exported variables.")
 
     stage: Literal["pt", "sft", "dpo", "ppo", "grpo", "dapo"] | None = Field(
-        None, description="Training stage. MindSpeed-LLM / torch: pt (pretrain_gpt.py) or sft "
-        "(posttrain_gpt.py --stage sft). Defaults to backend_config.training.stage, else sft.")
+        None,
+        description="Training stage. MindSpeed-LLM / torch: pt (pretrain_gpt.py) or sft "
+        "(posttrain_gpt.py --stage sft). Defaults to backend_config.training.stage, else sft.",
+    )
     ckpt_load_type: Literal[0, 1, 2] = Field(
-        1, description="0: load no weights (random init). 1: load weights only (--finetune --no-load-optim "
-        "--no-load-rng). 2: load weights + optimizer + RNG (true resume from user_converted_ckpt_path).")
+        1,
+        description="0: load no weights (random init). 1: load weights only (--finetune --no-load-optim "
+        "--no-load-rng). 2: load weights + optimizer + RNG (true resume from user_converted_ckpt_path).",
+    )
     user_converted_ckpt_path: str | None = Field(
-        None, description="Megatron weights to load: converted HF weights (ckpt_load_type 1) or a training "
-        "output directory (ckpt_load_type 2). Given => the hf2mg conversion step is skipped.")
+        None,
+        description="Megatron weights to load: converted HF weights (ckpt_load_type 1) or a training "
+        "output directory (ckpt_load_type 2). Given => the hf2mg conversion step is skipped.",
+    )
     train_auto_resume: bool = Field(
-        False, description="Fault recovery: when training fails, and whenever the same command is run again, "
+        False,
+        description="Fault recovery: when training fails, and whenever the same command is run again, "
         "resume from the newest complete checkpoint in {af_output_dir}/saved_checkpoints. Highest load "
-        "priority: it wins over user_converted_ckpt_path once saved_checkpoints holds a checkpoint.")
-    auto_resume: AutoResumeConfig = Field(default_factory=AutoResumeConfig,
-                                          description="Retry policy for train_auto_resume.")
+        "priority: it wins over user_converted_ckpt_path once saved_checkpoints holds a checkpoint.",
+    )
+    auto_resume: AutoResumeConfig = Field(
+        default_factory=AutoResumeConfig, description="Retry policy for train_auto_resume."
+    )
     save_total_limit: int = Field(
-        0, ge=0, description="Keep the newest N iter_* checkpoints (0 keeps all). The checkpoint named by "
-        "latest_checkpointed_iteration.txt is never deleted.")
+        0,
+        ge=0,
+        description="Keep the newest N iter_* checkpoints (0 keeps all). The checkpoint named by "
+        "latest_checkpointed_iteration.txt is never deleted.",
+    )
     convert_mg2hf_at_last: bool = Field(True, description="Convert the final checkpoint to HF safetensors.")
     hf_save_dir: str | None = Field(
-        None, description="Where the final HF weights go (default {af_output_dir}/ckpt_converted_mg2hf).")
+        None, description="Where the final HF weights go (default {af_output_dir}/ckpt_converted_mg2hf)."
+    )
     processed_data_dir: str | None = Field(
-        None, description="Already preprocessed data (6.5.90x key). Given => preprocessing is skipped; "
-        "same as backend_config.training.data-path.")
+        None,
+        description="Already preprocessed data (6.5.90x key). Given => preprocessing is skipped; "
+        "same as backend_config.training.data-path.",
+    )
     model_name_or_path: str | None = Field(
-        None, description="HF model directory (6.5.90x key); same as "
-        "backend_config.training.tokenizer-name-or-path when that is not set.")
-    dataset: str | None = Field(None, description="Raw dataset path (6.5.90x key); same as "
-                                "backend_config.preprocess_data.input when that is not set.")
+        None,
+        description="HF model directory (6.5.90x key); same as "
+        "backend_config.training.tokenizer-name-or-path when that is not set.",
+    )
+    dataset: str | None = Field(
+        None,
+        description="Raw dataset path (6.5.90x key); same as "
+        "backend_config.preprocess_data.input when that is not set.",
+    )
     scripts_dir: str | None = Field(
-        None, description="Framework checkout to run in (MindSpeed-LLM directory). Default: env var "
-        "AF_MINDSPEED_LLM_DIR.")
+        None,
+        description="Framework checkout to run in (MindSpeed-LLM directory). Default: env var "
+        "AF_MINDSPEED_LLM_DIR.",
+    )
     shared_filesystem: bool = Field(
-        True, description="Multi-node: af_output_dir is on a filesystem every node sees (as on ModelArts). "
+        True,
+        description="Multi-node: af_output_dir is on a filesystem every node sees (as on ModelArts). "
         "Then only NODE_RANK 0 converts and preprocesses; the others wait for its manifest. false: every "
-        "node does them locally.")
+        "node does them locally.",
+    )
     node_wait_timeout_s: float = Field(
-        1800.0, gt=0, description="Multi-node: how long other nodes wait for node 0's outputs, and how long "
-        "torchrun waits for its peers (rendezvous / collective timeout).")
+        1800.0,
+        gt=0,
+        description="Multi-node: how long other nodes wait for node 0's outputs, and how long "
+        "torchrun waits for its peers (rendezvous / collective timeout).",
+    )
     monitor_config: dict[str, Any] | None = Field(
-        None, description="Training monitor (seed 001): monitor_on, dump_path, target, invert, "
+        None,
+        description="Training monitor (seed 001): monitor_on, dump_path, target, invert, "
         "step_interval, local_loss_format, local_norm_format, device_local_norm_format, "
-        "optimizer_state_format, weight_state_format, throughput_baseline, print_struct.")
+        "optimizer_state_format, weight_state_format, throughput_baseline, print_struct.",
+    )
     tensorboard: dict[str, Any] | None = Field(
-        None, description="TensorBoard output: tensorboard_dir (or env MA_SUMMARY_LOG_DIR), "
-        "tensorboard_queue_size, log_loss_scale_to_tensorboard, log_timers_to_tensorboard.")
+        None,
+        description="TensorBoard output: tensorboard_dir (or env MA_SUMMARY_LOG_DIR), "
+        "tensorboard_queue_size, log_loss_scale_to_tensorboard, log_timers_to_tensorboard.",
+    )
     backend_config: dict[str, Any] = Field(
         default_factory=dict,
-        description="The backend's own configuration, in its own key style; validated by the backend.")
+        description="The backend's own configuration, in its own key style; validated by the backend.",
+    )
 
     @field_validator("af_output_dir")
     @classmethod

@@ -18,11 +18,14 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
     |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
     |\.[0-9_]+(?:[eE][-+][0-9]+)?
     |[-+]?\.(?:inf|Inf|INF)
-    |\.(?:nan|NaN|NAN))$""", re.X)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 
 
@@ -32,17 +35,26 @@ def loads(text: str, *, source: str = "<string>") -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
-        raise ConfigError(Problem(key=where, source=source, message=f"not valid YAML: "
-                                  f"{getattr(e, 'problem', None) or e}",
-                                  fix="fix the syntax at that position (indentation, a missing ':' or quote)"))
+        raise ConfigError(
+            Problem(
+                key=where,
+                source=source,
+                message=f"not valid YAML: {getattr(e, 'problem', None) or e}",
+                fix="fix the syntax at that position (indentation, a missing ':' or quote)",
+            )
+        )
 
 
 def load_file(path: str | Path) -> Any:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(Problem(key="config file", message=f"{p} does not exist",
-                                  fix="pass the path of an experiment yaml; create one with "
-                                      "`ascendfactory-cli config`"))
+        raise ConfigError(
+            Problem(
+                key="config file",
+                message=f"{p} does not exist",
+                fix="pass the path of an experiment yaml; create one with `ascendfactory-cli config`",
+            )
+        )
     return loads(p.read_text(encoding="utf-8"), source=str(p))
 
 

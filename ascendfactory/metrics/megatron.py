@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from ascendfactory.metrics.record import Record, to_float
+from ascendfactory.metrics.record import Record, labelled_values, to_float
 
 NAME = "megatron"
 
@@ -75,17 +75,7 @@ def _wall_time(prefix: str) -> float | None:
 def parse_fields(text: str) -> dict[str, float]:
     """`| label: value | label: value |` -> {label: float}; segments without a number are skipped."""
     metrics: dict[str, float] = {}
-    for seg in text.split("|"):
-        label, sep, raw = seg.partition(":")
-        if not sep:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            number = to_float(raw)
-            if number is None:
-                continue
-            value = number
+    for label, value in labelled_values(text, "|"):
         label = label.strip()
         if "  " in label or "\t" in label:
             label = " ".join(label.split())

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 KINDS = ("train", "eval", "progress", "summary", "memory", "checkpoint_start", "checkpoint")
@@ -127,3 +127,22 @@ def dedupe(records: Iterable[Record]) -> list[Record]:
 
 def finite(values: Iterable[float]) -> list[float]:
     return [v for v in values if math.isfinite(v)]
+
+
+def labelled_values(text: str, sep: str) -> Iterator[tuple[str, float]]:
+    """`label: value<sep>label: value ...` -> (label, number) pairs; segments without a number are skipped.
+
+    The fast path is a plain float(); wrapped or decorated numbers go through `to_float`.
+    """
+    for seg in text.split(sep):
+        label, colon, raw = seg.partition(":")
+        if not colon:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            number = to_float(raw)
+            if number is None:
+                continue
+            value = number
+        yield label, value

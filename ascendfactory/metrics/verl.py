@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from ascendfactory.metrics.record import Record, numeric_items, to_float
+from ascendfactory.metrics.record import Record, labelled_values, numeric_items, to_float
 
 NAME = "verl"
 JSONL_NAME = "verl_jsonl"
@@ -48,19 +48,7 @@ class VerlConsoleParser:
         m = _HEAD.match(line, i)
         if m is None:
             return _NONE
-        metrics: dict[str, float] = {}
-        for part in line[m.end() :].split(" - "):
-            key, sep, raw = part.partition(":")
-            if not sep:
-                continue
-            try:
-                value = float(raw)
-            except ValueError:
-                number = to_float(raw)
-                if number is None:
-                    continue
-                value = number
-            metrics[key.strip()] = value
+        metrics = {key.strip(): value for key, value in labelled_values(line[m.end() :], " - ")}
         return (Record(step=int(m.group(1)), metrics=metrics, kind=_kind(metrics)),)
 
     def flush(self) -> tuple[Record, ...]:

@@ -1,6 +1,6 @@
 """The real pipeline through the installed CLI: preprocess -> hf2mg -> torchrun train (DP 2) -> mg2hf -> plot,
-on the offline demo model; then kill -9 of a training rank with train_auto_resume, which must finish with final
-weights bit-identical to an uninterrupted run; then the same file planned for MindSpeed-LLM."""
+on the offline demo model; then kill -9 of a training rank with train_auto_resume, which must finish with
+final weights bit-identical to an uninterrupted run; then the same file planned for MindSpeed-LLM."""
 
 from __future__ import annotations
 
@@ -37,9 +37,15 @@ def demo_model(tmp_path_factory) -> Path:
 
 
 def overrides(out: Path, model: Path, *extra: str) -> list[str]:
-    return [f"--af_output_dir={out}", f"--backend_config.training.tokenizer-name-or-path={model}",
-            f"--env.MASTER_PORT={free_port()}", "--backend_config.training.train-iters=24",
-            "--backend_config.training.save-interval=6", "--backend_config.training.log-interval=1", *extra]
+    return [
+        f"--af_output_dir={out}",
+        f"--backend_config.training.tokenizer-name-or-path={model}",
+        f"--env.MASTER_PORT={free_port()}",
+        "--backend_config.training.train-iters=24",
+        "--backend_config.training.save-interval=6",
+        "--backend_config.training.log-interval=1",
+        *extra,
+    ]
 
 
 def run_cli(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
@@ -56,14 +62,26 @@ def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
     out = tmp_path / "run"
     proc = run_cli(["train", str(QUICK), *overrides(out, demo_model)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for name in ("preprocess_data", "converted_weight_TP1PP1", "saved_checkpoints", "ckpt_converted_mg2hf",
-                 "exp-config.yaml", "training_loss.png", "logs"):
+    for name in (
+        "preprocess_data",
+        "converted_weight_TP1PP1",
+        "saved_checkpoints",
+        "ckpt_converted_mg2hf",
+        "exp-config.yaml",
+        "training_loss.png",
+        "logs",
+    ):
         assert (out / name).exists(), name
     assert (out / "saved_checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "24"
     # save_total_limit 2: only the two newest checkpoints remain
-    assert sorted(p.name for p in (out / "saved_checkpoints").glob("iter_*")) == ["iter_0000018", "iter_0000024"]
+    assert sorted(p.name for p in (out / "saved_checkpoints").glob("iter_*")) == [
+        "iter_0000018",
+        "iter_0000024",
+    ]
     logs = sorted(p.name for p in (out / "logs").iterdir())
-    assert any(n.endswith("-run_log-N1-0.txt") for n in logs) and any(n.endswith("-run_log-N1-1.txt") for n in logs)
+    assert any(n.endswith("-run_log-N1-0.txt") for n in logs) and any(
+        n.endswith("-run_log-N1-1.txt") for n in logs
+    )
     assert any("-npu_info-R0" in n for n in logs)
     summary = json.loads((out / ".af" / "summary.json").read_text())
     text = json.dumps(summary)
@@ -98,24 +116,40 @@ TRIALS = [("6", 0.0), ("12", 0.4), ("6", 1.5)]
 
 
 @pytest.mark.parametrize("after,delay", TRIALS)
-def test_kill9_of_a_rank_resumes_to_bit_identical_weights(tmp_path, demo_model, reference_weights, after, delay):
+def test_kill9_of_a_rank_resumes_to_bit_identical_weights(
+    tmp_path, demo_model, reference_weights, after, delay
+):
     import random
 
     import psutil
 
     out = tmp_path / "killed"
-    runner = subprocess.Popen([*CLI, "train", str(QUICK), *overrides(out, demo_model), "--save_total_limit=0",
-                               "--auto_resume.backoff_s=0.5"], cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    runner = subprocess.Popen(
+        [
+            *CLI,
+            "train",
+            str(QUICK),
+            *overrides(out, demo_model),
+            "--save_total_limit=0",
+            "--auto_resume.backoff_s=0.5",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     tracker = out / "saved_checkpoints" / "latest_checkpointed_iteration.txt"
     deadline = time.time() + 240
     while time.time() < deadline and not (tracker.exists() and tracker.read_text().strip() == after):
         time.sleep(0.05)
     assert tracker.exists(), "no checkpoint was saved"
     time.sleep(random.uniform(0, delay))
-    victims = [p for p in psutil.Process(runner.pid).children(recursive=True)
-               if "ascendfactory.engine.train" in " ".join(p.cmdline()) and "torch.distributed.run" not in
-               " ".join(p.cmdline())]
+    victims = [
+        p
+        for p in psutil.Process(runner.pid).children(recursive=True)
+        if "ascendfactory.engine.train" in " ".join(p.cmdline())
+        and "torch.distributed.run" not in " ".join(p.cmdline())
+    ]
     assert victims, "no training rank found"
     os.kill(victims[-1].pid, signal.SIGKILL)
     output, _ = runner.communicate(timeout=300)
@@ -128,8 +162,17 @@ def test_kill9_of_a_rank_resumes_to_bit_identical_weights(tmp_path, demo_model, 
 
 
 def test_same_file_plans_mindspeed_llm(tmp_path, demo_model):
-    proc = run_cli(["train", str(QUICK), *overrides(tmp_path / "ms", demo_model), "--backend=mindspeed-llm",
-                    "--dry-run", "--format", "json"])
+    proc = run_cli(
+        [
+            "train",
+            str(QUICK),
+            *overrides(tmp_path / "ms", demo_model),
+            "--backend=mindspeed-llm",
+            "--dry-run",
+            "--format",
+            "json",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     train = next(s for s in plan["steps"] if s["kind"] == "train")

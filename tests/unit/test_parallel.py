@@ -4,8 +4,19 @@ import pytest
 
 from ascendfactory.parallel import LayoutInput, ParallelDims, validate_layout
 
-BASE = dict(world_size=8, tp=2, pp=2, cp=1, mbs=1, gbs=16, num_layers=28, heads=28, kv_heads=4,
-            seq_length=4096, max_position_embeddings=32768)
+BASE = dict(
+    world_size=8,
+    tp=2,
+    pp=2,
+    cp=1,
+    mbs=1,
+    gbs=16,
+    num_layers=28,
+    heads=28,
+    kv_heads=4,
+    seq_length=4096,
+    max_position_embeddings=32768,
+)
 
 
 def run(**changes):
@@ -15,33 +26,72 @@ def run(**changes):
 def test_valid_layout_has_no_problems_and_derives_dp():
     report = run()
     assert report.problems == [] and report.warnings == []
-    assert report.dims.dp == 2 and report.dims.tp_enabled and report.dims.pp_enabled and report.dims.dp_enabled
+    assert (
+        report.dims.dp == 2 and report.dims.tp_enabled and report.dims.pp_enabled and report.dims.dp_enabled
+    )
 
 
-@pytest.mark.parametrize("changes,key,message,fix", [
-    (dict(tp=3, pp=1), "tensor-model-parallel-size",
-     "tp(3) * pp(1) * cp(1) = 3 does not divide world_size(8)", "e.g. TP=1 PP=1"),
-    (dict(tp=8, pp=1, heads=28, kv_heads=4), "tensor-model-parallel-size",
-     "tp(8) * cp(1) = 8 does not divide num_attention_heads(28)", "TP values that work here: 1, 2, 4"),
-    (dict(tp=4, pp=1, heads=32, kv_heads=2), "tensor-model-parallel-size",
-     "KV heads(2) is not divisible by tp(4)", "TP values that work here: 1, 2"),
-    (dict(gbs=9), "global-batch-size",
-     "global_batch_size(9) is not divisible by micro_batch_size(1) * data_parallel_size(2) = 2",
-     "nearest valid global-batch-size: 8 or 10"),
-    (dict(gbs=13, mbs=2), "global-batch-size",
-     "global_batch_size(13) is not divisible by micro_batch_size(2) * data_parallel_size(2) = 4",
-     "nearest valid global-batch-size: 12 or 16"),
-    (dict(pp=8, tp=1, num_layers=28), "pipeline-model-parallel-size",
-     "num_layers(28) is not divisible by pp(8)", "num-layer-list 4,4,4,4,3,3,3,3"),
-    (dict(pp=2, num_layer_list=[10, 10, 8]), "num-layer-list",
-     "has 3 entries (10,10,8) but pipeline-model-parallel-size is 2", "give exactly 2"),
-    (dict(pp=2, num_layer_list=[10, 10]), "num-layer-list", "sums to 20 but the model has 28 layers",
-     "e.g. 14,14"),
-    (dict(seq_length=65536, max_position_embeddings=32768), "seq-length",
-     "seq_length(65536) > max_position_embeddings(32768)", "lower seq-length to 32768"),
-    (dict(cp=2, tp=2, pp=1, seq_length=4097), "seq-length", "not divisible by cp(2)", "multiple of 2"),
-    (dict(tp=0), "tensor-model-parallel-size", "must be >= 1", "set tensor-model-parallel-size to 1"),
-])
+@pytest.mark.parametrize(
+    "changes,key,message,fix",
+    [
+        (
+            dict(tp=3, pp=1),
+            "tensor-model-parallel-size",
+            "tp(3) * pp(1) * cp(1) = 3 does not divide world_size(8)",
+            "e.g. TP=1 PP=1",
+        ),
+        (
+            dict(tp=8, pp=1, heads=28, kv_heads=4),
+            "tensor-model-parallel-size",
+            "tp(8) * cp(1) = 8 does not divide num_attention_heads(28)",
+            "TP values that work here: 1, 2, 4",
+        ),
+        (
+            dict(tp=4, pp=1, heads=32, kv_heads=2),
+            "tensor-model-parallel-size",
+            "KV heads(2) is not divisible by tp(4)",
+            "TP values that work here: 1, 2",
+        ),
+        (
+            dict(gbs=9),
+            "global-batch-size",
+            "global_batch_size(9) is not divisible by micro_batch_size(1) * data_parallel_size(2) = 2",
+            "nearest valid global-batch-size: 8 or 10",
+        ),
+        (
+            dict(gbs=13, mbs=2),
+            "global-batch-size",
+            "global_batch_size(13) is not divisible by micro_batch_size(2) * data_parallel_size(2) = 4",
+            "nearest valid global-batch-size: 12 or 16",
+        ),
+        (
+            dict(pp=8, tp=1, num_layers=28),
+            "pipeline-model-parallel-size",
+            "num_layers(28) is not divisible by pp(8)",
+            "num-layer-list 4,4,4,4,3,3,3,3",
+        ),
+        (
+            dict(pp=2, num_layer_list=[10, 10, 8]),
+            "num-layer-list",
+            "has 3 entries (10,10,8) but pipeline-model-parallel-size is 2",
+            "give exactly 2",
+        ),
+        (
+            dict(pp=2, num_layer_list=[10, 10]),
+            "num-layer-list",
+            "sums to 20 but the model has 28 layers",
+            "e.g. 14,14",
+        ),
+        (
+            dict(seq_length=65536, max_position_embeddings=32768),
+            "seq-length",
+            "seq_length(65536) > max_position_embeddings(32768)",
+            "lower seq-length to 32768",
+        ),
+        (dict(cp=2, tp=2, pp=1, seq_length=4097), "seq-length", "not divisible by cp(2)", "multiple of 2"),
+        (dict(tp=0), "tensor-model-parallel-size", "must be >= 1", "set tensor-model-parallel-size to 1"),
+    ],
+)
 def test_each_rule_names_key_numbers_and_fix(changes, key, message, fix):
     report = run(**changes)
     assert report.problems, "the rule did not fire"
@@ -60,10 +110,16 @@ def test_several_problems_are_reported_together():
     assert {"tensor-model-parallel-size", "seq-length"} <= keys
 
 
-@pytest.mark.parametrize("changes,fragment", [
-    (dict(seq_length=40960, max_position_embeddings=131072), "context parallel (CP >= 2) is recommended"),
-    (dict(tp=1, pp=1, gbs=8, sequence_parallel=True), "sequence-parallel is set with tensor-model-parallel-size=1"),
-])
+@pytest.mark.parametrize(
+    "changes,fragment",
+    [
+        (dict(seq_length=40960, max_position_embeddings=131072), "context parallel (CP >= 2) is recommended"),
+        (
+            dict(tp=1, pp=1, gbs=8, sequence_parallel=True),
+            "sequence-parallel is set with tensor-model-parallel-size=1",
+        ),
+    ],
+)
 def test_warnings_do_not_stop_the_run(changes, fragment):
     report = run(**changes)
     assert report.problems == []
@@ -71,7 +127,9 @@ def test_warnings_do_not_stop_the_run(changes, fragment):
 
 
 def test_keys_can_be_renamed_to_the_users_spelling():
-    report = validate_layout(LayoutInput(**{**BASE, "gbs": 3, "keys": {"gbs": "backend_config.training.GBS"}}))
+    report = validate_layout(
+        LayoutInput(**{**BASE, "gbs": 3, "keys": {"gbs": "backend_config.training.GBS"}})
+    )
     assert report.problems[0].key == "backend_config.training.GBS"
 
 

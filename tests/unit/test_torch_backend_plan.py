@@ -20,7 +20,7 @@ def plan_for(*overrides: str, dry_run: bool = True):
 
 def train_argv(plan) -> list[str]:
     argv = plan.step("train").argv
-    return argv[argv.index("ascendfactory.engine.train") + 1:]
+    return argv[argv.index("ascendfactory.engine.train") + 1 :]
 
 
 def test_default_plan_runs_every_step_with_finetune_flags(tmp_path):
@@ -36,21 +36,27 @@ def test_default_plan_runs_every_step_with_finetune_flags(tmp_path):
     assert plan.facts["dp"] == 2
 
 
-@pytest.mark.parametrize("overrides,kind,reason", [
-    (["--backend_config.training.data-path=/d/x"], "preprocess", "preprocessed data given: /d/x"),
-    (["--ckpt_load_type=0"], "hf2mg", "ckpt_load_type 0"),
-    (["--user_converted_ckpt_path=/w/conv"], "hf2mg", "user_converted_ckpt_path given: /w/conv"),
-    (["--backend_config.convert_ckpt_mg2hf=null"], "mg2hf", "final conversion disabled"),
-    (["--convert_mg2hf_at_last=false"], "mg2hf", "final conversion disabled"),
-])
+@pytest.mark.parametrize(
+    "overrides,kind,reason",
+    [
+        (["--backend_config.training.data-path=/d/x"], "preprocess", "preprocessed data given: /d/x"),
+        (["--ckpt_load_type=0"], "hf2mg", "ckpt_load_type 0"),
+        (["--user_converted_ckpt_path=/w/conv"], "hf2mg", "user_converted_ckpt_path given: /w/conv"),
+        (["--backend_config.convert_ckpt_mg2hf=null"], "mg2hf", "final conversion disabled"),
+        (["--convert_mg2hf_at_last=false"], "mg2hf", "final conversion disabled"),
+    ],
+)
 def test_skip_reasons(tmp_path, overrides, kind, reason):
     plan = plan_for(f"--af_output_dir={tmp_path}", *overrides)
     assert reason in (plan.step(kind).skip_reason or "")
 
 
 def test_pretraining_data_path_gets_the_text_document_suffix(tmp_path):
-    plan = plan_for(f"--af_output_dir={tmp_path}", "--stage=pt",
-                    "--backend_config.preprocess_data.handler-name=GeneralPretrainHandler")
+    plan = plan_for(
+        f"--af_output_dir={tmp_path}",
+        "--stage=pt",
+        "--backend_config.preprocess_data.handler-name=GeneralPretrainHandler",
+    )
     argv = train_argv(plan)
     assert argv[argv.index("--data-path") + 1].endswith("preprocess_data/demo_sft_text_document")
     assert "--is-instruction-dataset" not in argv and "--stage" not in argv
@@ -58,7 +64,10 @@ def test_pretraining_data_path_gets_the_text_document_suffix(tmp_path):
 
 def test_handler_and_stage_must_agree(tmp_path):
     with pytest.raises(ConfigError, match="makes pre-training data but stage is sft"):
-        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.preprocess_data.handler-name=GeneralPretrainHandler")
+        plan_for(
+            f"--af_output_dir={tmp_path}",
+            "--backend_config.preprocess_data.handler-name=GeneralPretrainHandler",
+        )
 
 
 def test_ckpt_load_type_2_is_a_true_resume_and_needs_a_path(tmp_path):
@@ -108,8 +117,11 @@ def test_unknown_and_refused_training_flags_fail_before_anything_runs(tmp_path):
         plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.lr-decay=cosine")
     assert "did you mean: --lr-decay-style" in str(e.value)
     with pytest.raises(ConfigError) as e:
-        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.context-parallel-size=2",
-                 "--env.NPUS_PER_NODE=4")
+        plan_for(
+            f"--af_output_dir={tmp_path}",
+            "--backend_config.training.context-parallel-size=2",
+            "--env.NPUS_PER_NODE=4",
+        )
     assert "context parallelism" in str(e.value)
 
 
@@ -121,8 +133,12 @@ def test_missing_inputs_are_errors_on_a_real_run_only(tmp_path):
 
 
 def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
-    plan = plan_for(f"--af_output_dir={tmp_path}", "--env.NNODES=2", "--env.NODE_RANK=1",
-                    "--backend_config.training.global-batch-size=16")
+    plan = plan_for(
+        f"--af_output_dir={tmp_path}",
+        "--env.NNODES=2",
+        "--env.NODE_RANK=1",
+        "--backend_config.training.global-batch-size=16",
+    )
     assert plan.step("hf2mg").only_node0 and plan.step("preprocess").only_node0
     torchrun = plan.step("train").argv
     assert torchrun[torchrun.index("--node_rank") + 1] == "1" and plan.facts["world_size"] == 4

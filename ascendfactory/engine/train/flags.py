@@ -76,8 +76,13 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--attention-dropout": (VALUE, 0.0, float, "attention dropout"),
     "--hidden-dropout": (VALUE, 0.0, float, "hidden dropout (only 0 is supported)"),
     "--distributed-backend": (VALUE, None, str, "nccl | gloo | hccl (mapped to the device found)"),
-    "--distributed-timeout-minutes": (VALUE, None, int, "collective timeout (default: env "
-                                      "AF_DISTRIBUTED_TIMEOUT_S seconds, set by the runner, else 10 minutes)"),
+    "--distributed-timeout-minutes": (
+        VALUE,
+        None,
+        int,
+        "collective timeout (default: env "
+        "AF_DISTRIBUTED_TIMEOUT_S seconds, set by the runner, else 10 minutes)",
+    ),
     "--tensorboard-dir": (VALUE, None, str, "TensorBoard event files under <dir>/rank_{id}/"),
     "--tensorboard-queue-size": (VALUE, 10, int, "TensorBoard writer queue size"),
     "--log-loss-scale-to-tensorboard": (BOOL, False, None, "write loss-scale to TensorBoard"),

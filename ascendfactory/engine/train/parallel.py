@@ -136,7 +136,9 @@ def init_distributed(timeout_minutes: int | None = None) -> DistEnv:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device, backend = device_and_backend(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, timeout=timedelta(seconds=collective_timeout_s(timeout_minutes)))
+        dist.init_process_group(
+            backend=backend, timeout=timedelta(seconds=collective_timeout_s(timeout_minutes))
+        )
     return DistEnv(
         rank=dist.get_rank(),
         local_rank=local_rank,

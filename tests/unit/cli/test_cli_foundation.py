@@ -1,4 +1,4 @@
-"""CLI tests through typer's runner: config -> train --dry-run round trips, formats, errors, the frozen surface."""
+"""CLI tests through typer's runner: config -> dry-run round trips, formats, errors, frozen surface."""
 
 from __future__ import annotations
 
@@ -22,9 +22,18 @@ TEMPLATES = [(b.name, e) for b in list_supported_backends() for e in list_experi
 
 def test_every_backend_ships_the_required_templates():
     shipped = set(TEMPLATES)
-    for need in [("mindspeed-llm", "full-4k"), ("mindspeed-llm", "lora-4k"), ("llamafactory", "full-4k"),
-                 ("llamafactory", "lora-4k"), ("verl", "ppo"), ("verl", "grpo"), ("verl", "dapo"),
-                 ("mindspeed-rl", "grpo"), ("mindspeed-mm", "full"), ("torch", "tiny-sft")]:
+    for need in [
+        ("mindspeed-llm", "full-4k"),
+        ("mindspeed-llm", "lora-4k"),
+        ("llamafactory", "full-4k"),
+        ("llamafactory", "lora-4k"),
+        ("verl", "ppo"),
+        ("verl", "grpo"),
+        ("verl", "dapo"),
+        ("mindspeed-rl", "grpo"),
+        ("mindspeed-mm", "full"),
+        ("torch", "tiny-sft"),
+    ]:
         assert need in shipped
 
 
@@ -32,8 +41,16 @@ def test_every_backend_ships_the_required_templates():
 def test_config_then_dry_run_round_trip(tmp_path, backend, exp):
     out = tmp_path / f"{backend}-{exp}.yaml"
     model = "tiny-demo" if exp == "tiny-sft" else "qwen2.5-7b"
-    r = runner.invoke(app, ["config", f"--backend={backend}", f"--af_model_name={model}", f"--exp_name={exp}",
-                            f"--output_file_path={out}"])
+    r = runner.invoke(
+        app,
+        [
+            "config",
+            f"--backend={backend}",
+            f"--af_model_name={model}",
+            f"--exp_name={exp}",
+            f"--output_file_path={out}",
+        ],
+    )
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "# " in text and f"backend: {backend}" in text  # commented
@@ -48,21 +65,31 @@ def test_config_then_dry_run_round_trip(tmp_path, backend, exp):
 def test_config_refuses_to_overwrite(tmp_path):
     out = tmp_path / "x.yaml"
     out.write_text("keep me")
-    args = ["config", "--backend=torch", "--af_model_name=tiny-demo", "--exp_name=tiny-sft",
-            f"--output_file_path={out}"]
+    args = [
+        "config",
+        "--backend=torch",
+        "--af_model_name=tiny-demo",
+        "--exp_name=tiny-sft",
+        f"--output_file_path={out}",
+    ]
     assert main(args) == 2
     assert out.read_text() == "keep me"
     assert main([*args, "--force"]) == 0 and "backend: torch" in out.read_text()
 
 
-@pytest.mark.parametrize("flag,value,fragment", [
-    ("--backend", "torchy", "use one of: torch, mindspeed-llm"),
-    ("--exp_name", "full-9k", "use one of: full-4k, tiny-sft"),
-    ("--af_model_name", "qwen2.5-7bb", "did you mean: qwen2.5-7b"),
-])
+@pytest.mark.parametrize(
+    "flag,value,fragment",
+    [
+        ("--backend", "torchy", "use one of: torch, mindspeed-llm"),
+        ("--exp_name", "full-9k", "use one of: full-4k, tiny-sft"),
+        ("--af_model_name", "qwen2.5-7bb", "did you mean: qwen2.5-7b"),
+    ],
+)
 def test_config_bad_choices_list_the_valid_ones(tmp_path, capsys, flag, value, fragment):
     args = {"--backend": "torch", "--af_model_name": "tiny-demo", "--exp_name": "tiny-sft"} | {flag: value}
-    code = main(["config", *(f"{k}={v}" for k, v in args.items()), f"--output_file_path={tmp_path / 'x.yaml'}"])
+    code = main(
+        ["config", *(f"{k}={v}" for k, v in args.items()), f"--output_file_path={tmp_path / 'x.yaml'}"]
+    )
     assert code == 2
     assert fragment in capsys.readouterr().err
     assert not (tmp_path / "x.yaml").exists()
@@ -70,8 +97,10 @@ def test_config_bad_choices_list_the_valid_ones(tmp_path, capsys, flag, value, f
 
 def test_dry_run_text_shows_steps_commands_and_skip_reasons(tmp_path):
     cfg = REPO / "cfgs" / "quickstart.yaml"
-    r = runner.invoke(app, ["train", str(cfg), "--dry-run", "--ckpt_load_type=0",
-                            "--backend_config.training.data-path=/data/x"])
+    r = runner.invoke(
+        app,
+        ["train", str(cfg), "--dry-run", "--ckpt_load_type=0", "--backend_config.training.data-path=/data/x"],
+    )
     assert r.exit_code == 0, r.output
     assert "skip: preprocessed data given: /data/x" in r.stdout
     assert "skip: ckpt_load_type 0: training starts from random weights" in r.stdout
@@ -79,7 +108,9 @@ def test_dry_run_text_shows_steps_commands_and_skip_reasons(tmp_path):
 
 
 def test_dry_run_shell_is_a_runnable_script(tmp_path):
-    r = runner.invoke(app, ["train", str(REPO / "cfgs" / "quickstart.yaml"), "--dry-run", "--format", "shell"])
+    r = runner.invoke(
+        app, ["train", str(REPO / "cfgs" / "quickstart.yaml"), "--dry-run", "--format", "shell"]
+    )
     assert r.exit_code == 0
     script = tmp_path / "plan.sh"
     script.write_text(r.stdout)
@@ -88,8 +119,14 @@ def test_dry_run_shell_is_a_runnable_script(tmp_path):
 
 
 def test_configuration_errors_exit_2_without_traceback(capsys):
-    code = main(["train", str(REPO / "cfgs" / "quickstart.yaml"), "--dry-run",
-                 "--backend_config.training.tensor-model-parallel-size=3"])
+    code = main(
+        [
+            "train",
+            str(REPO / "cfgs" / "quickstart.yaml"),
+            "--dry-run",
+            "--backend_config.training.tensor-model-parallel-size=3",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "tensor-model-parallel-size" in err and "does not divide" in err and "command line" in err
@@ -105,8 +142,18 @@ def test_af_debug_shows_the_traceback(monkeypatch):
 
 
 def test_old_style_through_the_cli():
-    r = runner.invoke(app, ["train", str(REPO / "cfgs" / "multi_model_cfgs.yaml"), "qwen2.5-7b", "full-4k",
-                            "--dry-run", "--format", "json"])
+    r = runner.invoke(
+        app,
+        [
+            "train",
+            str(REPO / "cfgs" / "multi_model_cfgs.yaml"),
+            "qwen2.5-7b",
+            "full-4k",
+            "--dry-run",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["facts"]["pp"] == 2
 
@@ -130,12 +177,16 @@ def test_models_and_experiments_list():
     assert {row["backend"] for row in json.loads(r.stdout)} >= {"torch", "mindspeed-llm", "verl"}
 
 
-# The CLI surface is frozen: new knobs go in the yaml, not in new flags (torchtitan's test_no_new_cli_options).
+# The CLI surface is frozen: new knobs go in the yaml, not in new flags (as torchtitan's
+# test_no_new_cli_options).
 FROZEN = {
     "config": {"--backend", "--af_model_name", "--exp_name", "--output_file_path", "--force"},
     "train": {"--dry-run", "--format"},
-    "convert": set(), "preprocess": set(),
-    "models": {"--json"}, "experiments": {"--backend", "--json"}, "show": set(),
+    "convert": set(),
+    "preprocess": set(),
+    "models": {"--json"},
+    "experiments": {"--backend", "--json"},
+    "show": set(),
     "doctor": {"--backend", "--install-plan", "--run", "--json"},
 }
 
@@ -162,7 +213,11 @@ def test_installed_console_script_runs():
     exe = os.path.join(os.path.dirname(sys.executable), "ascendfactory-cli")
     if not os.path.exists(exe):
         pytest.skip("console script not installed (run sh install.sh)")
-    proc = subprocess.run([exe, "train", str(REPO / "cfgs" / "quickstart.yaml"), "--dry-run", "--format", "json"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [exe, "train", str(REPO / "cfgs" / "quickstart.yaml"), "--dry-run", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["facts"]["world_size"] == 2

@@ -5,10 +5,12 @@ from ascendfactory.errors import ConfigError
 
 
 def test_dash_keys_and_types():
-    tree = {"backend_config": {"training": {"tensor-model-parallel-size": 4, "pipeline-model-parallel-size": 2}},
-            "out": "converted_weight_TP${backend_config.training.tensor-model-parallel-size}"
-                   "PP${backend_config.training.pipeline-model-parallel-size}",
-            "tp": "${backend_config.training.tensor-model-parallel-size}"}
+    tree = {
+        "backend_config": {"training": {"tensor-model-parallel-size": 4, "pipeline-model-parallel-size": 2}},
+        "out": "converted_weight_TP${backend_config.training.tensor-model-parallel-size}"
+        "PP${backend_config.training.pipeline-model-parallel-size}",
+        "tp": "${backend_config.training.tensor-model-parallel-size}",
+    }
     got = resolve(tree)
     assert got["out"] == "converted_weight_TP4PP2"
     assert got["tp"] == 4 and isinstance(got["tp"], int)
@@ -35,4 +37,8 @@ def test_every_bad_reference_is_reported_at_once():
 
 
 def test_list_items_and_literal_text_are_kept():
-    assert resolve({"a": [1, "${b}"], "b": "z", "c": "plain $HOME"}) == {"a": [1, "z"], "b": "z", "c": "plain $HOME"}
+    assert resolve({"a": [1, "${b}"], "b": "z", "c": "plain $HOME"}) == {
+        "a": [1, "z"],
+        "b": "z",
+        "c": "plain $HOME",
+    }

@@ -24,8 +24,10 @@ def test_new_style_loads_types_and_interpolates(write_yaml):
 
 
 def test_overrides_win_and_interpolation_sees_them(write_yaml):
-    loaded = load_experiment(write_yaml(MINIMAL), ["--exp_name=x", "--backend_config.training.lr", "2e-5",
-                                                   "--env.NODE_RANK=1", "--env.NNODES=2"])
+    loaded = load_experiment(
+        write_yaml(MINIMAL),
+        ["--exp_name=x", "--backend_config.training.lr", "2e-5", "--env.NODE_RANK=1", "--env.NNODES=2"],
+    )
     assert loaded.config.af_output_dir == "/tmp/out/tiny-demo-x"
     assert loaded.config.backend_config["training"]["lr"] == 2e-5
     assert loaded.config.env.NODE_RANK == 1
@@ -64,14 +66,19 @@ def test_node_rank_must_be_below_nnodes(write_yaml):
 
 
 def test_extra_env_vars_are_exported_as_strings(write_yaml):
-    loaded = load_experiment(write_yaml(MINIMAL + "env: {HCCL_CONNECT_TIMEOUT: 1200, GLOO_SOCKET_IFNAME: eth0}\n"))
+    loaded = load_experiment(
+        write_yaml(MINIMAL + "env: {HCCL_CONNECT_TIMEOUT: 1200, GLOO_SOCKET_IFNAME: eth0}\n")
+    )
     assert loaded.config.env.extra_vars() == {"HCCL_CONNECT_TIMEOUT": "1200", "GLOO_SOCKET_IFNAME": "eth0"}
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("a: [1,\n", "not valid YAML"),
-    ("- 1\n- 2\n", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("a: [1,\n", "not valid YAML"),
+        ("- 1\n- 2\n", "expected a mapping"),
+    ],
+)
 def test_malformed_files(write_yaml, text, fragment):
     with pytest.raises(ConfigError, match=fragment):
         load_experiment(write_yaml(text))
@@ -83,5 +90,7 @@ def test_missing_file_names_the_fix(tmp_path):
 
 
 def test_merge_layers_is_deep_and_later_wins():
-    assert merge_layers({"a": {"b": 1, "c": 2}, "x": 1}, {"a": {"c": 3}}, {"x": {"y": 1}}) == \
-        {"a": {"b": 1, "c": 3}, "x": {"y": 1}}
+    assert merge_layers({"a": {"b": 1, "c": 2}, "x": 1}, {"a": {"c": 3}}, {"x": {"y": 1}}) == {
+        "a": {"b": 1, "c": 3},
+        "x": {"y": 1},
+    }
