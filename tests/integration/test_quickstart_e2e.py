@@ -178,3 +178,71 @@ def test_same_file_plans_mindspeed_llm(tmp_path, demo_model):
     train = next(s for s in plan["steps"] if s["kind"] == "train")
     assert any(a.endswith("posttrain_gpt.py") for a in train["argv"])
     assert "--finetune" in train["argv"] and "--is-instruction-dataset" in train["argv"]
+
+
+def _node(out: Path, model: Path, port: int, rank: int, *extra: str) -> subprocess.Popen:
+    args = [
+        "train",
+        str(QUICK),
+        *overrides(out, model),
+        f"--env.MASTER_PORT={port}",
+        "--env.MASTER_ADDR=127.0.0.1",
+        "--env.NNODES=2",
+        f"--env.NODE_RANK={rank}",
+        "--env.NPUS_PER_NODE=1",
+        *extra,
+    ]
+    return subprocess.Popen(
+        [*CLI, *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_two_cli_invocations_form_one_job(tmp_path, demo_model):
+    out, port = tmp_path / "shared", free_port()
+    nodes = [_node(out, demo_model, port, rank) for rank in (0, 1)]
+    outputs = [n.communicate(timeout=400)[0] for n in nodes]
+    for n, text in zip(nodes, outputs):
+        assert n.returncode == 0, text[-3000:]
+    assert (out / "saved_checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "24"
+    logs = sorted(p.name for p in (out / "logs").iterdir())
+    assert any(n.endswith("-run_log-N2-0.txt") for n in logs) and any(
+        n.endswith("-run_log-N2-1.txt") for n in logs
+    )
+    assert (out / "ckpt_converted_mg2hf" / "model.safetensors").exists()
+
+
+def test_killed_node_makes_the_other_exit_with_an_error_in_time(tmp_path, demo_model):
+    import psutil
+
+    out, port = tmp_path / "shared", free_port()
+    timeout_s = 20
+    nodes = [
+        _node(
+            out,
+            demo_model,
+            port,
+            rank,
+            f"--node_wait_timeout_s={timeout_s}",
+            "--backend_config.training.train-iters=400",
+            "--train_auto_resume=false",
+        )
+        for rank in (0, 1)
+    ]
+    tracker = out / "saved_checkpoints" / "latest_checkpointed_iteration.txt"
+    deadline = time.time() + 240
+    while time.time() < deadline and not tracker.exists():
+        time.sleep(0.1)
+    assert tracker.exists(), "training never started"
+    victim = psutil.Process(nodes[1].pid)
+    for p in [*victim.children(recursive=True), victim]:
+        p.kill()  # the whole machine "dies"
+    t0 = time.time()
+    text = nodes[0].communicate(timeout=timeout_s + 120)[0]
+    assert nodes[0].returncode not in (0, None), text[-2000:]
+    assert time.time() - t0 < timeout_s + 60
+    assert "step 'train' failed" in text or "train failed" in text
