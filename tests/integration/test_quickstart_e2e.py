@@ -97,10 +97,17 @@ def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
     model = AutoModelForCausalLM.from_pretrained(out / "ckpt_converted_mg2hf")
     assert model.config.num_hidden_layers == 2
 
-    # Running the same command again goes straight to training (resume) without redoing the steps before it.
+    # Running the same command again goes straight to training (resume) without redoing the steps before it,
+    # and a finished run writes no new checkpoint, so the final conversion is skipped too.
     again = run_cli(["train", str(QUICK), *overrides(out, demo_model), "--dry-run"])
     assert again.returncode == 0
     assert "outputs up to date" in again.stdout and "train_auto_resume" in again.stdout
+    before = sorted(p.name for p in (out / "saved_checkpoints").iterdir())
+    rerun = run_cli(["train", str(QUICK), *overrides(out, demo_model)])
+    assert rerun.returncode == 0, rerun.stdout[-3000:]
+    states = {s["name"]: s["state"] for s in json.loads((out / ".af" / "summary.json").read_text())["steps"]}
+    assert states["preprocess"] == "skipped" and states["hf2mg"] == "skipped" and states["mg2hf"] == "skipped"
+    assert sorted(p.name for p in (out / "saved_checkpoints").iterdir()) == before
 
 
 @pytest.fixture(scope="module")

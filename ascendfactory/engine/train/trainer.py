@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import time
@@ -300,6 +301,10 @@ class Trainer:
         if self.args.load:
             pos = self.checkpointer.load(self.model, self.optimizer, self.scheduler, self.scaler)
             self.position = pos or Position()
+            same = os.path.realpath
+            in_place = bool(self.args.save) and same(self.args.load) == same(self.args.save)
+            if pos is not None and in_place:
+                self.saved_iteration = pos.iteration  # already in --save: a finished run does not rewrite it
         self.scheduler.apply(self.optimizer)
         self.interval = Interval()
 
