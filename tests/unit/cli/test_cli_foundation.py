@@ -221,3 +221,13 @@ def test_installed_console_script_runs():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["facts"]["world_size"] == 2
+
+
+def test_config_interactive_prompts(tmp_path):
+    out = tmp_path / "asked.yaml"
+    r = runner.invoke(app, ["config"], input=f"torch\ntiny-demo\ntiny-sft\n{out}\n")
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "backend: torch" in text and "af_model_name: tiny-demo" in text and "exp_name: tiny-sft" in text
+    r = runner.invoke(app, ["train", str(out), "--dry-run", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["exp_name"] == "tiny-sft"
