@@ -5,12 +5,14 @@
 Builds a random Llama-style model of a few hundred MB locally (bf16, no hub), then times, `--runs` times
 each and interleaved: (a) the converter in-process with verification on (the default), (b) with `--no-verify`,
 (c) the floor: read every tensor with safetensors, write TP*PP torch.save files holding the same tensors.
-Prints medians and the ratios to the floor (goal: within 1.5x).
+Prints medians, the ratios of the medians to the floor's (goal: within 1.5x) and the load average before
+and after the timed runs (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -101,9 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     for fn in cases.values():  # warm-up: page cache, imports
         timed(fn, out)
     times: dict[str, list[float]] = {k: [] for k in cases}
+    load_before = os.getloadavg()
     for _ in range(a.runs):
         for name, fn in cases.items():
             times[name].append(timed(fn, out))
+    load_after = os.getloadavg()
+    print("load average " + " -> ".join("/".join(f"{x:.2f}" for x in la) for la in (load_before, load_after)))
     base = statistics.median(times["floor (read + torch.save)"])
     for name, ts in times.items():
         med = statistics.median(ts)

@@ -15,7 +15,9 @@ the same Hugging Face tokenizer (default: the demo tokenizer, trained locally) a
   its own thread pool), the ceiling for any preprocessing program.
 
 Both programs are timed end to end as subprocesses (start-up, reading, tokenizing, writing); tokens/s is
-the output token count over the median wall time of `--repeats` runs.
+the output token count over the median wall time of `--repeats` runs. The runs are interleaved (ours,
+bare tokenizer, Megatron-LM, then again) so that a change in machine load hits all of them alike; the
+load average before and after is printed with the figures.
 """
 
 from __future__ import annotations
@@ -56,22 +58,19 @@ def timed(argv: list[str], *, env: dict[str, str], cwd: Path) -> tuple[float, st
     return elapsed, proc.stdout
 
 
-def median_run(argv: list[str], *, env: dict[str, str], cwd: Path, repeats: int) -> tuple[float, list[str]]:
-    runs = [timed(argv, env=env, cwd=cwd) for _ in range(repeats)]
-    return statistics.median(t for t, _ in runs), [out for _, out in runs]
-
-
-def bare_tokenizer(tokenizer_dir: Path, texts: list[str], repeats: int) -> float:
+def bare_tokenizer(tokenizer_dir: Path, texts: list[str]) -> float:
+    """Seconds of one in-memory batch encode of `texts` (the tokenizer's own thread pool)."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        encode(texts, add_special_tokens=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    start = time.perf_counter()
+    encode(texts, add_special_tokens=True)
+    return time.perf_counter() - start
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def output_files(prefix: Path) -> dict[str, bytes]:
@@ -105,39 +104,54 @@ def main(argv: list[str] | None = None) -> int:
                      "--tokenizer-name-or-path", str(tokenizer_dir), "--output-prefix",
                      str(tmp / "ours" / "c"), "--append-eod", "--workers", str(args.workers),
                      "--log-interval", "100000"]
-        ours, outs = median_run(ours_argv, env=env, cwd=ROOT, repeats=args.repeats)
-        # the program's own timing, after start-up (importing transformers and torch costs seconds)
-        inner = statistics.median(float(re.search(r"tokens in ([0-9.]+)s", o).group(1)) for o in outs)
+        script = args.megatron_lm / "tools" / "preprocess_data.py" if args.megatron_lm else None
+        mlm_argv: list[str] | None = None
+        if script is not None and script.is_file():
+            (tmp / "megatron").mkdir()
+            mlm_env = {**os.environ, "PYTHONPATH": str(args.megatron_lm.resolve())}
+            mlm_argv = [sys.executable, str(script), "--input", str(corpus), "--output-prefix",
+                        str(tmp / "megatron" / "c"), "--tokenizer-type", "HuggingFaceTokenizer",
+                        "--tokenizer-model", str(tokenizer_dir), "--append-eod", "--workers",
+                        str(args.workers), "--log-interval", "100000"]
+        load_before = load()
+        ours_t: list[float] = []
+        inner_t: list[float] = []
+        bare_t: list[float] = []
+        mlm_t: list[float] = []
+        for _ in range(args.repeats):  # interleaved, so that load changes hit every program alike
+            elapsed, out = timed(ours_argv, env=env, cwd=ROOT)
+            ours_t.append(elapsed)
+            # the program's own timing, after start-up
+            inner_t.append(float(re.search(r"tokens in ([0-9.]+)s", out).group(1)))
+            bare_t.append(bare_tokenizer(tokenizer_dir, texts))
+            if mlm_argv is not None:
+                mlm_t.append(timed(mlm_argv, env=mlm_env, cwd=args.megatron_lm)[0])
+        load_after = load()
+        ours, inner, bare = (statistics.median(t) for t in (ours_t, inner_t, bare_t))
         ds = IndexedDataset(tmp / "ours" / "c_text_document")
         tokens = int(ds.sizes.sum())
-        bare = bare_tokenizer(tokenizer_dir, texts, args.repeats)
 
         print(f"corpus: {args.docs} documents, {mb:.1f} MB, {tokens:,} tokens; workers={args.workers}; "
-              f"median of {args.repeats} runs")
-        print(f"{'program':<28}{'seconds':>10}{'tokens/s':>14}")
-        print(f"{'ours (end to end)':<28}{ours:>10.2f}{tokens / ours:>14,.0f}")
-        print(f"{'ours (after start-up)':<28}{inner:>10.2f}{tokens / inner:>14,.0f}")
-        print(f"{'bare tokenizer (in memory)':<28}{bare:>10.2f}{tokens / bare:>14,.0f}")
+              f"median of {args.repeats} interleaved runs; "
+              f"load average {load_before} before, {load_after} after")
+        print(f"{'program':<28}{'seconds':>10}{'tokens/s':>14}   runs")
+        rows = [("ours (end to end)", ours, ours_t), ("ours (after start-up)", inner, inner_t),
+                ("bare tokenizer (in memory)", bare, bare_t)]
+        if mlm_t:
+            rows.append(("Megatron-LM preprocess_data", statistics.median(mlm_t), mlm_t))
+        for name, median, runs in rows:
+            each = " ".join(f"{t:.2f}" for t in runs)
+            print(f"{name:<28}{median:>10.2f}{tokens / median:>14,.0f}   {each}")
         print(f"ours / bare tokenizer: {bare / ours:.0%} end to end, {bare / inner:.0%} after start-up "
               "(goal >= 70%)")
-
         if args.megatron_lm is None:
             print("Megatron-LM: skipped (pass --megatron-lm DIR, a Megatron-LM checkout, to compare)")
-            return 0
-        script = args.megatron_lm / "tools" / "preprocess_data.py"
-        if not script.is_file():
+        elif mlm_argv is None:
             print(f"Megatron-LM: skipped ({script} not found)")
-            return 0
-        (tmp / "megatron").mkdir()
-        mlm_env = {**os.environ, "PYTHONPATH": str(args.megatron_lm.resolve())}
-        mlm_argv = [sys.executable, str(script), "--input", str(corpus), "--output-prefix",
-                    str(tmp / "megatron" / "c"), "--tokenizer-type", "HuggingFaceTokenizer",
-                    "--tokenizer-model", str(tokenizer_dir), "--append-eod", "--workers", str(args.workers),
-                    "--log-interval", "100000"]
-        mlm, _ = median_run(mlm_argv, env=mlm_env, cwd=args.megatron_lm, repeats=args.repeats)
-        same = output_files(tmp / "ours" / "c") == output_files(tmp / "megatron" / "c")
-        print(f"{'Megatron-LM preprocess_data':<28}{mlm:>10.2f}{tokens / mlm:>14,.0f}")
-        print(f"ours / Megatron-LM: {mlm / ours:.2f}x (goal >= 1.5x); outputs byte-identical: {same}")
+        else:
+            same = output_files(tmp / "ours" / "c") == output_files(tmp / "megatron" / "c")
+            print(f"ours / Megatron-LM: {statistics.median(mlm_t) / ours:.2f}x (goal >= 1.5x); "
+                  f"outputs byte-identical: {same}")
     return 0
 
 

@@ -25,6 +25,7 @@ from ascendfactory.engine.convert.hf_io import (
 )
 from ascendfactory.engine.convert.megatron_source import MegatronSource
 from ascendfactory.engine.convert.shard_map import hf_full_to_local, hf_local_to_megatron
+from ascendfactory.engine.convert.streaming import BufferPool, threads
 from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
 
 log = logging.getLogger("ascendfactory.convert")
@@ -37,6 +38,14 @@ def _owned(t: torch.Tensor) -> torch.Tensor:
     """`t`, or a copy when it is a view into a larger storage (so saving writes only its own bytes)."""
     t = t.contiguous()
     return t if t.untyped_storage().nbytes() == t.numel() * t.element_size() else t.clone()
+
+
+_ALL_THREADS: list[int] = []  # the count before `run` took it down to one; logit checks restore it
+
+
+def _verify_logits(*args: Any, **kwargs: Any) -> None:
+    with threads(_ALL_THREADS[-1] if _ALL_THREADS else None):
+        verify.verify_logits(*args, **kwargs)
 
 
 def _stage_names(
@@ -95,18 +104,26 @@ def write_stage(
     offset: int,
     padded: int,
     args: argparse.Namespace,
+    pool: BufferPool | None = None,
 ) -> None:
-    """Cut one stage's full HF tensors into TP shards and save them in Megatron-core names."""
+    """Cut one stage's full HF tensors into TP shards and save each as soon as it is built.
+
+    Fused tensors are built in place and cut ones copied into `pool` buffers, reused by the next shard;
+    tensors that own their storage (e.g. memory-mapped from the safetensors files) are saved as they are.
+    """
+    pool = pool or BufferPool()
     for r in range(tp):
         local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded)
-        model = hf_local_to_megatron(local, cfg=dims, tp=tp, tp_rank=r, layer_offset=offset)
+        model = hf_local_to_megatron(local, cfg=dims, tp=tp, tp_rank=r, layer_offset=offset, alloc=pool.take)
         payload = {
-            "model": {k: _owned(v) for k, v in model.items()},
+            "model": {k: pool.own(v) for k, v in model.items()},
             "args": args,
             "checkpoint_version": 3.0,
             "iteration": CONVERTED_ITERATION,
         }
         mio.save_shard(save_dir, CONVERTED_ITERATION, r, pp_rank, pp, payload)
+        del payload, model, local
+        pool.release()
 
 
 def _remove_stale_shards(save_dir: Path, tp: int, pp: int) -> None:
@@ -161,9 +178,12 @@ def hf_to_mg(a: argparse.Namespace) -> None:
     save = Path(a.save_dir)
     save.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    pool = BufferPool()
     for s, offset in enumerate(mio.layer_offsets(counts)):
         full = reader.read(_stage_names(kept, dims, offset, counts[s], s, pp), dtype)
-        write_stage(save, full, dims=dims, tp=tp, pp=pp, pp_rank=s, offset=offset, padded=padded, args=args)
+        write_stage(
+            save, full, dims=dims, tp=tp, pp=pp, pp_rank=s, offset=offset, padded=padded, args=args, pool=pool
+        )
         _progress("hf->mg", s, pp, t0, f"layers {offset}-{offset + counts[s] - 1}: {tp} TP shards written")
         del full
     _remove_stale_shards(save, tp, pp)
@@ -175,7 +195,7 @@ def hf_to_mg(a: argparse.Namespace) -> None:
         )
     if a.verify_logits:
         ref = reader.read(kept)
-        verify.verify_logits(
+        _verify_logits(
             hf_cfg, ref, MegatronSource(save, model_type_hf=family).full_state(), what="hf->mg"
         )
 
@@ -234,7 +254,7 @@ def mg_to_hf(a: argparse.Namespace) -> None:
     if a.verify_logits:
         reader = HFReader(save)
         src2 = MegatronSource(a.load_dir, model_type_hf=src.dims.family, vocab_size=src.dims.vocab_size)
-        verify.verify_logits(
+        _verify_logits(
             read_config(save), reader.read(reader.keys()), src2.full_state(dtype), what="mg->hf"
         )
 
@@ -270,6 +290,7 @@ def mg_to_mg(a: argparse.Namespace) -> None:
             )
         )
     offsets = mio.layer_offsets(counts)
+    pool = BufferPool()
     pending: dict[str, torch.Tensor] = {}
     expected: verify.Signature = {}
     target, t0 = 0, time.perf_counter()
@@ -289,6 +310,7 @@ def mg_to_mg(a: argparse.Namespace) -> None:
                 offset=offsets[target],
                 padded=padded,
                 args=args,
+                pool=pool,
             )
             _progress("mg->mg", target, pp, t0, f"{tp} TP shards written")
             target += 1
@@ -310,7 +332,7 @@ def mg_to_mg(a: argparse.Namespace) -> None:
         ref = MegatronSource(a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size).full_state(
             dtype
         )
-        verify.verify_logits(
+        _verify_logits(
             cfg, ref, MegatronSource(save, model_type_hf=dims.family).full_state(), what="mg->mg"
         )
 
@@ -323,4 +345,9 @@ def _has_layers(pending: dict[str, torch.Tensor], end: int) -> bool:
 def run(a: argparse.Namespace) -> None:
     """Dispatch on --load-model-type / --save-model-type."""
     pair = (a.load_model_type, a.save_model_type)
-    {("hf", "mg"): hf_to_mg, ("mg", "hf"): mg_to_hf, ("mg", "mg"): mg_to_mg}[pair](a)
+    _ALL_THREADS.append(torch.get_num_threads())
+    try:
+        with threads(1):
+            {("hf", "mg"): hf_to_mg, ("mg", "hf"): mg_to_hf, ("mg", "mg"): mg_to_mg}[pair](a)
+    finally:
+        _ALL_THREADS.pop()

@@ -12,7 +12,7 @@ cut or glue HF tensors along the plan's TP dimension.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -25,6 +25,7 @@ from ascendfactory.errors import ConversionKeyError
 __all__ = ["hf_full_to_local", "hf_local_to_megatron", "hf_locals_to_full", "megatron_to_hf_local"]
 
 _VOCAB = ("model.embed_tokens.weight", "lm_head.weight")
+Alloc = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
 
 
 def _skip_megatron(name: str) -> bool:
@@ -65,12 +66,20 @@ def megatron_to_hf_local(
 
 
 def hf_local_to_megatron(
-    local_sd: Mapping[str, torch.Tensor], *, cfg: Any, tp: int, tp_rank: int, layer_offset: int
+    local_sd: Mapping[str, torch.Tensor],
+    *,
+    cfg: Any,
+    tp: int,
+    tp_rank: int,
+    layer_offset: int,
+    alloc: Alloc | None = None,
 ) -> dict[str, torch.Tensor]:
     """Inverse of `megatron_to_hf_local`: one rank's local HF tensors -> its Megatron shard.
 
     Layers `< layer_offset` raise ValueError (they belong to an earlier stage). With tied embeddings an
-    `lm_head.weight` entry is dropped (Megatron keeps only `embedding.word_embeddings.weight`).
+    `lm_head.weight` entry is dropped (Megatron keeps only `embedding.word_embeddings.weight`). Fused
+    tensors (QKV, fc1) are new; `alloc(shape, dtype)`, when given, supplies their memory (e.g. reused
+    buffers). The others are the inputs themselves.
     """
     dims = as_dims(cfg)
     dims.check_tp(tp, key="tensor_model_parallel_size")
@@ -103,9 +112,17 @@ def hf_local_to_megatron(
                 f"(needs all of {', '.join(target.hf)})"
             )
         if isinstance(target, QKVMapping):
-            fused = tensor_ops.merge_qkv(parts[target.q], parts[target.k], parts[target.v], **heads)
+            q, k, v = parts[target.q], parts[target.k], parts[target.v]
+            rows = q.shape[0] + k.shape[0] + v.shape[0]
+            buf = None if alloc is None else alloc((rows, *q.shape[1:]), q.dtype)
+            fused = tensor_ops.merge_qkv(q, k, v, **heads, out=buf)
         else:
-            fused = torch.cat([parts[target.gate], parts[target.up]], dim=0)
+            gate, up = parts[target.gate], parts[target.up]
+            if alloc is None:
+                fused = torch.cat([gate, up], dim=0)
+            else:
+                fused = torch.cat([gate, up], dim=0, out=alloc((gate.shape[0] + up.shape[0], *gate.shape[1:]),
+                                                              gate.dtype))
         out[hf_name(target.megatron, llayer)] = fused
     return out
 

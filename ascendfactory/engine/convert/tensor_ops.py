@@ -29,7 +29,14 @@ def _check_heads(num_heads: int, num_kv_heads: int, head_dim: int) -> int:
 
 
 def merge_qkv(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, num_heads: int, num_kv_heads: int, head_dim: int
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Interleave HF q/k/v projections into Megatron's grouped `linear_qkv` layout.
 
@@ -37,7 +44,8 @@ def merge_qkv(
         q [nq*d, h], k [ng*d, h], v [ng*d, h]  ->  qkv [(nq/ng + 2) * ng * d, h]
     Rows are grouped per query group g: its nq/ng query heads, then its k head, then its v head.
     The counts may be the per-rank ones (nq/TP, ng/TP): merging row chunk r of q, k, v gives row chunk r of
-    the full merged tensor.
+    the full merged tensor. `out` (contiguous, of the result's shape and dtype) receives the result instead of
+    a new tensor.
     """
     per_group = _check_heads(num_heads, num_kv_heads, head_dim)
     if q.shape[0] != num_heads * head_dim or k.shape[0] != num_kv_heads * head_dim or k.shape != v.shape:
@@ -51,7 +59,11 @@ def merge_qkv(
     qg = q.reshape(num_kv_heads, per_group * head_dim, *tail)
     kg = k.reshape(num_kv_heads, head_dim, *tail)
     vg = v.reshape(num_kv_heads, head_dim, *tail)
-    qkv = torch.cat([qg, kg, vg], dim=1).reshape(-1, *tail)
+    if out is None:
+        qkv = torch.cat([qg, kg, vg], dim=1).reshape(-1, *tail)
+    else:
+        torch.cat([qg, kg, vg], dim=1, out=out.view(num_kv_heads, (per_group + 2) * head_dim, *tail))
+        qkv = out
     _check_numel("merge_qkv", q.numel() + k.numel() + v.numel(), qkv.numel())
     return qkv
 

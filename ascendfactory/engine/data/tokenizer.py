@@ -1,10 +1,14 @@
-"""The tokenizer as preprocessing sees it: loaded once with transformers, then shipped to workers light.
+"""The tokenizer as preprocessing sees it: loaded once, then shipped to workers light.
 
-`load_tokenizer_spec` loads `--tokenizer-name-or-path` with `AutoTokenizer` (the same object training and
+`load_tokenizer_spec` loads `--tokenizer-name-or-path` as `AutoTokenizer` does (the same object training and
 MindSpeed-LLM use) and records what the handlers need: the fast tokenizer serialized as JSON, the vocabulary
-size and the special token ids. Worker processes rebuild an `Encoder` from that spec with the `tokenizers`
-library alone, so they start fast and never import transformers. The ids are those of the HF tokenizer's
-`__call__` / `encode(..., add_special_tokens=...)`: a fast tokenizer *is* its backend plus this config.
+size and the special token ids. When `tokenizer.json` and `tokenizer_config.json` determine that tokenizer
+exactly (`fast_tokenizer.fast_backend`), it is built with the `tokenizers` library alone, which saves the
+seconds of importing transformers and torch; otherwise `AutoTokenizer` loads it
+(`AF_TOKENIZER_LOADER=transformers` forces that). Worker processes rebuild an `Encoder` from that spec with
+the `tokenizers` library alone, so they start fast and never import transformers. The ids are those of the
+HF tokenizer's `__call__` / `encode(..., add_special_tokens=...)`: a fast tokenizer *is* its backend plus
+this config.
 """
 
 from __future__ import annotations
@@ -50,6 +54,17 @@ def _load_hf(path: str, *, use_fast: bool, trust_remote_code: bool) -> Any:
 def load_tokenizer_spec(path: str, *, use_fast: bool = True,
                         trust_remote_code: bool = False) -> TokenizerSpec:
     """Load the HF tokenizer at `path` and describe it for the workers."""
+    if use_fast and os.environ.get("AF_TOKENIZER_LOADER", "") != "transformers" and os.path.isdir(path):
+        from ascendfactory.engine.data.fast_tokenizer import fast_backend
+
+        fast = fast_backend(path)
+        if fast is not None:
+            backend, ids = fast
+            return TokenizerSpec(
+                path=path, backend_json=backend.to_str(),
+                vocab_size=backend.get_vocab_size(with_added_tokens=True),
+                eos_id=ids["eos_token"], bos_id=ids["bos_token"], pad_id=ids["pad_token"],
+                trust_remote_code=trust_remote_code)
     tok = _load_hf(path, use_fast=use_fast, trust_remote_code=trust_remote_code)
     backend = tok.backend_tokenizer.to_str() if use_fast and getattr(tok, "is_fast", False) else None
     return TokenizerSpec(
