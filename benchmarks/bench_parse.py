@@ -1,15 +1,18 @@
 """Parse speed of `ascendfactory.metrics.parse_file` against a `grep -oP | awk` pipeline.
 
 Generates a Megatron/MindSpeed-LLM run log of `--size-mb` (default 1024) in a temporary directory
-(deleted afterwards), then times, as medians of `--runs` runs:
+(deleted afterwards), then runs, `--runs` times and interleaved (grep, ours, grep, ours, ...: the
+machine may be shared, so no method gets a quiet or a busy stretch to itself):
 
 - grep|awk: `grep -oP 'elapsed time per iteration \\(ms\\): \\K[0-9.]+|lm loss: \\K[-+0-9.Ee]+'`
   piped into `awk` pairing the two values per line (the same two fields);
 - parse_file(fields=[elapsed, lm loss]): our parser reading only those two labels;
 - parse_file (all fields): every `label: value` of every line, as `logs summary` uses.
 
-Each Python run is a child process, so its peak RSS (ru_maxrss) is the parser's own; the same is
-measured on a file 1/8 the size to show memory does not grow with the file.
+It reports the median seconds and MB/s of each, the ratio of the medians against grep|awk, the
+spread (min-max) and the load average seen while measuring. Each Python run is a child process, so
+its peak RSS (ru_maxrss) is the parser's own; the same is measured on a file 1/8 the size to show
+memory does not grow with the file.
 
     python benchmarks/bench_parse.py               # 1 GB, 3 runs (a few minutes)
     python benchmarks/bench_parse.py --size-mb 100 --runs 3
@@ -134,24 +137,44 @@ def main(argv: list[str] | None = None) -> int:
         mb = big.stat().st_size / 1e6
         print(f"log: {mb:,.0f} MB, {lines:,} iteration lines, {os.cpu_count()} CPUs")
         time_grep(big)  # warm the page cache
-        grep_s = statistics.median(time_grep(big) for _ in range(args.runs))
-        results = {"grep|awk (2 fields)": (grep_s, None, None)}
         modes = [("fields", "parse_file fields=2")] + (
             [] if args.skip_full else [("all", "parse_file all fields")]
         )
-        for mode, label in modes:
-            runs = [time_python(mode, big) for _ in range(args.runs)]
-            small_rss = time_python(mode, small)["max_rss_mb"]
-            if any(r["records"] != lines for r in runs):
-                raise RuntimeError(f"{label}: expected {lines} records, got {[r['records'] for r in runs]}")
-            rss = max(r["max_rss_mb"] for r in runs)
-            results[label] = (statistics.median(r["seconds"] for r in runs), rss, small_rss)
+        seconds: dict[str, list[float]] = {"grep|awk (2 fields)": []}
+        rss: dict[str, list[float]] = {}
+        loads: list[float] = []
+        for run in range(args.runs):
+            loads.append(os.getloadavg()[0])
+            seconds["grep|awk (2 fields)"].append(time_grep(big))
+            for mode, label in modes:
+                res = time_python(mode, big)
+                if res["records"] != lines:
+                    raise RuntimeError(f"{label}: expected {lines} records, got {res['records']}")
+                seconds.setdefault(label, []).append(res["seconds"])
+                rss.setdefault(label, []).append(res["max_rss_mb"])
+            print(
+                f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in seconds.items()),
+                file=sys.stderr,
+                flush=True,
+            )
+        loads.append(os.getloadavg()[0])
+        small_rss = {label: time_python(mode, small)["max_rss_mb"] for mode, label in modes}
+        grep_s = statistics.median(seconds["grep|awk (2 fields)"])
         print(
-            f"{'method':<24}{'median s':>10}{'MB/s':>10}{'vs grep':>9}{'peak RSS MB':>13}{'(1/8 file)':>12}"
+            f"{'method':<24}{'median s':>10}{'min-max s':>13}{'MB/s':>8}{'vs grep':>9}"
+            f"{'peak RSS MB':>13}{'(1/8 file)':>12}"
         )
-        for label, (sec, rss, small_rss) in results.items():
-            rss_txt = f"{rss:13.0f}{small_rss:12.0f}" if rss is not None else f"{'-':>13}{'-':>12}"
-            print(f"{label:<24}{sec:10.2f}{mb / sec:10.1f}{grep_s / sec:8.2f}x{rss_txt}")
+        for label, runs in seconds.items():
+            sec = statistics.median(runs)
+            spread = f"{min(runs):.2f}-{max(runs):.2f}"
+            rss_txt = (
+                f"{max(rss[label]):13.0f}{small_rss[label]:12.0f}" if label in rss else f"{'-':>13}{'-':>12}"
+            )
+            print(f"{label:<24}{sec:10.2f}{spread:>13}{mb / sec:8.1f}{grep_s / sec:8.2f}x{rss_txt}")
+        print(
+            f"load average (1 min) while measuring: {min(loads):.2f}-{max(loads):.2f} "
+            f"(median {statistics.median(loads):.2f}) on {os.cpu_count()} CPUs"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -4,7 +4,8 @@ Every format is a push parser (`feed(line) -> records`, `flush() -> records`), s
 serves whole files, iterables of lines and the live follower (`tail.LiveTail`). With `format=None`
 the format is detected from the first line that any format recognises; the few lines before it
 are replayed into the chosen parser, so detection never loses a record and never reads ahead more
-than `DETECT_BUFFER` lines.
+than `DETECT_BUFFER` lines. `parse_file` on a Megatron log (named or detected) goes through
+`fastscan.scan_file`, which yields the same records without feeding every line.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.metrics import llamafactory, megatron, mindspeed_rl, roll, verl
+from ascendfactory.metrics import fastscan, llamafactory, megatron, mindspeed_rl, roll, verl
 from ascendfactory.metrics.lines import iter_lines, strip_ansi
 from ascendfactory.metrics.record import Record
 
@@ -212,6 +213,7 @@ def parse_file(
         parser = get_format(detected).parser() if detected else AutoParser()
     else:
         parser = get_format(format).parser()
-    if wanted is not None and isinstance(parser, megatron.MegatronParser):
-        return _run(megatron.MegatronParser(fields=wanted), iter_lines(path), None)  # it filters itself
+    if isinstance(parser, megatron.MegatronParser):
+        # The block-level scanner yields what the line parser would; with `fields` it filters itself.
+        return fastscan.scan_file(path, megatron.MegatronParser(fields=wanted))
     return _run(parser, iter_lines(path), wanted)

@@ -36,24 +36,32 @@ def clean_line(line: str) -> str:
     return strip_prefix(strip_ansi(line)).rstrip("\r\n")
 
 
-def _decode(block: bytes) -> list[str]:
+def normalise_block(block: bytes) -> bytes:
+    """The bytes form of `_decode`: drop a cut `\r`, ANSI codes, and make every `\r` a line break.
+
+    Decoding the result and splitting on `\n` gives exactly the lines `_decode` gives (UTF-8 decoding
+    never lets an invalid byte swallow an ASCII one, so doing this before decoding changes nothing).
+    """
     if block.endswith(b"\r"):  # the "\r" of a "\r\n" whose "\n" was the cut
         block = block[:-1]
     if b"\x1b" in block:
         block = _ANSI_BYTES.sub(b"", block)
-    text = block.decode("utf-8", "replace")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text.split("\n")
+    if b"\r" in block:
+        block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return block
 
 
-def iter_lines(
+def _decode(block: bytes) -> list[str]:
+    return normalise_block(block).decode("utf-8", "replace").split("\n")
+
+
+def iter_blocks(
     path: str | Path, *, chunk_size: int = CHUNK_SIZE, complete_only: bool = False
-) -> Iterator[str]:
-    """Stream the lines of `path` without their line endings.
+) -> Iterator[bytes]:
+    """Stream `path` as raw byte blocks of whole lines, each without its final newline.
 
-    With `complete_only`, a last line that has no newline yet (a file still being written) is not
-    yielded; otherwise it is.
+    `_decode(block)` of every block, in order, is the file's line sequence (`iter_lines`). A block
+    is at most about `chunk_size` plus one line; a "line" longer than `MAX_LINE` is cut into pieces.
     """
     with open(path, "rb") as f:
         tail = b""
@@ -66,14 +74,25 @@ def iter_lines(
             if cut == 0:
                 tail = buf
                 if len(tail) > MAX_LINE:
-                    yield from _decode(tail)
+                    yield tail
                     tail = b""
                 continue
             tail = buf[cut:]
-            parts = _decode(buf[: cut - 1])
-            yield from parts
+            yield buf[: cut - 1]
         if tail and not complete_only:
-            yield from _decode(tail)
+            yield tail
+
+
+def iter_lines(
+    path: str | Path, *, chunk_size: int = CHUNK_SIZE, complete_only: bool = False
+) -> Iterator[str]:
+    """Stream the lines of `path` without their line endings.
+
+    With `complete_only`, a last line that has no newline yet (a file still being written) is not
+    yielded; otherwise it is.
+    """
+    for block in iter_blocks(path, chunk_size=chunk_size, complete_only=complete_only):
+        yield from _decode(block)
 
 
 def split_complete(buffer: bytes) -> tuple[list[str], bytes]:

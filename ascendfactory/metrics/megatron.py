@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from ascendfactory.metrics.record import Record, labelled_values, to_float
+from ascendfactory.metrics.record import Record, to_float
 
 NAME = "megatron"
 
@@ -75,7 +75,17 @@ def _wall_time(prefix: str) -> float | None:
 def parse_fields(text: str) -> dict[str, float]:
     """`| label: value | label: value |` -> {label: float}; segments without a number are skipped."""
     metrics: dict[str, float] = {}
-    for label, value in labelled_values(text, "|"):
+    for seg in text.split("|"):  # `record.labelled_values`, inlined: this runs for every line
+        label, colon, raw = seg.partition(":")
+        if not colon:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            number = to_float(raw)
+            if number is None:
+                continue
+            value = number
         label = label.strip()
         if "  " in label or "\t" in label:
             label = " ".join(label.split())
@@ -103,6 +113,16 @@ class MegatronParser:
             reverse = {v: k for k, v in _ALIASES.items()}
             pairs = [(f, f + ":") for f in fields] + [(f, reverse[f] + ":") for f in fields if f in reverse]
             self._labels = tuple(pairs)
+
+    @property
+    def pending(self) -> bool:
+        """True while a head line waits for its wrapped continuation (the next line decides)."""
+        return self._pending is not None
+
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...] | None:
+        """With `fields`: the (metric name, `label:`) pairs read, in the order they are tried."""
+        return self._labels
 
     def feed(self, line: str) -> tuple[Record, ...]:
         if self._pending is not None:
