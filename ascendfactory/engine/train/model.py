@@ -38,11 +38,25 @@ class StageModel(nn.Module):
             self.model.rotary_emb = type(full.model.rotary_emb)(config=cfg)
         if self.tied and first and last:
             self.lm_head.weight = self.model.embed_tokens.weight
+        self._rotary_cache: dict[tuple, tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def rotary(self, h: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """(position_ids, (cos, sin)) for `h`'s sequence length: constants (no gradient), computed once per
+        (length, dtype, device, autocast on/off) and reused by every later micro-batch."""
+        meta = h.device.type == "meta"  # pipelining's shape inference: never cached
+        key = (h.shape[1], h.dtype, h.device, not meta and torch.is_autocast_enabled(h.device.type))
+        hit = None if meta else self._rotary_cache.get(key)
+        if hit is None:
+            position_ids = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+            with torch.no_grad():
+                hit = position_ids, self.model.rotary_emb(h, position_ids)
+            if not meta:
+                self._rotary_cache = {key: hit}  # one entry: a run's sequences have one length
+        return hit
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.model.embed_tokens(x) if self.first else x
-        position_ids = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
-        position_embeddings = self.model.rotary_emb(h, position_ids)
+        position_ids, position_embeddings = self.rotary(h)
         for layer in self.model.layers.values():
             h = layer(
                 h, attention_mask=None, position_ids=position_ids, position_embeddings=position_embeddings

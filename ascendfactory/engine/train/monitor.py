@@ -8,6 +8,7 @@ tensorboard configured, a `'tensorboard'` format in monitor_config falls back to
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -129,12 +130,19 @@ def load_monitor_config(args: Any) -> tuple[dict, dict | None]:
     return monitor, (tensorboard if tensorboard["tensorboard_dir"] else None)
 
 
+@functools.lru_cache(maxsize=None)
+def _process(pid: int | None = None) -> Any:
+    """This process's psutil handle, made once (`pid` only keys the cache)."""
+    import psutil
+
+    return psutil.Process(pid)
+
+
 def memory_snapshot(device: Any) -> dict[str, float]:
     """CPU rss/vms (bytes) and, on an accelerator, allocated/reserved/max (bytes)."""
-    import psutil
     import torch
 
-    info = psutil.Process().memory_info()
+    info = _process(os.getpid()).memory_info()
     out = {"rss": float(info.rss), "vms": float(info.vms)}
     acc = getattr(torch, device.type, None) if device.type in ("cuda", "npu") else None
     if acc is not None:
@@ -161,13 +169,18 @@ class PhaseRecord:
 
 
 @contextmanager
-def phase(name: str, device: Any):
-    """Time and memory of one phase (`train_step`, `checkpoint`) in seed 003's names."""
+def phase(name: str, device: Any, *, memory: bool = True):
+    """Time and memory of one phase (`train_step`, `checkpoint`) in seed 003's names.
+
+    memory=False skips the memory probes (two process-stat reads); the trainer takes them only on the
+    iterations whose metrics it logs."""
     rec = PhaseRecord(name, device)
-    start = memory_snapshot(device)
+    start = memory_snapshot(device) if memory else None
     t0 = time.perf_counter()
     yield rec
     rec.metrics[f"time/{name}/total"] = time.perf_counter() - t0
+    if start is None:
+        return
     end = memory_snapshot(device)
     for when, snap in (("start", start), ("end", end)):
         for k in ("rss", "vms"):

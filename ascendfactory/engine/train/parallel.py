@@ -113,6 +113,31 @@ def device_and_backend(local_rank: int) -> tuple[Any, str]:
     return torch.device("cpu"), "gloo"
 
 
+MALLOC_ENV = "AF_TRAIN_MALLOC_TUNING"  # "0": leave glibc malloc's thresholds alone
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameter numbers (glibc malloc.h)
+
+
+def tune_cpu_allocator(keep_bytes: int = 1 << 30) -> bool:
+    """Keep freed activation/gradient buffers in the heap between steps (glibc only; True when applied).
+
+    CPU tensors come from malloc. Past glibc's dynamic mmap threshold, each step's large activations and
+    gradients are mmap'ed fresh and unmapped when freed, or the heap top is trimmed, so every step pays
+    thousands of page faults zero-filling the same memory again. Raising both thresholds makes the steady
+    state reuse the heap. Numerics are untouched; memory is returned to the system at exit only.
+    """
+    if os.environ.get(MALLOC_ENV, "1") == "0":
+        return False
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS)
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, keep_bytes)) and bool(mallopt(_M_TRIM_THRESHOLD, keep_bytes))
+
+
 def collective_timeout_s(timeout_minutes: int | None) -> float:
     """--distributed-timeout-minutes when given, else AF_DISTRIBUTED_TIMEOUT_S (the runner's
     node_wait_timeout_s, so a hung peer fails the job within it), else Megatron's 10 minutes."""

@@ -4,6 +4,7 @@ gradient all-reduce, the global gradient norm and clipping, the fp16 loss scaler
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,10 +130,15 @@ class StepRunner:
             else:
                 self.pipeline.step()
             return torch.stack([x.detach() for x in losses]).mean() / self.scale if losses else None
+        factor = self.scale / self.n
+        if self.n == 1:  # no accumulator: the mean of one micro-batch is its loss
+            loss = loss_fn(self.model(tokens), labels)
+            (loss if factor == 1.0 else loss * factor).backward()
+            return loss.detach()
         total = torch.zeros((), device=self.device)
         for x, y in zip(tokens.chunk(self.n), labels.chunk(self.n)):
             loss = loss_fn(self.model(x), y)
-            (loss * (self.scale / self.n)).backward()
+            (loss if factor == 1.0 else loss * factor).backward()  # x * 1.0 is x: skip the no-op multiply
             total += loss.detach()
         return total / self.n
 
@@ -151,31 +157,49 @@ def all_reduce_grads(params: list[torch.nn.Parameter], group: Any, dp: int) -> N
         offset += g.numel()
 
 
+def shard_mask(grads: list[torch.Tensor]) -> list[bool]:
+    """Per gradient: a DTensor sharded over TP (its squared norm is summed over the TP group)?
+
+    From the gradients, not the parameters: the TP embedding's gradient is Replicate while its weight is
+    Shard(0). The placements are the same every step, so a caller may compute this once."""
+    return [hasattr(g, "placements") and any(pl.is_shard() for pl in g.placements) for g in grads]
+
+
 def grad_norm_and_clip(
-    params: list[torch.nn.Parameter], *, mesh: Any, clip: float, unscale: float = 1.0
+    params: list[torch.nn.Parameter],
+    *,
+    mesh: Any,
+    clip: float,
+    unscale: float = 1.0,
+    sharded: list[bool] | None = None,
 ) -> tuple[float, bool]:
     """Unscale, then the global L2 norm over TP shards and PP stages (DP grads are equal); clip in place.
 
+    `sharded` is `shard_mask` of the gradients, which the caller may compute once.
     Returns (norm before clipping, found inf/nan)."""
     grads = [local_tensor(p.grad) for p in params]
     if unscale != 1.0:
         torch._foreach_div_(grads, unscale)
     dtype = torch.float64 if grads[0].device.type == "cpu" else torch.float32
     squares = torch.stack(torch._foreach_norm(grads)).to(dtype).pow(2)
-    is_shard = torch.tensor(
-        [hasattr(p.grad, "placements") and any(pl.is_shard() for pl in p.grad.placements) for p in params],
-        device=squares.device,
-    )
-    sharded, replicated = squares[is_shard].sum(), squares[~is_shard].sum()
-    if mesh["tp"].size() > 1:
-        dist.all_reduce(sharded, group=mesh["tp"].get_group())
-    total = sharded + replicated
+    sharded = shard_mask([p.grad for p in params]) if sharded is None else sharded
+    if any(sharded):
+        is_shard = torch.tensor(sharded, device=squares.device)
+        shard_sum, replicated = squares[is_shard].sum(), squares[~is_shard].sum()
+        if mesh["tp"].size() > 1:
+            dist.all_reduce(shard_sum, group=mesh["tp"].get_group())
+        total = shard_sum + replicated
+    else:  # the same sum as 0 + replicated part, without masking
+        total = squares.sum()
     if mesh["pp"].size() > 1:
         dist.all_reduce(total, group=mesh["pp"].get_group())
     norm = float(total.sqrt())
-    found_inf = not torch.isfinite(torch.tensor(norm)).item()
+    found_inf = not math.isfinite(norm)
     if clip > 0 and not found_inf:
         coeff = clip / (norm + 1e-6)
         if coeff < 1.0:
-            torch._foreach_mul_(grads, coeff)
+            # As a 0-dim tensor in the kernels' math type (float32 for float32/bf16/fp16 gradients, to which
+            # they round a Python float too): the same products, without a scalar tensor per gradient.
+            math_dtype = torch.float64 if grads[0].dtype == torch.float64 else torch.float32
+            torch._foreach_mul_(grads, torch.tensor(coeff, dtype=math_dtype, device=grads[0].device))
     return norm, found_inf

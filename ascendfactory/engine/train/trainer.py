@@ -19,7 +19,12 @@ from ascendfactory.engine.train import dataset, logline, monitor, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import build_stage, init_random, local_tensor, parallelize_hf_decoder
-from ascendfactory.engine.train.parallel import ParallelDims, build_mesh, init_distributed
+from ascendfactory.engine.train.parallel import (
+    ParallelDims,
+    build_mesh,
+    init_distributed,
+    tune_cpu_allocator,
+)
 from ascendfactory.engine.train.schedule import LRSchedule
 
 
@@ -39,6 +44,8 @@ class Trainer:
     def __init__(self, args: Any, ignored_flags: list[str]):
         self.args = args
         self.env = init_distributed(args.distributed_timeout_minutes)
+        if self.env.device.type == "cpu":
+            tune_cpu_allocator()
         self.is_last_rank = self.env.rank == self.env.world_size - 1
         if ignored_flags:
             self.log0(
@@ -76,6 +83,7 @@ class Trainer:
             rank_seed=tp_rank + 100 * pp_rank,
         )
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.sharded: list[bool] | None = None  # which gradients are TP shards: known after a backward
         self.optimizer = step.build_optimizer(self.model, args, self.env.device)
         self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
         self.scaler = step.LossScaler.from_args(args)
@@ -125,6 +133,9 @@ class Trainer:
             kv_channels=model_dims.head_dim,
             padded_vocab_size=vocab,
         )
+        self.flops_per_iteration = logline.num_floating_point_operations(
+            self.flops_dims, seq_length=args.seq_length, batch_size=self.dims.global_batch_size
+        )
         mon_cfg, tb_cfg = monitor.load_monitor_config(args)
         self.monitor = monitor.Monitor(mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit)
         config = {k: v for k, v in vars(args).items() if v is not None}
@@ -152,7 +163,8 @@ class Trainer:
 
     def train_step(self) -> tuple[float | None, float | None, bool]:
         consumed = self.position.consumed_train_samples
-        with monitor.phase("train_step", self.env.device) as rec:
+        logged = (self.position.iteration + 1) % self.args.log_interval == 0  # its metrics are printed
+        with monitor.phase("train_step", self.env.device, memory=logged) as rec:
             tokens, labels = (
                 torch.from_numpy(a).to(self.env.device)
                 for a in dataset.get_batch(self.samples, self.batches, consumed)
@@ -164,8 +176,14 @@ class Trainer:
                     local_loss = self.runner.forward_backward(tokens, labels)
                 step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
                 state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
+                if self.sharded is None:
+                    self.sharded = step.shard_mask([p.grad for p in self.params])
                 grad_norm, found_inf = step.grad_norm_and_clip(
-                    self.params, mesh=self.mesh, clip=self.args.clip_grad, unscale=self.scaler.scale
+                    self.params,
+                    mesh=self.mesh,
+                    clip=self.args.clip_grad,
+                    unscale=self.scaler.scale,
+                    sharded=self.sharded,
                 )
                 if not found_inf:
                     self.optimizer.step()
@@ -193,16 +211,15 @@ class Trainer:
         """The DP-averaged loss, known on the last pipeline stage (None elsewhere)."""
         if local_loss is None:
             return None
+        if self.dims.dp == 1:
+            return float(local_loss)
         loss = local_loss.detach().clone().float()
-        if self.dims.dp > 1:
-            dist.all_reduce(loss, group=self.mesh["dp"].get_group())
-            loss /= self.dims.dp
+        dist.all_reduce(loss, group=self.mesh["dp"].get_group())
+        loss /= self.dims.dp
         return float(loss)
 
     def iteration_flops(self) -> float:
-        return logline.num_floating_point_operations(
-            self.flops_dims, seq_length=self.args.seq_length, batch_size=self.dims.global_batch_size
-        )
+        return self.flops_per_iteration
 
     def log_iteration(self, loss: float | None, grad_norm: float | None, skipped: bool) -> None:
         it, iv = self.position.iteration, self.interval
