@@ -36,27 +36,42 @@ class CheckpointState:
         return self.iterations[-1] if self.iterations else None
 
 
+def iteration_name(iteration: int) -> str:
+    """`iter_%07d`, Megatron's folder name for one saved iteration."""
+    return f"iter_{int(iteration):07d}"
+
+
 def iteration_path(root: str, iteration: int) -> str:
-    return os.path.join(root, f"iter_{iteration:07d}")
+    return os.path.join(root, iteration_name(iteration))
 
 
-def read_tracker(root: str) -> int | str | None:
-    path = os.path.join(root, TRACKER)
+def tracker_text(root: str | os.PathLike) -> str | None:
+    """The stripped content of `<root>/latest_checkpointed_iteration.txt`, None when there is no such file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read().strip()
+        with open(os.path.join(root, TRACKER), encoding="utf-8") as f:
+            return f.read().strip()
     except OSError:
         return None
+
+
+def parse_tracker(text: str) -> int | str | None:
+    """Megatron's rule: an iteration > 0, or the literal 'release'; anything else is None (invalid)."""
     if text == "release":
         return text
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
-def write_tracker(root: str, iteration: int) -> None:
+def read_tracker(root: str) -> int | str | None:
+    """The tracker's value, None when it is missing or invalid (callers that must fail say why themselves)."""
+    text = tracker_text(root)
+    return None if text is None else parse_tracker(text)
+
+
+def write_tracker(root: str | os.PathLike, iteration: int) -> None:
     """Write the tracker atomically (temp file + rename), as a crash must never leave it half-written."""
     tmp = os.path.join(root, TRACKER + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(str(iteration))
+        f.write(str(int(iteration)))
     os.replace(tmp, os.path.join(root, TRACKER))
 
 
@@ -101,7 +116,7 @@ def repair_tracker(root: str) -> tuple[CheckpointState, str | None]:
               else f"names iteration {state.tracker}, which has no complete directory")
     write_tracker(root, state.newest)
     return inspect(root), (f"{TRACKER} was {before}; rewrote it to {state.newest} "
-                           f"(newest complete checkpoint iter_{state.newest:07d})")
+                           f"(newest complete checkpoint {iteration_name(state.newest)})")
 
 
 def retention_candidates(state: CheckpointState, keep: int) -> list[int]:

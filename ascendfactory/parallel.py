@@ -172,7 +172,7 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                     k["nll"],
                     f"sums to {sum(nll)} but the model has {inp.num_layers} layers",
                     fix=f"make the {inp.pp} entries sum to {inp.num_layers}, e.g. "
-                    f"{','.join(map(str, _even_split(inp.num_layers, inp.pp)))}",
+                    f"{','.join(map(str, even_split(inp.num_layers, inp.pp)))}",
                 )
             )
         elif inp.pp == 1:
@@ -188,13 +188,13 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                 Problem(
                     k["nll"],
                     "every pipeline stage needs at least one layer",
-                    fix=f"e.g. {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}",
+                    fix=f"e.g. {','.join(map(str, even_split(inp.num_layers, inp.pp)))}",
                 )
             )
     elif inp.num_layers % inp.pp:
         pps = [p for p in _divisors(inp.num_layers) if p <= inp.world_size][:6]
         split = (
-            f", or give {k['nll']} {','.join(map(str, _even_split(inp.num_layers, inp.pp)))}"
+            f", or give {k['nll']} {','.join(map(str, even_split(inp.num_layers, inp.pp)))}"
             if inp.num_layers >= inp.pp
             else ""
         )
@@ -248,7 +248,18 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
     return report
 
 
-def _even_split(n: int, parts: int) -> list[int]:
+def even_split(n: int, parts: int) -> list[int]:
+    """`n` layers over `parts` stages as evenly as possible, larger stages first: (7, 2) -> [4, 3]."""
     parts = max(parts, 1)
     base, rest = divmod(n, parts)
     return [base + (1 if i < rest else 0) for i in range(parts)]
+
+
+def parse_layer_list(value: object) -> list[int] | None:
+    """`num-layer-list` as written (`"3,5"`, `[3, 5]`, `8`) -> [3, 5]; empty -> None; ValueError otherwise."""
+    if value is None or value == "" or value is False:
+        return None
+    if isinstance(value, int):
+        return [value]
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [int(str(v).strip()) for v in items if str(v).strip()]

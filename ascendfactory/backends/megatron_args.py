@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
+from ascendfactory.checkpoints import iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.layout import OutputLayout
-from ascendfactory.parallel import LayoutInput, LayoutReport, validate_layout
+from ascendfactory.parallel import LayoutInput, LayoutReport, parse_layer_list, validate_layout
 
 SECTIONS = ("preprocess_data", "convert_ckpt_hf2mg", "convert_ckpt_mg2hf", "training")
 INSTRUCTION_HANDLERS = (
@@ -120,15 +121,6 @@ def _num(value: Any) -> str:
     if isinstance(value, float):
         return repr(value) if value != int(value) or abs(value) < 1 else str(value)
     return str(value)
-
-
-def parse_layer_list(value: Any) -> list[int] | None:
-    if value in (None, "", False):
-        return None
-    if isinstance(value, int):
-        return [value]
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    return [int(str(v).strip()) for v in items if str(v).strip()]
 
 
 def read_megatron_run(
@@ -380,7 +372,7 @@ def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) ->
             load=run.layout.saved_checkpoints,
             flags={},
             resume_iteration=int(state.tracker),
-            reason=f"train_auto_resume: newest complete checkpoint iter_{int(state.tracker):07d} "
+            reason=f"train_auto_resume: newest complete checkpoint {iteration_name(int(state.tracker))} "
             f"in saved_checkpoints (wins over user_converted_ckpt_path)",
         )
     if cfg.ckpt_load_type == 0:

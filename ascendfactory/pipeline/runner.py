@@ -229,7 +229,7 @@ class Runner:
             state, repaired = checkpoints.repair_tracker(self.layout.saved_checkpoints)
             if repaired:
                 self.event(repaired)
-            start = (f"iter_{state.tracker:07d}" if state.resumable
+            start = (checkpoints.iteration_name(state.tracker) if state.resumable
                      else "the start (no complete checkpoint yet)")
             rank = f" (first failing rank {outcome.rank})" if outcome.rank is not None else ""
             self.event(f"train failed with exit code {outcome.returncode}{rank}; auto-resume "

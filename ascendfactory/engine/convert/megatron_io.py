@@ -10,16 +10,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ascendfactory import parallel
+from ascendfactory.checkpoints import (  # the layout names live in one place
+    SHARD_FILE,
+    TRACKER,
+    iteration_name,
+    parse_tracker,
+    tracker_text,
+    write_tracker,
+)
 from ascendfactory.errors import ConfigError, Problem
 
-TRACKER = "latest_checkpointed_iteration.txt"
-SHARD_FILE = "model_optim_rng.pt"
+__all__ = ["SHARD_FILE", "TRACKER", "write_tracker"]  # re-exported for the converter and the trainer
 _RANK_DIR = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?$")
 
 
 def iteration_dir(root: str | Path, iteration: int) -> Path:
     """`<root>/iter_%07d`."""
-    return Path(root) / f"iter_{int(iteration):07d}"
+    return Path(root) / iteration_name(iteration)
 
 
 def checkpoint_dir(root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_size: int) -> Path:
@@ -31,7 +39,8 @@ def checkpoint_dir(root: str | Path, iteration: int, tp_rank: int, pp_rank: int,
 def read_tracker(root: str | Path) -> int:
     """The iteration in `<root>/latest_checkpointed_iteration.txt`; ConfigError if missing or not > 0."""
     path = Path(root) / TRACKER
-    if not path.is_file():
+    text = tracker_text(root)
+    if text is None:
         raise ConfigError(
             Problem(
                 key="--load-dir",
@@ -40,8 +49,8 @@ def read_tracker(root: str | Path) -> int:
                 source="command line",
             )
         )
-    text = path.read_text().strip()
-    if not text.isdigit() or int(text) <= 0:
+    value = parse_tracker(text)
+    if not isinstance(value, int):
         raise ConfigError(
             Problem(
                 key="--load-dir",
@@ -50,34 +59,22 @@ def read_tracker(root: str | Path) -> int:
                 source="command line",
             )
         )
-    return int(text)
-
-
-def write_tracker(root: str | Path, iteration: int) -> None:
-    """Write the tracker file (after every shard is on disk), atomically via a temp name."""
-    path = Path(root) / TRACKER
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"{int(iteration)}")
-    tmp.replace(path)
+    return value
 
 
 def parse_layer_list(num_layer_list: str | Sequence[int] | None) -> list[int] | None:
     """`"3,5"` or `[3, 5]` -> [3, 5]; None / "" -> None. ConfigError on anything else."""
-    if num_layer_list is None or num_layer_list == "":
-        return None
-    if isinstance(num_layer_list, str):
-        try:
-            return [int(x) for x in num_layer_list.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError(
-                Problem(
-                    key="--num-layer-list",
-                    message=f"'{num_layer_list}' is not a comma-separated list of integers",
-                    fix="write it like 3,5 (layers of each pipeline stage)",
-                    source="command line",
-                )
-            ) from None
-    return [int(x) for x in num_layer_list]
+    try:
+        return parallel.parse_layer_list(num_layer_list)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            Problem(
+                key="--num-layer-list",
+                message=f"'{num_layer_list}' is not a comma-separated list of integers",
+                fix="write it like 3,5 (layers of each pipeline stage)",
+                source="command line",
+            )
+        ) from None
 
 
 def layers_per_stage(
@@ -116,12 +113,7 @@ def layers_per_stage(
     if any(n < 1 for n in layers):
         problems.append("every stage needs at least one layer")
     if problems:
-        even = f"{num_layers // pp}" if pp and num_layers % pp == 0 else None
-        example = (
-            ",".join([even] * pp)
-            if even
-            else ",".join(str(num_layers // pp + (1 if i < num_layers % pp else 0)) for i in range(pp))
-        )
+        example = ",".join(map(str, parallel.even_split(num_layers, pp)))
         raise ConfigError(
             Problem(
                 key="--num-layer-list",

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ascendfactory.checkpoints import parse_tracker, tracker_text
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.shard_map import hf_local_to_megatron, megatron_to_hf_local
 from ascendfactory.errors import ConfigError, ParallelismError, Problem
@@ -187,7 +188,8 @@ class Checkpointer:
         """Load `--load` into the model (and state unless finetuning); None when there is nothing to load."""
         args, topo = self.args, self.topo
         tracker = Path(args.load) / megatron_io.TRACKER
-        if not tracker.is_file():
+        text = tracker_text(args.load)
+        if text is None:
             if args.exit_on_missing_checkpoint:
                 raise ConfigError(
                     Problem(
@@ -201,9 +203,9 @@ class Checkpointer:
             self.log(f"WARNING: could not find the metadata file {tracker} ")
             self.log("    will not load any checkpoints and will start from random")
             return None
-        text = tracker.read_text().strip()
-        release = text == "release"
-        if not release and not (text.isdigit() and int(text) > 0):
+        value = parse_tracker(text)
+        release = value == "release"
+        if value is None:
             raise ConfigError(
                 Problem(
                     key="--load",
@@ -212,7 +214,7 @@ class Checkpointer:
                     source="command line",
                 )
             )
-        iteration = 0 if release else int(text)
+        iteration = 0 if release else int(value)
         folder = Path(args.load) / "release" if release else megatron_io.iteration_dir(args.load, iteration)
         ckpt_tp, ckpt_pp = (
             megatron_io.discover_layout(args.load, iteration) if not release else (topo.tp, topo.pp)
