@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from ascendfactory.metrics.record import Record, to_float
+from ascendfactory.metrics.record import Record, labelled_values, to_float
 
 NAME = "megatron"
 
@@ -72,25 +72,16 @@ def _wall_time(prefix: str) -> float | None:
         return None
 
 
+def iteration_record(head: re.Match[str], metrics: dict[str, float], prefix: str) -> Record:
+    """The Record of an `iteration N/ T` line: `head` matched N and T, `prefix` is the text before it."""
+    return Record(
+        step=int(head.group(1)), metrics=metrics, wall_time=_wall_time(prefix), total_steps=int(head.group(2))
+    )
+
+
 def parse_fields(text: str) -> dict[str, float]:
-    """`| label: value | label: value |` -> {label: float}; segments without a number are skipped."""
-    metrics: dict[str, float] = {}
-    for seg in text.split("|"):  # `record.labelled_values`, inlined: this runs for every line
-        label, colon, raw = seg.partition(":")
-        if not colon:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            number = to_float(raw)
-            if number is None:
-                continue
-            value = number
-        label = label.strip()
-        if "  " in label or "\t" in label:
-            label = " ".join(label.split())
-        metrics[_ALIASES.get(label, label)] = value
-    return metrics
+    """`| label: value | label: value |` -> {label: float}, Megatron's misspelt labels renamed."""
+    return labelled_values(text, "|", _ALIASES)
 
 
 def _starts_record(line: str) -> bool:
@@ -151,14 +142,7 @@ class MegatronParser:
         metrics = parse_fields(line[m.end() :]) if self._labels is None else self._pick(line, m.end())
         if not metrics and self._labels is None:
             return _NO_RECORDS
-        return (
-            Record(
-                step=int(m.group(1)),
-                metrics=metrics,
-                wall_time=_wall_time(line[:i]),
-                total_steps=int(m.group(2)),
-            ),
-        )
+        return (iteration_record(m, metrics, line[:i]),)
 
     def _pick(self, line: str, start: int) -> dict[str, float]:
         metrics: dict[str, float] = {}

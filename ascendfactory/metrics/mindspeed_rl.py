@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ascendfactory.metrics.megatron import _wall_time, parse_fields
+from ascendfactory.metrics.megatron import iteration_record, parse_fields
 from ascendfactory.metrics.record import Record
 
 NAME = "mindspeed_rl"
@@ -38,14 +38,7 @@ class MindSpeedRLParser:
         metrics = parse_fields(line[m.end() :])
         if not metrics:
             return _NONE
-        return (
-            Record(
-                step=int(m.group(1)),
-                metrics=metrics,
-                wall_time=_wall_time(line[:i]),
-                total_steps=int(m.group(2)),
-            ),
-        )
+        return (iteration_record(m, metrics, line[:i]),)
 
     def flush(self) -> tuple[Record, ...]:
         return _NONE

@@ -16,9 +16,10 @@ timestamp, seconds since the run started for LLaMA-Factory's `elapsed_time`, els
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 KINDS = ("train", "eval", "progress", "summary", "memory", "checkpoint_start", "checkpoint")
@@ -97,6 +98,21 @@ def parse_clock(text: str) -> float | None:
     return days * 86400 + seconds
 
 
+def json_step_metrics(text: str, key: str) -> tuple[int, dict[str, float]] | None:
+    """JSON `{"step": N, <key>: {...}}` -> (N, numeric metrics, nested keys joined by `/`); None otherwise."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    step = to_float(obj.get("step"))
+    data = obj.get(key)
+    if step is None or not isinstance(data, dict):
+        return None
+    return int(step), numeric_items(data)
+
+
 def numeric_items(data: dict[str, object], *, prefix: str = "") -> dict[str, float]:
     """The numeric values of a (possibly nested) JSON object, nested keys joined with `/`."""
     out: dict[str, float] = {}
@@ -129,11 +145,14 @@ def finite(values: Iterable[float]) -> list[float]:
     return [v for v in values if math.isfinite(v)]
 
 
-def labelled_values(text: str, sep: str) -> Iterator[tuple[str, float]]:
-    """`label: value<sep>label: value ...` -> (label, number) pairs; segments without a number are skipped.
+def labelled_values(text: str, sep: str, aliases: dict[str, str] | None = None) -> dict[str, float]:
+    """`label: value<sep>label: value ...` -> {label: number}; segments without a number are skipped.
 
-    The fast path is a plain float(); wrapped or decorated numbers go through `to_float`.
+    Labels are stripped, inner runs of white space folded to one space, then renamed by `aliases`. This runs
+    once per log line, so it is one plain loop: the fast path is float(); decorated numbers go through
+    `to_float`.
     """
+    metrics: dict[str, float] = {}
     for seg in text.split(sep):
         label, colon, raw = seg.partition(":")
         if not colon:
@@ -145,4 +164,8 @@ def labelled_values(text: str, sep: str) -> Iterator[tuple[str, float]]:
             if number is None:
                 continue
             value = number
-        yield label, value
+        label = label.strip()
+        if "  " in label or "\t" in label:
+            label = " ".join(label.split())
+        metrics[aliases.get(label, label) if aliases else label] = value
+    return metrics

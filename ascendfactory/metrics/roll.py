@@ -9,9 +9,7 @@ are skipped. json.dumps writes NaN as `NaN`, which is read back as float nan.
 
 from __future__ import annotations
 
-import json
-
-from ascendfactory.metrics.record import Record, numeric_items, to_float
+from ascendfactory.metrics.record import Record, json_step_metrics
 
 NAME = "roll"
 TAG = "metrics_tag:"
@@ -29,19 +27,12 @@ class RollParser:
         i = line.find(TAG)
         if i < 0:
             return _NONE
-        try:
-            obj = json.loads(line[i + len(TAG) :])
-        except ValueError:
+        found = json_step_metrics(line[i + len(TAG) :], "metrics")
+        if found is None:
             return _NONE
-        if not isinstance(obj, dict):
-            return _NONE
-        step = to_float(obj.get("step"))
-        metrics = obj.get("metrics")
-        if step is None or not isinstance(metrics, dict):
-            return _NONE
-        values = numeric_items(metrics)
+        step, values = found
         kind = "eval" if values and all(k.startswith("val/") for k in values) else "train"
-        return (Record(step=int(step), metrics=values, kind=kind),)
+        return (Record(step=step, metrics=values, kind=kind),)
 
     def flush(self) -> tuple[Record, ...]:
         return _NONE

@@ -12,10 +12,9 @@ File logger (`trainer.logger=['console','file']`): JSONL records `{"step": N, "d
 
 from __future__ import annotations
 
-import json
 import re
 
-from ascendfactory.metrics.record import Record, labelled_values, numeric_items, to_float
+from ascendfactory.metrics.record import Record, json_step_metrics, labelled_values
 
 NAME = "verl"
 JSONL_NAME = "verl_jsonl"
@@ -48,7 +47,7 @@ class VerlConsoleParser:
         m = _HEAD.match(line, i)
         if m is None:
             return _NONE
-        metrics = {key.strip(): value for key, value in labelled_values(line[m.end() :], " - ")}
+        metrics = labelled_values(line[m.end() :], " - ")
         return (Record(step=int(m.group(1)), metrics=metrics, kind=_kind(metrics)),)
 
     def flush(self) -> tuple[Record, ...]:
@@ -62,18 +61,11 @@ class VerlJsonlParser:
         start = line.find("{")
         if start < 0 or '"step"' not in line:
             return _NONE
-        try:
-            obj = json.loads(line[start:])
-        except ValueError:
+        found = json_step_metrics(line[start:], "data")
+        if found is None:
             return _NONE
-        if not isinstance(obj, dict):
-            return _NONE
-        step = to_float(obj.get("step"))
-        data = obj.get("data")
-        if step is None or not isinstance(data, dict):
-            return _NONE
-        metrics = numeric_items(data)
-        return (Record(step=int(step), metrics=metrics, kind=_kind(metrics)),)
+        step, metrics = found
+        return (Record(step=step, metrics=metrics, kind=_kind(metrics)),)
 
     def flush(self) -> tuple[Record, ...]:
         return _NONE
