@@ -49,6 +49,11 @@ def hf_to_mg(src: Path, dst: Path, tp: int, pp: int, layers: str | None = None, 
     )
 
 
+def mg_to_hf(src: Path, dst: Path, hf_cfg: Path, *extra: str) -> None:
+    convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", src, "--save-dir", dst,
+            "--hf-cfg-dir", hf_cfg, *extra)
+
+
 def assert_bit_identical(a: dict, b: dict) -> None:
     assert sorted(a) == sorted(b)
     for k in a:
@@ -61,18 +66,7 @@ def assert_bit_identical(a: dict, b: dict) -> None:
 def test_hf_mg_hf_is_bit_identical(tiny_models, tmp_path, variant, tp, pp, layers):
     src = tiny_models[variant]
     hf_to_mg(src, tmp_path / "mg", tp, pp, layers)
-    convert(
-        "--load-model-type",
-        "mg",
-        "--save-model-type",
-        "hf",
-        "--load-dir",
-        tmp_path / "mg",
-        "--save-dir",
-        tmp_path / "hf",
-        "--hf-cfg-dir",
-        src,
-    )
+    mg_to_hf(tmp_path / "mg", tmp_path / "hf", src)
     assert_bit_identical(load_hf(tmp_path / "hf"), load_hf(src))
     assert json.loads((tmp_path / "hf" / "config.json").read_text()) == json.loads(
         (src / "config.json").read_text()
@@ -157,18 +151,7 @@ def test_mg_to_mg_reshard_round_trip(tiny_models, tmp_path, variant):
                 mio.load_shard(tmp_path / "d", 1, t, p, 2)["model"],
                 mio.load_shard(tmp_path / "a", 1, t, p, 2)["model"],
             )
-    convert(
-        "--load-model-type",
-        "mg",
-        "--save-model-type",
-        "hf",
-        "--load-dir",
-        tmp_path / "c",
-        "--save-dir",
-        tmp_path / "hf",
-        "--hf-cfg-dir",
-        src,
-    )
+    mg_to_hf(tmp_path / "c", tmp_path / "hf", src)
     assert_bit_identical(load_hf(tmp_path / "hf"), load_hf(src))
 
 
@@ -190,18 +173,7 @@ def test_training_checkpoint_with_optimizer_state(tiny_models, tmp_path):
         shard["model"]["decoder.layers.0.self_attention.core_attention._extra_state"] = None
         mio.save_shard(train, 20, t, 0, 1, shard)
     mio.write_tracker(train, 20)
-    convert(
-        "--load-model-type",
-        "mg",
-        "--save-model-type",
-        "hf",
-        "--load-dir",
-        train,
-        "--save-dir",
-        tmp_path / "hf",
-        "--hf-cfg-dir",
-        src,
-    )
+    mg_to_hf(train, tmp_path / "hf", src)
     assert_bit_identical(load_hf(tmp_path / "hf"), load_hf(src))
 
 
@@ -210,20 +182,7 @@ def test_sharded_output_with_index_loads_in_transformers(tiny_models, tmp_path):
 
     src = tiny_models[("qwen3", False)]
     hf_to_mg(src, tmp_path / "mg", 2, 2)
-    convert(
-        "--load-model-type",
-        "mg",
-        "--save-model-type",
-        "hf",
-        "--load-dir",
-        tmp_path / "mg",
-        "--save-dir",
-        tmp_path / "hf",
-        "--hf-cfg-dir",
-        src,
-        "--max-shard-size",
-        "40KB",
-    )
+    mg_to_hf(tmp_path / "mg", tmp_path / "hf", src, "--max-shard-size", "40KB")
     files = sorted(p.name for p in (tmp_path / "hf").glob("*.safetensors"))
     assert len(files) > 2 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
     index = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())

@@ -1,24 +1,14 @@
 """Architecture flags are checked against config.json; mismatches are listed together."""
 
 import pytest
+from train_testlib import REQUIRED_ARGV
 from transformers import Qwen2Config, Qwen3Config
 
 from ascendfactory.engine.train import flags
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.errors import ConfigError
 
-BASE = [
-    "--tokenizer-name-or-path",
-    "m",
-    "--data-path",
-    "d",
-    "--seq-length",
-    "16",
-    "--train-iters",
-    "2",
-    "--lr",
-    "1e-4",
-]
+BASE = REQUIRED_ARGV
 CFG = Qwen2Config(
     hidden_size=64,
     intermediate_size=128,

@@ -1,22 +1,12 @@
 """Flag lists as data, parsing, and every problem reported at once."""
 
 import pytest
+from train_testlib import REQUIRED_ARGV
 
 from ascendfactory.engine.train import flags
 from ascendfactory.errors import ConfigError
 
-BASE = [
-    "--tokenizer-name-or-path",
-    "m",
-    "--data-path",
-    "d",
-    "--seq-length",
-    "16",
-    "--train-iters",
-    "2",
-    "--lr",
-    "1e-4",
-]
+BASE = REQUIRED_ARGV
 
 
 def test_lists_are_disjoint():
