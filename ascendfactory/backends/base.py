@@ -36,7 +36,8 @@ class BackendAdapter:
     def __init__(self, backend) -> None:
         self.backend = backend
 
-    def plan(self, ctx: PlanContext) -> Plan:  # pragma: no cover - interface
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:  # pragma: no cover - interface
+        """`strict_paths`: missing input paths are errors (a real run) or warnings (`--dry-run`)."""
         raise NotImplementedError
 
     @staticmethod

@@ -95,6 +95,30 @@ class MegatronRun:
     def converted_dir(self) -> str:
         return self.layout.converted_weights(self.tp, self.pp)
 
+    def facts(self) -> dict[str, Any]:
+        """What `--dry-run` and the run summary show about the resolved layout and inputs."""
+        return {
+            "model": self.arch.name,
+            "arch_source": self.arch.source,
+            "stage": self.stage,
+            "world_size": self.world_size,
+            "nnodes": self.nnodes,
+            "devices_per_node": self.nproc_per_node,
+            "node_rank": self.node_rank,
+            "tp": self.tp,
+            "pp": self.pp,
+            "cp": self.cp,
+            "dp": self.dp,
+            "num_layer_list": self.num_layer_list,
+            "data_path": self.data_path,
+            "seq_length": self.training.get("seq-length"),
+            "micro_batch_size": self.training.get("micro-batch-size"),
+            "global_batch_size": self.training.get("global-batch-size"),
+            "train_iters": self.training.get("train-iters"),
+            "load": self.load.load if self.load else None,
+            "load_reason": self.load.reason if self.load else None,
+        }
+
 
 def to_flags(options: dict[str, Any]) -> list[str]:
     """Megatron argv from a flag mapping: true -> `--flag`, false/None -> omitted, list -> repeated values."""

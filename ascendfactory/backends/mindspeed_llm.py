@@ -30,7 +30,6 @@ from ascendfactory.backends.mindspeed_args.converters import (
 )
 from ascendfactory.backends.mindspeed_args.model_flags import architecture_flags
 from ascendfactory.backends.mindspeed_args.site import PLACEHOLDER, Site, resolve_site
-from ascendfactory.backends.torch_backend import facts
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.pipeline.plan import Plan, RankLayout, Step
@@ -94,7 +93,7 @@ class MindSpeedLLMAdapter(BackendAdapter):
         plan = Plan(backend=cfg.backend.value, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
                     output_dir=os.path.abspath(cfg.af_output_dir), warnings=warnings,
                     env=cfg.env.extra_vars(),
-                    facts={**facts(run), "converter": conv.version, "converter_reason": conv.reason,
+                    facts={**run.facts(), "converter": conv.version, "converter_reason": conv.reason,
                            "mindspeed_llm_dir": site.directory})
         py = ctx.python
         shared = cfg.shared_filesystem and run.nnodes > 1

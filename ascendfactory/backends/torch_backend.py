@@ -41,7 +41,7 @@ class TorchAdapter(BackendAdapter):
             output_dir=cfg.af_output_dir,
             warnings=list(run.warnings),
             env=cfg.env.extra_vars(),
-            facts=facts(run),
+            facts=run.facts(),
         )
         py = ctx.python
         shared = cfg.shared_filesystem and run.nnodes > 1
@@ -225,27 +225,3 @@ class TorchAdapter(BackendAdapter):
                         Problem(key=key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(key))
                     )
         self.raise_if(problems)
-
-
-def facts(run: MegatronRun) -> dict[str, Any]:
-    return {
-        "model": run.arch.name,
-        "arch_source": run.arch.source,
-        "stage": run.stage,
-        "world_size": run.world_size,
-        "nnodes": run.nnodes,
-        "devices_per_node": run.nproc_per_node,
-        "node_rank": run.node_rank,
-        "tp": run.tp,
-        "pp": run.pp,
-        "cp": run.cp,
-        "dp": run.dp,
-        "num_layer_list": run.num_layer_list,
-        "data_path": run.data_path,
-        "seq_length": run.training.get("seq-length"),
-        "micro_batch_size": run.training.get("micro-batch-size"),
-        "global_batch_size": run.training.get("global-batch-size"),
-        "train_iters": run.training.get("train-iters"),
-        "load": run.load.load if run.load else None,
-        "load_reason": run.load.reason if run.load else None,
-    }
