@@ -1,7 +1,7 @@
 """Backends whose step programs are not planned yet: their keys and topology are still validated.
 
-Each has its own `backend_config` (the framework's native config). Their plans carry no steps until the
-backend lands; `train` says so instead of pretending to run.
+Each has its own `backend_config` (the framework's native config). `train --dry-run` validates it; a real
+`train` refuses with a clear error (exit 1, nothing written) instead of pretending to run.
 """
 
 from __future__ import annotations
@@ -31,6 +31,13 @@ class _NotYetPlanned(BackendAdapter):
                 )
         problems += self.extra_checks(ctx)
         self.raise_if(problems)
+        if strict_paths:  # a real run: refuse rather than "finish" having run nothing
+            from ascendfactory.errors import BackendNotFoundError
+
+            raise BackendNotFoundError(
+                f"backend '{self.backend.name}': the configuration is valid, but running its steps is not "
+                f"implemented in this version (nothing was run or written); use `train ... --dry-run` to "
+                f"validate, or a backend that runs: torch, mindspeed-llm")
         plan = Plan(
             backend=cfg.backend.value,
             exp_name=cfg.exp_name,
