@@ -55,32 +55,58 @@ def _decode(block: bytes) -> list[str]:
     return normalise_block(block).decode("utf-8", "replace").split("\n")
 
 
-def iter_blocks(
-    path: str | Path, *, chunk_size: int = CHUNK_SIZE, complete_only: bool = False
-) -> Iterator[bytes]:
-    """Stream `path` as raw byte blocks of whole lines, each without its final newline.
+def iter_cuts(
+    path: str | Path,
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    complete_only: bool = False,
+    start: int = 0,
+    end: int | None = None,
+) -> Iterator[tuple[bytes, int]]:
+    """`iter_blocks` without the copy: (buffer, n) where `buffer[:n]` is the block.
 
-    `_decode(block)` of every block, in order, is the file's line sequence (`iter_lines`). A block
-    is at most about `chunk_size` plus one line; a "line" longer than `MAX_LINE` is cut into pieces.
-    """
+    After a block of whole lines `buffer[n]` is its newline and the rest of `buffer` (if any) is the
+    start of the next line; after a cut piece of a long line or the file's last line it is not."""
     with open(path, "rb") as f:
+        f.seek(start)
+        left = -1 if end is None else end - start
         tail = b""
-        while True:
-            chunk = f.read(chunk_size)
+        while left:
+            chunk = f.read(chunk_size if left < 0 else min(chunk_size, left))
             if not chunk:
                 break
+            left -= len(chunk) if left > 0 else 0
             buf = tail + chunk if tail else chunk
+            while len(buf) > MAX_LINE and buf.find(b"\n", 0, MAX_LINE + 1) < 0:
+                yield buf, MAX_LINE
+                buf = buf[MAX_LINE:]
             cut = buf.rfind(b"\n") + 1
             if cut == 0:
                 tail = buf
-                if len(tail) > MAX_LINE:
-                    yield tail
-                    tail = b""
                 continue
             tail = buf[cut:]
-            yield buf[: cut - 1]
+            yield buf, cut - 1
         if tail and not complete_only:
-            yield tail
+            yield tail, len(tail)
+
+
+def iter_blocks(
+    path: str | Path,
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    complete_only: bool = False,
+    start: int = 0,
+    end: int | None = None,
+) -> Iterator[bytes]:
+    """Stream `path` (bytes [start, end), `start` at a line start) as raw byte blocks of whole lines,
+    each without its final newline.
+
+    `_decode(block)` of every block, in order, is the file's line sequence (`iter_lines`). A block
+    is at most about `chunk_size` plus one line. A "line" longer than `MAX_LINE` is cut into pieces of
+    `MAX_LINE` bytes counted from its start, so the pieces do not depend on `chunk_size` or `start`.
+    """
+    for buf, n in iter_cuts(path, chunk_size=chunk_size, complete_only=complete_only, start=start, end=end):
+        yield buf if n == len(buf) else buf[:n]
 
 
 def iter_lines(

@@ -14,7 +14,7 @@ import math
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from ascendfactory.metrics.record import Record, dedupe
 
@@ -23,6 +23,7 @@ _NAN = math.nan
 # logged (a finding) stays distinguishable from "not logged".
 _PAD_BYTES = b"\x01\x00\x00\x00\x00\x00\xf8\x7f"
 _PAD: float = struct.unpack("<d", _PAD_BYTES)[0]
+MISSING = _PAD  # the name `metrics.columns` uses
 
 
 def _is_pad(v: float) -> bool:
@@ -78,6 +79,36 @@ class StepTable:
             col.append(value)
         self.steps.append(rec.step)
         self.wall.append(_NAN if rec.wall_time is None else rec.wall_time)
+
+    def add_columns(self, steps: Sequence[int], values: Mapping[str, Sequence[float]]) -> None:
+        """Training rows as columns (`metrics.columns.Columns`: MISSING marks a field a row lacks).
+
+        Rows that go on rising past the stored steps are appended column-wise; anything else (a
+        resumed segment, a step range) goes row by row through `add`, so the result is the same."""
+        steps = steps.tolist() if hasattr(steps, "tolist") else list(steps)  # numpy arrays, C speed
+        n = len(self.steps)
+        if (
+            steps
+            and self._range == (None, None)
+            and all(a < b for a, b in zip(steps, steps[1:]))
+            and (not n or steps[0] > self.steps[-1])
+        ):
+            for key, col in values.items():
+                stored = self._cols.get(key)
+                if stored is None:
+                    stored = self._cols[key] = array("d")
+                if len(stored) < n:
+                    stored.extend([_PAD] * (n - len(stored)))
+                if hasattr(col, "tobytes"):  # a float64 numpy array: its bytes are the doubles
+                    stored.frombytes(col.astype("<f8", copy=False).tobytes())
+                else:
+                    stored.extend(col)
+            self.steps.extend(steps)
+            self.wall.extend([_NAN] * len(steps))
+            return
+        for i, step in enumerate(steps):
+            metrics = {k: float(v[i]) for k, v in values.items() if not _is_pad(float(v[i]))}
+            self.add(Record(step=step, metrics=metrics))
 
     def _truncate(self, n: int) -> None:
         del self.steps[n:]

@@ -93,13 +93,21 @@ def _key(records: list[Record]) -> list[tuple[object, ...]]:
     ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
+# Random logs of the lines above, with or without CRLF and a final newline, read in chunks of `chunk`
+# bytes (the columnar scanner's tests use the same cases).
+RANDOM_LOGS = given(
     picks=st.lists(st.integers(0, len(LINES) - 1), min_size=0, max_size=40),
     crlf=st.booleans(),
     final_newline=st.booleans(),
     chunk=st.sampled_from([1, 7, 64, 300, 1 << 18]),
 )
+RANDOM_LOG_SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@RANDOM_LOG_SETTINGS
+@RANDOM_LOGS
 def test_scan_matches_line_parser(
     tmp_path: Path, picks: list[int], crlf: bool, final_newline: bool, chunk: int
 ) -> None:
