@@ -6,7 +6,10 @@ machine may be shared, so no method gets a quiet or a busy stretch to itself):
 
 - grep|awk: `grep -oP 'elapsed time per iteration \\(ms\\): \\K[0-9.]+|lm loss: \\K[-+0-9.Ee]+'`
   piped into `awk` pairing the two values per line (the same two fields);
-- parse_file(fields=[elapsed, lm loss]): our parser reading only those two labels;
+- iter_columns([elapsed, lm loss]): the columnar scanner (`ascendfactory.metrics.columns`, what
+  `logs plot` uses): numpy over blocks, the file's segments on up to 2 processes (grep | awk is two
+  processes too), the same values as the parser, streamed piece by piece;
+- parse_file(fields=[elapsed, lm loss]): our record parser reading only those two labels;
 - parse_file (all fields): every `label: value` of every line, as `logs summary` uses.
 
 It reports the median seconds and MB/s of each, the ratio of the medians against grep|awk, the
@@ -90,17 +93,26 @@ def time_grep(path: Path) -> float:
 
 
 def worker(mode: str, path: str) -> None:
-    """Child process: parse, print seconds, record count and peak RSS as JSON."""
+    """Child process: parse, print seconds, record count and peak RSS (its own and its workers') as JSON."""
     from ascendfactory.metrics import parse_file
+    from ascendfactory.metrics.columns import iter_columns
 
-    fields = [ELAPSED, LOSS] if mode == "fields" else None
+    fields = [ELAPSED, LOSS] if mode != "all" else None
     start = time.perf_counter()
     n = 0
-    for rec in parse_file(path, "megatron", fields=fields):
-        n += 1
-        rec.metrics.get(LOSS)
+    if mode == "columns":
+        for piece in iter_columns(path, [ELAPSED, LOSS]):
+            n += len(piece)
+            piece.values[LOSS].sum()
+    else:
+        for rec in parse_file(path, "megatron", fields=fields):
+            n += 1
+            rec.metrics.get(LOSS)
     seconds = time.perf_counter() - start
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_kb = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
     print(json.dumps({"seconds": seconds, "records": n, "max_rss_mb": rss_kb / 1024}))
 
 
@@ -137,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         mb = big.stat().st_size / 1e6
         print(f"log: {mb:,.0f} MB, {lines:,} iteration lines, {os.cpu_count()} CPUs")
         time_grep(big)  # warm the page cache
-        modes = [("fields", "parse_file fields=2")] + (
+        modes = [("columns", "iter_columns fields=2"), ("fields", "parse_file fields=2")] + (
             [] if args.skip_full else [("all", "parse_file all fields")]
         )
         seconds: dict[str, list[float]] = {"grep|awk (2 fields)": []}
