@@ -224,14 +224,14 @@ def plot_cmd(
     """Raw and EMA-smoothed curves as a PNG (several runs on one chart)."""
     from ascendfactory.cli._output import out
     from ascendfactory.errors import ConfigError, Problem
-    from ascendfactory.metrics import plot_loss
+    from ascendfactory.metrics.plot import plot_loss, table_for_plot
 
     _set_json(json_out)
     if not 0 <= smoothing < 1:
         raise ConfigError(
             Problem(key="--smoothing", message=f"{smoothing} is outside [0, 1)", fix="e.g. 0.6")
         )
-    tables = [_plot_table(f, format, metric) for f in files]
+    tables = [table_for_plot(f, format, metric) for f in files]
     try:
         path = plot_loss(
             tables, output, metric=metric or None, smoothing=smoothing, labels=[f.name for f in files]
@@ -244,29 +244,6 @@ def plot_cmd(
         out.json({"output": str(path), "runs": [str(f) for f in files]})
     else:
         out.text(f"plot written to {path}")
-
-
-def _plot_table(path: Path, format: Optional[str], metric: Optional[list[str]]):  # noqa: ANN202
-    """The run's steps for a plot. A Megatron log is read column-wise (`metrics.columns`: only the
-    plotted fields, numpy, two processes past 64 MB); other formats through their parser."""
-    from ascendfactory.metrics import StepTable, detect_format, parse_file
-    from ascendfactory.metrics.convergence import LOSS_KEYS
-    from ascendfactory.metrics.formats import get_format
-
-    fmt = (
-        get_format(format).name if format else detect_format(path, max_lines=2048) if path.is_file() else None
-    )
-    try:
-        from ascendfactory.metrics.columns import iter_columns  # needs numpy
-    except ImportError:
-        fmt = None
-    if fmt != "megatron":
-        return StepTable.from_records(parse_file(path, format))
-
-    table = StepTable()
-    for piece in iter_columns(path, metric or LOSS_KEYS[:2]):
-        table.add_columns(piece.steps, piece.values)
-    return table
 
 
 @app.command("export", epilog=_epilog(EXPORT_EXAMPLES))

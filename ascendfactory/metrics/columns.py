@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,30 +198,24 @@ def _heads(win: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class _Pieces:
-    """Output of one segment: fast rows (arrays) and parser records, in file order."""
+    """Output of one segment: fast rows and parser records as `Columns`, in file order."""
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
-        self.steps: list[np.ndarray] = []
-        self.values: dict[str, list[np.ndarray]] = {f: [] for f in names}
+        self.parts: list[Columns] = []
 
     def rows(self, steps: np.ndarray, values: dict[str, np.ndarray]) -> None:
         if steps.size:
-            self.steps.append(steps)
-            for f in self.names:
-                self.values[f].append(values[f])
+            self.parts.append(Columns(steps, values))
 
     def records(self, records: Iterable[Record]) -> None:
         train = [r for r in records if r.kind == "train"]
         if train:
-            self.steps.append(np.array([r.step for r in train], np.int64))
-            for f in self.names:
-                self.values[f].append(np.array([r.metrics.get(f, MISSING) for r in train], np.float64))
+            values = {f: np.array([r.metrics.get(f, MISSING) for r in train], np.float64) for f in self.names}
+            self.rows(np.array([r.step for r in train], np.int64), values)
 
     def columns(self) -> Columns:
-        if not self.steps:
-            return Columns.join([], self.names)
-        return Columns(np.concatenate(self.steps), {f: np.concatenate(v) for f, v in self.values.items()})
+        return Columns.join(self.parts, self.names)
 
 
 def _values(win: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -307,8 +301,18 @@ def _scan_block(buf: bytes, n: int, parser: MegatronParser, out: _Pieces) -> Non
     _merge(parser, out, steps, values, ok, lines, line_ends.size, consumed, line)
 
 
-def _merge(parser, out, steps, values, ok, lines, n_lines, consumed, line) -> None:  # noqa: ANN001
-    """Emit fast rows and feed the other `iteration` lines to the parser, in line order."""
+def _merge(
+    parser: MegatronParser,
+    out: _Pieces,
+    steps: np.ndarray,
+    values: dict[str, np.ndarray],
+    ok: np.ndarray,
+    lines: np.ndarray,
+    n_lines: int,
+    consumed: int,
+    line: Callable[[int], str],
+) -> None:
+    """Emit the fast rows (`ok`) and feed the other `iteration` lines to the parser, in line order."""
     other = lines[~ok]
     row_lines, row_steps = lines[ok], steps[ok]
     row_values = {f: v[ok] for f, v in values.items()}

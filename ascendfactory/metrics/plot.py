@@ -41,8 +41,35 @@ def ema(values: Sequence[float], smoothing: float) -> list[float]:
     return out
 
 
+def table_for_plot(
+    path: str | Path, format: str | None = None, metrics: Sequence[str] | None = None
+) -> StepTable:
+    """The run's steps for a plot. A Megatron log is read column-wise (`metrics.columns`: only the
+    plotted fields, default the loss; numpy, two processes past 64 MB); other formats, or no numpy,
+    through their parser."""
+    from ascendfactory.metrics.formats import DETECT_BUFFER, detect_format, get_format, parse_file
+
+    path = Path(path)
+    fmt = (
+        get_format(format).name
+        if format
+        else detect_format(path, max_lines=DETECT_BUFFER * 32)
+        if path.is_file()
+        else None
+    )
+    try:
+        from ascendfactory.metrics.columns import iter_columns  # needs numpy
+    except ImportError:
+        fmt = None
+    if fmt != "megatron":
+        return StepTable.from_records(parse_file(path, format))
+    table = StepTable()
+    for piece in iter_columns(path, metrics or LOSS_KEYS[:2]):
+        table.add_columns(piece.steps, piece.values)
+    return table
+
+
 def _runs(runs: RunLike | Sequence[RunLike]) -> list[tuple[str, StepTable]]:
-    from ascendfactory.metrics.formats import parse_file
 
     if isinstance(runs, (str, Path, StepTable)):
         items: list[RunLike] = [runs]
@@ -53,7 +80,7 @@ def _runs(runs: RunLike | Sequence[RunLike]) -> list[tuple[str, StepTable]]:
     out = []
     for i, item in enumerate(items):
         if isinstance(item, (str, Path)):
-            out.append((Path(item).name, StepTable.from_records(parse_file(item))))
+            out.append((Path(item).name, table_for_plot(item)))
         else:
             out.append((f"run {i + 1}", StepTable.from_records(item)))
     return out

@@ -116,12 +116,13 @@ def test_help_has_examples():
 def test_plot_reads_megatron_logs_column_wise(run_log, tmp_path):
     """`logs plot` on a Megatron log goes through `metrics.columns`; the series equal the parser's."""
     from ascendfactory.metrics import StepTable, parse_file
+    from ascendfactory.metrics.plot import table_for_plot
 
     for fmt in (None, "megatron", "mindspeed-llm"):
-        table = logs_cmd._plot_table(run_log, fmt, None)
+        table = table_for_plot(run_log, fmt, None)
         assert table.series("lm loss") == StepTable.from_records(parse_file(run_log)).series("lm loss")
         assert len(table.series("lm loss")[0]) == 40 and table.wall[0] != table.wall[0]  # no wall times
-    mixed = logs_cmd._plot_table(run_log, None, ["lm loss", "global batch size"])
+    mixed = table_for_plot(run_log, None, ["lm loss", "global batch size"])
     assert mixed.series("global batch size")[1] == [8.0] * 40
     res = invoke("plot", str(tmp_path / "missing.log"), "--format", "megatron")
     assert res.exit_code != 0 and "log file not found" in str(res.exception)  # main() prints it
