@@ -99,3 +99,7 @@ class InterruptedRunError(AscendFactoryError):
         self.signum = signum
         self.exit_code = 128 + signum
         super().__init__(f"run interrupted by {signal.Signals(signum).name}; every child process was stopped")
+
+
+class BackendNotRunnableError(AscendFactoryError):
+    """The experiment is valid, but this version cannot run the backend's steps (validated by --dry-run)."""

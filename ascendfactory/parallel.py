@@ -8,6 +8,7 @@ each with the numbers and a concrete fix, plus warnings that do not stop the run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ascendfactory.errors import Problem
 
@@ -263,3 +264,17 @@ def parse_layer_list(value: object) -> list[int] | None:
         return [value]
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     return [int(str(v).strip()) for v in items if str(v).strip()]
+
+
+def suggest_layout(arch: Any, devices: int = 8) -> tuple[int, int]:
+    """A starting TP/PP for `devices` per node, by model size (`arch`: layers, hidden, heads, kv_heads);
+    TP divides the heads and KV heads."""
+    params_b = 12 * arch.layers * arch.hidden**2 / 1e9
+    tp = 1 if params_b < 3 else 2 if params_b < 10 else 4 if params_b < 40 else 8
+    pp = 1 if params_b < 10 else 2 if params_b < 40 else 4
+    while tp > 1 and (arch.heads % tp or arch.kv_heads % tp or devices % tp):
+        tp //= 2
+    while pp > 1 and (arch.layers % pp or devices % (tp * pp)):
+        pp //= 2
+    return tp, pp
+

@@ -1,4 +1,4 @@
-"""Regenerate `ascendfactory/backends/mindspeed_args/*.txt`: the argument names MindSpeed-LLM accepts.
+"""Regenerate `ascendfactory/backends/mindspeed_llm/args/*.txt`: the argument names MindSpeed-LLM accepts.
 
 Reads the framework sources (from a git repository at a ref, or from a checkout's files), parses them with
 `ast`, and keeps the `--long-option` strings of every `add_argument(...)` call. Names only.
@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-OUT_DIR = Path(__file__).resolve().parents[1] / "ascendfactory" / "backends" / "mindspeed_args"
+OUT_DIR = Path(__file__).resolve().parents[1] / "ascendfactory" / "backends" / "mindspeed_llm" / "args"
 
 
 @dataclass(frozen=True)

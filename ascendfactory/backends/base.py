@@ -1,44 +1,118 @@
-"""What every backend adapter receives and returns."""
+"""What a backend is, and what it receives.
+
+A backend is one `Backend` subclass per framework, registered with `@register_backend`. Its class
+attributes are the registry record (name, description, stages, ...); its methods are everything the rest of
+the tool asks of it:
+
+    plan(ctx, strict_paths=...) -> Plan      validate (every problem at once, ConfigError) and plan the steps
+    checks(environ) -> list[Check]           `doctor --backend <name>`: what this machine lacks for it
+    install_steps(environ) -> list[...]      `install.sh <name>` / `doctor --install-plan <name>`
+    template_values(arch, devices) -> dict   values its experiment templates (`experiments/*.yaml`) use
+    legacy_keys                              old-style flat keys (TP, GBS, ...) -> dotted destinations
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
 
-from ascendfactory.checkpoints import CheckpointState
+import yaml
+
 from ascendfactory.config.devices import DeviceCount
 from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.pipeline.plan import Plan
+from ascendfactory.plan import Plan, RunPolicy
+from ascendfactory.secrets import mask_secrets
+
+EXP_CONFIG = "exp-config.yaml"
 
 
 @dataclass
 class PlanContext:
-    """Facts about this machine and the run directory, gathered by the planner (not by the adapter)."""
+    """Facts about this machine, gathered by the planner (not by the backend)."""
 
     loaded: LoadedExperiment
     devices: DeviceCount
     python: str
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    saved_checkpoints: CheckpointState | None = None  # state of {af_output_dir}/saved_checkpoints
 
     @property
-    def config(self):
+    def config(self) -> ExperimentConfig:
         return self.loaded.config
 
     def problem(self, key: str, message: str, fix: str = "") -> Problem:
         return Problem(key=key, message=message, fix=fix, source=self.loaded.source_of(key))
 
+    @property
+    def world_size(self) -> int:
+        return self.config.env.NNODES * self.devices.count
 
-class BackendAdapter:
-    """Base class: `plan(ctx)` returns a Plan or raises ConfigError with every problem found."""
+    def run_policy(self) -> RunPolicy:
+        """The runner's policy for this experiment (node place, waits, auto-resume)."""
+        cfg = self.config
+        return RunPolicy(node_rank=cfg.env.NODE_RANK, nnodes=cfg.env.NNODES,
+                         node_wait_timeout_s=cfg.node_wait_timeout_s, auto_resume=cfg.train_auto_resume,
+                         max_attempts=cfg.auto_resume.max_attempts, backoff_s=cfg.auto_resume.backoff_s)
 
-    def __init__(self, backend) -> None:
-        self.backend = backend
+    def exp_config_file(self, output_dir: str) -> tuple[str, str]:
+        """(path, text) of `{af_output_dir}/exp-config.yaml`: the resolved experiment, secrets masked."""
+        text = ("# Resolved by ascendfactory-cli train (defaults, experiment file and overrides merged; "
+                "secrets masked)\n" + yaml.safe_dump(mask_secrets(self.config.model_dump(mode="json")),
+                                                     sort_keys=False, allow_unicode=True))
+        return os.path.join(output_dir, EXP_CONFIG), text
+
+
+class Backend:
+    """Base class of every backend; subclasses set the class attributes and implement `plan`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    stages: ClassVar[tuple[str, ...]]
+    launcher: ClassVar[str]  # how its training launches: torchrun | ray | process (shown by `experiments`)
+    order: ClassVar[int] = 100  # where it is listed (help texts, `experiments`, messages)
+    runs: ClassVar[bool] = True  # False: plans are validated by --dry-run, a real run refuses
+    # Top-level keys `config` writes for this backend (with their schema descriptions), and their values.
+    run_options: ClassVar[dict[str, Any]] = {}
+    # Old-style flat keys -> dotted destinations; other flat keys go to `legacy_rest` (None: an error).
+    legacy_keys: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    legacy_rest: ClassVar[str | None] = None
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:  # pragma: no cover - interface
         """`strict_paths`: missing input paths are errors (a real run) or warnings (`--dry-run`)."""
         raise NotImplementedError
+
+    def checks(self, environ: Mapping[str, str]) -> list[Any]:
+        """Doctor checks specific to this backend (`backends.doctor.Check` records)."""
+        return []
+
+    def install_steps(self, environ: Mapping[str, str]) -> list[Any]:
+        """The installation plan (`backends.install.InstallStep` records); empty: nothing beyond the core."""
+        return []
+
+    def template_values(self, arch: Any, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
+        """Extra values for this backend's experiment templates."""
+        return {}
+
+    @property
+    def experiments_dir(self) -> Path:
+        """`experiments/` inside the backend's package: the templates `config` renders."""
+        import sys
+
+        return Path(sys.modules[type(self).__module__].__file__ or "").resolve().parent / "experiments"
+
+    def experiments(self) -> list[str]:
+        d = self.experiments_dir
+        return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+    def stage_problems(self, ctx: PlanContext, stage: str | None) -> list[Problem]:
+        if stage is None or stage in self.stages:
+            return []
+        return [ctx.problem("stage", f"'{stage}' is not a stage of backend {self.name}",
+                            fix="use one of: " + ", ".join(self.stages))]
 
     @staticmethod
     def raise_if(problems: list[Problem]) -> None:

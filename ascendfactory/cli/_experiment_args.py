@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ascendfactory.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from ascendfactory.config.load import LoadedExperiment
 
 
 def split_args(args: list[str]) -> tuple[str, str | None, str | None, list[str]]:
@@ -35,8 +40,10 @@ def split_args(args: list[str]) -> tuple[str, str | None, str | None, list[str]]
     return positional[0], model, exp, overrides
 
 
-def load_from_args(args: list[str]):
+def load_from_args(args: list[str]) -> LoadedExperiment:
+    """Load the experiment the arguments name, checked against the registered backends."""
+    from ascendfactory.backends.registry import directory
     from ascendfactory.config.load import load_experiment
 
     path, model, exp, overrides = split_args(args)
-    return load_experiment(path, overrides, model_name=model, exp_name=exp)
+    return load_experiment(path, overrides, model_name=model, exp_name=exp, backends=directory())

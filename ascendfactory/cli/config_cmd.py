@@ -18,8 +18,8 @@ EXAMPLES = [
 def register(app: typer.Typer) -> None:
     @app.command("config", epilog="Examples:\n\n" + "\n\n".join(EXAMPLES))
     def config(
-        backend: Annotated[str | None, typer.Option("--backend", help="torch, mindspeed-llm, llamafactory, "
-                                                    "verl, mindspeed-rl or mindspeed-mm.")] = None,
+        backend: Annotated[str | None, typer.Option("--backend", help="The training framework; "
+                                                    "`ascendfactory-cli experiments` lists them.")] = None,
         af_model_name: Annotated[str | None, typer.Option("--af_model_name", help="Model id from "
                                                           "`ascendfactory-cli models`.")] = None,
         exp_name: Annotated[str | None, typer.Option("--exp_name", help="Experiment template, see "
@@ -29,10 +29,10 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     ) -> None:
         """Write an experiment yaml with every key explained. Prompts for what is not given."""
-        from ascendfactory.backends import list_supported_backends
+        from ascendfactory.backends.registry import backend_names, get_backend
+        from ascendfactory.backends.templates import render_experiment, write_experiment
         from ascendfactory.cli._output import out
         from ascendfactory.config.catalog import list_models
-        from ascendfactory.config.generate import list_experiments, render_experiment, write_experiment
 
         def ask(label: str, choices: list[str], default: str | None = None) -> str:
             from rich.prompt import Prompt
@@ -40,11 +40,11 @@ def register(app: typer.Typer) -> None:
             return Prompt.ask(label, choices=choices, default=default or choices[0], console=out.err_console)
 
         if backend is None:
-            backend = ask("backend", [b.name for b in list_supported_backends()], "torch")
+            backend = ask("backend", backend_names(), backend_names()[0])
         if af_model_name is None:
             af_model_name = ask("model", list_models(), "tiny-demo" if backend == "torch" else "qwen2.5-7b")
         if exp_name is None:
-            exp_name = ask("experiment", list_experiments(backend) or ["full-4k"])
+            exp_name = ask("experiment", get_backend(backend, key="--backend").experiments())
         if output_file_path is None:
             from rich.prompt import Prompt
 

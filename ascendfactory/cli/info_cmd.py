@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
             }
             for name, e in load_catalog().items()
         ]
-        out.table(rows, title="model catalog (cfgs/models.yaml)")
+        out.table(rows, title="model catalog (ascendfactory/config/models.yaml)")
 
     @app.command("experiments", epilog=_epilog("experiments"))
     def experiments(
@@ -57,18 +57,18 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """List the backends and the experiment templates `config` can write."""
-        from ascendfactory.backends import get_backend, list_supported_backends
+        from ascendfactory.backends.registry import all_backends, get_backend
         from ascendfactory.cli._output import out
-        from ascendfactory.config.generate import list_experiments
 
         out.mode = "json" if as_json else "human"
-        backends = [get_backend(backend)] if backend else list_supported_backends()
+        backends = [get_backend(backend, key="--backend")] if backend else all_backends()
         rows = [
             {
                 "backend": b.name,
-                "experiments": ", ".join(list_experiments(b.name)),
+                "experiments": ", ".join(b.experiments()),
                 "stages": ", ".join(b.stages),
                 "launcher": b.launcher,
+                "runs": "yes" if b.runs else "dry-run only",
                 "description": b.description,
             }
             for b in backends
@@ -98,14 +98,15 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Check this machine: Python packages, devices, toolkit environment, free port, disk."""
+        from ascendfactory.backends.doctor import run_checks
+        from ascendfactory.backends.install import install_steps, run_install
         from ascendfactory.cli._output import out
-        from ascendfactory.doctor import install_steps, run_checks, run_install
 
         out.mode = "json" if as_json else "human"
         if install_plan:
             steps = install_steps(install_plan)
             if run:
-                raise typer.Exit(run_install(steps))
+                raise typer.Exit(run_install(steps, say=out.text))
             out.table(
                 [{"step": i + 1, "what": s.what, "command": s.display()} for i, s in enumerate(steps)],
                 title=f"install plan for {install_plan}",

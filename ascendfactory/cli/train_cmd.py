@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from typing import TYPE_CHECKING
+
 from ascendfactory.cli._options import ConfigArgs, DryRunOpt, FormatOpt, PlanFormat
+
+if TYPE_CHECKING:
+    from ascendfactory.plan import Plan
 
 EXAMPLES = [
     "ascendfactory-cli train cfgs/quickstart.yaml",
@@ -22,8 +27,9 @@ def register(app: typer.Typer) -> None:
     )
     def train(args: ConfigArgs, dry_run: DryRunOpt = False, fmt: FormatOpt = PlanFormat.text) -> None:
         """Run an experiment: preprocess, convert, train, convert back, plot. Validates everything first."""
+        from ascendfactory.backends.planner import make_plan, replanner
         from ascendfactory.cli._experiment_args import load_from_args
-        from ascendfactory.pipeline.planner import make_plan
+        from ascendfactory.cli._output import out
 
         loaded = load_from_args(args)
         plan = make_plan(loaded, dry_run=dry_run)
@@ -34,12 +40,12 @@ def register(app: typer.Typer) -> None:
             return
         from ascendfactory.pipeline.runner import run_experiment
 
-        code = run_experiment(plan, loaded)
+        code = run_experiment(plan, out=out, replan=replanner(loaded))
         if code:
             raise typer.Exit(code)
 
 
-def _show_plan(plan, fmt: PlanFormat) -> None:
+def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
     from ascendfactory.cli._output import out
 
     out.mode = "human"
@@ -74,7 +80,7 @@ def _show_plan(plan, fmt: PlanFormat) -> None:
         status = (
             f"[yellow]skip[/yellow]: {escape(step.skip_reason)}" if step.skipped else "[green]run[/green]"
         )
-        out.markup(f"\n[bold]{i}. {step.name}[/bold] ({step.kind})  {status}")
+        out.markup(f"\n[bold]{i}. {step.name}[/bold] ({step.role.value})  {status}")
         for note in step.notes:
             out.markup(f"   note: {escape(note)}")
         if step.skipped:
@@ -85,6 +91,8 @@ def _show_plan(plan, fmt: PlanFormat) -> None:
             out.markup("   runs inside ascendfactory-cli")
         if step.cwd:
             out.markup(f"   cwd: {escape(step.cwd)}")
+        if step.mkdirs:
+            out.markup("   creates first: " + escape(", ".join(step.mkdirs)))
         env = {**plan.env, **step.env}
         if env:
             out.markup("   env: " + escape(" ".join(f"{k}={v}" for k, v in env.items())))

@@ -1,4 +1,5 @@
-"""Model architecture facts: from an HF `config.json` when one is reachable, else from `cfgs/models.yaml`."""
+"""Model architecture facts: from an HF `config.json` when one is reachable, else from the catalog
+(`ascendfactory/config/models.yaml`, `ascendfactory-cli models`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from typing import Any
 
 from ascendfactory.errors import ConfigError, Problem
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CFGS_DIR = REPO_ROOT / "cfgs"
+CATALOG = Path(__file__).resolve().parent / "models.yaml"  # package data: found by any install
 
 _HF_TYPE_TO_FAMILY = {"llama": "llama2", "qwen2": "qwen25", "qwen3": "qwen3"}
 
@@ -47,7 +47,7 @@ class ModelArch:
 def load_catalog() -> dict[str, dict[str, Any]]:
     from ascendfactory.config.yamlio import load_file
 
-    return load_file(CFGS_DIR / "models.yaml")
+    return load_file(CATALOG)
 
 
 def list_models() -> list[str]:
@@ -87,7 +87,7 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
         max_pos=cfg.get("max_position_embeddings") or cfg.get("seq_length") or 0,
         tied=bool(cfg.get("tie_word_embeddings", False)),
         hf_model_type=mtype,
-        model_type_hf={"llama2": "llama2", "qwen25": "qwen25", "qwen3": "qwen3"}.get(family or "", mtype),
+        model_type_hf=family or mtype,
         family=family,
         rope=float(cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta") or 10000.0),
         eps=float(cfg.get("rms_norm_eps") or cfg.get("layernorm_epsilon") or 1e-6),

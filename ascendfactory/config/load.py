@@ -1,18 +1,18 @@
 """Load an experiment: file (new or old style) + command-line overrides -> a validated `ExperimentConfig`.
 
-Precedence, stated once (later wins), in `merge_layers`:
+Precedence is stated once, in `config.tree.compose`:
 
     schema defaults < experiment file < --dotted.key=value overrides            (new style)
     schema defaults < base < model block < experiment block < overrides          (old style)
 
-Worked example: the file has `backend_config.training.lr: 1e-5` and the command line says
-`--backend_config.training.lr=2e-5`: the run uses 2e-5, and `exp-config.yaml` records 2e-5.
-Interpolation (`${...}`) runs after the merge, so references see overridden values.
+What loading needs to know of the backends (their names; the old-style flat keys each one maps) is given by
+the caller as a `Backends` record (`ascendfactory.backends.registry.directory()`), so this layer imports no
+backend.
 """
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,10 @@ from pydantic import ValidationError
 
 from ascendfactory.config import interpolate
 from ascendfactory.config.oldstyle import flatten_old_style, is_old_style
-from ascendfactory.config.overrides import parse_overrides, set_dotted
-from ascendfactory.config.schema import EnvConfig, ExperimentConfig
+from ascendfactory.config.overrides import parse_overrides
+from ascendfactory.config.schema import AutoResumeConfig, EnvConfig, ExperimentConfig
 from ascendfactory.config.suggest import did_you_mean
+from ascendfactory.config.tree import compose
 from ascendfactory.config.yamlio import load_file
 from ascendfactory.errors import ConfigError, Problem
 
@@ -47,20 +48,13 @@ class LoadedExperiment:
         return self.source
 
 
-def merge_layers(*layers: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge mappings; later layers win key by key, sections merge recursively."""
-    result: dict[str, Any] = {}
-    for layer in layers:
-        _merge_into(result, layer)
-    return result
+@dataclass(frozen=True)
+class Backends:
+    """What loading needs to know of the registered backends."""
 
-
-def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> None:
-    for key, value in src.items():
-        if isinstance(value, dict) and isinstance(dst.get(key), dict):
-            _merge_into(dst[key], value)
-        else:
-            dst[key] = copy.deepcopy(value)
+    names: tuple[str, ...]
+    legacy_keys: Callable[[str], Mapping[str, tuple[str, ...]]]  # old-style flat key -> dotted keys
+    legacy_rest: Callable[[str], str | None]  # where other flat keys go (None: they are errors)
 
 
 def load_experiment(
@@ -69,8 +63,13 @@ def load_experiment(
     *,
     model_name: str | None = None,
     exp_name: str | None = None,
+    backends: Backends | None = None,
 ) -> LoadedExperiment:
-    """Read, merge, interpolate and validate. Every problem is reported at once as a ConfigError."""
+    """Read, merge, interpolate and validate. Every problem is reported at once as a ConfigError.
+
+    `backends`: the registry's view; without it the backend name is not checked here (the planner checks
+    it) and old-style files map only the generic flat keys.
+    """
     source = str(path)
     data = load_file(path)
     if data is None:
@@ -96,31 +95,44 @@ def load_experiment(
                     fix=f"run: ascendfactory-cli train {source} <model_name> <exp_name>",
                 )
             )
-        tree = flatten_old_style(data, model_name, exp_name, source=source)
+        layers = flatten_old_style(data, model_name, exp_name, source=source, backends=backends)
         style = "old"
     else:
-        tree = data
+        layers = [data]
         style = "new"
 
-    merged = merge_layers(tree)
-    for key, value in overrides:
-        set_dotted(merged, key, value)
-    resolved = interpolate.resolve(merged)
+    resolved = interpolate.resolve(compose(layers, overrides))
     overridden = {k for k, _ in overrides}
-    config = validate_tree(resolved, source=source, overridden=overridden)
+    config = validate_tree(resolved, source=source, overridden=overridden,
+                           backend_names=backends.names if backends else None)
     return LoadedExperiment(config=config, tree=resolved, source=source, style=style, overridden=overridden)
 
 
 def validate_tree(
-    tree: dict[str, Any], *, source: str, overridden: set[str] | None = None
+    tree: dict[str, Any],
+    *,
+    source: str,
+    overridden: set[str] | None = None,
+    backend_names: tuple[str, ...] | None = None,
 ) -> ExperimentConfig:
-    """pydantic validation, with every error turned into a Problem that names the key and a fix."""
+    """pydantic validation, with every error turned into a Problem that names the key and a fix; with
+    `backend_names`, an unknown `backend` is one more problem of the same report."""
     overridden = overridden or set()
+    problems: list[Problem] = []
+    backend = tree.get("backend", "torch")
+    if backend_names is not None and isinstance(backend, str) and backend not in backend_names:
+        src = "command line" if "backend" in overridden else source
+        problems.append(Problem(key="backend", source=src,
+                                message=f"unknown backend {backend!r}{did_you_mean(backend, backend_names)}",
+                                fix="use one of: " + ", ".join(backend_names)))
     try:
-        return ExperimentConfig.model_validate(tree)
+        config = ExperimentConfig.model_validate(tree)
     except ValidationError as e:
-        problems = [_problem_from(err, source, overridden) for err in e.errors()]
+        problems += [_problem_from(err, source, overridden) for err in e.errors()]
         raise ConfigError(problems) from None
+    if problems:
+        raise ConfigError(problems)
+    return config
 
 
 def _problem_from(err: dict[str, Any], source: str, overridden: set[str]) -> Problem:
@@ -161,7 +173,5 @@ def _known_keys(parent: list[str]) -> list[str]:
     if parent == ["env"]:
         return list(EnvConfig.model_fields)
     if parent == ["auto_resume"]:
-        from ascendfactory.config.schema import AutoResumeConfig
-
         return list(AutoResumeConfig.model_fields)
     return []

@@ -14,17 +14,24 @@ Layout (AscendFactory 6.3.91x `modellink_performance_cfgs.yaml` style):
     experiments:               # optional: experiment blocks shared by every model
       smoke: {train-iters: 10}
 
-Effective config: base <- model block <- shared experiment <- the model's own experiment <- command line.
-Flat keys are mapped into the new-style tree by `FLAT_KEY_MAP` (data, below); any other dash key goes
-to `backend_config.training` and is validated there by the backend.
+Effective config: base <- model block <- shared experiment <- the model's own experiment <- command line
+(`config.tree.compose`). Flat keys are mapped into the new-style tree: the product's own by `FLAT_KEY_MAP`
+(data, below), the framework's by the chosen backend's `legacy_keys` (TP, GBS, SEQ_LEN ... for the
+Megatron backends); any other flat key goes where that backend says (`legacy_rest`, e.g.
+`backend_config.training`), where the backend validates it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ascendfactory.config.schema import EnvConfig, ExperimentConfig
+from ascendfactory.config.tree import merge_layers, set_dotted
 from ascendfactory.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from ascendfactory.config.load import Backends
 
 SHARED_EXPERIMENTS = "experiments"
 SECTION_KEYS = {"env", "backend_config", "auto_resume", "monitor_config", "tensorboard"}
@@ -41,27 +48,6 @@ FLAT_KEY_MAP: dict[str, tuple[str, ...]] = {
     "USER_PROCESSED_DATA_DIR": ("processed_data_dir",),
     "ORIGINAL_TRAIN_DATA_PATH": ("dataset",),
     "ORIGINAL_HF_WEIGHT": ("model_name_or_path",),
-    # ENV-era names (HW 5901042) -> Megatron flags
-    "TP": ("backend_config.training.tensor-model-parallel-size",),
-    "PP": ("backend_config.training.pipeline-model-parallel-size",),
-    "CP": ("backend_config.training.context-parallel-size",),
-    "context_parallel_size": ("backend_config.training.context-parallel-size",),
-    "MBS": ("backend_config.training.micro-batch-size",),
-    "GBS": ("backend_config.training.global-batch-size",),
-    "SEQ_LEN": ("backend_config.training.seq-length",),
-    "MAX_PE": ("backend_config.training.max-position-embeddings",),
-    "LR": ("backend_config.training.lr",),
-    "MIN_LR": ("backend_config.training.min-lr",),
-    "TRAIN_ITERS": ("backend_config.training.train-iters",),
-    "SEED": ("backend_config.training.seed",),
-    "SAVE_INTERVAL": ("backend_config.training.save-interval",),
-    # preprocessing flags
-    "handler-name": ("backend_config.preprocess_data.handler-name",),
-    "DATA_TYPE": ("backend_config.preprocess_data.handler-name",),
-    "json-keys": ("backend_config.preprocess_data.json-keys",),
-    "append-eod": ("backend_config.preprocess_data.append-eod",),
-    "map-keys": ("backend_config.preprocess_data.map-keys",),
-    "prompt-type": ("backend_config.preprocess_data.prompt-type", "backend_config.training.prompt-type"),
     # topology
     **{k: (f"env.{k}",) for k in EnvConfig.model_fields},
 }
@@ -81,8 +67,10 @@ def experiment_names(data: dict[str, Any], model: str) -> list[str]:
     return own + [s for s in shared if s not in own]
 
 
-def flatten_old_style(data: dict[str, Any], model: str, exp: str, *, source: str) -> dict[str, Any]:
-    """base <- model <- shared experiment <- model's experiment, mapped into a new-style tree."""
+def flatten_old_style(data: dict[str, Any], model: str, exp: str, *, source: str,
+                      backends: Backends | None = None) -> list[dict[str, Any]]:
+    """The four layers (base, model, shared experiment, model's experiment), each mapped into a new-style
+    tree, for `compose`; the first carries `af_model_name` and `exp_name`."""
     models = model_names(data)
     if model not in models:
         raise ConfigError(
@@ -110,27 +98,30 @@ def flatten_old_style(data: dict[str, Any], model: str, exp: str, *, source: str
         (data.get(SHARED_EXPERIMENTS) or {}).get(exp) or {},
         model_block.get(exp) or {},
     ]
-    tree: dict[str, Any] = {"af_model_name": model, "exp_name": exp}
+    backend = next((layer["backend"] for layer in reversed(layers) if isinstance(layer.get("backend"), str)),
+                   "torch")
+    known = {**(backends.legacy_keys(backend) if backends else {}), **FLAT_KEY_MAP}
+    rest = backends.legacy_rest(backend) if backends else None
     problems: list[Problem] = []
+    mapped: list[dict[str, Any]] = [{"af_model_name": model, "exp_name": exp}]
     for layer in layers:
+        tree: dict[str, Any] = {}
         for key, value in layer.items():
-            _place(tree, key, value, problems, source)
+            _place(tree, key, value, known, rest, problems, source)
+        mapped.append(tree)
     if problems:
         raise ConfigError(problems)
-    return tree
+    return mapped
 
 
-def _place(tree: dict[str, Any], key: str, value: Any, problems: list[Problem], source: str) -> None:
-    from ascendfactory.config.load import merge_layers
-    from ascendfactory.config.overrides import set_dotted
-
+def _place(tree: dict[str, Any], key: str, value: Any, known: Mapping[str, tuple[str, ...]], rest: str | None,
+           problems: list[Problem], source: str) -> None:
     if key in SECTION_KEYS and isinstance(value, dict):
-        merged = merge_layers({key: tree.get(key) or {}}, {key: value})
-        tree[key] = merged[key]
+        tree[key] = merge_layers({key: tree.get(key) or {}}, {key: value})[key]
         return
-    if key in FLAT_KEY_MAP:
-        for dest in FLAT_KEY_MAP[key]:
-            set_dotted(tree, dest, value)
+    if key in known:
+        for dest in known[key]:
+            set_dotted(tree, dest, value, source=source)
         return
     if key in ExperimentConfig.model_fields:
         tree[key] = value
@@ -145,5 +136,8 @@ def _place(tree: dict[str, Any], key: str, value: Any, problems: list[Problem], 
             )
         )
         return
-    # Any other flat key is a training flag of the backend (validated by the backend adapter).
-    set_dotted(tree, f"backend_config.training.{key}", value)
+    if rest is None:
+        problems.append(Problem(key=key, source=source, message="not a key this backend maps from old-style "
+                                "flat keys", fix="use the new-style sections (backend_config...) for it"))
+        return
+    set_dotted(tree, f"{rest}.{key}", value, source=source)

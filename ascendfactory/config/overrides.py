@@ -72,33 +72,3 @@ def parse_overrides(args: list[str]) -> list[tuple[str, Any]]:
     if problems:
         raise ConfigError(problems)
     return out
-
-
-def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
-    """Set tree[a][b][c] = value for key 'a.b.c', creating mappings on the way."""
-    parts = key.split(".")
-    node = tree
-    for part in parts[:-1]:
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif not isinstance(child, dict):
-            raise ConfigError(
-                Problem(
-                    key=key,
-                    source="command line",
-                    message=f"'{part}' holds a value ({child!r}), not a section",
-                    fix=f"override '{'.'.join(parts[: parts.index(part) + 1])}' itself",
-                )
-            )
-        node = child
-    node[parts[-1]] = value
-
-
-def get_dotted(tree: dict[str, Any], key: str, default: Any = None) -> Any:
-    node: Any = tree
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node

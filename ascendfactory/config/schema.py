@@ -14,21 +14,9 @@ An experiment file (what `ascendfactory-cli config` writes, what `train <yaml>` 
 from __future__ import annotations
 
 import re
-from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-
-class BackendName(str, Enum):
-    """The training frameworks `train` can drive."""
-
-    torch = "torch"
-    mindspeed_llm = "mindspeed-llm"
-    llamafactory = "llamafactory"
-    verl = "verl"
-    mindspeed_rl = "mindspeed-rl"
-    mindspeed_mm = "mindspeed-mm"
 
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -103,8 +91,11 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    backend: BackendName = Field(
-        BackendName.torch, description="Training framework that runs the experiment."
+    backend: str = Field(
+        "torch",
+        min_length=1,
+        description="Training framework that runs the experiment: a registered backend "
+        "(`ascendfactory-cli experiments` lists them); checked against the backend registry when loaded.",
     )
     af_model_name: str = Field(
         ...,
@@ -117,10 +108,11 @@ class ExperimentConfig(BaseModel):
 
     env: EnvConfig = Field(default_factory=EnvConfig, description="Launch topology and exported variables.")
 
-    stage: Literal["pt", "sft", "dpo", "ppo", "grpo", "dapo"] | None = Field(
+    stage: str | None = Field(
         None,
-        description="Training stage. MindSpeed-LLM / torch: pt (pretrain_gpt.py) or sft "
-        "(posttrain_gpt.py --stage sft). Defaults to backend_config.training.stage, else sft.",
+        description="Training stage, one of the backend's stages. MindSpeed-LLM / torch: pt "
+        "(pretrain_gpt.py) or sft (posttrain_gpt.py --stage sft), default backend_config.training.stage, "
+        "else sft; llamafactory: pt, sft, dpo; verl: ppo, grpo, dapo; mindspeed-rl: grpo.",
     )
     ckpt_load_type: Literal[0, 1, 2] = Field(
         1,
@@ -206,5 +198,3 @@ class ExperimentConfig(BaseModel):
 
         return os.path.expanduser(v)
 
-
-RUN_OPTION_KEYS = tuple(ExperimentConfig.model_fields)

@@ -252,3 +252,30 @@ def throughput_mindspeed_rl(
         for k in ("e2e_tps", "update_tps", "vllm_tps")
         if table.has(k)
     ]
+
+
+def throughput_for(
+    formula: str, records: Iterable[Record] | StepTable, *, seq_length: int | None, devices: int | None
+) -> Throughput:
+    """The run summary's throughput by formula name (a plan's `ThroughputSpec.formula`)."""
+    table = StepTable.from_records(records)
+    if formula == "megatron":
+        return throughput_mindspeed(table, seq_length=seq_length, devices=devices)
+    if formula == "mindspeed_mm":
+        return throughput_mindspeed_mm(table, devices=devices)
+    if formula == "llamafactory":
+        return throughput_llamafactory(table, devices=devices)
+    if formula == "verl":
+        return throughput_verl(table)
+    if formula == "mindspeed_rl":
+        found = throughput_mindspeed_rl(table)
+        return found[0] if found else throughput_mean(table, "e2e_tps")
+    raise ValueError(f"unknown throughput formula '{formula}'")
+
+
+def live_tokens_per_s(formula: str, *, gbs: float | None, seq_length: int | None, devices: int | None,
+                      mean_elapsed_ms: float | None) -> float | None:
+    """What the progress line shows while training runs (None where the formula needs the whole log)."""
+    if formula != "megatron" or not (gbs and seq_length and devices and mean_elapsed_ms):
+        return None
+    return gbs * seq_length / (devices * mean_elapsed_ms) * 1000

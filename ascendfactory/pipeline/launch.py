@@ -1,22 +1,21 @@
-"""Launching one step: log file names, the per-rank tee of torchrun's output, and what a failure looked like.
+"""Running one step's process: log file names, the tee of its output, and what its end looked like.
 
-Log names follow spec section 3.3 (`logs/xx-xx-<timestamp>-run_log-${Nodes}-${RankID}.txt`), with
-`xx-xx` = `<af_model_name>-<exp_name>`, `${Nodes}` = `N<nnodes>` and `${RankID}` the global rank::
+Log names come from the plan (`LogSpec.naming`): `logs/<prefix>-<timestamp>-<tail>.txt`. For the Megatron
+backends (spec section 3.3, `xx-xx` = `<af_model_name>-<exp_name>`)::
 
     qwen2.5-0.5b-full-4k-20260122_101500-run_log-N1-0.txt      one per rank of this node (train)
-    qwen2.5-0.5b-full-4k-20260122_101500-launcher-node0.txt    torchrun's own lines (no rank prefix)
+    qwen2.5-0.5b-full-4k-20260122_101500-launcher-node0.txt    the launcher's own lines (no rank)
     qwen2.5-0.5b-full-4k-20260122_101500-npu_info-R0.txt       device memory monitor, one per rank
-    qwen2.5-0.5b-full-4k-20260122_101500-hf2mg.txt             one per non-distributed step
+    qwen2.5-0.5b-full-4k-20260122_101500-hf2mg.txt             one per step that writes its own log
     qwen2.5-0.5b-full-4k-20260122_101500-runner.txt            what the runner did (starts, skips, stops)
 
-torchrun is run with `--tee 3`, so each worker line arrives as `[<role><local_rank>]:text`; the prefix is
-stripped and the line goes to the file of global rank `node_rank * nproc_per_node + local_rank`.
+Which file a line goes to is the launcher's business (`pipeline.launchers`): a `Tee` gets the files and a
+`split(line) -> (rank, text)` function from it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import threading
 import time
@@ -27,23 +26,17 @@ from datetime import datetime
 from typing import IO
 
 from ascendfactory.pipeline import procgroup
-from ascendfactory.pipeline.plan import RankLayout, Step
+from ascendfactory.plan import LogNaming, safe_name
 
-RANK_PREFIX = re.compile(r"^\[([A-Za-z_]*?)(\d+)\]:")
-ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?\brank\s*:\s*(\d+)", re.S)
 TRACEBACK = "Traceback (most recent call last)"
 TAIL_LINES = 20
-DIST_TIMEOUT_ENV = "AF_DISTRIBUTED_TIMEOUT_S"  # collective timeout for the trainer's init_process_group
 
 LineHook = Callable[[int | None, str], None]  # (global rank or None for launcher/step lines, text)
+Split = Callable[[str], tuple[int | None, str]]
 
 
 def timestamp(now: datetime | None = None) -> str:
     return (now or datetime.now()).strftime("%Y%m%d_%H%M%S")
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
 @dataclass(frozen=True)
@@ -51,81 +44,79 @@ class LogNames:
     """Every file name under `{af_output_dir}/logs/` for one invocation of `train`."""
 
     logs_dir: str
-    prefix: str  # <af_model_name>-<exp_name>
+    naming: LogNaming
     stamp: str  # YYYYMMDD_HHMMSS, fixed when the run starts
 
     @classmethod
     def for_run(cls, logs_dir: str, model_name: str, exp_name: str, stamp: str | None = None) -> LogNames:
-        return cls(logs_dir, f"{_safe(model_name)}-{_safe(exp_name)}", stamp or timestamp())
+        """The Megatron backends' names: prefix `<af_model_name>-<exp_name>`, default tails."""
+        return cls(logs_dir, LogNaming(prefix=f"{safe_name(model_name)}-{safe_name(exp_name)}"),
+                   stamp or timestamp())
+
+    @property
+    def prefix(self) -> str:
+        return self.naming.prefix
 
     def _p(self, tail: str) -> str:
         return os.path.join(self.logs_dir, f"{self.prefix}-{self.stamp}-{tail}.txt")
 
-    def run_log(self, nnodes: int, rank: int) -> str:
-        return self._p(f"run_log-N{nnodes}-{rank}")
+    def _tail(self, template: str, *, rank: int = 0, nnodes: int = 1, world_size: int = 1,
+              node_rank: int = 0) -> str:
+        return template.format(rank=rank, nnodes=nnodes, world_size=world_size, node_rank=node_rank)
 
-    def npu_info(self, rank: int) -> str:
-        return self._p(f"npu_info-R{rank}")
+    def run_log(self, nnodes: int, rank: int, *, world_size: int = 1, node_rank: int = 0) -> str:
+        return self._p(self._tail(self.naming.run_log, rank=rank, nnodes=nnodes, world_size=world_size,
+                                  node_rank=node_rank))
+
+    def run_log_pattern(self, nnodes: int, rank: int, *, world_size: int = 1, node_rank: int = 0) -> str:
+        """The glob of this rank's run logs across runs (any timestamp)."""
+        import glob
+
+        tail = self._tail(self.naming.run_log, rank=rank, nnodes=nnodes, world_size=world_size,
+                          node_rank=node_rank)
+        return os.path.join(self.logs_dir, f"{glob.escape(self.prefix)}-*-{tail}.txt")
+
+    def npu_info(self, rank: int, *, nnodes: int = 1, world_size: int = 1, node_rank: int = 0) -> str:
+        """The device monitor's file of one rank (`npu_info-R<rank>` for the Megatron backends)."""
+        return self._p(self._tail(self.naming.device_info, rank=rank, nnodes=nnodes, world_size=world_size,
+                                  node_rank=node_rank))
 
     def launcher(self, node_rank: int) -> str:
-        return self._p(f"launcher-node{node_rank}")
+        return self._p(self._tail(self.naming.launcher, node_rank=node_rank))
 
     def step(self, name: str) -> str:
-        return self._p(_safe(name))
+        return self._p(safe_name(name))
 
     @property
     def runner(self) -> str:
         return self._p("runner")
 
 
-def is_torchrun(argv: list[str]) -> bool:
-    return (len(argv) > 2 and argv[1] == "-m" and argv[2] == "torch.distributed.run") or (
-        bool(argv) and os.path.basename(argv[0]) == "torchrun")
-
-
-def with_rendezvous_timeout(argv: list[str], timeout_s: float) -> list[str]:
-    """torchrun argv with `--rdzv_conf timeout=<s>` (static rendezvous: how long nodes wait for each other)
-    unless the plan already sets a rendezvous config. Other argv is returned unchanged."""
-    if not is_torchrun(argv) or any(a.split("=")[0] in ("--rdzv_conf", "--rdzv-conf") for a in argv):
-        return list(argv)
-    at = 3 if argv[1] == "-m" else 1
-    return [*argv[:at], "--rdzv_conf", f"timeout={max(int(timeout_s), 1)}", *argv[at:]]
-
-
 class Tee:
-    """Routes a step's output lines to its log files (per rank for distributed steps)."""
+    """Routes a step's output lines to its log files: `paths` maps a rank (None: the launcher or the step
+    itself) to a file; `split` tells a line's rank. Remembers the first rank that printed a traceback."""
 
-    def __init__(self, step: Step, names: LogNames, *, on_line: LineHook | None = None) -> None:
-        self.layout: RankLayout | None = step.ranks
+    def __init__(self, paths: dict[int | None, str], *, split: Split | None = None,
+                 on_line: LineHook | None = None) -> None:
+        self.paths = dict(paths)
+        self.split = split
         self.on_line = on_line
         self.files: dict[int | None, IO[str]] = {}
-        self.paths: dict[int | None, str] = {}
-        os.makedirs(names.logs_dir, exist_ok=True)
-        if self.layout is not None:
-            for local in range(self.layout.nproc_per_node):
-                rank = self.layout.global_rank(local)
-                self.paths[rank] = names.run_log(self.layout.nnodes, rank)
-            self.paths[None] = names.launcher(self.layout.node_rank)
-        else:
-            self.paths[None] = names.step(step.name)
+        for path in self.paths.values():
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         for key, path in self.paths.items():
             self.files[key] = open(path, "a", encoding="utf-8", buffering=1)
+        self.default = None if None in self.files else next(iter(self.files))
         self.first_traceback: int | None = None
         self.launcher_tail: deque[str] = deque(maxlen=400)
 
     def route(self, line: str) -> None:
-        rank: int | None = None
-        text = line
-        if self.layout is not None:
-            m = RANK_PREFIX.match(line)
-            if m:
-                rank = self.layout.global_rank(int(m.group(2)))
-                text = line[m.end():]
-                if rank not in self.files:  # a prefix beyond nproc_per_node: keep it with the launcher
-                    rank, text = None, line
+        rank, text = self.split(line) if self.split else (self.default, line)
+        if rank not in self.files:  # a rank beyond this node's: keep the line whole with the default file
+            rank, text = self.default, line
         if rank is not None and self.first_traceback is None and text.startswith(TRACEBACK):
             self.first_traceback = rank
-        if rank is None:
+        if rank is None or rank == self.default:
             self.launcher_tail.append(text)
         self.files[rank].write(text + "\n")
         if self.on_line is not None:
@@ -167,13 +158,15 @@ def read_tail(path: str, n: int = TAIL_LINES, *, max_bytes: int = 256 * 1024) ->
 
 
 class StepProcess:
-    """One step's subprocess: started in its own group, output teed by a reader thread, stoppable."""
+    """One step's subprocess: started in its own group, output teed by a reader thread, stoppable.
 
-    def __init__(self, step: Step, *, env: dict[str, str], names: LogNames,
-                 on_line: LineHook | None = None) -> None:
-        self.step = step
-        self.env = env
-        self.tee = Tee(step, names, on_line=on_line)
+    `failing_rank(tee)` (from the launcher) names the rank that explains a failure, when there is one.
+    """
+
+    def __init__(self, name: str, argv: list[str], *, cwd: str | None, env: dict[str, str], tee: Tee,
+                 failing_rank: Callable[[Tee], int | None] | None = None) -> None:
+        self.name, self.argv, self.cwd, self.env, self.tee = name, argv, cwd, env, tee
+        self.failing_rank = failing_rank
         self.proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._t0 = 0.0
@@ -182,11 +175,11 @@ class StepProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def start(self, argv: list[str]) -> None:
-        self.tee.note(f"[ascendfactory] {datetime.now():%Y-%m-%d %H:%M:%S} starting step {self.step.name}")
+    def start(self) -> None:
+        self.tee.note(f"[ascendfactory] {datetime.now():%Y-%m-%d %H:%M:%S} starting step {self.name}")
         self._t0 = time.monotonic()
-        self.proc = procgroup.start(argv, env=self.env, cwd=self.step.cwd)
-        self._reader = threading.Thread(target=self._read, name=f"tee-{self.step.name}", daemon=True)
+        self.proc = procgroup.start(self.argv, env=self.env, cwd=self.cwd)
+        self._reader = threading.Thread(target=self._read, name=f"tee-{self.name}", daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
@@ -212,21 +205,17 @@ class StepProcess:
             self._reader.join(timeout=10)
         wall = time.monotonic() - self._t0
         tee = self.tee
-        rank = None
-        if rc != 0 and tee.layout is not None:
-            rank = tee.first_traceback
-            if rank is None:
-                m = ROOT_CAUSE.search("\n".join(tee.launcher_tail))
-                rank = int(m.group(1)) if m else None
-        log = tee.paths.get(rank) or tee.paths[None]
+        rank = self.failing_rank(tee) if rc != 0 and self.failing_rank is not None else None
+        fallback = tee.paths[tee.default]
+        log = tee.paths.get(rank) or fallback
         for f in tee.files.values():
             f.flush()
         tail = read_tail(log) if rc != 0 else ""
-        if rc != 0 and not tail.strip() and log != tee.paths[None]:  # the rank died silently (kill -9)
-            log = tee.paths[None]
+        if rc != 0 and not tail.strip() and log != fallback:  # the rank died silently (kill -9)
+            log = fallback
             tail = read_tail(log)
-        tee.note(f"[ascendfactory] {datetime.now():%Y-%m-%d %H:%M:%S} step {self.step.name} exited "
+        tee.note(f"[ascendfactory] {datetime.now():%Y-%m-%d %H:%M:%S} step {self.name} exited "
                  f"with code {rc} after {wall:.1f}s")
         tee.close()
-        logs = [p for k, p in tee.paths.items() if k is not None] + [tee.paths[None]]
+        logs = [p for k, p in tee.paths.items() if k is not None and k != tee.default] + [fallback]
         return Outcome(returncode=rc, wall_s=wall, log_path=log, logs=logs, rank=rank, tail=tail)

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendfactory.errors import StageFailedError
-from ascendfactory.pipeline.plan import Plan, Step
+from ascendfactory.plan import Plan, Role, Step
 
 VERSION = 1
 SMALL_FILE = 1 << 20  # files up to this size are hashed by content
-NEVER_SKIPPED = ("train", "plot")
+NEVER_SKIPPED = (Role.TRAIN, Role.PLOT)  # training resumes instead; the plot is cheap
 CLOCK_SLACK_S = 60.0  # node clocks may differ this much when comparing a manifest's time with ours
 
 
@@ -118,7 +118,7 @@ def write(manifest_dir: str, step: Step, plan_env: dict[str, str], *, wall_s: fl
     """Record a successful step (call after it exits 0); clears a failure marker. Returns the path."""
     digest, inputs = step_fingerprint(step, plan_env)
     path = manifest_path(manifest_dir, step)
-    _write_json(path, {"version": VERSION, "step": step.name, "kind": step.kind, "fingerprint": digest,
+    _write_json(path, {"version": VERSION, "step": step.name, "role": step.role.value, "fingerprint": digest,
                        "argv": step.argv, "env": {**plan_env, **step.env}, "cwd": step.cwd, "inputs": inputs,
                        "outputs": {p: path_fingerprint(p) for p in step.outputs}, "wall_s": round(wall_s, 3),
                        "finished_at": time.time(), "node_rank": node_rank, "host": socket.gethostname()})
@@ -156,8 +156,8 @@ def decide(step: Step, plan_env: dict[str, str], manifest_dir: str) -> Decision:
     """Whether `step` can be skipped now: same fingerprint as its manifest and untouched outputs."""
     digest, _ = step_fingerprint(step, plan_env)
     path = manifest_path(manifest_dir, step)
-    if step.kind in NEVER_SKIPPED or not step.outputs:
-        return Decision(False, f"{step.kind} steps always run", digest)
+    if step.role in NEVER_SKIPPED or not step.outputs:
+        return Decision(False, f"{step.role.value} steps always run", digest)
     data = read(path)
     if data is None:
         return Decision(False, "no manifest", digest)

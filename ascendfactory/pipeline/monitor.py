@@ -1,11 +1,14 @@
-"""Device-memory monitor: `logs/<prefix>-<timestamp>-npu_info-R${RankID}.txt`, one file per rank of this node.
+"""Device-memory monitor: `logs/<prefix>-<timestamp>-npu_info-R${RankID}.txt`, one file per rank of this node
+(the file names come from the plan's `LogSpec.naming`).
 
 A background thread samples every `interval_s` seconds while the train step runs:
 
 - Ascend: `npu-smi info`, the two table rows of each rank's NPU (its HBM usage) under a timestamp;
 - CUDA: `nvidia-smi --query-gpu=...` as one CSV line per rank's GPU;
-- always (and alone on CPU): RSS and CPU use of each rank's process tree (psutil), found as the
-  descendants of the launcher whose environment has `LOCAL_RANK`.
+- always (and alone on CPU): RSS and CPU use of each rank's process tree (psutil). torchrun workers are
+  found as the descendants of the launcher whose environment has `LOCAL_RANK`; for a Ray node or a single
+  process the whole tree under the launched process is the one rank (Ray's workers are the raylet's
+  children, which `ray_node.py` keeps inside that tree).
 
 Overhead is one process-table walk (and one device-tool call) per sample; `cpu_seconds` measures it.
 """
@@ -23,8 +26,7 @@ from typing import IO
 
 import psutil
 
-from ascendfactory.pipeline.launch import LogNames
-from ascendfactory.pipeline.plan import RankLayout
+from ascendfactory.pipeline.launchers import MonitorTargets
 
 INTERVAL_ENV = "AF_MONITOR_INTERVAL_S"
 DEFAULT_INTERVAL_S = 5.0
@@ -85,10 +87,11 @@ def parse_nvidia_smi(text: str) -> dict[int, str]:
 class DeviceMonitor(threading.Thread):
     """Samples until `stop()`; `attach(pid)` points it at the launcher whose workers it should follow."""
 
-    def __init__(self, names: LogNames, layout: RankLayout, *, env: dict[str, str],
+    def __init__(self, targets: MonitorTargets, paths: dict[int, str], *, env: dict[str, str],
                  interval_s: float | None = None, kind: str | None = None) -> None:
+        """`paths`: the device-info file of each global rank in `targets.ranks`."""
         super().__init__(name="af-device-monitor", daemon=True)
-        self.names, self.layout, self.env = names, layout, env
+        self.targets, self.env = targets, env
         self.interval_s = interval_s if interval_s is not None else float(
             env.get(INTERVAL_ENV) or DEFAULT_INTERVAL_S)
         self.kind = kind or detect_kind()
@@ -96,8 +99,7 @@ class DeviceMonitor(threading.Thread):
         self.root_pid: int | None = None
         self.samples = 0
         self.cpu_seconds = 0.0
-        self.paths = {local: names.npu_info(layout.global_rank(local))
-                      for local in range(layout.nproc_per_node)}
+        self.paths = {local: paths[rank] for local, rank in enumerate(targets.ranks)}
         self._halt = threading.Event()
         self._ranks: dict[int, int] = {}  # pid -> local rank
         self._procs: dict[int, psutil.Process] = {}
@@ -113,7 +115,8 @@ class DeviceMonitor(threading.Thread):
             self.join(timeout=10)
 
     def run(self) -> None:
-        os.makedirs(self.names.logs_dir, exist_ok=True)
+        for path in self.paths.values():
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         files = {local: open(path, "a", encoding="utf-8", buffering=1) for local, path in self.paths.items()}
         try:
             for f in files.values():
@@ -145,7 +148,7 @@ class DeviceMonitor(threading.Thread):
         for local, f in files.items():
             lines = device_lines.get(local, [])
             proc = usage.get(local)
-            rank = self.layout.global_rank(local)
+            rank = self.targets.ranks[local]
             proc_text = (f"rank {rank} pid {proc[0]} rss_mb {proc[1]:.1f} cpu_percent {proc[2]:.0f}" if proc
                          else f"rank {rank} no process")
             f.write(f"[{stamp}] {proc_text}\n")
@@ -158,9 +161,12 @@ class DeviceMonitor(threading.Thread):
         if self.root_pid is None:
             return {}
         try:
-            descendants = psutil.Process(self.root_pid).children(recursive=True)
+            root = psutil.Process(self.root_pid)
+            descendants = root.children(recursive=True)
         except psutil.Error:
             return {}
+        if not self.targets.local_rank_env:
+            return {0: self._tree_usage(root, descendants)}
         alive = {p.pid for p in descendants}
         for pid in list(self._ranks):
             if pid not in alive:
@@ -196,6 +202,21 @@ class DeviceMonitor(threading.Thread):
             except psutil.Error:
                 continue
         return out
+
+    def _tree_usage(self, root: psutil.Process, descendants: list[psutil.Process]) -> tuple[int, float, float]:
+        """The whole tree as one rank: total RSS, and the CPU use of the launched process."""
+        total = 0
+        for p in [root, *descendants]:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                continue
+        self._procs.setdefault(root.pid, root)
+        try:
+            cpu = self._procs[root.pid].cpu_percent(None)
+        except psutil.Error:
+            cpu = 0.0
+        return root.pid, total / 2**20, cpu
 
     @staticmethod
     def _local_rank(p: psutil.Process) -> int:

@@ -1,14 +1,13 @@
 """What the user sees while `train` runs: a rich live panel on a terminal, plain lines otherwise (CI).
 
 The panel shows every step with its state and wall time, and for the train step the iteration, loss,
-tokens/s per device and ETA parsed from the loss rank's lines (MindSpeed-LLM prints them on the last rank)
-with `ascendfactory.metrics`' Megatron parser. Plain mode prints the runner's events and echoes the step's
+tokens/s per device and ETA parsed from the loss rank's lines with the parser the plan names
+(`LogSpec.format`), its loss keys and its throughput formula. Plain mode prints the runner's events and echoes the step's
 output (for training: the loss rank and the launcher), so a CI log reads like the run.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import deque
@@ -16,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.metrics.formats import make_parser
-from ascendfactory.pipeline.plan import Step
-
-SEQ_ARG = re.compile(r"^\s*seq_length\s*\.{2,}\s*(\d+)\s*$")  # Megatron's arguments dump
-ELAPSED = "elapsed time per iteration (ms)"
+from ascendfactory.metrics.megatron import ELAPSED_MS, GBS, seq_length_from_line
+from ascendfactory.metrics.throughput import live_tokens_per_s
+from ascendfactory.plan import LogSpec, Role, Step
 
 
 @dataclass
@@ -33,13 +31,13 @@ class TrainStats:
     gbs: float | None = None
     seq_length: int | None = None
     devices: int | None = None
+    formula: str = "megatron"
 
     def tokens_per_s_per_device(self) -> float | None:
-        """MindSpeed-LLM's formula, GBS x seq_length / (devices x ms) x 1000, over the last iterations."""
-        if not (self.elapsed_ms and self.gbs and self.seq_length and self.devices):
-            return None
-        ms = sum(self.elapsed_ms) / len(self.elapsed_ms)
-        return self.gbs * self.seq_length / (self.devices * ms) * 1000 if ms > 0 else None
+        """The plan's throughput formula over the last iterations (None where it needs the whole log)."""
+        ms = sum(self.elapsed_ms) / len(self.elapsed_ms) if self.elapsed_ms else None
+        return live_tokens_per_s(self.formula, gbs=self.gbs, seq_length=self.seq_length, devices=self.devices,
+                                 mean_elapsed_ms=ms if ms and ms > 0 else None)
 
     def eta_s(self) -> float | None:
         if self.iteration is None or not self.total or not self.elapsed_ms:
@@ -69,17 +67,18 @@ def _clock(seconds: float) -> str:
 class Progress:
     """Thread-safe: `feed` is called by the tee thread, everything else by the runner."""
 
-    def __init__(self, console: Any, *, live: bool | None = None, seq_length: int | None = None,
-                 devices: int | None = None) -> None:
+    def __init__(self, console: Any, logs: LogSpec, *, live: bool | None = None) -> None:
         self.console = console
         self.live_mode = console.is_terminal if live is None else live
         self.steps: dict[str, tuple[str, str]] = {}  # name -> (state, detail)
         self.current: Step | None = None
         self.loss_rank: int | None = None
-        self.stats = TrainStats(seq_length=seq_length, devices=devices)
+        self.logs = logs
+        tp = logs.throughput
+        self.stats = TrainStats(seq_length=tp.seq_length, devices=tp.devices, formula=tp.formula)
         self.recent: deque[str] = deque(maxlen=6)
         self._lock = threading.Lock()
-        self._parser = make_parser("megatron")
+        self._parser = make_parser(logs.format)
         self._live: Any = None
         self._t0 = time.monotonic()
 
@@ -96,7 +95,7 @@ class Progress:
     def step_started(self, step: Step, *, loss_rank: int | None = None, detail: str = "") -> None:
         with self._lock:
             self.current, self.loss_rank = step, loss_rank
-            self._parser = make_parser("megatron")
+            self._parser = make_parser(self.logs.format)
             self.recent.clear()
             self._t0 = time.monotonic()
             self.steps[step.name] = ("running", detail)
@@ -126,7 +125,7 @@ class Progress:
 
     # -- output lines (tee thread) --------------------------------------------------------------------
     def feed(self, rank: int | None, text: str) -> None:
-        is_train = self.current is not None and self.current.kind == "train"
+        is_train = self.current is not None and self.current.role is Role.TRAIN
         if is_train and rank is not None and rank != self.loss_rank:
             return
         with self._lock:
@@ -138,17 +137,16 @@ class Progress:
 
     def _parse(self, text: str) -> None:
         s = self.stats
-        m = SEQ_ARG.match(text)
-        if m and s.seq_length is None:
-            s.seq_length = int(m.group(1))
+        if s.seq_length is None:
+            s.seq_length = seq_length_from_line(text)
         for rec in self._parser.feed(text):
             if rec.kind != "train":
                 continue
             s.iteration, s.total = rec.step, rec.total_steps or s.total
-            s.loss = rec.metrics.get("lm loss", rec.metrics.get("loss", s.loss))
-            if ELAPSED in rec.metrics:
-                s.elapsed_ms.append(rec.metrics[ELAPSED])
-            s.gbs = rec.metrics.get("global batch size", s.gbs)
+            s.loss = next((rec.metrics[k] for k in self.logs.loss_keys if k in rec.metrics), s.loss)
+            if ELAPSED_MS in rec.metrics:
+                s.elapsed_ms.append(rec.metrics[ELAPSED_MS])
+            s.gbs = rec.metrics.get(GBS, s.gbs)
 
     # -- rendering ------------------------------------------------------------------------------------
     def panel(self) -> Any:
@@ -166,7 +164,7 @@ class Progress:
                 table.add_row(name, Text(state, style=colours.get(state, "")), detail)
             if self.current is not None:
                 elapsed = _clock(time.monotonic() - self._t0)
-                info = self.stats.line() if self.current.kind == "train" else "running"
+                info = self.stats.line() if self.current.role is Role.TRAIN else "running"
                 table.add_row("", "", Text(f"{elapsed}  {info}", style="cyan"))
                 for line in self.recent:
                     table.add_row("", "", Text(line[-200:], style="dim"))

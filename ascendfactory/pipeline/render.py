@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from ascendfactory.pipeline.plan import Plan
+from ascendfactory.plan import Plan
 
 
 def plan_to_shell(plan: Plan) -> str:
@@ -21,7 +21,7 @@ def plan_to_shell(plan: Plan) -> str:
         lines.append(f"export {key}={shlex.quote(value)}")
     for step in plan.steps:
         lines.append("")
-        lines.append(f"# --- step: {step.name} ({step.kind})")
+        lines.append(f"# --- step: {step.name} ({step.role.value})")
         for note in step.notes:
             lines.append(f"# {note}")
         if step.skipped:
@@ -30,6 +30,8 @@ def plan_to_shell(plan: Plan) -> str:
         if not step.argv:
             lines.append(f"# runs inside ascendfactory-cli (writes {', '.join(step.outputs)})")
             continue
+        for d in step.mkdirs:
+            lines.append(f"mkdir -p {shlex.quote(d)}")
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in step.env.items())
         cmd = step.command_line()
         if step.cwd:

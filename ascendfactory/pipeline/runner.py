@@ -1,18 +1,23 @@
 """Run a Plan: each step as a subprocess in its own process group, teed to the documented log files.
 
-    run_experiment(plan, loaded) -> 0      raises StageFailedError / InterruptedRunError otherwise
+    run_experiment(plan, out=..., replan=...) -> 0     raises StageFailedError / InterruptedRunError otherwise
 
-Lifecycle of one `train` (DESIGN.md, "runner" and "results"):
+The runner reads only the plan (`ascendfactory.plan`): it imports nothing from the config, the backends or
+the CLI. What it does per role and launch kind:
 
-1. write `exp-config.yaml`; with `train_auto_resume`, repair the checkpoint tracker and re-plan so the
-   train step resumes from the newest complete checkpoint;
+1. write the plan's `files` (the resolved `exp-config.yaml`, ...); with `policy.auto_resume`, repair the
+   checkpoint tracker (`checkpoints.repair_tracker`, by the plan's checkpoint scheme) and re-plan (the
+   `replan` callback) so the train step resumes from the newest complete checkpoint;
 2. for each step in order: planner skip -> multi-node wait (NODE_RANK > 0, `only_node0`) -> manifest skip
-   -> run. A successful step writes its manifest; a failing one has the outputs it created removed
-   (never `saved_checkpoints`) and raises StageFailedError naming the first failing rank;
-3. the train step runs with the device monitor and the retention watcher; when it fails and
-   `train_auto_resume` is on it is re-planned and restarted from the newest checkpoint, up to
-   `auto_resume.max_attempts` times, `auto_resume.backoff_s` apart;
-4. the plot step runs in-process; the summary is printed and saved to `.af/summary.json`.
+   (never for TRAIN and PLOT) -> create `mkdirs` -> run through the launcher of its launch kind
+   (`pipeline.launchers`). A successful step writes its manifest; a failing one has the outputs it
+   created removed (never the checkpoint root) and raises StageFailedError naming the first failing rank;
+3. the TRAIN step runs with the device monitor and checkpoint retention (`checkpoints.retain`, applied
+   whenever the log shows `checkpoints.saved_marker` and at the end); when it fails and
+   `policy.auto_resume` is on it is re-planned and restarted, up to `policy.max_attempts` times,
+   `policy.backoff_s` apart;
+4. the PLOT step runs in-process from the loss rank's logs (`logs.loss_rank`, `logs.format`); the summary
+   (loss, throughput by `logs.throughput`) is printed through `out` and saved to `.af/summary.json`.
 
 SIGINT / SIGTERM stop every child process group (SIGTERM, grace, SIGKILL) and raise InterruptedRunError
 (exit 130 / 143); the logs record `run interrupted by SIGINT`.
@@ -25,47 +30,40 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ascendfactory import checkpoints
-from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.checkpoints import get_scheme
 from ascendfactory.errors import InterruptedRunError, StageFailedError
-from ascendfactory.layout import OutputLayout
 from ascendfactory.pipeline import manifest, results
-from ascendfactory.pipeline.launch import (
-    DIST_TIMEOUT_ENV,
-    LogNames,
-    Outcome,
-    StepProcess,
-    with_rendezvous_timeout,
-)
+from ascendfactory.pipeline.launch import LogNames, Outcome, timestamp
+from ascendfactory.pipeline.launchers import open_step
 from ascendfactory.pipeline.monitor import DeviceMonitor
-from ascendfactory.pipeline.plan import Plan, Step
 from ascendfactory.pipeline.procgroup import DEFAULT_GRACE_S, Interrupt, trap_signals
 from ascendfactory.pipeline.progress import Progress
 from ascendfactory.pipeline.results import StepResult
+from ascendfactory.plan import Plan, Role, Step
 
 POLL_S = 0.2
+SUMMARY_LABELS = {Role.EXPORT: "hf weights", Role.PLOT: "loss curve"}
+EXP_CONFIG = "exp-config.yaml"  # every backend's documented tree has the resolved config under this name
 
 
-def run_experiment(plan: Plan, loaded: LoadedExperiment, *, live: bool | None = None,
+def run_experiment(plan: Plan, *, out: Any, replan: Callable[[], Plan] | None = None, live: bool | None = None,
                    grace_s: float = DEFAULT_GRACE_S, stamp: str | None = None) -> int:
-    """Run every step of `plan`; 0 on success. See the module docstring for what happens on the way."""
-    return Runner(plan, loaded, live=live, grace_s=grace_s, stamp=stamp).run()
+    """Run every step of `plan`; 0 on success. `out`: the CLI's output object (`console`, `table`, `text`);
+    `replan`: plans the experiment again (auto-resume). See the module docstring for the rest."""
+    return Runner(plan, out=out, replan=replan, live=live, grace_s=grace_s, stamp=stamp).run()
 
 
 class Runner:
-    def __init__(self, plan: Plan, loaded: LoadedExperiment, *, live: bool | None = None,
-                 grace_s: float = DEFAULT_GRACE_S, stamp: str | None = None) -> None:
-        from ascendfactory.cli._output import out
-
-        self.plan, self.loaded, self.cfg = plan, loaded, loaded.config
-        self.out = out
-        self.layout = OutputLayout(plan.output_dir)
-        self.names = LogNames.for_run(self.layout.logs_dir, plan.model_name, plan.exp_name, stamp)
-        self.manifests = self.layout.manifest_dir
-        self.node_rank = self.cfg.env.NODE_RANK
+    def __init__(self, plan: Plan, *, out: Any, replan: Callable[[], Plan] | None = None,
+                 live: bool | None = None, grace_s: float = DEFAULT_GRACE_S, stamp: str | None = None) -> None:
+        self.plan, self.out, self.replan = plan, out, replan
+        self.policy = plan.policy
+        self.names = LogNames(plan.logs_dir, plan.logs.naming, stamp or timestamp())
+        self.manifests = plan.manifest_dir
         self.grace_s = grace_s
         self.interrupt = Interrupt()
         self.results: list[StepResult] = []
@@ -77,21 +75,18 @@ class Runner:
     # -- lifecycle ------------------------------------------------------------------------------------
     def run(self) -> int:
         t0 = time.monotonic()
-        os.makedirs(self.layout.logs_dir, exist_ok=True)
+        os.makedirs(self.plan.logs_dir, exist_ok=True)
         self._log = open(self.names.runner, "a", encoding="utf-8", buffering=1)
-        train = self.plan.step("train")
-        loss_rank = self._loss_rank(train)
-        facts = self.plan.facts
-        self.progress = Progress(self.out.console, live=self._live, seq_length=facts.get("seq_length"),
-                                 devices=facts.get("world_size"))
+        self.progress = Progress(self.out.console, self.plan.logs, live=self._live)
         try:
             with trap_signals(self.interrupt):
                 self.progress.start(self.plan.steps)
-                written = results.write_exp_config(self.cfg.model_dump(mode="json"), self.layout.exp_config,
-                                                   source=self.loaded.source)
-                self.event(f"run {self.names.prefix} {self.names.stamp}: logs in {self.layout.logs_dir}"
-                           + (f", resolved config in {written}" if written else ""))
+                written = [p for path, text in self.plan.files.items()
+                           if (p := results.write_file(path, text, source=self.plan.source))]
+                self.event(f"run {self.names.prefix} {self.names.stamp}: logs in {self.plan.logs_dir}"
+                           + (f", resolved config in {', '.join(written)}" if written else ""))
                 self._prepare_resume()
+                loss_rank = self._loss_rank(self.plan.with_role(Role.TRAIN))
                 for step in list(self.plan.steps):
                     self._check_interrupt(None)
                     self.run_step(step, loss_rank)
@@ -110,20 +105,20 @@ class Runner:
 
     def finish(self, wall_s: float, loss_rank: int | None) -> None:
         summary = results.RunSummary(output_dir=self.plan.output_dir, steps=self.results, wall_s=wall_s)
-        written = {"logs": self.layout.logs_dir}
-        if os.path.isdir(self.layout.saved_checkpoints):
-            written["checkpoints"] = self.layout.saved_checkpoints
+        written = {"logs": self.plan.logs_dir}
+        ckpt = self.plan.checkpoints
+        if ckpt is not None and os.path.isdir(ckpt.root):
+            written["checkpoints"] = ckpt.root
         for step in self.plan.steps:
             made = not step.skipped and step.outputs and os.path.exists(step.outputs[0])
-            if step.kind in ("mg2hf", "plot") and made:
-                written["hf weights" if step.kind == "mg2hf" else "loss curve"] = step.outputs[0]
-        if os.path.exists(self.layout.exp_config):
-            written["config"] = self.layout.exp_config
+            if step.role in SUMMARY_LABELS and made:
+                written[SUMMARY_LABELS[step.role]] = step.outputs[0]
+        for path in self.plan.files:
+            if os.path.exists(path):
+                written["config" if os.path.basename(path) == EXP_CONFIG else os.path.basename(path)] = path
         summary.written = written
         if loss_rank is not None:
-            facts = self.plan.facts
-            results.summarize(summary, self._loss_logs(loss_rank), seq_length=facts.get("seq_length"),
-                              devices=facts.get("world_size"))
+            results.summarize(summary, self._loss_logs(loss_rank), self.plan.logs)
         written["summary"] = results.save_summary(summary, os.path.join(self.manifests, "summary.json"))
         results.render_summary(summary, self.out)
         self.event(f"run finished in {wall_s:.1f}s")
@@ -138,18 +133,20 @@ class Runner:
     def run_step(self, step: Step, loss_rank: int | None) -> None:
         if step.skipped:
             return self._record(step, "skipped", step.skip_reason or "")
-        if step.kind == "plot":
+        if step.role is Role.PLOT:
             return self._plot(step, loss_rank)
-        if step.only_node0 and self.node_rank != 0:
+        if step.launch is None:
+            raise ValueError(f"step {step.name}: nothing to launch")  # a planning bug, not a user error
+        if step.only_node0 and self.policy.node_rank != 0:
             t0 = time.monotonic()
             self.progress.step_started(step, detail="waiting for NODE_RANK 0")
             self.event(f"step {step.name}: waiting for NODE_RANK 0 (shared filesystem)")
             path = manifest.wait_for_node0(step, self.plan.env, self.manifests,
-                                           timeout_s=self.cfg.node_wait_timeout_s, started_at=self.started_at,
+                                           timeout_s=self.policy.node_wait_timeout_s, started_at=self.started_at,
                                            sleep=self.interrupt.sleep)
             self._check_interrupt(None)
             return self._record(step, "waited", f"run by NODE_RANK 0 ({path})", time.monotonic() - t0)
-        if step.kind != "train":
+        if step.role is not Role.TRAIN:
             decision = manifest.decide(step, self.plan.env, self.manifests)
             step.fingerprint = decision.fingerprint
             if decision.up_to_date:
@@ -157,7 +154,9 @@ class Runner:
         manifest.invalidate(self.manifests, step)
         existed = {p: os.path.exists(p) for p in step.outputs}
         try:
-            if step.kind == "train":
+            for d in step.mkdirs:
+                os.makedirs(d, exist_ok=True)
+            if step.role is Role.TRAIN:
                 step, outcome = self._train(step, loss_rank)
             else:
                 outcome = self.launch(step, loss_rank=None)
@@ -167,29 +166,30 @@ class Runner:
         if outcome.returncode != 0:
             self._remove_partial(step, existed)
             manifest.write_failure(self.manifests, step, returncode=outcome.returncode,
-                                   log_path=outcome.log_path, node_rank=self.node_rank)
+                                   log_path=outcome.log_path, node_rank=self.policy.node_rank)
             self._record(step, "failed", f"exit code {outcome.returncode}", outcome.wall_s, outcome.logs)
             raise StageFailedError(step.name, outcome.returncode, outcome.log_path, outcome.tail,
                                    outcome.rank)
-        if step.kind != "train":
+        if step.role is not Role.TRAIN:
             manifest.write(self.manifests, step, self.plan.env, wall_s=outcome.wall_s,
-                           node_rank=self.node_rank)
+                           node_rank=self.policy.node_rank)
         self._record(step, "done", "", outcome.wall_s, outcome.logs)
 
     def launch(self, step: Step, *, loss_rank: int | None) -> Outcome:
-        """Start the step, tee it, watch it (monitor, retention, signals) until it exits."""
+        """Start the step through its launcher, tee it, watch it (monitor, retention, signals) until it exits."""
         env = {**os.environ, **self.plan.env, **step.env}
         env.setdefault("PYTHONUNBUFFERED", "1")  # live logs: children flush line by line
-        argv = list(step.argv)
+        proc, launcher = open_step(step, self.policy, self.names, env=env, on_line=self._on_line)
+        targets = launcher.monitor() if step.role is Role.TRAIN else None
         monitor = None
-        if step.ranks is not None:
-            argv = with_rendezvous_timeout(argv, self.cfg.node_wait_timeout_s)
-            env.setdefault(DIST_TIMEOUT_ENV, str(int(self.cfg.node_wait_timeout_s)))
-            monitor = DeviceMonitor(self.names, step.ranks, env=env)
+        if targets is not None and step.launch is not None:
+            n, ws = self.policy.nnodes, step.launch.world_size
+            paths = {r: self.names.npu_info(r, nnodes=n, world_size=ws, node_rank=self.policy.node_rank)
+                     for r in targets.ranks}
+            monitor = DeviceMonitor(targets, paths, env=proc.env)
         self.progress.step_started(step, loss_rank=loss_rank)
         self.event(f"step {step.name}: running {step.command_line()}")
-        proc = StepProcess(step, env=env, names=self.names, on_line=self._on_line)
-        proc.start(argv)
+        proc.start()
         if monitor is not None and proc.pid is not None:
             monitor.attach(proc.pid)
             monitor.start()
@@ -212,25 +212,25 @@ class Runner:
         return outcome
 
     def _on_line(self, rank: int | None, text: str) -> None:
-        if checkpoints.SAVED_MARKER in text:
+        marker = self.plan.checkpoints.saved_marker if self.plan.checkpoints else None
+        if marker and marker in text:
             self._saved.set()
         self.progress.feed(rank, text)
 
     # -- train: auto-resume and retention -------------------------------------------------------------
     def _train(self, step: Step, loss_rank: int | None) -> tuple[Step, Outcome]:
-        policy = self.cfg.auto_resume
+        policy = self.policy
         attempt = 0
         while True:
             outcome = self.launch(step, loss_rank=loss_rank)
             self._retention()
-            if outcome.returncode == 0 or not self.cfg.train_auto_resume or attempt >= policy.max_attempts:
+            if outcome.returncode == 0 or not policy.auto_resume or attempt >= policy.max_attempts:
                 return step, outcome
             attempt += 1
-            state, repaired = checkpoints.repair_tracker(self.layout.saved_checkpoints)
+            start, repaired = self._repair()
             if repaired:
                 self.event(repaired)
-            start = (checkpoints.iteration_name(state.tracker) if state.resumable
-                     else "the start (no complete checkpoint yet)")
+            start = start or "the start (no complete checkpoint yet)"
             rank = f" (first failing rank {outcome.rank})" if outcome.rank is not None else ""
             self.event(f"train failed with exit code {outcome.returncode}{rank}; auto-resume "
                        f"{attempt}/{policy.max_attempts} from {start} in {policy.backoff_s:g}s")
@@ -238,10 +238,17 @@ class Runner:
                 self._check_interrupt(step)
             step = self._replan_train(step)
 
-    def _replan_train(self, fallback: Step) -> Step:
-        from ascendfactory.pipeline.planner import make_plan
+    def _repair(self) -> tuple[str | None, str | None]:
+        """(resume point, what was repaired) by the plan's checkpoint scheme."""
+        ckpt = self.plan.checkpoints
+        if ckpt is None or not os.path.isdir(ckpt.root):
+            return None, None
+        return get_scheme(ckpt.scheme).repair_tracker(ckpt.root)
 
-        new = make_plan(self.loaded, dry_run=False).step("train")
+    def _replan_train(self, fallback: Step) -> Step:
+        if self.replan is None:
+            return fallback
+        new = self.replan().step(fallback.name)
         if new is None:
             return fallback
         self.event("re-planned train: " + ("; ".join(new.notes) or new.command_line()))
@@ -249,47 +256,56 @@ class Runner:
 
     def _prepare_resume(self) -> None:
         """Re-running after a crash continues from the newest checkpoint even when the tracker is stale."""
-        if not self.cfg.train_auto_resume or not os.path.isdir(self.layout.saved_checkpoints):
+        ckpt = self.plan.checkpoints
+        if not self.policy.auto_resume or ckpt is None:
             return
-        _, repaired = checkpoints.repair_tracker(self.layout.saved_checkpoints)
-        if repaired and self.plan.step("train") is not None:
+        _, repaired = self._repair()
+        train = self.plan.with_role(Role.TRAIN)
+        if repaired and train is not None:
             self.event(repaired)
-            new = self._replan_train(self.plan.step("train"))  # type: ignore[arg-type]
-            self.plan.steps = [new if s.kind == "train" else s for s in self.plan.steps]
+            new = self._replan_train(train)
+            self.plan.steps = [new if s is train else s for s in self.plan.steps]
 
     def _retention(self) -> None:
-        keep = self.cfg.save_total_limit
-        if keep > 0:
-            for path in checkpoints.apply_retention(self.layout.saved_checkpoints, keep):
-                self.event(f"save_total_limit {keep}: removed {path}")
+        ckpt = self.plan.checkpoints
+        if ckpt is not None and ckpt.retain > 0:
+            for path in get_scheme(ckpt.scheme).apply_retention(ckpt.root, ckpt.retain):
+                self.event(f"save_total_limit {ckpt.retain}: removed {path}")
 
     # -- helpers --------------------------------------------------------------------------------------
     def _plot(self, step: Step, loss_rank: int | None) -> None:
         t0 = time.monotonic()
         paths = self._loss_logs(loss_rank) if loss_rank is not None else []
-        out_png = step.outputs[0] if step.outputs else self.layout.loss_plot
-        written = results.plot(paths, out_png) if paths else None
+        out_png = step.outputs[0] if step.outputs else os.path.join(self.plan.output_dir, "training_loss.png")
+        written = results.plot(paths, out_png, self.plan.logs) if paths else None
         if written is None:
             return self._record(step, "skipped", "no loss logged by this node", time.monotonic() - t0)
         self._record(step, "done", written, time.monotonic() - t0)
 
     def _loss_logs(self, rank: int) -> list[str]:
-        return results.loss_logs(self.names, nnodes=self.cfg.env.NNODES, rank=rank)
+        train = self.plan.with_role(Role.TRAIN)
+        world = train.launch.world_size if train is not None and train.launch is not None else 1
+        return results.loss_logs(self.names, self.plan.logs, rank=rank, nnodes=self.policy.nnodes,
+                                 world_size=world)
 
     def _loss_rank(self, train: Step | None) -> int | None:
-        """MindSpeed-LLM logs loss on the last rank; None when that rank is on another node."""
-        if train is None or train.ranks is None:
+        """The global rank that prints the loss (`logs.loss_rank`); None when it runs on another node."""
+        if train is None or train.launch is None:
             return None
-        last = train.ranks.world_size - 1
-        return last if train.ranks.node_rank == train.ranks.nnodes - 1 else None
+        launch = train.launch
+        rank = 0 if self.plan.logs.loss_rank == "first" else launch.world_size - 1
+        return rank if rank in launch.ranks_here() else None
 
     def _remove_partial(self, step: Step, existed: dict[str, bool]) -> None:
         """Remove outputs this failed run created; never checkpoints, logs or the output dir itself."""
-        saved = os.path.abspath(self.layout.saved_checkpoints)
-        keep = {os.path.abspath(p) for p in (saved, self.layout.logs_dir, self.layout.root, self.manifests)}
+        ckpt = self.plan.checkpoints
+        saved = os.path.abspath(ckpt.root) if ckpt else None
+        keep = {os.path.abspath(p) for p in (self.plan.logs_dir, self.plan.output_dir, self.manifests)}
+        if saved:
+            keep.add(saved)
         for path, was_there in existed.items():
             full = os.path.abspath(path)
-            if was_there or full in keep or full.startswith(saved + os.sep):
+            if was_there or full in keep or (saved and full.startswith(saved + os.sep)):
                 continue
             if os.path.isdir(full):
                 shutil.rmtree(full, ignore_errors=True)

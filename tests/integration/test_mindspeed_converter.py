@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ascendfactory.doctor import mindspeed_llm_install_dir
+from ascendfactory.backends.mindspeed_llm.environment import install_dir as mindspeed_llm_install_dir
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ def test_real_converter_round_trip(tmp_path: Path, converter: str) -> None:
 
     from ascendfactory.config.load import load_experiment
     from ascendfactory.engine.demo import main as make_demo
-    from ascendfactory.pipeline.planner import make_plan
+    from ascendfactory.backends.planner import make_plan
 
     script = {"v1": "convert_ckpt.py", "v2": "convert_ckpt_v2.py"}[converter]
     if not os.path.isfile(os.path.join(MS_DIR, script)):

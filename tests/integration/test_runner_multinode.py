@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "pipeline"))
 import runner_fakes as fakes  # noqa: E402
 
-from ascendfactory.pipeline.plan import Step  # noqa: E402
+from ascendfactory.plan import Role  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +27,17 @@ def _start_node(tmp_path: Path, node_rank: int, port: int, *, iters: int, sleep:
     trainer = fakes.write_script(tmp_path, "trainer.py", fakes.FAKE_TRAINER)
     writer = fakes.write_script(tmp_path, "writer.py", fakes.WRITER)
     conv = str(out / "converted_weight_TP1PP1")
-    hf2mg = Step(name="hf2mg", kind="hf2mg", argv=[sys.executable, writer, conv], outputs=[conv],
-                 only_node0=True)
+    hf2mg = fakes.proc_step("hf2mg", Role.CONVERT, [sys.executable, writer, conv], outputs=[conv],
+                            only_node0=True)
     train = fakes.train_step(trainer, out, iters=iters, save_interval=2, nproc=1, nnodes=2,
                              node_rank=node_rank, port=port, sleep=sleep)
-    plot = Step(name="plot", kind="plot", argv=[], outputs=[str(out / "training_loss.png")],
-                skip_reason=None if node_rank == 1 else "the loss is printed by the last rank")
+    plot = fakes.plot_step(out, None if node_rank == 1 else "the loss is printed by the last rank")
     spec = {"config": {"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out),
                        "env": {"NNODES": 2, "NODE_RANK": node_rank, "MASTER_ADDR": "127.0.0.1",
                                "MASTER_PORT": port},
                        "node_wait_timeout_s": timeout_s},
-            "steps": [fakes.step_spec(s) for s in (hf2mg, train, plot)], "facts": {"world_size": 2}}
+            "steps": [fakes.step_spec(s) for s in (hf2mg, train, plot)], "facts": {"world_size": 2},
+            "fakes_dir": str(Path(fakes.__file__).resolve().parent)}
     path = tmp_path / f"node{node_rank}.json"
     path.write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "pipeline"
 import runner_fakes as fakes  # noqa: E402
 
 from ascendfactory.errors import StageFailedError  # noqa: E402
-from ascendfactory.pipeline import planner  # noqa: E402
-from ascendfactory.pipeline.runner import run_experiment  # noqa: E402
+from ascendfactory.backends import planner  # noqa: E402
+from runner_fakes import run_experiment  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +64,7 @@ def test_kill_9_of_a_worker_auto_resumes_from_the_newest_checkpoint(tmp_path, tr
     port = fakes.free_port()
 
     def make_plan(loaded, *, dry_run, environ=None):  # the planner's rule: resume when a checkpoint is there
-        from ascendfactory.checkpoints import inspect
+        from ascendfactory.checkpoints.megatron import inspect
 
         resume = inspect(str(out / "saved_checkpoints")).resumable
         return fakes.plan(out, [fakes.train_step(trainer, out, iters=8, save_interval=2, nproc=2, load=resume,
@@ -85,8 +85,8 @@ def test_kill_9_of_a_worker_auto_resumes_from_the_newest_checkpoint(tmp_path, tr
 def test_sigterm_stops_torchrun_and_its_workers(tmp_path, trainer):
     out = tmp_path / "out"
     step = fakes.train_step(trainer, out, iters=1000, nproc=2, sleep=0.5)
-    spec = {"config": {"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)},
-            "steps": [fakes.step_spec(step)], "facts": {"world_size": 2}, "grace_s": 5.0}
+    spec = fakes.driver_spec({"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)}, [step],
+                             facts={"world_size": 2}, grace_s=5.0)
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)
     runner = subprocess.Popen([sys.executable, driver, str(tmp_path / "spec.json")],

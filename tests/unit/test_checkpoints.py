@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ascendfactory import checkpoints as ck
+from ascendfactory.checkpoints import megatron as ck
 
 
 def _iter(root: Path, it: int, *, complete: bool = True, suffix: str = "") -> Path:

@@ -8,7 +8,7 @@ import pytest
 
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
-from ascendfactory.pipeline.planner import make_plan
+from ascendfactory.backends.planner import make_plan
 from tests.conftest import REPO
 
 QUICK = REPO / "cfgs" / "quickstart.yaml"
@@ -25,7 +25,7 @@ def train_argv(plan) -> list[str]:
 
 def test_default_plan_runs_every_step_with_finetune_flags(tmp_path):
     plan = plan_for(f"--af_output_dir={tmp_path}")
-    assert [s.kind for s in plan.steps] == ["preprocess", "hf2mg", "train", "mg2hf", "plot"]
+    assert [s.name for s in plan.steps] == ["preprocess", "hf2mg", "train", "mg2hf", "plot"]
     assert not any(s.skipped for s in plan.steps)
     argv = train_argv(plan)
     assert argv[argv.index("--load") + 1] == f"{tmp_path}/converted_weight_TP1PP1"

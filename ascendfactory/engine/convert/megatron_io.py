@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendfactory import parallel
-from ascendfactory.checkpoints import (  # the layout names live in one place
+from ascendfactory.checkpoints.megatron import (  # the layout names live in one place
     SHARD_FILE,
     TRACKER,
     iteration_name,

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ascendfactory.checkpoints import parse_tracker, tracker_text
+from ascendfactory.checkpoints.megatron import parse_tracker, tracker_text
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.shard_map import hf_local_to_megatron, megatron_to_hf_local
 from ascendfactory.errors import ConfigError, ParallelismError, Problem

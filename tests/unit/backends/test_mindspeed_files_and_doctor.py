@@ -1,4 +1,4 @@
-"""The file wrapper around MindSpeed-LLM programs, `doctor --backend mindspeed-llm`, and its install plan."""
+"""The v1 mg2hf output program, `doctor --backend mindspeed-llm`, and its install plan."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ascendfactory.backends.mindspeed_args import files
+from ascendfactory.backends.doctor import ascend_toolkit_status
+from ascendfactory.backends.install import run_install
+from ascendfactory.backends.mindspeed_llm.environment import checks as mindspeed_llm_checks
+from ascendfactory.backends.mindspeed_llm.environment import install_plan as mindspeed_llm_plan
 from ascendfactory.cli.app import app
-from ascendfactory.doctor import ascend_toolkit_status, mindspeed_llm_checks, mindspeed_llm_plan, run_install
+from ascendfactory.programs import v1_mg2hf_output as files
 
 
 def hf_dir(root: Path) -> Path:
@@ -43,9 +46,7 @@ def test_wrapper_returns_the_program_exit_code_and_does_not_collect(tmp_path: Pa
     assert code == 3 and not (out / "model.safetensors").exists()
 
 
-def test_wrapper_creates_folders_and_reports_a_missing_hf_config(tmp_path: Path) -> None:
-    target = tmp_path / "a" / "b"
-    assert files.main(["--mkdir", str(target), "--", sys.executable, "-c", "pass"]) == 0 and target.is_dir()
+def test_wrapper_reports_a_missing_hf_config(tmp_path: Path) -> None:
     assert files.main(["--stage-hf-config", str(tmp_path), "--collect-mg2hf", str(tmp_path / "o"), "--",
                        sys.executable, "-c", "pass"]) == 1
 

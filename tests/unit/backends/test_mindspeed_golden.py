@@ -149,8 +149,8 @@ def plan_json(path: Path) -> dict:
     return json.loads(r.output)
 
 
-def step(plan: dict, kind: str) -> dict:
-    return next(s for s in plan["steps"] if s["kind"] == kind)
+def step(plan: dict, name: str) -> dict:
+    return next(s for s in plan["steps"] if s["name"] == name)
 
 
 def out_paths(name: str) -> dict[str, str]:
@@ -217,7 +217,7 @@ def test_conversions_match_the_example_scripts(site: Path, version: str, hf2mg: 
     back = step(plan, "mg2hf")["argv"]
     if version == "v1":  # stage the HF config into save-dir, run, move <save-dir>/mg2hf/* up
         cut = back.index("--")
-        assert back[1:cut] == ["-m", "ascendfactory.backends.mindspeed_args.files", "--stage-hf-config", HF,
+        assert back[1:cut] == ["-m", "ascendfactory.programs.v1_mg2hf_output", "--stage-hf-config", HF,
                                "--collect-mg2hf", paths["OUT"]]
         back = back[cut + 1:]
     assert back[1] == script

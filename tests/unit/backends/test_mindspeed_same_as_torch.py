@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from ascendfactory.config.load import load_experiment
-from ascendfactory.pipeline.plan import Plan
-from ascendfactory.pipeline.planner import make_plan
+from ascendfactory.plan import Plan
+from ascendfactory.backends.planner import make_plan
 
 SAME = ("tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size",
         "seq-length", "train-iters", "data-path", "load", "finetune", "no-load-optim", "no-load-rng", "save",

@@ -10,14 +10,13 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from ascendfactory.backends import list_supported_backends
+from ascendfactory.backends.registry import all_backends
 from ascendfactory.cli.app import app, main
-from ascendfactory.config.generate import list_experiments
 from tests.conftest import REPO
 
 runner = CliRunner()
 
-TEMPLATES = [(b.name, e) for b in list_supported_backends() for e in list_experiments(b.name)]
+TEMPLATES = [(b.name, e) for b in all_backends() for e in b.experiments()]
 
 
 def test_every_backend_ships_the_required_templates():
@@ -59,7 +58,7 @@ def test_config_then_dry_run_round_trip(tmp_path, backend, exp):
     plan = json.loads(r.stdout)
     assert plan["backend"] == backend and plan["model_name"] == model and plan["exp_name"] == exp
     if backend in ("torch", "mindspeed-llm"):
-        assert [s["kind"] for s in plan["steps"]][:4] == ["preprocess", "hf2mg", "train", "mg2hf"]
+        assert [s["name"] for s in plan["steps"]][:4] == ["preprocess", "hf2mg", "train", "mg2hf"]
 
 
 def test_config_refuses_to_overwrite(tmp_path):

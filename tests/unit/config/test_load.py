@@ -1,6 +1,8 @@
 import pytest
 
-from ascendfactory.config.load import load_experiment, merge_layers
+from ascendfactory.backends.registry import directory
+from ascendfactory.config.load import load_experiment
+from ascendfactory.config.tree import merge_layers
 from ascendfactory.errors import ConfigError
 
 MINIMAL = """
@@ -18,7 +20,7 @@ backend_config:
 def test_new_style_loads_types_and_interpolates(write_yaml):
     loaded = load_experiment(write_yaml(MINIMAL))
     cfg = loaded.config
-    assert cfg.backend.value == "torch" and cfg.af_output_dir == "/tmp/out/tiny-demo-t"
+    assert cfg.backend == "torch" and cfg.af_output_dir == "/tmp/out/tiny-demo-t"
     assert cfg.backend_config["training"]["lr"] == 1e-5  # YAML 1.1 would have made this a string
     assert cfg.ckpt_load_type == 1 and cfg.env.NNODES == 1 and loaded.style == "new"
 
@@ -45,7 +47,7 @@ def test_unknown_top_level_key_suggests_the_nearest(write_yaml):
 def test_every_schema_problem_reported_at_once(write_yaml):
     text = MINIMAL.replace("backend: torch", "backend: torchx") + "ckpt_load_type: 5\nenv: {NNODE: 2}\n"
     with pytest.raises(ConfigError) as e:
-        load_experiment(write_yaml(text))
+        load_experiment(write_yaml(text), backends=directory())
     msg = str(e.value)
     assert "backend:" in msg and "'torchx'" in msg
     assert "ckpt_load_type:" in msg

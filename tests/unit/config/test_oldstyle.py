@@ -1,5 +1,6 @@
 import pytest
 
+from ascendfactory.backends.registry import directory
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
 from tests.conftest import REPO
@@ -9,7 +10,7 @@ OLD = REPO / "cfgs" / "multi_model_cfgs.yaml"
 
 def test_base_model_experiment_cli_precedence():
     loaded = load_experiment(OLD, ["--backend_config.training.lr=9e-6"], model_name="qwen2.5-7b",
-                             exp_name="full-4k")
+                             exp_name="full-4k", backends=directory())
     cfg = loaded.config
     training = cfg.backend_config["training"]
     assert loaded.style == "old"
@@ -25,9 +26,9 @@ def test_base_model_experiment_cli_precedence():
 
 
 def test_shared_experiments_and_old_names():
-    cfg = load_experiment(OLD, model_name="llama3.1-8b", exp_name="smoke").config
+    cfg = load_experiment(OLD, model_name="llama3.1-8b", exp_name="smoke", backends=directory()).config
     assert cfg.backend_config["training"]["train-iters"] == 10
-    cfg = load_experiment(OLD, model_name="llama3.1-8b", exp_name="full-32k").config
+    cfg = load_experiment(OLD, model_name="llama3.1-8b", exp_name="full-32k", backends=directory()).config
     assert cfg.backend_config["training"]["context-parallel-size"] == 2
 
 
@@ -37,10 +38,10 @@ def test_shared_experiments_and_old_names():
 ])
 def test_unknown_names_list_what_the_file_has(model, exp, fragment):
     with pytest.raises(ConfigError) as e:
-        load_experiment(OLD, model_name=model, exp_name=exp)
+        load_experiment(OLD, model_name=model, exp_name=exp, backends=directory())
     assert fragment in str(e.value)
 
 
 def test_old_style_file_without_names_says_how_to_run_it():
     with pytest.raises(ConfigError, match="<model_name> <exp_name>"):
-        load_experiment(OLD)
+        load_experiment(OLD, backends=directory())

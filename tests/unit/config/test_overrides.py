@@ -1,6 +1,7 @@
 import pytest
 
-from ascendfactory.config.overrides import parse_overrides, parse_value, set_dotted
+from ascendfactory.config.overrides import parse_overrides, parse_value
+from ascendfactory.config.tree import set_dotted
 from ascendfactory.errors import ConfigError
 
 

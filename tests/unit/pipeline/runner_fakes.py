@@ -11,14 +11,30 @@ tracker every `--save-interval` steps (rank 0, temp dir then rename, as Megatron
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import pickle
 import socket
 import sys
 import textwrap
 from pathlib import Path
 
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.checkpoints.megatron import SAVED_MARKER
+from ascendfactory.config.devices import DeviceCount
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.schema import ExperimentConfig
-from ascendfactory.pipeline.plan import Plan, RankLayout, Step
+from ascendfactory.plan import (
+    CheckpointSpec,
+    LogNaming,
+    LogSpec,
+    Plan,
+    Process,
+    Role,
+    Step,
+    ThroughputSpec,
+    Torchrun,
+)
 
 FAKE_TRAINER = textwrap.dedent('''
     import argparse, os, shutil, sys, time
@@ -97,10 +113,15 @@ WRITER = textwrap.dedent('''
 ''')
 
 FAKE_LAUNCHER = textwrap.dedent('''
-    # A torchrun stand-in without torch: starts N workers in sessions of their own (as torchrun does), with
-    # RANK/LOCAL_RANK/WORLD_SIZE set, prefixes their lines "[defaultN]:" and exits with the first failure.
+    # A torchrun stand-in without torch: takes torchrun's options (--nproc_per_node N, others ignored),
+    # starts N workers in sessions of their own (as torchrun does), with RANK/LOCAL_RANK/WORLD_SIZE set,
+    # prefixes their lines "[defaultN]:" and exits with the first failure.
     import os, signal, subprocess, sys, threading
-    nproc, script, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    argv, opts = sys.argv[1:], {}
+    while argv and argv[0].startswith("--"):
+        opts[argv[0]] = argv[1]
+        argv = argv[2:]
+    nproc, script, args = int(opts["--nproc_per_node"]), argv[0], argv[1:]
     procs = []
     def pump(i, p):
         for line in p.stdout:
@@ -156,15 +177,53 @@ def free_port() -> int:
 def loaded(out_dir: Path, source: Path | None = None, **overrides: object) -> LoadedExperiment:
     data = {"af_model_name": "fake-model", "exp_name": "unit", "af_output_dir": str(out_dir), **overrides}
     cfg = ExperimentConfig.model_validate(data)
-    return LoadedExperiment(config=cfg, tree=data, source=str(source or out_dir / "exp.yaml"), style="new")
+    return LoadedExperiment(config=cfg, tree=data, source=str(source or Path(out_dir) / "exp.yaml"), style="new")
 
 
-def plan(out_dir: Path, steps: list[Step], *, world_size: int = 1) -> Plan:
-    p = Plan(backend="torch", exp_name="unit", model_name="fake-model", output_dir=str(out_dir),
+def plan(out_dir: Path, steps: list[Step], *, world_size: int = 1, model: str = "fake-model",
+         exp: str = "unit") -> Plan:
+    """A Megatron-style plan of `steps` (loss on the last rank, megatron checkpoints under out_dir)."""
+    logs = LogSpec(format="megatron", naming=LogNaming(prefix=f"{model}-{exp}"), loss_rank="last",
+                   throughput=ThroughputSpec("megatron", devices=world_size))
+    p = Plan(backend="torch", exp_name=exp, model_name=model, output_dir=str(out_dir), logs=logs,
+             checkpoints=CheckpointSpec(root=str(Path(out_dir) / "saved_checkpoints"), scheme="megatron",
+                                        saved_marker=SAVED_MARKER),
              facts={"world_size": world_size})
     for s in steps:
         p.add(s)
     return p
+
+
+def complete(p: Plan, experiment: LoadedExperiment) -> Plan:
+    """What a backend takes from the experiment: the run policy, retention and the exp-config file."""
+    ctx = PlanContext(loaded=experiment, devices=DeviceCount(1, "test"), python=sys.executable)
+    path, text = ctx.exp_config_file(p.output_dir)
+    p.policy, p.files, p.source = ctx.run_policy(), {path: text}, experiment.source
+    if p.checkpoints is not None:
+        p.checkpoints = dataclasses.replace(p.checkpoints, retain=experiment.config.save_total_limit)
+    return p
+
+
+def run_experiment(p: Plan, experiment: LoadedExperiment, **kw: object) -> int:
+    """The runner as `train` calls it: the completed plan, the CLI's output object, and a re-planner that
+    goes through `planner.make_plan` (tests replace it)."""
+    from ascendfactory.backends import planner
+    from ascendfactory.cli._output import out
+    from ascendfactory.pipeline import runner
+
+    def replan() -> Plan:
+        return complete(planner.make_plan(experiment, dry_run=False), experiment)
+
+    return runner.run_experiment(complete(p, experiment), out=out, replan=replan, **kw)  # type: ignore[arg-type]
+
+
+def proc_step(name: str, role: Role, argv: list[str], **kw: object) -> Step:
+    return Step(name=name, role=role, launch=Process(tuple(argv)), **kw)  # type: ignore[arg-type]
+
+
+def plot_step(out_dir: Path, skip_reason: str | None = None) -> Step:
+    return Step(name="plot", role=Role.PLOT, outputs=[str(Path(out_dir) / "training_loss.png")],
+                skip_reason=skip_reason)
 
 
 def train_step(trainer: str, out_dir: Path, *, iters: int = 5, save_interval: int = 0, load: bool = False,
@@ -172,51 +231,51 @@ def train_step(trainer: str, out_dir: Path, *, iters: int = 5, save_interval: in
                port: int | None = None, launcher: str | None = None, fake_nproc: int = 1) -> Step:
     """A train step running the fake trainer: under torchrun with `--tee 3` (nproc > 0), under the fake
     launcher (`launcher` = path of FAKE_LAUNCHER, `fake_nproc` workers), or directly."""
-    save = str(out_dir / "saved_checkpoints")
+    save = str(Path(out_dir) / "saved_checkpoints")
     args = ["--train-iters", str(iters), "--save-interval", str(save_interval), "--save", save,
             "--sleep", str(sleep)]
     if load:
         args += ["--load", save]
+    launch: Torchrun | Process
     if nproc:
-        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--nnodes",
-                str(nnodes), "--node_rank", str(node_rank), "--master_addr", "127.0.0.1", "--master_port",
-                str(port or free_port()), "--tee", "3", trainer, *args]
-        ranks = RankLayout(nnodes, nproc, node_rank)
+        launch = Torchrun(python=sys.executable, entry=(trainer, *args), nnodes=nnodes, nproc_per_node=nproc,
+                          node_rank=node_rank, master_addr="127.0.0.1", master_port=port or free_port())
+    elif launcher:
+        launch = Torchrun(python=sys.executable, entry=(trainer, *args), nnodes=1, nproc_per_node=fake_nproc,
+                          node_rank=0, master_addr="127.0.0.1", master_port=0, torchrun=(sys.executable, launcher))
     else:
-        argv = [sys.executable, launcher or trainer, *([str(fake_nproc), trainer] if launcher else []), *args]
-        ranks = RankLayout(1, fake_nproc, 0) if launcher else None
-    return Step(name="train", kind="train", argv=argv, outputs=[save], ranks=ranks)
+        launch = Process((sys.executable, trainer, *args))
+    return Step(name="train", role=Role.TRAIN, launch=launch, outputs=[save])
 
 
 DRIVER = textwrap.dedent('''
-    # Runs run_experiment in a process of its own, as `ascendfactory-cli train` would (exit code included).
-    import json, sys
-    from ascendfactory.config.load import LoadedExperiment
-    from ascendfactory.config.schema import ExperimentConfig
-    from ascendfactory.errors import AscendFactoryError
-    from ascendfactory.pipeline.plan import Plan, RankLayout, Step
-    from ascendfactory.pipeline.runner import run_experiment
+    # Runs the runner in a process of its own, as `ascendfactory-cli train` would (exit code included).
+    import base64, json, pickle, sys
+    from pathlib import Path
     spec = json.load(open(sys.argv[1]))
-    cfg = ExperimentConfig.model_validate(spec["config"])
-    loaded = LoadedExperiment(config=cfg, tree=spec["config"], source=sys.argv[1], style="new")
-    plan = Plan(backend="torch", exp_name=cfg.exp_name, model_name=cfg.af_model_name,
-                output_dir=cfg.af_output_dir, facts=spec.get("facts", {}))
-    for s in spec["steps"]:
-        ranks = s.pop("ranks", None)
-        plan.add(Step(**s, ranks=RankLayout(*ranks) if ranks else None))
+    sys.path.insert(0, spec["fakes_dir"])
+    import runner_fakes as fakes
+    from ascendfactory.errors import AscendFactoryError
+    config = dict(spec["config"])
+    loaded = fakes.loaded(config.pop("af_output_dir"), **config)
+    cfg = loaded.config
+    steps = [pickle.loads(base64.b64decode(s)) for s in spec["steps"]]
+    plan = fakes.plan(Path(cfg.af_output_dir), steps, world_size=spec.get("facts", {}).get("world_size", 1),
+                      model=cfg.af_model_name, exp=cfg.exp_name)
     try:
-        sys.exit(run_experiment(plan, loaded, live=False, grace_s=spec.get("grace_s", 5.0)))
+        sys.exit(fakes.run_experiment(plan, loaded, live=False, grace_s=spec.get("grace_s", 5.0)))
     except AscendFactoryError as e:
         print(f"error: {e}", flush=True)
         sys.exit(e.exit_code)
 ''')
 
 
-def step_spec(step: Step) -> dict[str, object]:
-    """A Step as the JSON the DRIVER reads."""
-    d: dict[str, object] = {"name": step.name, "kind": step.kind, "argv": step.argv, "env": step.env,
-                            "cwd": step.cwd, "inputs": step.inputs, "outputs": step.outputs,
-                            "only_node0": step.only_node0}
-    if step.ranks is not None:
-        d["ranks"] = [step.ranks.nnodes, step.ranks.nproc_per_node, step.ranks.node_rank]
-    return d
+def step_spec(step: Step) -> str:
+    """A Step as the DRIVER reads it (pickled, base64)."""
+    return base64.b64encode(pickle.dumps(step)).decode()
+
+
+def driver_spec(config: dict[str, object], steps: list[Step], **extra: object) -> dict[str, object]:
+    """The JSON the DRIVER reads: experiment keys, the steps, and where this module is."""
+    return {"config": config, "steps": [step_spec(s) for s in steps],
+            "fakes_dir": str(Path(__file__).resolve().parent), **extra}

@@ -1,4 +1,4 @@
-"""Log names, torchrun argv, the per-rank tee and failure analysis."""
+"""Log names, the torchrun launcher's argv, the per-rank tee and failure analysis."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import runner_fakes as fakes
 
-from ascendfactory.pipeline.launch import LogNames, StepProcess, Tee, read_tail, with_rendezvous_timeout
-from ascendfactory.pipeline.plan import RankLayout, Step
+from ascendfactory.pipeline.launch import LogNames, Tee, read_tail
+from ascendfactory.pipeline.launchers import TorchrunLauncher, open_step
+from ascendfactory.plan import RunPolicy, Torchrun
 
 
 def test_log_names_follow_the_documented_pattern(tmp_path):
@@ -21,22 +22,29 @@ def test_log_names_follow_the_documented_pattern(tmp_path):
     assert Path(names.launcher(1)).name == "qwen2.5-7b-full_4k-20260122_101500-launcher-node1.txt"
 
 
-def test_rendezvous_timeout_goes_to_torchrun_only():
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "train.py"]
-    assert with_rendezvous_timeout(argv, 90.5)[3:5] == ["--rdzv_conf", "timeout=90"]
-    assert with_rendezvous_timeout(["torchrun", "x.py"], 5) == [
-        "torchrun", "--rdzv_conf", "timeout=5", "x.py"]
-    given = [*argv[:3], "--rdzv_conf=timeout=7", *argv[3:]]
-    assert with_rendezvous_timeout(given, 90) == given
-    assert with_rendezvous_timeout([sys.executable, "convert.py"], 90) == [sys.executable, "convert.py"]
+def _torchrun(**kw) -> Torchrun:
+    return Torchrun(**{**dict(python=sys.executable, entry=("train.py", "--x", "1"), nnodes=2, nproc_per_node=2,
+                              node_rank=1, master_addr="10.0.0.1", master_port=6000), **kw})
+
+
+def test_torchrun_launcher_adds_the_rendezvous_and_collective_timeouts():
+    launch = _torchrun()
+    planned = launch.command()
+    assert planned[:3] == [sys.executable, "-m", "torch.distributed.run"] and "--rdzv_conf" not in planned
+    assert planned[-5:] == ["--tee", "3", "train.py", "--x", "1"]
+    launcher = TorchrunLauncher(launch, RunPolicy(node_wait_timeout_s=90.5))
+    assert launcher.argv()[3:5] == ["--rdzv_conf", "timeout=90"] and launcher.argv()[5:] == planned[3:]
+    assert launcher.env() == {"AF_DISTRIBUTED_TIMEOUT_S": "90"}
+    own = TorchrunLauncher(_torchrun(torchrun=("torchrun",)), RunPolicy(node_wait_timeout_s=5)).argv()
+    assert own[:3] == ["torchrun", "--rdzv_conf", "timeout=5"]
 
 
 def test_tee_splits_by_global_rank_and_strips_the_prefix(tmp_path):
     names = LogNames.for_run(str(tmp_path), "m", "e", "20260101_000000")
     seen = []
-    step = Step(name="train", kind="train", argv=["x"],
-                ranks=RankLayout(nnodes=2, nproc_per_node=2, node_rank=1))
-    tee = Tee(step, names, on_line=lambda rank, text: seen.append((rank, text)))
+    launcher = TorchrunLauncher(_torchrun(), RunPolicy(node_rank=1, nnodes=2))
+    tee = Tee(launcher.log_paths(fakes.plot_step(tmp_path), names), split=launcher.split,
+              on_line=lambda rank, text: seen.append((rank, text)))
     for line in ["launcher says hi", "[default0]:hello", "[default1]:Traceback (most recent call last):",
                  "[default0]:Traceback (most recent call last):", "[default7]:not ours",
                  "[rank1]:also rank 1"]:
@@ -61,9 +69,8 @@ def test_failing_rank_and_tail_from_a_launched_step(tmp_path):
     launcher = fakes.write_script(tmp_path, "launcher.py", fakes.FAKE_LAUNCHER)
     step = fakes.train_step(trainer, tmp_path, iters=4, launcher=launcher, fake_nproc=2)
     names = LogNames.for_run(str(tmp_path / "logs"), "m", "e", "20260101_000000")
-    proc = StepProcess(step, env={**os.environ, "FAKE_FAIL_AT": "2", "FAKE_FAIL_RANK": "0"},
-                       names=names)
-    proc.start(step.argv)
+    proc, _ = open_step(step, RunPolicy(), names, env={**os.environ, "FAKE_FAIL_AT": "2", "FAKE_FAIL_RANK": "0"})
+    proc.start()
     while proc.poll() is None:
         time.sleep(0.05)
     outcome = proc.finish()

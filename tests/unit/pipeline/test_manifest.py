@@ -11,7 +11,7 @@ import pytest
 
 from ascendfactory.errors import StageFailedError
 from ascendfactory.pipeline import manifest as mf
-from ascendfactory.pipeline.plan import Plan, Step
+from ascendfactory.plan import LogNaming, LogSpec, Plan, Process, Role, Step, ThroughputSpec
 
 
 def _step(tmp_path, **kw) -> Step:
@@ -19,7 +19,7 @@ def _step(tmp_path, **kw) -> Step:
     src.mkdir(exist_ok=True)
     (src / "config.json").write_text('{"a": 1}')
     out = tmp_path / "converted"
-    defaults = dict(name="hf2mg", kind="hf2mg", argv=[sys.executable, "convert.py", "--x", "1"],
+    defaults = dict(name="hf2mg", role=Role.CONVERT, launch=Process((sys.executable, "convert.py", "--x", "1")),
                     inputs=[str(src)], outputs=[str(out)])
     return Step(**{**defaults, **kw})
 
@@ -59,7 +59,7 @@ def test_decide_skips_only_when_everything_matches(tmp_path):
     d = mf.decide(step, {"A": "1"}, mdir)
     assert d.up_to_date and d.reason == f"outputs up to date (manifest {mdir}/hf2mg.json)"
     assert not mf.decide(step, {"A": "2"}, mdir).up_to_date  # env changed
-    assert not mf.decide(_step(tmp_path, argv=[*step.argv, "--y"]), {"A": "1"}, mdir).up_to_date
+    assert not mf.decide(_step(tmp_path, launch=Process((*step.argv, "--y"))), {"A": "1"}, mdir).up_to_date
     (tmp_path / "model" / "config.json").write_text('{"a": 2}')
     assert "inputs changed" in mf.decide(step, {"A": "1"}, mdir).reason
 
@@ -79,7 +79,7 @@ def test_decide_reruns_when_an_output_was_touched_or_removed(tmp_path):
 
 
 def test_train_is_never_skipped(tmp_path):
-    step = _step(tmp_path, name="train", kind="train")
+    step = _step(tmp_path, name="train", role=Role.TRAIN)
     _make_outputs(step)
     mf.write(str(tmp_path / ".af"), step, {}, wall_s=1.0, node_rank=0)
     assert not mf.decide(step, {}, str(tmp_path / ".af")).up_to_date
@@ -87,16 +87,18 @@ def test_train_is_never_skipped(tmp_path):
 
 def test_annotate_plan_skips_up_to_date_steps_and_notes_dependent_ones(tmp_path):
     mdir = str(tmp_path / ".af")
-    pre = _step(tmp_path, name="preprocess", kind="preprocess", outputs=[str(tmp_path / "preprocess_data")])
+    pre = _step(tmp_path, name="preprocess", role=Role.PREPROCESS, outputs=[str(tmp_path / "preprocess_data")])
     conv = _step(tmp_path)
-    train = Step(name="train", kind="train", argv=["t"], inputs=[str(tmp_path / "preprocess_data" / "d")],
-                 outputs=[str(tmp_path / "saved_checkpoints")])
-    back = Step(name="mg2hf", kind="mg2hf", argv=["c"], inputs=[str(tmp_path / "saved_checkpoints")],
+    train = Step(name="train", role=Role.TRAIN, launch=Process(("t",)),
+                 inputs=[str(tmp_path / "preprocess_data" / "d")], outputs=[str(tmp_path / "saved_checkpoints")])
+    back = Step(name="mg2hf", role=Role.EXPORT, launch=Process(("c",)), inputs=[str(tmp_path / "saved_checkpoints")],
                 outputs=[str(tmp_path / "hf")])
     for s in (pre, conv, back):
         _make_outputs(s)
         mf.write(mdir, s, {}, wall_s=0.1, node_rank=0)
-    plan = Plan(backend="torch", exp_name="e", model_name="m", output_dir=str(tmp_path),
+    logs = LogSpec(format="megatron", naming=LogNaming(prefix="m-e"), loss_rank="last",
+                   throughput=ThroughputSpec("megatron"))
+    plan = Plan(backend="torch", exp_name="e", model_name="m", output_dir=str(tmp_path), logs=logs,
                 steps=[pre, conv, train, back])
     mf.annotate_plan(plan)
     assert pre.skip_reason.startswith("outputs up to date") and conv.skipped

@@ -7,12 +7,17 @@ import io
 import pytest
 from rich.console import Console
 
-from ascendfactory.pipeline.plan import Step
+from ascendfactory.plan import LogNaming, LogSpec, Process, Role, Step, ThroughputSpec
 from ascendfactory.pipeline.progress import Progress
 
 ITER = (" [2026-01-22 10:00:00] iteration {it:8d}/     100 | consumed samples: {cs:12d} | elapsed time per "
         "iteration (ms): 500.0 | learning rate: 1.000000E-05 | global batch size:    16 | "
         "lm loss: {loss:.6E} |")
+
+
+LOGS = LogSpec(format="megatron", naming=LogNaming(prefix="m-e"), loss_rank="last",
+               throughput=ThroughputSpec("megatron", devices=4))
+TRAIN = dict(name="train", role=Role.TRAIN, launch=Process(("x",)))
 
 
 def _feed(progress: Progress, train: Step) -> None:
@@ -26,8 +31,8 @@ def _feed(progress: Progress, train: Step) -> None:
 
 def test_stats_follow_the_loss_rank_only():
     console = Console(file=io.StringIO(), force_terminal=False, width=200)
-    progress = Progress(console, live=False, devices=4)
-    train = Step(name="train", kind="train", argv=["x"])
+    progress = Progress(console, LOGS, live=False)
+    train = Step(**TRAIN)
     _feed(progress, train)
     s = progress.stats
     assert (s.iteration, s.total, s.seq_length) == (2, 100, 2048)
@@ -42,8 +47,8 @@ def test_stats_follow_the_loss_rank_only():
 
 def test_live_panel_renders_steps_and_stats():
     console = Console(file=io.StringIO(), force_terminal=True, width=200)
-    progress = Progress(console, live=True, devices=4)
-    train = Step(name="train", kind="train", argv=["x"])
+    progress = Progress(console, LOGS, live=True)
+    train = Step(**TRAIN)
     _feed(progress, train)
     snap = Console(file=io.StringIO(), width=200)
     snap.print(progress.panel())

@@ -1,4 +1,4 @@
-"""exp-config.yaml masking, joined loss logs across resumed runs, the summary and the plot."""
+"""Plan files, joined loss logs across resumed runs, the summary and the plot."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ import yaml
 
 from ascendfactory.pipeline import results
 from ascendfactory.pipeline.launch import LogNames
+from ascendfactory.plan import LogNaming, LogSpec, ThroughputSpec
+from ascendfactory.secrets import mask_secrets
+
+LOGS = LogSpec(format="megatron", naming=LogNaming(prefix="m-e"), loss_rank="last",
+               throughput=ThroughputSpec("megatron", devices=4))
 
 LINE = (" [2026-01-22 10:00:00] iteration {it:8d}/{n:8d} | consumed samples: {cs:12d} | elapsed time per "
         "iteration (ms): {ms} | learning rate: 1.000000E-05 | global batch size: {gbs:5d} | "
@@ -23,27 +28,18 @@ def _log(path: str, steps: range, *, n: int = 10, ms: float = 100.0, gbs: int = 
             f.write(LINE.format(it=it, n=n, cs=it * gbs, ms=ms, gbs=gbs, loss=10.0 / it) + "\n")
 
 
-@pytest.mark.parametrize("key, secret", [
-    ("hf_token", True), ("HF_TOKEN", True), ("password", True), ("db-password", True), ("apiKey", True),
-    ("api_key", True), ("OBS_SECRET_ACCESS_KEY", True), ("access_key_id", True), ("ak", True), ("sk", True),
-    ("tokenizer-name-or-path", False), ("max-tokens", False), ("seq-length", False), ("task", False),
-    ("mask", False), ("skip", False)])
-def test_secret_keys(key, secret):
-    assert results.is_secret_key(key) is secret
-
-
-def test_write_exp_config_masks_secrets_and_never_overwrites_the_source(tmp_path):
+def test_written_config_masks_secrets_and_never_overwrites_the_source(tmp_path):
     cfg = {"af_model_name": "m", "env": {"HF_TOKEN": "abc", "NNODES": 1},
            "backend_config": {"training": {"tokenizer-name-or-path": "/models/x", "api-key": "k", "lst": [
                {"password": "p"}]}}}
-    path = results.write_exp_config(cfg, str(tmp_path / "out" / "exp-config.yaml"), source=None)
+    path = results.write_file(str(tmp_path / "out" / "exp-config.yaml"), yaml.safe_dump(mask_secrets(cfg)))
     data = yaml.safe_load(Path(path).read_text())
     assert data["env"] == {"HF_TOKEN": "***", "NNODES": 1}
     assert data["backend_config"]["training"] == {"tokenizer-name-or-path": "/models/x", "api-key": "***",
                                                   "lst": [{"password": "***"}]}
     src = tmp_path / "exp-config.yaml"
     src.write_text("# my comments\n")
-    assert results.write_exp_config(cfg, str(src), source=str(src)) is None
+    assert results.write_file(str(src), yaml.safe_dump(cfg), source=str(src)) is None
     assert src.read_text() == "# my comments\n"
 
 
@@ -56,17 +52,16 @@ def test_loss_logs_join_the_runs_a_resume_continues(tmp_path):
     _log(mid.run_log(1, 0), range(1, 7))  # a new run from scratch, crashed after 6
     _log(cur.run_log(1, 0), range(5, 11))  # resumed from the checkpoint at 4
     _log(LogNames.for_run(logs, "other", "e", "20260102_000000").run_log(1, 0), range(1, 3))
-    assert results.loss_logs(cur, nnodes=1, rank=0) == [mid.run_log(1, 0), cur.run_log(1, 0)]
+    assert results.loss_logs(cur, LOGS, nnodes=1, rank=0, world_size=1) == [mid.run_log(1, 0), cur.run_log(1, 0)]
     fresh = LogNames.for_run(logs, "m", "e", "20260104_000000")
     _log(fresh.run_log(1, 0), range(1, 3))
-    assert results.loss_logs(fresh, nnodes=1, rank=0) == [fresh.run_log(1, 0)]
+    assert results.loss_logs(fresh, LOGS, nnodes=1, rank=0, world_size=1) == [fresh.run_log(1, 0)]
 
 
 def test_summary_uses_the_mindspeed_formula_over_a_steady_window(tmp_path):
     path = str(tmp_path / "run.txt")
     _log(path, range(1, 11), ms=200.0, gbs=16, head="  seq_length ..................... 1024\n")
-    s = results.summarize(results.RunSummary(output_dir=str(tmp_path), steps=[], wall_s=1.0), [path],
-                          seq_length=None, devices=4)
+    s = results.summarize(results.RunSummary(output_dir=str(tmp_path), steps=[], wall_s=1.0), [path], LOGS)
     assert (s.first_step, s.last_step) == (1, 10)
     assert s.loss_start == pytest.approx(10.0) and s.loss_end == pytest.approx(1.0)
     assert s.throughput["value"] == pytest.approx(16 * 1024 / (4 * 200.0) * 1000)
@@ -77,8 +72,8 @@ def test_plot_joins_segments_into_one_png(tmp_path):
     a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.txt")
     _log(a, range(1, 7))
     _log(b, range(5, 11))
-    png = results.plot([a, b], str(tmp_path / "training_loss.png"))
+    png = results.plot([a, b], str(tmp_path / "training_loss.png"), LOGS)
     assert png and Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     empty = str(tmp_path / "empty.txt")
     Path(empty).write_text("no iterations here\n")
-    assert results.plot([empty], str(tmp_path / "none.png")) is None
+    assert results.plot([empty], str(tmp_path / "none.png"), LOGS) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -14,11 +15,11 @@ import psutil
 import pytest
 import runner_fakes as fakes
 import yaml
+from runner_fakes import run_experiment
 
 from ascendfactory.errors import StageFailedError
-from ascendfactory.pipeline import planner
-from ascendfactory.pipeline.plan import Step
-from ascendfactory.pipeline.runner import run_experiment
+from ascendfactory.backends import planner
+from ascendfactory.plan import Process, Role
 
 
 @pytest.fixture
@@ -30,9 +31,9 @@ def progs(tmp_path):
 
 def _pipeline(out: Path, progs, **train_kw) -> list[Step]:
     conv = str(out / "converted_weight_TP1PP1")
-    return [Step(name="hf2mg", kind="hf2mg", argv=[sys.executable, progs["writer"], conv], outputs=[conv]),
+    return [fakes.proc_step("hf2mg", Role.CONVERT, [sys.executable, progs["writer"], conv], outputs=[conv]),
             fakes.train_step(progs["trainer"], out, launcher=progs["launcher"], **train_kw),
-            Step(name="plot", kind="plot", argv=[], outputs=[str(out / "training_loss.png")])]
+            fakes.plot_step(out)]
 
 
 def _logs(out: Path, pattern: str) -> list[Path]:
@@ -107,7 +108,7 @@ def test_failing_train_reports_the_first_failing_rank_and_keeps_checkpoints(tmp_
 
 def _resuming_planner(progs, out: Path, **kw):
     """What the real planner does after a failure: load saved_checkpoints when it holds a checkpoint."""
-    from ascendfactory.checkpoints import inspect
+    from ascendfactory.checkpoints.megatron import inspect
 
     def make_plan(loaded, *, dry_run, environ=None):
         resume = inspect(str(out / "saved_checkpoints")).resumable
@@ -173,11 +174,11 @@ def test_save_total_limit_prunes_during_and_after_training(tmp_path, progs):
 def test_other_nodes_wait_for_node0_steps(tmp_path, progs):
     out = tmp_path / "out"
     conv = str(out / "conv")
-    node0 = Step(name="hf2mg", kind="hf2mg", argv=[sys.executable, progs["writer"], conv], outputs=[conv],
-                 only_node0=True)
+    node0 = fakes.proc_step("hf2mg", Role.CONVERT, [sys.executable, progs["writer"], conv], outputs=[conv],
+                            only_node0=True)
     run_experiment(fakes.plan(out, [node0]), fakes.loaded(out, env={"NNODES": 2, "NODE_RANK": 0}), live=False)
-    node1 = Step(**{**node0.__dict__})
-    node1.argv = [sys.executable, "-c", "raise SystemExit('node 1 must not run this')"]  # not even started
+    node1 = dataclasses.replace(node0, launch=Process(  # not even started
+        (sys.executable, "-c", "raise SystemExit('node 1 must not run this')")))
     loaded1 = fakes.loaded(out, env={"NNODES": 2, "NODE_RANK": 1}, node_wait_timeout_s=5)
     (out / ".af" / "hf2mg.json").touch()  # node 0 has just written it
     assert run_experiment(fakes.plan(out, [node1]), loaded1, live=False) == 0
@@ -193,10 +194,10 @@ def test_other_nodes_wait_for_node0_steps(tmp_path, progs):
 def test_signal_stops_every_process_of_the_run(tmp_path, progs, sig, code):
     out = tmp_path / "out"
     pidfile = tmp_path / "pids"
-    step = Step(name="preprocess", kind="preprocess", argv=[sys.executable, progs["spawner"], str(pidfile)],
-                outputs=[str(out / "preprocess_data")])
-    spec = {"config": {"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)},
-            "steps": [fakes.step_spec(step)], "grace_s": 2.0}
+    step = fakes.proc_step("preprocess", Role.PREPROCESS, [sys.executable, progs["spawner"], str(pidfile)],
+                           outputs=[str(out / "preprocess_data")])
+    spec = fakes.driver_spec({"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)}, [step],
+                             grace_s=2.0)
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)
     runner = subprocess.Popen([sys.executable, driver, str(tmp_path / "spec.json")], stdout=subprocess.PIPE,

@@ -65,6 +65,6 @@ def unknown_keys(options: dict[str, Any], kind: str, *, prefix: str, source_of: 
         problems.append(Problem(
             key=f"{prefix}{key}", source=source_of(f"{prefix}{key}"),
             message=f"not an argument of {PROGRAMS[kind]}{hint}",
-            fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_args/"
+            fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_llm/args/"
                 f"{NAMES_FILES[kind]}), or remove the key"))
     return problems

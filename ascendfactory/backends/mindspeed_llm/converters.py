@@ -9,7 +9,7 @@ master). The choice, in order:
 
 Output locations differ: v1 mg->hf writes into `<save-dir>/mg2hf/` and reads the HF config (and, unless
 `--load-hf-from-config`, the HF weights) from `<save-dir>`; v2 writes into `--save-dir` itself and copies
-the config from `--hf-cfg-dir`. The adapter evens this out (see `mindspeed_args.hf_output`).
+the config from `--hf-cfg-dir`. The backend evens this out (`ascendfactory/programs/v1_mg2hf_output.py`).
 """
 
 from __future__ import annotations

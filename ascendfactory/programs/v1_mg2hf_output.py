@@ -1,10 +1,8 @@
-"""A thin wrapper that does the file chores around one MindSpeed-LLM program, then runs it.
+"""Runs MindSpeed-LLM's v1 converter (mg -> hf) so that its output lands where the v2 converter's does.
 
-    python -m ascendfactory.backends.mindspeed_args.files [--mkdir DIR] \
-        [--stage-hf-config HF_DIR --collect-mg2hf OUT] -- PROGRAM [ARGS...]
+    python -m ascendfactory.programs.v1_mg2hf_output --stage-hf-config HF_DIR --collect-mg2hf OUT \
+        -- PROGRAM [ARGS...]
 
---mkdir DIR            create DIR first (preprocess_data.py refuses an --output-prefix whose folder
-                       is missing)
 --stage-hf-config HF   copy HF's config and tokenizer files (not its weights) into OUT before the program,
                        so the v1 converter (mg -> hf, --save-dir OUT --load-hf-from-config) builds the HF
                        model there
@@ -65,16 +63,14 @@ def collect_mg2hf(out: str) -> list[str]:
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" not in argv:
-        raise SystemExit("usage: ... [--mkdir DIR] [--stage-hf-config HF --collect-mg2hf OUT] -- PROGRAM "
-                         "[ARGS]")
+        raise SystemExit("usage: ... --stage-hf-config HF --collect-mg2hf OUT -- PROGRAM [ARGS]")
     cut = argv.index("--")
-    p = argparse.ArgumentParser(prog="python -m ascendfactory.backends.mindspeed_args.files")
-    p.add_argument("--mkdir", action="append", default=[])
+    p = argparse.ArgumentParser(prog="python -m ascendfactory.programs.v1_mg2hf_output")
     p.add_argument("--stage-hf-config")
     p.add_argument("--collect-mg2hf")
     opts = p.parse_args(argv[:cut])
-    if bool(opts.stage_hf_config) != bool(opts.collect_mg2hf):
-        p.error("--stage-hf-config and --collect-mg2hf go together")
+    if not (opts.stage_hf_config and opts.collect_mg2hf):
+        p.error("--stage-hf-config and --collect-mg2hf are both required")
     program = argv[cut + 1:]
     if not program:
         p.error("no program after --")
@@ -84,13 +80,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     opts, program = parse(list(sys.argv[1:] if argv is None else argv))
     try:
-        for d in opts.mkdir:
-            os.makedirs(d, exist_ok=True)
-        if opts.stage_hf_config:
-            names = stage_hf_config(opts.stage_hf_config, opts.collect_mg2hf)
-            print(f"[files] copied {len(names)} config/tokenizer files into {opts.collect_mg2hf}", flush=True)
+        names = stage_hf_config(opts.stage_hf_config, opts.collect_mg2hf)
+        print(f"[files] copied {len(names)} config/tokenizer files into {opts.collect_mg2hf}", flush=True)
         code = subprocess.run(program, check=False).returncode
-        if code == 0 and opts.collect_mg2hf:
+        if code == 0:
             names = collect_mg2hf(opts.collect_mg2hf)
             print(f"[files] moved {len(names)} files from {V1_SUBDIR}/ into {opts.collect_mg2hf}", flush=True)
     except OSError as e:

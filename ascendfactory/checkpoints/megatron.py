@@ -144,3 +144,18 @@ def apply_retention(root: str, keep: int) -> list[str]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+class MegatronScheme:
+    """The `megatron` checkpoint scheme, as the runner uses it."""
+
+    def repair_tracker(self, root: str) -> tuple[str | None, str | None]:
+        state, repaired = repair_tracker(root)
+        start = iteration_name(state.tracker) if state.resumable else None  # type: ignore[arg-type]
+        return start, repaired
+
+    def apply_retention(self, root: str, keep: int) -> list[str]:
+        return apply_retention(root, keep)
+
+
+SCHEME = MegatronScheme()

@@ -1,9 +1,6 @@
-"""Where MindSpeed-LLM lives on this machine, and whether the Ascend toolkit environment is sourced.
+"""The MindSpeed-LLM directory a plan runs in, and whether the Ascend toolkit environment is sourced.
 
-The MindSpeed-LLM directory (every MindSpeed-LLM program runs with it as cwd), in order:
-`scripts_dir` in the experiment, else env `AF_MINDSPEED_LLM_DIR`, else where `sh install.sh mindspeed-llm`
-clones it (`doctor.mindspeed_llm_install_dir`). A dry run shows a placeholder and a warning when none is
-found; a real run stops with the fix.
+A dry run shows a placeholder and a warning when no checkout is found; a real run stops with the fix.
 """
 
 from __future__ import annotations
@@ -12,13 +9,11 @@ import os
 from dataclasses import dataclass, field
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.doctor import ascend_toolkit_status, mindspeed_llm_install_dir
+from ascendfactory.backends.doctor import ascend_toolkit_status
+from ascendfactory.backends.mindspeed_llm.environment import INSTALL_FIX, find_checkout, missing_entry_scripts
 from ascendfactory.errors import Problem
 
 PLACEHOLDER = "<MINDSPEED_LLM_DIR>"
-ENTRY_SCRIPTS = ("pretrain_gpt.py", "posttrain_gpt.py", "preprocess_data.py")
-INSTALL_FIX = ("run `sh install.sh mindspeed-llm`, or set scripts_dir (or env AF_MINDSPEED_LLM_DIR) to a "
-               "MindSpeed-LLM checkout with Megatron-LM's megatron/ copied into it")
 
 
 @dataclass
@@ -30,19 +25,10 @@ class Site:
     warnings: list[str] = field(default_factory=list)
 
 
-def _candidate(ctx: PlanContext) -> tuple[str, str]:
-    if ctx.config.scripts_dir:
-        return os.path.abspath(os.path.expanduser(ctx.config.scripts_dir)), "scripts_dir"
-    env_dir = ctx.environ.get("AF_MINDSPEED_LLM_DIR")
-    if env_dir:
-        return os.path.abspath(os.path.expanduser(env_dir)), "env AF_MINDSPEED_LLM_DIR"
-    return mindspeed_llm_install_dir(ctx.environ), "install.sh location"
-
-
 def resolve_site(ctx: PlanContext, *, strict: bool) -> Site:
     """Find the checkout and check the toolkit; on a real run (`strict`) what is missing is a Problem."""
-    path, source = _candidate(ctx)
-    missing = [s for s in ENTRY_SCRIPTS if not os.path.isfile(os.path.join(path, s))]
+    path, source = find_checkout(ctx.config.scripts_dir, ctx.environ)
+    missing = missing_entry_scripts(path)
     site = Site(directory=path, found=not missing, source=source)
     if missing:
         what = (f"{path} ({source}) is not a MindSpeed-LLM directory: {', '.join(missing)} missing"

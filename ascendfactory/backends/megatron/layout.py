@@ -1,4 +1,4 @@
-"""The documented output tree (spec ascendfactory.md section 3.3), one function per name."""
+"""The output tree of the Megatron-style backends (spec ascendfactory.md section 3.3), one name per path."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class OutputLayout:
-    """Paths under `af_output_dir` for Megatron-style backends (torch, mindspeed-llm)."""
+    """Paths under `af_output_dir` for the Megatron-style backends (torch, mindspeed-llm)."""
 
     root: str
 

@@ -1,5 +1,5 @@
-"""What the Megatron-style backends (`torch`, `mindspeed-llm`) share: reading `backend_config`, the parallel
-layout, the data and checkpoint-loading decisions, and rendering flags as argv.
+"""Reading a Megatron-style experiment (`torch`, `mindspeed-llm`): `backend_config`, the parallel layout,
+the data and checkpoint-loading decisions, and rendering flags as argv.
 
 The load decision, in one rule (spec section 4, whose two versions contradict each other):
 
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.checkpoints import iteration_name
+from ascendfactory.backends.megatron.layout import OutputLayout
+from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.layout import OutputLayout
 from ascendfactory.parallel import LayoutInput, LayoutReport, parse_layer_list, validate_layout
 
 SECTIONS = ("preprocess_data", "convert_ckpt_hf2mg", "convert_ckpt_mg2hf", "training")
@@ -82,6 +82,7 @@ class MegatronRun:
     handler: str | None = None
     load: LoadDecision | None = None
     warnings: list[str] = field(default_factory=list)
+    framework: Any = None  # what a backend found besides these facts (MindSpeed-LLM: checkout, converter)
 
     @property
     def world_size(self) -> int:
@@ -381,7 +382,8 @@ def _data_prefix(given: str, instruction: bool) -> str:
 
 def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> LoadDecision:
     cfg = ctx.config
-    state = ctx.saved_checkpoints
+    saved = run.layout.saved_checkpoints
+    state = inspect(saved) if os.path.isdir(saved) else None  # what a re-run or auto-resume continues
     explicit = run.training.get("load")
     if cfg.train_auto_resume and state is not None and state.resumable:
         if run.lora:

@@ -1,6 +1,6 @@
 """The `mindspeed-llm` backend: MindSpeed-LLM's own programs, run in its checkout (issue 6).
 
-preprocess  python preprocess_data.py ...                          (wrapped: creates its output folder)
+preprocess  python preprocess_data.py ...                          (the runner creates its output folder)
 hf2mg       python convert_ckpt.py / convert_ckpt_v2.py hf -> mg   (see mindspeed_args.converters for v1 / v2)
 train       torchrun ... pretrain_gpt.py (pt) | posttrain_gpt.py --stage sft (sft)
 mg2hf       python convert_ckpt(_v2).py mg -> hf into ckpt_converted_mg2hf/ (or hf_save_dir), either converter
@@ -18,27 +18,35 @@ import os
 import re
 from typing import Any
 
-from ascendfactory.backends.base import BackendAdapter, PlanContext
-from ascendfactory.backends.megatron_args import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
-from ascendfactory.backends.mindspeed_args import unknown_keys
-from ascendfactory.backends.mindspeed_args.converters import (
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.doctor import Check
+from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
+from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, process
+from ascendfactory.backends.mindspeed_llm import environment
+from ascendfactory.backends.mindspeed_llm.args import unknown_keys
+from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
     choose_converter,
     hf2mg_options,
     mg2hf_options,
 )
-from ascendfactory.backends.mindspeed_args.model_flags import architecture_flags
-from ascendfactory.backends.mindspeed_args.site import PLACEHOLDER, Site, resolve_site
+from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
+from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site, resolve_site
+from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.pipeline.plan import Plan, RankLayout, Step
+from ascendfactory.plan import Plan, Role, Step
 
 K = "backend_config.training."
 CONVERTERS = tuple(SCRIPTS)
 ENTRY_SCRIPTS = {"pt": "pretrain_gpt.py", "sft": "posttrain_gpt.py"}
 SECTION_NAMES = {"training": "training", "preprocess_data": "preprocess"}  # + convert sections: per converter
-FILES_TOOL = "ascendfactory.backends.mindspeed_args.files"
+V1_OUTPUT_TOOL = "ascendfactory.programs.v1_mg2hf_output"
 STEP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # every MindSpeed-LLM example exports it
 # Training keys the plan decides from other settings (they are read, then set by the plan).
 PLANNER_TRAIN_KEYS = ("data-path", "tokenizer-name-or-path", "load", "save", "stage")
@@ -71,9 +79,22 @@ def absolute(options: dict[str, Any]) -> dict[str, Any]:
     return {k: local_path(v) if k in PATH_FLAGS else v for k, v in options.items()}
 
 
-class MindSpeedLLMAdapter(BackendAdapter):
-    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
-        cfg = ctx.config
+@dataclass(frozen=True)
+class Found:
+    """What reading the experiment found besides the Megatron facts: the checkout and the converter."""
+
+    site: Site
+    converter: ConverterChoice
+
+
+@register_backend
+class MindSpeedLLMBackend(MegatronBackend):
+    name = "mindspeed-llm"
+    description = "Ascend MindSpeed-LLM (Megatron): convert_ckpt, preprocess_data, pretrain/posttrain_gpt"
+    order = 1
+    absolute_paths = True
+
+    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
         site = resolve_site(ctx, strict=strict_paths)
         problems = list(site.problems)
         conv = self.converter(ctx, site, problems)
@@ -84,28 +105,28 @@ class MindSpeedLLMAdapter(BackendAdapter):
             run = read_megatron_run(ctx, strict_paths=strict_paths, extra_keys=("converter",))
         except ConfigError as e:
             raise ConfigError(problems + e.problems) from None
-        warnings = [*run.warnings, *site.warnings]
+        run.warnings += site.warnings
         if conv.defaulted_without_checkout:
-            warnings.append(conv.reason)
-        problems += self.run_problems(ctx, run, warnings)
+            run.warnings.append(conv.reason)
+        problems += self.run_problems(ctx, run, run.warnings)
         self.raise_if(problems)
+        run.framework = Found(site, conv)
+        return run
 
-        plan = Plan(backend=cfg.backend.value, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
-                    output_dir=os.path.abspath(cfg.af_output_dir), warnings=warnings,
-                    env=cfg.env.extra_vars(),
-                    facts={**run.facts(), "converter": conv.version, "converter_reason": conv.reason,
-                           "mindspeed_llm_dir": site.directory})
-        py = ctx.python
-        shared = cfg.shared_filesystem and run.nnodes > 1
-        plan.add(self.preprocess_step(py, run, site, shared))
-        plan.add(self.hf2mg_step(ctx, py, run, site, conv, shared))
-        plan.add(self.train_step(ctx, py, run, site))
-        plan.add(self.mg2hf_step(ctx, py, run, site, conv, shared))
-        plan.add(Step(name="plot", kind="plot", argv=[], outputs=[os.path.abspath(run.layout.loss_plot)],
-                      skip_reason=None if run.node_rank == run.nnodes - 1 else
-                      "the loss is printed by the last rank, which runs on the last node"))
-        self.raise_if(self.missing_converter(site, conv, plan, strict_paths))
-        return plan
+    def facts(self, run: MegatronRun) -> dict[str, Any]:
+        found: Found = run.framework
+        return {**run.facts(), "converter": found.converter.version, "converter_reason": found.converter.reason,
+                "mindspeed_llm_dir": found.site.directory}
+
+    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+        found: Found = run.framework
+        self.raise_if(self.missing_converter(found.site, found.converter, plan, strict_paths))
+
+    def checks(self, environ: Mapping[str, str]) -> list[Check]:
+        return environment.checks(environ)
+
+    def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
+        return environment.install_plan(third_party_dir(environ))
 
     # -- validation ---------------------------------------------------------------------------------
     @staticmethod
@@ -165,7 +186,7 @@ class MindSpeedLLMAdapter(BackendAdapter):
 
     @staticmethod
     def missing_converter(site: Site, conv: ConverterChoice, plan: Plan, strict: bool) -> list[Problem]:
-        needed = any(s.kind in ("hf2mg", "mg2hf") and not s.skipped for s in plan.steps)
+        needed = any(s.role in (Role.CONVERT, Role.EXPORT) and not s.skipped for s in plan.steps)
         if not (strict and needed and site.found):
             return []
         if os.path.isfile(os.path.join(site.directory, conv.script)):
@@ -177,10 +198,11 @@ class MindSpeedLLMAdapter(BackendAdapter):
                             "ships it")]
 
     # -- steps --------------------------------------------------------------------------------------
-    def preprocess_step(self, py: str, run: MegatronRun, site: Site, shared: bool) -> Step:
+    def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         if run.preprocess_input is None:
-            return Step(name="preprocess", kind="preprocess", argv=[],
+            return Step(name="preprocess", role=Role.PREPROCESS,
                         skip_reason=f"preprocessed data given: {run.data_path}")
+        site = run.framework.site
         pre = dict(run.preprocess or {})
         options: dict[str, Any] = {
             "input": run.preprocess_input, "tokenizer-name-or-path": run.model_dir,
@@ -192,22 +214,24 @@ class MindSpeedLLMAdapter(BackendAdapter):
         options = absolute({**options, **pre, "input": run.preprocess_input,
                             "output-prefix": run.preprocess_prefix})
         out_dir = os.path.dirname(options["output-prefix"])
-        argv = [py, "-m", FILES_TOOL, "--mkdir", out_dir, "--", py, "preprocess_data.py", *to_flags(options)]
-        return Step(name="preprocess", kind="preprocess", argv=argv, cwd=site.directory,
+        # preprocess_data.py refuses an --output-prefix whose folder is missing: the runner creates it.
+        return Step(name="preprocess", role=Role.PREPROCESS,
+                    launch=process([ctx.python, "preprocess_data.py", *to_flags(options)]), cwd=site.directory,
                     inputs=[x for x in (options["input"], options["tokenizer-name-or-path"]) if x],
-                    outputs=[out_dir], only_node0=shared)
+                    outputs=[out_dir], mkdirs=[out_dir], only_node0=shared)
 
-    def hf2mg_step(self, ctx: PlanContext, py: str, run: MegatronRun, site: Site, conv: ConverterChoice,
-                   shared: bool) -> Step:
+    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         skip = hf2mg_skip_reason(ctx, run)
         if skip:
-            return Step(name="hf2mg", kind="hf2mg", argv=[], skip_reason=skip)
+            return Step(name="hf2mg", role=Role.CONVERT, skip_reason=skip)
+        found: Found = run.framework
+        conv = found.converter
         options = absolute({**hf2mg_options(conv.version, arch=run.arch, model_dir=run.model_dir or "",
                                             save_dir=run.converted_dir, tp=run.tp, pp=run.pp,
                                             num_layer_list=run.num_layer_list, training=run.training),
                             **run.hf2mg})
-        return Step(name="hf2mg", kind="hf2mg", argv=[py, conv.script, *to_flags(options)],
-                    env=dict(STEP_ENV), cwd=site.directory, inputs=[options["load-dir"]],
+        return Step(name="hf2mg", role=Role.CONVERT, launch=process([ctx.python, conv.script, *to_flags(options)]),
+                    env=dict(STEP_ENV), cwd=found.site.directory, inputs=[options["load-dir"]],
                     outputs=[options["save-dir"]],
                     only_node0=shared, notes=[f"converter {conv.version}: {conv.reason}"])
 
@@ -235,28 +259,19 @@ class MindSpeedLLMAdapter(BackendAdapter):
             flags[key] = value
         return absolute(flags)
 
-    def train_step(self, ctx: PlanContext, py: str, run: MegatronRun, site: Site) -> Step:
-        cfg = ctx.config
+    def train_entry(self, ctx: PlanContext, run: MegatronRun) -> tuple[list[str], dict[str, str],
+                                                                       str | None, list[str]]:
         flags = self.train_flags(ctx, run)
-        dist = ["--nproc_per_node", str(run.nproc_per_node), "--nnodes", str(run.nnodes),
-                "--node_rank", str(run.node_rank), "--master_addr", cfg.env.MASTER_ADDR,
-                "--master_port", str(cfg.env.MASTER_PORT)]
-        # --tee 3: torchrun prefixes each line with its local rank; the runner splits them into per-rank logs.
-        argv = [py, "-m", "torch.distributed.run", *dist, "--tee", "3", ENTRY_SCRIPTS[run.stage],
-                *to_flags(flags)]
         env = dict(STEP_ENV)
         env.update({v: ctx.environ[v] for v in VISIBLE_DEVICE_VARS if ctx.environ.get(v)})
-        load = run.load
-        return Step(name="train", kind="train", argv=argv, env=env, cwd=site.directory,
-                    inputs=[x for x in (flags.get("data-path"), flags.get("load")) if isinstance(x, str)],
-                    outputs=[flags["save"]], ranks=RankLayout(run.nnodes, run.nproc_per_node, run.node_rank),
-                    notes=[load.reason] if load else [])
+        inputs = [x for x in (flags.get("data-path"), flags.get("load")) if isinstance(x, str)]
+        return [ENTRY_SCRIPTS[run.stage], *to_flags(flags)], env, run.framework.site.directory, inputs
 
-    def mg2hf_step(self, ctx: PlanContext, py: str, run: MegatronRun, site: Site, conv: ConverterChoice,
-                   shared: bool) -> Step:
+    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         if run.mg2hf is None:
-            return Step(name="mg2hf", kind="mg2hf", argv=[], skip_reason="final conversion disabled "
-                        "(convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)")
+            return Step(name="mg2hf", role=Role.EXPORT, skip_reason=MG2HF_DISABLED)
+        found: Found = run.framework
+        conv = found.converter
         saved = run.layout.saved_checkpoints
         base = run.load.load if run.load and run.load.resume_iteration is None else None
         lora = None
@@ -267,13 +282,13 @@ class MindSpeedLLMAdapter(BackendAdapter):
                                             save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
                                             model_dir=run.model_dir or "", lora=lora), **run.mg2hf})
         out = options["save-dir"]
-        command = [py, conv.script, *to_flags(options)]
+        command = [ctx.python, conv.script, *to_flags(options)]
         notes = [f"converter {conv.version}: {conv.reason}"]
         if conv.version == "v1":  # v1 reads the HF config from --save-dir and writes into <save-dir>/mg2hf/
-            command = [py, "-m", FILES_TOOL, "--stage-hf-config", local_path(run.model_dir),
+            command = [ctx.python, "-m", V1_OUTPUT_TOOL, "--stage-hf-config", local_path(run.model_dir),
                        "--collect-mg2hf", out, "--", *command]
             notes.append("v1 writes <save-dir>/mg2hf/: the HF config is staged into save-dir first and the "
                          "weights are moved up afterwards, so save-dir holds the HF model")
         inputs = [x for x in (options["load-dir"], options.get("lora-load")) if x]
-        return Step(name="mg2hf", kind="mg2hf", argv=command, env=dict(STEP_ENV), cwd=site.directory,
-                    inputs=inputs, outputs=[out], only_node0=shared, notes=notes)
+        return Step(name="mg2hf", role=Role.EXPORT, launch=process(command), env=dict(STEP_ENV),
+                    cwd=found.site.directory, inputs=inputs, outputs=[out], only_node0=shared, notes=notes)

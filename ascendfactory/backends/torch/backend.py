@@ -9,11 +9,17 @@ plot        training_loss.png from the last rank's log (in-process)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ascendfactory.backends.base import BackendAdapter, PlanContext
-from ascendfactory.backends.megatron_args import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
-from ascendfactory.pipeline.plan import Plan, RankLayout, Step
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.doctor import Check, module_check
+from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
+from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, process
+from ascendfactory.backends.registry import register_backend
+from ascendfactory.config.suggest import did_you_mean
+from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.plan import Plan, Role, Step
 
 # Flags the planner sets itself; a user value for them is folded in, never passed twice.
 PLANNER_TRAIN_FLAGS = (
@@ -30,41 +36,17 @@ PLANNER_TRAIN_FLAGS = (
 )
 
 
-class TorchAdapter(BackendAdapter):
-    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
-        run = read_megatron_run(ctx, strict_paths=strict_paths)
-        cfg = ctx.config
-        plan = Plan(
-            backend=cfg.backend.value,
-            exp_name=cfg.exp_name,
-            model_name=cfg.af_model_name,
-            output_dir=cfg.af_output_dir,
-            warnings=list(run.warnings),
-            env=cfg.env.extra_vars(),
-            facts=run.facts(),
-        )
-        py = ctx.python
-        shared = cfg.shared_filesystem and run.nnodes > 1
-        plan.add(self.preprocess_step(py, run, shared))
-        plan.add(self.hf2mg_step(ctx, py, run, shared))
-        train = plan.add(self.train_step(ctx, py, run))
-        self.check_training_flags(ctx, run, train.argv[train.argv.index("ascendfactory.engine.train") + 1 :])
-        plan.add(self.mg2hf_step(py, run, shared, cfg.hf_save_dir))
-        plan.add(
-            Step(
-                name="plot",
-                kind="plot",
-                argv=[],
-                outputs=[run.layout.loss_plot],
-                skip_reason=None
-                if run.node_rank == run.nnodes - 1
-                else "the loss is printed by the last rank, which runs on the last node",
-            )
-        )
-        return plan
+@register_backend
+class TorchBackend(MegatronBackend):
+    name = "torch"
+    description = "embedded PyTorch implementation of the MindSpeed-LLM contract (CPU/GPU/NPU)"
+    order = 0
 
     # -- steps --------------------------------------------------------------------------------------
-    def preprocess_step(self, py: str, run: MegatronRun, shared: bool) -> Step:
+    def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+        if run.preprocess_input is None:
+            return Step(name="preprocess", role=Role.PREPROCESS, inputs=[x for x in (run.model_dir,) if x],
+                        skip_reason=f"preprocessed data given: {run.data_path}", only_node0=shared)
         pre = dict(run.preprocess or {})
         pre.pop("input", None)
         pre.pop("output-prefix", None)
@@ -78,21 +60,20 @@ class TorchAdapter(BackendAdapter):
         if run.data_is_instruction and "prompt-type" not in pre and run.training.get("prompt-type"):
             options["prompt-type"] = run.training["prompt-type"]
         options.update(pre)
-        skip = None
-        if run.preprocess_input is None:
-            skip = f"preprocessed data given: {run.data_path}"
         return Step(
             name="preprocess",
-            kind="preprocess",
-            argv=[py, "-m", "ascendfactory.engine.data.preprocess", *to_flags(options)] if not skip else [],
+            role=Role.PREPROCESS,
+            launch=process([ctx.python, "-m", "ascendfactory.engine.data.preprocess", *to_flags(options)]),
             inputs=[x for x in (run.preprocess_input, run.model_dir) if x],
-            outputs=[run.layout.preprocess_dir] if not skip else [],
-            skip_reason=skip,
+            outputs=[run.layout.preprocess_dir],
             only_node0=shared,
         )
 
-    def hf2mg_step(self, ctx: PlanContext, py: str, run: MegatronRun, shared: bool) -> Step:
+    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         skip = hf2mg_skip_reason(ctx, run)
+        inputs = [run.model_dir] if run.model_dir else []
+        if skip:
+            return Step(name="hf2mg", role=Role.CONVERT, inputs=inputs, skip_reason=skip, only_node0=shared)
         options: dict[str, Any] = {
             "load-model-type": "hf",
             "save-model-type": "mg",
@@ -111,15 +92,15 @@ class TorchAdapter(BackendAdapter):
         options.update(run.hf2mg)
         return Step(
             name="hf2mg",
-            kind="hf2mg",
-            argv=[py, "-m", "ascendfactory.engine.convert", *to_flags(options)] if not skip else [],
-            inputs=[run.model_dir] if run.model_dir else [],
-            outputs=[run.converted_dir] if not skip else [],
-            skip_reason=skip,
+            role=Role.CONVERT,
+            launch=process([ctx.python, "-m", "ascendfactory.engine.convert", *to_flags(options)]),
+            inputs=inputs,
+            outputs=[run.converted_dir],
             only_node0=shared,
         )
 
-    def train_step(self, ctx: PlanContext, py: str, run: MegatronRun) -> Step:
+    def train_entry(self, ctx: PlanContext, run: MegatronRun) -> tuple[list[str], dict[str, str],
+                                                                       str | None, list[str]]:
         cfg = ctx.config
         flags = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_FLAGS}
         load = run.load
@@ -138,45 +119,14 @@ class TorchAdapter(BackendAdapter):
             ordered["tensorboard-dir"] = tb.get("tensorboard_dir") or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config
-        dist = [
-            "--nproc_per_node",
-            str(run.nproc_per_node),
-            "--nnodes",
-            str(run.nnodes),
-            "--node_rank",
-            str(run.node_rank),
-            "--master_addr",
-            cfg.env.MASTER_ADDR,
-            "--master_port",
-            str(cfg.env.MASTER_PORT),
-        ]
-        argv = [
-            py,
-            "-m",
-            "torch.distributed.run",
-            *dist,
-            "--tee",
-            "3",
-            "-m",
-            "ascendfactory.engine.train",
-            *to_flags(ordered),
-        ]
-        notes = [load.reason] if load else []
-        return Step(
-            name="train",
-            kind="train",
-            argv=argv,
-            inputs=[x for x in (run.data_path, load.load if load else None) if x],
-            outputs=[run.layout.saved_checkpoints],
-            ranks=RankLayout(run.nnodes, run.nproc_per_node, run.node_rank),
-            notes=notes,
-        )
+        inputs = [x for x in (run.data_path, load.load if load else None) if x]
+        return ["-m", "ascendfactory.engine.train", *to_flags(ordered)], {}, None, inputs
 
-    def mg2hf_step(self, py: str, run: MegatronRun, shared: bool, hf_save_dir: str | None) -> Step:
-        out = hf_save_dir or run.layout.mg2hf_dir
-        skip = None
+    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+        out = ctx.config.hf_save_dir or run.layout.mg2hf_dir
         if run.mg2hf is None:
-            skip = "final conversion disabled (convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)"
+            return Step(name="mg2hf", role=Role.EXPORT, inputs=[run.layout.saved_checkpoints],
+                        skip_reason=MG2HF_DISABLED, only_node0=shared)
         options: dict[str, Any] = {
             "load-model-type": "mg",
             "save-model-type": "hf",
@@ -185,24 +135,23 @@ class TorchAdapter(BackendAdapter):
             "hf-cfg-dir": run.model_dir,
             "model-type-hf": run.arch.model_type_hf,
         }
-        options.update(run.mg2hf or {})
+        options.update(run.mg2hf)
         return Step(
             name="mg2hf",
-            kind="mg2hf",
-            argv=[py, "-m", "ascendfactory.engine.convert", *to_flags(options)] if not skip else [],
+            role=Role.EXPORT,
+            launch=process([ctx.python, "-m", "ascendfactory.engine.convert", *to_flags(options)]),
             inputs=[run.layout.saved_checkpoints],
-            outputs=[out] if not skip else [],
-            skip_reason=skip,
+            outputs=[out],
             only_node0=shared,
         )
 
     # -- validation ---------------------------------------------------------------------------------
-    def check_training_flags(self, ctx: PlanContext, run: MegatronRun, train_argv: list[str]) -> None:
+    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         """Refuse, before anything runs, flags the embedded trainer does not know or does not implement."""
-        from ascendfactory.config.suggest import did_you_mean
         from ascendfactory.engine.train import flags as trainer_flags
-        from ascendfactory.errors import ConfigError, Problem
 
+        argv = plan.step("train").argv  # type: ignore[union-attr]
+        train_argv = argv[argv.index("ascendfactory.engine.train") + 1 :]
         known = trainer_flags.known_flags()
         problems: list[Problem] = []
         for key in run.training:
@@ -225,3 +174,8 @@ class TorchAdapter(BackendAdapter):
                         Problem(key=key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(key))
                     )
         self.raise_if(problems)
+
+    # -- doctor ---------------------------------------------------------------------------------------
+    def checks(self, environ: Mapping[str, str]) -> list[Check]:
+        return [*(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
+                *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil"))]

@@ -1,0 +1,84 @@
+"""`doctor`: what this machine has and lacks for a backend (generic checks here, the backend's own from it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ascendfactory.config.devices import detect_accelerator, resolve_devices_per_node
+
+ASCEND_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | missing | warn | info
+    detail: str
+    required: bool = True
+
+    def row(self) -> dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+def module_check(name: str, required: bool = True) -> Check:
+    found = importlib.util.find_spec(name) is not None
+    return Check(f"python: {name}", "ok" if found else ("missing" if required else "warn"),
+                 "importable" if found else f"pip install {name}", required)
+
+
+def free_port_check(port: int) -> Check:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return Check(f"port {port}", "ok", "free (default MASTER_PORT)", required=False)
+        except OSError:
+            return Check(f"port {port}", "warn", "in use: set env.MASTER_PORT to a free port", required=False)
+
+
+def ascend_toolkit_status(environ: Mapping[str, str] | None = None,
+                          set_env: str | None = None) -> tuple[bool, str]:
+    """(sourced?, detail). Sourced means ASCEND_TOOLKIT_HOME is set (set_env.sh exports it)."""
+    environ = os.environ if environ is None else environ
+    set_env = set_env or ASCEND_SET_ENV
+    home = environ.get("ASCEND_TOOLKIT_HOME")
+    if home:
+        return True, f"ASCEND_TOOLKIT_HOME={home}"
+    if os.path.exists(set_env):
+        return False, f"installed but not sourced: run `source {set_env}`"
+    return False, f"{set_env} not found: install the CANN toolkit, then source its set_env.sh"
+
+
+def ascend_checks(environ: Mapping[str, str], *, torch_npu_required: bool) -> list[Check]:
+    """The CANN toolkit environment and torch_npu (the Ascend backends, and any backend on an NPU)."""
+    ok, detail = ascend_toolkit_status(environ)
+    return [Check("Ascend toolkit", "ok" if ok else "missing", detail),
+            module_check("torch_npu", required=torch_npu_required)]
+
+
+def run_checks(backend: str = "torch", environ: Mapping[str, str] | None = None) -> list[Check]:
+    """Generic checks (python, accelerator, port, disk) around the backend's own."""
+    from ascendfactory.backends.registry import get_backend
+
+    environ = os.environ if environ is None else environ
+    chosen = get_backend(backend, key="--backend")
+    checks = [Check("python", "ok", sys.version.split()[0])]
+    kind = detect_accelerator()
+    devices = resolve_devices_per_node(None, environ)
+    checks.append(Check("accelerator", "info",
+                        f"{kind}; devices per node: {devices.count} ({devices.source})", required=False))
+    own = chosen.checks(environ)
+    if kind == "npu" and not any(c.name == "Ascend toolkit" for c in own):
+        own = [*ascend_checks(environ, torch_npu_required=True), *own]
+    checks += own
+    checks.append(free_port_check(6000))
+    usage = shutil.disk_usage(os.getcwd())
+    free_gb = usage.free / 2**30
+    checks.append(Check("disk (cwd)", "ok" if free_gb > 10 else "warn", f"{free_gb:.0f} GiB free",
+                        required=False))
+    return checks

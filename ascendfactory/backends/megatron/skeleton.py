@@ -1,0 +1,158 @@
+"""`MegatronBackend`: the step skeleton of the Megatron-style backends, written once.
+
+    preprocess  (PREPROCESS)  raw data -> Megatron indexed datasets         only NODE_RANK 0 on a shared FS
+    hf2mg       (CONVERT)     HF weights -> converted_weight_TP{tp}PP{pp}/   only NODE_RANK 0 on a shared FS
+    train       (TRAIN)       torchrun on every node, one log per rank, loss on the last rank
+    mg2hf       (EXPORT)      saved_checkpoints -> ckpt_converted_mg2hf/ (or hf_save_dir)
+    plot        (PLOT)        training_loss.png from the last rank's log, on the last node
+
+A subclass supplies the programs: `preprocess_step`, `hf2mg_step`, `train_entry` (what torchrun runs) and
+`mg2hf_step`; optionally `read` (extra validation) and `check` (checks that need the built steps).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+from ascendfactory.backends.base import Backend, PlanContext
+from ascendfactory.backends.megatron.run import MegatronRun, read_megatron_run
+from ascendfactory.checkpoints.megatron import SAVED_MARKER
+from ascendfactory.config.catalog import ModelArch
+from ascendfactory.plan import (
+    CheckpointSpec,
+    LogNaming,
+    LogSpec,
+    Plan,
+    Process,
+    Role,
+    Step,
+    ThroughputSpec,
+    Torchrun,
+    safe_name,
+)
+
+T = "backend_config.training."
+P = "backend_config.preprocess_data."
+# Old-style flat keys (AscendFactory's ENV-era names and preprocessing flags) -> Megatron keys.
+LEGACY_KEYS: dict[str, tuple[str, ...]] = {
+    "TP": (T + "tensor-model-parallel-size",),
+    "PP": (T + "pipeline-model-parallel-size",),
+    "CP": (T + "context-parallel-size",),
+    "context_parallel_size": (T + "context-parallel-size",),
+    "MBS": (T + "micro-batch-size",),
+    "GBS": (T + "global-batch-size",),
+    "SEQ_LEN": (T + "seq-length",),
+    "MAX_PE": (T + "max-position-embeddings",),
+    "LR": (T + "lr",),
+    "MIN_LR": (T + "min-lr",),
+    "TRAIN_ITERS": (T + "train-iters",),
+    "SEED": (T + "seed",),
+    "SAVE_INTERVAL": (T + "save-interval",),
+    "handler-name": (P + "handler-name",),
+    "DATA_TYPE": (P + "handler-name",),
+    "json-keys": (P + "json-keys",),
+    "append-eod": (P + "append-eod",),
+    "map-keys": (P + "map-keys",),
+    "prompt-type": (P + "prompt-type", T + "prompt-type"),
+}
+PROMPT_TYPES = {"qwen25": "qwen", "qwen3": "qwen", "llama2": "llama3", "glm4": "glm4"}
+LOSS_ON_LAST_NODE = "the loss is printed by the last rank, which runs on the last node"
+MG2HF_DISABLED = "final conversion disabled (convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)"
+
+
+class MegatronBackend(Backend):
+    stages = ("pt", "sft")
+    launcher = "torchrun"
+    legacy_keys = LEGACY_KEYS
+    legacy_rest = "backend_config.training"  # any other flat key is a training flag
+    run_options: ClassVar[dict[str, Any]] = {
+        "stage": "sft", "ckpt_load_type": 1, "user_converted_ckpt_path": "null", "train_auto_resume": "false",
+        "save_total_limit": 0, "convert_mg2hf_at_last": "true", "hf_save_dir": "null"}
+    absolute_paths: ClassVar[bool] = False  # plan paths made absolute (programs run in another cwd)
+
+    # -- the skeleton ---------------------------------------------------------------------------------
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
+        run = self.read(ctx, strict_paths=strict_paths)
+        cfg = ctx.config
+        out = os.path.abspath(cfg.af_output_dir) if self.absolute_paths else cfg.af_output_dir
+        plan = megatron_plan(ctx, run, output_dir=out, facts=self.facts(run))
+        shared = cfg.shared_filesystem and run.nnodes > 1
+        plan.add(self.preprocess_step(ctx, run, shared))
+        plan.add(self.hf2mg_step(ctx, run, shared))
+        plan.add(self.train_step(ctx, run))
+        plan.add(self.mg2hf_step(ctx, run, shared))
+        plan.add(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")],
+                      skip_reason=None if run.node_rank == run.nnodes - 1 else LOSS_ON_LAST_NODE))
+        self.check(ctx, run, plan, strict_paths=strict_paths)
+        return plan
+
+    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
+        return read_megatron_run(ctx, strict_paths=strict_paths)
+
+    def facts(self, run: MegatronRun) -> dict[str, Any]:
+        return run.facts()
+
+    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+        """Checks that need the built steps; raise ConfigError."""
+
+    def train_step(self, ctx: PlanContext, run: MegatronRun) -> Step:
+        entry, env, cwd, inputs = self.train_entry(ctx, run)
+        load = run.load
+        return Step(name="train", role=Role.TRAIN, launch=torchrun_launch(ctx, run, entry), env=env, cwd=cwd,
+                    inputs=inputs, outputs=[self.saved_dir(run)], notes=[load.reason] if load else [])
+
+    def saved_dir(self, run: MegatronRun) -> str:
+        path = run.layout.saved_checkpoints
+        return os.path.abspath(path) if self.absolute_paths else path
+
+    # -- what a subclass supplies ---------------------------------------------------------------------
+    def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+        raise NotImplementedError
+
+    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+        raise NotImplementedError
+
+    def train_entry(self, ctx: PlanContext, run: MegatronRun) -> tuple[list[str], dict[str, str],
+                                                                       str | None, list[str]]:
+        """(what torchrun runs, step env, cwd, inputs)."""
+        raise NotImplementedError
+
+    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+        raise NotImplementedError
+
+    def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
+        return {"prompt_type": PROMPT_TYPES.get(arch.model_type_hf, "empty")}
+
+
+def process(argv: list[str]) -> Process:
+    return Process(tuple(argv))
+
+
+def skipped(name: str, role: Role, reason: str) -> Step:
+    return Step(name=name, role=role, skip_reason=reason)
+
+
+def torchrun_launch(ctx: PlanContext, run: MegatronRun, entry: list[str]) -> Torchrun:
+    env = ctx.config.env
+    return Torchrun(python=ctx.python, entry=tuple(entry), nnodes=run.nnodes, nproc_per_node=run.nproc_per_node,
+                    node_rank=run.node_rank, master_addr=env.MASTER_ADDR, master_port=env.MASTER_PORT)
+
+
+def megatron_plan(ctx: PlanContext, run: MegatronRun, *, output_dir: str, facts: dict[str, Any]) -> Plan:
+    """The Plan shell every Megatron-style backend fills: Megatron logs, checkpoints and throughput."""
+    cfg = ctx.config
+    seq = run.training.get("seq-length")
+    logs = LogSpec(format="megatron",
+                   naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
+                   loss_rank="last",
+                   throughput=ThroughputSpec("megatron", seq_length=seq if isinstance(seq, int) else None,
+                                             devices=run.world_size))
+    saved = os.path.join(output_dir, "saved_checkpoints")
+    config_path, config_text = ctx.exp_config_file(output_dir)
+    return Plan(backend=cfg.backend, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
+                output_dir=output_dir, logs=logs,
+                checkpoints=CheckpointSpec(root=saved, scheme="megatron", retain=cfg.save_total_limit,
+                                           saved_marker=SAVED_MARKER),
+                policy=ctx.run_policy(), files={config_path: config_text}, source=ctx.loaded.source,
+                warnings=list(run.warnings), env=cfg.env.extra_vars(), facts=facts)

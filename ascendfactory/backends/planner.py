@@ -1,0 +1,34 @@
+"""Experiment -> Plan: gather the machine facts, then let the experiment's backend plan (no process started)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.registry import get_backend
+from ascendfactory.config.devices import resolve_devices_per_node
+from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.plan import Plan
+
+
+def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = None) -> PlanContext:
+    environ = dict(os.environ if environ is None else environ)
+    devices = resolve_devices_per_node(loaded.config.env.NPUS_PER_NODE, environ)
+    return PlanContext(loaded=loaded, devices=devices, python=sys.executable, environ=environ)
+
+
+def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, str] | None = None) -> Plan:
+    """Validate and plan. On a dry run, input paths that do not exist here are warnings, not errors."""
+    ctx = build_context(loaded, environ)
+    backend = get_backend(loaded.config.backend, source=loaded.source_of("backend"))
+    plan = backend.plan(ctx, strict_paths=not dry_run)
+    plan.facts.setdefault("devices_source", ctx.devices.source)
+    return plan
+
+
+def replanner(loaded: LoadedExperiment) -> Callable[[], Plan]:
+    """What the runner calls to re-plan after a failure (auto-resume): the same experiment, planned again
+    against the files as they are now (the newest checkpoint)."""
+    return lambda: make_plan(loaded, dry_run=False)
