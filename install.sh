@@ -3,8 +3,8 @@
 #
 #   sh install.sh [BACKEND] [--dev]
 #
-# BACKEND: torch (default, the embedded PyTorch backend), mindspeed-llm, llamafactory, verl,
-#          mindspeed-rl, mindspeed-mm.   --dev: also the test and lint tools.
+# BACKEND: a registered backend (default torch, the embedded PyTorch backend; `ascendfactory-cli
+#          experiments` lists them all). --dev: also the test and lint tools.
 # Environment: PYTHON (default python3), AF_TORCH_SPEC (default torch==2.13.0: the CPU wheel this
 # project's machines serve; on a GPU/NPU machine install your own torch first and it is kept).
 set -eu
@@ -16,9 +16,9 @@ DEV=0
 for arg in "$@"; do
     case "$arg" in
         --dev) DEV=1 ;;
-        torch|mindspeed-llm|llamafactory|verl|mindspeed-rl|mindspeed-mm) BACKEND="$arg" ;;
         -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
-        *) echo "install.sh: unknown argument '$arg' (backends: torch mindspeed-llm llamafactory verl mindspeed-rl mindspeed-mm; flag: --dev)" >&2; exit 2 ;;
+        -*) echo "install.sh: unknown flag '$arg' (flags: --dev, -h)" >&2; exit 2 ;;
+        *) BACKEND="$arg" ;;  # checked against the backend registry once the core is installed
     esac
 done
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -47,11 +47,9 @@ else
     "$PYTHON" -m ascendfactory.engine.demo "$DEMO"
 fi
 
-case "$BACKEND" in
-    torch) ;;
-    mindspeed-llm)  # print the plan, then run it (each step is skipped or harmless when already done)
-        "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND"
-        "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" --run ;;
-    *) "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" ;;
-esac
+# The backend's own installation plan (an unknown name fails here, listing the registered ones): printed,
+# then run (each step is skipped or harmless when already done; a backend whose steps this version does
+# not run only prints its plan).
+"$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND"
+"$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" --run
 say "done: $(command -v ascendfactory-cli || echo "ascendfactory-cli (add $("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') to PATH)")"

@@ -182,7 +182,7 @@ def test_same_file_plans_mindspeed_llm(tmp_path, demo_model):
     )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    train = next(s for s in plan["steps"] if s["kind"] == "train")
+    train = next(s for s in plan["steps"] if s["name"] == "train")
     assert any(a.endswith("posttrain_gpt.py") for a in train["argv"])
     assert "--finetune" in train["argv"] and "--is-instruction-dataset" in train["argv"]
 
