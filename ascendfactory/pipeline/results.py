@@ -72,9 +72,10 @@ def chained_records(paths: Iterable[str], fmt: str) -> list[Record]:
 def plot(paths: list[str], out_png: str, logs: LogSpec) -> str | None:
     """`training_loss.png` from the joined segments; None when no loss was logged."""
     records = chained_records(paths, logs.format)
-    if not any(any(k in r.metrics for k in logs.loss_keys) for r in records):
+    key = next((k for k in logs.loss_keys if any(k in r.metrics for r in records)), None)
+    if key is None:
         return None
-    return str(plot_loss(records, out_png))
+    return str(plot_loss(records, out_png, metric=key))
 
 
 @dataclass
