@@ -24,6 +24,7 @@ import yaml
 from ascendfactory.config.devices import DeviceCount
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.schema import ExperimentConfig
+from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import Plan, RunPolicy
 from ascendfactory.secrets import mask_secrets
@@ -61,8 +62,8 @@ class PlanContext:
     def exp_config_file(self, output_dir: str) -> tuple[str, str]:
         """(path, text) of `{af_output_dir}/exp-config.yaml`: the resolved experiment, secrets masked."""
         text = ("# Resolved by ascendfactory-cli train (defaults, experiment file and overrides merged; "
-                "secrets masked)\n" + yaml.safe_dump(mask_secrets(self.config.model_dump(mode="json")),
-                                                     sort_keys=False, allow_unicode=True))
+                "secrets masked)\n" + yaml.dump(mask_secrets(self.config.model_dump(mode="json")),
+                                                Dumper=SafeDumper, sort_keys=False, allow_unicode=True))
         return os.path.join(output_dir, EXP_CONFIG), text
 
 

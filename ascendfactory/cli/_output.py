@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from typing import Any
+
+# rich's console markup: `[style]...[/style]`; a backslash before `[` makes it literal.
+_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
 
 class Output:
@@ -37,8 +42,17 @@ class Output:
         self.console.print(message, style=style, markup=False)
 
     def markup(self, message: str) -> None:
-        if self.mode != "json":
+        if self.mode == "json":
+            return
+        if self._console is None and self._plain():  # what rich would print, without importing it
+            self.raw(plain(message))
+        else:
             self.console.print(message)
+
+    @staticmethod
+    def _plain() -> bool:
+        """stdout is no terminal and nothing forces colour: rich would print the text without styles."""
+        return not sys.stdout.isatty() and not os.environ.get("FORCE_COLOR") and not os.environ.get("TTY_COMPATIBLE")
 
     def raw(self, text: str) -> None:
         """Write text as is (shell scripts, yaml), never wrapped or styled."""
@@ -74,10 +88,32 @@ class Output:
         self.err_console.print(f"[bold red]error:[/bold red] {_escape(message)}")
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
+def escape(text: str) -> str:
+    """Make `text` print literally through console markup (rich.markup.escape's rule)."""
 
-    return escape(text)
+    def literal(m: re.Match[str]) -> str:
+        backslashes, tag = m.groups()
+        return f"{backslashes}{backslashes}\\{tag}"
+
+    text = _TAG.sub(literal, text)
+    return text + "\\" if text.endswith("\\") and not text.endswith("\\\\") else text
+
+
+def plain(message: str) -> str:
+    """Console markup as plain text: tags dropped, escaped brackets kept (what rich prints uncoloured)."""
+    if "[" not in message:
+        return message
+    out, position = [], 0
+    for m in _TAG.finditer(message):
+        backslashes, tag = m.groups()
+        out.append(message[position : m.start()].replace("\\[", "["))
+        out.append(backslashes[: len(backslashes) // 2] + (tag if len(backslashes) % 2 else ""))
+        position = m.end()
+    out.append(message[position:].replace("\\[", "["))
+    return "".join(out)
+
+
+_escape = escape
 
 
 out = Output()

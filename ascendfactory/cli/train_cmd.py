@@ -57,7 +57,7 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
 
         out.raw(plan_to_shell(plan))
         return
-    from rich.markup import escape
+    from ascendfactory.cli._output import escape
 
     f = plan.facts
     out.markup(

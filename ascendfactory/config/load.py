@@ -52,7 +52,8 @@ class LoadedExperiment:
 class Backends:
     """What loading needs to know of the registered backends."""
 
-    names: tuple[str, ...]
+    known: Callable[[str], bool]  # is this a registered backend (imports only that backend)
+    names: Callable[[], tuple[str, ...]]  # every registered name (imports them all: error messages only)
     legacy_keys: Callable[[str], Mapping[str, tuple[str, ...]]]  # old-style flat key -> dotted keys
     legacy_rest: Callable[[str], str | None]  # where other flat keys go (None: they are errors)
 
@@ -104,7 +105,7 @@ def load_experiment(
     resolved = interpolate.resolve(compose(layers, overrides))
     overridden = {k for k, _ in overrides}
     config = validate_tree(resolved, source=source, overridden=overridden,
-                           backend_names=backends.names if backends else None)
+                           backends=backends)
     return LoadedExperiment(config=config, tree=resolved, source=source, style=style, overridden=overridden)
 
 
@@ -113,14 +114,15 @@ def validate_tree(
     *,
     source: str,
     overridden: set[str] | None = None,
-    backend_names: tuple[str, ...] | None = None,
+    backends: Backends | None = None,
 ) -> ExperimentConfig:
     """pydantic validation, with every error turned into a Problem that names the key and a fix; with
-    `backend_names`, an unknown `backend` is one more problem of the same report."""
+    `backends`, an unknown `backend` is one more problem of the same report."""
     overridden = overridden or set()
     problems: list[Problem] = []
     backend = tree.get("backend", "torch")
-    if backend_names is not None and isinstance(backend, str) and backend not in backend_names:
+    if backends is not None and isinstance(backend, str) and not backends.known(backend):
+        backend_names = backends.names()
         src = "command line" if "backend" in overridden else source
         problems.append(Problem(key="backend", source=src,
                                 message=f"unknown backend {backend!r}{did_you_mean(backend, backend_names)}",

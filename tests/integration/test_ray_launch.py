@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -44,7 +43,7 @@ def experiment(tmp_path: Path, name: str, *, nnodes: int, node_rank: int, port: 
 
 def start(path: Path) -> subprocess.Popen:
     return subprocess.Popen([*CLI, "train", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, env={**os.environ, "AF_MONITOR_INTERVAL_S": "1"})
 
 
 def kill_node(proc: subprocess.Popen) -> None:
@@ -103,6 +102,11 @@ def test_two_cli_invocations_form_one_ray_cluster(tmp_path):
     assert (out0 / "training_loss.png").stat().st_size > 0
     assert not (out1 / "training_loss.png").exists()
     assert not (out0 / "saved_checkpoints").exists()
+    # The device monitor follows the node's whole Ray tree (raylet, its workers, the driver), not only
+    # the node program (~20 MB on its own).
+    (info,) = (out0 / "logs").glob("raycontract-*-npu_info-R0.txt")
+    rss = [float(line.split("rss_mb ")[1].split()[0]) for line in info.read_text().splitlines() if "rss_mb" in line]
+    assert rss and max(rss) > 200
     assert no_raylet_left()
 
 

@@ -19,7 +19,7 @@ from runner_fakes import run_experiment
 
 from ascendfactory.errors import StageFailedError
 from ascendfactory.backends import planner
-from ascendfactory.plan import Process, Role
+from ascendfactory.plan import Process, Role, Step
 
 
 @pytest.fixture
