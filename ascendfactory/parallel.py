@@ -277,4 +277,3 @@ def suggest_layout(arch: Any, devices: int = 8) -> tuple[int, int]:
     while pp > 1 and (arch.layers % pp or devices % (tp * pp)):
         pp //= 2
     return tp, pp
-

@@ -1,4 +1,4 @@
-"""The plan: the whole contract between a backend and the runner, as data (ground floor: imports nothing else).
+"""The plan: the whole contract between a backend and the runner, as data (the ground floor: no other layer).
 
 A backend turns an experiment into a `Plan`; the runner (`ascendfactory.pipeline`) executes it and reads
 nothing else. A plan holds:
@@ -86,9 +86,18 @@ class Torchrun:
     def command(self, *, rendezvous_timeout_s: float | None = None) -> list[str]:
         """The full argv; with a timeout, `--rdzv_conf timeout=<s>` (how long nodes wait for each other)."""
         head = list(self.torchrun) or [self.python, "-m", "torch.distributed.run"]
-        opts = ["--nproc_per_node", str(self.nproc_per_node), "--nnodes", str(self.nnodes),
-                "--node_rank", str(self.node_rank), "--master_addr", self.master_addr,
-                "--master_port", str(self.master_port)]
+        opts = [
+            "--nproc_per_node",
+            str(self.nproc_per_node),
+            "--nnodes",
+            str(self.nnodes),
+            "--node_rank",
+            str(self.node_rank),
+            "--master_addr",
+            self.master_addr,
+            "--master_port",
+            str(self.master_port),
+        ]
         if rendezvous_timeout_s is not None:
             opts = ["--rdzv_conf", f"timeout={max(int(rendezvous_timeout_s), 1)}", *opts]
         return [*head, *opts, "--tee", "3", *self.entry]
@@ -132,10 +141,29 @@ class Ray:
             common += ["--resources", json.dumps(dict(self.node_resources), sort_keys=True)]
         if self.node_rank == 0:
             need = ["--need", json.dumps(dict(self.resources), sort_keys=True)] if self.resources else []
-            return [self.python, RAY_NODE_PROGRAM, "head", "--port", str(self.port), "--node-ip",
-                    self.head_address, "--nodes", str(self.nnodes), *need, *common, "--", *self.driver]
-        return [self.python, RAY_NODE_PROGRAM, "worker", "--address", f"{self.head_address}:{self.port}",
-                *common]
+            return [
+                self.python,
+                RAY_NODE_PROGRAM,
+                "head",
+                "--port",
+                str(self.port),
+                "--node-ip",
+                self.head_address,
+                "--nodes",
+                str(self.nnodes),
+                *need,
+                *common,
+                "--",
+                *self.driver,
+            ]
+        return [
+            self.python,
+            RAY_NODE_PROGRAM,
+            "worker",
+            "--address",
+            f"{self.head_address}:{self.port}",
+            *common,
+        ]
 
     @property
     def world_size(self) -> int:
@@ -186,12 +214,22 @@ class Step:
         return shlex.join(self.argv)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "role": self.role.value,
-                "launch": self.launch.kind if self.launch is not None else "in-process",
-                "argv": self.argv, "command": self.command_line(), "env": self.env, "cwd": self.cwd,
-                "inputs": self.inputs, "outputs": self.outputs, "skip_reason": self.skip_reason,
-                "only_node0": self.only_node0, "mkdirs": self.mkdirs, "notes": self.notes,
-                "fingerprint": self.fingerprint}
+        return {
+            "name": self.name,
+            "role": self.role.value,
+            "launch": self.launch.kind if self.launch is not None else "in-process",
+            "argv": self.argv,
+            "command": self.command_line(),
+            "env": self.env,
+            "cwd": self.cwd,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "skip_reason": self.skip_reason,
+            "only_node0": self.only_node0,
+            "mkdirs": self.mkdirs,
+            "notes": self.notes,
+            "fingerprint": self.fingerprint,
+        }
 
 
 # -- what the runner needs besides the steps ------------------------------------------------------------
@@ -294,10 +332,17 @@ class Plan:
             "env": self.env,
             "warnings": self.warnings,
             "files": sorted(self.files),
-            "logs": {"format": self.logs.format, "loss_rank": self.logs.loss_rank,
-                     "throughput": self.logs.throughput.formula},
-            "checkpoints": None if self.checkpoints is None else {
-                "root": self.checkpoints.root, "scheme": self.checkpoints.scheme,
-                "retain": self.checkpoints.retain},
+            "logs": {
+                "format": self.logs.format,
+                "loss_rank": self.logs.loss_rank,
+                "throughput": self.logs.throughput.formula,
+            },
+            "checkpoints": None
+            if self.checkpoints is None
+            else {
+                "root": self.checkpoints.root,
+                "scheme": self.checkpoints.scheme,
+                "retain": self.checkpoints.retain,
+            },
             "steps": [s.to_dict() for s in self.steps],
         }

@@ -10,8 +10,20 @@ import re
 from typing import Any
 
 MASK = "***"
-_SECRET_WORDS = {"token", "password", "passwd", "pwd", "secret", "ak", "sk", "apikey", "accesskey",
-                 "credential", "credentials", "privatekey"}
+_SECRET_WORDS = {
+    "token",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "ak",
+    "sk",
+    "apikey",
+    "accesskey",
+    "credential",
+    "credentials",
+    "privatekey",
+}
 _SECRET_PAIRS = {("access", "key"), ("api", "key"), ("secret", "key"), ("private", "key"), ("secret", "id")}
 
 
@@ -26,8 +38,10 @@ def is_secret_key(key: str) -> bool:
 def mask_secrets(value: Any) -> Any:
     """A copy of `value` with the values of secret-looking keys replaced by `***` (at any depth)."""
     if isinstance(value, dict):
-        return {k: (MASK if is_secret_key(str(k)) and v not in (None, "") else mask_secrets(v))
-                for k, v in value.items()}
+        return {
+            k: (MASK if is_secret_key(str(k)) and v not in (None, "") else mask_secrets(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [mask_secrets(v) for v in value]
     return value

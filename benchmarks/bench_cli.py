@@ -49,8 +49,10 @@ def heavy_imports(args: list[str]) -> list[str]:
 
 
 def describe(name: str, times: list[float]) -> str:
-    return (f"{name:10s} median {statistics.median(times) * 1000:6.0f} ms   "
-            f"min {min(times) * 1000:5.0f}   max {max(times) * 1000:5.0f}")
+    return (
+        f"{name:10s} median {statistics.median(times) * 1000:6.0f} ms   "
+        f"min {min(times) * 1000:5.0f}   max {max(times) * 1000:5.0f}"
+    )
 
 
 def main() -> None:
@@ -75,9 +77,13 @@ def main() -> None:
         print(describe(name, times[name]))
     floor, dry, help_s = (statistics.median(times[n]) for n in ("floor", "dry run", "--help"))
     ratio = dry / floor
-    print(f"dry run / floor: {ratio:.2f}x   goal <= {RATIO_GOAL}x   {'OK' if ratio <= RATIO_GOAL else 'OVER'}")
-    print(f"--help: {help_s * 1000:.0f} ms   goal < {HELP_GOAL_S * 1000:.0f} ms   "
-          f"{'OK' if help_s < HELP_GOAL_S else 'OVER'}")
+    print(
+        f"dry run / floor: {ratio:.2f}x   goal <= {RATIO_GOAL}x   {'OK' if ratio <= RATIO_GOAL else 'OVER'}"
+    )
+    print(
+        f"--help: {help_s * 1000:.0f} ms   goal < {HELP_GOAL_S * 1000:.0f} ms   "
+        f"{'OK' if help_s < HELP_GOAL_S else 'OVER'}"
+    )
     for name, a in (("--help", ["--help"]), ("dry run", ["train", "cfgs/quickstart.yaml", "--dry-run"])):
         print(f"heavy modules imported by {name}: {', '.join(heavy_imports(a)) or 'none'}")
 

@@ -43,7 +43,7 @@ from ascendfactory.engine.data.indexed import IndexedDataset  # noqa: E402
 def make_corpus(path: Path, docs: int) -> list[str]:
     """`docs` documents of four demo paragraphs each, written as JSON Lines; returns the texts."""
     paragraphs = [r["text"] for r in pretrain_records(docs * 4, seed=7)]
-    texts = [" ".join(paragraphs[i:i + 4]) for i in range(0, len(paragraphs), 4)]
+    texts = [" ".join(paragraphs[i : i + 4]) for i in range(0, len(paragraphs), 4)]
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     return texts
 
@@ -79,8 +79,9 @@ def output_files(prefix: Path) -> dict[str, bytes]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--megatron-lm", type=Path, default=None,
-                   help="a Megatron-LM checkout (tools/ and megatron/)")
+    p.add_argument(
+        "--megatron-lm", type=Path, default=None, help="a Megatron-LM checkout (tools/ and megatron/)"
+    )
     p.add_argument("--tokenizer", type=Path, default=None, help="HF tokenizer dir (default: demo tokenizer)")
     p.add_argument("--docs", type=int, default=20000, help="documents in the generated corpus")
     p.add_argument("--workers", type=int, default=2)
@@ -100,19 +101,44 @@ def main(argv: list[str] | None = None) -> int:
         mb = corpus.stat().st_size / 1e6
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-        ours_argv = [sys.executable, "-m", "ascendfactory.engine.data.preprocess", "--input", str(corpus),
-                     "--tokenizer-name-or-path", str(tokenizer_dir), "--output-prefix",
-                     str(tmp / "ours" / "c"), "--append-eod", "--workers", str(args.workers),
-                     "--log-interval", "100000"]
+        ours_argv = [
+            sys.executable,
+            "-m",
+            "ascendfactory.engine.data.preprocess",
+            "--input",
+            str(corpus),
+            "--tokenizer-name-or-path",
+            str(tokenizer_dir),
+            "--output-prefix",
+            str(tmp / "ours" / "c"),
+            "--append-eod",
+            "--workers",
+            str(args.workers),
+            "--log-interval",
+            "100000",
+        ]
         script = args.megatron_lm / "tools" / "preprocess_data.py" if args.megatron_lm else None
         mlm_argv: list[str] | None = None
         if script is not None and script.is_file():
             (tmp / "megatron").mkdir()
             mlm_env = {**os.environ, "PYTHONPATH": str(args.megatron_lm.resolve())}
-            mlm_argv = [sys.executable, str(script), "--input", str(corpus), "--output-prefix",
-                        str(tmp / "megatron" / "c"), "--tokenizer-type", "HuggingFaceTokenizer",
-                        "--tokenizer-model", str(tokenizer_dir), "--append-eod", "--workers",
-                        str(args.workers), "--log-interval", "100000"]
+            mlm_argv = [
+                sys.executable,
+                str(script),
+                "--input",
+                str(corpus),
+                "--output-prefix",
+                str(tmp / "megatron" / "c"),
+                "--tokenizer-type",
+                "HuggingFaceTokenizer",
+                "--tokenizer-model",
+                str(tokenizer_dir),
+                "--append-eod",
+                "--workers",
+                str(args.workers),
+                "--log-interval",
+                "100000",
+            ]
         load_before = load()
         ours_t: list[float] = []
         inner_t: list[float] = []
@@ -131,27 +157,36 @@ def main(argv: list[str] | None = None) -> int:
         ds = IndexedDataset(tmp / "ours" / "c_text_document")
         tokens = int(ds.sizes.sum())
 
-        print(f"corpus: {args.docs} documents, {mb:.1f} MB, {tokens:,} tokens; workers={args.workers}; "
-              f"median of {args.repeats} interleaved runs; "
-              f"load average {load_before} before, {load_after} after")
+        print(
+            f"corpus: {args.docs} documents, {mb:.1f} MB, {tokens:,} tokens; workers={args.workers}; "
+            f"median of {args.repeats} interleaved runs; "
+            f"load average {load_before} before, {load_after} after"
+        )
         print(f"{'program':<28}{'seconds':>10}{'tokens/s':>14}   runs")
-        rows = [("ours (end to end)", ours, ours_t), ("ours (after start-up)", inner, inner_t),
-                ("bare tokenizer (in memory)", bare, bare_t)]
+        rows = [
+            ("ours (end to end)", ours, ours_t),
+            ("ours (after start-up)", inner, inner_t),
+            ("bare tokenizer (in memory)", bare, bare_t),
+        ]
         if mlm_t:
             rows.append(("Megatron-LM preprocess_data", statistics.median(mlm_t), mlm_t))
         for name, median, runs in rows:
             each = " ".join(f"{t:.2f}" for t in runs)
             print(f"{name:<28}{median:>10.2f}{tokens / median:>14,.0f}   {each}")
-        print(f"ours / bare tokenizer: {bare / ours:.0%} end to end, {bare / inner:.0%} after start-up "
-              "(goal >= 70%)")
+        print(
+            f"ours / bare tokenizer: {bare / ours:.0%} end to end, {bare / inner:.0%} after start-up "
+            "(goal >= 70%)"
+        )
         if args.megatron_lm is None:
             print("Megatron-LM: skipped (pass --megatron-lm DIR, a Megatron-LM checkout, to compare)")
         elif mlm_argv is None:
             print(f"Megatron-LM: skipped ({script} not found)")
         else:
             same = output_files(tmp / "ours" / "c") == output_files(tmp / "megatron" / "c")
-            print(f"ours / Megatron-LM: {statistics.median(mlm_t) / ours:.2f}x (goal >= 1.5x); "
-                  f"outputs byte-identical: {same}")
+            print(
+                f"ours / Megatron-LM: {statistics.median(mlm_t) / ours:.2f}x (goal >= 1.5x); "
+                f"outputs byte-identical: {same}"
+            )
     return 0
 
 

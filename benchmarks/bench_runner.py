@@ -30,11 +30,11 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "pipeline"))
 import runner_fakes as fakes  # noqa: E402
+from ascendfactory.pipeline.plan import RankLayout, Step  # noqa: E402
 
 from ascendfactory.cli._output import out  # noqa: E402
 from ascendfactory.pipeline.launch import LogNames  # noqa: E402
 from ascendfactory.pipeline.monitor import DEFAULT_INTERVAL_S, DeviceMonitor  # noqa: E402
-from ascendfactory.pipeline.plan import RankLayout, Step  # noqa: E402
 from ascendfactory.pipeline.runner import run_experiment  # noqa: E402
 
 PASS = [sys.executable, "-c", "pass"]
@@ -60,11 +60,13 @@ def bench_monitor(root: Path, seconds: float) -> tuple[float, int]:
     work = Path(tempfile.mkdtemp(dir=root))
     sleeper = fakes.write_script(work, "sleeper.py", "import time\ntime.sleep(600)\n")
     launcher = fakes.write_script(work, "launcher.py", fakes.FAKE_LAUNCHER)
-    proc = subprocess.Popen([sys.executable, launcher, "8", sleeper], stdout=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, launcher, "8", sleeper], stdout=subprocess.DEVNULL, start_new_session=True
+    )
     time.sleep(1.0)
-    mon = DeviceMonitor(LogNames.for_run(str(work / "logs"), "m", "e"), RankLayout(1, 8, 0), env={},
-                        interval_s=0.25)
+    mon = DeviceMonitor(
+        LogNames.for_run(str(work / "logs"), "m", "e"), RankLayout(1, 8, 0), env={}, interval_s=0.25
+    )
     mon.attach(proc.pid)
     mon.start()
     time.sleep(seconds)
@@ -85,12 +87,24 @@ def bench_first_step(root: Path) -> float:
     with open(model / "model.safetensors", "wb") as f:
         f.truncate(256 * 2**20)
     stamp = work / "train_started"
-    train = Step(name="train", kind="train", argv=[
-        sys.executable, "-c", f"import time; open({str(stamp)!r}, 'w').write(repr(time.time()))"])
+    train = Step(
+        name="train",
+        kind="train",
+        argv=[sys.executable, "-c", f"import time; open({str(stamp)!r}, 'w').write(repr(time.time()))"],
+    )
+
     def plan():
-        return fakes.plan(outdir, [
-            Step(name="preprocess", kind="preprocess", argv=PASS, inputs=[str(model)], outputs=[str(model)]),
-            Step(name="hf2mg", kind="hf2mg", argv=PASS, inputs=[str(model)], outputs=[str(model)]), train])
+        return fakes.plan(
+            outdir,
+            [
+                Step(
+                    name="preprocess", kind="preprocess", argv=PASS, inputs=[str(model)], outputs=[str(model)]
+                ),
+                Step(name="hf2mg", kind="hf2mg", argv=PASS, inputs=[str(model)], outputs=[str(model)]),
+                train,
+            ],
+        )
+
     run_experiment(plan(), fakes.loaded(outdir), live=False)  # writes the manifests
     t0 = time.time()
     run_experiment(plan(), fakes.loaded(outdir), live=False)
@@ -110,14 +124,20 @@ def main() -> None:
         overhead = [bench_overhead(root) for _ in range(args.repeats)]
         first = [bench_first_step(root) for _ in range(args.repeats)]
         per_sample, samples = bench_monitor(root, args.monitor_seconds)
-    print(f"runner overhead (4 trivial steps):     median {statistics.median(overhead):.3f} s "
-          f"(min {min(overhead):.3f}, max {max(overhead):.3f}; goal < 1 s)")
-    print(f"start -> first step, 2 steps skipped:  median {statistics.median(first):.3f} s "
-          f"(min {min(first):.3f}, max {max(first):.3f}; goal < 2 s)")
+    print(
+        f"runner overhead (4 trivial steps):     median {statistics.median(overhead):.3f} s "
+        f"(min {min(overhead):.3f}, max {max(overhead):.3f}; goal < 1 s)"
+    )
+    print(
+        f"start -> first step, 2 steps skipped:  median {statistics.median(first):.3f} s "
+        f"(min {min(first):.3f}, max {max(first):.3f}; goal < 2 s)"
+    )
     share = per_sample / DEFAULT_INTERVAL_S * 100
-    print(f"device monitor: {per_sample * 1000:.2f} ms CPU per sample over {samples} samples (8 workers) "
-          f"= {share:.3f} % of one core at the default {DEFAULT_INTERVAL_S:g} s interval "
-          f"({per_sample * 100:.2f} % at 1 s; goal < 1 %)")
+    print(
+        f"device monitor: {per_sample * 1000:.2f} ms CPU per sample over {samples} samples (8 workers) "
+        f"= {share:.3f} % of one core at the default {DEFAULT_INTERVAL_S:g} s interval "
+        f"({per_sample * 100:.2f} % at 1 s; goal < 1 %)"
+    )
 
 
 if __name__ == "__main__":

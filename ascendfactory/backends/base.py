@@ -55,15 +55,27 @@ class PlanContext:
     def run_policy(self) -> RunPolicy:
         """The runner's policy for this experiment (node place, waits, auto-resume)."""
         cfg = self.config
-        return RunPolicy(node_rank=cfg.env.NODE_RANK, nnodes=cfg.env.NNODES,
-                         node_wait_timeout_s=cfg.node_wait_timeout_s, auto_resume=cfg.train_auto_resume,
-                         max_attempts=cfg.auto_resume.max_attempts, backoff_s=cfg.auto_resume.backoff_s)
+        return RunPolicy(
+            node_rank=cfg.env.NODE_RANK,
+            nnodes=cfg.env.NNODES,
+            node_wait_timeout_s=cfg.node_wait_timeout_s,
+            auto_resume=cfg.train_auto_resume,
+            max_attempts=cfg.auto_resume.max_attempts,
+            backoff_s=cfg.auto_resume.backoff_s,
+        )
 
     def exp_config_file(self, output_dir: str) -> tuple[str, str]:
         """(path, text) of `{af_output_dir}/exp-config.yaml`: the resolved experiment, secrets masked."""
-        text = ("# Resolved by ascendfactory-cli train (defaults, experiment file and overrides merged; "
-                "secrets masked)\n" + yaml.dump(mask_secrets(self.config.model_dump(mode="json")),
-                                                Dumper=SafeDumper, sort_keys=False, allow_unicode=True))
+        text = (
+            "# Resolved by ascendfactory-cli train (defaults, experiment file and overrides merged; "
+            "secrets masked)\n"
+            + yaml.dump(
+                mask_secrets(self.config.model_dump(mode="json")),
+                Dumper=SafeDumper,
+                sort_keys=False,
+                allow_unicode=True,
+            )
+        )
         return os.path.join(output_dir, EXP_CONFIG), text
 
 
@@ -112,8 +124,13 @@ class Backend:
     def stage_problems(self, ctx: PlanContext, stage: str | None) -> list[Problem]:
         if stage is None or stage in self.stages:
             return []
-        return [ctx.problem("stage", f"'{stage}' is not a stage of backend {self.name}",
-                            fix="use one of: " + ", ".join(self.stages))]
+        return [
+            ctx.problem(
+                "stage",
+                f"'{stage}' is not a stage of backend {self.name}",
+                fix="use one of: " + ", ".join(self.stages),
+            )
+        ]
 
     @staticmethod
     def raise_if(problems: list[Problem]) -> None:

@@ -1,4 +1,4 @@
-"""`doctor`: what this machine has and lacks for a backend (generic checks here, the backend's own from it)."""
+"""`doctor`: what this machine has and lacks for a backend (generic checks here, its own from the backend)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,12 @@ class Check:
 
 def module_check(name: str, required: bool = True) -> Check:
     found = importlib.util.find_spec(name) is not None
-    return Check(f"python: {name}", "ok" if found else ("missing" if required else "warn"),
-                 "importable" if found else f"pip install {name}", required)
+    return Check(
+        f"python: {name}",
+        "ok" if found else ("missing" if required else "warn"),
+        "importable" if found else f"pip install {name}",
+        required,
+    )
 
 
 def free_port_check(port: int) -> Check:
@@ -41,8 +45,9 @@ def free_port_check(port: int) -> Check:
             return Check(f"port {port}", "warn", "in use: set env.MASTER_PORT to a free port", required=False)
 
 
-def ascend_toolkit_status(environ: Mapping[str, str] | None = None,
-                          set_env: str | None = None) -> tuple[bool, str]:
+def ascend_toolkit_status(
+    environ: Mapping[str, str] | None = None, set_env: str | None = None
+) -> tuple[bool, str]:
     """(sourced?, detail). Sourced means ASCEND_TOOLKIT_HOME is set (set_env.sh exports it)."""
     environ = os.environ if environ is None else environ
     set_env = set_env or ASCEND_SET_ENV
@@ -57,8 +62,10 @@ def ascend_toolkit_status(environ: Mapping[str, str] | None = None,
 def ascend_checks(environ: Mapping[str, str], *, torch_npu_required: bool) -> list[Check]:
     """The CANN toolkit environment and torch_npu (the Ascend backends, and any backend on an NPU)."""
     ok, detail = ascend_toolkit_status(environ)
-    return [Check("Ascend toolkit", "ok" if ok else "missing", detail),
-            module_check("torch_npu", required=torch_npu_required)]
+    return [
+        Check("Ascend toolkit", "ok" if ok else "missing", detail),
+        module_check("torch_npu", required=torch_npu_required),
+    ]
 
 
 def run_checks(backend: str = "torch", environ: Mapping[str, str] | None = None) -> list[Check]:
@@ -70,8 +77,14 @@ def run_checks(backend: str = "torch", environ: Mapping[str, str] | None = None)
     checks = [Check("python", "ok", sys.version.split()[0])]
     kind = detect_accelerator()
     devices = resolve_devices_per_node(None, environ)
-    checks.append(Check("accelerator", "info",
-                        f"{kind}; devices per node: {devices.count} ({devices.source})", required=False))
+    checks.append(
+        Check(
+            "accelerator",
+            "info",
+            f"{kind}; devices per node: {devices.count} ({devices.source})",
+            required=False,
+        )
+    )
     own = chosen.checks(environ)
     if kind == "npu" and not any(c.name == "Ascend toolkit" for c in own):
         own = [*ascend_checks(environ, torch_npu_required=True), *own]
@@ -79,6 +92,7 @@ def run_checks(backend: str = "torch", environ: Mapping[str, str] | None = None)
     checks.append(free_port_check(6000))
     usage = shutil.disk_usage(os.getcwd())
     free_gb = usage.free / 2**30
-    checks.append(Check("disk (cwd)", "ok" if free_gb > 10 else "warn", f"{free_gb:.0f} GiB free",
-                        required=False))
+    checks.append(
+        Check("disk (cwd)", "ok" if free_gb > 10 else "warn", f"{free_gb:.0f} GiB free", required=False)
+    )
     return checks

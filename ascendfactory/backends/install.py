@@ -25,14 +25,17 @@ class InstallStep:
 def third_party_dir(environ: Mapping[str, str] | None = None) -> str:
     """Where install.sh clones frameworks: env AF_THIRD_PARTY_DIR, else ~/.ascendfactory/third-party."""
     environ = os.environ if environ is None else environ
-    return environ.get("AF_THIRD_PARTY_DIR") or os.path.join(os.path.expanduser("~"), ".ascendfactory",
-                                                             "third-party")
+    return environ.get("AF_THIRD_PARTY_DIR") or os.path.join(
+        os.path.expanduser("~"), ".ascendfactory", "third-party"
+    )
 
 
 def install_steps(backend: str, environ: Mapping[str, str] | None = None) -> list[InstallStep]:
     from ascendfactory.backends.registry import get_backend
 
-    return get_backend(backend, key="--install-plan").install_steps(os.environ if environ is None else environ)
+    return get_backend(backend, key="--install-plan").install_steps(
+        os.environ if environ is None else environ
+    )
 
 
 def run_install(steps: list[InstallStep], say: Callable[[str], None] | None = None) -> int:

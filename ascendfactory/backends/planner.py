@@ -1,4 +1,4 @@
-"""Experiment -> Plan: gather the machine facts, then let the experiment's backend plan (no process started)."""
+"""Experiment -> Plan: gather the machine facts, then let the experiment's backend plan (nothing started)."""
 
 from __future__ import annotations
 

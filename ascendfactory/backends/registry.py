@@ -86,9 +86,14 @@ def get_backend(name: Any, *, key: str = "backend", source: str = "") -> Backend
     if isinstance(name, str) and (backend := _lookup(name)) is not None:
         return backend
     names = backend_names()
-    raise ConfigError(Problem(key=key, source=source,
-                              message=f"unknown backend {name!r}{did_you_mean(str(name), names)}",
-                              fix="use one of: " + ", ".join(names)))
+    raise ConfigError(
+        Problem(
+            key=key,
+            source=source,
+            message=f"unknown backend {name!r}{did_you_mean(str(name), names)}",
+            fix="use one of: " + ", ".join(names),
+        )
+    )
 
 
 def directory() -> Backends:
@@ -101,5 +106,9 @@ def directory() -> Backends:
     def legacy_rest(name: str) -> str | None:
         return backend.legacy_rest if (backend := _lookup(name)) else None
 
-    return Backends(known=lambda name: _lookup(name) is not None, names=lambda: tuple(backend_names()),
-                    legacy_keys=legacy_keys, legacy_rest=legacy_rest)
+    return Backends(
+        known=lambda name: _lookup(name) is not None,
+        names=lambda: tuple(backend_names()),
+        legacy_keys=legacy_keys,
+        legacy_rest=legacy_rest,
+    )

@@ -29,15 +29,23 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
     chosen = get_backend(backend, key="--backend")
     exps = chosen.experiments()
     if exp_name not in exps:
-        raise ConfigError(Problem("--exp_name", f"backend '{backend}' has no experiment '{exp_name}'",
-                                  fix="use one of: " + ", ".join(exps)))
+        raise ConfigError(
+            Problem(
+                "--exp_name",
+                f"backend '{backend}' has no experiment '{exp_name}'",
+                fix="use one of: " + ", ".join(exps),
+            )
+        )
     arch = from_catalog(model_name)  # raises with the list and a suggestion
     is_demo = model_name == DEMO_MODEL
     devices = 2 if is_demo else 8
     tp, pp = (1, 1) if is_demo else suggest_layout(arch, devices)
     dp = devices // (tp * pp)
-    env = Environment(loader=FileSystemLoader([str(WRAPPER_DIR), str(chosen.experiments_dir)]),
-                      undefined=StrictUndefined, keep_trailing_newline=True)
+    env = Environment(
+        loader=FileSystemLoader([str(WRAPPER_DIR), str(chosen.experiments_dir)]),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
     values = dict(
         model_name=model_name,
         model_dir=DEMO_MODEL_DIR if is_demo else f"/path/to/{model_name}",
@@ -51,8 +59,9 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
     fields = ExperimentConfig.model_fields
     doc = {k: f.description or "" for k, f in fields.items()}
     run_options = [(k, v, fields[k].description) for k, v in chosen.run_options.items()]
-    output_dir = (f"./outputs/{model_name}-{exp_name}" if is_demo
-                  else f"/path/to/save_dir/{model_name}-{exp_name}")
+    output_dir = (
+        f"./outputs/{model_name}-{exp_name}" if is_demo else f"/path/to/save_dir/{model_name}-{exp_name}"
+    )
     return env.get_template("exp-config.yaml.j2").render(
         backend=backend,
         model_name=model_name,
@@ -71,8 +80,13 @@ def write_experiment(text: str, path: str, *, force: bool) -> None:
     """Write atomically; refuse to overwrite unless `force`."""
     target = Path(path)
     if target.exists() and not force:
-        raise ConfigError(Problem("--output_file_path", f"{target} already exists",
-                                  fix="choose another path, or pass --force to overwrite it"))
+        raise ConfigError(
+            Problem(
+                "--output_file_path",
+                f"{target} already exists",
+                fix="choose another path, or pass --force to overwrite it",
+            )
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")

@@ -27,8 +27,13 @@ class ValidatedOnlyBackend(Backend):
             for part in dotted.split("."):
                 node = node.get(part) if isinstance(node, dict) else None
             if node in (None, ""):
-                problems.append(ctx.problem(f"backend_config.{dotted}", "required key is missing",
-                                            fix=f"set backend_config.{dotted}"))
+                problems.append(
+                    ctx.problem(
+                        f"backend_config.{dotted}",
+                        "required key is missing",
+                        fix=f"set backend_config.{dotted}",
+                    )
+                )
         problems += self.extra_checks(ctx)
         self.raise_if(problems)
         if strict_paths:  # a real run: refuse rather than "finish" having run nothing
@@ -38,17 +43,33 @@ class ValidatedOnlyBackend(Backend):
             raise BackendNotRunnableError(
                 f"backend '{self.name}': the configuration is valid, but running its steps is not "
                 f"implemented in this version (nothing was run or written); use `train ... --dry-run` to "
-                f"validate, or a backend that runs: {runnable}")
-        logs = LogSpec(format=self.log_format, naming=LogNaming(
-            prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"), loss_rank="first",
-            throughput=ThroughputSpec(self.throughput, devices=ctx.world_size))
-        plan = Plan(backend=cfg.backend, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
-                    output_dir=cfg.af_output_dir, logs=logs, policy=ctx.run_policy(), source=ctx.loaded.source,
-                    env=cfg.env.extra_vars(),
-                    facts={"world_size": ctx.world_size, "nnodes": cfg.env.NNODES,
-                           "devices_per_node": ctx.devices.count})
-        plan.warnings.append(f"backend '{self.name}': configuration validated, but its steps are not "
-                             f"implemented in this version; `train` will stop here")
+                f"validate, or a backend that runs: {runnable}"
+            )
+        logs = LogSpec(
+            format=self.log_format,
+            naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
+            loss_rank="first",
+            throughput=ThroughputSpec(self.throughput, devices=ctx.world_size),
+        )
+        plan = Plan(
+            backend=cfg.backend,
+            exp_name=cfg.exp_name,
+            model_name=cfg.af_model_name,
+            output_dir=cfg.af_output_dir,
+            logs=logs,
+            policy=ctx.run_policy(),
+            source=ctx.loaded.source,
+            env=cfg.env.extra_vars(),
+            facts={
+                "world_size": ctx.world_size,
+                "nnodes": cfg.env.NNODES,
+                "devices_per_node": ctx.devices.count,
+            },
+        )
+        plan.warnings.append(
+            f"backend '{self.name}': configuration validated, but its steps are not "
+            f"implemented in this version; `train` will stop here"
+        )
         return plan
 
     def extra_checks(self, ctx: PlanContext) -> list[Problem]:

@@ -80,8 +80,9 @@ def _complete(path: str) -> bool:
         subs = os.listdir(path)
     except OSError:
         return False
-    return any(sub.startswith("mp_rank_") and os.path.isfile(os.path.join(path, sub, SHARD_FILE))
-               for sub in subs)
+    return any(
+        sub.startswith("mp_rank_") and os.path.isfile(os.path.join(path, sub, SHARD_FILE)) for sub in subs
+    )
 
 
 def iteration_dirs(root: str) -> list[int]:
@@ -112,11 +113,16 @@ def repair_tracker(root: str) -> tuple[CheckpointState, str | None]:
     state = inspect(root)
     if state.resumable or state.tracker == "release" or state.newest is None:
         return state, None
-    before = ("missing" if state.tracker is None
-              else f"names iteration {state.tracker}, which has no complete directory")
+    before = (
+        "missing"
+        if state.tracker is None
+        else f"names iteration {state.tracker}, which has no complete directory"
+    )
     write_tracker(root, state.newest)
-    return inspect(root), (f"{TRACKER} was {before}; rewrote it to {state.newest} "
-                           f"(newest complete checkpoint {iteration_name(state.newest)})")
+    return inspect(root), (
+        f"{TRACKER} was {before}; rewrote it to {state.newest} "
+        f"(newest complete checkpoint {iteration_name(state.newest)})"
+    )
 
 
 def retention_candidates(state: CheckpointState, keep: int) -> list[int]:

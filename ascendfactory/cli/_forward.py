@@ -23,5 +23,10 @@ def register_forwarding(app: typer.Typer, *, name: str, module: str, help: str, 
         forward(module, ctx)
 
     command.__doc__ = help
-    app.command(name, context_settings=FORWARD_SETTINGS, add_help_option=False, help=help,
-                epilog="Examples:\n\n" + "\n\n".join(examples))(command)
+    app.command(
+        name,
+        context_settings=FORWARD_SETTINGS,
+        add_help_option=False,
+        help=help,
+        epilog="Examples:\n\n" + "\n\n".join(examples),
+    )(command)

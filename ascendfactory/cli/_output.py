@@ -52,7 +52,11 @@ class Output:
     @staticmethod
     def _plain() -> bool:
         """stdout is no terminal and nothing forces colour: rich would print the text without styles."""
-        return not sys.stdout.isatty() and not os.environ.get("FORCE_COLOR") and not os.environ.get("TTY_COMPATIBLE")
+        return (
+            not sys.stdout.isatty()
+            and not os.environ.get("FORCE_COLOR")
+            and not os.environ.get("TTY_COMPATIBLE")
+        )
 
     def raw(self, text: str) -> None:
         """Write text as is (shell scripts, yaml), never wrapped or styled."""
@@ -63,8 +67,9 @@ class Output:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         sys.stdout.flush()
 
-    def table(self, rows: list[dict[str, Any]], *, title: str | None = None,
-              columns: list[str] | None = None) -> None:
+    def table(
+        self, rows: list[dict[str, Any]], *, title: str | None = None, columns: list[str] | None = None
+    ) -> None:
         if self.mode == "json":
             self.json(rows)
             return

@@ -18,14 +18,22 @@ EXAMPLES = [
 def register(app: typer.Typer) -> None:
     @app.command("config", epilog="Examples:\n\n" + "\n\n".join(EXAMPLES))
     def config(
-        backend: Annotated[str | None, typer.Option("--backend", help="The training framework; "
-                                                    "`ascendfactory-cli experiments` lists them.")] = None,
-        af_model_name: Annotated[str | None, typer.Option("--af_model_name", help="Model id from "
-                                                          "`ascendfactory-cli models`.")] = None,
-        exp_name: Annotated[str | None, typer.Option("--exp_name", help="Experiment template, see "
-                                                     "`ascendfactory-cli experiments`.")] = None,
-        output_file_path: Annotated[str | None, typer.Option("--output_file_path", help="Where to write "
-                                                             "the yaml.")] = None,
+        backend: Annotated[
+            str | None,
+            typer.Option(
+                "--backend", help="The training framework; `ascendfactory-cli experiments` lists them."
+            ),
+        ] = None,
+        af_model_name: Annotated[
+            str | None, typer.Option("--af_model_name", help="Model id from `ascendfactory-cli models`.")
+        ] = None,
+        exp_name: Annotated[
+            str | None,
+            typer.Option("--exp_name", help="Experiment template, see `ascendfactory-cli experiments`."),
+        ] = None,
+        output_file_path: Annotated[
+            str | None, typer.Option("--output_file_path", help="Where to write the yaml.")
+        ] = None,
         force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     ) -> None:
         """Write an experiment yaml with every key explained. Prompts for what is not given."""
@@ -48,10 +56,12 @@ def register(app: typer.Typer) -> None:
         if output_file_path is None:
             from rich.prompt import Prompt
 
-            output_file_path = Prompt.ask("output file", default=f"{af_model_name}-{exp_name}.yaml",
-                                          console=out.err_console)
-        text = render_experiment(backend=backend, model_name=af_model_name, exp_name=exp_name,
-                                 output_file=output_file_path)
+            output_file_path = Prompt.ask(
+                "output file", default=f"{af_model_name}-{exp_name}.yaml", console=out.err_console
+            )
+        text = render_experiment(
+            backend=backend, model_name=af_model_name, exp_name=exp_name, output_file=output_file_path
+        )
         write_experiment(text, output_file_path, force=force)
         out.text(f"wrote {output_file_path}")
         out.text(f"next: edit it, then  ascendfactory-cli train {output_file_path} --dry-run")

@@ -19,6 +19,10 @@ EXAMPLES = [
 
 def register(app: typer.Typer) -> None:
     register_forwarding(
-        app, name="convert", module="ascendfactory.engine.convert.__main__", examples=EXAMPLES,
+        app,
+        name="convert",
+        module="ascendfactory.engine.convert.__main__",
+        examples=EXAMPLES,
         help="Convert weights HF->Megatron, Megatron->HF or Megatron->Megatron (reshard), with the flags of "
-        "MindSpeed-LLM's convert_ckpt_v2.py. Run with --help for every flag.")
+        "MindSpeed-LLM's convert_ckpt_v2.py. Run with --help for every flag.",
+    )

@@ -109,8 +109,10 @@ def register(app: typer.Typer) -> None:
                 from ascendfactory.backends.registry import get_backend
 
                 if not get_backend(install_plan, key="--install-plan").runs:
-                    out.text(f"[install] not run: backend {install_plan} only validates experiments in this "
-                             "version (its plan is shown above)")
+                    out.text(
+                        f"[install] not run: backend {install_plan} only validates experiments in this "
+                        "version (its plan is shown above)"
+                    )
                     return
                 raise typer.Exit(run_install(steps, say=out.text))
             out.table(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import typer
-
 from typing import TYPE_CHECKING
+
+import typer
 
 from ascendfactory.cli._options import ConfigArgs, DryRunOpt, FormatOpt, PlanFormat
 

@@ -59,11 +59,14 @@ def from_catalog(name: str) -> ModelArch:
     if name not in cat:
         from ascendfactory.config.suggest import did_you_mean
 
-        raise ConfigError(Problem(key="af_model_name", message=f"'{name}' is not in the model catalog"
-                                  f"{did_you_mean(name, cat)}",
-                                  fix="point backend_config.training.tokenizer-name-or-path (or "
-                                      "model_name_or_path) at a directory with config.json, or use one of: "
-                                      + ", ".join(cat)))
+        raise ConfigError(
+            Problem(
+                key="af_model_name",
+                message=f"'{name}' is not in the model catalog{did_you_mean(name, cat)}",
+                fix="point backend_config.training.tokenizer-name-or-path (or "
+                "model_name_or_path) at a directory with config.json, or use one of: " + ", ".join(cat),
+            )
+        )
     return ModelArch(name=name, **cat[name])
 
 
@@ -92,8 +95,9 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
         rope=float(cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta") or 10000.0),
         eps=float(cfg.get("rms_norm_eps") or cfg.get("layernorm_epsilon") or 1e-6),
         qkv_bias=bool(cfg.get("attention_bias", mtype == "qwen2")) or mtype == "qwen2",
-        head_dim=cfg.get("head_dim") if cfg.get("head_dim") not in (None, (cfg.get("hidden_size") or 0)
-                                                                      // max(heads, 1)) else None,
+        head_dim=cfg.get("head_dim")
+        if cfg.get("head_dim") not in (None, (cfg.get("hidden_size") or 0) // max(heads, 1))
+        else None,
         source=str(cfg_path),
     )
 

@@ -104,8 +104,7 @@ def load_experiment(
 
     resolved = interpolate.resolve(compose(layers, overrides))
     overridden = {k for k, _ in overrides}
-    config = validate_tree(resolved, source=source, overridden=overridden,
-                           backends=backends)
+    config = validate_tree(resolved, source=source, overridden=overridden, backends=backends)
     return LoadedExperiment(config=config, tree=resolved, source=source, style=style, overridden=overridden)
 
 
@@ -124,9 +123,14 @@ def validate_tree(
     if backends is not None and isinstance(backend, str) and not backends.known(backend):
         backend_names = backends.names()
         src = "command line" if "backend" in overridden else source
-        problems.append(Problem(key="backend", source=src,
-                                message=f"unknown backend {backend!r}{did_you_mean(backend, backend_names)}",
-                                fix="use one of: " + ", ".join(backend_names)))
+        problems.append(
+            Problem(
+                key="backend",
+                source=src,
+                message=f"unknown backend {backend!r}{did_you_mean(backend, backend_names)}",
+                fix="use one of: " + ", ".join(backend_names),
+            )
+        )
     try:
         config = ExperimentConfig.model_validate(tree)
     except ValidationError as e:

@@ -67,8 +67,9 @@ def experiment_names(data: dict[str, Any], model: str) -> list[str]:
     return own + [s for s in shared if s not in own]
 
 
-def flatten_old_style(data: dict[str, Any], model: str, exp: str, *, source: str,
-                      backends: Backends | None = None) -> list[dict[str, Any]]:
+def flatten_old_style(
+    data: dict[str, Any], model: str, exp: str, *, source: str, backends: Backends | None = None
+) -> list[dict[str, Any]]:
     """The four layers (base, model, shared experiment, model's experiment), each mapped into a new-style
     tree, for `compose`; the first carries `af_model_name` and `exp_name`."""
     models = model_names(data)
@@ -98,8 +99,9 @@ def flatten_old_style(data: dict[str, Any], model: str, exp: str, *, source: str
         (data.get(SHARED_EXPERIMENTS) or {}).get(exp) or {},
         model_block.get(exp) or {},
     ]
-    backend = next((layer["backend"] for layer in reversed(layers) if isinstance(layer.get("backend"), str)),
-                   "torch")
+    backend = next(
+        (layer["backend"] for layer in reversed(layers) if isinstance(layer.get("backend"), str)), "torch"
+    )
     known = {**(backends.legacy_keys(backend) if backends else {}), **FLAT_KEY_MAP}
     rest = backends.legacy_rest(backend) if backends else None
     problems: list[Problem] = []
@@ -114,8 +116,15 @@ def flatten_old_style(data: dict[str, Any], model: str, exp: str, *, source: str
     return mapped
 
 
-def _place(tree: dict[str, Any], key: str, value: Any, known: Mapping[str, tuple[str, ...]], rest: str | None,
-           problems: list[Problem], source: str) -> None:
+def _place(
+    tree: dict[str, Any],
+    key: str,
+    value: Any,
+    known: Mapping[str, tuple[str, ...]],
+    rest: str | None,
+    problems: list[Problem],
+    source: str,
+) -> None:
     if key in SECTION_KEYS and isinstance(value, dict):
         tree[key] = merge_layers({key: tree.get(key) or {}}, {key: value})[key]
         return
@@ -137,7 +146,13 @@ def _place(tree: dict[str, Any], key: str, value: Any, known: Mapping[str, tuple
         )
         return
     if rest is None:
-        problems.append(Problem(key=key, source=source, message="not a key this backend maps from old-style "
-                                "flat keys", fix="use the new-style sections (backend_config...) for it"))
+        problems.append(
+            Problem(
+                key=key,
+                source=source,
+                message="not a key this backend maps from old-style flat keys",
+                fix="use the new-style sections (backend_config...) for it",
+            )
+        )
         return
     set_dotted(tree, f"{rest}.{key}", value, source=source)

@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -197,4 +196,3 @@ class ExperimentConfig(BaseModel):
         import os
 
         return os.path.expanduser(v)
-

@@ -53,8 +53,13 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any, *, source: str = "com
         if child is None:
             child = node[part] = {}
         elif not isinstance(child, dict):
-            raise ConfigError(Problem(key=key, source=source,
-                                      message=f"'{part}' holds a value ({child!r}), not a section",
-                                      fix=f"override '{'.'.join(parts[: i + 1])}' itself"))
+            raise ConfigError(
+                Problem(
+                    key=key,
+                    source=source,
+                    message=f"'{part}' holds a value ({child!r}), not a section",
+                    fix=f"override '{'.'.join(parts[: i + 1])}' itself",
+                )
+            )
         node = child
     node[parts[-1]] = value

@@ -14,7 +14,6 @@ import yaml
 
 from ascendfactory.errors import ConfigError, Problem
 
-
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -64,5 +63,6 @@ def load_file(path: str | Path) -> Any:
 
 
 def dumps(data: Any) -> str:
-    return yaml.dump(data, Dumper=SafeDumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
-                     width=120)
+    return yaml.dump(
+        data, Dumper=SafeDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120
+    )

@@ -25,8 +25,10 @@ from ascendfactory.errors import ConfigError, Problem
 TOKENIZER_VOCAB = 1000
 # The pre-tokenizer split pattern of Qwen2's tokenizer.json, so that transformers' Qwen2Tokenizer (which
 # rebuilds its pre-tokenizer from this pattern) and the saved tokenizer.json tokenize identically.
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{%- if messages[0]['role'] == 'system' %}"
@@ -40,9 +42,17 @@ CHAT_TEMPLATE = (
 )
 # Shared sizes: hidden 64, 2 layers, 4 query heads over 2 KV groups (GQA), head dim 16.
 _COMMON: dict[str, Any] = dict(
-    hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-    max_position_embeddings=512, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
-    initializer_range=0.02, torch_dtype="float32",
+    hidden_size=64,
+    intermediate_size=176,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    rms_norm_eps=1e-6,
+    rope_theta=10000.0,
+    tie_word_embeddings=False,
+    initializer_range=0.02,
+    torch_dtype="float32",
 )
 FAMILIES = ("qwen2", "qwen3", "llama")
 
@@ -53,13 +63,17 @@ def train_tokenizer(vocab_size: int = TOKENIZER_VOCAB) -> Any:
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([  # Qwen2's: digits one by one, then byte-level
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [  # Qwen2's: digits one by one, then byte-level
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     texts = list(corpus(sft_records())) + list(corpus(pretrain_records()))
@@ -71,8 +85,12 @@ def _hf_tokenizer(tok: Any) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     hf = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        unk_token=None, model_max_length=_COMMON["max_position_embeddings"],
+        tokenizer_object=tok,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        model_max_length=_COMMON["max_position_embeddings"],
         clean_up_tokenization_spaces=False,
     )
     hf.chat_template = CHAT_TEMPLATE
@@ -103,8 +121,11 @@ def _config(family: str, vocab_size: int, *, bos_id: int, eos_id: int, pad_id: i
         from transformers import LlamaConfig
 
         return LlamaConfig(vocab_size=vocab_size, attention_bias=False, mlp_bias=False, **_COMMON, **ids)
-    raise ConfigError(Problem(key="family", message=f"unknown demo family {family!r}",
-                              fix=f"use one of: {', '.join(FAMILIES)}"))
+    raise ConfigError(
+        Problem(
+            key="family", message=f"unknown demo family {family!r}", fix=f"use one of: {', '.join(FAMILIES)}"
+        )
+    )
 
 
 def make_demo_model(out_dir: str | Path, *, family: str = "qwen2", seed: int = 0) -> Path:
@@ -124,8 +145,8 @@ def make_demo_model(out_dir: str | Path, *, family: str = "qwen2", seed: int = 0
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     with torch.no_grad():  # padding rows of the embeddings are zero, as in converted checkpoints
-        model.get_input_embeddings().weight[len(hf_tok):].zero_()
-        model.get_output_embeddings().weight[len(hf_tok):].zero_()
+        model.get_input_embeddings().weight[len(hf_tok) :].zero_()
+        model.get_output_embeddings().weight[len(hf_tok) :].zero_()
     model.generation_config = GenerationConfig(bos_token_id=bos, eos_token_id=[eos, bos], pad_token_id=pad)
     model.save_pretrained(out, safe_serialization=True)
     _normalize_json(out)
@@ -144,8 +165,9 @@ def _normalize_json(out: Path) -> None:
             data = json.loads(path.read_text(encoding="utf-8"))
             if name == "tokenizer_config.json":
                 data["tokenizer_class"] = "Qwen2Tokenizer"
-            path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
-                            encoding="utf-8")
+            path.write_text(
+                json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
 
 
 def count_parameters(out_dir: str | Path) -> int:
@@ -165,8 +187,9 @@ def count_parameters(out_dir: str | Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m ascendfactory.engine.demo OUT_DIR`: write the demo model; prints its path and size."""
-    p = argparse.ArgumentParser(prog="python -m ascendfactory.engine.demo",
-                                description=(__doc__ or "").splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m ascendfactory.engine.demo", description=(__doc__ or "").splitlines()[0]
+    )
     p.add_argument("out_dir")
     p.add_argument("--family", choices=FAMILIES, default="qwen2")
     p.add_argument("--seed", type=int, default=0)

@@ -273,8 +273,14 @@ def throughput_for(
     raise ValueError(f"unknown throughput formula '{formula}'")
 
 
-def live_tokens_per_s(formula: str, *, gbs: float | None, seq_length: int | None, devices: int | None,
-                      mean_elapsed_ms: float | None) -> float | None:
+def live_tokens_per_s(
+    formula: str,
+    *,
+    gbs: float | None,
+    seq_length: int | None,
+    devices: int | None,
+    mean_elapsed_ms: float | None,
+) -> float | None:
     """What the progress line shows while training runs (None where the formula needs the whole log)."""
     if formula != "megatron" or not (gbs and seq_length and devices and mean_elapsed_ms):
         return None

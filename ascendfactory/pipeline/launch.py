@@ -50,8 +50,9 @@ class LogNames:
     @classmethod
     def for_run(cls, logs_dir: str, model_name: str, exp_name: str, stamp: str | None = None) -> LogNames:
         """The Megatron backends' names: prefix `<af_model_name>-<exp_name>`, default tails."""
-        return cls(logs_dir, LogNaming(prefix=f"{safe_name(model_name)}-{safe_name(exp_name)}"),
-                   stamp or timestamp())
+        return cls(
+            logs_dir, LogNaming(prefix=f"{safe_name(model_name)}-{safe_name(exp_name)}"), stamp or timestamp()
+        )
 
     @property
     def prefix(self) -> str:
@@ -60,26 +61,34 @@ class LogNames:
     def _p(self, tail: str) -> str:
         return os.path.join(self.logs_dir, f"{self.prefix}-{self.stamp}-{tail}.txt")
 
-    def _tail(self, template: str, *, rank: int = 0, nnodes: int = 1, world_size: int = 1,
-              node_rank: int = 0) -> str:
+    def _tail(
+        self, template: str, *, rank: int = 0, nnodes: int = 1, world_size: int = 1, node_rank: int = 0
+    ) -> str:
         return template.format(rank=rank, nnodes=nnodes, world_size=world_size, node_rank=node_rank)
 
     def run_log(self, nnodes: int, rank: int, *, world_size: int = 1, node_rank: int = 0) -> str:
-        return self._p(self._tail(self.naming.run_log, rank=rank, nnodes=nnodes, world_size=world_size,
-                                  node_rank=node_rank))
+        return self._p(
+            self._tail(
+                self.naming.run_log, rank=rank, nnodes=nnodes, world_size=world_size, node_rank=node_rank
+            )
+        )
 
     def run_log_pattern(self, nnodes: int, rank: int, *, world_size: int = 1, node_rank: int = 0) -> str:
         """The glob of this rank's run logs across runs (any timestamp)."""
         import glob
 
-        tail = self._tail(self.naming.run_log, rank=rank, nnodes=nnodes, world_size=world_size,
-                          node_rank=node_rank)
+        tail = self._tail(
+            self.naming.run_log, rank=rank, nnodes=nnodes, world_size=world_size, node_rank=node_rank
+        )
         return os.path.join(self.logs_dir, f"{glob.escape(self.prefix)}-*-{tail}.txt")
 
     def npu_info(self, rank: int, *, nnodes: int = 1, world_size: int = 1, node_rank: int = 0) -> str:
         """The device monitor's file of one rank (`npu_info-R<rank>` for the Megatron backends)."""
-        return self._p(self._tail(self.naming.device_info, rank=rank, nnodes=nnodes, world_size=world_size,
-                                  node_rank=node_rank))
+        return self._p(
+            self._tail(
+                self.naming.device_info, rank=rank, nnodes=nnodes, world_size=world_size, node_rank=node_rank
+            )
+        )
 
     def launcher(self, node_rank: int) -> str:
         return self._p(self._tail(self.naming.launcher, node_rank=node_rank))
@@ -96,8 +105,9 @@ class Tee:
     """Routes a step's output lines to its log files: `paths` maps a rank (None: the launcher or the step
     itself) to a file; `split` tells a line's rank. Remembers the first rank that printed a traceback."""
 
-    def __init__(self, paths: dict[int | None, str], *, split: Split | None = None,
-                 on_line: LineHook | None = None) -> None:
+    def __init__(
+        self, paths: dict[int | None, str], *, split: Split | None = None, on_line: LineHook | None = None
+    ) -> None:
         self.paths = dict(paths)
         self.split = split
         self.on_line = on_line
@@ -163,8 +173,16 @@ class StepProcess:
     `failing_rank(tee)` (from the launcher) names the rank that explains a failure, when there is one.
     """
 
-    def __init__(self, name: str, argv: list[str], *, cwd: str | None, env: dict[str, str], tee: Tee,
-                 failing_rank: Callable[[Tee], int | None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        tee: Tee,
+        failing_rank: Callable[[Tee], int | None] | None = None,
+    ) -> None:
         self.name, self.argv, self.cwd, self.env, self.tee = name, argv, cwd, env, tee
         self.failing_rank = failing_rank
         self.proc: subprocess.Popen[bytes] | None = None
@@ -214,8 +232,10 @@ class StepProcess:
         if rc != 0 and not tail.strip() and log != fallback:  # the rank died silently (kill -9)
             log = fallback
             tail = read_tail(log)
-        tee.note(f"[ascendfactory] {datetime.now():%Y-%m-%d %H:%M:%S} step {self.name} exited "
-                 f"with code {rc} after {wall:.1f}s")
+        tee.note(
+            f"[ascendfactory] {datetime.now():%Y-%m-%d %H:%M:%S} step {self.name} exited "
+            f"with code {rc} after {wall:.1f}s"
+        )
         tee.close()
         logs = [p for k, p in tee.paths.items() if k is not None and k != tee.default] + [fallback]
         return Outcome(returncode=rc, wall_s=wall, log_path=log, logs=logs, rank=rank, tail=tail)

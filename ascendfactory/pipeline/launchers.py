@@ -50,8 +50,14 @@ class ProcessLauncher:
     def log_paths(self, step: Step, names: LogNames) -> dict[int | None, str]:
         if self.launch.rank is None:
             return {None: names.step(step.name)}
-        return {self.launch.rank: names.run_log(self.policy.nnodes, self.launch.rank,
-                                                world_size=self.launch.world_size, node_rank=self.policy.node_rank)}
+        return {
+            self.launch.rank: names.run_log(
+                self.policy.nnodes,
+                self.launch.rank,
+                world_size=self.launch.world_size,
+                node_rank=self.policy.node_rank,
+            )
+        }
 
     def split(self, line: str) -> tuple[int | None, str]:
         return self.launch.rank, line
@@ -60,7 +66,11 @@ class ProcessLauncher:
         return None
 
     def monitor(self) -> MonitorTargets | None:
-        return MonitorTargets((self.launch.rank,), local_rank_env=False) if self.launch.rank is not None else None
+        return (
+            MonitorTargets((self.launch.rank,), local_rank_env=False)
+            if self.launch.rank is not None
+            else None
+        )
 
 
 class TorchrunLauncher:
@@ -77,7 +87,8 @@ class TorchrunLauncher:
         t = self.launch
         paths: dict[int | None, str] = {
             rank: names.run_log(t.nnodes, rank, world_size=t.world_size, node_rank=t.node_rank)
-            for rank in t.ranks_here()}
+            for rank in t.ranks_here()
+        }
         paths[None] = names.launcher(t.node_rank)
         return paths
 
@@ -85,7 +96,7 @@ class TorchrunLauncher:
         m = RANK_PREFIX.match(line)
         if not m:
             return None, line
-        return self.launch.global_rank(int(m.group(2))), line[m.end():]
+        return self.launch.global_rank(int(m.group(2))), line[m.end() :]
 
     def failing_rank(self, tee: Tee) -> int | None:
         if tee.first_traceback is not None:
@@ -109,7 +120,9 @@ class RayLauncher:
 
     def log_paths(self, step: Step, names: LogNames) -> dict[int | None, str]:
         r = self.launch
-        return {r.node_rank: names.run_log(r.nnodes, r.node_rank, world_size=r.world_size, node_rank=r.node_rank)}
+        return {
+            r.node_rank: names.run_log(r.nnodes, r.node_rank, world_size=r.world_size, node_rank=r.node_rank)
+        }
 
     def split(self, line: str) -> tuple[int | None, str]:
         return self.launch.node_rank, line
@@ -133,8 +146,9 @@ def launcher_for(launch: Launch, policy: RunPolicy) -> Launcher:
     return ProcessLauncher(launch, policy)
 
 
-def open_step(step: Step, policy: RunPolicy, names: LogNames, *, env: dict[str, str],
-              on_line: LineHook | None = None) -> tuple[StepProcess, Launcher]:
+def open_step(
+    step: Step, policy: RunPolicy, names: LogNames, *, env: dict[str, str], on_line: LineHook | None = None
+) -> tuple[StepProcess, Launcher]:
     """The step's process, ready to `start()`: argv, environment and tee as its launcher says."""
     assert step.launch is not None, f"step {step.name} has nothing to launch"
     launcher = launcher_for(step.launch, policy)
@@ -142,5 +156,6 @@ def open_step(step: Step, policy: RunPolicy, names: LogNames, *, env: dict[str, 
     for key, value in launcher.env().items():
         env.setdefault(key, value)
     tee = Tee(launcher.log_paths(step, names), split=launcher.split, on_line=on_line)
-    return StepProcess(step.name, launcher.argv(), cwd=step.cwd, env=env, tee=tee,
-                       failing_rank=launcher.failing_rank), launcher
+    return StepProcess(
+        step.name, launcher.argv(), cwd=step.cwd, env=env, tee=tee, failing_rank=launcher.failing_rank
+    ), launcher

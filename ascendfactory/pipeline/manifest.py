@@ -83,8 +83,13 @@ def path_fingerprint(path: str) -> str:
 def step_fingerprint(step: Step, plan_env: dict[str, str]) -> tuple[str, dict[str, str]]:
     """(fingerprint, input fingerprints) of what decides a step's outputs."""
     inputs = {p: path_fingerprint(p) for p in step.inputs}
-    key = {"argv": step.argv, "env": {**plan_env, **step.env}, "cwd": step.cwd, "inputs": inputs,
-           "version": VERSION}
+    key = {
+        "argv": step.argv,
+        "env": {**plan_env, **step.env},
+        "cwd": step.cwd,
+        "inputs": inputs,
+        "version": VERSION,
+    }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return digest, inputs
 
@@ -118,10 +123,24 @@ def write(manifest_dir: str, step: Step, plan_env: dict[str, str], *, wall_s: fl
     """Record a successful step (call after it exits 0); clears a failure marker. Returns the path."""
     digest, inputs = step_fingerprint(step, plan_env)
     path = manifest_path(manifest_dir, step)
-    _write_json(path, {"version": VERSION, "step": step.name, "role": step.role.value, "fingerprint": digest,
-                       "argv": step.argv, "env": {**plan_env, **step.env}, "cwd": step.cwd, "inputs": inputs,
-                       "outputs": {p: path_fingerprint(p) for p in step.outputs}, "wall_s": round(wall_s, 3),
-                       "finished_at": time.time(), "node_rank": node_rank, "host": socket.gethostname()})
+    _write_json(
+        path,
+        {
+            "version": VERSION,
+            "step": step.name,
+            "role": step.role.value,
+            "fingerprint": digest,
+            "argv": step.argv,
+            "env": {**plan_env, **step.env},
+            "cwd": step.cwd,
+            "inputs": inputs,
+            "outputs": {p: path_fingerprint(p) for p in step.outputs},
+            "wall_s": round(wall_s, 3),
+            "finished_at": time.time(),
+            "node_rank": node_rank,
+            "host": socket.gethostname(),
+        },
+    )
     try:
         os.remove(failure_path(manifest_dir, step))
     except OSError:
@@ -140,9 +159,17 @@ def invalidate(manifest_dir: str, step: Step) -> None:
 
 def write_failure(manifest_dir: str, step: Step, *, returncode: int, log_path: str, node_rank: int) -> None:
     """Tell waiting nodes that this node's run of the step failed (they stop waiting at once)."""
-    _write_json(failure_path(manifest_dir, step), {
-        "version": VERSION, "step": step.name, "returncode": returncode, "log_path": log_path,
-        "finished_at": time.time(), "node_rank": node_rank})
+    _write_json(
+        failure_path(manifest_dir, step),
+        {
+            "version": VERSION,
+            "step": step.name,
+            "returncode": returncode,
+            "log_path": log_path,
+            "finished_at": time.time(),
+            "node_rank": node_rank,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -194,14 +221,24 @@ def annotate_plan(plan: Plan, manifest_dir: str | None = None) -> Plan:
             step.skip_reason = d.reason
             continue
         if d.up_to_date:
-            step.notes.append("skipped at run time if its inputs are unchanged by the steps before it "
-                              f"(manifest {manifest_path(manifest_dir, step)})")
+            step.notes.append(
+                "skipped at run time if its inputs are unchanged by the steps before it "
+                f"(manifest {manifest_path(manifest_dir, step)})"
+            )
         produced.extend(step.outputs)
     return plan
 
 
-def wait_for_node0(step: Step, plan_env: dict[str, str], manifest_dir: str, *, timeout_s: float,
-                   started_at: float, sleep: Any = time.sleep, poll_s: float = 2.0) -> str:
+def wait_for_node0(
+    step: Step,
+    plan_env: dict[str, str],
+    manifest_dir: str,
+    *,
+    timeout_s: float,
+    started_at: float,
+    sleep: Any = time.sleep,
+    poll_s: float = 2.0,
+) -> str:
     """On NODE_RANK > 0: wait until node 0 has run (or skipped) an `only_node0` step; returns the manifest.
 
     Done when the manifest matches this node's fingerprint, or node 0 wrote it after this run started.
@@ -218,12 +255,22 @@ def wait_for_node0(step: Step, plan_env: dict[str, str], manifest_dir: str, *, t
             return path
         failed = read(fail)
         if failed and failed.get("finished_at", 0) >= started_at - CLOCK_SLACK_S:
-            raise StageFailedError(step.name, int(failed.get("returncode") or 1), failed.get("log_path"),
-                                   tail=f"step {step.name} failed on NODE_RANK 0; see its log there")
+            raise StageFailedError(
+                step.name,
+                int(failed.get("returncode") or 1),
+                failed.get("log_path"),
+                tail=f"step {step.name} failed on NODE_RANK 0; see its log there",
+            )
         if time.monotonic() >= deadline:
-            raise StageFailedError(step.name, 124, None, tail=(
-                f"waited {timeout_s:.0f}s (node_wait_timeout_s) for NODE_RANK 0 to finish step {step.name}, "
-                f"but {path} did not appear. Check that node 0 is running and that af_output_dir is on a "
-                f"filesystem both nodes share (else set shared_filesystem: false)."))
+            raise StageFailedError(
+                step.name,
+                124,
+                None,
+                tail=(
+                    f"waited {timeout_s:.0f}s (node_wait_timeout_s) for NODE_RANK 0 to finish step "
+                    f"{step.name}, but {path} did not appear. Check that node 0 is running and that "
+                    f"af_output_dir is on a filesystem both nodes share (else set shared_filesystem: false)."
+                ),
+            )
         if sleep(min(poll_s, max(deadline - time.monotonic(), 0.01))) is False:
             return ""

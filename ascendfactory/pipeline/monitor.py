@@ -87,13 +87,21 @@ def parse_nvidia_smi(text: str) -> dict[int, str]:
 class DeviceMonitor(threading.Thread):
     """Samples until `stop()`; `attach(pid)` points it at the launcher whose workers it should follow."""
 
-    def __init__(self, targets: MonitorTargets, paths: dict[int, str], *, env: dict[str, str],
-                 interval_s: float | None = None, kind: str | None = None) -> None:
+    def __init__(
+        self,
+        targets: MonitorTargets,
+        paths: dict[int, str],
+        *,
+        env: dict[str, str],
+        interval_s: float | None = None,
+        kind: str | None = None,
+    ) -> None:
         """`paths`: the device-info file of each global rank in `targets.ranks`."""
         super().__init__(name="af-device-monitor", daemon=True)
         self.targets, self.env = targets, env
-        self.interval_s = interval_s if interval_s is not None else float(
-            env.get(INTERVAL_ENV) or DEFAULT_INTERVAL_S)
+        self.interval_s = (
+            interval_s if interval_s is not None else float(env.get(INTERVAL_ENV) or DEFAULT_INTERVAL_S)
+        )
         self.kind = kind or detect_kind()
         self.devices = visible_devices(env, self.kind)
         self.root_pid: int | None = None
@@ -140,17 +148,24 @@ class DeviceMonitor(threading.Thread):
             blocks = parse_npu_smi(_run(["npu-smi", "info"]))
             device_lines = {local: blocks.get(self.device_of(local), []) for local in files}
         elif self.kind == "cuda":
-            rows = parse_nvidia_smi(_run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}",
-                                          "--format=csv,noheader,nounits"]))
-            device_lines = {local: [f"gpu {NVIDIA_QUERY}: {rows[d]}"] for local in files
-                            if (d := self.device_of(local)) in rows}
+            rows = parse_nvidia_smi(
+                _run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader,nounits"])
+            )
+            device_lines = {
+                local: [f"gpu {NVIDIA_QUERY}: {rows[d]}"]
+                for local in files
+                if (d := self.device_of(local)) in rows
+            }
         usage = self.rank_usage()
         for local, f in files.items():
             lines = device_lines.get(local, [])
             proc = usage.get(local)
             rank = self.targets.ranks[local]
-            proc_text = (f"rank {rank} pid {proc[0]} rss_mb {proc[1]:.1f} cpu_percent {proc[2]:.0f}" if proc
-                         else f"rank {rank} no process")
+            proc_text = (
+                f"rank {rank} pid {proc[0]} rss_mb {proc[1]:.1f} cpu_percent {proc[2]:.0f}"
+                if proc
+                else f"rank {rank} no process"
+            )
             f.write(f"[{stamp}] {proc_text}\n")
             for line in lines:
                 f.write(f"[{stamp}] {line}\n")
@@ -184,8 +199,9 @@ class DeviceMonitor(threading.Thread):
         owner: dict[int, int] = {}  # pid -> the rank process whose tree it belongs to (one walk, no rescans)
         for pid in parent:
             node = pid
-            while node in parent and not (self._ranks.get(node, -1) >= 0
-                                          and self._ranks.get(parent[node], -1) < 0):
+            while node in parent and not (
+                self._ranks.get(node, -1) >= 0 and self._ranks.get(parent[node], -1) < 0
+            ):
                 node = parent[node]
             if node in parent:
                 owner[pid] = node
@@ -203,7 +219,9 @@ class DeviceMonitor(threading.Thread):
                 continue
         return out
 
-    def _tree_usage(self, root: psutil.Process, descendants: list[psutil.Process]) -> tuple[int, float, float]:
+    def _tree_usage(
+        self, root: psutil.Process, descendants: list[psutil.Process]
+    ) -> tuple[int, float, float]:
         """The whole tree as one rank: total RSS, and the CPU use of the launched process."""
         total = 0
         for p in [root, *descendants]:

@@ -26,8 +26,15 @@ def start(argv: list[str], *, env: dict[str, str], cwd: str | None) -> subproces
     """Start `argv` (a list, never a shell string) in a new session, stdout and stderr on one pipe."""
     if not argv:
         raise ValueError("empty argv: in-process steps are not started as subprocesses")
-    return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def tree(pid: int) -> list[psutil.Process]:

@@ -2,8 +2,8 @@
 
 The panel shows every step with its state and wall time, and for the train step the iteration, loss,
 tokens/s per device and ETA parsed from the loss rank's lines with the parser the plan names
-(`LogSpec.format`), its loss keys and its throughput formula. Plain mode prints the runner's events and echoes the step's
-output (for training: the loss rank and the launcher), so a CI log reads like the run.
+(`LogSpec.format`), its loss keys and its throughput formula. Plain mode prints the runner's events and
+echoes the step's output (for training: the loss rank and the launcher), so a CI log reads like the run.
 """
 
 from __future__ import annotations
@@ -36,8 +36,13 @@ class TrainStats:
     def tokens_per_s_per_device(self) -> float | None:
         """The plan's throughput formula over the last iterations (None where it needs the whole log)."""
         ms = sum(self.elapsed_ms) / len(self.elapsed_ms) if self.elapsed_ms else None
-        return live_tokens_per_s(self.formula, gbs=self.gbs, seq_length=self.seq_length, devices=self.devices,
-                                 mean_elapsed_ms=ms if ms and ms > 0 else None)
+        return live_tokens_per_s(
+            self.formula,
+            gbs=self.gbs,
+            seq_length=self.seq_length,
+            devices=self.devices,
+            mean_elapsed_ms=ms if ms and ms > 0 else None,
+        )
 
     def eta_s(self) -> float | None:
         if self.iteration is None or not self.total or not self.elapsed_ms:
@@ -157,8 +162,14 @@ class Progress:
         table.add_column("step", style="bold")
         table.add_column("state")
         table.add_column("detail", overflow="fold")
-        colours = {"running": "cyan", "done": "green", "skipped": "yellow", "failed": "red",
-                   "interrupted": "red", "pending": "dim"}
+        colours = {
+            "running": "cyan",
+            "done": "green",
+            "skipped": "yellow",
+            "failed": "red",
+            "interrupted": "red",
+            "pending": "dim",
+        }
         with self._lock:
             for name, (state, detail) in self.steps.items():
                 table.add_row(name, Text(state, style=colours.get(state, "")), detail)

@@ -117,7 +117,9 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
     if seq is None and spec.formula == "megatron":
         seq = next((s for p in paths if (s := seq_length_from_log(p))), None)
     if table.steps:
-        summary.throughput = throughput_for(spec.formula, table, seq_length=seq, devices=spec.devices).to_dict()
+        summary.throughput = throughput_for(
+            spec.formula, table, seq_length=seq, devices=spec.devices
+        ).to_dict()
     return summary
 
 
@@ -130,17 +132,23 @@ def save_summary(summary: RunSummary, path: str) -> str:
 
 def render_summary(summary: RunSummary, out: Any) -> None:
     """Print the summary through the CLI's output object (`out.table`, `out.text`)."""
-    rows = [{"step": s.name, "state": s.state, "wall time (s)": f"{s.wall_s:.1f}", "detail": s.detail}
-            for s in summary.steps]
+    rows = [
+        {"step": s.name, "state": s.state, "wall time (s)": f"{s.wall_s:.1f}", "detail": s.detail}
+        for s in summary.steps
+    ]
     out.table(rows, title=f"run summary ({summary.wall_s:.1f}s)")
     if summary.loss_start is not None:
-        out.text(f"loss: {summary.loss_start:.4f} at step {summary.first_step} -> {summary.loss_end:.4f} "
-                 f"at step {summary.last_step}")
+        out.text(
+            f"loss: {summary.loss_start:.4f} at step {summary.first_step} -> {summary.loss_end:.4f} "
+            f"at step {summary.last_step}"
+        )
     tp = summary.throughput
     if tp and tp.get("value") is not None:
         window = tp.get("window")
-        out.text(f"throughput: {tp['value']:,.1f} {tp['unit']} (steps {window[0]}-{window[1]}, first "
-                 f"{len(tp.get('steps_skipped') or [])} skipped; {tp['formula']})")
+        out.text(
+            f"throughput: {tp['value']:,.1f} {tp['unit']} (steps {window[0]}-{window[1]}, first "
+            f"{len(tp.get('steps_skipped') or [])} skipped; {tp['formula']})"
+        )
     elif tp and "seq_length" in (tp.get("note") or ""):
         out.text("throughput: seq_length unknown (not in the plan's facts nor in the log's arguments)")
     elif tp and tp.get("note"):

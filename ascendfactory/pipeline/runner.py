@@ -50,16 +50,31 @@ SUMMARY_LABELS = {Role.EXPORT: "hf weights", Role.PLOT: "loss curve"}
 EXP_CONFIG = "exp-config.yaml"  # every backend's documented tree has the resolved config under this name
 
 
-def run_experiment(plan: Plan, *, out: Any, replan: Callable[[], Plan] | None = None, live: bool | None = None,
-                   grace_s: float = DEFAULT_GRACE_S, stamp: str | None = None) -> int:
+def run_experiment(
+    plan: Plan,
+    *,
+    out: Any,
+    replan: Callable[[], Plan] | None = None,
+    live: bool | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
+    stamp: str | None = None,
+) -> int:
     """Run every step of `plan`; 0 on success. `out`: the CLI's output object (`console`, `table`, `text`);
     `replan`: plans the experiment again (auto-resume). See the module docstring for the rest."""
     return Runner(plan, out=out, replan=replan, live=live, grace_s=grace_s, stamp=stamp).run()
 
 
 class Runner:
-    def __init__(self, plan: Plan, *, out: Any, replan: Callable[[], Plan] | None = None,
-                 live: bool | None = None, grace_s: float = DEFAULT_GRACE_S, stamp: str | None = None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        out: Any,
+        replan: Callable[[], Plan] | None = None,
+        live: bool | None = None,
+        grace_s: float = DEFAULT_GRACE_S,
+        stamp: str | None = None,
+    ) -> None:
         self.plan, self.out, self.replan = plan, out, replan
         self.policy = plan.policy
         self.names = LogNames(plan.logs_dir, plan.logs.naming, stamp or timestamp())
@@ -81,10 +96,15 @@ class Runner:
         try:
             with trap_signals(self.interrupt):
                 self.progress.start(self.plan.steps)
-                written = [p for path, text in self.plan.files.items()
-                           if (p := results.write_file(path, text, source=self.plan.source))]
-                self.event(f"run {self.names.prefix} {self.names.stamp}: logs in {self.plan.logs_dir}"
-                           + (f", resolved config in {', '.join(written)}" if written else ""))
+                written = [
+                    p
+                    for path, text in self.plan.files.items()
+                    if (p := results.write_file(path, text, source=self.plan.source))
+                ]
+                self.event(
+                    f"run {self.names.prefix} {self.names.stamp}: logs in {self.plan.logs_dir}"
+                    + (f", resolved config in {', '.join(written)}" if written else "")
+                )
                 self._prepare_resume()
                 loss_rank = self._loss_rank(self.plan.with_role(Role.TRAIN))
                 for step in list(self.plan.steps):
@@ -141,9 +161,14 @@ class Runner:
             t0 = time.monotonic()
             self.progress.step_started(step, detail="waiting for NODE_RANK 0")
             self.event(f"step {step.name}: waiting for NODE_RANK 0 (shared filesystem)")
-            path = manifest.wait_for_node0(step, self.plan.env, self.manifests,
-                                           timeout_s=self.policy.node_wait_timeout_s, started_at=self.started_at,
-                                           sleep=self.interrupt.sleep)
+            path = manifest.wait_for_node0(
+                step,
+                self.plan.env,
+                self.manifests,
+                timeout_s=self.policy.node_wait_timeout_s,
+                started_at=self.started_at,
+                sleep=self.interrupt.sleep,
+            )
             self._check_interrupt(None)
             return self._record(step, "waited", f"run by NODE_RANK 0 ({path})", time.monotonic() - t0)
         if step.role is not Role.TRAIN:
@@ -165,18 +190,25 @@ class Runner:
             raise
         if outcome.returncode != 0:
             self._remove_partial(step, existed)
-            manifest.write_failure(self.manifests, step, returncode=outcome.returncode,
-                                   log_path=outcome.log_path, node_rank=self.policy.node_rank)
+            manifest.write_failure(
+                self.manifests,
+                step,
+                returncode=outcome.returncode,
+                log_path=outcome.log_path,
+                node_rank=self.policy.node_rank,
+            )
             self._record(step, "failed", f"exit code {outcome.returncode}", outcome.wall_s, outcome.logs)
-            raise StageFailedError(step.name, outcome.returncode, outcome.log_path, outcome.tail,
-                                   outcome.rank)
+            raise StageFailedError(
+                step.name, outcome.returncode, outcome.log_path, outcome.tail, outcome.rank
+            )
         if step.role is not Role.TRAIN:
-            manifest.write(self.manifests, step, self.plan.env, wall_s=outcome.wall_s,
-                           node_rank=self.policy.node_rank)
+            manifest.write(
+                self.manifests, step, self.plan.env, wall_s=outcome.wall_s, node_rank=self.policy.node_rank
+            )
         self._record(step, "done", "", outcome.wall_s, outcome.logs)
 
     def launch(self, step: Step, *, loss_rank: int | None) -> Outcome:
-        """Start the step through its launcher, tee it, watch it (monitor, retention, signals) until it exits."""
+        """Start the step through its launcher, tee it, watch it (monitor, retention, signals) to its end."""
         env = {**os.environ, **self.plan.env, **step.env}
         env.setdefault("PYTHONUNBUFFERED", "1")  # live logs: children flush line by line
         proc, launcher = open_step(step, self.policy, self.names, env=env, on_line=self._on_line)
@@ -184,8 +216,10 @@ class Runner:
         monitor = None
         if targets is not None and step.launch is not None:
             n, ws = self.policy.nnodes, step.launch.world_size
-            paths = {r: self.names.npu_info(r, nnodes=n, world_size=ws, node_rank=self.policy.node_rank)
-                     for r in targets.ranks}
+            paths = {
+                r: self.names.npu_info(r, nnodes=n, world_size=ws, node_rank=self.policy.node_rank)
+                for r in targets.ranks
+            }
             monitor = DeviceMonitor(targets, paths, env=proc.env)
         self.progress.step_started(step, loss_rank=loss_rank)
         self.event(f"step {step.name}: running {step.command_line()}")
@@ -202,8 +236,10 @@ class Runner:
                     self._retention()
                 self.progress.refresh()
             if self.interrupt.signum is not None:
-                proc.stop(reason=f"run interrupted by {signal.Signals(self.interrupt.signum).name}",
-                          grace_s=self.grace_s)
+                proc.stop(
+                    reason=f"run interrupted by {signal.Signals(self.interrupt.signum).name}",
+                    grace_s=self.grace_s,
+                )
         finally:
             if monitor is not None:
                 monitor.stop()
@@ -232,8 +268,10 @@ class Runner:
                 self.event(repaired)
             start = start or "the start (no complete checkpoint yet)"
             rank = f" (first failing rank {outcome.rank})" if outcome.rank is not None else ""
-            self.event(f"train failed with exit code {outcome.returncode}{rank}; auto-resume "
-                       f"{attempt}/{policy.max_attempts} from {start} in {policy.backoff_s:g}s")
+            self.event(
+                f"train failed with exit code {outcome.returncode}{rank}; auto-resume "
+                f"{attempt}/{policy.max_attempts} from {start} in {policy.backoff_s:g}s"
+            )
             if not self.interrupt.sleep(policy.backoff_s):
                 self._check_interrupt(step)
             step = self._replan_train(step)
@@ -285,8 +323,9 @@ class Runner:
     def _loss_logs(self, rank: int) -> list[str]:
         train = self.plan.with_role(Role.TRAIN)
         world = train.launch.world_size if train is not None and train.launch is not None else 1
-        return results.loss_logs(self.names, self.plan.logs, rank=rank, nnodes=self.policy.nnodes,
-                                 world_size=world)
+        return results.loss_logs(
+            self.names, self.plan.logs, rank=rank, nnodes=self.policy.nnodes, world_size=world
+        )
 
     def _loss_rank(self, train: Step | None) -> int | None:
         """The global rank that prints the loss (`logs.loss_rank`); None when it runs on another node."""
@@ -318,14 +357,22 @@ class Runner:
     def _record(self, step: Step, state: str, detail: str, wall_s: float = 0.0, logs: Any = None) -> None:
         self.results.append(StepResult(step.name, state, wall_s, detail, list(logs or [])))
         self.progress.step_done(step, state, detail if state != "done" else f"{wall_s:.1f}s")
-        self.event(f"step {step.name}: {state}" + (f" in {wall_s:.1f}s" if wall_s else "")
-                   + (f" - {detail}" if detail else ""))
+        self.event(
+            f"step {step.name}: {state}"
+            + (f" in {wall_s:.1f}s" if wall_s else "")
+            + (f" - {detail}" if detail else "")
+        )
 
     def _check_interrupt(self, step: Step | None, outcome: Outcome | None = None) -> None:
         signum = self.interrupt.signum
         if signum is None:
             return
         if step is not None:
-            self._record(step, "interrupted", signal.Signals(signum).name, outcome.wall_s if outcome else 0.0,
-                         outcome.logs if outcome else None)
+            self._record(
+                step,
+                "interrupted",
+                signal.Signals(signum).name,
+                outcome.wall_s if outcome else 0.0,
+                outcome.logs if outcome else None,
+            )
         raise InterruptedRunError(signum)

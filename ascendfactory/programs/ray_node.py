@@ -103,8 +103,13 @@ def stop_all(grace_s: float = 10.0) -> None:
 
 def ray_start(args: argparse.Namespace, *head_or_address: str) -> subprocess.Popen:
     ray = Path(sys.executable).with_name("ray")
-    argv = [str(ray) if ray.exists() else "ray", "start", *head_or_address, "--block",
-            "--disable-usage-stats"]
+    argv = [
+        str(ray) if ray.exists() else "ray",
+        "start",
+        *head_or_address,
+        "--block",
+        "--disable-usage-stats",
+    ]
     if args.node_ip:
         argv += ["--node-ip-address", args.node_ip]
     argv += resource_flags(json.loads(args.resources) if args.resources else {})
@@ -190,11 +195,16 @@ def wait_for_cluster(args: argparse.Namespace, head: subprocess.Popen, address: 
         except Exception:  # the GCS is still starting
             cluster = None
         time.sleep(POLL_S)
-    detail = f"only {len(nodes)} of {args.nodes} nodes joined" if len(nodes) < args.nodes else (
-        f"the cluster lacks resources {json.dumps(short, sort_keys=True)}")
-    raise NodeError(f"{detail} within {args.timeout:g} s (node_wait_timeout_s): start the same command with "
-                    f"NODE_RANK=1..{args.nodes - 1} on the other nodes, MASTER_ADDR={args.node_ip} and "
-                    f"port {args.port} reachable from them")
+    detail = (
+        f"only {len(nodes)} of {args.nodes} nodes joined"
+        if len(nodes) < args.nodes
+        else (f"the cluster lacks resources {json.dumps(short, sort_keys=True)}")
+    )
+    raise NodeError(
+        f"{detail} within {args.timeout:g} s (node_wait_timeout_s): start the same command with "
+        f"NODE_RANK=1..{args.nodes - 1} on the other nodes, MASTER_ADDR={args.node_ip} and "
+        f"port {args.port} reachable from them"
+    )
 
 
 def run_head(args: argparse.Namespace) -> int:
@@ -202,10 +212,14 @@ def run_head(args: argparse.Namespace) -> int:
     head = ray_start(args, "--head", "--port", str(args.port), "--include-dashboard=false")
     cluster = wait_for_cluster(args, head, address)
     cluster.publish("running")
-    expected = {info.node_id: f"{info.node_manager_address}:{info.node_manager_port}"
-                for info in cluster.alive_nodes()}
+    expected = {
+        info.node_id: f"{info.node_manager_address}:{info.node_manager_port}"
+        for info in cluster.alive_nodes()
+    }
     say("driver: " + " ".join(args.driver))
-    driver = subprocess.Popen(args.driver, env={**os.environ, "RAY_ADDRESS": address}, stdin=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        args.driver, env={**os.environ, "RAY_ADDRESS": address}, stdin=subprocess.DEVNULL
+    )
     code = None
     try:
         while (code := driver.poll()) is None:
@@ -214,8 +228,10 @@ def run_head(args: argparse.Namespace) -> int:
             lost = set(expected) - {info.node_id for info in cluster.alive_nodes()}
             if lost:
                 which = ", ".join(sorted(expected[node] for node in lost))
-                raise NodeError(f"{len(lost)} node(s) left the Ray cluster while the driver ran (raylet {which}); "
-                                f"the logs of those nodes say why")
+                raise NodeError(
+                    f"{len(lost)} node(s) left the Ray cluster while the driver ran (raylet {which}); "
+                    f"the logs of those nodes say why"
+                )
     finally:
         if code is None:
             driver.terminate()
@@ -237,8 +253,10 @@ def run_worker(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     while not reachable(args.address):
         if time.monotonic() > deadline:
-            raise NodeError(f"the head at {args.address} did not answer within {args.timeout:g} s "
-                            f"(node_wait_timeout_s): start NODE_RANK=0 first, check MASTER_ADDR and the port")
+            raise NodeError(
+                f"the head at {args.address} did not answer within {args.timeout:g} s "
+                f"(node_wait_timeout_s): start NODE_RANK=0 first, check MASTER_ADDR and the port"
+            )
         time.sleep(POLL_S)
     node = ray_start(args, "--address", args.address)
     cluster = Cluster(args.address, args.job_id)
@@ -251,8 +269,10 @@ def run_worker(args: argparse.Namespace) -> int:
             last_seen = time.monotonic()
         except Exception:
             if time.monotonic() - last_seen > HEAD_LOST_AFTER_S:
-                raise NodeError(f"lost the head at {args.address} for {HEAD_LOST_AFTER_S:g} s: "
-                                f"the node with NODE_RANK=0 stopped; its log says why") from None
+                raise NodeError(
+                    f"lost the head at {args.address} for {HEAD_LOST_AFTER_S:g} s: "
+                    f"the node with NODE_RANK=0 stopped; its log says why"
+                ) from None
             continue
         if result and result.startswith("done:"):
             code = int(result.split(":", 1)[1])
@@ -267,7 +287,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p = sub.add_parser(role)
         p.add_argument("--timeout", type=float, required=True, help="seconds to wait for the cluster")
         p.add_argument("--job-id", required=True)
-        p.add_argument("--resources", help="JSON: what this node offers, e.g. {\"CPU\": 2, \"NPU\": 8}")
+        p.add_argument("--resources", help='JSON: what this node offers, e.g. {"CPU": 2, "NPU": 8}')
         p.add_argument("--node-ip", help="this node's address as the cluster sees it")
         if role == "head":
             p.add_argument("--port", type=int, required=True)
@@ -278,7 +298,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if "--" in argv:
         cut = argv.index("--")
         args = parser.parse_args(argv[:cut])
-        args.driver = argv[cut + 1:]
+        args.driver = argv[cut + 1 :]
     else:
         args = parser.parse_args(argv)
         args.driver = []

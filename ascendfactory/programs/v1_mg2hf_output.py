@@ -33,8 +33,9 @@ def is_weight_file(name: str) -> bool:
 def stage_hf_config(hf_dir: str, out: str) -> list[str]:
     """Copy the non-weight files of `hf_dir` (config, generation config, tokenizer, code) into `out`."""
     if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-        raise FileNotFoundError(f"{hf_dir}/config.json not found: point tokenizer-name-or-path at the HF "
-                                "model")
+        raise FileNotFoundError(
+            f"{hf_dir}/config.json not found: point tokenizer-name-or-path at the HF model"
+        )
     os.makedirs(out, exist_ok=True)
     copied = []
     for name in sorted(os.listdir(hf_dir)):
@@ -71,7 +72,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     opts = p.parse_args(argv[:cut])
     if not (opts.stage_hf_config and opts.collect_mg2hf):
         p.error("--stage-hf-config and --collect-mg2hf are both required")
-    program = argv[cut + 1:]
+    program = argv[cut + 1 :]
     if not program:
         p.error("no program after --")
     return opts, program

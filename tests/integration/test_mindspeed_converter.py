@@ -20,11 +20,15 @@ from ascendfactory.backends.mindspeed_llm.environment import install_dir as mind
 pytestmark = pytest.mark.integration
 
 MS_DIR = os.environ.get("AF_MINDSPEED_LLM_DIR") or mindspeed_llm_install_dir()
-READY = (os.path.isfile(os.path.join(MS_DIR, "posttrain_gpt.py"))
-         and os.path.isdir(os.path.join(MS_DIR, "megatron"))
-         and all(importlib.util.find_spec(m) is not None for m in ("mindspeed", "torch_npu")))
-SKIP = ("needs MindSpeed-LLM: a checkout (AF_MINDSPEED_LLM_DIR or `sh install.sh mindspeed-llm`) with "
-        "megatron/, and the mindspeed and torch_npu packages; not installed on this machine")
+READY = (
+    os.path.isfile(os.path.join(MS_DIR, "posttrain_gpt.py"))
+    and os.path.isdir(os.path.join(MS_DIR, "megatron"))
+    and all(importlib.util.find_spec(m) is not None for m in ("mindspeed", "torch_npu"))
+)
+SKIP = (
+    "needs MindSpeed-LLM: a checkout (AF_MINDSPEED_LLM_DIR or `sh install.sh mindspeed-llm`) with "
+    "megatron/, and the mindspeed and torch_npu packages; not installed on this machine"
+)
 
 
 def run_step(plan, kind: str) -> None:
@@ -40,21 +44,32 @@ def run_step(plan, kind: str) -> None:
 def test_real_converter_round_trip(tmp_path: Path, converter: str) -> None:
     from safetensors.torch import load_file
 
+    from ascendfactory.backends.planner import make_plan
     from ascendfactory.config.load import load_experiment
     from ascendfactory.engine.demo import main as make_demo
-    from ascendfactory.backends.planner import make_plan
 
     script = {"v1": "convert_ckpt.py", "v2": "convert_ckpt_v2.py"}[converter]
     if not os.path.isfile(os.path.join(MS_DIR, script)):
         pytest.skip(f"this MindSpeed-LLM has no {converter} converter")
     hf = tmp_path / "hf"
     assert make_demo([str(hf)]) == 0
-    exp = {"backend": "mindspeed-llm", "af_model_name": "tiny-demo", "exp_name": "conv",
-           "af_output_dir": str(tmp_path / "out"), "env": {"NPUS_PER_NODE": 1}, "scripts_dir": MS_DIR,
-           "backend_config": {"converter": converter,
-                              "training": {"tokenizer-name-or-path": str(hf),
-                                           "data-path": str(tmp_path / "d"), "seq-length": 128,
-                                           "global-batch-size": 1}}}
+    exp = {
+        "backend": "mindspeed-llm",
+        "af_model_name": "tiny-demo",
+        "exp_name": "conv",
+        "af_output_dir": str(tmp_path / "out"),
+        "env": {"NPUS_PER_NODE": 1},
+        "scripts_dir": MS_DIR,
+        "backend_config": {
+            "converter": converter,
+            "training": {
+                "tokenizer-name-or-path": str(hf),
+                "data-path": str(tmp_path / "d"),
+                "seq-length": 128,
+                "global-batch-size": 1,
+            },
+        },
+    }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(exp))
     plan = make_plan(load_experiment(path), dry_run=True)

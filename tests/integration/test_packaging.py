@@ -35,28 +35,45 @@ def core_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with `pip install <repo>` (core dependencies only, not editable)."""
     root = tmp_path_factory.mktemp("core-env")
     src = root / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", "outputs", "demo_assets", "*.egg-info",
-                                                              "build", "__pycache__", ".pytest_cache"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", "outputs", "demo_assets", "*.egg-info", "build", "__pycache__", ".pytest_cache"
+        ),
+    )
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    done = subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(src)], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", str(src)], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     shutil.rmtree(src)  # nothing may be read from the source tree
     return env_dir
 
 
-def cli(env_dir: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def cli(
+    env_dir: Path, *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     exe = env_dir / "bin" / "ascendfactory-cli"
-    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {}), "PYTHONPATH": ""})
+    return subprocess.run(
+        [str(exe), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {}), "PYTHONPATH": ""},
+    )
 
 
 def test_core_install_has_no_torch_and_finds_its_data(core_env: Path, tmp_path: Path) -> None:
     py = core_env / "bin" / "python"
-    probe = subprocess.run([str(py), "-c", "import importlib.util as u; print(u.find_spec('torch') is None)"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(py), "-c", "import importlib.util as u; print(u.find_spec('torch') is None)"],
+        capture_output=True,
+        text=True,
+    )
     assert probe.stdout.strip() == "True"
     models = cli(core_env, "models", "--json", cwd=tmp_path)
     assert models.returncode == 0, models.stderr
@@ -68,8 +85,15 @@ def test_core_install_has_no_torch_and_finds_its_data(core_env: Path, tmp_path: 
         for exp in row["experiments"].split(", "):
             model = "tiny-demo" if exp == "tiny-sft" else "qwen2.5-7b"
             path = tmp_path / f"{row['backend']}-{exp}.yaml"
-            made = cli(core_env, "config", f"--backend={row['backend']}", f"--af_model_name={model}",
-                       f"--exp_name={exp}", f"--output_file_path={path}", cwd=tmp_path)
+            made = cli(
+                core_env,
+                "config",
+                f"--backend={row['backend']}",
+                f"--af_model_name={model}",
+                f"--exp_name={exp}",
+                f"--output_file_path={path}",
+                cwd=tmp_path,
+            )
             assert made.returncode == 0, made.stderr
             plan = cli(core_env, "train", str(path), "--dry-run", "--format", "json", cwd=tmp_path)
             assert plan.returncode == 0, (row["backend"], exp, plan.stderr)
@@ -90,27 +114,57 @@ def test_core_install_runs_a_mindspeed_llm_plan(core_env: Path, tmp_path: Path) 
     (checkout / "megatron").mkdir(parents=True)
     for script in ("pretrain_gpt.py", "posttrain_gpt.py"):
         (checkout / script).write_text("raise SystemExit('not used')\n")
-    (checkout / "preprocess_data.py").write_text(FAKE_PROGRAM.format(flag="--output-prefix", name="preprocess"))
+    (checkout / "preprocess_data.py").write_text(
+        FAKE_PROGRAM.format(flag="--output-prefix", name="preprocess")
+    )
     (checkout / "convert_ckpt_v2.py").write_text(FAKE_PROGRAM.format(flag="--save-dir", name="converter"))
     hf = tmp_path / "hf"
     hf.mkdir()
-    (hf / "config.json").write_text(json.dumps({
-        "model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 512,
-        "tie_word_embeddings": True}))
+    (hf / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "qwen2",
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "vocab_size": 256,
+                "max_position_embeddings": 512,
+                "tie_word_embeddings": True,
+            }
+        )
+    )
     data = tmp_path / "data.jsonl"
     data.write_text('{"instruction": "hi", "input": "", "output": "hello"}\n')
     exp = tmp_path / "exp.yaml"
-    exp.write_text(json.dumps({
-        "backend": "mindspeed-llm", "af_model_name": "tiny", "exp_name": "core", "af_output_dir": str(tmp_path / "out"),
-        "env": {"NPUS_PER_NODE": 1, "MASTER_PORT": 29581}, "scripts_dir": str(checkout),
-        "backend_config": {"preprocess_data": {"input": str(data)}, "convert_ckpt_mg2hf": None,
-                           "training": {"tokenizer-name-or-path": str(hf), "seq-length": 64,
-                                        "global-batch-size": 1, "micro-batch-size": 1, "train-iters": 1}}}))
+    exp.write_text(
+        json.dumps(
+            {
+                "backend": "mindspeed-llm",
+                "af_model_name": "tiny",
+                "exp_name": "core",
+                "af_output_dir": str(tmp_path / "out"),
+                "env": {"NPUS_PER_NODE": 1, "MASTER_PORT": 29581},
+                "scripts_dir": str(checkout),
+                "backend_config": {
+                    "preprocess_data": {"input": str(data)},
+                    "convert_ckpt_mg2hf": None,
+                    "training": {
+                        "tokenizer-name-or-path": str(hf),
+                        "seq-length": 64,
+                        "global-batch-size": 1,
+                        "micro-batch-size": 1,
+                        "train-iters": 1,
+                    },
+                },
+            }
+        )
+    )
     done = cli(core_env, "train", str(exp), cwd=tmp_path, env={"ASCEND_TOOLKIT_HOME": "/fake/toolkit"})
     assert done.returncode != 0
     assert "step 'train' failed" in done.stderr, done.stdout + done.stderr
-    summary_steps = (tmp_path / "out" / "logs")
+    summary_steps = tmp_path / "out" / "logs"
     texts = "".join(p.read_text() for p in summary_steps.glob("*-runner.txt"))
     assert "step preprocess: done" in texts and "step hf2mg: done" in texts
     assert (tmp_path / "out" / "converted_weight_TP1PP1" / "done").exists()

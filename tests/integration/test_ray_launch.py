@@ -32,18 +32,30 @@ def free_port() -> int:
 
 def experiment(tmp_path: Path, name: str, *, nnodes: int, node_rank: int, port: int, **options) -> Path:
     out = tmp_path / f"{name}-node{node_rank}"
-    cfg = {"backend": "ray-contract", "af_model_name": "qwen2.5-0.5b", "exp_name": name,
-           "af_output_dir": str(out), "shared_filesystem": False, "node_wait_timeout_s": 90,
-           "env": {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "NNODES": nnodes, "NODE_RANK": node_rank},
-           "backend_config": options}
+    cfg = {
+        "backend": "ray-contract",
+        "af_model_name": "qwen2.5-0.5b",
+        "exp_name": name,
+        "af_output_dir": str(out),
+        "shared_filesystem": False,
+        "node_wait_timeout_s": 90,
+        "env": {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "NNODES": nnodes, "NODE_RANK": node_rank},
+        "backend_config": options,
+    }
     path = tmp_path / f"{name}-node{node_rank}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
 def start(path: Path) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, "train", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True, env={**os.environ, "AF_MONITOR_INTERVAL_S": "1"})
+    return subprocess.Popen(
+        [*CLI, "train", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "AF_MONITOR_INTERVAL_S": "1"},
+    )
 
 
 def kill_node(proc: subprocess.Popen) -> None:
@@ -62,14 +74,17 @@ def node_log(out: Path, node_rank: int, nnodes: int) -> str:
 
 
 def no_raylet_left() -> bool:
-    return not any("raylet" in " ".join(p.info["cmdline"] or []) and str(os.getpid()) != str(p.pid)
-                   for p in psutil.process_iter(["cmdline"]))
+    return not any(
+        "raylet" in " ".join(p.info["cmdline"] or []) and str(os.getpid()) != str(p.pid)
+        for p in psutil.process_iter(["cmdline"])
+    )
 
 
 def test_dry_run_shows_the_ray_node_commands(tmp_path):
     exp = experiment(tmp_path, "dry", nnodes=2, node_rank=1, port=6123)
-    proc = subprocess.run([*CLI, "train", str(exp), "--dry-run", "--format", "json"], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [*CLI, "train", str(exp), "--dry-run", "--format", "json"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     (train,) = [s for s in plan["steps"] if s["role"] == "train"]
@@ -105,7 +120,11 @@ def test_two_cli_invocations_form_one_ray_cluster(tmp_path):
     # The device monitor follows the node's whole Ray tree (raylet, its workers, the driver), not only
     # the node program (~20 MB on its own).
     (info,) = (out0 / "logs").glob("raycontract-*-npu_info-R0.txt")
-    rss = [float(line.split("rss_mb ")[1].split()[0]) for line in info.read_text().splitlines() if "rss_mb" in line]
+    rss = [
+        float(line.split("rss_mb ")[1].split()[0])
+        for line in info.read_text().splitlines()
+        if "rss_mb" in line
+    ]
     assert rss and max(rss) > 200
     assert no_raylet_left()
 
@@ -113,8 +132,10 @@ def test_two_cli_invocations_form_one_ray_cluster(tmp_path):
 @pytest.mark.parametrize("dies", [1, 0], ids=["worker-dies", "head-dies"])
 def test_a_dead_node_stops_the_other_with_a_clear_error(tmp_path, dies):
     port = free_port()
-    procs = [start(experiment(tmp_path, "kill", nnodes=2, node_rank=r, port=port, steps=200, step_sleep_s=1.0))
-             for r in (0, 1)]
+    procs = [
+        start(experiment(tmp_path, "kill", nnodes=2, node_rank=r, port=port, steps=200, step_sleep_s=1.0))
+        for r in (0, 1)
+    ]
     log0 = tmp_path / "kill-node0" / "logs"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait for training to run on both nodes

@@ -21,29 +21,51 @@ from ascendfactory.plan import Role  # noqa: E402
 pytestmark = pytest.mark.integration
 
 
-def _start_node(tmp_path: Path, node_rank: int, port: int, *, iters: int, sleep: float,
-                timeout_s: float = 60) -> subprocess.Popen:
+def _start_node(
+    tmp_path: Path, node_rank: int, port: int, *, iters: int, sleep: float, timeout_s: float = 60
+) -> subprocess.Popen:
     out = tmp_path / "shared"  # both nodes see the same af_output_dir (shared_filesystem: true)
     trainer = fakes.write_script(tmp_path, "trainer.py", fakes.FAKE_TRAINER)
     writer = fakes.write_script(tmp_path, "writer.py", fakes.WRITER)
     conv = str(out / "converted_weight_TP1PP1")
-    hf2mg = fakes.proc_step("hf2mg", Role.CONVERT, [sys.executable, writer, conv], outputs=[conv],
-                            only_node0=True)
-    train = fakes.train_step(trainer, out, iters=iters, save_interval=2, nproc=1, nnodes=2,
-                             node_rank=node_rank, port=port, sleep=sleep)
+    hf2mg = fakes.proc_step(
+        "hf2mg", Role.CONVERT, [sys.executable, writer, conv], outputs=[conv], only_node0=True
+    )
+    train = fakes.train_step(
+        trainer,
+        out,
+        iters=iters,
+        save_interval=2,
+        nproc=1,
+        nnodes=2,
+        node_rank=node_rank,
+        port=port,
+        sleep=sleep,
+    )
     plot = fakes.plot_step(out, None if node_rank == 1 else "the loss is printed by the last rank")
-    spec = {"config": {"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out),
-                       "env": {"NNODES": 2, "NODE_RANK": node_rank, "MASTER_ADDR": "127.0.0.1",
-                               "MASTER_PORT": port},
-                       "node_wait_timeout_s": timeout_s},
-            "steps": [fakes.step_spec(s) for s in (hf2mg, train, plot)], "facts": {"world_size": 2},
-            "fakes_dir": str(Path(fakes.__file__).resolve().parent)}
+    spec = {
+        "config": {
+            "af_model_name": "m",
+            "exp_name": "e",
+            "af_output_dir": str(out),
+            "env": {"NNODES": 2, "NODE_RANK": node_rank, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
+            "node_wait_timeout_s": timeout_s,
+        },
+        "steps": [fakes.step_spec(s) for s in (hf2mg, train, plot)],
+        "facts": {"world_size": 2},
+        "fakes_dir": str(Path(fakes.__file__).resolve().parent),
+    }
     path = tmp_path / f"node{node_rank}.json"
     path.write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)
     env = {**os.environ, "AF_FAKE_DIST": "1", "AF_MONITOR_INTERVAL_S": "1"}
-    return subprocess.Popen([sys.executable, driver, str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, driver, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def test_two_nodes_form_one_job_and_node1_waits_for_node0_steps(tmp_path):

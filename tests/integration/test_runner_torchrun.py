@@ -14,10 +14,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "pipeline"))
 import runner_fakes as fakes  # noqa: E402
-
-from ascendfactory.errors import StageFailedError  # noqa: E402
-from ascendfactory.backends import planner  # noqa: E402
 from runner_fakes import run_experiment  # noqa: E402
+
+from ascendfactory.backends import planner  # noqa: E402
+from ascendfactory.errors import StageFailedError  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -67,8 +67,15 @@ def test_kill_9_of_a_worker_auto_resumes_from_the_newest_checkpoint(tmp_path, tr
         from ascendfactory.checkpoints.megatron import inspect
 
         resume = inspect(str(out / "saved_checkpoints")).resumable
-        return fakes.plan(out, [fakes.train_step(trainer, out, iters=8, save_interval=2, nproc=2, load=resume,
-                                                 port=fakes.free_port())], world_size=2)
+        return fakes.plan(
+            out,
+            [
+                fakes.train_step(
+                    trainer, out, iters=8, save_interval=2, nproc=2, load=resume, port=fakes.free_port()
+                )
+            ],
+            world_size=2,
+        )
 
     monkeypatch.setattr(planner, "make_plan", make_plan)
     loaded = fakes.loaded(out, train_auto_resume=True, auto_resume={"max_attempts": 2, "backoff_s": 0.5})
@@ -85,12 +92,17 @@ def test_kill_9_of_a_worker_auto_resumes_from_the_newest_checkpoint(tmp_path, tr
 def test_sigterm_stops_torchrun_and_its_workers(tmp_path, trainer):
     out = tmp_path / "out"
     step = fakes.train_step(trainer, out, iters=1000, nproc=2, sleep=0.5)
-    spec = fakes.driver_spec({"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)}, [step],
-                             facts={"world_size": 2}, grace_s=5.0)
+    spec = fakes.driver_spec(
+        {"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)},
+        [step],
+        facts={"world_size": 2},
+        grace_s=5.0,
+    )
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)
-    runner = subprocess.Popen([sys.executable, driver, str(tmp_path / "spec.json")],
-                              stdout=subprocess.DEVNULL)
+    runner = subprocess.Popen(
+        [sys.executable, driver, str(tmp_path / "spec.json")], stdout=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 60
     rank_log = None
     while time.monotonic() < deadline:

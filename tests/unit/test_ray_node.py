@@ -16,18 +16,36 @@ from ascendfactory.programs import ray_node
 
 
 def test_head_and_worker_commands_round_trip_through_the_programs_parser():
-    common = dict(python="py", driver=("py", "drv.py", "--x"), nnodes=2, head_address="10.0.0.1", port=6379,
-                  resources=(("CPU", 4.0), ("NPU", 16.0)), node_resources=(("CPU", 2.0), ("NPU", 8.0)),
-                  job_id="exp")
+    common = dict(
+        python="py",
+        driver=("py", "drv.py", "--x"),
+        nnodes=2,
+        head_address="10.0.0.1",
+        port=6379,
+        resources=(("CPU", 4.0), ("NPU", 16.0)),
+        node_resources=(("CPU", 2.0), ("NPU", 8.0)),
+        job_id="exp",
+    )
     head = Ray(node_rank=0, **common).command(timeout_s=60)
     assert head[:3] == ["py", RAY_NODE_PROGRAM, "head"]
     args = ray_node.parse(head[2:])
-    assert (args.role, args.port, args.node_ip, args.nodes, args.timeout) == ("head", 6379, "10.0.0.1", 2, 60.0)
+    assert (args.role, args.port, args.node_ip, args.nodes, args.timeout) == (
+        "head",
+        6379,
+        "10.0.0.1",
+        2,
+        60.0,
+    )
     assert json.loads(args.need) == {"CPU": 4.0, "NPU": 16.0}
     assert args.driver == ["py", "drv.py", "--x"]
 
     worker = ray_node.parse(Ray(node_rank=1, **common).command(timeout_s=60)[2:])
-    assert (worker.role, worker.address, worker.job_id, worker.driver) == ("worker", "10.0.0.1:6379", "exp", [])
+    assert (worker.role, worker.address, worker.job_id, worker.driver) == (
+        "worker",
+        "10.0.0.1:6379",
+        "exp",
+        [],
+    )
     assert json.loads(worker.resources) == {"CPU": 2.0, "NPU": 8.0}
 
 
@@ -43,16 +61,24 @@ def test_resource_flags_use_ray_starts_own_flags_for_cpu_and_gpu():
 
 
 def test_missing_sums_what_the_alive_nodes_offer():
-    nodes = [SimpleNamespace(resources_total={"CPU": 2.0, "NPU": 8.0}),
-             SimpleNamespace(resources_total={"CPU": 2.0})]
+    nodes = [
+        SimpleNamespace(resources_total={"CPU": 2.0, "NPU": 8.0}),
+        SimpleNamespace(resources_total={"CPU": 2.0}),
+    ]
     assert ray_node.missing({"CPU": 4, "NPU": 16}, nodes) == {"NPU": 16}
     assert ray_node.missing({"CPU": 4}, nodes) == {}
 
 
 def test_descendants_finds_grandchildren_in_other_sessions():
-    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time;"
-                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'],"
-                              " start_new_session=True); time.sleep(30)"])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time;"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'],"
+            " start_new_session=True); time.sleep(30)",
+        ]
+    )
     try:
         deadline = time.monotonic() + 10
         while len(ray_node.descendants(os.getpid())) < 2 and time.monotonic() < deadline:
@@ -73,8 +99,22 @@ def test_a_worker_whose_head_never_answers_says_what_to_check():
 
 
 def test_the_program_exits_with_the_cluster_code_and_one_line():
-    proc = subprocess.run([sys.executable, RAY_NODE_PROGRAM, "worker", "--address", "127.0.0.1:9", "--timeout",
-                           "1", "--job-id", "x"], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            RAY_NODE_PROGRAM,
+            "worker",
+            "--address",
+            "127.0.0.1:9",
+            "--timeout",
+            "1",
+            "--job-id",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == ray_node.EXIT_CLUSTER
     assert proc.stdout.startswith("[ray-node] error: the head at 127.0.0.1:9 did not answer")
     assert proc.stderr == ""

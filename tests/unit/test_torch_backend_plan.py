@@ -6,9 +6,9 @@ import os
 
 import pytest
 
+from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
-from ascendfactory.backends.planner import make_plan
 from tests.conftest import REPO
 
 QUICK = REPO / "cfgs" / "quickstart.yaml"

@@ -30,9 +30,13 @@ class LlamaFactoryBackend(ValidatedOnlyBackend):
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         found = shutil.which("llamafactory-cli")
-        return [Check("llamafactory-cli", "ok" if found else "missing", found or "sh install.sh llamafactory")]
+        return [
+            Check("llamafactory-cli", "ok" if found else "missing", found or "sh install.sh llamafactory")
+        ]
 
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
         import sys
 
-        return [InstallStep("install LLaMA-Factory", (sys.executable, "-m", "pip", "install", "llamafactory"))]
+        return [
+            InstallStep("install LLaMA-Factory", (sys.executable, "-m", "pip", "install", "llamafactory"))
+        ]

@@ -67,8 +67,14 @@ class MegatronBackend(Backend):
     legacy_keys = LEGACY_KEYS
     legacy_rest = "backend_config.training"  # any other flat key is a training flag
     run_options: ClassVar[dict[str, Any]] = {
-        "stage": "sft", "ckpt_load_type": 1, "user_converted_ckpt_path": "null", "train_auto_resume": "false",
-        "save_total_limit": 0, "convert_mg2hf_at_last": "true", "hf_save_dir": "null"}
+        "stage": "sft",
+        "ckpt_load_type": 1,
+        "user_converted_ckpt_path": "null",
+        "train_auto_resume": "false",
+        "save_total_limit": 0,
+        "convert_mg2hf_at_last": "true",
+        "hf_save_dir": "null",
+    }
     absolute_paths: ClassVar[bool] = False  # plan paths made absolute (programs run in another cwd)
 
     # -- the skeleton ---------------------------------------------------------------------------------
@@ -82,8 +88,14 @@ class MegatronBackend(Backend):
         plan.add(self.hf2mg_step(ctx, run, shared))
         plan.add(self.train_step(ctx, run))
         plan.add(self.mg2hf_step(ctx, run, shared))
-        plan.add(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")],
-                      skip_reason=None if run.node_rank == run.nnodes - 1 else LOSS_ON_LAST_NODE))
+        plan.add(
+            Step(
+                name="plot",
+                role=Role.PLOT,
+                outputs=[os.path.join(out, "training_loss.png")],
+                skip_reason=None if run.node_rank == run.nnodes - 1 else LOSS_ON_LAST_NODE,
+            )
+        )
         self.check(ctx, run, plan, strict_paths=strict_paths)
         return plan
 
@@ -99,8 +111,16 @@ class MegatronBackend(Backend):
     def train_step(self, ctx: PlanContext, run: MegatronRun) -> Step:
         entry, env, cwd, inputs = self.train_entry(ctx, run)
         load = run.load
-        return Step(name="train", role=Role.TRAIN, launch=torchrun_launch(ctx, run, entry), env=env, cwd=cwd,
-                    inputs=inputs, outputs=[self.saved_dir(run)], notes=[load.reason] if load else [])
+        return Step(
+            name="train",
+            role=Role.TRAIN,
+            launch=torchrun_launch(ctx, run, entry),
+            env=env,
+            cwd=cwd,
+            inputs=inputs,
+            outputs=[self.saved_dir(run)],
+            notes=[load.reason] if load else [],
+        )
 
     def saved_dir(self, run: MegatronRun) -> str:
         path = run.layout.saved_checkpoints
@@ -113,8 +133,9 @@ class MegatronBackend(Backend):
     def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         raise NotImplementedError
 
-    def train_entry(self, ctx: PlanContext, run: MegatronRun) -> tuple[list[str], dict[str, str],
-                                                                       str | None, list[str]]:
+    def train_entry(
+        self, ctx: PlanContext, run: MegatronRun
+    ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
         """(what torchrun runs, step env, cwd, inputs)."""
         raise NotImplementedError
 
@@ -135,24 +156,44 @@ def skipped(name: str, role: Role, reason: str) -> Step:
 
 def torchrun_launch(ctx: PlanContext, run: MegatronRun, entry: list[str]) -> Torchrun:
     env = ctx.config.env
-    return Torchrun(python=ctx.python, entry=tuple(entry), nnodes=run.nnodes, nproc_per_node=run.nproc_per_node,
-                    node_rank=run.node_rank, master_addr=env.MASTER_ADDR, master_port=env.MASTER_PORT)
+    return Torchrun(
+        python=ctx.python,
+        entry=tuple(entry),
+        nnodes=run.nnodes,
+        nproc_per_node=run.nproc_per_node,
+        node_rank=run.node_rank,
+        master_addr=env.MASTER_ADDR,
+        master_port=env.MASTER_PORT,
+    )
 
 
 def megatron_plan(ctx: PlanContext, run: MegatronRun, *, output_dir: str, facts: dict[str, Any]) -> Plan:
     """The Plan shell every Megatron-style backend fills: Megatron logs, checkpoints and throughput."""
     cfg = ctx.config
     seq = run.training.get("seq-length")
-    logs = LogSpec(format="megatron",
-                   naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
-                   loss_rank="last",
-                   throughput=ThroughputSpec("megatron", seq_length=seq if isinstance(seq, int) else None,
-                                             devices=run.world_size))
+    logs = LogSpec(
+        format="megatron",
+        naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
+        loss_rank="last",
+        throughput=ThroughputSpec(
+            "megatron", seq_length=seq if isinstance(seq, int) else None, devices=run.world_size
+        ),
+    )
     saved = os.path.join(output_dir, "saved_checkpoints")
     config_path, config_text = ctx.exp_config_file(output_dir)
-    return Plan(backend=cfg.backend, exp_name=cfg.exp_name, model_name=cfg.af_model_name,
-                output_dir=output_dir, logs=logs,
-                checkpoints=CheckpointSpec(root=saved, scheme="megatron", retain=cfg.save_total_limit,
-                                           saved_marker=SAVED_MARKER),
-                policy=ctx.run_policy(), files={config_path: config_text}, source=ctx.loaded.source,
-                warnings=list(run.warnings), env=cfg.env.extra_vars(), facts=facts)
+    return Plan(
+        backend=cfg.backend,
+        exp_name=cfg.exp_name,
+        model_name=cfg.af_model_name,
+        output_dir=output_dir,
+        logs=logs,
+        checkpoints=CheckpointSpec(
+            root=saved, scheme="megatron", retain=cfg.save_total_limit, saved_marker=SAVED_MARKER
+        ),
+        policy=ctx.run_policy(),
+        files={config_path: config_text},
+        source=ctx.loaded.source,
+        warnings=list(run.warnings),
+        env=cfg.env.extra_vars(),
+        facts=facts,
+    )

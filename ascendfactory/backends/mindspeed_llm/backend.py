@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
-
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check
@@ -51,13 +50,33 @@ STEP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # every MindSpeed-LLM example e
 # Training keys the plan decides from other settings (they are read, then set by the plan).
 PLANNER_TRAIN_KEYS = ("data-path", "tokenizer-name-or-path", "load", "save", "stage")
 # Planner values the user's own training value replaces.
-USER_WINS = ("split", "finetune", "no-load-optim", "no-load-rng", "is-instruction-dataset", "prompt-type",
-             "distributed-backend")
+USER_WINS = (
+    "split",
+    "finetune",
+    "no-load-optim",
+    "no-load-rng",
+    "is-instruction-dataset",
+    "prompt-type",
+    "distributed-backend",
+)
 SAVE_STATE_FLAGS = ("no-save-optim", "no-save-rng")
 # Flags whose values are paths: made absolute, because the programs run in the MindSpeed-LLM directory.
-PATH_FLAGS = frozenset({"data-path", "tokenizer-name-or-path", "load", "save", "input", "output-prefix",
-                        "load-dir", "save-dir", "hf-cfg-dir", "lora-load", "tokenizer-model",
-                        "tensorboard-dir"})
+PATH_FLAGS = frozenset(
+    {
+        "data-path",
+        "tokenizer-name-or-path",
+        "load",
+        "save",
+        "input",
+        "output-prefix",
+        "load-dir",
+        "save-dir",
+        "hf-cfg-dir",
+        "lora-load",
+        "tokenizer-model",
+        "tensorboard-dir",
+    }
+)
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
@@ -115,8 +134,12 @@ class MindSpeedLLMBackend(MegatronBackend):
 
     def facts(self, run: MegatronRun) -> dict[str, Any]:
         found: Found = run.framework
-        return {**run.facts(), "converter": found.converter.version, "converter_reason": found.converter.reason,
-                "mindspeed_llm_dir": found.site.directory}
+        return {
+            **run.facts(),
+            "converter": found.converter.version,
+            "converter_reason": found.converter.reason,
+            "mindspeed_llm_dir": found.site.directory,
+        }
 
     def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         found: Found = run.framework
@@ -133,54 +156,85 @@ class MindSpeedLLMBackend(MegatronBackend):
     def converter(ctx: PlanContext, site: Site, problems: list[Problem]) -> ConverterChoice:
         explicit = (ctx.config.backend_config or {}).get("converter")
         if explicit is not None and explicit not in CONVERTERS:
-            problems.append(ctx.problem("backend_config.converter", f"'{explicit}' is not a converter",
-                                        fix="use v1 (convert_ckpt.py) or v2 (convert_ckpt_v2.py), or remove "
-                                            "the key to follow the installed MindSpeed-LLM"))
+            problems.append(
+                ctx.problem(
+                    "backend_config.converter",
+                    f"'{explicit}' is not a converter",
+                    fix="use v1 (convert_ckpt.py) or v2 (convert_ckpt_v2.py), or remove "
+                    "the key to follow the installed MindSpeed-LLM",
+                )
+            )
             explicit = None
         return choose_converter(explicit, None if site.directory == PLACEHOLDER else site.directory)
 
     @staticmethod
     def name_problems(ctx: PlanContext, conv: ConverterChoice) -> list[Problem]:
         """Every key of every section that the receiving MindSpeed-LLM program does not accept."""
-        kinds = {**SECTION_NAMES, "convert_ckpt_hf2mg": conv.names_kind,
-                 "convert_ckpt_mg2hf": conv.names_kind}
+        kinds = {
+            **SECTION_NAMES,
+            "convert_ckpt_hf2mg": conv.names_kind,
+            "convert_ckpt_mg2hf": conv.names_kind,
+        }
         problems: list[Problem] = []
         for section, kind in kinds.items():
             options = (ctx.config.backend_config or {}).get(section)
             if options is None:
                 continue
             if not isinstance(options, dict):
-                problems.append(ctx.problem(f"backend_config.{section}", "must be a mapping of flag: value",
-                                            fix=f"write `{section}:` followed by indented `flag-name: value` "
-                                                "lines"))
+                problems.append(
+                    ctx.problem(
+                        f"backend_config.{section}",
+                        "must be a mapping of flag: value",
+                        fix=f"write `{section}:` followed by indented `flag-name: value` lines",
+                    )
+                )
                 continue
-            problems += unknown_keys(options, kind, prefix=f"backend_config.{section}.",
-                                     source_of=ctx.loaded.source_of)
+            problems += unknown_keys(
+                options, kind, prefix=f"backend_config.{section}.", source_of=ctx.loaded.source_of
+            )
         return problems
 
     @staticmethod
     def run_problems(ctx: PlanContext, run: MegatronRun, warnings: list[str]) -> list[Problem]:
         problems: list[Problem] = []
         if not run.model_dir:
-            problems.append(ctx.problem(K + "tokenizer-name-or-path", "required: MindSpeed-LLM reads the "
-                                        "tokenizer, and the converters the HF config, from the HF model "
-                                        "directory",
-                                        fix="set it (or model_name_or_path) to the HF model directory"))
+            problems.append(
+                ctx.problem(
+                    K + "tokenizer-name-or-path",
+                    "required: MindSpeed-LLM reads the "
+                    "tokenizer, and the converters the HF config, from the HF model "
+                    "directory",
+                    fix="set it (or model_name_or_path) to the HF model directory",
+                )
+            )
         save = run.training.get("save")
         if save and local_path(save) != os.path.abspath(run.layout.saved_checkpoints):
-            problems.append(ctx.problem(K + "save", f"training saves into {run.layout.saved_checkpoints} "
-                                        "(resume, retention and the final conversion read it)",
-                                        fix="remove backend_config.training.save, or change af_output_dir"))
+            problems.append(
+                ctx.problem(
+                    K + "save",
+                    f"training saves into {run.layout.saved_checkpoints} "
+                    "(resume, retention and the final conversion read it)",
+                    fix="remove backend_config.training.save, or change af_output_dir",
+                )
+            )
         if run.lora and run.load and run.load.load and run.training.get("finetune") is False:
-            problems.append(ctx.problem(K + "finetune", "LoRA fine-tuning cannot resume a checkpoint "
-                                        "(MindSpeed-LLM does not support it); finetune: false asks for a "
-                                        "resume", fix="remove finetune: false (LoRA starts from the base "
-                                        "weights each run)"))
+            problems.append(
+                ctx.problem(
+                    K + "finetune",
+                    "LoRA fine-tuning cannot resume a checkpoint "
+                    "(MindSpeed-LLM does not support it); finetune: false asks for a "
+                    "resume",
+                    fix="remove finetune: false (LoRA starts from the base weights each run)",
+                )
+            )
         for flag in SAVE_STATE_FLAGS:
             if run.training.get(flag):
                 state = "optimizer" if flag.endswith("optim") else "RNG"
-                impact = ("train_auto_resume is on: resuming will fail" if ctx.config.train_auto_resume
-                          else "resuming them (ckpt_load_type 2, train_auto_resume) is impossible")
+                impact = (
+                    "train_auto_resume is on: resuming will fail"
+                    if ctx.config.train_auto_resume
+                    else "resuming them (ckpt_load_type 2, train_auto_resume) is impossible"
+                )
                 warnings.append(f"{K}{flag}: checkpoints hold no {state} state; {impact}")
         return problems
 
@@ -192,33 +246,49 @@ class MindSpeedLLMBackend(MegatronBackend):
         if os.path.isfile(os.path.join(site.directory, conv.script)):
             return []
         other = "v1" if conv.version == "v2" else "v2"
-        return [Problem(key="backend_config.converter",
-                        message=f"{conv.script} not found in {site.directory} ({conv.reason})",
-                        fix=f"set backend_config.converter: {other}, or install a MindSpeed-LLM version that "
-                            "ships it")]
+        return [
+            Problem(
+                key="backend_config.converter",
+                message=f"{conv.script} not found in {site.directory} ({conv.reason})",
+                fix=f"set backend_config.converter: {other}, or install a MindSpeed-LLM version that "
+                "ships it",
+            )
+        ]
 
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         if run.preprocess_input is None:
-            return Step(name="preprocess", role=Role.PREPROCESS,
-                        skip_reason=f"preprocessed data given: {run.data_path}")
+            return Step(
+                name="preprocess",
+                role=Role.PREPROCESS,
+                skip_reason=f"preprocessed data given: {run.data_path}",
+            )
         site = run.framework.site
         pre = dict(run.preprocess or {})
         options: dict[str, Any] = {
-            "input": run.preprocess_input, "tokenizer-name-or-path": run.model_dir,
-            "output-prefix": run.preprocess_prefix, "tokenizer-type": "PretrainedFromHF",
+            "input": run.preprocess_input,
+            "tokenizer-name-or-path": run.model_dir,
+            "output-prefix": run.preprocess_prefix,
+            "tokenizer-type": "PretrainedFromHF",
             "handler-name": run.handler,
         }
         if run.data_is_instruction and "prompt-type" not in pre and run.training.get("prompt-type"):
             options["prompt-type"] = run.training["prompt-type"]
-        options = absolute({**options, **pre, "input": run.preprocess_input,
-                            "output-prefix": run.preprocess_prefix})
+        options = absolute(
+            {**options, **pre, "input": run.preprocess_input, "output-prefix": run.preprocess_prefix}
+        )
         out_dir = os.path.dirname(options["output-prefix"])
         # preprocess_data.py refuses an --output-prefix whose folder is missing: the runner creates it.
-        return Step(name="preprocess", role=Role.PREPROCESS,
-                    launch=process([ctx.python, "preprocess_data.py", *to_flags(options)]), cwd=site.directory,
-                    inputs=[x for x in (options["input"], options["tokenizer-name-or-path"]) if x],
-                    outputs=[out_dir], mkdirs=[out_dir], only_node0=shared)
+        return Step(
+            name="preprocess",
+            role=Role.PREPROCESS,
+            launch=process([ctx.python, "preprocess_data.py", *to_flags(options)]),
+            cwd=site.directory,
+            inputs=[x for x in (options["input"], options["tokenizer-name-or-path"]) if x],
+            outputs=[out_dir],
+            mkdirs=[out_dir],
+            only_node0=shared,
+        )
 
     def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         skip = hf2mg_skip_reason(ctx, run)
@@ -226,14 +296,32 @@ class MindSpeedLLMBackend(MegatronBackend):
             return Step(name="hf2mg", role=Role.CONVERT, skip_reason=skip)
         found: Found = run.framework
         conv = found.converter
-        options = absolute({**hf2mg_options(conv.version, arch=run.arch, model_dir=run.model_dir or "",
-                                            save_dir=run.converted_dir, tp=run.tp, pp=run.pp,
-                                            num_layer_list=run.num_layer_list, training=run.training),
-                            **run.hf2mg})
-        return Step(name="hf2mg", role=Role.CONVERT, launch=process([ctx.python, conv.script, *to_flags(options)]),
-                    env=dict(STEP_ENV), cwd=found.site.directory, inputs=[options["load-dir"]],
-                    outputs=[options["save-dir"]],
-                    only_node0=shared, notes=[f"converter {conv.version}: {conv.reason}"])
+        options = absolute(
+            {
+                **hf2mg_options(
+                    conv.version,
+                    arch=run.arch,
+                    model_dir=run.model_dir or "",
+                    save_dir=run.converted_dir,
+                    tp=run.tp,
+                    pp=run.pp,
+                    num_layer_list=run.num_layer_list,
+                    training=run.training,
+                ),
+                **run.hf2mg,
+            }
+        )
+        return Step(
+            name="hf2mg",
+            role=Role.CONVERT,
+            launch=process([ctx.python, conv.script, *to_flags(options)]),
+            env=dict(STEP_ENV),
+            cwd=found.site.directory,
+            inputs=[options["load-dir"]],
+            outputs=[options["save-dir"]],
+            only_node0=shared,
+            notes=[f"converter {conv.version}: {conv.reason}"],
+        )
 
     def train_flags(self, ctx: PlanContext, run: MegatronRun) -> dict[str, Any]:
         """Filled architecture flags, then the user's, then the plan's data / checkpoint / stage flags."""
@@ -244,14 +332,21 @@ class MindSpeedLLMBackend(MegatronBackend):
         flags.update(user)
         load = run.load
         planned: dict[str, Any] = {
-            "data-path": run.data_path, "split": "100,0,0",
-            "load": load.load if load else None, **(load.flags if load else {}),
+            "data-path": run.data_path,
+            "split": "100,0,0",
+            "load": load.load if load else None,
+            **(load.flags if load else {}),
             "save": run.layout.saved_checkpoints,
         }
         if run.stage == "sft":
             prompt = run.training.get("prompt-type") or (run.preprocess or {}).get("prompt-type")
-            planned.update({"stage": "sft", "is-instruction-dataset": run.data_is_instruction,
-                            "prompt-type": prompt if run.data_is_instruction else None})
+            planned.update(
+                {
+                    "stage": "sft",
+                    "is-instruction-dataset": run.data_is_instruction,
+                    "prompt-type": prompt if run.data_is_instruction else None,
+                }
+            )
         planned["distributed-backend"] = "nccl"
         for key, value in planned.items():
             if key in USER_WINS and key in user:
@@ -259,8 +354,9 @@ class MindSpeedLLMBackend(MegatronBackend):
             flags[key] = value
         return absolute(flags)
 
-    def train_entry(self, ctx: PlanContext, run: MegatronRun) -> tuple[list[str], dict[str, str],
-                                                                       str | None, list[str]]:
+    def train_entry(
+        self, ctx: PlanContext, run: MegatronRun
+    ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
         flags = self.train_flags(ctx, run)
         env = dict(STEP_ENV)
         env.update({v: ctx.environ[v] for v in VISIBLE_DEVICE_VARS if ctx.environ.get(v)})
@@ -276,19 +372,51 @@ class MindSpeedLLMBackend(MegatronBackend):
         base = run.load.load if run.load and run.load.resume_iteration is None else None
         lora = None
         if run.lora and base:  # merge: base weights + the LoRA training output (ckpt_convert_*_lora.sh)
-            lora = {"lora-load": saved, **{k: run.training.get(k) for k in
-                                          ("lora-r", "lora-alpha", "lora-target-modules")}}
-        options = absolute({**mg2hf_options(conv.version, arch=run.arch, load_dir=base if lora else saved,
-                                            save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
-                                            model_dir=run.model_dir or "", lora=lora), **run.mg2hf})
+            lora = {
+                "lora-load": saved,
+                **{k: run.training.get(k) for k in ("lora-r", "lora-alpha", "lora-target-modules")},
+            }
+        options = absolute(
+            {
+                **mg2hf_options(
+                    conv.version,
+                    arch=run.arch,
+                    load_dir=base if lora else saved,
+                    save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
+                    model_dir=run.model_dir or "",
+                    lora=lora,
+                ),
+                **run.mg2hf,
+            }
+        )
         out = options["save-dir"]
         command = [ctx.python, conv.script, *to_flags(options)]
         notes = [f"converter {conv.version}: {conv.reason}"]
         if conv.version == "v1":  # v1 reads the HF config from --save-dir and writes into <save-dir>/mg2hf/
-            command = [ctx.python, "-m", V1_OUTPUT_TOOL, "--stage-hf-config", local_path(run.model_dir),
-                       "--collect-mg2hf", out, "--", *command]
-            notes.append("v1 writes <save-dir>/mg2hf/: the HF config is staged into save-dir first and the "
-                         "weights are moved up afterwards, so save-dir holds the HF model")
+            command = [
+                ctx.python,
+                "-m",
+                V1_OUTPUT_TOOL,
+                "--stage-hf-config",
+                local_path(run.model_dir),
+                "--collect-mg2hf",
+                out,
+                "--",
+                *command,
+            ]
+            notes.append(
+                "v1 writes <save-dir>/mg2hf/: the HF config is staged into save-dir first and the "
+                "weights are moved up afterwards, so save-dir holds the HF model"
+            )
         inputs = [x for x in (options["load-dir"], options.get("lora-load")) if x]
-        return Step(name="mg2hf", role=Role.EXPORT, launch=process(command), env=dict(STEP_ENV),
-                    cwd=found.site.directory, inputs=inputs, outputs=[out], only_node0=shared, notes=notes)
+        return Step(
+            name="mg2hf",
+            role=Role.EXPORT,
+            launch=process(command),
+            env=dict(STEP_ENV),
+            cwd=found.site.directory,
+            inputs=inputs,
+            outputs=[out],
+            only_node0=shared,
+            notes=notes,
+        )

@@ -52,9 +52,12 @@ def choose_converter(explicit: Any, mindspeed_dir: str | None) -> ConverterChoic
         if os.path.isfile(os.path.join(mindspeed_dir, SCRIPTS["v2"])):
             return ConverterChoice("v2", f"{SCRIPTS['v2']} found in {mindspeed_dir}")
         return ConverterChoice("v1", f"{SCRIPTS['v2']} not in {mindspeed_dir} (MindSpeed-LLM <= 2.1.0)")
-    return ConverterChoice("v2", "MindSpeed-LLM directory not found: defaulting to v2 (convert_ckpt_v2.py); "
-                           "set backend_config.converter: v1 for MindSpeed-LLM 2.1.0 and older",
-                           defaulted_without_checkout=True)
+    return ConverterChoice(
+        "v2",
+        "MindSpeed-LLM directory not found: defaulting to v2 (convert_ckpt_v2.py); "
+        "set backend_config.converter: v1 for MindSpeed-LLM 2.1.0 and older",
+        defaulted_without_checkout=True,
+    )
 
 
 def v1_model_type(arch: ModelArch) -> str:
@@ -76,26 +79,55 @@ def params_dtype(training: dict[str, Any]) -> str:
     return next((name for key, name in _DTYPE_FLAGS if training.get(key)), "fp32")
 
 
-def hf2mg_options(version: str, *, arch: ModelArch, model_dir: str, save_dir: str, tp: int, pp: int,
-                  num_layer_list: list[int] | None, training: dict[str, Any]) -> dict[str, Any]:
+def hf2mg_options(
+    version: str,
+    *,
+    arch: ModelArch,
+    model_dir: str,
+    save_dir: str,
+    tp: int,
+    pp: int,
+    num_layer_list: list[int] | None,
+    training: dict[str, Any],
+) -> dict[str, Any]:
     layers = ",".join(map(str, num_layer_list)) if num_layer_list else None
     if version == "v1":
         return {
-            "use-mcore-models": True, "model-type": "GPT", "load-model-type": "hf", "save-model-type": "mg",
-            "target-tensor-parallel-size": tp, "target-pipeline-parallel-size": pp, "num-layer-list": layers,
-            "add-qkv-bias": _v1_qkv_bias(arch), "load-dir": model_dir, "save-dir": save_dir,
-            "tokenizer-model": _tokenizer_model(model_dir), "model-type-hf": v1_model_type(arch),
+            "use-mcore-models": True,
+            "model-type": "GPT",
+            "load-model-type": "hf",
+            "save-model-type": "mg",
+            "target-tensor-parallel-size": tp,
+            "target-pipeline-parallel-size": pp,
+            "num-layer-list": layers,
+            "add-qkv-bias": _v1_qkv_bias(arch),
+            "load-dir": model_dir,
+            "save-dir": save_dir,
+            "tokenizer-model": _tokenizer_model(model_dir),
+            "model-type-hf": v1_model_type(arch),
             "params-dtype": params_dtype(training),
         }
     return {
-        "load-model-type": "hf", "save-model-type": "mg", "target-tensor-parallel-size": tp,
-        "target-pipeline-parallel-size": pp, "num-layer-list": layers, "load-dir": model_dir,
-        "save-dir": save_dir, "model-type-hf": arch.model_type_hf,
+        "load-model-type": "hf",
+        "save-model-type": "mg",
+        "target-tensor-parallel-size": tp,
+        "target-pipeline-parallel-size": pp,
+        "num-layer-list": layers,
+        "load-dir": model_dir,
+        "save-dir": save_dir,
+        "model-type-hf": arch.model_type_hf,
     }
 
 
-def mg2hf_options(version: str, *, arch: ModelArch, load_dir: str, save_dir: str, model_dir: str,
-                  lora: dict[str, Any] | None) -> dict[str, Any]:
+def mg2hf_options(
+    version: str,
+    *,
+    arch: ModelArch,
+    load_dir: str,
+    save_dir: str,
+    model_dir: str,
+    lora: dict[str, Any] | None,
+) -> dict[str, Any]:
     """`lora`: None, or {lora-load: <LoRA training output>, lora-r, lora-alpha, lora-target-modules}.
 
     v1 `save_dir` must hold the HF config files (prepared by the plan); `--load-hf-from-config` builds the
@@ -105,14 +137,27 @@ def mg2hf_options(version: str, *, arch: ModelArch, load_dir: str, save_dir: str
     lora_shape = {k: lora.get(k) for k in ("lora-r", "lora-alpha", "lora-target-modules")}
     if version == "v1":
         return {
-            "use-mcore-models": True, "model-type": "GPT", "model-type-hf": v1_model_type(arch),
-            "load-model-type": "mg", "save-model-type": "hf", "target-tensor-parallel-size": 1,
-            "target-pipeline-parallel-size": 1, "add-qkv-bias": _v1_qkv_bias(arch), **lora_shape,
-            "load-dir": load_dir, "lora-load": lora.get("lora-load"), "save-dir": save_dir,
+            "use-mcore-models": True,
+            "model-type": "GPT",
+            "model-type-hf": v1_model_type(arch),
+            "load-model-type": "mg",
+            "save-model-type": "hf",
+            "target-tensor-parallel-size": 1,
+            "target-pipeline-parallel-size": 1,
+            "add-qkv-bias": _v1_qkv_bias(arch),
+            **lora_shape,
+            "load-dir": load_dir,
+            "lora-load": lora.get("lora-load"),
+            "save-dir": save_dir,
             "load-hf-from-config": True,
         }
     return {
-        "load-model-type": "mg", "save-model-type": "hf", "load-dir": load_dir, "save-dir": save_dir,
-        "hf-cfg-dir": model_dir, "model-type-hf": arch.model_type_hf, "lora-load": lora.get("lora-load"),
+        "load-model-type": "mg",
+        "save-model-type": "hf",
+        "load-dir": load_dir,
+        "save-dir": save_dir,
+        "hf-cfg-dir": model_dir,
+        "model-type-hf": arch.model_type_hf,
+        "lora-load": lora.get("lora-load"),
         **lora_shape,
     }

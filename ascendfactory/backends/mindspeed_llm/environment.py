@@ -16,8 +16,10 @@ from ascendfactory.backends.install import InstallStep, third_party_dir
 
 ENTRY_SCRIPTS = ("pretrain_gpt.py", "posttrain_gpt.py", "preprocess_data.py")
 CONVERTER_SCRIPTS = ("convert_ckpt.py", "convert_ckpt_v2.py")
-INSTALL_FIX = ("run `sh install.sh mindspeed-llm`, or set scripts_dir (or env AF_MINDSPEED_LLM_DIR) to a "
-               "MindSpeed-LLM checkout with Megatron-LM's megatron/ copied into it")
+INSTALL_FIX = (
+    "run `sh install.sh mindspeed-llm`, or set scripts_dir (or env AF_MINDSPEED_LLM_DIR) to a "
+    "MindSpeed-LLM checkout with Megatron-LM's megatron/ copied into it"
+)
 
 
 def install_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -41,20 +43,39 @@ def missing_entry_scripts(directory: str) -> list[str]:
 def checks(environ: Mapping[str, str]) -> list[Check]:
     """The toolkit, MindSpeed, the checkout and its pieces (megatron/, the converters)."""
     d, source = find_checkout(None, environ)
-    out = [*ascend_checks(environ, torch_npu_required=True), module_check("mindspeed"),
-           module_check("transformers")]
+    out = [
+        *ascend_checks(environ, torch_npu_required=True),
+        module_check("mindspeed"),
+        module_check("transformers"),
+    ]
     missing = missing_entry_scripts(d)
     if missing:
-        return [*out, Check("MindSpeed-LLM checkout", "missing",
-                            f"{d} ({source}): {', '.join(missing)} not found: {INSTALL_FIX}")]
+        return [
+            *out,
+            Check(
+                "MindSpeed-LLM checkout",
+                "missing",
+                f"{d} ({source}): {', '.join(missing)} not found: {INSTALL_FIX}",
+            ),
+        ]
     out.append(Check("MindSpeed-LLM checkout", "ok", d))
     has_megatron = os.path.isdir(os.path.join(d, "megatron"))
-    out.append(Check("megatron/ in MindSpeed-LLM", "ok" if has_megatron else "missing",
-                     "present" if has_megatron else "copy Megatron-LM core_r0.8.0's megatron/ into " + d))
+    out.append(
+        Check(
+            "megatron/ in MindSpeed-LLM",
+            "ok" if has_megatron else "missing",
+            "present" if has_megatron else "copy Megatron-LM core_r0.8.0's megatron/ into " + d,
+        )
+    )
     scripts = [s for s in CONVERTER_SCRIPTS if os.path.isfile(os.path.join(d, s))]
-    out.append(Check("checkpoint converters", "info" if scripts else "missing",
-                     ", ".join(scripts) or "neither convert_ckpt.py nor convert_ckpt_v2.py found",
-                     required=bool(not scripts)))
+    out.append(
+        Check(
+            "checkpoint converters",
+            "info" if scripts else "missing",
+            ", ".join(scripts) or "neither convert_ckpt.py nor convert_ckpt_v2.py found",
+            required=bool(not scripts),
+        )
+    )
     return out
 
 
@@ -69,22 +90,52 @@ def install_plan(third: str, python: str = sys.executable) -> list[InstallStep]:
     llm, megatron, mindspeed = (os.path.join(third, n) for n in ("MindSpeed-LLM", "Megatron-LM", "MindSpeed"))
     pip = (python, "-m", "pip", "install")
     return [
-        InstallStep("clone MindSpeed", ("git", "clone", "https://gitcode.com/ascend/MindSpeed.git",
-                                        mindspeed), skip_if_exists=mindspeed),
-        InstallStep("check out MindSpeed 2c085cc9 (core_r0.8.0)",
-                    ("git", "-C", mindspeed, "checkout", "2c085cc9")),
-        InstallStep("install MindSpeed requirements",
-                    (*pip, "-r", os.path.join(mindspeed, "requirements.txt"))),
+        InstallStep(
+            "clone MindSpeed",
+            ("git", "clone", "https://gitcode.com/ascend/MindSpeed.git", mindspeed),
+            skip_if_exists=mindspeed,
+        ),
+        InstallStep(
+            "check out MindSpeed 2c085cc9 (core_r0.8.0)", ("git", "-C", mindspeed, "checkout", "2c085cc9")
+        ),
+        InstallStep(
+            "install MindSpeed requirements", (*pip, "-r", os.path.join(mindspeed, "requirements.txt"))
+        ),
         InstallStep("install MindSpeed", (*pip, "-e", mindspeed)),
-        InstallStep("clone MindSpeed-LLM 2.1.0", ("git", "clone", "--depth", "1", "-b", "2.1.0",
-                                                  "https://gitcode.com/ascend/MindSpeed-LLM.git", llm),
-                    skip_if_exists=llm),
-        InstallStep("clone Megatron-LM core_r0.8.0", ("git", "clone", "--depth", "1", "-b", "core_r0.8.0",
-                                                      "https://github.com/NVIDIA/Megatron-LM.git", megatron),
-                    skip_if_exists=megatron),
-        InstallStep("copy megatron/ into MindSpeed-LLM",
-                    ("cp", "-r", os.path.join(megatron, "megatron"), llm + "/"),
-                    skip_if_exists=os.path.join(llm, "megatron")),
-        InstallStep("install MindSpeed-LLM requirements",
-                    (*pip, "-r", os.path.join(llm, "requirements.txt"))),
+        InstallStep(
+            "clone MindSpeed-LLM 2.1.0",
+            (
+                "git",
+                "clone",
+                "--depth",
+                "1",
+                "-b",
+                "2.1.0",
+                "https://gitcode.com/ascend/MindSpeed-LLM.git",
+                llm,
+            ),
+            skip_if_exists=llm,
+        ),
+        InstallStep(
+            "clone Megatron-LM core_r0.8.0",
+            (
+                "git",
+                "clone",
+                "--depth",
+                "1",
+                "-b",
+                "core_r0.8.0",
+                "https://github.com/NVIDIA/Megatron-LM.git",
+                megatron,
+            ),
+            skip_if_exists=megatron,
+        ),
+        InstallStep(
+            "copy megatron/ into MindSpeed-LLM",
+            ("cp", "-r", os.path.join(megatron, "megatron"), llm + "/"),
+            skip_if_exists=os.path.join(llm, "megatron"),
+        ),
+        InstallStep(
+            "install MindSpeed-LLM requirements", (*pip, "-r", os.path.join(llm, "requirements.txt"))
+        ),
     ]

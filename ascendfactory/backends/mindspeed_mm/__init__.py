@@ -26,6 +26,10 @@ class MindSpeedMMBackend(ValidatedOnlyBackend):
 
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
         target = os.path.join(third_party_dir(environ), "MindSpeed-MM")
-        return [InstallStep("clone MindSpeed-MM", ("git", "clone", "--depth", "1",
-                                                   "https://gitcode.com/Ascend/MindSpeed-MM.git", target),
-                            skip_if_exists=target)]
+        return [
+            InstallStep(
+                "clone MindSpeed-MM",
+                ("git", "clone", "--depth", "1", "https://gitcode.com/Ascend/MindSpeed-MM.git", target),
+                skip_if_exists=target,
+            )
+        ]

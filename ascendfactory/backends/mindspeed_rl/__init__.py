@@ -27,6 +27,10 @@ class MindSpeedRLBackend(ValidatedOnlyBackend):
 
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
         target = os.path.join(third_party_dir(environ), "MindSpeed-RL")
-        return [InstallStep("clone MindSpeed-RL", ("git", "clone", "--depth", "1",
-                                                   "https://gitcode.com/Ascend/MindSpeed-RL.git", target),
-                            skip_if_exists=target)]
+        return [
+            InstallStep(
+                "clone MindSpeed-RL",
+                ("git", "clone", "--depth", "1", "https://gitcode.com/Ascend/MindSpeed-RL.git", target),
+                skip_if_exists=target,
+            )
+        ]

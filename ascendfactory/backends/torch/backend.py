@@ -45,8 +45,13 @@ class TorchBackend(MegatronBackend):
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         if run.preprocess_input is None:
-            return Step(name="preprocess", role=Role.PREPROCESS, inputs=[x for x in (run.model_dir,) if x],
-                        skip_reason=f"preprocessed data given: {run.data_path}", only_node0=shared)
+            return Step(
+                name="preprocess",
+                role=Role.PREPROCESS,
+                inputs=[x for x in (run.model_dir,) if x],
+                skip_reason=f"preprocessed data given: {run.data_path}",
+                only_node0=shared,
+            )
         pre = dict(run.preprocess or {})
         pre.pop("input", None)
         pre.pop("output-prefix", None)
@@ -99,8 +104,9 @@ class TorchBackend(MegatronBackend):
             only_node0=shared,
         )
 
-    def train_entry(self, ctx: PlanContext, run: MegatronRun) -> tuple[list[str], dict[str, str],
-                                                                       str | None, list[str]]:
+    def train_entry(
+        self, ctx: PlanContext, run: MegatronRun
+    ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
         cfg = ctx.config
         flags = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_FLAGS}
         load = run.load
@@ -125,8 +131,13 @@ class TorchBackend(MegatronBackend):
     def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
         out = ctx.config.hf_save_dir or run.layout.mg2hf_dir
         if run.mg2hf is None:
-            return Step(name="mg2hf", role=Role.EXPORT, inputs=[run.layout.saved_checkpoints],
-                        skip_reason=MG2HF_DISABLED, only_node0=shared)
+            return Step(
+                name="mg2hf",
+                role=Role.EXPORT,
+                inputs=[run.layout.saved_checkpoints],
+                skip_reason=MG2HF_DISABLED,
+                only_node0=shared,
+            )
         options: dict[str, Any] = {
             "load-model-type": "mg",
             "save-model-type": "hf",
@@ -177,5 +188,7 @@ class TorchBackend(MegatronBackend):
 
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
-        return [*(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
-                *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil"))]
+        return [
+            *(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
+            *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil")),
+        ]

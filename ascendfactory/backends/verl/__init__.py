@@ -30,9 +30,13 @@ class VerlBackend(ValidatedOnlyBackend):
         actor = (bc.get("actor_rollout_ref") or {}).get("actor") or {}
         mini = actor.get("ppo_mini_batch_size")
         if isinstance(tbs, int) and isinstance(mini, int) and mini and tbs % mini:
-            return [ctx.problem("backend_config.actor_rollout_ref.actor.ppo_mini_batch_size",
-                                f"data.train_batch_size({tbs}) is not divisible by ppo_mini_batch_size({mini})",
-                                fix=f"use a divisor of {tbs}")]
+            return [
+                ctx.problem(
+                    "backend_config.actor_rollout_ref.actor.ppo_mini_batch_size",
+                    f"data.train_batch_size({tbs}) is not divisible by ppo_mini_batch_size({mini})",
+                    fix=f"use a divisor of {tbs}",
+                )
+            ]
         return []
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:

@@ -195,9 +195,7 @@ def hf_to_mg(a: argparse.Namespace) -> None:
         )
     if a.verify_logits:
         ref = reader.read(kept)
-        _verify_logits(
-            hf_cfg, ref, MegatronSource(save, model_type_hf=family).full_state(), what="hf->mg"
-        )
+        _verify_logits(hf_cfg, ref, MegatronSource(save, model_type_hf=family).full_state(), what="hf->mg")
 
 
 def _collect(stages: Iterator[tuple[int, int, dict[str, torch.Tensor]]]) -> verify.Signature:
@@ -254,9 +252,7 @@ def mg_to_hf(a: argparse.Namespace) -> None:
     if a.verify_logits:
         reader = HFReader(save)
         src2 = MegatronSource(a.load_dir, model_type_hf=src.dims.family, vocab_size=src.dims.vocab_size)
-        _verify_logits(
-            read_config(save), reader.read(reader.keys()), src2.full_state(dtype), what="mg->hf"
-        )
+        _verify_logits(read_config(save), reader.read(reader.keys()), src2.full_state(dtype), what="mg->hf")
 
 
 def _dtypes(sig: verify.Signature) -> Iterator[torch.dtype]:
@@ -332,9 +328,7 @@ def mg_to_mg(a: argparse.Namespace) -> None:
         ref = MegatronSource(a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size).full_state(
             dtype
         )
-        _verify_logits(
-            cfg, ref, MegatronSource(save, model_type_hf=dims.family).full_state(), what="mg->mg"
-        )
+        _verify_logits(cfg, ref, MegatronSource(save, model_type_hf=dims.family).full_state(), what="mg->mg")
 
 
 def _has_layers(pending: dict[str, torch.Tensor], end: int) -> bool:

@@ -121,8 +121,9 @@ def hf_local_to_megatron(
             if alloc is None:
                 fused = torch.cat([gate, up], dim=0)
             else:
-                fused = torch.cat([gate, up], dim=0, out=alloc((gate.shape[0] + up.shape[0], *gate.shape[1:]),
-                                                              gate.dtype))
+                fused = torch.cat(
+                    [gate, up], dim=0, out=alloc((gate.shape[0] + up.shape[0], *gate.shape[1:]), gate.dtype)
+                )
         out[hf_name(target.megatron, llayer)] = fused
     return out
 

@@ -15,18 +15,36 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 CAPITALS = {
-    "France": "Paris", "Germany": "Berlin", "Italy": "Rome", "Spain": "Madrid", "Japan": "Tokyo",
-    "China": "Beijing", "Egypt": "Cairo", "Canada": "Ottawa", "Peru": "Lima", "Kenya": "Nairobi",
-    "Norway": "Oslo", "Greece": "Athens", "Russia": "Moscow", "India": "New Delhi", "Chile": "Santiago",
-    "Cuba": "Havana", "Ireland": "Dublin", "Poland": "Warsaw", "Austria": "Vienna", "Portugal": "Lisbon",
+    "France": "Paris",
+    "Germany": "Berlin",
+    "Italy": "Rome",
+    "Spain": "Madrid",
+    "Japan": "Tokyo",
+    "China": "Beijing",
+    "Egypt": "Cairo",
+    "Canada": "Ottawa",
+    "Peru": "Lima",
+    "Kenya": "Nairobi",
+    "Norway": "Oslo",
+    "Greece": "Athens",
+    "Russia": "Moscow",
+    "India": "New Delhi",
+    "Chile": "Santiago",
+    "Cuba": "Havana",
+    "Ireland": "Dublin",
+    "Poland": "Warsaw",
+    "Austria": "Vienna",
+    "Portugal": "Lisbon",
 }
 WORDS = (
     "cat dog sun moon tree bird fish star rain snow wind fire stone river apple bread milk house green "
     "light water cloud paper table chair music dream happy ocean plant horse tiger lemon sugar train "
     "garden window yellow purple silver winter summer"
 ).split()
-NUMBER_NAMES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-                "fifteen sixteen seventeen eighteen nineteen twenty").split()
+NUMBER_NAMES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
 
 Record = dict[str, str]
 
@@ -43,8 +61,11 @@ def _reverse(rng: random.Random) -> Record:
 
 def _capital(rng: random.Random) -> Record:
     country = rng.choice(sorted(CAPITALS))
-    return {"instruction": f"What is the capital of {country}?", "input": "",
-            "output": f"The capital of {country} is {CAPITALS[country]}."}
+    return {
+        "instruction": f"What is the capital of {country}?",
+        "input": "",
+        "output": f"The capital of {country} is {CAPITALS[country]}.",
+    }
 
 
 def _upper(rng: random.Random) -> Record:
@@ -54,8 +75,11 @@ def _upper(rng: random.Random) -> Record:
 
 def _successor(rng: random.Random) -> Record:
     n = rng.randint(0, 98)
-    return {"instruction": f"Which number comes after {n}?", "input": "",
-            "output": f"{n + 1} comes after {n}."}
+    return {
+        "instruction": f"Which number comes after {n}?",
+        "input": "",
+        "output": f"{n + 1} comes after {n}.",
+    }
 
 
 def _name(rng: random.Random) -> Record:

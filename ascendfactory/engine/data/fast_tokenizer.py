@@ -30,21 +30,45 @@ QWEN2_CLASSES = ("Qwen2Tokenizer", "Qwen2TokenizerFast")
 PLAIN_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
 NAMED_SPECIALS = ("bos_token", "eos_token", "pad_token", "unk_token")
 # tokenizer_config.json keys that do not change how text becomes ids (or are handled here).
-_PLAIN_KEYS = frozenset({
-    *NAMED_SPECIALS, "add_bos_token", "add_eos_token", "add_prefix_space", "added_tokens_decoder",
-    "additional_special_tokens", "extra_special_tokens", "backend", "chat_template",
-    "clean_up_tokenization_spaces",
-    "errors", "model_input_names", "model_max_length", "padding_side", "truncation_side",
-    "split_special_tokens", "tokenizer_class",
-})
+_PLAIN_KEYS = frozenset(
+    {
+        *NAMED_SPECIALS,
+        "add_bos_token",
+        "add_eos_token",
+        "add_prefix_space",
+        "added_tokens_decoder",
+        "additional_special_tokens",
+        "extra_special_tokens",
+        "backend",
+        "chat_template",
+        "clean_up_tokenization_spaces",
+        "errors",
+        "model_input_names",
+        "model_max_length",
+        "padding_side",
+        "truncation_side",
+        "split_special_tokens",
+        "tokenizer_class",
+    }
+)
 # Qwen2Tokenizer's split pattern (the regex of Qwen2's tokenizer.json).
-QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN2_DEFAULTS = {"unk_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
-                   "bos_token": None}
+QWEN2_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_DEFAULTS = {
+    "unk_token": "<|endoftext|>",
+    "eos_token": "<|endoftext|>",
+    "pad_token": "<|endoftext|>",
+    "bos_token": None,
+}
 _QWEN2_MODEL_TYPES = (None, "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "llama")
 _PLAIN_BY_MODEL_TYPE: dict[str | None, str] = {
-    None: "plain", "llama": "plain", "qwen3": "plain", "qwen2_moe": "plain", "qwen3_moe": "plain",
+    None: "plain",
+    "llama": "plain",
+    "qwen3": "plain",
+    "qwen2_moe": "plain",
+    "qwen3_moe": "plain",
     "qwen2": "qwen2",
 }
 _HUB_LIKE_PREFIXES = ("deepseek-ai/", "allenai/", "google/", "naver-clova-ix/", "salesforce/", "stepfun-ai/")
@@ -62,14 +86,26 @@ def _qwen2_components(add_prefix_space: bool) -> dict[str, Any]:
     from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
     from tokenizers.models import BPE
 
-    tok = Tokenizer(BPE(vocab={}, merges=[], dropout=None, unk_token=None, continuing_subword_prefix="",
-                        end_of_word_suffix="", fuse_unk=False, byte_fallback=False))
+    tok = Tokenizer(
+        BPE(
+            vocab={},
+            merges=[],
+            dropout=None,
+            unk_token=None,
+            continuing_subword_prefix="",
+            end_of_word_suffix="",
+            fuse_unk=False,
+            byte_fallback=False,
+        )
+    )
     tok.decoder = decoders.ByteLevel()
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=False),
+        ]
+    )
     return json.loads(tok.to_str())
 
 
@@ -83,8 +119,11 @@ def _qwen2_backend(data: dict[str, Any], config: dict[str, Any]) -> bool:
     if model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
         return False
     want = _qwen2_components(bool(config.get("add_prefix_space") or False))
-    normalized = {**model, "continuing_subword_prefix": model.get("continuing_subword_prefix") or "",
-                  "end_of_word_suffix": model.get("end_of_word_suffix") or ""}
+    normalized = {
+        **model,
+        "continuing_subword_prefix": model.get("continuing_subword_prefix") or "",
+        "end_of_word_suffix": model.get("end_of_word_suffix") or "",
+    }
     if _without_tables(normalized) != _without_tables(want["model"]):
         return False
     if any(data.get(k) != want[k] for k in ("normalizer", "pre_tokenizer", "decoder")):

@@ -28,12 +28,23 @@ from ascendfactory.errors import ConfigError, Problem
 IGNORE_INDEX = -100
 INSTRUCTION_KEYS = ("input_ids", "attention_mask", "labels")
 
-_ALPACA_KEYS = {"prompt": "instruction", "query": "input", "response": "output", "system": "system",
-                "history": "history"}
+_ALPACA_KEYS = {
+    "prompt": "instruction",
+    "query": "input",
+    "response": "output",
+    "system": "system",
+    "history": "history",
+}
 _SHAREGPT_KEYS: dict[str, Any] = {
-    "messages": "conversations", "system": "system",
-    "tags": {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
-             "system_tag": "system"},
+    "messages": "conversations",
+    "system": "system",
+    "tags": {
+        "role_tag": "from",
+        "content_tag": "value",
+        "user_tag": "human",
+        "assistant_tag": "gpt",
+        "system_tag": "system",
+    },
 }
 
 
@@ -109,9 +120,14 @@ class _InstructionHandler(Handler):
         super().__init__(cfg, encoder)
         name = cfg.prompt_type or self.default_prompt_type
         if name is None:
-            raise ConfigError(Problem(
-                key="--prompt-type", message=f"{cfg.name} needs a chat template",
-                fix="pass --prompt-type (e.g. qwen, llama3, alpaca, empty)", source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--prompt-type",
+                    message=f"{cfg.name} needs a chat template",
+                    fix="pass --prompt-type (e.g. qwen, llama3, alpaca, empty)",
+                    source="command line",
+                )
+            )
         self.template: Template = get_template(name)
         self._special = {BOS: self._special_id(BOS), EOS: self._special_id(EOS)}
 
@@ -124,11 +140,15 @@ class _InstructionHandler(Handler):
         needed = any(p is EOS for p in self.template.assistant)
         if tid is None and needed:
             what = f"the token {text!r}" if text else "an eos token"
-            raise ConfigError(Problem(
-                key="--prompt-type", message=f"template {self.template.name!r} needs {what}, "
-                f"which the tokenizer at {spec.path} does not have",
-                fix="use a matching --prompt-type (e.g. qwen for Qwen tokenizers, llama3 for Llama 3)",
-                source="command line"))
+            raise ConfigError(
+                Problem(
+                    key="--prompt-type",
+                    message=f"template {self.template.name!r} needs {what}, "
+                    f"which the tokenizer at {spec.path} does not have",
+                    fix="use a matching --prompt-type (e.g. qwen for Qwen tokenizers, llama3 for Llama 3)",
+                    source="command line",
+                )
+            )
         return tid
 
     @property
@@ -137,8 +157,13 @@ class _InstructionHandler(Handler):
 
     def encode(self, items: list[Conversation]) -> list[dict[str, list[int]]]:
         rendered = [self.template.turns(c.pairs, c.system) for c in items]
-        texts = [p for turns in rendered for t in turns for p in (*t.prompt, *t.response)
-                 if not isinstance(p, Special)]
+        texts = [
+            p
+            for turns in rendered
+            for t in turns
+            for p in (*t.prompt, *t.response)
+            if not isinstance(p, Special)
+        ]
         ids = iter(self.encoder.encode_batch(texts, add_special_tokens=False))
 
         def tokens(pieces: tuple[Piece, ...]) -> list[int]:
@@ -240,15 +265,21 @@ class SharegptStyleInstructionHandler(_InstructionHandler):
             contents.append(content)
         expected = [tags["user_tag"], tags["assistant_tag"]] * (len(roles) // 2)
         if not roles or len(roles) % 2 or roles != expected:
-            raise RecordError(f"messages must alternate {tags['user_tag']!r} / {tags['assistant_tag']!r} "
-                              f"and end with {tags['assistant_tag']!r}; got roles {roles}")
+            raise RecordError(
+                f"messages must alternate {tags['user_tag']!r} / {tags['assistant_tag']!r} "
+                f"and end with {tags['assistant_tag']!r}; got roles {roles}"
+            )
         return Conversation(list(zip(contents[::2], contents[1::2])), system)
 
 
 HANDLERS: dict[str, type[Handler]] = {
     cls.__name__: cls
-    for cls in (GeneralPretrainHandler, AlpacaStyleInstructionHandler, SharegptStyleInstructionHandler,
-                GeneralInstructionHandler)
+    for cls in (
+        GeneralPretrainHandler,
+        AlpacaStyleInstructionHandler,
+        SharegptStyleInstructionHandler,
+        GeneralInstructionHandler,
+    )
 }
 
 
@@ -257,6 +288,11 @@ def handler_class(name: str) -> type[Handler]:
     try:
         return HANDLERS[name or "GeneralPretrainHandler"]
     except KeyError:
-        raise ConfigError(Problem(
-            key="--handler-name", message=f"unknown handler {name!r}",
-            fix=f"use one of: {', '.join(HANDLERS)}", source="command line")) from None
+        raise ConfigError(
+            Problem(
+                key="--handler-name",
+                message=f"unknown handler {name!r}",
+                fix=f"use one of: {', '.join(HANDLERS)}",
+                source="command line",
+            )
+        ) from None

@@ -39,8 +39,9 @@ def greedy_knapsack(lengths: list[int], capacity: int) -> list[list[int]]:
     return bins
 
 
-def pack(samples: list[dict[str, np.ndarray]], *, seq_length: int, pad_id: int,
-         neat: bool = False) -> tuple[list[dict[str, np.ndarray]], int]:
+def pack(
+    samples: list[dict[str, np.ndarray]], *, seq_length: int, pad_id: int, neat: bool = False
+) -> tuple[list[dict[str, np.ndarray]], int]:
     """Packed rows of exactly `seq_length` tokens, and how many samples were too long to pack."""
     lengths = [len(s["input_ids"]) for s in samples]
     bins = greedy_knapsack(lengths, seq_length)
@@ -52,9 +53,9 @@ def pack(samples: list[dict[str, np.ndarray]], *, seq_length: int, pad_id: int,
         pos = 0
         for k, i in enumerate(members):
             n = lengths[i]
-            ids[pos:pos + n] = samples[i]["input_ids"]
-            labels[pos:pos + n] = samples[i]["labels"]
-            mask[pos:pos + n] = k + 1 if neat else 1
+            ids[pos : pos + n] = samples[i]["input_ids"]
+            labels[pos : pos + n] = samples[i]["labels"]
+            mask[pos : pos + n] = k + 1 if neat else 1
             pos += n
         rows.append({"input_ids": ids, "attention_mask": mask, "labels": labels})
     return rows, sum(1 for n in lengths if n > seq_length)

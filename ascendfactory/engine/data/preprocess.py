@@ -22,8 +22,12 @@ import os
 import sys
 import traceback
 
-HANDLER_NAMES = ("GeneralPretrainHandler", "AlpacaStyleInstructionHandler", "SharegptStyleInstructionHandler",
-                 "GeneralInstructionHandler")
+HANDLER_NAMES = (
+    "GeneralPretrainHandler",
+    "AlpacaStyleInstructionHandler",
+    "SharegptStyleInstructionHandler",
+    "GeneralInstructionHandler",
+)
 
 
 def _json_dict(text: str) -> dict[str, object]:
@@ -33,7 +37,8 @@ def _json_dict(text: str) -> dict[str, object]:
         raise argparse.ArgumentTypeError(f"not valid JSON ({e.msg}): {text!r}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(
-            f"must be a JSON object, e.g. '{{\"prompt\": \"question\"}}': {text!r}")
+            f'must be a JSON object, e.g. \'{{"prompt": "question"}}\': {text!r}'
+        )
     return value
 
 
@@ -57,38 +62,73 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g = p.add_argument_group("input data")
     g.add_argument("--input", required=True, help="a json/jsonl/parquet file, or a directory of them")
-    g.add_argument("--handler-name", default="", choices=("", *HANDLER_NAMES), metavar="NAME",
-                   help=f"record handler: {', '.join(HANDLER_NAMES)} (default: GeneralPretrainHandler)")
+    g.add_argument(
+        "--handler-name",
+        default="",
+        choices=("", *HANDLER_NAMES),
+        metavar="NAME",
+        help=f"record handler: {', '.join(HANDLER_NAMES)} (default: GeneralPretrainHandler)",
+    )
     g.add_argument("--json-keys", nargs="+", default=["text"], help="fields to tokenize (pretraining)")
-    g.add_argument("--prompt-type", default=None,
-                   help="chat template of instruction handlers: qwen, chatml, llama3, llama2, alpaca, empty")
-    g.add_argument("--map-keys", type=_json_dict, default=None,
-                   help='rename record fields, e.g. \'{"prompt":"question","response":"answer"}\'')
+    g.add_argument(
+        "--prompt-type",
+        default=None,
+        help="chat template of instruction handlers: qwen, chatml, llama3, llama2, alpaca, empty",
+    )
+    g.add_argument(
+        "--map-keys",
+        type=_json_dict,
+        default=None,
+        help='rename record fields, e.g. \'{"prompt":"question","response":"answer"}\'',
+    )
     g.add_argument("--pack", action="store_true", help="pack instruction samples into --seq-length rows")
-    g.add_argument("--neat-pack", action="store_true",
-                   help="with packing, mark each sample in the attention mask (1, 2, 3, ...)")
+    g.add_argument(
+        "--neat-pack",
+        action="store_true",
+        help="with packing, mark each sample in the attention mask (1, 2, 3, ...)",
+    )
     g.add_argument("--max-samples", type=_positive, default=None, help="read at most this many records")
     g.add_argument("--seed", type=int, default=1234, help="accepted for compatibility (nothing is shuffled)")
-    g.add_argument("--on-bad-record", choices=("fail", "skip"), default="fail",
-                   help="a record with missing/mistyped fields or unreadable JSON: stop (default) or skip "
-                   "and report the count")
+    g.add_argument(
+        "--on-bad-record",
+        choices=("fail", "skip"),
+        default="fail",
+        help="a record with missing/mistyped fields or unreadable JSON: stop (default) or skip "
+        "and report the count",
+    )
     g = p.add_argument_group("tokenizer")
-    g.add_argument("--tokenizer-type", default="PretrainedFromHF", choices=("PretrainedFromHF",),
-                   help="only PretrainedFromHF (a local Hugging Face tokenizer directory)")
+    g.add_argument(
+        "--tokenizer-type",
+        default="PretrainedFromHF",
+        choices=("PretrainedFromHF",),
+        help="only PretrainedFromHF (a local Hugging Face tokenizer directory)",
+    )
     g.add_argument("--tokenizer-name-or-path", required=True, help="local Hugging Face tokenizer/model dir")
     g.add_argument("--tokenizer-not-use-fast", action="store_true", help="load the slow tokenizer")
     g.add_argument("--trust-remote-code", action="store_true", help="allow tokenizer code from the dir")
     g.add_argument("--append-eod", action="store_true", help="end each pretraining document with EOD (eos)")
-    g.add_argument("--seq-length", type=_positive, default=None,
-                   help="instruction samples are cut to this many tokens; the row length with --pack")
-    g.add_argument("--make-vocab-size-divisible-by", type=int, default=128,
-                   help="accepted for compatibility (padding the vocabulary is training's business)")
+    g.add_argument(
+        "--seq-length",
+        type=_positive,
+        default=None,
+        help="instruction samples are cut to this many tokens; the row length with --pack",
+    )
+    g.add_argument(
+        "--make-vocab-size-divisible-by",
+        type=int,
+        default=128,
+        help="accepted for compatibility (padding the vocabulary is training's business)",
+    )
     g = p.add_argument_group("output data")
     g.add_argument("--output-prefix", required=True, help="path prefix of the outputs, without suffix")
     g.add_argument("--dataset-impl", default="mmap", choices=("mmap",), help="only mmap")
     g = p.add_argument_group("runtime")
-    g.add_argument("--workers", type=_positive, default=1,
-                   help="tokenizer processes; the output is byte-identical for every count")
+    g.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="tokenizer processes; the output is byte-identical for every count",
+    )
     g.add_argument("--log-interval", type=_positive, default=100, help="progress line every N documents")
     return p
 

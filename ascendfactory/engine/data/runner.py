@@ -35,8 +35,10 @@ class BadRecordError(AscendFactoryError):
 
     def __init__(self, bad: BadRecord) -> None:
         self.bad = bad
-        super().__init__(f"{bad.render()}\n  fix: correct or remove that record, or pass --on-bad-record "
-                         "skip to leave bad records out (they are counted and listed)")
+        super().__init__(
+            f"{bad.render()}\n  fix: correct or remove that record, or pass --on-bad-record "
+            "skip to leave bad records out (they are counted and listed)"
+        )
 
 
 class EmptyOutputError(AscendFactoryError):
@@ -61,8 +63,11 @@ def _cli_problem(key: str, message: str, fix: str) -> Problem:
 def handler_config(args: argparse.Namespace) -> HandlerConfig:
     """The handler settings from parsed arguments."""
     return HandlerConfig(
-        name=args.handler_name or "GeneralPretrainHandler", json_keys=tuple(args.json_keys),
-        prompt_type=args.prompt_type, map_keys=dict(args.map_keys or {}), append_eod=args.append_eod,
+        name=args.handler_name or "GeneralPretrainHandler",
+        json_keys=tuple(args.json_keys),
+        prompt_type=args.prompt_type,
+        map_keys=dict(args.map_keys or {}),
+        append_eod=args.append_eod,
         seq_length=args.seq_length,
     )
 
@@ -97,34 +102,54 @@ class _Progress:
         if self.docs >= self._next:
             self._next = (self.docs // self.interval + 1) * self.interval
             elapsed = max(time.perf_counter() - self.start, 1e-9)
-            print(f"Processed {self.docs} documents ({self.docs / elapsed:.1f} docs/s, "
-                  f"{self.tokens / elapsed:.0f} tokens/s, {self.nbytes / elapsed / 1e6:.2f} MB/s).",
-                  file=self.stream, flush=True)
+            print(
+                f"Processed {self.docs} documents ({self.docs / elapsed:.1f} docs/s, "
+                f"{self.tokens / elapsed:.0f} tokens/s, {self.nbytes / elapsed / 1e6:.2f} MB/s).",
+                file=self.stream,
+                flush=True,
+            )
 
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
 
-def _results(args: argparse.Namespace, cfg: HandlerConfig, spec: TokenizerSpec, processor: ChunkProcessor,
-             chunks: Iterator[list[RawRecord]], stack: ExitStack) -> Iterator[ChunkResult]:
+def _results(
+    args: argparse.Namespace,
+    cfg: HandlerConfig,
+    spec: TokenizerSpec,
+    processor: ChunkProcessor,
+    chunks: Iterator[list[RawRecord]],
+    stack: ExitStack,
+) -> Iterator[ChunkResult]:
     if args.workers <= 1:
         return map(processor, chunks)
-    pool = stack.enter_context(multiprocessing.get_context("spawn").Pool(
-        args.workers, initializer=init_worker, initargs=(cfg, spec)))
+    pool = stack.enter_context(
+        multiprocessing.get_context("spawn").Pool(args.workers, initializer=init_worker, initargs=(cfg, spec))
+    )
     return pool.imap(process_in_worker, chunks)
 
 
 def _validate(args: argparse.Namespace, kind: str, spec: TokenizerSpec) -> None:
     problems = []
     if args.pack and kind == "pretrain":
-        problems.append(_cli_problem("--pack", "pre-training data processing does not need to be packed",
-                                     "drop --pack, or use an instruction --handler-name"))
+        problems.append(
+            _cli_problem(
+                "--pack",
+                "pre-training data processing does not need to be packed",
+                "drop --pack, or use an instruction --handler-name",
+            )
+        )
     if (args.pack or args.neat_pack) and not args.seq_length:
         problems.append(_cli_problem("--seq-length", "--pack needs the row length", "pass --seq-length N"))
     if args.append_eod and spec.eos_id is None:
-        problems.append(_cli_problem("--append-eod", f"the tokenizer at {spec.path} has no eos token",
-                                     "use a tokenizer with an eos token, or drop --append-eod"))
+        problems.append(
+            _cli_problem(
+                "--append-eod",
+                f"the tokenizer at {spec.path} has no eos token",
+                "use a tokenizer with an eos token, or drop --append-eod",
+            )
+        )
     if problems:
         raise ConfigError(problems)
 
@@ -134,8 +159,11 @@ def run(args: argparse.Namespace, *, log: TextIO | None = None) -> Summary:
     log = log or sys.stderr
     cfg = handler_config(args)
     files = discover(args.input)
-    spec = load_tokenizer_spec(args.tokenizer_name_or_path, use_fast=not args.tokenizer_not_use_fast,
-                               trust_remote_code=args.trust_remote_code)
+    spec = load_tokenizer_spec(
+        args.tokenizer_name_or_path,
+        use_fast=not args.tokenizer_not_use_fast,
+        trust_remote_code=args.trust_remote_code,
+    )
     processor = ChunkProcessor(cfg, spec)  # validates the handler, template and tokens before any work
     kind, keys = processor.handler.kind, processor.handler.output_keys
     _validate(args, kind, spec)
@@ -144,12 +172,17 @@ def run(args: argparse.Namespace, *, log: TextIO | None = None) -> Summary:
     packing = kind == "instruction" and (args.pack or args.neat_pack)
     summary = Summary(outputs=list(prefixes.values()))
     progress = _Progress(args.log_interval, log)
-    print(f"Preprocessing {len(files)} file(s) with {cfg.name}, {args.workers} worker(s) -> "
-          f"{', '.join(summary.outputs)}", file=log, flush=True)
+    print(
+        f"Preprocessing {len(files)} file(s) with {cfg.name}, {args.workers} worker(s) -> "
+        f"{', '.join(summary.outputs)}",
+        file=log,
+        flush=True,
+    )
     with ExitStack() as stack:
         builders = {
-            key: stack.enter_context(indexed.IndexedDatasetBuilder(
-                prefixes[key], np.int32 if key == "labels" else token_dtype))
+            key: stack.enter_context(
+                indexed.IndexedDatasetBuilder(prefixes[key], np.int32 if key == "labels" else token_dtype)
+            )
             for key in keys
         }
         kept: list[dict[str, np.ndarray]] = []
@@ -173,13 +206,18 @@ def run(args: argparse.Namespace, *, log: TextIO | None = None) -> Summary:
             for row in rows:
                 for key in keys:
                     builders[key].add_document(row[key])
-            print(f"Packed {len(kept) - dropped} samples into {len(rows)} rows of {args.seq_length} tokens "
-                  f"({dropped} longer than --seq-length left out).", file=log, flush=True)
+            print(
+                f"Packed {len(kept) - dropped} samples into {len(rows)} rows of {args.seq_length} tokens "
+                f"({dropped} longer than --seq-length left out).",
+                file=log,
+                flush=True,
+            )
             summary.documents = len(rows)
         if summary.documents == 0:
             raise EmptyOutputError(
                 f"no documents were written from {args.input} ({len(summary.skipped)} bad records skipped); "
-                "nothing was saved")
+                "nothing was saved"
+            )
         for builder in builders.values():
             builder.finalize()
     summary.seconds = progress.elapsed
@@ -194,8 +232,10 @@ def _pad_id(spec: TokenizerSpec) -> int:
 
 
 def _split(result: ChunkResult) -> list[dict[str, np.ndarray]]:
-    per_key = {key: np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
-               for key, (flat, lengths) in result.arrays.items()}
+    per_key = {
+        key: np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else []
+        for key, (flat, lengths) in result.arrays.items()
+    }
     return [{key: arrays[i] for key, arrays in per_key.items()} for i in range(result.n_docs)]
 
 
@@ -211,6 +251,8 @@ def bad_record_report(skipped: list[BadRecord]) -> str:
 def describe(summary: Summary) -> str:
     """A short, human summary of the run."""
     rate = summary.tokens / summary.seconds if summary.seconds else 0.0
-    text = (f"Wrote {summary.documents} documents, {summary.tokens} tokens in {summary.seconds:.2f}s "
-            f"({rate:.0f} tokens/s):")
+    text = (
+        f"Wrote {summary.documents} documents, {summary.tokens} tokens in {summary.seconds:.2f}s "
+        f"({rate:.0f} tokens/s):"
+    )
     return "\n".join([text, *(f"  {p}.bin / {p}.idx" for p in summary.outputs)])

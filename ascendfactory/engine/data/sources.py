@@ -48,16 +48,21 @@ def discover(input_path: str) -> list[Path]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
         if not files:
-            raise _input_problem(f"directory {input_path!r} has no {'/'.join(SUFFIXES)} files",
-                                 "point --input at a data file or a directory that holds some")
+            raise _input_problem(
+                f"directory {input_path!r} has no {'/'.join(SUFFIXES)} files",
+                "point --input at a data file or a directory that holds some",
+            )
         return files
     if not path.is_file():
-        raise _input_problem(f"{input_path!r} does not exist",
-                             "pass a local json/jsonl/parquet file or a directory of them "
-                             "(Hugging Face hub dataset names are not fetched)")
+        raise _input_problem(
+            f"{input_path!r} does not exist",
+            "pass a local json/jsonl/parquet file or a directory of them "
+            "(Hugging Face hub dataset names are not fetched)",
+        )
     if path.suffix.lower() not in SUFFIXES:
-        raise _input_problem(f"unsupported file type {path.suffix!r} ({input_path})",
-                             f"use one of {', '.join(SUFFIXES)}")
+        raise _input_problem(
+            f"unsupported file type {path.suffix!r} ({input_path})", f"use one of {', '.join(SUFFIXES)}"
+        )
     return [path]
 
 
@@ -106,16 +111,19 @@ def _iter_array(path: Path) -> Iterator[RawRecord]:
             return
         if not expect_value:
             if text[pos] != ",":
-                raise _input_problem(f"{source}:{line}: expected ',' or ']' in the JSON array",
-                                     "fix the file (it is not valid JSON)")
+                raise _input_problem(
+                    f"{source}:{line}: expected ',' or ']' in the JSON array",
+                    "fix the file (it is not valid JSON)",
+                )
             pos += 1
             expect_value = True
             continue
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
-            raise _input_problem(f"{source}:{e.lineno}: unreadable JSON: {e.msg}",
-                                 "fix the file (it is not valid JSON)") from None
+            raise _input_problem(
+                f"{source}:{e.lineno}: unreadable JSON: {e.msg}", "fix the file (it is not valid JSON)"
+            ) from None
         yield RawRecord(source, line, value)
         line += text.count("\n", pos, end)
         pos, expect_value = end, False

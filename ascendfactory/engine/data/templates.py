@@ -81,8 +81,9 @@ class Template:
             out.append(Turn(prompt=_merge(prompt), response=_merge(_fill(self.assistant, assistant))))
         return out
 
-    def render(self, pairs: list[tuple[str, str]], system: str | None = None, *,
-               bos: str = "", eos: str = "") -> str:
+    def render(
+        self, pairs: list[tuple[str, str]], system: str | None = None, *, bos: str = "", eos: str = ""
+    ) -> str:
         """The whole conversation as one string (`bos`/`eos` stand for the special tokens)."""
         eos = self.eos_text or eos
         text = []
@@ -114,26 +115,43 @@ TEMPLATES: dict[str, Template] = {
     t.name: t
     for t in (
         Template(
-            name="qwen", user=_CHATML_USER, system=_CHATML_SYSTEM, separator="\n",
-            default_system="You are a helpful assistant.", stop_words=("<|im_end|>",), replace_eos=True,
+            name="qwen",
+            user=_CHATML_USER,
+            system=_CHATML_SYSTEM,
+            separator="\n",
+            default_system="You are a helpful assistant.",
+            stop_words=("<|im_end|>",),
+            replace_eos=True,
         ),
         Template(
-            name="chatml", user=_CHATML_USER, system=_CHATML_SYSTEM, separator="\n",
-            stop_words=("<|im_end|>", "<|im_start|>"), replace_eos=True,
+            name="chatml",
+            user=_CHATML_USER,
+            system=_CHATML_SYSTEM,
+            separator="\n",
+            stop_words=("<|im_end|>", "<|im_start|>"),
+            replace_eos=True,
         ),
         Template(
             name="llama3",
-            user=("<|start_header_id|>user<|end_header_id|>\n\n{content}<|eot_id|>"
-                  "<|start_header_id|>assistant<|end_header_id|>\n\n",),
+            user=(
+                "<|start_header_id|>user<|end_header_id|>\n\n{content}<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n",
+            ),
             system=("<|start_header_id|>system<|end_header_id|>\n\n{content}<|eot_id|>",),
-            prefix=(BOS,), stop_words=("<|eot_id|>",), replace_eos=True,
+            prefix=(BOS,),
+            stop_words=("<|eot_id|>",),
+            replace_eos=True,
         ),
         Template(
-            name="llama2", user=(BOS, "[INST] {content} [/INST]"),
-            system=("<<SYS>>\n{content}\n<</SYS>>\n\n",), system_in_first_user=True,
+            name="llama2",
+            user=(BOS, "[INST] {content} [/INST]"),
+            system=("<<SYS>>\n{content}\n<</SYS>>\n\n",),
+            system_in_first_user=True,
         ),
         Template(
-            name="alpaca", user=("### Instruction:\n{content}\n\n### Response:\n",), separator="\n\n",
+            name="alpaca",
+            user=("### Instruction:\n{content}\n\n### Response:\n",),
+            separator="\n\n",
             default_system="Below is an instruction that describes a task. "
             "Write a response that appropriately completes the request.\n\n",
         ),
@@ -147,10 +165,14 @@ def get_template(name: str) -> Template:
     try:
         return TEMPLATES[name]
     except KeyError:
-        raise ConfigError(Problem(
-            key="--prompt-type", message=f"unknown prompt type {name!r}",
-            fix=f"use one of: {', '.join(sorted(TEMPLATES))}", source="command line",
-        )) from None
+        raise ConfigError(
+            Problem(
+                key="--prompt-type",
+                message=f"unknown prompt type {name!r}",
+                fix=f"use one of: {', '.join(sorted(TEMPLATES))}",
+                source="command line",
+            )
+        ) from None
 
 
 def list_templates() -> list[str]:

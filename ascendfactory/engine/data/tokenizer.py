@@ -39,20 +39,26 @@ def _problem(message: str, fix: str, key: str = "--tokenizer-name-or-path") -> C
 
 def _load_hf(path: str, *, use_fast: bool, trust_remote_code: bool) -> Any:
     if not os.path.isdir(path):
-        raise _problem(f"{path!r} is not a directory",
-                       "pass a local Hugging Face model/tokenizer directory (no hub downloads are made)")
+        raise _problem(
+            f"{path!r} is not a directory",
+            "pass a local Hugging Face model/tokenizer directory (no hub downloads are made)",
+        )
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(path, use_fast=use_fast, trust_remote_code=trust_remote_code,
-                                             local_files_only=True)
+        return AutoTokenizer.from_pretrained(
+            path, use_fast=use_fast, trust_remote_code=trust_remote_code, local_files_only=True
+        )
     except Exception as e:  # transformers raises many types (OSError, ValueError, ...)
-        raise _problem(f"cannot load a tokenizer from {path!r}: {e}",
-                       "the directory needs tokenizer.json or the slow tokenizer's files") from e
+        raise _problem(
+            f"cannot load a tokenizer from {path!r}: {e}",
+            "the directory needs tokenizer.json or the slow tokenizer's files",
+        ) from e
 
 
-def load_tokenizer_spec(path: str, *, use_fast: bool = True,
-                        trust_remote_code: bool = False) -> TokenizerSpec:
+def load_tokenizer_spec(
+    path: str, *, use_fast: bool = True, trust_remote_code: bool = False
+) -> TokenizerSpec:
     """Load the HF tokenizer at `path` and describe it for the workers."""
     if use_fast and os.environ.get("AF_TOKENIZER_LOADER", "") != "transformers" and os.path.isdir(path):
         from ascendfactory.engine.data.fast_tokenizer import fast_backend
@@ -61,15 +67,24 @@ def load_tokenizer_spec(path: str, *, use_fast: bool = True,
         if fast is not None:
             backend, ids = fast
             return TokenizerSpec(
-                path=path, backend_json=backend.to_str(),
+                path=path,
+                backend_json=backend.to_str(),
                 vocab_size=backend.get_vocab_size(with_added_tokens=True),
-                eos_id=ids["eos_token"], bos_id=ids["bos_token"], pad_id=ids["pad_token"],
-                trust_remote_code=trust_remote_code)
+                eos_id=ids["eos_token"],
+                bos_id=ids["bos_token"],
+                pad_id=ids["pad_token"],
+                trust_remote_code=trust_remote_code,
+            )
     tok = _load_hf(path, use_fast=use_fast, trust_remote_code=trust_remote_code)
     backend = tok.backend_tokenizer.to_str() if use_fast and getattr(tok, "is_fast", False) else None
     return TokenizerSpec(
-        path=path, backend_json=backend, vocab_size=len(tok), eos_id=tok.eos_token_id,
-        bos_id=tok.bos_token_id, pad_id=tok.pad_token_id, trust_remote_code=trust_remote_code,
+        path=path,
+        backend_json=backend,
+        vocab_size=len(tok),
+        eos_id=tok.eos_token_id,
+        bos_id=tok.bos_token_id,
+        pad_id=tok.pad_token_id,
+        trust_remote_code=trust_remote_code,
     )
 
 

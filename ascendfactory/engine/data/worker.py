@@ -53,8 +53,9 @@ class ChunkProcessor:
         result.n_docs = len(docs)
         for k, key in enumerate(self.handler.output_keys):
             lengths = np.fromiter((len(d[key]) for d in docs), dtype=np.int64, count=len(docs))
-            flat = np.fromiter(chain.from_iterable(d[key] for d in docs), dtype=np.int32,
-                               count=int(lengths.sum()))
+            flat = np.fromiter(
+                chain.from_iterable(d[key] for d in docs), dtype=np.int32, count=int(lengths.sum())
+            )
             result.arrays[key] = (flat, lengths)
             if k == 0:
                 result.n_tokens = int(lengths.sum())

@@ -1,8 +1,8 @@
 """A small real Ray driver: data-parallel least squares, one shard per node, verl-style log lines.
 
-Fits y = 3x + 1 by gradient descent; every step sends one shard to a task pinned to each alive node and averages their
-gradients. Prints `step:N - actor/loss:L - perf/throughput:T - training/nodes:K` and exits 1 when the
-tasks did not run on `--nodes` distinct nodes.
+Fits y = 3x + 1 by gradient descent; every step sends one shard to a task pinned to each alive node and
+averages the gradients. Prints `step:N - actor/loss:L - perf/throughput:T - training/nodes:K`; exits 1
+when the tasks did not run on `--nodes` distinct nodes.
 """
 
 import argparse
@@ -39,14 +39,21 @@ def main() -> int:
     seen = set()
     for step in range(1, args.steps + 1):
         t0 = time.perf_counter()
-        parts = ray.get([gradient.options(scheduling_strategy=where).remote(s, w, b, args.step_sleep)
-                         for s, where in zip(shards, on_node)])
+        parts = ray.get(
+            [
+                gradient.options(scheduling_strategy=where).remote(s, w, b, args.step_sleep)
+                for s, where in zip(shards, on_node)
+            ]
+        )
         seen |= {node for *_, node in parts}
         gw, gb, loss = (sum(p[i] for p in parts) / len(parts) for i in range(3))
         w, b = w - 0.5 * gw, b - 0.5 * gb
         tokens_per_s = len(data) / (time.perf_counter() - t0) / args.nodes
-        print(f"step:{step} - actor/loss:{loss:.6f} - perf/throughput:{tokens_per_s:.3f} - "
-              f"training/nodes:{len(seen)}", flush=True)
+        print(
+            f"step:{step} - actor/loss:{loss:.6f} - perf/throughput:{tokens_per_s:.3f} - "
+            f"training/nodes:{len(seen)}",
+            flush=True,
+        )
     print(f"fitted w={w:.3f} b={b:.3f} on {len(seen)} node(s)", flush=True)
     return 0 if len(seen) == args.nodes else 1
 

@@ -18,8 +18,13 @@ from ascendfactory.programs import v1_mg2hf_output as files
 
 def hf_dir(root: Path) -> Path:
     root.mkdir(parents=True)
-    for name, text in (("config.json", "{}"), ("tokenizer.json", "{}"), ("generation_config.json", "{}"),
-                       ("model-00001-of-00002.safetensors", "w"), ("model.safetensors.index.json", "{}")):
+    for name, text in (
+        ("config.json", "{}"),
+        ("tokenizer.json", "{}"),
+        ("generation_config.json", "{}"),
+        ("model-00001-of-00002.safetensors", "w"),
+        ("model.safetensors.index.json", "{}"),
+    ):
         (root / name).write_text(text)
     return root
 
@@ -27,28 +32,68 @@ def hf_dir(root: Path) -> Path:
 def test_v1_mg2hf_wrapper_stages_config_runs_and_collects(tmp_path: Path) -> None:
     hf, out = hf_dir(tmp_path / "hf"), tmp_path / "out"
     # Stands in for convert_ckpt.py mg -> hf: it needs config.json in --save-dir and writes <save-dir>/mg2hf/.
-    fake_v1 = ("import os, sys; d = sys.argv[1]; assert os.path.exists(os.path.join(d, 'config.json')); "
-               "os.makedirs(os.path.join(d, 'mg2hf')); "
-               "open(os.path.join(d, 'mg2hf', 'model.safetensors'), 'w').write('new'); "
-               "open(os.path.join(d, 'mg2hf', 'config.json'), 'w').write('{\"saved\": 1}')")
-    code = files.main(["--stage-hf-config", str(hf), "--collect-mg2hf", str(out), "--",
-                       sys.executable, "-c", fake_v1, str(out)])
+    fake_v1 = (
+        "import os, sys; d = sys.argv[1]; assert os.path.exists(os.path.join(d, 'config.json')); "
+        "os.makedirs(os.path.join(d, 'mg2hf')); "
+        "open(os.path.join(d, 'mg2hf', 'model.safetensors'), 'w').write('new'); "
+        "open(os.path.join(d, 'mg2hf', 'config.json'), 'w').write('{\"saved\": 1}')"
+    )
+    code = files.main(
+        [
+            "--stage-hf-config",
+            str(hf),
+            "--collect-mg2hf",
+            str(out),
+            "--",
+            sys.executable,
+            "-c",
+            fake_v1,
+            str(out),
+        ]
+    )
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "generation_config.json",
-                                                     "model.safetensors", "tokenizer.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     assert json.loads((out / "config.json").read_text()) == {"saved": 1}  # the converter's copy wins
 
 
 def test_wrapper_returns_the_program_exit_code_and_does_not_collect(tmp_path: Path) -> None:
     hf, out = hf_dir(tmp_path / "hf"), tmp_path / "out"
-    code = files.main(["--stage-hf-config", str(hf), "--collect-mg2hf", str(out), "--",
-                       sys.executable, "-c", "raise SystemExit(3)"])
+    code = files.main(
+        [
+            "--stage-hf-config",
+            str(hf),
+            "--collect-mg2hf",
+            str(out),
+            "--",
+            sys.executable,
+            "-c",
+            "raise SystemExit(3)",
+        ]
+    )
     assert code == 3 and not (out / "model.safetensors").exists()
 
 
 def test_wrapper_reports_a_missing_hf_config(tmp_path: Path) -> None:
-    assert files.main(["--stage-hf-config", str(tmp_path), "--collect-mg2hf", str(tmp_path / "o"), "--",
-                       sys.executable, "-c", "pass"]) == 1
+    assert (
+        files.main(
+            [
+                "--stage-hf-config",
+                str(tmp_path),
+                "--collect-mg2hf",
+                str(tmp_path / "o"),
+                "--",
+                sys.executable,
+                "-c",
+                "pass",
+            ]
+        )
+        == 1
+    )
 
 
 def test_toolkit_status_names_the_fix(tmp_path: Path) -> None:

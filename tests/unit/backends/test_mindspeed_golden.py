@@ -155,9 +155,14 @@ def step(plan: dict, name: str) -> dict:
 
 def out_paths(name: str) -> dict[str, str]:
     root = str(REPO / "output" / f"qwen2.5-7b-{name}")
-    return {"HF": HF, "TOKENIZER_PATH": HF, "CKPT_SAVE_DIR": f"{root}/saved_checkpoints",
-            "SAVED": f"{root}/saved_checkpoints", "OUT": f"{root}/ckpt_converted_mg2hf",
-            "CONVERTED": f"{root}/converted_weight_TP4PP2"}
+    return {
+        "HF": HF,
+        "TOKENIZER_PATH": HF,
+        "CKPT_SAVE_DIR": f"{root}/saved_checkpoints",
+        "SAVED": f"{root}/saved_checkpoints",
+        "OUT": f"{root}/ckpt_converted_mg2hf",
+        "CONVERTED": f"{root}/converted_weight_TP4PP2",
+    }
 
 
 Flags = list[tuple[str, tuple[str, ...]]]
@@ -179,23 +184,39 @@ def site(clean_env: Path, fake_checkout, monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 def split_train(argv: list[str], entry: str) -> tuple[list[str], list[str]]:
     i = argv.index(entry)
-    return argv[3:i], argv[i + 1:]
+    return argv[3:i], argv[i + 1 :]
 
 
 def inputs(data: str, load: str) -> dict[str, str]:
     return {"DATA_PATH": str(REPO / data), "CKPT_LOAD_DIR": str(REPO / load)}
 
 
-@pytest.mark.parametrize("name, text, entry, paths", [
-    ("tune-4k-full", TUNE_FULL, "posttrain_gpt.py",
-     inputs("finetune_dataset/alpaca", "model_weights/qwen2.5_mcore")),
-    ("tune-4k-lora", TUNE_LORA, "posttrain_gpt.py",
-     inputs("finetune_dataset/alpaca", "model_weights/qwen25_mcore")),
-    ("pretrain-32k", PRETRAIN_32K, "pretrain_gpt.py",
-     inputs("dataset/alpaca_text_document", "model_weights/qwen2.5_mcore")),
-])
-def test_training_matches_the_example_script(site: Path, name: str, text: str, entry: str,
-                                             paths: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "name, text, entry, paths",
+    [
+        (
+            "tune-4k-full",
+            TUNE_FULL,
+            "posttrain_gpt.py",
+            inputs("finetune_dataset/alpaca", "model_weights/qwen2.5_mcore"),
+        ),
+        (
+            "tune-4k-lora",
+            TUNE_LORA,
+            "posttrain_gpt.py",
+            inputs("finetune_dataset/alpaca", "model_weights/qwen25_mcore"),
+        ),
+        (
+            "pretrain-32k",
+            PRETRAIN_32K,
+            "pretrain_gpt.py",
+            inputs("dataset/alpaca_text_document", "model_weights/qwen2.5_mcore"),
+        ),
+    ],
+)
+def test_training_matches_the_example_script(
+    site: Path, name: str, text: str, entry: str, paths: dict[str, str]
+) -> None:
     plan = plan_json(GOLDEN / f"qwen25-7b-{name}.yaml")
     train = step(plan, "train")
     launcher, flags = split_train(train["argv"], entry)
@@ -217,9 +238,15 @@ def test_conversions_match_the_example_scripts(site: Path, version: str, hf2mg: 
     back = step(plan, "mg2hf")["argv"]
     if version == "v1":  # stage the HF config into save-dir, run, move <save-dir>/mg2hf/* up
         cut = back.index("--")
-        assert back[1:cut] == ["-m", "ascendfactory.programs.v1_mg2hf_output", "--stage-hf-config", HF,
-                               "--collect-mg2hf", paths["OUT"]]
-        back = back[cut + 1:]
+        assert back[1:cut] == [
+            "-m",
+            "ascendfactory.programs.v1_mg2hf_output",
+            "--stage-hf-config",
+            HF,
+            "--collect-mg2hf",
+            paths["OUT"],
+        ]
+        back = back[cut + 1 :]
     assert back[1] == script
     assert pairs(back[2:]) == expected(mg2hf, paths)
     assert plan["facts"]["converter"] == version
@@ -228,7 +255,7 @@ def test_conversions_match_the_example_scripts(site: Path, version: str, hf2mg: 
 def test_lora_merge_matches_the_example_script(site: Path) -> None:
     plan = plan_json(GOLDEN / "qwen25-7b-tune-4k-lora.yaml")
     back = step(plan, "mg2hf")["argv"]
-    back = back[back.index("--") + 1:]
+    back = back[back.index("--") + 1 :]
     paths = {**out_paths("tune-4k-lora"), "CKPT_LOAD_DIR": str(REPO / "model_weights/qwen25_mcore")}
     assert back[1] == "convert_ckpt.py"
     assert pairs(back[2:]) == expected(MG2HF_LORA_V1, paths)

@@ -13,20 +13,34 @@ import yaml
 
 from ascendfactory.backends.megatron.run import to_flags
 from ascendfactory.backends.mindspeed_llm.args import NAMES_FILES, nearest, valid_names
+from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
 from ascendfactory.plan import Plan
-from ascendfactory.backends.planner import make_plan
 
 BASE: dict[str, Any] = {
-    "backend": "mindspeed-llm", "af_model_name": "qwen2.5-7b", "exp_name": "t", "af_output_dir": "OUT",
-    "env": {"NPUS_PER_NODE": 8}, "stage": "sft",
+    "backend": "mindspeed-llm",
+    "af_model_name": "qwen2.5-7b",
+    "exp_name": "t",
+    "af_output_dir": "OUT",
+    "env": {"NPUS_PER_NODE": 8},
+    "stage": "sft",
     "backend_config": {
-        "preprocess_data": {"input": "data.jsonl", "handler-name": "AlpacaStyleInstructionHandler",
-                            "prompt-type": "qwen"},
-        "training": {"tensor-model-parallel-size": 2, "pipeline-model-parallel-size": 2,
-                     "micro-batch-size": 1, "global-batch-size": 16, "seq-length": 4096, "train-iters": 10,
-                     "bf16": True, "tokenizer-name-or-path": "HF"},
+        "preprocess_data": {
+            "input": "data.jsonl",
+            "handler-name": "AlpacaStyleInstructionHandler",
+            "prompt-type": "qwen",
+        },
+        "training": {
+            "tensor-model-parallel-size": 2,
+            "pipeline-model-parallel-size": 2,
+            "micro-batch-size": 1,
+            "global-batch-size": 16,
+            "seq-length": 4096,
+            "train-iters": 10,
+            "bf16": True,
+            "tokenizer-name-or-path": "HF",
+        },
     },
 }
 
@@ -62,7 +76,7 @@ def train_flags(plan: Plan) -> dict[str, list[str]]:
     argv = plan.step("train").argv
     entry = next(i for i, a in enumerate(argv) if a.endswith("_gpt.py"))
     flags: dict[str, list[str]] = {}
-    for tok in argv[entry + 1:]:
+    for tok in argv[entry + 1 :]:
         if tok.startswith("--"):
             key = tok[2:]
             assert key not in flags, f"--{key} passed twice"
@@ -91,22 +105,31 @@ def test_nearest_prefers_the_dashed_spelling() -> None:
 
 
 def test_unknown_keys_in_every_section_are_reported_with_suggestions(tmp_path: Path, clean_env) -> None:
-    found = problems_of(tmp_path, {"backend_config": {
-        "training": {"micro_batch_size": 2, "learning-rate": 1e-5},
-        "preprocess_data": {"worker": 4},
-        "convert_ckpt_hf2mg": {"hf-cfg-dir": "x"},  # v2-only flag; converter v1 below
-        "converter": "v1"}})
+    found = problems_of(
+        tmp_path,
+        {
+            "backend_config": {
+                "training": {"micro_batch_size": 2, "learning-rate": 1e-5},
+                "preprocess_data": {"worker": 4},
+                "convert_ckpt_hf2mg": {"hf-cfg-dir": "x"},  # v2-only flag; converter v1 below
+                "converter": "v1",
+            }
+        },
+    )
     k = "backend_config."
     assert "did you mean: micro-batch-size?" in found[k + "training.micro_batch_size"]
-    assert "not an argument of MindSpeed-LLM 2.1.0 / Megatron-LM core_r0.8.0" in found[
-        k + "training.learning-rate"]
+    assert (
+        "not an argument of MindSpeed-LLM 2.1.0 / Megatron-LM core_r0.8.0"
+        in found[k + "training.learning-rate"]
+    )
     assert "workers" in found[k + "preprocess_data.worker"]
     assert "convert_ckpt.py (v1)" in found[k + "convert_ckpt_hf2mg.hf-cfg-dir"]
 
 
 def test_unknown_names_and_layout_problems_come_together(tmp_path: Path, clean_env) -> None:
-    found = problems_of(tmp_path, {"backend_config": {"training": {"tensor-model-parallel-size": 3,
-                                                                   "bogus-flag": True}}})
+    found = problems_of(
+        tmp_path, {"backend_config": {"training": {"tensor-model-parallel-size": 3, "bogus-flag": True}}}
+    )
     assert "backend_config.training.bogus-flag" in found
     assert "backend_config.training.tensor-model-parallel-size" in found
 
@@ -125,8 +148,9 @@ def test_converter_defaults_to_v2_without_a_checkout_and_says_so(tmp_path: Path,
 
 
 @pytest.mark.parametrize("has_v2, version", [(True, "v2"), (False, "v1")])
-def test_converter_follows_the_installed_version(tmp_path: Path, clean_env, fake_checkout, monkeypatch,
-                                                 has_v2: bool, version: str) -> None:
+def test_converter_follows_the_installed_version(
+    tmp_path: Path, clean_env, fake_checkout, monkeypatch, has_v2: bool, version: str
+) -> None:
     root = fake_checkout(tmp_path / "msllm", v2=has_v2)
     monkeypatch.setenv("AF_MINDSPEED_LLM_DIR", str(root))
     plan = plan_for(tmp_path)
@@ -170,8 +194,9 @@ def test_scripts_dir_wins_over_the_environment(tmp_path: Path, checkout, fake_ch
     assert plan_for(tmp_path, {"scripts_dir": str(other)}).step("train").cwd == str(other)
 
 
-def test_checkout_without_megatron_is_refused_on_a_real_run(tmp_path: Path, clean_env, fake_checkout,
-                                                            monkeypatch) -> None:
+def test_checkout_without_megatron_is_refused_on_a_real_run(
+    tmp_path: Path, clean_env, fake_checkout, monkeypatch
+) -> None:
     monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/opt/toolkit")
     (tmp_path / "HF").mkdir()
     (tmp_path / "data.jsonl").write_text("{}\n")
@@ -181,8 +206,11 @@ def test_checkout_without_megatron_is_refused_on_a_real_run(tmp_path: Path, clea
 
 
 # -- load decisions, LoRA, save flags -------------------------------------------------------------------
-LORA = {"backend_config": {"training": {"lora-r": 8, "lora-alpha": 16,
-                                        "lora-target-modules": ["linear_qkv", "linear_proj"]}}}
+LORA = {
+    "backend_config": {
+        "training": {"lora-r": 8, "lora-alpha": 16, "lora-target-modules": ["linear_qkv", "linear_proj"]}
+    }
+}
 
 
 def test_type1_loads_converted_weights_with_finetune(tmp_path: Path, clean_env) -> None:
@@ -212,10 +240,13 @@ def test_auto_resume_picks_saved_checkpoints(tmp_path: Path, clean_env) -> None:
     assert plan.step("hf2mg").skipped
 
 
-@pytest.mark.parametrize("changes, key", [
-    ({"ckpt_load_type": 2, "user_converted_ckpt_path": "/ckpt"}, "ckpt_load_type"),
-    ({"backend_config": {"training": {"finetune": False}}}, "backend_config.training.finetune"),
-])
+@pytest.mark.parametrize(
+    "changes, key",
+    [
+        ({"ckpt_load_type": 2, "user_converted_ckpt_path": "/ckpt"}, "ckpt_load_type"),
+        ({"backend_config": {"training": {"finetune": False}}}, "backend_config.training.finetune"),
+    ],
+)
 def test_lora_resume_is_refused(tmp_path: Path, clean_env, changes: dict[str, Any], key: str) -> None:
     found = problems_of(tmp_path, merge(copy.deepcopy(LORA), changes))
     assert "LoRA" in found[key] and "resume" in found[key]
@@ -233,15 +264,23 @@ def test_lora_auto_resume_with_a_checkpoint_is_refused(tmp_path: Path, clean_env
 def test_no_save_flags_only_when_asked_and_with_a_warning(tmp_path: Path, clean_env) -> None:
     plain = plan_for(tmp_path)
     assert not {"no-save-optim", "no-save-rng"} & set(train_flags(plain))
-    asked = plan_for(tmp_path, {"train_auto_resume": True,
-                                "backend_config": {"training": {"no-save-optim": True}}})
+    asked = plan_for(
+        tmp_path, {"train_auto_resume": True, "backend_config": {"training": {"no-save-optim": True}}}
+    )
     assert "no-save-optim" in train_flags(asked)
     assert any("no-save-optim" in w and "resuming will fail" in w for w in asked.warnings)
 
 
 def test_the_hf_model_directory_is_required(tmp_path: Path, clean_env) -> None:
-    found = problems_of(tmp_path, {"backend_config": {"preprocess_data": None, "training": {
-        "tokenizer-name-or-path": None, "data-path": "/data/alpaca"}}})
+    found = problems_of(
+        tmp_path,
+        {
+            "backend_config": {
+                "preprocess_data": None,
+                "training": {"tokenizer-name-or-path": None, "data-path": "/data/alpaca"},
+            }
+        },
+    )
     assert "HF model directory" in found["backend_config.training.tokenizer-name-or-path"]
 
 
@@ -252,24 +291,64 @@ def test_save_elsewhere_is_refused(tmp_path: Path, clean_env) -> None:
 
 # -- flags ----------------------------------------------------------------------------------------------
 def test_to_flags_renders_bools_lists_and_numbers() -> None:
-    options = {"bf16": True, "fp16": False, "seed": None, "lora-target-modules": ["a", "b"], "lr": 1.25e-6,
-               "split": "100,0,0"}
-    assert to_flags(options) == ["--bf16", "--lora-target-modules", "a", "b", "--lr", "1.25e-06", "--split",
-                                 "100,0,0"]
+    options = {
+        "bf16": True,
+        "fp16": False,
+        "seed": None,
+        "lora-target-modules": ["a", "b"],
+        "lr": 1.25e-6,
+        "split": "100,0,0",
+    }
+    assert to_flags(options) == [
+        "--bf16",
+        "--lora-target-modules",
+        "a",
+        "b",
+        "--lr",
+        "1.25e-06",
+        "--split",
+        "100,0,0",
+    ]
 
 
 def test_user_values_win_over_filled_ones(tmp_path: Path, clean_env) -> None:
-    flags = train_flags(plan_for(tmp_path, {"backend_config": {"training": {
-        "add-qkv-bias": False, "max-position-embeddings": 32768, "split": "98,2,0",
-        "distributed-backend": "gloo", "use-flash-attn": True}}}))
+    flags = train_flags(
+        plan_for(
+            tmp_path,
+            {
+                "backend_config": {
+                    "training": {
+                        "add-qkv-bias": False,
+                        "max-position-embeddings": 32768,
+                        "split": "98,2,0",
+                        "distributed-backend": "gloo",
+                        "use-flash-attn": True,
+                    }
+                }
+            },
+        )
+    )
     assert "add-qkv-bias" not in flags
     assert flags["max-position-embeddings"] == ["32768"] and flags["split"] == ["98,2,0"]
     assert flags["distributed-backend"] == ["gloo"] and flags["use-flash-attn"] == []
 
 
 def test_architecture_flags_follow_the_model(tmp_path: Path, clean_env) -> None:
-    qwen3 = train_flags(plan_for(tmp_path, {"af_model_name": "qwen3-0.6b", "backend_config": {"training": {
-        "tensor-model-parallel-size": 1, "pipeline-model-parallel-size": 1, "global-batch-size": 8}}}))
+    qwen3 = train_flags(
+        plan_for(
+            tmp_path,
+            {
+                "af_model_name": "qwen3-0.6b",
+                "backend_config": {
+                    "training": {
+                        "tensor-model-parallel-size": 1,
+                        "pipeline-model-parallel-size": 1,
+                        "global-batch-size": 8,
+                    }
+                },
+            },
+        )
+    )
     assert "qk-layernorm" in qwen3 and qwen3["kv-channels"] == ["128"]
     assert "add-qkv-bias" not in qwen3 and "untie-embeddings-and-output-weights" not in qwen3
     llama = train_flags(plan_for(tmp_path, {"af_model_name": "llama2-7b"}))
@@ -279,9 +358,17 @@ def test_architecture_flags_follow_the_model(tmp_path: Path, clean_env) -> None:
 def test_hf_config_json_wins_over_the_catalog(tmp_path: Path, clean_env) -> None:
     hf = tmp_path / "HF"
     hf.mkdir()
-    config = {"model_type": "qwen2", "num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 128,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
-              "max_position_embeddings": 8192, "rope_theta": 10000.0}
+    config = {
+        "model_type": "qwen2",
+        "num_hidden_layers": 4,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+        "max_position_embeddings": 8192,
+        "rope_theta": 10000.0,
+    }
     (hf / "config.json").write_text(json.dumps(config))
     flags = train_flags(plan_for(tmp_path))
     assert flags["num-layers"] == ["4"] and flags["padded-vocab-size"] == ["1000"]
@@ -296,8 +383,15 @@ def test_sft_and_pt_entry_points_and_data_paths(tmp_path: Path, clean_env) -> No
     prefix = str(tmp_path / "OUT" / "preprocess_data" / "data")
     assert flags["data-path"] == [prefix] and flags["stage"] == ["sft"] and flags["prompt-type"] == ["qwen"]
     assert "is-instruction-dataset" in flags
-    pt = plan_for(tmp_path, {"stage": "pt", "backend_config": {"preprocess_data": {
-        "handler-name": "GeneralPretrainHandler", "prompt-type": None}}})
+    pt = plan_for(
+        tmp_path,
+        {
+            "stage": "pt",
+            "backend_config": {
+                "preprocess_data": {"handler-name": "GeneralPretrainHandler", "prompt-type": None}
+            },
+        },
+    )
     assert "pretrain_gpt.py" in pt.step("train").argv
     flags = train_flags(pt)
     assert flags["data-path"] == [prefix + "_text_document"] and "stage" not in flags

@@ -12,30 +12,63 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from ascendfactory.plan import Plan
-from ascendfactory.backends.planner import make_plan
 
-SAME = ("tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size",
-        "seq-length", "train-iters", "data-path", "load", "finetune", "no-load-optim", "no-load-rng", "save",
-        "stage", "is-instruction-dataset")
+SAME = (
+    "tensor-model-parallel-size",
+    "pipeline-model-parallel-size",
+    "micro-batch-size",
+    "global-batch-size",
+    "seq-length",
+    "train-iters",
+    "data-path",
+    "load",
+    "finetune",
+    "no-load-optim",
+    "no-load-rng",
+    "save",
+    "stage",
+    "is-instruction-dataset",
+)
 PATHS = ("data-path", "load", "save")
 
 
 def experiment(tmp_path: Path, **run_options) -> dict:
     return {
-        "backend": "torch", "af_model_name": "tiny-demo", "exp_name": "same",
+        "backend": "torch",
+        "af_model_name": "tiny-demo",
+        "exp_name": "same",
         "af_output_dir": str(tmp_path / "out"),
-        "env": {"NPUS_PER_NODE": 4}, "stage": "sft", **run_options,
+        "env": {"NPUS_PER_NODE": 4},
+        "stage": "sft",
+        **run_options,
         "backend_config": {
-            "preprocess_data": {"input": str(tmp_path / "sft.jsonl"), "prompt-type": "qwen", "workers": 1,
-                                "handler-name": "AlpacaStyleInstructionHandler"},
-            "convert_ckpt_hf2mg": {}, "convert_ckpt_mg2hf": {},
-            "training": {"tokenizer-name-or-path": str(tmp_path / "hf"), "tensor-model-parallel-size": 2,
-                         "pipeline-model-parallel-size": 2, "micro-batch-size": 2, "global-batch-size": 8,
-                         "seq-length": 128, "train-iters": 30, "lr": 3.0e-3, "min-lr": 3.0e-4,
-                         "lr-decay-style": "cosine", "seed": 1234, "log-interval": 1, "save-interval": 10,
-                         "prompt-type": "qwen"},
+            "preprocess_data": {
+                "input": str(tmp_path / "sft.jsonl"),
+                "prompt-type": "qwen",
+                "workers": 1,
+                "handler-name": "AlpacaStyleInstructionHandler",
+            },
+            "convert_ckpt_hf2mg": {},
+            "convert_ckpt_mg2hf": {},
+            "training": {
+                "tokenizer-name-or-path": str(tmp_path / "hf"),
+                "tensor-model-parallel-size": 2,
+                "pipeline-model-parallel-size": 2,
+                "micro-batch-size": 2,
+                "global-batch-size": 8,
+                "seq-length": 128,
+                "train-iters": 30,
+                "lr": 3.0e-3,
+                "min-lr": 3.0e-4,
+                "lr-decay-style": "cosine",
+                "seed": 1234,
+                "log-interval": 1,
+                "save-interval": 10,
+                "prompt-type": "qwen",
+            },
         },
     }
 
@@ -49,7 +82,7 @@ def plan(tmp_path: Path, tree: dict, backend: str) -> Plan:
 def flags_after(argv: list[str], marker: str) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     key = None
-    for tok in argv[argv.index(marker) + 1:]:
+    for tok in argv[argv.index(marker) + 1 :]:
         if tok.startswith("--"):
             key = tok[2:]
             out[key] = ()
@@ -59,15 +92,20 @@ def flags_after(argv: list[str], marker: str) -> dict[str, tuple[str, ...]]:
 
 
 def compared(flags: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...] | None]:
-    return {k: tuple(os.path.abspath(v) for v in flags[k]) if k in PATHS and k in flags else flags.get(k)
-            for k in SAME}
+    return {
+        k: tuple(os.path.abspath(v) for v in flags[k]) if k in PATHS and k in flags else flags.get(k)
+        for k in SAME
+    }
 
 
-@pytest.mark.parametrize("run_options", [
-    {},                                                              # type 1 from the hf2mg output
-    {"ckpt_load_type": 0},                                           # random init
-    {"ckpt_load_type": 2, "user_converted_ckpt_path": "/ckpt/run1"},  # resume
-])
+@pytest.mark.parametrize(
+    "run_options",
+    [
+        {},  # type 1 from the hf2mg output
+        {"ckpt_load_type": 0},  # random init
+        {"ckpt_load_type": 2, "user_converted_ckpt_path": "/ckpt/run1"},  # resume
+    ],
+)
 def test_torch_and_mindspeed_plan_the_same_run(tmp_path: Path, clean_env, run_options: dict) -> None:
     tree = experiment(tmp_path, **run_options)
     torch_plan, ms_plan = plan(tmp_path, tree, "torch"), plan(tmp_path, tree, "mindspeed-llm")

@@ -234,8 +234,18 @@ def test_config_interactive_prompts(tmp_path):
 
 def test_real_run_of_a_backend_without_steps_refuses_and_writes_nothing(tmp_path, capsys):
     cfg = tmp_path / "v.yaml"
-    assert main(["config", "--backend=verl", "--af_model_name=qwen2.5-7b", "--exp_name=grpo",
-                 f"--output_file_path={cfg}"]) == 0
+    assert (
+        main(
+            [
+                "config",
+                "--backend=verl",
+                "--af_model_name=qwen2.5-7b",
+                "--exp_name=grpo",
+                f"--output_file_path={cfg}",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "run"
     assert main(["train", str(cfg), f"--af_output_dir={out}"]) == 1
     assert "not implemented in this version (nothing was run or written)" in capsys.readouterr().err

@@ -35,7 +35,13 @@ def test_interrupted_exit_codes():
 
 def test_every_error_type_has_a_formatter():
     kinds = {k for k, _ in CLI_ERROR_MAPPINGS}
-    for cls in (ConfigError, BackendNotFoundError, ConversionKeyError, StageFailedError, InterruptedRunError,
-                AscendFactoryError):
+    for cls in (
+        ConfigError,
+        BackendNotFoundError,
+        ConversionKeyError,
+        StageFailedError,
+        InterruptedRunError,
+        AscendFactoryError,
+    ):
         assert cls in kinds
     assert format_error(BackendNotFoundError("nope")) == "nope"

@@ -26,7 +26,9 @@ def test_escape_is_richs(text):
     assert escape(text) == rich_escape(text)
 
 
-@given(TEXT, st.sampled_from(["{}", "[bold]{}[/bold] tail", "[yellow]warning:[/yellow] {}", "[dim]({})[/dim]"]))
+@given(
+    TEXT, st.sampled_from(["{}", "[bold]{}[/bold] tail", "[yellow]warning:[/yellow] {}", "[dim]({})[/dim]"])
+)
 def test_plain_prints_what_rich_prints(text, frame):
     markup = frame.format(escape(text))
     assert plain(markup) == rich_prints(markup)

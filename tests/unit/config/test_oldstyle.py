@@ -9,8 +9,13 @@ OLD = REPO / "cfgs" / "multi_model_cfgs.yaml"
 
 
 def test_base_model_experiment_cli_precedence():
-    loaded = load_experiment(OLD, ["--backend_config.training.lr=9e-6"], model_name="qwen2.5-7b",
-                             exp_name="full-4k", backends=directory())
+    loaded = load_experiment(
+        OLD,
+        ["--backend_config.training.lr=9e-6"],
+        model_name="qwen2.5-7b",
+        exp_name="full-4k",
+        backends=directory(),
+    )
     cfg = loaded.config
     training = cfg.backend_config["training"]
     assert loaded.style == "old"
@@ -32,10 +37,13 @@ def test_shared_experiments_and_old_names():
     assert cfg.backend_config["training"]["context-parallel-size"] == 2
 
 
-@pytest.mark.parametrize("model,exp,fragment", [
-    ("qwen9", "full-4k", "use one of: qwen2.5-7b, llama3.1-8b, qwen3-8b"),
-    ("qwen2.5-7b", "full-8k", "use one of: full-4k, lora-4k, smoke"),
-])
+@pytest.mark.parametrize(
+    "model,exp,fragment",
+    [
+        ("qwen9", "full-4k", "use one of: qwen2.5-7b, llama3.1-8b, qwen3-8b"),
+        ("qwen2.5-7b", "full-8k", "use one of: full-4k, lora-4k, smoke"),
+    ],
+)
 def test_unknown_names_list_what_the_file_has(model, exp, fragment):
     with pytest.raises(ConfigError) as e:
         load_experiment(OLD, model_name=model, exp_name=exp, backends=directory())

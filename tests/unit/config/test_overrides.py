@@ -5,11 +5,22 @@ from ascendfactory.config.tree import set_dotted
 from ascendfactory.errors import ConfigError
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("8", 8), ("1e-5", 1e-5), ("2.5e-6", 2.5e-6), ("true", True), ("false", False), ("null", None),
-    ("hello", "hello"), ("[1, 2]", [1, 2]), ("[linear_qkv, linear_proj]", ["linear_qkv", "linear_proj"]),
-    ("3,5", "3,5"), ("'8'", "8"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("8", 8),
+        ("1e-5", 1e-5),
+        ("2.5e-6", 2.5e-6),
+        ("true", True),
+        ("false", False),
+        ("null", None),
+        ("hello", "hello"),
+        ("[1, 2]", [1, 2]),
+        ("[linear_qkv, linear_proj]", ["linear_qkv", "linear_proj"]),
+        ("3,5", "3,5"),
+        ("'8'", "8"),
+    ],
+)
 def test_values_are_typed_as_yaml_scalars(text, expected):
     assert parse_value(text) == expected
 
@@ -23,11 +34,14 @@ def test_value_may_contain_equals_sign():
     assert parse_overrides(["--x.y=a=b"]) == [("x.y", "a=b")]
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["lr=1"], "unexpected argument"),
-    (["--a.b"], "override has no value"),
-    (["--a..b=1"], "malformed key"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["lr=1"], "unexpected argument"),
+        (["--a.b"], "override has no value"),
+        (["--a..b=1"], "malformed key"),
+    ],
+)
 def test_bad_overrides_are_reported(args, fragment):
     with pytest.raises(ConfigError) as e:
         parse_overrides(args)

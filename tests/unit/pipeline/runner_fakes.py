@@ -36,7 +36,7 @@ from ascendfactory.plan import (
     Torchrun,
 )
 
-FAKE_TRAINER = textwrap.dedent('''
+FAKE_TRAINER = textwrap.dedent("""
     import argparse, os, shutil, sys, time
     p = argparse.ArgumentParser()
     p.add_argument("--train-iters", type=int, default=10)
@@ -97,9 +97,9 @@ FAKE_TRAINER = textwrap.dedent('''
                 print(f"  successfully saved checkpoint from iteration {it:7d} to {a.save}", flush=True)
     if os.environ.get("AF_FAKE_DIST") == "1":
         dist.destroy_process_group()
-''')
+""")
 
-WRITER = textwrap.dedent('''
+WRITER = textwrap.dedent("""
     import os, sys
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -110,9 +110,9 @@ WRITER = textwrap.dedent('''
         print("Traceback (most recent call last):", file=sys.stderr, flush=True)
         print("RuntimeError: fake converter failure", file=sys.stderr, flush=True)
         sys.exit(3)
-''')
+""")
 
-FAKE_LAUNCHER = textwrap.dedent('''
+FAKE_LAUNCHER = textwrap.dedent("""
     # A torchrun stand-in without torch: takes torchrun's options (--nproc_per_node N, others ignored),
     # starts N workers in sessions of their own (as torchrun does), with RANK/LOCAL_RANK/WORLD_SIZE set,
     # prefixes their lines "[defaultN]:" and exits with the first failure.
@@ -148,9 +148,9 @@ FAKE_LAUNCHER = textwrap.dedent('''
         print("Root Cause (first observed failure):", flush=True)
         print(f"  rank      : {bad[0][0]} (local_rank: {bad[0][0]})", flush=True)
         sys.exit(1)
-''')
+""")
 
-SPAWNER = textwrap.dedent('''
+SPAWNER = textwrap.dedent("""
     import os, subprocess, sys, time
     pidfile = sys.argv[1]
     kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]),
@@ -159,7 +159,7 @@ SPAWNER = textwrap.dedent('''
         f.write(" ".join(str(p) for p in [os.getpid(), *(k.pid for k in kids)]))
     print("spawned", flush=True)
     time.sleep(600)
-''')
+""")
 
 
 def write_script(directory: Path, name: str, source: str) -> str:
@@ -177,18 +177,32 @@ def free_port() -> int:
 def loaded(out_dir: Path, source: Path | None = None, **overrides: object) -> LoadedExperiment:
     data = {"af_model_name": "fake-model", "exp_name": "unit", "af_output_dir": str(out_dir), **overrides}
     cfg = ExperimentConfig.model_validate(data)
-    return LoadedExperiment(config=cfg, tree=data, source=str(source or Path(out_dir) / "exp.yaml"), style="new")
+    return LoadedExperiment(
+        config=cfg, tree=data, source=str(source or Path(out_dir) / "exp.yaml"), style="new"
+    )
 
 
-def plan(out_dir: Path, steps: list[Step], *, world_size: int = 1, model: str = "fake-model",
-         exp: str = "unit") -> Plan:
+def plan(
+    out_dir: Path, steps: list[Step], *, world_size: int = 1, model: str = "fake-model", exp: str = "unit"
+) -> Plan:
     """A Megatron-style plan of `steps` (loss on the last rank, megatron checkpoints under out_dir)."""
-    logs = LogSpec(format="megatron", naming=LogNaming(prefix=f"{model}-{exp}"), loss_rank="last",
-                   throughput=ThroughputSpec("megatron", devices=world_size))
-    p = Plan(backend="torch", exp_name=exp, model_name=model, output_dir=str(out_dir), logs=logs,
-             checkpoints=CheckpointSpec(root=str(Path(out_dir) / "saved_checkpoints"), scheme="megatron",
-                                        saved_marker=SAVED_MARKER),
-             facts={"world_size": world_size})
+    logs = LogSpec(
+        format="megatron",
+        naming=LogNaming(prefix=f"{model}-{exp}"),
+        loss_rank="last",
+        throughput=ThroughputSpec("megatron", devices=world_size),
+    )
+    p = Plan(
+        backend="torch",
+        exp_name=exp,
+        model_name=model,
+        output_dir=str(out_dir),
+        logs=logs,
+        checkpoints=CheckpointSpec(
+            root=str(Path(out_dir) / "saved_checkpoints"), scheme="megatron", saved_marker=SAVED_MARKER
+        ),
+        facts={"world_size": world_size},
+    )
     for s in steps:
         p.add(s)
     return p
@@ -222,33 +236,72 @@ def proc_step(name: str, role: Role, argv: list[str], **kw: object) -> Step:
 
 
 def plot_step(out_dir: Path, skip_reason: str | None = None) -> Step:
-    return Step(name="plot", role=Role.PLOT, outputs=[str(Path(out_dir) / "training_loss.png")],
-                skip_reason=skip_reason)
+    return Step(
+        name="plot",
+        role=Role.PLOT,
+        outputs=[str(Path(out_dir) / "training_loss.png")],
+        skip_reason=skip_reason,
+    )
 
 
-def train_step(trainer: str, out_dir: Path, *, iters: int = 5, save_interval: int = 0, load: bool = False,
-               sleep: float = 0.0, nproc: int = 0, nnodes: int = 1, node_rank: int = 0,
-               port: int | None = None, launcher: str | None = None, fake_nproc: int = 1) -> Step:
+def train_step(
+    trainer: str,
+    out_dir: Path,
+    *,
+    iters: int = 5,
+    save_interval: int = 0,
+    load: bool = False,
+    sleep: float = 0.0,
+    nproc: int = 0,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    port: int | None = None,
+    launcher: str | None = None,
+    fake_nproc: int = 1,
+) -> Step:
     """A train step running the fake trainer: under torchrun with `--tee 3` (nproc > 0), under the fake
     launcher (`launcher` = path of FAKE_LAUNCHER, `fake_nproc` workers), or directly."""
     save = str(Path(out_dir) / "saved_checkpoints")
-    args = ["--train-iters", str(iters), "--save-interval", str(save_interval), "--save", save,
-            "--sleep", str(sleep)]
+    args = [
+        "--train-iters",
+        str(iters),
+        "--save-interval",
+        str(save_interval),
+        "--save",
+        save,
+        "--sleep",
+        str(sleep),
+    ]
     if load:
         args += ["--load", save]
     launch: Torchrun | Process
     if nproc:
-        launch = Torchrun(python=sys.executable, entry=(trainer, *args), nnodes=nnodes, nproc_per_node=nproc,
-                          node_rank=node_rank, master_addr="127.0.0.1", master_port=port or free_port())
+        launch = Torchrun(
+            python=sys.executable,
+            entry=(trainer, *args),
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            node_rank=node_rank,
+            master_addr="127.0.0.1",
+            master_port=port or free_port(),
+        )
     elif launcher:
-        launch = Torchrun(python=sys.executable, entry=(trainer, *args), nnodes=1, nproc_per_node=fake_nproc,
-                          node_rank=0, master_addr="127.0.0.1", master_port=0, torchrun=(sys.executable, launcher))
+        launch = Torchrun(
+            python=sys.executable,
+            entry=(trainer, *args),
+            nnodes=1,
+            nproc_per_node=fake_nproc,
+            node_rank=0,
+            master_addr="127.0.0.1",
+            master_port=0,
+            torchrun=(sys.executable, launcher),
+        )
     else:
         launch = Process((sys.executable, trainer, *args))
     return Step(name="train", role=Role.TRAIN, launch=launch, outputs=[save])
 
 
-DRIVER = textwrap.dedent('''
+DRIVER = textwrap.dedent("""
     # Runs the runner in a process of its own, as `ascendfactory-cli train` would (exit code included).
     import base64, json, pickle, sys
     from pathlib import Path
@@ -267,7 +320,7 @@ DRIVER = textwrap.dedent('''
     except AscendFactoryError as e:
         print(f"error: {e}", flush=True)
         sys.exit(e.exit_code)
-''')
+""")
 
 
 def step_spec(step: Step) -> str:
@@ -277,5 +330,9 @@ def step_spec(step: Step) -> str:
 
 def driver_spec(config: dict[str, object], steps: list[Step], **extra: object) -> dict[str, object]:
     """The JSON the DRIVER reads: experiment keys, the steps, and where this module is."""
-    return {"config": config, "steps": [step_spec(s) for s in steps],
-            "fakes_dir": str(Path(__file__).resolve().parent), **extra}
+    return {
+        "config": config,
+        "steps": [step_spec(s) for s in steps],
+        "fakes_dir": str(Path(__file__).resolve().parent),
+        **extra,
+    }

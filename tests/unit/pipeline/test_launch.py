@@ -23,8 +23,20 @@ def test_log_names_follow_the_documented_pattern(tmp_path):
 
 
 def _torchrun(**kw) -> Torchrun:
-    return Torchrun(**{**dict(python=sys.executable, entry=("train.py", "--x", "1"), nnodes=2, nproc_per_node=2,
-                              node_rank=1, master_addr="10.0.0.1", master_port=6000), **kw})
+    return Torchrun(
+        **{
+            **dict(
+                python=sys.executable,
+                entry=("train.py", "--x", "1"),
+                nnodes=2,
+                nproc_per_node=2,
+                node_rank=1,
+                master_addr="10.0.0.1",
+                master_port=6000,
+            ),
+            **kw,
+        }
+    )
 
 
 def test_torchrun_launcher_adds_the_rendezvous_and_collective_timeouts():
@@ -43,11 +55,19 @@ def test_tee_splits_by_global_rank_and_strips_the_prefix(tmp_path):
     names = LogNames.for_run(str(tmp_path), "m", "e", "20260101_000000")
     seen = []
     launcher = TorchrunLauncher(_torchrun(), RunPolicy(node_rank=1, nnodes=2))
-    tee = Tee(launcher.log_paths(fakes.plot_step(tmp_path), names), split=launcher.split,
-              on_line=lambda rank, text: seen.append((rank, text)))
-    for line in ["launcher says hi", "[default0]:hello", "[default1]:Traceback (most recent call last):",
-                 "[default0]:Traceback (most recent call last):", "[default7]:not ours",
-                 "[rank1]:also rank 1"]:
+    tee = Tee(
+        launcher.log_paths(fakes.plot_step(tmp_path), names),
+        split=launcher.split,
+        on_line=lambda rank, text: seen.append((rank, text)),
+    )
+    for line in [
+        "launcher says hi",
+        "[default0]:hello",
+        "[default1]:Traceback (most recent call last):",
+        "[default0]:Traceback (most recent call last):",
+        "[default7]:not ours",
+        "[rank1]:also rank 1",
+    ]:
         tee.route(line)
     tee.close()
     assert Path(names.run_log(2, 2)).read_text() == "hello\nTraceback (most recent call last):\n"
@@ -69,7 +89,9 @@ def test_failing_rank_and_tail_from_a_launched_step(tmp_path):
     launcher = fakes.write_script(tmp_path, "launcher.py", fakes.FAKE_LAUNCHER)
     step = fakes.train_step(trainer, tmp_path, iters=4, launcher=launcher, fake_nproc=2)
     names = LogNames.for_run(str(tmp_path / "logs"), "m", "e", "20260101_000000")
-    proc, _ = open_step(step, RunPolicy(), names, env={**os.environ, "FAKE_FAIL_AT": "2", "FAKE_FAIL_RANK": "0"})
+    proc, _ = open_step(
+        step, RunPolicy(), names, env={**os.environ, "FAKE_FAIL_AT": "2", "FAKE_FAIL_RANK": "0"}
+    )
     proc.start()
     while proc.poll() is None:
         time.sleep(0.05)

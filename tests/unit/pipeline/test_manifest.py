@@ -19,8 +19,13 @@ def _step(tmp_path, **kw) -> Step:
     src.mkdir(exist_ok=True)
     (src / "config.json").write_text('{"a": 1}')
     out = tmp_path / "converted"
-    defaults = dict(name="hf2mg", role=Role.CONVERT, launch=Process((sys.executable, "convert.py", "--x", "1")),
-                    inputs=[str(src)], outputs=[str(out)])
+    defaults = dict(
+        name="hf2mg",
+        role=Role.CONVERT,
+        launch=Process((sys.executable, "convert.py", "--x", "1")),
+        inputs=[str(src)],
+        outputs=[str(out)],
+    )
     return Step(**{**defaults, **kw})
 
 
@@ -87,19 +92,41 @@ def test_train_is_never_skipped(tmp_path):
 
 def test_annotate_plan_skips_up_to_date_steps_and_notes_dependent_ones(tmp_path):
     mdir = str(tmp_path / ".af")
-    pre = _step(tmp_path, name="preprocess", role=Role.PREPROCESS, outputs=[str(tmp_path / "preprocess_data")])
+    pre = _step(
+        tmp_path, name="preprocess", role=Role.PREPROCESS, outputs=[str(tmp_path / "preprocess_data")]
+    )
     conv = _step(tmp_path)
-    train = Step(name="train", role=Role.TRAIN, launch=Process(("t",)),
-                 inputs=[str(tmp_path / "preprocess_data" / "d")], outputs=[str(tmp_path / "saved_checkpoints")])
-    back = Step(name="mg2hf", role=Role.EXPORT, launch=Process(("c",)), inputs=[str(tmp_path / "saved_checkpoints")],
-                outputs=[str(tmp_path / "hf")])
+    train = Step(
+        name="train",
+        role=Role.TRAIN,
+        launch=Process(("t",)),
+        inputs=[str(tmp_path / "preprocess_data" / "d")],
+        outputs=[str(tmp_path / "saved_checkpoints")],
+    )
+    back = Step(
+        name="mg2hf",
+        role=Role.EXPORT,
+        launch=Process(("c",)),
+        inputs=[str(tmp_path / "saved_checkpoints")],
+        outputs=[str(tmp_path / "hf")],
+    )
     for s in (pre, conv, back):
         _make_outputs(s)
         mf.write(mdir, s, {}, wall_s=0.1, node_rank=0)
-    logs = LogSpec(format="megatron", naming=LogNaming(prefix="m-e"), loss_rank="last",
-                   throughput=ThroughputSpec("megatron"))
-    plan = Plan(backend="torch", exp_name="e", model_name="m", output_dir=str(tmp_path), logs=logs,
-                steps=[pre, conv, train, back])
+    logs = LogSpec(
+        format="megatron",
+        naming=LogNaming(prefix="m-e"),
+        loss_rank="last",
+        throughput=ThroughputSpec("megatron"),
+    )
+    plan = Plan(
+        backend="torch",
+        exp_name="e",
+        model_name="m",
+        output_dir=str(tmp_path),
+        logs=logs,
+        steps=[pre, conv, train, back],
+    )
     mf.annotate_plan(plan)
     assert pre.skip_reason.startswith("outputs up to date") and conv.skipped
     assert not train.skipped and not back.skipped  # back reads what train (which runs) writes

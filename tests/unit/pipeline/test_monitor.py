@@ -12,8 +12,8 @@ from pathlib import Path
 import runner_fakes as fakes
 
 from ascendfactory.pipeline.launch import LogNames
-from ascendfactory.pipeline.monitor import DeviceMonitor, parse_npu_smi, parse_nvidia_smi, visible_devices
 from ascendfactory.pipeline.launchers import MonitorTargets
+from ascendfactory.pipeline.monitor import DeviceMonitor, parse_npu_smi, parse_nvidia_smi, visible_devices
 
 NPU_SMI = """\
 +------------------------------------------------------------------------------------------------+
@@ -50,11 +50,15 @@ def test_parse_nvidia_smi_and_visible_devices():
 
 
 def _workers(tmp_path: Path, n: int) -> subprocess.Popen:
-    sleeper = fakes.write_script(tmp_path, "sleeper.py",
-                                 "import time\nx = b'1' * (30 * 2**20)\ntime.sleep(60)\n")
+    sleeper = fakes.write_script(
+        tmp_path, "sleeper.py", "import time\nx = b'1' * (30 * 2**20)\ntime.sleep(60)\n"
+    )
     launcher = fakes.write_script(tmp_path, "launcher.py", fakes.FAKE_LAUNCHER)
-    return subprocess.Popen([sys.executable, launcher, "--nproc_per_node", str(n), sleeper], stdout=subprocess.DEVNULL,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, launcher, "--nproc_per_node", str(n), sleeper],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _last_rss(path: str) -> float:
@@ -68,8 +72,13 @@ def _last_rss(path: str) -> float:
 def test_cpu_monitor_writes_rss_per_rank(tmp_path):
     names = LogNames.for_run(str(tmp_path), "m", "e", "20260101_000000")
     proc = _workers(tmp_path, 2)
-    mon = DeviceMonitor(MonitorTargets((2, 3), local_rank_env=True), {r: names.npu_info(r) for r in (2, 3)},
-                        env={}, interval_s=0.2, kind="cpu")
+    mon = DeviceMonitor(
+        MonitorTargets((2, 3), local_rank_env=True),
+        {r: names.npu_info(r) for r in (2, 3)},
+        env={},
+        interval_s=0.2,
+        kind="cpu",
+    )
     try:
         mon.attach(proc.pid)
         mon.start()
@@ -96,8 +105,12 @@ def test_npu_monitor_writes_each_rank_its_device(tmp_path, monkeypatch):
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     names = LogNames.for_run(str(tmp_path), "m", "e", "20260101_000000")
-    mon = DeviceMonitor(MonitorTargets((0, 1), local_rank_env=True), {r: names.npu_info(r) for r in (0, 1)},
-                        env={"ASCEND_RT_VISIBLE_DEVICES": "1,0"}, interval_s=60)
+    mon = DeviceMonitor(
+        MonitorTargets((0, 1), local_rank_env=True),
+        {r: names.npu_info(r) for r in (0, 1)},
+        env={"ASCEND_RT_VISIBLE_DEVICES": "1,0"},
+        interval_s=60,
+    )
     assert mon.kind == "npu"
     files = {local: open(path, "w") for local, path in mon.paths.items()}
     mon.sample(files)

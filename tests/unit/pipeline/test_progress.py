@@ -7,16 +7,22 @@ import io
 import pytest
 from rich.console import Console
 
-from ascendfactory.plan import LogNaming, LogSpec, Process, Role, Step, ThroughputSpec
 from ascendfactory.pipeline.progress import Progress
+from ascendfactory.plan import LogNaming, LogSpec, Process, Role, Step, ThroughputSpec
 
-ITER = (" [2026-01-22 10:00:00] iteration {it:8d}/     100 | consumed samples: {cs:12d} | elapsed time per "
-        "iteration (ms): 500.0 | learning rate: 1.000000E-05 | global batch size:    16 | "
-        "lm loss: {loss:.6E} |")
+ITER = (
+    " [2026-01-22 10:00:00] iteration {it:8d}/     100 | consumed samples: {cs:12d} | elapsed time per "
+    "iteration (ms): 500.0 | learning rate: 1.000000E-05 | global batch size:    16 | "
+    "lm loss: {loss:.6E} |"
+)
 
 
-LOGS = LogSpec(format="megatron", naming=LogNaming(prefix="m-e"), loss_rank="last",
-               throughput=ThroughputSpec("megatron", devices=4))
+LOGS = LogSpec(
+    format="megatron",
+    naming=LogNaming(prefix="m-e"),
+    loss_rank="last",
+    throughput=ThroughputSpec("megatron", devices=4),
+)
 TRAIN = dict(name="train", role=Role.TRAIN, launch=Process(("x",)))
 
 

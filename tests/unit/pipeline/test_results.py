@@ -12,12 +12,18 @@ from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogNaming, LogSpec, ThroughputSpec
 from ascendfactory.secrets import mask_secrets
 
-LOGS = LogSpec(format="megatron", naming=LogNaming(prefix="m-e"), loss_rank="last",
-               throughput=ThroughputSpec("megatron", devices=4))
+LOGS = LogSpec(
+    format="megatron",
+    naming=LogNaming(prefix="m-e"),
+    loss_rank="last",
+    throughput=ThroughputSpec("megatron", devices=4),
+)
 
-LINE = (" [2026-01-22 10:00:00] iteration {it:8d}/{n:8d} | consumed samples: {cs:12d} | elapsed time per "
-        "iteration (ms): {ms} | learning rate: 1.000000E-05 | global batch size: {gbs:5d} | "
-        "lm loss: {loss:.6E} |")
+LINE = (
+    " [2026-01-22 10:00:00] iteration {it:8d}/{n:8d} | consumed samples: {cs:12d} | elapsed time per "
+    "iteration (ms): {ms} | learning rate: 1.000000E-05 | global batch size: {gbs:5d} | "
+    "lm loss: {loss:.6E} |"
+)
 
 
 def _log(path: str, steps: range, *, n: int = 10, ms: float = 100.0, gbs: int = 8, head: str = "") -> None:
@@ -29,14 +35,21 @@ def _log(path: str, steps: range, *, n: int = 10, ms: float = 100.0, gbs: int = 
 
 
 def test_written_config_masks_secrets_and_never_overwrites_the_source(tmp_path):
-    cfg = {"af_model_name": "m", "env": {"HF_TOKEN": "abc", "NNODES": 1},
-           "backend_config": {"training": {"tokenizer-name-or-path": "/models/x", "api-key": "k", "lst": [
-               {"password": "p"}]}}}
+    cfg = {
+        "af_model_name": "m",
+        "env": {"HF_TOKEN": "abc", "NNODES": 1},
+        "backend_config": {
+            "training": {"tokenizer-name-or-path": "/models/x", "api-key": "k", "lst": [{"password": "p"}]}
+        },
+    }
     path = results.write_file(str(tmp_path / "out" / "exp-config.yaml"), yaml.safe_dump(mask_secrets(cfg)))
     data = yaml.safe_load(Path(path).read_text())
     assert data["env"] == {"HF_TOKEN": "***", "NNODES": 1}
-    assert data["backend_config"]["training"] == {"tokenizer-name-or-path": "/models/x", "api-key": "***",
-                                                  "lst": [{"password": "***"}]}
+    assert data["backend_config"]["training"] == {
+        "tokenizer-name-or-path": "/models/x",
+        "api-key": "***",
+        "lst": [{"password": "***"}],
+    }
     src = tmp_path / "exp-config.yaml"
     src.write_text("# my comments\n")
     assert results.write_file(str(src), yaml.safe_dump(cfg), source=str(src)) is None
@@ -52,7 +65,10 @@ def test_loss_logs_join_the_runs_a_resume_continues(tmp_path):
     _log(mid.run_log(1, 0), range(1, 7))  # a new run from scratch, crashed after 6
     _log(cur.run_log(1, 0), range(5, 11))  # resumed from the checkpoint at 4
     _log(LogNames.for_run(logs, "other", "e", "20260102_000000").run_log(1, 0), range(1, 3))
-    assert results.loss_logs(cur, LOGS, nnodes=1, rank=0, world_size=1) == [mid.run_log(1, 0), cur.run_log(1, 0)]
+    assert results.loss_logs(cur, LOGS, nnodes=1, rank=0, world_size=1) == [
+        mid.run_log(1, 0),
+        cur.run_log(1, 0),
+    ]
     fresh = LogNames.for_run(logs, "m", "e", "20260104_000000")
     _log(fresh.run_log(1, 0), range(1, 3))
     assert results.loss_logs(fresh, LOGS, nnodes=1, rank=0, world_size=1) == [fresh.run_log(1, 0)]

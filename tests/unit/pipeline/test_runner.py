@@ -17,23 +17,31 @@ import runner_fakes as fakes
 import yaml
 from runner_fakes import run_experiment
 
-from ascendfactory.errors import StageFailedError
 from ascendfactory.backends import planner
+from ascendfactory.errors import StageFailedError
 from ascendfactory.plan import Process, Role, Step
 
 
 @pytest.fixture
 def progs(tmp_path):
-    return {name: fakes.write_script(tmp_path, f"{name}.py", src) for name, src in (
-        ("trainer", fakes.FAKE_TRAINER), ("launcher", fakes.FAKE_LAUNCHER), ("writer", fakes.WRITER),
-        ("spawner", fakes.SPAWNER))}
+    return {
+        name: fakes.write_script(tmp_path, f"{name}.py", src)
+        for name, src in (
+            ("trainer", fakes.FAKE_TRAINER),
+            ("launcher", fakes.FAKE_LAUNCHER),
+            ("writer", fakes.WRITER),
+            ("spawner", fakes.SPAWNER),
+        )
+    }
 
 
 def _pipeline(out: Path, progs, **train_kw) -> list[Step]:
     conv = str(out / "converted_weight_TP1PP1")
-    return [fakes.proc_step("hf2mg", Role.CONVERT, [sys.executable, progs["writer"], conv], outputs=[conv]),
-            fakes.train_step(progs["trainer"], out, launcher=progs["launcher"], **train_kw),
-            fakes.plot_step(out)]
+    return [
+        fakes.proc_step("hf2mg", Role.CONVERT, [sys.executable, progs["writer"], conv], outputs=[conv]),
+        fakes.train_step(progs["trainer"], out, launcher=progs["launcher"], **train_kw),
+        fakes.plot_step(out),
+    ]
 
 
 def _logs(out: Path, pattern: str) -> list[Path]:
@@ -47,9 +55,15 @@ def test_full_run_writes_the_documented_outputs(tmp_path, progs):
     assert run_experiment(plan, loaded, live=False, stamp="20260122_101500") == 0
     logs = {p.name for p in (out / "logs").iterdir()}
     prefix = "fake-model-unit-20260122_101500"
-    assert {f"{prefix}-run_log-N1-0.txt", f"{prefix}-run_log-N1-1.txt", f"{prefix}-hf2mg.txt",
-            f"{prefix}-launcher-node0.txt", f"{prefix}-npu_info-R0.txt", f"{prefix}-npu_info-R1.txt",
-            f"{prefix}-runner.txt"} <= logs
+    assert {
+        f"{prefix}-run_log-N1-0.txt",
+        f"{prefix}-run_log-N1-1.txt",
+        f"{prefix}-hf2mg.txt",
+        f"{prefix}-launcher-node0.txt",
+        f"{prefix}-npu_info-R0.txt",
+        f"{prefix}-npu_info-R1.txt",
+        f"{prefix}-runner.txt",
+    } <= logs
     last = (out / "logs" / f"{prefix}-run_log-N1-1.txt").read_text()
     assert "iteration        6/       6" in last and "[default" not in last
     assert "iteration" not in (out / "logs" / f"{prefix}-run_log-N1-0.txt").read_text()
@@ -67,8 +81,12 @@ def test_rerun_skips_up_to_date_steps_and_goes_to_training(tmp_path, progs):
     out = tmp_path / "out"
     steps = _pipeline(out, progs, iters=2)
     run_experiment(fakes.plan(out, steps), fakes.loaded(out), live=False, stamp="20260101_000000")
-    run_experiment(fakes.plan(out, _pipeline(out, progs, iters=2)), fakes.loaded(out), live=False,
-                   stamp="20260101_000001")
+    run_experiment(
+        fakes.plan(out, _pipeline(out, progs, iters=2)),
+        fakes.loaded(out),
+        live=False,
+        stamp="20260101_000001",
+    )
     second = json.loads((out / ".af" / "summary.json").read_text())["steps"]
     assert second[0]["state"] == "skipped" and second[0]["detail"].startswith("outputs up to date (manifest")
     assert second[1]["state"] == "done"
@@ -114,6 +132,7 @@ def _resuming_planner(progs, out: Path, **kw):
         resume = inspect(str(out / "saved_checkpoints")).resumable
         step = fakes.train_step(progs["trainer"], out, launcher=progs["launcher"], load=resume, **kw)
         return fakes.plan(out, [step], world_size=2)
+
     return make_plan
 
 
@@ -140,8 +159,9 @@ def test_auto_resume_gives_up_after_max_attempts(tmp_path, progs, monkeypatch):
     monkeypatch.setattr(planner, "make_plan", _resuming_planner(progs, out, iters=3, fake_nproc=2))
     loaded = fakes.loaded(out, train_auto_resume=True, auto_resume={"max_attempts": 2, "backoff_s": 0})
     with pytest.raises(StageFailedError):
-        run_experiment(fakes.plan(out, _pipeline(out, progs, iters=3, fake_nproc=2), world_size=2), loaded,
-                       live=False)
+        run_experiment(
+            fakes.plan(out, _pipeline(out, progs, iters=3, fake_nproc=2), world_size=2), loaded, live=False
+        )
     text = _logs(out, "*-runner.txt")[-1].read_text()
     assert "auto-resume 2/2 from the start" in text and "auto-resume 3/" not in text
 
@@ -163,30 +183,43 @@ def test_rerun_after_a_crash_repairs_the_tracker_and_resumes(tmp_path, progs, mo
 
 def test_save_total_limit_prunes_during_and_after_training(tmp_path, progs):
     out = tmp_path / "out"
-    steps = [fakes.train_step(progs["trainer"], out, launcher=progs["launcher"], iters=8, save_interval=2,
-                              sleep=0.3)]
+    steps = [
+        fakes.train_step(
+            progs["trainer"], out, launcher=progs["launcher"], iters=8, save_interval=2, sleep=0.3
+        )
+    ]
     assert run_experiment(fakes.plan(out, steps), fakes.loaded(out, save_total_limit=1), live=False) == 0
     assert sorted(p.name for p in (out / "saved_checkpoints").iterdir()) == [
-        "iter_0000008", "latest_checkpointed_iteration.txt"]
+        "iter_0000008",
+        "latest_checkpointed_iteration.txt",
+    ]
     assert _logs(out, "*-runner.txt")[-1].read_text().count("save_total_limit 1: removed") == 3
 
 
 def test_other_nodes_wait_for_node0_steps(tmp_path, progs):
     out = tmp_path / "out"
     conv = str(out / "conv")
-    node0 = fakes.proc_step("hf2mg", Role.CONVERT, [sys.executable, progs["writer"], conv], outputs=[conv],
-                            only_node0=True)
+    node0 = fakes.proc_step(
+        "hf2mg", Role.CONVERT, [sys.executable, progs["writer"], conv], outputs=[conv], only_node0=True
+    )
     run_experiment(fakes.plan(out, [node0]), fakes.loaded(out, env={"NNODES": 2, "NODE_RANK": 0}), live=False)
-    node1 = dataclasses.replace(node0, launch=Process(  # not even started
-        (sys.executable, "-c", "raise SystemExit('node 1 must not run this')")))
+    node1 = dataclasses.replace(
+        node0,
+        launch=Process(  # not even started
+            (sys.executable, "-c", "raise SystemExit('node 1 must not run this')")
+        ),
+    )
     loaded1 = fakes.loaded(out, env={"NNODES": 2, "NODE_RANK": 1}, node_wait_timeout_s=5)
     (out / ".af" / "hf2mg.json").touch()  # node 0 has just written it
     assert run_experiment(fakes.plan(out, [node1]), loaded1, live=False) == 0
     assert json.loads((out / ".af" / "summary.json").read_text())["steps"][0]["state"] == "waited"
     os.remove(out / ".af" / "hf2mg.json")
     with pytest.raises(StageFailedError) as e:
-        run_experiment(fakes.plan(out, [node1]), fakes.loaded(out, env={"NNODES": 2, "NODE_RANK": 1},
-                                                               node_wait_timeout_s=0.5), live=False)
+        run_experiment(
+            fakes.plan(out, [node1]),
+            fakes.loaded(out, env={"NNODES": 2, "NODE_RANK": 1}, node_wait_timeout_s=0.5),
+            live=False,
+        )
     assert e.value.returncode == 124
 
 
@@ -194,14 +227,22 @@ def test_other_nodes_wait_for_node0_steps(tmp_path, progs):
 def test_signal_stops_every_process_of_the_run(tmp_path, progs, sig, code):
     out = tmp_path / "out"
     pidfile = tmp_path / "pids"
-    step = fakes.proc_step("preprocess", Role.PREPROCESS, [sys.executable, progs["spawner"], str(pidfile)],
-                           outputs=[str(out / "preprocess_data")])
-    spec = fakes.driver_spec({"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)}, [step],
-                             grace_s=2.0)
+    step = fakes.proc_step(
+        "preprocess",
+        Role.PREPROCESS,
+        [sys.executable, progs["spawner"], str(pidfile)],
+        outputs=[str(out / "preprocess_data")],
+    )
+    spec = fakes.driver_spec(
+        {"af_model_name": "m", "exp_name": "e", "af_output_dir": str(out)}, [step], grace_s=2.0
+    )
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)
-    runner = subprocess.Popen([sys.executable, driver, str(tmp_path / "spec.json")], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+    runner = subprocess.Popen(
+        [sys.executable, driver, str(tmp_path / "spec.json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 30
     while not (pidfile.exists() and len(pidfile.read_text().split()) == 3) and time.monotonic() < deadline:
         time.sleep(0.05)

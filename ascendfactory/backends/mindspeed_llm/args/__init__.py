@@ -52,8 +52,14 @@ def nearest(word: str, names: frozenset[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(dashed, sorted(names), n=n, cutoff=0.6)
 
 
-def unknown_keys(options: dict[str, Any], kind: str, *, prefix: str, source_of: Callable[[str], str],
-                 extra: tuple[str, ...] = ()) -> list[Problem]:
+def unknown_keys(
+    options: dict[str, Any],
+    kind: str,
+    *,
+    prefix: str,
+    source_of: Callable[[str], str],
+    extra: tuple[str, ...] = (),
+) -> list[Problem]:
     """One Problem per key of `options` that `kind`'s program does not accept (besides `extra`)."""
     names = valid_names(kind)
     problems = []
@@ -62,9 +68,13 @@ def unknown_keys(options: dict[str, Any], kind: str, *, prefix: str, source_of: 
             continue
         close = nearest(str(key), names)
         hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-        problems.append(Problem(
-            key=f"{prefix}{key}", source=source_of(f"{prefix}{key}"),
-            message=f"not an argument of {PROGRAMS[kind]}{hint}",
-            fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_llm/args/"
-                f"{NAMES_FILES[kind]}), or remove the key"))
+        problems.append(
+            Problem(
+                key=f"{prefix}{key}",
+                source=source_of(f"{prefix}{key}"),
+                message=f"not an argument of {PROGRAMS[kind]}{hint}",
+                fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_llm/args/"
+                f"{NAMES_FILES[kind]}), or remove the key",
+            )
+        )
     return problems

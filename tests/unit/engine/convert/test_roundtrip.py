@@ -50,8 +50,19 @@ def hf_to_mg(src: Path, dst: Path, tp: int, pp: int, layers: str | None = None, 
 
 
 def mg_to_hf(src: Path, dst: Path, hf_cfg: Path, *extra: str) -> None:
-    convert("--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", src, "--save-dir", dst,
-            "--hf-cfg-dir", hf_cfg, *extra)
+    convert(
+        "--load-model-type",
+        "mg",
+        "--save-model-type",
+        "hf",
+        "--load-dir",
+        src,
+        "--save-dir",
+        dst,
+        "--hf-cfg-dir",
+        hf_cfg,
+        *extra,
+    )
 
 
 def assert_bit_identical(a: dict, b: dict) -> None:

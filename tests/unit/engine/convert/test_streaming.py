@@ -44,8 +44,10 @@ def test_merge_qkv_into_buffer_equals_new_tensor() -> None:
     assert tensor_ops.merge_qkv(q, k, v, **heads, out=out) is out
     assert torch.equal(out, tensor_ops.merge_qkv(q, k, v, **heads))
     bias = torch.empty(48)
-    assert torch.equal(tensor_ops.merge_qkv(q[:, 0], k[:, 0], v[:, 0], **heads, out=bias),
-                       tensor_ops.merge_qkv(q[:, 0], k[:, 0], v[:, 0], **heads))
+    assert torch.equal(
+        tensor_ops.merge_qkv(q[:, 0], k[:, 0], v[:, 0], **heads, out=bias),
+        tensor_ops.merge_qkv(q[:, 0], k[:, 0], v[:, 0], **heads),
+    )
 
 
 def test_threads_restores_the_count() -> None:
@@ -59,9 +61,25 @@ def test_threads_restores_the_count() -> None:
 def test_saved_shards_equal_the_plain_mapping(tiny_models: dict, tmp_path: Path, variant: tuple) -> None:
     """Every shard (TP 2, PP 2) holds exactly the tensors of the unpooled mapping, each in its own storage."""
     src = tiny_models[variant]
-    assert main(["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src), "--save-dir",
-                 str(tmp_path), "--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size",
-                 "2"]) == 0
+    assert (
+        main(
+            [
+                "--load-model-type",
+                "hf",
+                "--save-model-type",
+                "mg",
+                "--load-dir",
+                str(src),
+                "--save-dir",
+                str(tmp_path),
+                "--target-tensor-parallel-size",
+                "2",
+                "--target-pipeline-parallel-size",
+                "2",
+            ]
+        )
+        == 0
+    )
     cfg = read_config(src)
     dims = ModelDims.from_hf_config(cfg, variant[0])
     full = load_hf(src)
@@ -79,4 +97,3 @@ def test_saved_shards_equal_the_plain_mapping(tiny_models: dict, tmp_path: Path,
             for name, t in got.items():
                 assert torch.equal(t, want[name]) and t.dtype == want[name].dtype, name
                 assert t.untyped_storage().nbytes() == t.numel() * t.element_size(), name
-

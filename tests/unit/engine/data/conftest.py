@@ -32,7 +32,16 @@ def preprocess(tokenizer_dir: Path, tmp_path: Path) -> Callable[..., int]:
     """Run the program in-process with the demo tokenizer and `--output-prefix tmp_path/out`."""
 
     def run(input_path: Path | str, *extra: str) -> int:
-        return main(["--input", str(input_path), "--tokenizer-name-or-path", str(tokenizer_dir),
-                     "--output-prefix", str(tmp_path / "out" / "ds"), *extra])
+        return main(
+            [
+                "--input",
+                str(input_path),
+                "--tokenizer-name-or-path",
+                str(tokenizer_dir),
+                "--output-prefix",
+                str(tmp_path / "out" / "ds"),
+                *extra,
+            ]
+        )
 
     return run

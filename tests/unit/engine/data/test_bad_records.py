@@ -12,8 +12,16 @@ GOOD = {"text": "The capital of Peru is Lima."}
 
 
 def _mixed(tmp_path: Path) -> Path:
-    lines = [json.dumps(GOOD), json.dumps(GOOD), json.dumps({"txt": "typo"}), "", "{not json",
-             json.dumps({"text": 5}), json.dumps(["a", "list"]), json.dumps(GOOD)]
+    lines = [
+        json.dumps(GOOD),
+        json.dumps(GOOD),
+        json.dumps({"txt": "typo"}),
+        "",
+        "{not json",
+        json.dumps({"text": 5}),
+        json.dumps(["a", "list"]),
+        json.dumps(GOOD),
+    ]
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -38,9 +46,12 @@ def test_skip_reports_every_bad_record(preprocess, tmp_path: Path, capsys, token
     assert preprocess(src, "--on-bad-record", "skip") == 0
     err = capsys.readouterr().err
     assert "skipped 4 bad records" in err
-    for line, reason in [(3, "missing field 'text'"), (5, "unreadable JSON"),
-                         (6, "field 'text' must be a string, got int"),
-                         (7, "expected a JSON object, got list")]:
+    for line, reason in [
+        (3, "missing field 'text'"),
+        (5, "unreadable JSON"),
+        (6, "field 'text' must be a string, got int"),
+        (7, "expected a JSON object, got list"),
+    ]:
         assert f"{src}:{line}: bad record (line {line}): {reason}" in err
     assert read(tmp_path / "out" / "ds_text_document") == [tokenizer.encode(GOOD["text"])] * 3
 
@@ -99,10 +110,25 @@ def test_workers_give_byte_identical_output(tokenizer_dir: Path, tmp_path: Path)
         old = runner.CHUNK_SIZE
         runner.CHUNK_SIZE = 64  # several chunks, so ordering across workers matters
         try:
-            assert main(["--input", str(src), "--tokenizer-name-or-path", str(tokenizer_dir),
-                         "--output-prefix", str(prefix), "--handler-name", "AlpacaStyleInstructionHandler",
-                         "--prompt-type", "qwen",
-                         "--workers", str(workers)]) == 0
+            assert (
+                main(
+                    [
+                        "--input",
+                        str(src),
+                        "--tokenizer-name-or-path",
+                        str(tokenizer_dir),
+                        "--output-prefix",
+                        str(prefix),
+                        "--handler-name",
+                        "AlpacaStyleInstructionHandler",
+                        "--prompt-type",
+                        "qwen",
+                        "--workers",
+                        str(workers),
+                    ]
+                )
+                == 0
+            )
         finally:
             runner.CHUNK_SIZE = old
         outputs.append({p.name: p.read_bytes() for p in sorted(prefix.parent.iterdir())})

@@ -12,8 +12,9 @@ from ascendfactory.engine.data.demo_data import pretrain_records, sft_records
 ROOT = Path(__file__).resolve().parents[4]
 
 
-@pytest.mark.parametrize(("name", "records"), [("demo_sft.jsonl", sft_records), ("demo_pretrain.jsonl",
-                                                                                   pretrain_records)])
+@pytest.mark.parametrize(
+    ("name", "records"), [("demo_sft.jsonl", sft_records), ("demo_pretrain.jsonl", pretrain_records)]
+)
 def test_shipped_datasets_are_the_generator_output(name: str, records) -> None:
     shipped = [json.loads(line) for line in (ROOT / "cfgs" / "data" / name).read_text().splitlines()]
     assert shipped == records(), "regenerate with: python scripts/make_demo_assets.py --data-only"
@@ -58,13 +59,16 @@ def test_demo_model_loads_and_runs(demo_model: Path) -> None:
     assert cfg.vocab_size % 64 == 0 and cfg.vocab_size >= len(tok)
     assert 100_000 <= count_parameters(demo_model) == sum(p.numel() for p in model.parameters()) <= 1_000_000
     assert (demo_model / "model.safetensors").is_file()
-    ids = tok.apply_chat_template([{"role": "user", "content": "What is 2 plus 3?"}],
-                                  add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)["input_ids"]
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "What is 2 plus 3?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )["input_ids"]
     with torch.no_grad():
         logits = model(ids).logits
     assert logits.shape == (1, ids.shape[1], cfg.vocab_size) and torch.isfinite(logits).all()
-    assert not model.get_output_embeddings().weight[len(tok):].any()  # padding rows are zero
+    assert not model.get_output_embeddings().weight[len(tok) :].any()  # padding rows are zero
 
 
 def test_unknown_family_is_a_config_error(tmp_path: Path) -> None:

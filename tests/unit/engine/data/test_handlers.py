@@ -65,21 +65,44 @@ def test_alpaca_masks_prompt_tokens(preprocess, tmp_path: Path, tokenizer) -> No
 
 
 def test_sharegpt_with_system_message_and_openai_keys(preprocess, tmp_path: Path, tokenizer) -> None:
-    records = [{"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "q"},
-                             {"role": "assistant", "content": "a"}]}]
+    records = [
+        {
+            "messages": [
+                {"role": "system", "content": "S"},
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "a"},
+            ]
+        }
+    ]
     src = write_jsonl(tmp_path / "in.jsonl", records)
-    keys = ('{"messages": "messages", "tags": {"role_tag": "role", "content_tag": "content", '
-            '"user_tag": "user", "assistant_tag": "assistant"}}')
-    assert preprocess(src, "--handler-name", "SharegptStyleInstructionHandler", "--prompt-type", "chatml",
-                      "--map-keys", keys) == 0
+    keys = (
+        '{"messages": "messages", "tags": {"role_tag": "role", "content_tag": "content", '
+        '"user_tag": "user", "assistant_tag": "assistant"}}'
+    )
+    assert (
+        preprocess(
+            src,
+            "--handler-name",
+            "SharegptStyleInstructionHandler",
+            "--prompt-type",
+            "chatml",
+            "--map-keys",
+            keys,
+        )
+        == 0
+    )
     ids, _, labels = _instruction(tmp_path)
     assert tokenizer.decode(ids[0]) == get_template("chatml").render([("q", "a")], system="S")
     assert tokenizer.decode([t for t, lab in zip(ids[0], labels[0]) if lab != IGNORE_INDEX]) == "a<|im_end|>"
 
 
 def test_sharegpt_default_keys(preprocess, tmp_path: Path, tokenizer) -> None:
-    conv = [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "a1"},
-            {"from": "human", "value": "q2"}, {"from": "gpt", "value": "a2"}]
+    conv = [
+        {"from": "human", "value": "q1"},
+        {"from": "gpt", "value": "a1"},
+        {"from": "human", "value": "q2"},
+        {"from": "gpt", "value": "a2"},
+    ]
     src = write_jsonl(tmp_path / "in.jsonl", [{"conversations": conv}])
     assert preprocess(src, "--handler-name", "SharegptStyleInstructionHandler", "--prompt-type", "qwen") == 0
     ids, _, labels = _instruction(tmp_path)
@@ -93,16 +116,28 @@ def test_general_instruction_uses_alpaca_template_by_default(preprocess, tmp_pat
     assert preprocess(src, "--handler-name", "GeneralInstructionHandler") == 0
     ids, _, labels = _instruction(tmp_path)
     assert tokenizer.decode(ids[0]) == get_template("alpaca").render(
-        [("What is 2 plus 3?", "2 plus 3 is 5.")], eos="<|im_end|>")
+        [("What is 2 plus 3?", "2 plus 3 is 5.")], eos="<|im_end|>"
+    )
     assert labels[0][-1] == tokenizer.eos_token_id
 
 
-def test_seq_length_truncates_prompt_and_response_in_proportion(preprocess, tmp_path: Path,
-                                                                tokenizer) -> None:
+def test_seq_length_truncates_prompt_and_response_in_proportion(
+    preprocess, tmp_path: Path, tokenizer
+) -> None:
     prompt, response = "cat " * 40, "dog " * 20
     src = write_jsonl(tmp_path / "in.jsonl", [{"instruction": prompt, "output": response}])
-    assert preprocess(src, "--handler-name", "AlpacaStyleInstructionHandler", "--prompt-type", "empty",
-                      "--seq-length", "30") == 0
+    assert (
+        preprocess(
+            src,
+            "--handler-name",
+            "AlpacaStyleInstructionHandler",
+            "--prompt-type",
+            "empty",
+            "--seq-length",
+            "30",
+        )
+        == 0
+    )
     ids, masks, labels = _instruction(tmp_path)
     assert len(ids[0]) == len(labels[0]) == len(masks[0]) == 30
     n_source, n_target = len(tokenizer.encode(prompt)), len(tokenizer.encode(response))
@@ -120,13 +155,25 @@ def test_split_budget_keeps_one_response_token() -> None:
 
 
 @pytest.mark.parametrize("neat", [False, True])
-def test_pack_rows_are_padded_and_keep_every_sample(preprocess, tmp_path: Path, tokenizer,
-                                                    neat: bool) -> None:
+def test_pack_rows_are_padded_and_keep_every_sample(
+    preprocess, tmp_path: Path, tokenizer, neat: bool
+) -> None:
     records = [{"instruction": f"What is {i} plus 1?", "output": f"{i + 1}."} for i in range(9)]
     src = write_jsonl(tmp_path / "in.jsonl", records)
     extra = ["--neat-pack"] if neat else ["--pack"]
-    assert preprocess(src, "--handler-name", "AlpacaStyleInstructionHandler", "--prompt-type", "empty",
-                      "--seq-length", "32", *extra) == 0
+    assert (
+        preprocess(
+            src,
+            "--handler-name",
+            "AlpacaStyleInstructionHandler",
+            "--prompt-type",
+            "empty",
+            "--seq-length",
+            "32",
+            *extra,
+        )
+        == 0
+    )
     ids, masks, labels = _instruction(tmp_path)
     assert 1 < len(ids) < len(records) and all(len(r) == 32 for r in ids + masks + labels)
     samples = 0

@@ -19,8 +19,10 @@ def test_qwen_matches_chatml_with_default_system() -> None:
 
 def test_chatml_has_no_default_system_and_separates_turns() -> None:
     text = get_template("chatml").render([("a", "b"), ("c", "d")], system="S")
-    assert text == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n"
-                    "b<|im_end|>\n<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\nd<|im_end|>")
+    assert text == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n"
+        "b<|im_end|>\n<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\nd<|im_end|>"
+    )
     assert get_template("chatml").render([("a", "b")]).startswith("<|im_start|>user\n")
 
 
@@ -36,14 +38,15 @@ def test_llama3_format() -> None:
 def test_llama2_puts_system_in_first_user_turn() -> None:
     pairs = [("hi", "hello"), ("bye", "ciao")]
     text = get_template("llama2").render(pairs, system="SYS", bos="<s>", eos="</s>")
-    assert text == ("<s>[INST] <<SYS>>\nSYS\n<</SYS>>\n\nhi [/INST]hello</s>"
-                    "<s>[INST] bye [/INST]ciao</s>")
+    assert text == ("<s>[INST] <<SYS>>\nSYS\n<</SYS>>\n\nhi [/INST]hello</s><s>[INST] bye [/INST]ciao</s>")
 
 
 def test_alpaca_format() -> None:
     text = get_template("alpaca").render(QA, eos="</s>")
-    assert text == ("Below is an instruction that describes a task. Write a response that appropriately "
-                    "completes the request.\n\n### Instruction:\nWhat is 2 plus 3?\n\n### Response:\n5.</s>")
+    assert text == (
+        "Below is an instruction that describes a task. Write a response that appropriately "
+        "completes the request.\n\n### Instruction:\nWhat is 2 plus 3?\n\n### Response:\n5.</s>"
+    )
 
 
 def test_empty_template_is_the_bare_text() -> None:
@@ -60,8 +63,14 @@ def test_turns_split_prompt_and_response() -> None:
 def test_unknown_template_lists_valid_names() -> None:
     with pytest.raises(ConfigError, match="qwen"):
         get_template("nope")
-    assert list_templates() == sorted(TEMPLATES) and {"qwen", "chatml", "llama3", "llama2", "alpaca",
-                                                       "empty"} <= set(TEMPLATES)
+    assert list_templates() == sorted(TEMPLATES) and {
+        "qwen",
+        "chatml",
+        "llama3",
+        "llama2",
+        "alpaca",
+        "empty",
+    } <= set(TEMPLATES)
 
 
 def test_qwen_template_equals_the_demo_tokenizer_chat_template(tokenizer) -> None:
