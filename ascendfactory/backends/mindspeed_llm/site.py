@@ -30,51 +30,40 @@ def resolve_site(ctx: PlanContext, *, strict: bool) -> Site:
     path, source = find_checkout(ctx.config.scripts_dir, ctx.environ)
     missing = missing_entry_scripts(path)
     site = Site(directory=path, found=not missing, source=source)
+
+    def lacking(problem: Problem, warning: str) -> None:
+        if strict:
+            site.problems.append(problem)
+        else:
+            site.warnings.append(warning)
+
+    def scripts_dir(message: str) -> Problem:
+        return Problem(
+            key="scripts_dir", message=message, fix=INSTALL_FIX, source=ctx.loaded.source_of("scripts_dir")
+        )
+
     if missing:
         what = (
             f"{path} ({source}) is not a MindSpeed-LLM directory: {', '.join(missing)} missing"
             if os.path.isdir(path)
             else f"MindSpeed-LLM directory {path} ({source}) not found"
         )
-        if strict:
-            site.problems.append(
-                Problem(
-                    key="scripts_dir",
-                    message=what,
-                    fix=INSTALL_FIX,
-                    source=ctx.loaded.source_of("scripts_dir"),
-                )
-            )
-        else:
-            site.warnings.append(
-                f"{what}; the plan shows {PLACEHOLDER} as the working directory ({INSTALL_FIX})"
-            )
-            if not os.path.isdir(path):
-                site.directory = PLACEHOLDER
+        lacking(
+            scripts_dir(what),
+            f"{what}; the plan shows {PLACEHOLDER} as the working directory ({INSTALL_FIX})",
+        )
+        if not strict and not os.path.isdir(path):
+            site.directory = PLACEHOLDER
     elif not os.path.isdir(os.path.join(path, "megatron")):
         message = f"{path} has no megatron/ folder (copy Megatron-LM core_r0.8.0's megatron/ into it)"
-        if strict:
-            site.problems.append(
-                Problem(
-                    key="scripts_dir",
-                    message=message,
-                    fix=INSTALL_FIX,
-                    source=ctx.loaded.source_of("scripts_dir"),
-                )
-            )
-        else:
-            site.warnings.append(message)
+        lacking(scripts_dir(message), message)
     ok, detail = ascend_toolkit_status(ctx.environ)
     if not ok:
-        if strict:
-            site.problems.append(
-                Problem(
-                    key="(environment)",
-                    message=f"Ascend toolkit: {detail}",
-                    fix="source /usr/local/Ascend/ascend-toolkit/set_env.sh (and "
-                    "/usr/local/Ascend/nnal/atb/set_env.sh), then run again",
-                )
-            )
-        else:
-            site.warnings.append(f"Ascend toolkit: {detail}; a real run needs it sourced")
+        toolkit = Problem(
+            key="(environment)",
+            message=f"Ascend toolkit: {detail}",
+            fix="source /usr/local/Ascend/ascend-toolkit/set_env.sh (and "
+            "/usr/local/Ascend/nnal/atb/set_env.sh), then run again",
+        )
+        lacking(toolkit, f"Ascend toolkit: {detail}; a real run needs it sourced")
     return site
