@@ -24,7 +24,7 @@ from ascendfactory.errors import ConfigError, Problem
 
 if TYPE_CHECKING:
     from ascendfactory.backends.base import Backend
-    from ascendfactory.config.load import Backends
+    from ascendfactory.config.known_backends import Backends
 
 B = TypeVar("B", bound="type[Backend]")
 _REGISTRY: dict[str, Backend] = {}
@@ -98,7 +98,7 @@ def get_backend(name: Any, *, key: str = "backend", source: str = "") -> Backend
 
 def directory() -> Backends:
     """The registry as `config.load` needs it: the names and each backend's old-style flat keys."""
-    from ascendfactory.config.load import Backends
+    from ascendfactory.config.known_backends import Backends
 
     def legacy_keys(name: str) -> Any:
         return backend.legacy_keys if (backend := _lookup(name)) else {}

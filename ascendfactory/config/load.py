@@ -12,7 +12,6 @@ backend.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ascendfactory.config import interpolate
+from ascendfactory.config.known_backends import Backends
 from ascendfactory.config.oldstyle import flatten_old_style, is_old_style
 from ascendfactory.config.overrides import parse_overrides
 from ascendfactory.config.schema import AutoResumeConfig, EnvConfig, ExperimentConfig
@@ -46,16 +46,6 @@ class LoadedExperiment:
             if ".".join(parts[:i]) in self.overridden:
                 return "command line"
         return self.source
-
-
-@dataclass(frozen=True)
-class Backends:
-    """What loading needs to know of the registered backends."""
-
-    known: Callable[[str], bool]  # is this a registered backend (imports only that backend)
-    names: Callable[[], tuple[str, ...]]  # every registered name (imports them all: error messages only)
-    legacy_keys: Callable[[str], Mapping[str, tuple[str, ...]]]  # old-style flat key -> dotted keys
-    legacy_rest: Callable[[str], str | None]  # where other flat keys go (None: they are errors)
 
 
 def load_experiment(

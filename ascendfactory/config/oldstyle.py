@@ -31,7 +31,7 @@ from ascendfactory.config.tree import merge_layers, set_dotted
 from ascendfactory.errors import ConfigError, Problem
 
 if TYPE_CHECKING:
-    from ascendfactory.config.load import Backends
+    from ascendfactory.config.known_backends import Backends
 
 SHARED_EXPERIMENTS = "experiments"
 SECTION_KEYS = {"env", "backend_config", "auto_resume", "monitor_config", "tensorboard"}
