@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -73,11 +75,15 @@ def node_log(out: Path, node_rank: int, nnodes: int) -> str:
     return log.read_text()
 
 
-def no_raylet_left() -> bool:
-    return not any(
-        "raylet" in " ".join(p.info["cmdline"] or []) and str(os.getpid()) != str(p.pid)
-        for p in psutil.process_iter(["cmdline"])
-    )
+def no_ray_process_left(port: int) -> bool:
+    """No process of the cluster on `port` is left (other Ray clusters on the machine are not ours)."""
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if ("raylet" in cmd or "gcs_server" in cmd or "ray start" in cmd) and re.search(
+            rf"[:= ]{port}\b", cmd
+        ):
+            return False
+    return True
 
 
 def test_dry_run_shows_the_ray_node_commands(tmp_path):
@@ -126,7 +132,7 @@ def test_two_cli_invocations_form_one_ray_cluster(tmp_path):
         if "rss_mb" in line
     ]
     assert rss and max(rss) > 200
-    assert no_raylet_left()
+    assert no_ray_process_left(port)
 
 
 @pytest.mark.parametrize("dies", [1, 0], ids=["worker-dies", "head-dies"])
@@ -164,4 +170,26 @@ def test_a_dead_node_stops_the_other_with_a_clear_error(tmp_path, dies):
     assert "step train failed" in text
     assert took < 90, f"the surviving node took {took:.0f} s to stop"
     time.sleep(2)
-    assert no_raylet_left()
+    assert no_ray_process_left(port)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_an_interrupt_stops_the_cluster_this_run_started_and_nothing_else(tmp_path, sig):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # a bystander
+    port = free_port()
+    proc = start(experiment(tmp_path, "stop", nnodes=1, node_rank=0, port=port, steps=200, step_sleep_s=1.0))
+    logs = tmp_path / "stop-node0" / "logs"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = list(logs.glob("raycontract-*-ray-node0-of-1.txt"))
+        if found and "step:1 " in found[0].read_text():
+            break
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        time.sleep(0.5)
+    proc.send_signal(sig)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, text[-3000:]
+    assert f"interrupted by {signal.Signals(sig).name}" in text
+    assert no_ray_process_left(port)
+    assert other.poll() is None
+    other.kill()
