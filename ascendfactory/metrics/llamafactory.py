@@ -2,8 +2,10 @@
 
 trainer_log.jsonl (one JSON object per line, written by LLaMA-Factory's `LogCallback`):
 - `current_steps` -> `Record.step`, `total_steps` -> `Record.total_steps`;
-- `elapsed_time` / `remaining_time` (`H:MM:SS` or `N days, H:MM:SS`) -> seconds; `elapsed_time` is
-  also `Record.wall_time` (seconds since the segment started: the timer restarts on resume);
+- `elapsed_time` / `remaining_time` (`H:MM:SS` or `N days, H:MM:SS`) -> seconds. `Record.wall_time` is
+  seconds since the segment started (the timer restarts on resume): `total_tokens / throughput` when
+  both are logged (LLaMA-Factory divides the global token count by the session's time; exact to the
+  hundredth of a token/s, where `elapsed_time` has whole seconds), else `elapsed_time`;
 - other numeric keys (`loss`, `lr`, `epoch`, `percentage`, `throughput`, `total_tokens`,
   `eval_loss`, `vram_allocated`, ...) go to `metrics` as they are;
 - kind: ``train`` when `loss` is present, ``eval`` for `eval_*` / `predict_*` records, otherwise
@@ -11,7 +13,8 @@ trainer_log.jsonl (one JSON object per line, written by LLaMA-Factory's `LogCall
 A resumed run appends to the file, so steps repeat; `record.dedupe` keeps the later segment.
 
 Console (stdout) dicts printed by HF's `ProgressCallback`:
-`{'loss': 1.23, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.12}`. These carry no step;
+`{'loss': 1.23, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.12}`; transformers 5.x quotes
+the values (`{'loss': '6.854', 'epoch': '0.02', 'num_input_tokens_seen': 768}`). These carry no step;
 the step is taken from the last tqdm bar seen (`| 10/200 [`), else counted (1, 2, ...). The final
 `{'train_runtime': ..., 'train_loss': ...}` dict becomes a ``summary`` record.
 """
@@ -76,6 +79,9 @@ class TrainerLogParser:
                 if key == "elapsed_time":
                     wall = seconds
         metrics = numeric_items(data)
+        tokens, rate = metrics.get("total_tokens"), metrics.get("throughput")
+        if tokens is not None and rate:
+            wall = tokens / rate
         return (
             Record(
                 step=int(step),
@@ -111,7 +117,7 @@ class ConsoleDictParser:
         if brace >= 0:
             metrics = {}
             for key, raw in _PAIR.findall(line[brace:]):
-                value = to_float(raw.strip())
+                value = to_float(raw.strip().strip("'\""))
                 if value is not None:
                     metrics[key] = value
             if metrics and any(
@@ -119,7 +125,9 @@ class ConsoleDictParser:
             ):
                 self._count += 1
                 step = self._bar_step if self._bar_step is not None else self._count
-                kind = "summary" if "train_runtime" in metrics else _kind(metrics)
+                # the end-of-training dict has train_runtime and no loss; with token counting,
+                # transformers 5.x also puts train_runtime into every step's dict
+                kind = "summary" if "train_runtime" in metrics and "loss" not in metrics else _kind(metrics)
                 records = (Record(step=step, metrics=metrics, kind=kind, total_steps=self._bar_total),)
         return records
 

@@ -244,3 +244,33 @@ def test_value_helpers():
     assert to_float(True) is None and to_float("abc") is None and math.isinf(to_float("inf"))
     assert parse_clock("0:25:47") == 1547 and parse_clock("3 days, 17:51:32") == 3 * 86400 + 64292
     assert parse_clock("garbage") is None
+
+
+def test_hf_console_dicts_of_transformers_5_quote_their_values():
+    # verbatim stdout of a LLaMA-Factory 0.9.5 / transformers 5.6.0 run (spec llamafactory_cpu_run.md 4.4)
+    lines = [
+        "{'loss': '6.854', 'grad_norm': '0.5982', 'learning_rate': '0', 'epoch': '0.02'}",
+        "{'loss': '6.845', 'grad_norm': '0.6113', 'learning_rate': '0', 'epoch': '0.04', "
+        "'num_input_tokens_seen': 768, 'train_runtime': '0.1417', 'train_tokens_per_second': '5420'}",
+        "{'train_runtime': '46.31', 'train_samples_per_second': '1.728', 'train_steps_per_second': '0.432', "
+        "'train_loss': '6.724', 'epoch': '0.4'}",
+    ]
+    assert detect_format(lines) == "hf_console"
+    recs = list(parse_lines(lines))
+    assert [(r.step, r.kind, r.metrics.get("loss")) for r in recs] == [
+        (1, "train", 6.854),
+        (2, "train", 6.845),
+        (3, "summary", None),
+    ]
+    assert recs[1].metrics["num_input_tokens_seen"] == 768 and recs[2].metrics["train_loss"] == 6.724
+
+
+def test_llamafactory_wall_time_from_tokens_and_throughput():
+    # `elapsed_time` has whole seconds; total_tokens / throughput is the session's exact time
+    line = (
+        '{"current_steps": 20, "total_steps": 20, "loss": 6.6449, "lr": 7.6e-06, "epoch": 0.8, '
+        '"percentage": 100.0, "elapsed_time": "0:00:03", "remaining_time": "0:00:00", '
+        '"throughput": 4831.42, "total_tokens": 15072}'
+    )
+    (r,) = parse_lines([line])
+    assert r.metrics["elapsed_time"] == 3 and abs(r.wall_time - 3.11958) < 1e-4
