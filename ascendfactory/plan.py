@@ -27,12 +27,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-RAY_NODE_PROGRAM = str(Path(__file__).resolve().parent / "programs" / "ray_node.py")
+PROGRAMS_DIR = str(Path(__file__).resolve().parent / "programs")  # step programs (ascendfactory.programs)
+RAY_NODE_PROGRAM = str(Path(PROGRAMS_DIR) / "ray_node.py")
 
 
 class Role(str, Enum):
     """What a step is for; the runner's behaviour per role is documented in `pipeline/runner.py`."""
 
+    CHECK = "check"  # the framework's own validation of the generated config, before anything trains
     PREPROCESS = "preprocess"  # raw data -> the framework's dataset files
     CONVERT = "convert"  # HF weights -> the framework's checkpoint format
     TRAIN = "train"  # never skipped by a manifest (it resumes); monitored; auto-resumed
@@ -255,13 +257,21 @@ class ThroughputSpec:
 
 @dataclass(frozen=True)
 class LogSpec:
-    """The training log: its parser format, its file names, who prints the loss, the throughput formula."""
+    """The training log: its parser format, its file names, who prints the loss, the throughput formula.
+
+    `metrics_file`: a file the framework writes its metrics to (LLaMA-Factory's `trainer_log.jsonl`); the
+    loss and throughput are then read from it (parsed as `format`) on the loss rank's node, instead of
+    from the run logs. `console_format`: the parser of the loss rank's console lines for the live
+    progress line, when it differs from `format`.
+    """
 
     format: str  # an `ascendfactory.metrics` format name (megatron, llamafactory, verl, ...)
     naming: LogNaming
     loss_rank: Literal["first", "last"]  # global rank 0, or world_size - 1
     throughput: ThroughputSpec
     loss_keys: tuple[str, ...] = ("lm loss", "loss")
+    metrics_file: str | None = None
+    console_format: str | None = None
 
 
 @dataclass(frozen=True)
@@ -336,6 +346,7 @@ class Plan:
                 "format": self.logs.format,
                 "loss_rank": self.logs.loss_rank,
                 "throughput": self.logs.throughput.formula,
+                **({"metrics_file": self.logs.metrics_file} if self.logs.metrics_file else {}),
             },
             "checkpoints": None
             if self.checkpoints is None

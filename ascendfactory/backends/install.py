@@ -30,6 +30,12 @@ def third_party_dir(environ: Mapping[str, str] | None = None) -> str:
     )
 
 
+def envs_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Where install.sh creates frameworks' own environments: env AF_ENVS_DIR, else ~/.ascendfactory/envs."""
+    environ = os.environ if environ is None else environ
+    return environ.get("AF_ENVS_DIR") or os.path.join(os.path.expanduser("~"), ".ascendfactory", "envs")
+
+
 def install_steps(backend: str, environ: Mapping[str, str] | None = None) -> list[InstallStep]:
     from ascendfactory.backends.registry import get_backend
 

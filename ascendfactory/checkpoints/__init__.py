@@ -2,14 +2,15 @@
 retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme; the runner only calls
 `get_scheme(name)`.
 
-    megatron   iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt + latest_checkpointed_iteration.txt
+    megatron     iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt + latest_checkpointed_iteration.txt
+    hf_trainer   checkpoint-N/ (complete with trainer_state.json), no tracker
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from ascendfactory.checkpoints import megatron
+from ascendfactory.checkpoints import hf_trainer, megatron
 
 
 class CheckpointScheme(Protocol):
@@ -20,7 +21,7 @@ class CheckpointScheme(Protocol):
         """Remove the oldest complete checkpoints beyond the newest `keep`; returns the removed paths."""
 
 
-SCHEMES: dict[str, CheckpointScheme] = {"megatron": megatron.SCHEME}
+SCHEMES: dict[str, CheckpointScheme] = {"megatron": megatron.SCHEME, "hf_trainer": hf_trainer.SCHEME}
 
 
 def get_scheme(name: str) -> CheckpointScheme:

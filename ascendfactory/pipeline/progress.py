@@ -83,7 +83,7 @@ class Progress:
         self.stats = TrainStats(seq_length=tp.seq_length, devices=tp.devices, formula=tp.formula)
         self.recent: deque[str] = deque(maxlen=6)
         self._lock = threading.Lock()
-        self._parser = make_parser(logs.format)
+        self._parser = make_parser(logs.console_format or logs.format)
         self._live: Any = None
         self._t0 = time.monotonic()
 
@@ -100,7 +100,7 @@ class Progress:
     def step_started(self, step: Step, *, loss_rank: int | None = None, detail: str = "") -> None:
         with self._lock:
             self.current, self.loss_rank = step, loss_rank
-            self._parser = make_parser(self.logs.format)
+            self._parser = make_parser(self.logs.console_format or self.logs.format)
             self.recent.clear()
             self._t0 = time.monotonic()
             self.steps[step.name] = ("running", detail)

@@ -3,7 +3,8 @@
 - `write_file`: a file the plan asks for (the resolved `exp-config.yaml`, a framework's generated config),
   written atomically and never over the experiment file being run.
 - `loss_logs`: the loss rank's run logs of this run, preceded by the earlier runs it resumed from, so
-  resumed segments join into one curve (later step wins, `ascendfactory.metrics.StepTable`).
+  resumed segments join into one curve (later step wins, `ascendfactory.metrics.StepTable`); or the
+  framework's own metrics file when the plan names one.
 - `summarize` / `render_summary`: loss at start and end, throughput by the plan's formula over a
   steady-state window that skips the first iterations, wall time per step, and where everything was
   written; also saved as `{af_output_dir}/.af/summary.json`.
@@ -50,7 +51,10 @@ def loss_logs(names: LogNames, logs: LogSpec, *, rank: int, nnodes: int, world_s
 
     Walking back from this run, an earlier log is included while it starts before the part already
     included (it is a segment this run resumed from); a log starting at or after it ends the walk.
+    With `logs.metrics_file` (a file the framework appends across resumes) that file alone.
     """
+    if logs.metrics_file:
+        return [logs.metrics_file] if os.path.exists(logs.metrics_file) else []
     current = names.run_log(nnodes, rank, world_size=world_size)
     pattern = names.run_log_pattern(nnodes, rank, world_size=world_size)
     earlier = sorted(p for p in glob.glob(pattern) if os.path.basename(p) < os.path.basename(current))

@@ -29,13 +29,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def demo_model(tmp_path_factory) -> Path:
-    from ascendfactory.engine.demo import make_demo_model
-
-    return make_demo_model(tmp_path_factory.mktemp("demo") / "tiny-qwen2")
-
-
 def overrides(out: Path, model: Path, *extra: str) -> list[str]:
     return [
         f"--af_output_dir={out}",

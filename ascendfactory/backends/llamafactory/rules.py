@@ -1,0 +1,175 @@
+"""Checks of `backend_config.training` (LLaMA-Factory's own keys) that need no LLaMA-Factory import.
+
+Every problem at once, each naming its key: unknown keys (against the key list generated from
+LLaMA-Factory's parser), value kinds and choices, the stage, the template name, `cutoff_len` against the
+model's positions, bf16/fp16 on a machine without an accelerator, batch arithmetic, the deepspeed file,
+and `lora_target` against the model's module names (read from its safetensors headers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ascendfactory.backends.llamafactory.args import Key, templates, train_keys
+from ascendfactory.backends.llamafactory.environment import VERSION
+from ascendfactory.backends.llamafactory.model_facts import ModelFacts
+from ascendfactory.config.suggest import did_you_mean
+
+T = "backend_config.training."
+STAGES = ("pt", "sft", "dpo")  # what this backend plans (LLaMA-Factory also has rm, ppo, kto)
+TRUE_STRINGS = ("true", "false", "True", "False")
+
+ProblemFn = Callable[[str, str, str], Any]
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool) or value in TRUE_STRINGS
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
+
+
+def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
+    keys = train_keys(VERSION)
+    out = []
+    for name, value in training.items():
+        spec: Key | None = keys.get(name)
+        if spec is None:
+            out.append(
+                problem(
+                    T + name,
+                    f"not a key of llamafactory-cli train (LLaMA-Factory {VERSION})"
+                    f"{did_you_mean(name, list(keys))}",
+                    "see ascendfactory/backends/llamafactory/args/train_" + VERSION + ".txt, or remove it",
+                )
+            )
+            continue
+        if value is None:
+            continue
+        if not _is_kind(value, spec.kind):
+            out.append(problem(T + name, f"{value!r} is not a {spec.kind}", f"give a {spec.kind} value"))
+        elif spec.choices and str(value) not in spec.choices and not isinstance(value, bool):
+            out.append(
+                problem(
+                    T + name, f"{value!r} is not one of its choices", "use one of: " + ", ".join(spec.choices)
+                )
+            )
+    return out
+
+
+def stage_problems(stage: str | None, problem: ProblemFn) -> list[Any]:
+    if stage in STAGES:
+        return []
+    return [
+        problem(
+            T + "stage",
+            f"stage {stage!r} is not run by this backend" if stage else "no stage given",
+            "set stage (or backend_config.training.stage) to one of: " + ", ".join(STAGES),
+        )
+    ]
+
+
+def template_problems(template: Any, problem: ProblemFn) -> list[Any]:
+    if template is None:
+        return []
+    names = templates(VERSION)
+    if str(template) in names:
+        return []
+    return [
+        problem(
+            T + "template",
+            f"template {template!r} does not exist in LLaMA-Factory {VERSION}"
+            f"{did_you_mean(str(template), sorted(names))}",
+            f"use a chat template name (ascendfactory/backends/llamafactory/args/templates_{VERSION}.txt)",
+        )
+    ]
+
+
+def model_problems(training: dict[str, Any], facts: ModelFacts | None, problem: ProblemFn) -> list[Any]:
+    if facts is None:
+        return []
+    out = []
+    cutoff = training.get("cutoff_len")
+    limit = facts.max_positions
+    if isinstance(cutoff, int) and limit and cutoff > limit and not facts.config.get("rope_scaling"):
+        out.append(
+            problem(
+                T + "cutoff_len",
+                f"{cutoff} is longer than the model's max_position_embeddings "
+                f"({limit}, {facts.path}/config.json)",
+                f"set cutoff_len <= {limit}, or give the model rope_scaling",
+            )
+        )
+    target = training.get("lora_target")
+    if training.get("finetuning_type", "lora") == "lora" and target and facts.weight_names:
+        wanted = [t.strip() for t in str(target).split(",") if t.strip()]
+        modules = facts.linear_modules
+        unknown = [t for t in wanted if t != "all" and t not in modules]
+        if unknown:
+            out.append(
+                problem(
+                    T + "lora_target",
+                    f"{', '.join(unknown)}: no such module in {facts.path}",
+                    "use all, or module names of this model: "
+                    + ", ".join(sorted(modules - {"embed_tokens", "lm_head"})),
+                )
+            )
+    return out
+
+
+def device_problems(training: dict[str, Any], accelerator: str, problem: ProblemFn) -> list[Any]:
+    if accelerator != "cpu":
+        return []
+    return [
+        problem(T + key, f"{key}: true, but this machine has no GPU or NPU", f"set {key}: false on CPU")
+        for key in ("bf16", "fp16")
+        if training.get(key) in (True, "true", "True")
+    ]
+
+
+def batch_facts(training: dict[str, Any], world_size: int) -> dict[str, int]:
+    per_device = training.get("per_device_train_batch_size", 8)  # transformers' default
+    accumulation = training.get("gradient_accumulation_steps", 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (per_device, accumulation)):
+        return {}
+    return {
+        "per_device_batch": per_device,
+        "accumulation": accumulation,
+        "global_batch": per_device * accumulation * world_size,
+    }
+
+
+def batch_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
+    out = []
+    for key in ("per_device_train_batch_size", "gradient_accumulation_steps"):
+        value = training.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            out.append(problem(T + key, f"{value} is not a positive count", f"set {key} >= 1"))
+    return out
+
+
+def file_problems(training: dict[str, Any], problem: ProblemFn, *, strict: bool) -> list[Any]:
+    out = []
+    ds = training.get("deepspeed")
+    if isinstance(ds, str) and not os.path.isfile(os.path.expanduser(ds)):
+        out.append(
+            problem(T + "deepspeed", f"deepspeed config {ds} not found", "give the path of a DeepSpeed json")
+        )
+    model = training.get("model_name_or_path")
+    if (
+        strict
+        and isinstance(model, str)
+        and (model.startswith(("/", ".", "~")))
+        and not os.path.isdir(os.path.expanduser(model))
+    ):
+        out.append(
+            problem(
+                T + "model_name_or_path", f"model directory {model} not found", "give an HF model directory"
+            )
+        )
+    return out
