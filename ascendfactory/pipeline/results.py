@@ -73,6 +73,20 @@ def chained_records(paths: Iterable[str], fmt: str) -> list[Record]:
     return list(itertools.chain.from_iterable(_train_records(p, fmt) for p in paths))
 
 
+def prewarm_plot() -> None:
+    """Import the plotting modules in a background thread (about 0.4 s that would follow training)."""
+    import threading
+
+    def load() -> None:
+        try:
+            import matplotlib.backends.backend_agg  # noqa: F401
+            import matplotlib.figure  # noqa: F401
+        except ImportError:  # no matplotlib: plot() says so when it runs
+            pass
+
+    threading.Thread(target=load, name="af-prewarm-plot", daemon=True).start()
+
+
 def plot(paths: list[str], out_png: str, logs: LogSpec) -> str | None:
     """`training_loss.png` from the joined segments; None when no loss was logged."""
     records = chained_records(paths, logs.format)

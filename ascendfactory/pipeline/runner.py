@@ -255,6 +255,8 @@ class Runner:
 
     # -- train: auto-resume and retention -------------------------------------------------------------
     def _train(self, step: Step, loss_rank: int | None) -> tuple[Step, Outcome]:
+        if loss_rank is not None and self.plan.with_role(Role.PLOT) is not None:
+            results.prewarm_plot()  # matplotlib loads while training runs, not after it
         policy = self.policy
         attempt = 0
         while True:
