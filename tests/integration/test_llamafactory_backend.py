@@ -306,3 +306,46 @@ def test_llamafactorys_own_check_stops_the_run_before_training(tmp_path, demo_mo
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "step 'check' failed" in proc.stderr and "deepspeed" in proc.stderr.lower()
     assert not (tmp_path / "dscheck" / "trainer_log.jsonl").exists()
+
+
+@needs_env
+def test_a_two_process_cpu_run_killed_resumes_on_one_process_with_identical_losses(tmp_path, demo_model):
+    steps = {"training": {"max_steps": 40, "save_steps": 10}, "merge_lora": False}
+    reference = experiment(tmp_path, demo_model, "ref2", nproc=2, bc=json.loads(json.dumps(steps)))
+    assert train(reference).returncode == 0
+    expected = losses(tmp_path / "ref2")
+
+    exp = experiment(
+        tmp_path, demo_model, "killed2", nproc=2, bc=json.loads(json.dumps(steps)), train_auto_resume=True
+    )
+    out = tmp_path / "killed2"
+    proc = subprocess.Popen(
+        [*CLI, "train", str(exp)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint-10" / "trainer_state.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before checkpoint-10"
+        time.sleep(0.05)
+    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            pass
+    proc.wait(30)
+    time.sleep(1)
+    assert max(losses(out)) < 40, "the kill came after the run ended"
+    done = int(newest_complete(str(out)).rsplit("-", 1)[1])
+    resumed = train(exp)
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    assert "resuming a 2-process CPU run on one process" in resumed.stdout
+    cfg = yaml.safe_load((out / "llamafactory_train.yaml").read_text())
+    assert cfg["gradient_accumulation_steps"] == 2
+    got = losses(out)
+    assert sorted(got) == list(range(1, 41))
+    for step in range(done + 1, 41):  # same global batch; float sums in another order: not bit-exact
+        assert got[step] == pytest.approx(expected[step], rel=1e-4, abs=1e-5), step
