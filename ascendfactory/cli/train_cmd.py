@@ -40,6 +40,8 @@ def register(app: typer.Typer) -> None:
             return
         from ascendfactory.pipeline.runner import run_experiment
 
+        for warning in plan.warnings:
+            out.warn(warning)
         code = run_experiment(plan, out=out, replan=replanner(loaded))
         if code:
             raise typer.Exit(code)

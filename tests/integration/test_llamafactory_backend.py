@@ -342,7 +342,7 @@ def test_a_two_process_cpu_run_killed_resumes_on_one_process_with_identical_loss
     done = int(newest_complete(str(out)).rsplit("-", 1)[1])
     resumed = train(exp)
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
-    assert "resuming a 2-process CPU run on one process" in resumed.stdout
+    assert "resuming a 2-process CPU run on one process" in resumed.stderr
     cfg = yaml.safe_load((out / "llamafactory_train.yaml").read_text())
     assert cfg["gradient_accumulation_steps"] == 2
     got = losses(out)
