@@ -349,3 +349,34 @@ def test_a_two_process_cpu_run_killed_resumes_on_one_process_with_identical_loss
     assert sorted(got) == list(range(1, 41))
     for step in range(done + 1, 41):  # same global batch; float sums in another order: not bit-exact
         assert got[step] == pytest.approx(expected[step], rel=1e-4, abs=1e-5), step
+
+
+@needs_env
+def test_two_nodes_over_localhost_run_one_job_with_the_same_command(tmp_path, demo_model):
+    port = 29500 + os.getpid() % 400
+    procs, outs = [], []
+    for rank in (0, 1):
+        exp = experiment(
+            tmp_path, demo_model, f"node{rank}", bc={"merge_lora": False}, shared_filesystem=False
+        )
+        cfg = yaml.safe_load(exp.read_text())
+        cfg["env"].update(NNODES=2, NODE_RANK=rank, MASTER_PORT=port)
+        exp.write_text(yaml.safe_dump(cfg))
+        outs.append(tmp_path / f"node{rank}")
+        procs.append(
+            subprocess.Popen(
+                [*CLI, "train", str(exp)],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
+        )
+    texts = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], texts[0][-3000:] + texts[1][-3000:]
+    for rank, out in enumerate(outs):
+        logs = [p.name for p in (out / "logs").iterdir()]
+        assert any(n.endswith(f"-run_log-R{rank}_WS2.txt") for n in logs), logs
+    assert sorted(losses(outs[0])) == [1, 2, 3, 4, 5, 6]  # global rank 0 writes LLaMA-Factory's records
+    assert not (outs[1] / "trainer_log.jsonl").exists()
