@@ -43,16 +43,28 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0) if not isinstance(e.code, str) else 1
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # click usage errors are ClickExceptions in standalone_mode=False
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return 2 if isinstance(e, click.exceptions.UsageError) else e.exit_code
-        if isinstance(e, click.exceptions.Abort):
-            return 130
+    except Exception as e:  # usage errors: typer raises its bundled click's exceptions (typer._click)
+        for errors in _click_exception_modules():
+            if isinstance(e, errors.ClickException):
+                e.show()
+                return 2 if isinstance(e, errors.UsageError) else e.exit_code
+            if isinstance(e, errors.Abort):
+                return 130
         raise
     return rv if isinstance(rv, int) else 0
+
+
+def _click_exception_modules() -> list:
+    """The click exception modules in use: typer's bundled copy (typer >= 0.24) and click itself."""
+    import importlib
+
+    found = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    return found
 
 
 if __name__ == "__main__":
