@@ -214,11 +214,18 @@ class StepProcess:
         """Stop every process of the step (SIGTERM, grace, SIGKILL) and record why in its logs."""
         if self.proc is not None:
             procgroup.stop(self.proc, grace_s=grace_s)
+        procgroup.stop_leftovers(grace_s=grace_s)
         self.tee.note(f"[ascendfactory] {reason}")
 
     def finish(self) -> Outcome:
         """Wait for the process and the reader, close the logs and describe the result."""
         rc = self.proc.wait() if self.proc is not None else 0
+        stray = procgroup.stop_leftovers(grace_s=5.0)  # e.g. torchrun's workers after the agent died
+        if stray:
+            self.tee.note(
+                f"[ascendfactory] stopped {len(stray)} process(es) step {self.name} left running: "
+                + " ".join(map(str, stray))
+            )
         if self._reader is not None:
             self._reader.join(timeout=10)
         wall = time.monotonic() - self._t0

@@ -4,6 +4,10 @@ Each step runs in a new session (`start_new_session=True`), so its process group
 to the group reaches every process it started in that group. torchrun starts each worker in a session of
 its own, so stopping a step also walks the process tree (psutil) and signals every descendant's group:
 SIGTERM first, then SIGKILL after a grace period for whatever is still alive.
+
+The runner makes itself a child subreaper (Linux): a process of the run whose parent dies (torchrun's
+workers after `kill -9` of the agent) becomes the runner's child instead of init's, so `leftovers()`
+finds every process of the run, whatever session it moved to, and `stop_leftovers()` ends them.
 """
 
 from __future__ import annotations
@@ -93,6 +97,40 @@ def stop(proc: subprocess.Popen[bytes], *, grace_s: float = DEFAULT_GRACE_S) -> 
             p.wait(timeout=2)
         except (psutil.Error, psutil.TimeoutExpired):
             pass
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux prctl); False where the platform cannot."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def leftovers() -> list[psutil.Process]:
+    """Every live descendant of this process (with the subreaper set: orphans of the run included)."""
+    try:
+        return [p for p in psutil.Process().children(recursive=True) if _alive(p)]
+    except psutil.Error:
+        return []
+
+
+def stop_leftovers(*, grace_s: float = DEFAULT_GRACE_S) -> list[int]:
+    """SIGTERM every descendant still alive, SIGKILL survivors after `grace_s`, reap them; their pids."""
+    procs = leftovers()
+    if not procs:
+        return []
+    _signal_all(procs, _groups(procs), signal.SIGTERM)
+    gone, alive = psutil.wait_procs(procs, timeout=grace_s)
+    if alive:
+        _signal_all(alive, _groups(alive), signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=5)
+    return [p.pid for p in procs]
 
 
 def _alive(p: psutil.Process) -> bool:

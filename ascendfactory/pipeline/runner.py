@@ -36,7 +36,7 @@ from typing import Any
 
 from ascendfactory.checkpoints import get_scheme
 from ascendfactory.errors import InterruptedRunError, StageFailedError
-from ascendfactory.pipeline import manifest, results
+from ascendfactory.pipeline import manifest, procgroup, results
 from ascendfactory.pipeline.launch import LogNames, Outcome, timestamp
 from ascendfactory.pipeline.launchers import open_step
 from ascendfactory.pipeline.monitor import DeviceMonitor
@@ -91,6 +91,7 @@ class Runner:
     def run(self) -> int:
         t0 = time.monotonic()
         os.makedirs(self.plan.logs_dir, exist_ok=True)
+        procgroup.become_subreaper()  # every process of the run stays ours, whatever session it moves to
         self._log = open(self.names.runner, "a", encoding="utf-8", buffering=1)
         self.progress = Progress(self.out.console, self.plan.logs, live=self._live)
         try:
