@@ -50,7 +50,9 @@ def loss_logs(names: LogNames, logs: LogSpec, *, rank: int, nnodes: int, world_s
     """The loss rank's log of this run, preceded by the earlier runs' logs it continues.
 
     Walking back from this run, an earlier log is included while it starts before the part already
-    included (it is a segment this run resumed from); a log starting at or after it ends the walk.
+    included (it is a segment this run resumed from); a log starting at or after it ends the walk. A
+    run that logged no loss (it resumed a finished run, or was interrupted before training) starts the
+    walk from the newest earlier run that did: a re-run completes the plot and summary.
     With `logs.metrics_file` (a file the framework appends across resumes) that file alone.
     """
     if logs.metrics_file:
@@ -60,7 +62,14 @@ def loss_logs(names: LogNames, logs: LogSpec, *, rank: int, nnodes: int, world_s
     earlier = sorted(p for p in glob.glob(pattern) if os.path.basename(p) < os.path.basename(current))
     chain = [current] if os.path.exists(current) else []
     first = min((r.step for r in _train_records(current, logs.format)), default=None) if chain else None
-    for path in reversed(earlier):
+    walk = reversed(earlier)
+    if first is None:  # this run logged no loss (it resumed a finished run): the newest run that did
+        for path in walk:
+            steps = [r.step for r in _train_records(path, logs.format)]
+            if steps:
+                chain, first = [path], min(steps)
+                break
+    for path in walk:
         steps = [r.step for r in _train_records(path, logs.format)]
         if first is None or not steps or min(steps) >= first:
             break

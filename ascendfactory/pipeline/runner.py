@@ -111,6 +111,7 @@ class Runner:
                 for step in list(self.plan.steps):
                     self._check_interrupt(None)
                     self.run_step(step, loss_rank)
+                self._check_interrupt(None)
             self.progress.close()
             self.finish(time.monotonic() - t0, loss_rank)
         except InterruptedRunError as e:
@@ -319,6 +320,7 @@ class Runner:
         paths = self._loss_logs(loss_rank) if loss_rank is not None else []
         out_png = step.outputs[0] if step.outputs else os.path.join(self.plan.output_dir, "training_loss.png")
         written = results.plot(paths, out_png, self.plan.logs) if paths else None
+        self._check_interrupt(step)  # a signal while plotting (in-process) stops the run here
         if written is None:
             return self._record(step, "skipped", "no loss logged by this node", time.monotonic() - t0)
         self._record(step, "done", written, time.monotonic() - t0)

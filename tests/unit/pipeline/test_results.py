@@ -74,6 +74,20 @@ def test_loss_logs_join_the_runs_a_resume_continues(tmp_path):
     assert results.loss_logs(fresh, LOGS, nnodes=1, rank=0, world_size=1) == [fresh.run_log(1, 0)]
 
 
+def test_a_rerun_that_trained_nothing_plots_the_runs_before_it(tmp_path):
+    logs = str(tmp_path / "logs")
+    first = LogNames.for_run(logs, "m", "e", "20260101_000000")
+    resumed = LogNames.for_run(logs, "m", "e", "20260102_000000")
+    rerun = LogNames.for_run(logs, "m", "e", "20260103_000000")
+    _log(first.run_log(1, 0), range(1, 7))
+    _log(resumed.run_log(1, 0), range(5, 11))
+    _log(rerun.run_log(1, 0), range(0), head="nothing left to train: iteration 10 of 10\n")
+    assert results.loss_logs(rerun, LOGS, nnodes=1, rank=0, world_size=1) == [
+        first.run_log(1, 0),
+        resumed.run_log(1, 0),
+    ]
+
+
 def test_summary_uses_the_mindspeed_formula_over_a_steady_window(tmp_path):
     path = str(tmp_path / "run.txt")
     _log(path, range(1, 11), ms=200.0, gbs=16, head="  seq_length ..................... 1024\n")

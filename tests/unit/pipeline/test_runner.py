@@ -257,3 +257,34 @@ def test_signal_stops_every_process_of_the_run(tmp_path, progs, sig, code):
     name = signal.Signals(sig).name
     assert f"run interrupted by {name}" in _logs(out, "*-runner.txt")[-1].read_text()
     assert f"run interrupted by {name}" in _logs(out, "*-preprocess.txt")[-1].read_text()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_plotting_stops_the_run(tmp_path, monkeypatch, sig):
+    from ascendfactory.errors import InterruptedRunError
+    from ascendfactory.pipeline import results
+
+    out = tmp_path / "out"
+    step = fakes.proc_step("work", Role.PREPROCESS, [sys.executable, "-c", "print('done')"])
+    p = fakes.plan(out, [step, fakes.plot_step(out)])
+    monkeypatch.setattr(
+        fakes.plan.__globals__["Plan"],
+        "with_role",
+        lambda self, role: (
+            Step(name="train", role=Role.TRAIN, launch=Process(("true",), rank=0))
+            if role is Role.TRAIN
+            else next((s for s in self.steps if s.role is role), None)
+        ),
+    )
+
+    def plot_then_signal(paths, out_png, logs):
+        os.kill(os.getpid(), sig)
+        time.sleep(0.1)
+        return out_png
+
+    monkeypatch.setattr(results, "plot", plot_then_signal)
+    monkeypatch.setattr(results, "loss_logs", lambda *a, **k: [str(tmp_path / "any.txt")])
+    with pytest.raises(InterruptedRunError) as e:
+        run_experiment(p, fakes.loaded(out))
+    assert e.value.signum == sig
+    assert f"run interrupted by {signal.Signals(sig).name}" in _logs(out, "*-runner.txt")[-1].read_text()
