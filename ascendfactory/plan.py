@@ -294,6 +294,8 @@ class RunPolicy:
     auto_resume: bool = False  # restart a failed train step from the newest complete checkpoint
     max_attempts: int = 3
     backoff_s: float = 5.0
+    # Text in the failing log that means a restart cannot help (a configuration error): not auto-resumed.
+    unretryable: tuple[str, ...] = ()
 
 
 @dataclass

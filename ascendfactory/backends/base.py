@@ -93,6 +93,9 @@ class Backend:
     # Old-style flat keys -> dotted destinations; other flat keys go to `legacy_rest` (None: an error).
     legacy_keys: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     legacy_rest: ClassVar[str | None] = None
+    # Lines its training prints for errors a restart cannot fix (bad flags, bad config): auto-resume
+    # stops instead of retrying them (the planner puts them into the plan's RunPolicy).
+    unretryable: ClassVar[tuple[str, ...]] = ()
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:  # pragma: no cover - interface
         """`strict_paths`: missing input paths are errors (a real run) or warnings (`--dry-run`)."""

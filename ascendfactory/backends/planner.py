@@ -24,6 +24,10 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     ctx = build_context(loaded, environ)
     backend = get_backend(loaded.config.backend, source=loaded.source_of("backend"))
     plan = backend.plan(ctx, strict_paths=not dry_run)
+    if backend.unretryable and not plan.policy.unretryable:
+        import dataclasses
+
+        plan.policy = dataclasses.replace(plan.policy, unretryable=backend.unretryable)
     plan.facts.setdefault("devices_source", ctx.devices.source)
     return plan
 

@@ -37,7 +37,7 @@ from typing import Any
 from ascendfactory.checkpoints import get_scheme
 from ascendfactory.errors import InterruptedRunError, StageFailedError
 from ascendfactory.pipeline import manifest, procgroup, results
-from ascendfactory.pipeline.launch import LogNames, Outcome, timestamp
+from ascendfactory.pipeline.launch import LogNames, Outcome, read_tail, timestamp
 from ascendfactory.pipeline.launchers import open_step
 from ascendfactory.pipeline.monitor import DeviceMonitor
 from ascendfactory.pipeline.procgroup import DEFAULT_GRACE_S, Interrupt, trap_signals
@@ -266,6 +266,13 @@ class Runner:
             self._retention()
             if outcome.returncode == 0 or not policy.auto_resume or attempt >= policy.max_attempts:
                 return step, outcome
+            fatal = self._unretryable(outcome)
+            if fatal:
+                self.event(
+                    f"train failed with exit code {outcome.returncode}: '{fatal}' in its log is an error a "
+                    f"restart cannot fix; auto-resume stops"
+                )
+                return step, outcome
             attempt += 1
             start, repaired = self._repair()
             if repaired:
@@ -279,6 +286,13 @@ class Runner:
             if not self.interrupt.sleep(policy.backoff_s):
                 self._check_interrupt(step)
             step = self._replan_train(step)
+
+    def _unretryable(self, outcome: Outcome) -> str | None:
+        """The first of the policy's unretryable texts found in the end of the failing log."""
+        if not self.policy.unretryable:
+            return None
+        text = read_tail(outcome.log_path, 400) if outcome.log_path else outcome.tail
+        return next((t for t in self.policy.unretryable if t in text), None)
 
     def _repair(self) -> tuple[str | None, str | None]:
         """(resume point, what was repaired) by the plan's checkpoint scheme."""

@@ -142,3 +142,7 @@ def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
     assert plan.step("hf2mg").only_node0 and plan.step("preprocess").only_node0
     torchrun = plan.step("train").argv
     assert torchrun[torchrun.index("--node_rank") + 1] == "1" and plan.facts["world_size"] == 4
+
+
+def test_the_plan_carries_the_errors_auto_resume_does_not_retry(tmp_path):
+    assert plan_for(f"--af_output_dir={tmp_path}").policy.unretryable == ("configuration problem",)

@@ -72,6 +72,14 @@ class LlamaFactoryBackend(Backend):
     stages = rules.STAGES
     launcher = "torchrun"
     order = 2
+    # LLaMA-Factory's own messages for configuration errors (spec: llamafactory_cpu_run.md section 8)
+    unretryable = (
+        "Some keys are not used by the HfArgumentParser",
+        "Undefined dataset",
+        "Please specify dataset",
+        "Invalid fine-tuning method",
+        "doesn't support bf16/gpu",
+    )
 
     def template_values(self, arch: Any, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
         return {"lf_template": TEMPLATES.get(arch.model_type_hf, "default")}

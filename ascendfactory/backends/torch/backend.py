@@ -41,6 +41,7 @@ class TorchBackend(MegatronBackend):
     name = "torch"
     description = "embedded PyTorch implementation of the MindSpeed-LLM contract (CPU/GPU/NPU)"
     order = 0
+    unretryable = ("configuration problem",)  # its trainer: "error (rank N): K configuration problem(s):"
 
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:

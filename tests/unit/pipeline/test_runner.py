@@ -288,3 +288,28 @@ def test_a_signal_while_plotting_stops_the_run(tmp_path, monkeypatch, sig):
         run_experiment(p, fakes.loaded(out))
     assert e.value.signum == sig
     assert f"run interrupted by {signal.Signals(sig).name}" in _logs(out, "*-runner.txt")[-1].read_text()
+
+
+def test_auto_resume_does_not_retry_an_error_a_restart_cannot_fix(tmp_path):
+    import dataclasses
+
+    from ascendfactory.cli._output import out as cli_out
+    from ascendfactory.pipeline import runner
+
+    out = tmp_path / "out"
+    count = tmp_path / "attempts"
+    code = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.write_text(p.read_text() + 'x' if p.exists() "
+        "else 'x'); print('error (rank 0): 2 configuration problems:', file=sys.stderr); sys.exit(2)"
+    )
+    step = Step(
+        name="train", role=Role.TRAIN, launch=Process((sys.executable, "-c", code, str(count)), rank=0)
+    )
+    experiment = fakes.loaded(out, train_auto_resume=True, auto_resume={"max_attempts": 3, "backoff_s": 0})
+    p = fakes.complete(fakes.plan(out, [step]), experiment)
+    p.policy = dataclasses.replace(p.policy, unretryable=("configuration problem",))
+    with pytest.raises(StageFailedError):
+        runner.run_experiment(p, out=cli_out, replan=lambda: p)
+    assert count.read_text() == "x"  # one attempt
+    log = _logs(out, "*-runner.txt")[-1].read_text()
+    assert "'configuration problem' in its log is an error a restart cannot fix" in log
