@@ -1,4 +1,9 @@
-"""Render a Plan as a runnable shell script (`train --dry-run --format shell`)."""
+"""Render a Plan as a runnable shell script (`train --dry-run --format shell`).
+
+Nothing from the configuration reaches the shell unquoted: commands and paths go through `shlex.quote`,
+comment lines have every non-printable character (a newline would end the comment) escaped, and the
+plan's files are written by `printf '%s'` with their text as one quoted argument.
+"""
 
 from __future__ import annotations
 
@@ -7,28 +12,47 @@ import shlex
 from ascendfactory.plan import Plan
 
 
+def comment(text: object) -> str:
+    """A `#` line that stays one comment line, whatever `text` holds."""
+    return "# " + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(text))
+
+
+def write_file(path: str, text: str) -> list[str]:
+    """Lines that write `text` to `path` byte for byte (one single-quoted printf argument)."""
+    return [
+        f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}",
+        f"printf '%s' {shlex.quote(text)} > {shlex.quote(path)}",
+    ]
+
+
 def plan_to_shell(plan: Plan) -> str:
     lines = [
         "#!/usr/bin/env bash",
-        f"# ascendfactory-cli plan: backend={plan.backend} model={plan.model_name} exp={plan.exp_name}",
-        f"# output dir: {plan.output_dir}",
-        *(f"# {k}: {v}" for k, v in plan.facts.items() if v is not None),
-        *(f"# warning: {w}" for w in plan.warnings),
+        comment(
+            f"ascendfactory-cli plan: backend={plan.backend} model={plan.model_name} exp={plan.exp_name}"
+        ),
+        comment(f"output dir: {plan.output_dir}"),
+        *(comment(f"{k}: {v}") for k, v in plan.facts.items() if v is not None),
+        *(comment(f"warning: {w}") for w in plan.warnings),
         "set -euo pipefail",
         f"mkdir -p {shlex.quote(plan.output_dir + '/logs')}",
     ]
+    for path, text in plan.files.items():
+        if plan.source and path == plan.source:
+            continue
+        lines += write_file(path, text)
     for key, value in plan.env.items():
         lines.append(f"export {key}={shlex.quote(value)}")
     for step in plan.steps:
         lines.append("")
-        lines.append(f"# --- step: {step.name} ({step.role.value})")
+        lines.append(comment(f"--- step: {step.name} ({step.role.value})"))
         for note in step.notes:
-            lines.append(f"# {note}")
+            lines.append(comment(note))
         if step.skipped:
-            lines.append(f"# skipped: {step.skip_reason}")
+            lines.append(comment(f"skipped: {step.skip_reason}"))
             continue
         if not step.argv:
-            lines.append(f"# runs inside ascendfactory-cli (writes {', '.join(step.outputs)})")
+            lines.append(comment(f"runs inside ascendfactory-cli (writes {', '.join(step.outputs)})"))
             continue
         for d in step.mkdirs:
             lines.append(f"mkdir -p {shlex.quote(d)}")
