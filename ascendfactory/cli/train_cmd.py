@@ -52,7 +52,9 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
 
     out.mode = "human"
     if fmt is PlanFormat.json:
-        out.json(plan.to_dict())
+        from ascendfactory.secrets import mask_secrets
+
+        out.json(mask_secrets(plan.to_dict()))
         return
     if fmt is PlanFormat.shell:
         from ascendfactory.pipeline.render import plan_to_shell
@@ -95,7 +97,9 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
             out.markup(f"   cwd: {escape(step.cwd)}")
         if step.mkdirs:
             out.markup("   creates first: " + escape(", ".join(step.mkdirs)))
-        env = {**plan.env, **step.env}
+        from ascendfactory.secrets import mask_secrets
+
+        env = mask_secrets({**plan.env, **step.env})
         if env:
             out.markup("   env: " + escape(" ".join(f"{k}={v}" for k, v in env.items())))
         if step.inputs:

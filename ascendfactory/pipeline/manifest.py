@@ -23,6 +23,7 @@ from typing import Any
 
 from ascendfactory.errors import StageFailedError
 from ascendfactory.plan import Plan, Role, Step
+from ascendfactory.secrets import mask_secrets
 
 VERSION = 1
 SMALL_FILE = 1 << 20  # files up to this size are hashed by content
@@ -131,7 +132,7 @@ def write(manifest_dir: str, step: Step, plan_env: dict[str, str], *, wall_s: fl
             "role": step.role.value,
             "fingerprint": digest,
             "argv": step.argv,
-            "env": {**plan_env, **step.env},
+            "env": mask_secrets({**plan_env, **step.env}),  # fingerprinted above, never stored
             "cwd": step.cwd,
             "inputs": inputs,
             "outputs": {p: path_fingerprint(p) for p in step.outputs},

@@ -10,11 +10,19 @@ from __future__ import annotations
 import shlex
 
 from ascendfactory.plan import Plan
+from ascendfactory.secrets import is_secret_key
 
 
 def comment(text: object) -> str:
     """A `#` line that stays one comment line, whatever `text` holds."""
     return "# " + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(text))
+
+
+def assign(key: str, value: str) -> str:
+    """`KEY=value`; a secret is taken from the environment the script runs in, never written into it."""
+    if is_secret_key(key):
+        return f'{key}="${{{key}:?set {key} in the environment first}}"'
+    return f"{key}={shlex.quote(value)}"
 
 
 def write_file(path: str, text: str) -> list[str]:
@@ -42,7 +50,7 @@ def plan_to_shell(plan: Plan) -> str:
             continue
         lines += write_file(path, text)
     for key, value in plan.env.items():
-        lines.append(f"export {key}={shlex.quote(value)}")
+        lines.append(f"export {assign(key, value)}")
     for step in plan.steps:
         lines.append("")
         lines.append(comment(f"--- step: {step.name} ({step.role.value})"))
@@ -56,7 +64,12 @@ def plan_to_shell(plan: Plan) -> str:
             continue
         for d in step.mkdirs:
             lines.append(f"mkdir -p {shlex.quote(d)}")
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in step.env.items())
+        prefix = " ".join(
+            f'{k}="${{{k}:?set {k} in the environment first}}"'
+            if is_secret_key(k)
+            else f"{k}={shlex.quote(v)}"
+            for k, v in step.env.items()
+        )
         cmd = step.command_line()
         if step.cwd:
             cmd = f"(cd {shlex.quote(step.cwd)} && {prefix + ' ' if prefix else ''}{cmd})"
