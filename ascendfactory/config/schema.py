@@ -33,11 +33,12 @@ class EnvConfig(BaseModel):
         "localhost", description="Address of the NODE_RANK 0 machine (torchrun rendezvous)."
     )
     MASTER_PORT: int = Field(6000, ge=1, le=65535, description="Rendezvous port on MASTER_ADDR.")
-    NNODES: int = Field(1, ge=1, description="Number of machines in the job.")
+    NNODES: int = Field(1, ge=1, le=100_000, description="Number of machines in the job.")
     NODE_RANK: int = Field(0, ge=0, description="This machine's rank, 0..NNODES-1.")
     NPUS_PER_NODE: int | None = Field(
         None,
         ge=1,
+        le=1024,  # bounds every search over layouts; no machine has more
         description="Devices (processes) per machine. Precedence: ASCEND_RT_VISIBLE_DEVICES / "
         "CUDA_VISIBLE_DEVICES when set > this key > 8 on NPU machines, the GPU count on CUDA "
         "machines, 1 on CPU (see config.devices.resolve_devices_per_node).",

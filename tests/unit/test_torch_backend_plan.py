@@ -146,3 +146,30 @@ def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
 
 def test_the_plan_carries_the_errors_auto_resume_does_not_retry(tmp_path):
     assert plan_for(f"--af_output_dir={tmp_path}").policy.unretryable == ("configuration problem",)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "seq-length",
+        "train-iters",
+        "global-batch-size",
+        "micro-batch-size",
+        "tensor-model-parallel-size",
+        "pipeline-model-parallel-size",
+    ],
+)
+@pytest.mark.parametrize("value", [0, -1, -4096])
+def test_sizes_and_counts_below_one_are_named(tmp_path, key, value):
+    with pytest.raises(ConfigError) as e:
+        plan_for(f"--af_output_dir={tmp_path}", f"--backend_config.training.{key}={value}")
+    assert f"backend_config.training.{key}" in str(e.value) and str(value) in str(e.value)
+
+
+def test_a_device_count_past_any_machine_is_refused_at_once(tmp_path):
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match="env.NPUS_PER_NODE"):
+        plan_for(f"--af_output_dir={tmp_path}", "--env.NPUS_PER_NODE=999999937")
+    assert time.monotonic() - t0 < 1

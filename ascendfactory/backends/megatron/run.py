@@ -201,15 +201,21 @@ def read_megatron_run(
         )
 
     def intval(key: str, default: int | None) -> int | None:
+        """A positive integer key (every one read here is a size or a count)."""
         value = training.get(key, default)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             try:
-                return int(str(value))
+                value = int(str(value))
             except ValueError:
                 problems.append(ctx.problem(K + key, f"must be an integer (got {value!r})"))
                 return default
+        if value < 1:
+            problems.append(
+                ctx.problem(K + key, f"must be 1 or more (got {value})", fix=f"set {K + key} >= 1")
+            )
+            return default
         return value
 
     tp = intval("tensor-model-parallel-size", 1) or 1

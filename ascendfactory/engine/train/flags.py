@@ -343,6 +343,9 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
     ):
         value = getattr(args, _dest(flag))
         need(flag, value is not None and value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
+    for flag in ("--train-iters", "--seq-length", "--global-batch-size"):  # when given (required above)
+        value = getattr(args, _dest(flag), None)
+        need(flag, value is None or value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
     if args.lr_warmup_fraction is not None and args.lr_warmup_iters:
         p.append(
             Problem(
