@@ -88,6 +88,29 @@ def losses(out: Path) -> dict[int, float]:
     return found
 
 
+def kill_after_checkpoint(exp: Path, checkpoint: Path) -> None:
+    """Start `train exp`, then kill -9 every process of it as soon as `checkpoint` is complete."""
+    proc = subprocess.Popen(
+        [*CLI, "train", str(exp)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while not (checkpoint / "trainer_state.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f"the run ended before {checkpoint.name}"
+        time.sleep(0.05)
+    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            pass
+    proc.wait(30)
+    time.sleep(1)
+
+
 def test_dry_run_reports_every_problem_at_once_without_importing_llamafactory(tmp_path, demo_model):
     odd = tmp_path / "odd.jsonl"
     odd.write_text('{"question": "q", "answer": "a"}\n')
@@ -263,26 +286,7 @@ def test_kill_9_mid_run_then_the_same_command_resumes_with_identical_losses(tmp_
 
     exp = experiment(tmp_path, demo_model, "killed", bc=json.loads(json.dumps(steps)), train_auto_resume=True)
     out = tmp_path / "killed"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [*CLI, "train", str(exp)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 300
-    while not (out / "checkpoint-10" / "trainer_state.json").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before checkpoint-10"
-        time.sleep(0.05)
-    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.Error:
-            pass
-    proc.wait(30)
-    time.sleep(1)
+    kill_after_checkpoint(exp, out / "checkpoint-10")
     assert max(losses(out)) < 60, "the kill came after the run ended"
     newest = newest_complete(str(out))
     done = int(newest.rsplit("-", 1)[1])
@@ -319,25 +323,7 @@ def test_a_two_process_cpu_run_killed_resumes_on_one_process_with_identical_loss
         tmp_path, demo_model, "killed2", nproc=2, bc=json.loads(json.dumps(steps)), train_auto_resume=True
     )
     out = tmp_path / "killed2"
-    proc = subprocess.Popen(
-        [*CLI, "train", str(exp)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 300
-    while not (out / "checkpoint-10" / "trainer_state.json").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before checkpoint-10"
-        time.sleep(0.05)
-    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.Error:
-            pass
-    proc.wait(30)
-    time.sleep(1)
+    kill_after_checkpoint(exp, out / "checkpoint-10")
     assert max(losses(out)) < 40, "the kill came after the run ended"
     done = int(newest_complete(str(out)).rsplit("-", 1)[1])
     resumed = train(exp)
