@@ -1,24 +1,25 @@
 #!/bin/sh
 # Install ascendfactory-cli into the current Python environment. Safe to run again.
 #
-#   sh install.sh [BACKEND] [--dev]
+#   sh install.sh [BACKEND ...] [--dev]
 #
-# BACKEND: a registered backend (default torch, the embedded PyTorch backend; `ascendfactory-cli
-#          experiments` lists them all). --dev: also the test and lint tools.
+# BACKEND: one or more registered backends (default torch, the embedded PyTorch backend;
+#          `ascendfactory-cli experiments` lists them all), each installed in turn. --dev: also the test
+#          and lint tools.
 # Environment: PYTHON (default python3), AF_TORCH_SPEC (default torch==2.13.0: the CPU wheel this
 # project's machines serve; on a GPU/NPU machine install your own torch first and it is kept).
 set -eu
 
 PYTHON="${PYTHON:-python3}"
 AF_TORCH_SPEC="${AF_TORCH_SPEC:-torch==2.13.0}"
-BACKEND="torch"
+BACKENDS=""
 DEV=0
 for arg in "$@"; do
     case "$arg" in
         --dev) DEV=1 ;;
-        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
         -*) echo "install.sh: unknown flag '$arg' (flags: --dev, -h)" >&2; exit 2 ;;
-        *) BACKEND="$arg" ;;  # checked against the backend registry once the core is installed
+        *) BACKENDS="$BACKENDS $arg" ;;  # checked against the backend registry once the core is installed
     esac
 done
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -50,6 +51,8 @@ fi
 # The backend's own installation plan (an unknown name fails here, listing the registered ones): printed,
 # then run (each step is skipped or harmless when already done; a backend whose steps this version does
 # not run only prints its plan).
-"$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND"
-"$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" --run
+for BACKEND in ${BACKENDS:-torch}; do
+    "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND"
+    "$PYTHON" -m ascendfactory.cli.app doctor --install-plan "$BACKEND" --run
+done
 say "done: $(command -v ascendfactory-cli || echo "ascendfactory-cli (add $("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') to PATH)")"
