@@ -41,5 +41,14 @@ def format_error(e: AscendFactoryError) -> str:
     return str(e)
 
 
+def format_internal(e: BaseException) -> str:
+    """An exception nobody expected: one line, and how to see more (a bug to report, not a usage error)."""
+    text = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    return (
+        f"internal error: {type(e).__name__}{': ' + text if text else ''}\n"
+        "(a bug in ascendfactory-cli; run again with AF_DEBUG=1 for the traceback and report it)"
+    )
+
+
 def debug_enabled() -> bool:
     return os.environ.get("AF_DEBUG", "") not in ("", "0", "false", "False")

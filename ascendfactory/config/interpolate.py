@@ -11,6 +11,7 @@ import os
 import re
 from typing import Any
 
+from ascendfactory.config.bounds import MAX_STRING
 from ascendfactory.errors import ConfigError, Problem
 
 _REF = re.compile(r"\$\{([^${}]+)\}")
@@ -29,8 +30,9 @@ def _lookup(tree: dict[str, Any], path: str) -> Any:
     return node
 
 
-def resolve(tree: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `tree` with every `${...}` resolved; a ConfigError lists every bad reference."""
+def resolve(tree: dict[str, Any], *, source: str = "") -> dict[str, Any]:
+    """A copy of `tree` with every `${...}` resolved; a ConfigError lists every bad reference (`source`:
+    the file, for the messages)."""
     problems: list[Problem] = []
     cache: dict[str, Any] = {}
 
@@ -85,12 +87,40 @@ def resolve(tree: dict[str, Any]) -> dict[str, Any]:
             whole = _REF.fullmatch(node.strip())
             if whole:
                 return resolve_ref(whole.group(1), where, stack)
-            return _REF.sub(lambda m: _fmt(resolve_ref(m.group(1), where, stack)), node)
+            text = _REF.sub(lambda m: embed(m.group(1), where, stack), node)
+            if len(text) > MAX_STRING:
+                problems.append(
+                    Problem(
+                        key=where,
+                        message=f"interpolation makes a value of {len(text):,} characters (more than "
+                        f"{MAX_STRING:,}): references that repeat each other?",
+                        fix="make one of the referenced keys a literal value",
+                    )
+                )
+                return ""
+            return text
         return node
+
+    def embed(ref: str, where: str, stack: tuple[str, ...]) -> str:
+        value = resolve_ref(ref, where, stack)
+        if isinstance(value, (dict, list)):
+            problems.append(
+                Problem(
+                    key=where,
+                    message=f"${{{ref.strip()}}} is a {'section' if isinstance(value, dict) else 'list'}; "
+                    f"it can only be a whole value, not part of a text",
+                    fix=f"write `{where.rsplit('.', 1)[-1]}: ${{{ref.strip()}}}` alone, or refer to one key "
+                    f"inside it",
+                )
+            )
+            return ""
+        text = _fmt(value)
+        return text if len(text) <= MAX_STRING else text[: MAX_STRING + 1]
 
     result = walk(tree, "", ())
     if problems:
-        raise ConfigError(problems)
+        unique = {(p.key, p.message): p for p in problems}  # a key reached through several references
+        raise ConfigError([Problem(p.key, p.message, p.fix, source) for p in unique.values()])
     return result
 
 

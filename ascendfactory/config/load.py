@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ascendfactory.config import interpolate
+from ascendfactory.config.bounds import check_tree, tree_problems
 from ascendfactory.config.known_backends import Backends
 from ascendfactory.config.oldstyle import flatten_old_style, is_old_style
 from ascendfactory.config.overrides import parse_overrides
@@ -74,7 +75,13 @@ def load_experiment(
                 fix="an experiment file is a YAML mapping: backend: ..., af_model_name: ...",
             )
         )
+    check_tree(data, source=source)  # before anything copies it: alias bombs, keys, NUL, inf/nan
     overrides = parse_overrides(override_args or [])
+    problems = [
+        p for key, value in overrides for p in tree_problems(value, source="command line", prefix=key)
+    ]
+    if problems:
+        raise ConfigError(problems)
 
     if model_name is not None or exp_name is not None or is_old_style(data):
         if model_name is None or exp_name is None:
@@ -92,7 +99,8 @@ def load_experiment(
         layers = [data]
         style = "new"
 
-    resolved = interpolate.resolve(compose(layers, overrides))
+    resolved = interpolate.resolve(compose(layers, overrides), source=source)
+    check_tree(resolved, source=source)  # what interpolation made of it
     overridden = {k for k, _ in overrides}
     config = validate_tree(resolved, source=source, overridden=overridden, backends=backends)
     return LoadedExperiment(config=config, tree=resolved, source=source, style=style, overridden=overridden)
@@ -155,7 +163,9 @@ def _problem_from(err: dict[str, Any], source: str, overridden: set[str]) -> Pro
         )
     value = err.get("input")
     msg = err.get("msg", "invalid value").removeprefix("Value error, ")
-    shown = f" (got {value!r})" if not isinstance(value, dict) and value is not None else ""
+    shown = (
+        f" (got {value!r})" if not isinstance(value, dict) and value is not None and "got" not in msg else ""
+    )
     fix = ""
     ctx = err.get("ctx") or {}
     if "expected" in ctx:

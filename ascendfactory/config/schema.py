@@ -14,11 +14,22 @@ An experiment file (what `ascendfactory-cli config` writes, what `train <yaml>` 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def _not_a_bool(value: Any) -> Any:
+    """YAML's `true` is no number: pydantic would read it as 1 (`MASTER_PORT: true` -> port 1)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_a_bool)]  # an integer; true/false refused
+Float = Annotated[float, BeforeValidator(_not_a_bool)]
 
 
 class EnvConfig(BaseModel):
@@ -32,10 +43,10 @@ class EnvConfig(BaseModel):
     MASTER_ADDR: str = Field(
         "localhost", description="Address of the NODE_RANK 0 machine (torchrun rendezvous)."
     )
-    MASTER_PORT: int = Field(6000, ge=1, le=65535, description="Rendezvous port on MASTER_ADDR.")
-    NNODES: int = Field(1, ge=1, le=100_000, description="Number of machines in the job.")
-    NODE_RANK: int = Field(0, ge=0, description="This machine's rank, 0..NNODES-1.")
-    NPUS_PER_NODE: int | None = Field(
+    MASTER_PORT: Int = Field(6000, ge=1, le=65535, description="Rendezvous port on MASTER_ADDR.")
+    NNODES: Int = Field(1, ge=1, le=100_000, description="Number of machines in the job.")
+    NODE_RANK: Int = Field(0, ge=0, description="This machine's rank, 0..NNODES-1.")
+    NPUS_PER_NODE: Int | None = Field(
         None,
         ge=1,
         le=1024,  # bounds every search over layouts; no machine has more
@@ -82,8 +93,8 @@ class AutoResumeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_attempts: int = Field(3, ge=1, description="Restarts of the training step after a failure.")
-    backoff_s: float = Field(5.0, ge=0, description="Seconds to wait before each restart.")
+    max_attempts: Int = Field(3, ge=1, description="Restarts of the training step after a failure.")
+    backoff_s: Float = Field(5.0, ge=0, le=3600, description="Seconds to wait before each restart.")
 
 
 class ExperimentConfig(BaseModel):
@@ -114,7 +125,7 @@ class ExperimentConfig(BaseModel):
         "(pretrain_gpt.py) or sft (posttrain_gpt.py --stage sft), default backend_config.training.stage, "
         "else sft; llamafactory: pt, sft, dpo; verl: ppo, grpo, dapo; mindspeed-rl: grpo.",
     )
-    ckpt_load_type: Literal[0, 1, 2] = Field(
+    ckpt_load_type: Annotated[Literal[0, 1, 2], BeforeValidator(_not_a_bool)] = Field(
         1,
         description="0: load no weights (random init). 1: load weights only (--finetune --no-load-optim "
         "--no-load-rng). 2: load weights + optimizer + RNG (true resume from user_converted_ckpt_path).",
@@ -133,7 +144,7 @@ class ExperimentConfig(BaseModel):
     auto_resume: AutoResumeConfig = Field(
         default_factory=AutoResumeConfig, description="Retry policy for train_auto_resume."
     )
-    save_total_limit: int = Field(
+    save_total_limit: Int = Field(
         0,
         ge=0,
         description="Keep the newest N iter_* checkpoints (0 keeps all). The checkpoint named by "
@@ -169,7 +180,7 @@ class ExperimentConfig(BaseModel):
         "Then only NODE_RANK 0 converts and preprocesses; the others wait for its manifest. false: every "
         "node does them locally.",
     )
-    node_wait_timeout_s: float = Field(
+    node_wait_timeout_s: Float = Field(
         1800.0,
         gt=0,
         description="Multi-node: how long other nodes wait for node 0's outputs, and how long "

@@ -2,6 +2,10 @@
 
 PyYAML implements YAML 1.1, where a float needs a dot (`1.0e-5`); `1e-5` would silently become a string.
 The libyaml scanner and emitter are used when PyYAML has them (several times faster; same documents).
+
+Stricter than PyYAML where it would silently surprise: a key given twice in one mapping is an error naming
+both lines (PyYAML keeps the last); a file that is not UTF-8 is an error naming the line; nesting too deep
+for the parser is an error, not a RecursionError. What a loaded tree may contain is `config.bounds`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,37 @@ SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Loader(SafeLoader):
-    pass
+    def construct_document(self, node: Any) -> Any:
+        _refuse_duplicate_keys(node, "", set())
+        return super().construct_document(node)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, first: int, second: int) -> None:
+        self.key, self.first, self.second = key, first, second
+        super().__init__(f"key {key!r} given twice")
+
+
+def _refuse_duplicate_keys(node: Any, path: str, seen_nodes: set[int]) -> None:
+    """Each mapping's own keys must be distinct (keys merged in with `<<: *anchor` may be overridden).
+    Every node is visited once, so aliases repeated inside each other cost nothing here."""
+    if id(node) in seen_nodes or isinstance(node, yaml.ScalarNode):
+        return
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, child in enumerate(node.value):
+            _refuse_duplicate_keys(child, f"{path}.{i}" if path else str(i), seen_nodes)
+        return
+    seen: dict[Any, int] = {}
+    for key_node, value_node in node.value:
+        name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            ident = (key_node.tag, key_node.value)
+            line = key_node.start_mark.line + 1
+            if ident in seen:
+                raise DuplicateKeyError(f"{path}.{name}" if path else name, seen[ident], line)
+            seen[ident] = line
+        _refuse_duplicate_keys(value_node, f"{path}.{name}" if path else name, seen_nodes)
 
 
 _FLOAT = re.compile(
@@ -36,6 +70,25 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456
 def loads(text: str, *, source: str = "<string>") -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader derives from SafeLoader
+    except DuplicateKeyError as e:
+        raise ConfigError(
+            Problem(
+                key=e.key,
+                source=source,
+                message=f"given twice, on line {e.first} and line {e.second} (YAML would silently keep "
+                f"the second)",
+                fix="keep one of the two",
+            )
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            Problem(
+                key="(file)",
+                source=source,
+                message="nested too deeply to read",
+                fix="flatten the structure (an experiment needs a few levels)",
+            )
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
@@ -59,7 +112,20 @@ def load_file(path: str | Path) -> Any:
                 fix="pass the path of an experiment yaml; create one with `ascendfactory-cli config`",
             )
         )
-    return loads(p.read_text(encoding="utf-8"), source=str(p))
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(
+            Problem(
+                key=f"line {line}",
+                source=str(p),
+                message=f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+                fix="save the file as UTF-8",
+            )
+        ) from None
+    return loads(text, source=str(p))
 
 
 def dumps(data: Any) -> str:

@@ -44,6 +44,52 @@ INSTRUCTION_HANDLERS = (
 PRETRAIN_HANDLERS = ("GeneralPretrainHandler", "AlpacaPretrainHandler", "StackOverflowPythonPretrainHandler")
 LOAD_CONTROL_FLAGS = ("finetune", "no-load-optim", "no-load-rng")
 K = "backend_config.training."
+# Keys whose value is a path (a string), in any section: a number or a list there is a mistake.
+PATH_KEYS = frozenset(
+    {
+        "tokenizer-name-or-path",
+        "data-path",
+        "load",
+        "save",
+        "input",
+        "output-prefix",
+        "load-dir",
+        "save-dir",
+        "hf-cfg-dir",
+        "lora-load",
+        "tensorboard-dir",
+    }
+)
+MAX_WORKERS = 1024  # preprocessing processes
+
+
+def _section(
+    ctx: PlanContext, bc: dict[str, Any], name: str, problems: list[Problem]
+) -> dict[str, Any] | None:
+    """`backend_config.<name>` as a mapping (None when absent or null); anything else is a problem."""
+    value = bc.get(name)
+    if value is None or isinstance(value, dict):
+        return value
+    problems.append(
+        ctx.problem(
+            f"backend_config.{name}",
+            f"must be a mapping of keys (got {type(value).__name__} {value!r:.60})",
+            fix=f"write `{name}:` followed by indented `key: value` lines, or `{name}: {{}}`",
+        )
+    )
+    return None
+
+
+def _path_problems(ctx: PlanContext, prefix: str, values: dict[str, Any]) -> list[Problem]:
+    return [
+        ctx.problem(
+            prefix + key,
+            f"must be a path (got {type(value).__name__} {value!r:.60})",
+            fix="quote it if it is a path made of digits",
+        )
+        for key, value in values.items()
+        if key in PATH_KEYS and value is not None and not isinstance(value, str)
+    ]
 
 
 @dataclass
@@ -167,17 +213,37 @@ def read_megatron_run(
                     fix="sections are: " + ", ".join(SECTIONS),
                 )
             )
-    training = dict(bc.get("training") or {})
-    preprocess = bc.get("preprocess_data")
-    preprocess = dict(preprocess) if isinstance(preprocess, dict) else None
-    hf2mg = dict(bc.get("convert_ckpt_hf2mg") or {})
-    mg2hf: dict[str, Any] | None = dict(bc.get("convert_ckpt_mg2hf") or {})
+    sections = {name: _section(ctx, bc, name, problems) for name in SECTIONS}
+    training = dict(sections["training"] or {})
+    preprocess = sections["preprocess_data"]
+    hf2mg = dict(sections["convert_ckpt_hf2mg"] or {})
+    mg2hf: dict[str, Any] | None = dict(sections["convert_ckpt_mg2hf"] or {})
     if "convert_ckpt_mg2hf" in bc and bc["convert_ckpt_mg2hf"] is None:
         mg2hf = None
     if not cfg.convert_mg2hf_at_last:
         mg2hf = None
+    for prefix, values in (
+        (K, training),
+        ("backend_config.preprocess_data.", preprocess or {}),
+        ("backend_config.convert_ckpt_hf2mg.", hf2mg),
+        ("backend_config.convert_ckpt_mg2hf.", mg2hf or {}),
+    ):
+        problems += _path_problems(ctx, prefix, values)
+    workers = (preprocess or {}).get("workers")
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+    ):
+        problems.append(
+            ctx.problem(
+                "backend_config.preprocess_data.workers",
+                f"must be a whole number of processes from 1 to {MAX_WORKERS} (got {workers!r})",
+                fix="e.g. workers: 4 (the output is the same for every count)",
+            )
+        )
 
     model_dir = training.get("tokenizer-name-or-path") or cfg.model_name_or_path
+    if not isinstance(model_dir, str):  # a number or a list: reported as a path problem above
+        model_dir = None
     if model_dir and "tokenizer-name-or-path" not in training:
         training["tokenizer-name-or-path"] = model_dir
     arch = resolve_arch(cfg.af_model_name, model_dir)

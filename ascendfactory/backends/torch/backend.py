@@ -158,33 +158,92 @@ class TorchBackend(MegatronBackend):
         )
 
     # -- validation ---------------------------------------------------------------------------------
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
-        """Refuse, before anything runs, flags the embedded trainer does not know or does not implement."""
+    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
+        """The shared reading, plus every training flag the embedded trainer does not know: all at once."""
+        problems = self.flag_name_problems(ctx) + self.value_problems(ctx)
+        try:
+            run = super().read(ctx, strict_paths=strict_paths)
+        except ConfigError as e:
+            raise ConfigError(problems + e.problems) from None
+        self.raise_if(problems)
+        return run
+
+    def flag_name_problems(self, ctx: PlanContext) -> list[Problem]:
         from ascendfactory.engine.train import flags as trainer_flags
 
-        argv = plan.step("train").argv  # type: ignore[union-attr]
-        train_argv = argv[argv.index("ascendfactory.engine.train") + 1 :]
+        training = (ctx.config.backend_config or {}).get("training")
         known = trainer_flags.known_flags()
+        return [
+            ctx.problem(
+                f"backend_config.training.{key}",
+                f"not a flag the embedded torch backend knows{did_you_mean('--' + key, known)}",
+                fix="remove it (the lists are in ascendfactory/engine/train/flags.py), "
+                "or use backend: mindspeed-llm",
+            )
+            for key in (training if isinstance(training, dict) else {})
+            if f"--{key}" not in known
+        ]
+
+    def value_problems(self, ctx: PlanContext) -> list[Problem]:
+        """Values each program's parser refuses (`lr: abc`), found before the layout is known."""
+        from ascendfactory.engine.argv_check import parse_known
+        from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
+        from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
+        from ascendfactory.engine.train.flags import build_parser as train_parser
+
+        bc = ctx.config.backend_config or {}
         problems: list[Problem] = []
-        for key in run.training:
-            if f"--{key}" not in known:
-                problems.append(
-                    ctx.problem(
-                        f"backend_config.training.{key}",
-                        f"not a flag the embedded torch backend knows{did_you_mean('--' + key, known)}",
-                        fix="remove it (the lists are in ascendfactory/engine/train/flags.py), "
-                        "or use backend: mindspeed-llm",
-                    )
-                )
-        if not problems:
+        for section, parser in (
+            ("preprocess_data", preprocess_parser),
+            ("convert_ckpt_hf2mg", convert_parser),
+            ("training", train_parser),
+            ("convert_ckpt_mg2hf", convert_parser),
+        ):
+            options = bc.get(section)
+            if not isinstance(options, dict):
+                continue
+            for key, value in options.items():  # one flag at a time: argparse stops at the first error
+                try:
+                    parse_known(parser(), to_flags({key: value}))
+                except ConfigError as e:
+                    dotted = f"backend_config.{section}.{key}"
+                    problems += [
+                        ctx.problem(dotted, p.message, p.fix)
+                        for p in e.problems
+                        if p.message != "is required"
+                    ]
+        return problems
+
+    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+        """Every planned argv parsed by its program's own parser (values, ranges, refused features)."""
+        from ascendfactory.engine.argv_check import parse
+        from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
+        from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
+        from ascendfactory.engine.train import flags as trainer_flags
+
+        problems: list[Problem] = []
+
+        def collect(section: str, check: Any, argv: list[str]) -> None:
             try:
-                trainer_flags.parse_args(train_argv)
+                check(argv)
             except ConfigError as e:
                 for p in e.problems:
-                    key = f"backend_config.training.{p.key.removeprefix('--')}"
-                    problems.append(
-                        Problem(key=key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(key))
-                    )
+                    flags = [f.strip().removeprefix("--") for f in p.key.split(",")]
+                    key = ", ".join(f"backend_config.{section}.{f}" for f in flags)
+                    problems.append(Problem(key, p.message, p.fix, ctx.loaded.source_of(key.split(", ")[0])))
+
+        for step, section, check in (
+            ("preprocess", "preprocess_data", lambda a: parse(preprocess_parser(), a)),
+            ("hf2mg", "convert_ckpt_hf2mg", lambda a: parse(convert_parser(), a)),
+            ("train", "training", trainer_flags.parse_args),
+            ("mg2hf", "convert_ckpt_mg2hf", lambda a: parse(convert_parser(), a)),
+        ):
+            planned = plan.step(step)
+            if planned is None or planned.skipped:
+                continue
+            argv = planned.argv
+            module = next(a for a in argv if a.startswith("ascendfactory.engine."))
+            collect(section, check, argv[argv.index(module) + 1 :])
         self.raise_if(problems)
 
     # -- doctor ---------------------------------------------------------------------------------------

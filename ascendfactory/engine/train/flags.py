@@ -261,7 +261,9 @@ def given(args: argparse.Namespace, flag: str) -> bool:
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     """Parse and validate; returns (args, ignored flags given). ConfigError lists every problem at once."""
-    args, unknown = build_parser().parse_known_args(list(argv))
+    from ascendfactory.engine.argv_check import parse_known
+
+    args, unknown = parse_known(build_parser(), argv)  # a bad value: ConfigError naming the flag
     problems: list[Problem] = []
     flags = [a.split("=")[0] for a in unknown if a.startswith("--")]
     if flags or unknown:
