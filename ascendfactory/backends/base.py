@@ -109,6 +109,10 @@ class Backend:
         """The installation plan (`backends.install.InstallStep` records); empty: nothing beyond the core."""
         return []
 
+    def model_problem(self, arch: Any) -> str | None:
+        """Why this backend cannot run the catalog model `arch` (`config` then does not offer it)."""
+        return None
+
     def template_values(self, arch: Any, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
         """Extra values for this backend's experiment templates."""
         return {}

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ascendfactory.backends.registry import get_backend
-from ascendfactory.config.catalog import from_catalog
+from ascendfactory.config.catalog import from_catalog, list_models
 from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.parallel import suggest_layout
@@ -37,6 +37,12 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
             )
         )
     arch = from_catalog(model_name)  # raises with the list and a suggestion
+    unsupported = chosen.model_problem(arch)
+    if unsupported:
+        offered = [m for m in list_models() if chosen.model_problem(from_catalog(m)) is None]
+        raise ConfigError(
+            Problem("--af_model_name", unsupported, fix=f"backend '{backend}' takes: " + ", ".join(offered))
+        )
     is_demo = model_name == DEMO_MODEL
     devices = 2 if is_demo else 8
     tp, pp = (1, 1) if is_demo else suggest_layout(arch, devices)
@@ -52,7 +58,9 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
         dataset=DEMO_DATASET if is_demo else "/path/to/dataset.jsonl",
         tp=tp,
         pp=pp,
+        dp=dp,
         gbs=max(8, dp) if is_demo else 8 * dp,
+        seq_length=min(4096, arch.max_pos or 4096),  # the "4k" experiments, within the model's positions
         **chosen.template_values(arch, devices=devices, tp=tp, pp=pp),
     )
     backend_config = env.get_template(f"{exp_name}.yaml").render(**values).rstrip() + "\n"
@@ -74,6 +82,12 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
         run_options=run_options,
         backend_config=backend_config,
     )
+
+
+def offered_models(backend: str) -> list[str]:
+    """The catalog models `config` offers for `backend` (the ones its programs can run)."""
+    chosen = get_backend(backend, key="--backend")
+    return [m for m in list_models() if chosen.model_problem(from_catalog(m)) is None]
 
 
 def write_experiment(text: str, path: str, *, force: bool) -> None:

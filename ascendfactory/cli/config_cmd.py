@@ -38,9 +38,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write an experiment yaml with every key explained. Prompts for what is not given."""
         from ascendfactory.backends.registry import backend_names, get_backend
-        from ascendfactory.backends.templates import render_experiment, write_experiment
+        from ascendfactory.backends.templates import offered_models, render_experiment, write_experiment
         from ascendfactory.cli._output import out
-        from ascendfactory.config.catalog import list_models
 
         def ask(label: str, choices: list[str], default: str | None = None) -> str:
             from rich.prompt import Prompt
@@ -50,7 +49,8 @@ def register(app: typer.Typer) -> None:
         if backend is None:
             backend = ask("backend", backend_names(), backend_names()[0])
         if af_model_name is None:
-            af_model_name = ask("model", list_models(), "tiny-demo" if backend == "torch" else "qwen2.5-7b")
+            models = offered_models(backend)
+            af_model_name = ask("model", models, "tiny-demo" if "tiny-demo" in models else models[0])
         if exp_name is None:
             exp_name = ask("experiment", get_backend(backend, key="--backend").experiments())
         if output_file_path is None:

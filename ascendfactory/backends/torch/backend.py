@@ -157,6 +157,14 @@ class TorchBackend(MegatronBackend):
             only_node0=shared,
         )
 
+    def model_problem(self, arch: Any) -> str | None:
+        if arch.family is None:
+            return (
+                f"{arch.name} ({arch.model_type_hf}) is not a model family the embedded backend converts "
+                "(llama2, qwen25, qwen3)"
+            )
+        return None
+
     # -- validation ---------------------------------------------------------------------------------
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
         """The shared reading, plus every training flag the embedded trainer does not know: all at once."""

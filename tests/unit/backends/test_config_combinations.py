@@ -1,0 +1,52 @@
+"""Every (backend, model, experiment) that `config` offers writes a file whose dry run passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascendfactory.backends.registry import all_backends, get_backend
+from ascendfactory.backends.templates import offered_models, render_experiment
+from ascendfactory.cli.app import main
+from ascendfactory.config.catalog import list_models
+
+COMBINATIONS = [
+    (b.name, exp, model)
+    for b in all_backends()
+    for exp in b.experiments()
+    for model in offered_models(b.name)
+]
+
+
+def test_every_backend_offers_models_and_experiments():
+    for b in all_backends():
+        assert b.experiments() and offered_models(b.name), b.name
+
+
+@pytest.mark.parametrize("backend", [b.name for b in all_backends()])
+def test_every_offered_combination_passes_its_own_dry_run(tmp_path, capsys, backend):
+    for name, exp, model in (c for c in COMBINATIONS if c[0] == backend):
+        path = tmp_path / f"{model}-{exp}.yaml"
+        path.write_text(
+            render_experiment(backend=name, model_name=model, exp_name=exp, output_file=str(path))
+        )
+        code = main(["train", str(path), "--dry-run", "--format", "json"])
+        err = capsys.readouterr().err
+        assert code == 0, f"{name} / {model} / {exp}:\n{err}"
+
+
+def test_a_model_the_backend_cannot_run_is_not_offered(tmp_path, capsys):
+    torch = get_backend("torch")
+    refused = [m for m in list_models() if m not in offered_models("torch")]
+    assert refused == ["glm4-9b"] and torch.model_problem is not None
+    code = main(
+        [
+            "config",
+            "--backend=torch",
+            "--af_model_name=glm4-9b",
+            "--exp_name=tiny-sft",
+            f"--output_file_path={tmp_path / 'x.yaml'}",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "--af_model_name" in err and "qwen2.5-7b" in err
+    assert not (tmp_path / "x.yaml").exists()
