@@ -14,6 +14,14 @@ class AscendFactoryError(Exception):
     exit_code = 1
 
 
+def printable(text: str) -> str:
+    """`text` with control and other non-printable characters escaped (`\\x08`, `\\n`): a message never
+    moves the cursor, rings the bell or hides what it names."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 @dataclass(frozen=True)
 class Problem:
     """One configuration problem: where (`key`, as the user wrote it), what, and how to fix it."""
@@ -24,8 +32,8 @@ class Problem:
     source: str = ""  # the file (or "command line") the key came from
 
     def render(self) -> str:
-        where = f"{self.source}: " if self.source else ""
-        text = f"{where}{self.key}: {self.message}"
+        where = f"{printable(self.source)}: " if self.source else ""
+        text = f"{where}{printable(self.key)}: {printable(self.message)}"
         if self.fix:
             text += f"\n    fix: {self.fix}"
         return text

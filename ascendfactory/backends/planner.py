@@ -10,6 +10,7 @@ from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.registry import get_backend
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import Plan
 
 
@@ -20,16 +21,36 @@ def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = 
 
 
 def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, str] | None = None) -> Plan:
-    """Validate and plan. On a dry run, input paths that do not exist here are warnings, not errors."""
+    """Validate and plan. On a dry run, input paths that do not exist here are warnings, not errors.
+
+    Problems found while loading (`loaded.problems`) are reported together with the backend's own, which
+    run on the stand-in config unless the backend or the topology itself is in question; a key already
+    named by an earlier phase is not named again by a later one."""
+    if loaded.problems and not loaded.plannable:
+        raise ConfigError(loaded.locate(loaded.problems))
     ctx = build_context(loaded, environ)
     backend = get_backend(loaded.config.backend, source=loaded.source_of("backend"))
-    plan = backend.plan(ctx, strict_paths=not dry_run)
+    try:
+        plan = backend.plan(ctx, strict_paths=not dry_run)
+    except ConfigError as e:
+        raise ConfigError(loaded.locate(merge_problems(loaded.problems, e.problems))) from None
+    if loaded.problems:
+        raise ConfigError(loaded.locate(loaded.problems))
     if backend.unretryable and not plan.policy.unretryable:
         import dataclasses
 
         plan.policy = dataclasses.replace(plan.policy, unretryable=backend.unretryable)
     plan.facts.setdefault("devices_source", ctx.devices.source)
     return plan
+
+
+def merge_problems(first: list[Problem], later: list[Problem]) -> list[Problem]:
+    """`first`, then each of `later` whose key is not (inside) a key `first` names already."""
+    named = {p.key for p in first}
+    return [
+        *first,
+        *(p for p in later if not any(p.key == k or p.key.startswith(k + ".") for k in named)),
+    ]
 
 
 def replanner(loaded: LoadedExperiment) -> Callable[[], Plan]:

@@ -40,10 +40,13 @@ def split_args(args: list[str]) -> tuple[str, str | None, str | None, list[str]]
     return positional[0], model, exp, overrides
 
 
-def load_from_args(args: list[str]) -> LoadedExperiment:
-    """Load the experiment the arguments name, checked against the registered backends."""
+def load_from_args(args: list[str], *, collect: bool = False) -> LoadedExperiment:
+    """Load the experiment the arguments name, checked against the registered backends (`collect`: keep
+    going after problems, see `config.load`)."""
     from ascendfactory.backends.registry import directory
     from ascendfactory.config.load import load_experiment
 
     path, model, exp, overrides = split_args(args)
-    return load_experiment(path, overrides, model_name=model, exp_name=exp, backends=directory())
+    return load_experiment(
+        path, overrides, model_name=model, exp_name=exp, backends=directory(), collect=collect
+    )

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         from ascendfactory.cli._experiment_args import load_from_args
         from ascendfactory.cli._output import out
 
-        loaded = load_from_args(args)
+        loaded = load_from_args(args, collect=True)
         plan = make_plan(loaded, dry_run=dry_run)
         if dry_run:
             from ascendfactory.pipeline.manifest import annotate_plan

@@ -30,9 +30,14 @@ def _lookup(tree: dict[str, Any], path: str) -> Any:
     return node
 
 
-def resolve(tree: dict[str, Any], *, source: str = "") -> dict[str, Any]:
+def resolve(
+    tree: dict[str, Any], *, source: str = "", problems: list[Problem] | None = None
+) -> dict[str, Any]:
     """A copy of `tree` with every `${...}` resolved; a ConfigError lists every bad reference (`source`:
-    the file, for the messages)."""
+    the file, for the messages). With `problems`, they are appended there instead and each bad reference
+    resolves to an empty text."""
+    collected = problems
+    problems = []
     problems: list[Problem] = []
     cache: dict[str, Any] = {}
 
@@ -120,7 +125,10 @@ def resolve(tree: dict[str, Any], *, source: str = "") -> dict[str, Any]:
     result = walk(tree, "", ())
     if problems:
         unique = {(p.key, p.message): p for p in problems}  # a key reached through several references
-        raise ConfigError([Problem(p.key, p.message, p.fix, source) for p in unique.values()])
+        found = [Problem(p.key, p.message, p.fix, source) for p in unique.values()]
+        if collected is None:
+            raise ConfigError(found)
+        collected += found
     return result
 
 

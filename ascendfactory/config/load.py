@@ -5,6 +5,11 @@ Precedence is stated once, in `config.tree.compose`:
     schema defaults < experiment file < --dotted.key=value overrides            (new style)
     schema defaults < base < model block < experiment block < overrides          (old style)
 
+Problems are collected across the phases, so one run reports them all: override syntax, interpolation,
+schema. With `collect=True` the experiment is returned with its `problems` and, where the schema problems
+leave the rest readable (no `backend` or `env` problem), a stand-in config in which each invalid value is
+replaced by its default, so that the backend's own checks can run and add theirs (`backends.planner`).
+
 What loading needs to know of the backends (their names; the old-style flat keys each one maps) is given by
 the caller as a `Backends` record (`ascendfactory.backends.registry.directory()`), so this layer imports no
 backend.
@@ -22,7 +27,7 @@ from ascendfactory.config import interpolate
 from ascendfactory.config.bounds import check_tree, tree_problems
 from ascendfactory.config.known_backends import Backends
 from ascendfactory.config.oldstyle import flatten_old_style, is_old_style
-from ascendfactory.config.overrides import parse_overrides
+from ascendfactory.config.overrides import parse_overrides_collecting
 from ascendfactory.config.schema import AutoResumeConfig, EnvConfig, ExperimentConfig
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.config.tree import compose
@@ -39,6 +44,12 @@ class LoadedExperiment:
     source: str  # the file
     style: str  # "new" or "old"
     overridden: set[str] = field(default_factory=set)  # dotted keys set on the command line
+    # Problems found while loading (collect=True). With problems, `config` is a stand-in: invalid values
+    # replaced by their defaults; `plannable` says whether the backend's checks can run on it.
+    problems: list[Problem] = field(default_factory=list)
+    plannable: bool = True
+    # Old style: where the file wrote each new-style key (`save_total_limit` <- `base.save-total-limit`).
+    origins: dict[str, str] = field(default_factory=dict)
 
     def source_of(self, key: str) -> str:
         """'command line' when `key` (or a parent of it) was overridden, else the file."""
@@ -48,6 +59,16 @@ class LoadedExperiment:
                 return "command line"
         return self.source
 
+    def locate(self, problems: list[Problem]) -> list[Problem]:
+        """Problems named as the file wrote them: `base.save-total-limit (save_total_limit)` in old style."""
+        out = []
+        for p in problems:
+            key = next((k for k in self.origins if p.key == k or p.key.startswith(k + ".")), None)
+            if key is not None and p.source != "command line":
+                p = Problem(f"{self.origins[key]}{p.key[len(key) :]} ({p.key})", p.message, p.fix, p.source)
+            out.append(p)
+        return out
+
 
 def load_experiment(
     path: str | Path,
@@ -56,8 +77,10 @@ def load_experiment(
     model_name: str | None = None,
     exp_name: str | None = None,
     backends: Backends | None = None,
+    collect: bool = False,
 ) -> LoadedExperiment:
-    """Read, merge, interpolate and validate. Every problem is reported at once as a ConfigError.
+    """Read, merge, interpolate and validate. Every problem is reported at once as a ConfigError (with
+    `collect`, returned in `problems` when a stand-in config can be built; see the module docstring).
 
     `backends`: the registry's view; without it the backend name is not checked here (the planner checks
     it) and old-style files map only the generic flat keys.
@@ -76,12 +99,13 @@ def load_experiment(
             )
         )
     check_tree(data, source=source)  # before anything copies it: alias bombs, keys, NUL, inf/nan
-    overrides = parse_overrides(override_args or [])
-    problems = [
-        p for key, value in overrides for p in tree_problems(value, source="command line", prefix=key)
-    ]
-    if problems:
-        raise ConfigError(problems)
+    problems: list[Problem] = []
+    overrides = []
+    for key, value in parse_overrides_collecting(override_args or [], problems):
+        bad = tree_problems(value, source="command line", prefix=key)
+        problems += bad
+        if not bad:
+            overrides.append((key, value))
 
     if model_name is not None or exp_name is not None or is_old_style(data):
         if model_name is None or exp_name is None:
@@ -93,17 +117,73 @@ def load_experiment(
                     fix=f"run: ascendfactory-cli train {source} <model_name> <exp_name>",
                 )
             )
-        layers = flatten_old_style(data, model_name, exp_name, source=source, backends=backends)
+        origins: dict[str, str] = {}
+        try:
+            layers = flatten_old_style(
+                data, model_name, exp_name, source=source, backends=backends, origins=origins
+            )
+        except ConfigError as e:
+            raise ConfigError(problems + e.problems) from None
         style = "old"
     else:
         layers = [data]
         style = "new"
+        origins = {}
 
-    resolved = interpolate.resolve(compose(layers, overrides), source=source)
-    check_tree(resolved, source=source)  # what interpolation made of it
+    composed = compose(layers, overrides, problems=problems)
     overridden = {k for k, _ in overrides}
-    config = validate_tree(resolved, source=source, overridden=overridden, backends=backends)
-    return LoadedExperiment(config=config, tree=resolved, source=source, style=style, overridden=overridden)
+    found: list[Problem] = []
+    resolved = interpolate.resolve(composed, source=source, problems=found)
+    problems += [_from_command_line(p, overridden) for p in found]
+    try:
+        check_tree(resolved, source=source)  # what interpolation made of it
+    except ConfigError as e:
+        raise ConfigError(problems + e.problems) from None
+    loaded = LoadedExperiment(
+        config=None,  # type: ignore[arg-type]  # set below
+        tree=resolved,
+        source=source,
+        style=style,
+        overridden=overridden,
+        problems=problems,
+        origins=origins,
+    )
+    try:
+        loaded.config = validate_tree(resolved, source=source, overridden=overridden, backends=backends)
+    except ConfigError as e:
+        named = {p.key for p in problems}
+        problems += [p for p in e.problems if p.key not in named]  # e.g. an empty value a bad ${...} left
+        stand_in = _stand_in(resolved, e.problems) if collect else None
+        if stand_in is None:
+            raise ConfigError(loaded.locate(problems)) from None
+        loaded.config = stand_in
+        loaded.plannable = not any(p.key == "backend" or p.key.split(".")[0] == "env" for p in e.problems)
+    if problems and not collect:
+        raise ConfigError(loaded.locate(problems))
+    return loaded
+
+
+def _from_command_line(p: Problem, overridden: set[str]) -> Problem:
+    if any(p.key == o or p.key.startswith(o + ".") for o in overridden):
+        return Problem(p.key, p.message, p.fix, "command line")
+    return p
+
+
+def _stand_in(tree: dict[str, Any], problems: list[Problem]) -> ExperimentConfig | None:
+    """The experiment with each value a schema problem names removed (so its default applies) and missing
+    required names filled with a placeholder; None when even that does not validate."""
+    trimmed = dict(tree)
+    for p in problems:
+        top = p.key.split(".")[0]
+        if top in ExperimentConfig.model_fields or top in trimmed:
+            trimmed.pop(top, None)
+    for name, f in ExperimentConfig.model_fields.items():
+        if f.is_required() and name not in trimmed:
+            trimmed[name] = f"<{name} missing>"
+    try:
+        return ExperimentConfig.model_validate(trimmed)
+    except ValidationError:
+        return None
 
 
 def validate_tree(
@@ -142,7 +222,11 @@ def validate_tree(
 def _problem_from(err: dict[str, Any], source: str, overridden: set[str]) -> Problem:
     loc = [str(p) for p in err.get("loc", ())]
     key = ".".join(loc) or "(top level)"
-    src = "command line" if any(key == o or key.startswith(o + ".") for o in overridden) else source
+    src = (
+        "command line"
+        if any(key == o or key.startswith(o + ".") or o.startswith(key + ".") for o in overridden)
+        else source
+    )
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         parent = loc[:-1]

@@ -62,16 +62,29 @@ def model_names(data: dict[str, Any]) -> list[str]:
 
 
 def experiment_names(data: dict[str, Any], model: str) -> list[str]:
-    own = [k for k, v in data.get(model, {}).items() if isinstance(v, dict) and k not in SECTION_KEYS]
-    shared = list((data.get(SHARED_EXPERIMENTS) or {}).keys())
-    return own + [s for s in shared if s not in own]
+    block = data.get(model)
+    own = (
+        [k for k, v in block.items() if isinstance(v, dict) and k not in SECTION_KEYS]
+        if isinstance(block, dict)
+        else []
+    )
+    shared = data.get(SHARED_EXPERIMENTS)
+    names = [k for k, v in shared.items() if isinstance(v, dict)] if isinstance(shared, dict) else []
+    return own + [s for s in names if s not in own]
 
 
 def flatten_old_style(
-    data: dict[str, Any], model: str, exp: str, *, source: str, backends: Backends | None = None
+    data: dict[str, Any],
+    model: str,
+    exp: str,
+    *,
+    source: str,
+    backends: Backends | None = None,
+    origins: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The four layers (base, model, shared experiment, model's experiment), each mapped into a new-style
-    tree, for `compose`; the first carries `af_model_name` and `exp_name`."""
+    tree, for `compose`; the first carries `af_model_name` and `exp_name`. `origins` receives, for each
+    new-style key, where the file wrote it (`base.save-total-limit`), for messages."""
     models = model_names(data)
     if model not in models:
         raise ConfigError(
@@ -92,13 +105,26 @@ def flatten_old_style(
                 fix="use one of: " + ", ".join(exps),
             )
         )
-    model_block = data[model]
-    layers = [
-        data.get("base") or {},
-        {k: v for k, v in model_block.items() if k not in exps},
-        (data.get(SHARED_EXPERIMENTS) or {}).get(exp) or {},
-        model_block.get(exp) or {},
+    shared = data.get(SHARED_EXPERIMENTS)
+    named = [
+        ("base", data.get("base")),
+        (model, {k: v for k, v in data[model].items() if k not in exps}),
+        (f"{SHARED_EXPERIMENTS}.{exp}", shared.get(exp) if isinstance(shared, dict) else None),
+        (f"{model}.{exp}", data[model].get(exp)),
     ]
+    bad = [
+        Problem(
+            key=name,
+            source=source,
+            message="must be a mapping of keys",
+            fix="write key: value lines under it",
+        )
+        for name, block in named
+        if block is not None and not isinstance(block, dict)
+    ]
+    if bad:
+        raise ConfigError(bad)
+    layers = [block or {} for _, block in named]
     backend = next(
         (layer["backend"] for layer in reversed(layers) if isinstance(layer.get("backend"), str)), "torch"
     )
@@ -106,10 +132,12 @@ def flatten_old_style(
     rest = backends.legacy_rest(backend) if backends else None
     problems: list[Problem] = []
     mapped: list[dict[str, Any]] = [{"af_model_name": model, "exp_name": exp}]
-    for layer in layers:
+    for (block, _), layer in zip(named, layers):
         tree: dict[str, Any] = {}
         for key, value in layer.items():
-            _place(tree, key, value, known, rest, problems, source)
+            for dest in _place(tree, key, value, known, rest, problems, source):
+                if origins is not None and dest != f"{block}.{key}":
+                    origins[dest] = f"{block}.{key}"
         mapped.append(tree)
     if problems:
         raise ConfigError(problems)
@@ -124,17 +152,18 @@ def _place(
     rest: str | None,
     problems: list[Problem],
     source: str,
-) -> None:
+) -> tuple[str, ...]:
+    """Put one flat key into the new-style `tree`; returns the dotted keys it went to."""
     if key in SECTION_KEYS and isinstance(value, dict):
         tree[key] = merge_layers({key: tree.get(key) or {}}, {key: value})[key]
-        return
+        return ()
     if key in known:
         for dest in known[key]:
             set_dotted(tree, dest, value, source=source)
-        return
+        return known[key]
     if key in ExperimentConfig.model_fields:
         tree[key] = value
-        return
+        return (key,)
     if isinstance(value, dict):
         problems.append(
             Problem(
@@ -144,7 +173,7 @@ def _place(
                 fix="flat keys only, or one of the sections " + ", ".join(sorted(SECTION_KEYS)),
             )
         )
-        return
+        return ()
     if rest is None:
         problems.append(
             Problem(
@@ -154,5 +183,6 @@ def _place(
                 fix="use the new-style sections (backend_config...) for it",
             )
         )
-        return
+        return ()
     set_dotted(tree, f"{rest}.{key}", value, source=source)
+    return (f"{rest}.{key}",)

@@ -23,8 +23,16 @@ def parse_value(text: str) -> Any:
 
 def parse_overrides(args: list[str]) -> list[tuple[str, Any]]:
     """['--a.b=1', '--c.d', 'x'] -> [('a.b', 1), ('c.d', 'x')]. Anything else is a ConfigError."""
-    out: list[tuple[str, Any]] = []
     problems: list[Problem] = []
+    out = parse_overrides_collecting(args, problems)
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def parse_overrides_collecting(args: list[str], problems: list[Problem]) -> list[tuple[str, Any]]:
+    """The well-formed overrides; a Problem appended to `problems` for each malformed argument."""
+    out: list[tuple[str, Any]] = []
     i = 0
     while i < len(args):
         arg = args[i]
@@ -69,6 +77,4 @@ def parse_overrides(args: list[str]) -> list[tuple[str, Any]]:
             )
             continue
         out.append((key, parse_value(raw)))
-    if problems:
-        raise ConfigError(problems)
     return out

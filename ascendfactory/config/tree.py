@@ -36,11 +36,22 @@ def _merge_into(dst: dict[str, Any], src: dict[str, Any]) -> None:
             dst[key] = copy.deepcopy(value)
 
 
-def compose(layers: Iterable[dict[str, Any]], overrides: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:
-    """The merged tree: `layers` in order, then each `(dotted.key, value)` override (see the docstring)."""
+def compose(
+    layers: Iterable[dict[str, Any]],
+    overrides: Iterable[tuple[str, Any]] = (),
+    *,
+    problems: list[Problem] | None = None,
+) -> dict[str, Any]:
+    """The merged tree: `layers` in order, then each `(dotted.key, value)` override (see the docstring).
+    An override that cannot apply is a ConfigError, or appended to `problems` when given (and skipped)."""
     tree = merge_layers(*layers)
     for key, value in overrides:
-        set_dotted(tree, key, value)
+        try:
+            set_dotted(tree, key, value)
+        except ConfigError as e:
+            if problems is None:
+                raise
+            problems += e.problems
     return tree
 
 

@@ -89,9 +89,20 @@ def loads(text: str, *, source: str = "<string>") -> Any:
                 fix="flatten the structure (an experiment needs a few levels)",
             )
         ) from None
+    except yaml.reader.ReaderError as e:  # a character YAML does not allow (NUL, other control codes)
+        line = text.count("\n", 0, e.position) + 1
+        column = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        raise ConfigError(
+            Problem(
+                key=f"line {line}, column {column}",
+                source=source,
+                message=f"not valid YAML: character {e.character!r} is not allowed in a YAML file",
+                fix='remove it (write control characters as escapes inside double quotes, e.g. "\\t")',
+            )
+        ) from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
         raise ConfigError(
             Problem(
                 key=where,
@@ -99,7 +110,7 @@ def loads(text: str, *, source: str = "<string>") -> Any:
                 message=f"not valid YAML: {getattr(e, 'problem', None) or e}",
                 fix="fix the syntax at that position (indentation, a missing ':' or quote)",
             )
-        )
+        ) from None
 
 
 def load_file(path: str | Path) -> Any:

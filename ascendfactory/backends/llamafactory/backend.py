@@ -133,10 +133,13 @@ class LlamaFactoryBackend(Backend):
         stage = cfg.stage or training.get("stage")
         training["stage"] = stage
         problems += rules.stage_problems(stage, problem)
-        problems += rules.key_problems(training, problem)
+        key_problems = rules.key_problems(training, problem)
+        problems += key_problems
+        bad = {p.key.removeprefix(rules.T) for p in key_problems}  # unknown or mistyped: read no further
+        training = {k: v for k, v in training.items() if k not in bad}
         problems += rules.template_problems(training.get("template"), problem)
         for key in ("model_name_or_path", "dataset"):
-            if not training.get(key):
+            if not training.get(key) and key not in bad:
                 problems.append(
                     problem(rules.T + key, "required key is missing", f"set backend_config.training.{key}")
                 )

@@ -24,14 +24,33 @@ TRUE_STRINGS = ("true", "false", "True", "False")
 ProblemFn = Callable[[str, str, str], Any]
 
 
-def _is_kind(value: Any, kind: str) -> bool:
+# Keys LLaMA-Factory opens as a file or directory: one path, never a list or a mapping.
+PATH_KEYS = frozenset(
+    {
+        "model_name_or_path",
+        "dataset_dir",
+        "output_dir",
+        "deepspeed",
+        "cache_dir",
+        "tokenized_path",
+        "media_dir",
+    }
+)
+
+
+def _is_kind(value: Any, kind: str, name: str = "") -> bool:
     if kind == "bool":
         return isinstance(value, bool) or value in TRUE_STRINGS
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return True
+    if name in PATH_KEYS:
+        return isinstance(value, str)
+    # a text key: a string, a number or a flat list (LLaMA-Factory splits comma lists and keeps lists)
+    return not isinstance(value, dict) and not (
+        isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)
+    )
 
 
 def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
@@ -51,7 +70,7 @@ def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
             continue
         if value is None:
             continue
-        if not _is_kind(value, spec.kind):
+        if not _is_kind(value, spec.kind, name):
             out.append(problem(T + name, f"{value!r} is not a {spec.kind}", f"give a {spec.kind} value"))
         elif spec.choices and str(value) not in spec.choices and not isinstance(value, bool):
             out.append(

@@ -168,7 +168,8 @@ class MegatronRun:
 
 
 def to_flags(options: dict[str, Any]) -> list[str]:
-    """Megatron argv from a flag mapping: true -> `--flag`, false/None -> omitted, list -> repeated values."""
+    """Megatron argv from a flag mapping: true -> `--flag`, false/None -> omitted, list -> repeated values,
+    a value that starts with `-` -> `--flag=value`."""
     argv: list[str] = []
     for key, value in options.items():
         if value is None or value is False:
@@ -183,8 +184,10 @@ def to_flags(options: dict[str, Any]) -> list[str]:
             import json
 
             argv += [flag, json.dumps(value, separators=(",", ":"))]
+        elif (text := _num(value)).startswith("-"):
+            argv.append(f"{flag}={text}")  # argparse would take `-1e-05` for an option of its own
         else:
-            argv += [flag, _num(value)]
+            argv += [flag, text]
     return argv
 
 

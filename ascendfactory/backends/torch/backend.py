@@ -184,7 +184,8 @@ class TorchBackend(MegatronBackend):
         return [
             ctx.problem(
                 f"backend_config.training.{key}",
-                f"not a flag the embedded torch backend knows{did_you_mean('--' + key, known)}",
+                f"not a flag the embedded torch backend knows"
+                f"{did_you_mean(key, [k.removeprefix('--') for k in known])}",
                 fix="remove it (the lists are in ascendfactory/engine/train/flags.py), "
                 "or use backend: mindspeed-llm",
             )
