@@ -215,7 +215,8 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                 Problem(
                     k["gbs"],
                     f"global_batch_size({inp.gbs}) is not divisible by micro_batch_size({inp.mbs}) "
-                    f"* data_parallel_size({dp}) = {unit}",
+                    f"* data_parallel_size({dp}) = {unit} [data parallel = world_size({inp.world_size}) / "
+                    f"(tp * pp * cp); world_size = {k['world']}]",
                     fix=f"nearest valid {k['gbs']}: "
                     f"{' or '.join(map(str, nearest_multiples(inp.gbs, unit)))}",
                 )

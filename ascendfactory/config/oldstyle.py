@@ -135,7 +135,7 @@ def flatten_old_style(
     for (block, _), layer in zip(named, layers):
         tree: dict[str, Any] = {}
         for key, value in layer.items():
-            for dest in _place(tree, key, value, known, rest, problems, source):
+            for dest in _place(tree, key, value, known, rest, problems, source, block):
                 if origins is not None and dest != f"{block}.{key}":
                     origins[dest] = f"{block}.{key}"
         mapped.append(tree)
@@ -152,6 +152,7 @@ def _place(
     rest: str | None,
     problems: list[Problem],
     source: str,
+    block: str,
 ) -> tuple[str, ...]:
     """Put one flat key into the new-style `tree`; returns the dotted keys it went to."""
     if key in SECTION_KEYS and isinstance(value, dict):
@@ -167,7 +168,7 @@ def _place(
     if isinstance(value, dict):
         problems.append(
             Problem(
-                key=key,
+                key=f"{block}.{key}",
                 source=source,
                 message="unexpected block inside an old-style block",
                 fix="flat keys only, or one of the sections " + ", ".join(sorted(SECTION_KEYS)),
@@ -177,7 +178,7 @@ def _place(
     if rest is None:
         problems.append(
             Problem(
-                key=key,
+                key=f"{block}.{key}",
                 source=source,
                 message="not a key this backend maps from old-style flat keys",
                 fix="use the new-style sections (backend_config...) for it",

@@ -26,10 +26,14 @@ class VerlBackend(ValidatedOnlyBackend):
 
     def extra_checks(self, ctx: PlanContext) -> list[Problem]:
         bc = ctx.config.backend_config
-        tbs = (bc.get("data") or {}).get("train_batch_size")
-        actor = (bc.get("actor_rollout_ref") or {}).get("actor") or {}
-        mini = actor.get("ppo_mini_batch_size")
-        if isinstance(tbs, int) and isinstance(mini, int) and mini and tbs % mini:
+
+        def section(node: object, key: str) -> dict:
+            value = node.get(key) if isinstance(node, dict) else None
+            return value if isinstance(value, dict) else {}
+
+        tbs = section(bc, "data").get("train_batch_size")
+        mini = section(section(bc, "actor_rollout_ref"), "actor").get("ppo_mini_batch_size")
+        if isinstance(tbs, int) and isinstance(mini, int) and mini > 0 and tbs % mini:
             return [
                 ctx.problem(
                     "backend_config.actor_rollout_ref.actor.ppo_mini_batch_size",

@@ -1,0 +1,26 @@
+"""Property: whatever an experiment file or override holds, `train --dry-run` exits 0, or exits 2 naming a key
+the input touched; never a traceback, an internal error, another exit code or a hang (> 5 s).
+
+The generator is `fuzz_configs.cases` (odd values, deleted/unknown/integer keys, scalar sections, corrupted
+bytes, override lists); `benchmarks/fuzz_configs.py` runs thousands of the same cases and counts them.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.cli.fuzz_configs import bases, cases, run_case
+
+BASES = bases()
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_any_experiment_ends_in_a_named_answer(tmp_path_factory, data):
+    case = data.draw(cases(BASES))
+    verdict = run_case(case, tmp_path_factory.mktemp("fuzz"))
+    assert not verdict.failed, (
+        f"{verdict.kind} after {verdict.seconds:.2f}s: base={case.base} touched={case.touched} "
+        f"overrides={case.overrides}\n{verdict.message}"
+    )
