@@ -213,7 +213,15 @@ class TorchBackend(MegatronBackend):
                 continue
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
-                    parse_known(parser(), to_flags({key: value}))
+                    _, left = parse_known(parser(), to_flags({key: value}))
+                    if left and isinstance(value, (list, dict)):
+                        problems.append(
+                            ctx.problem(
+                                f"backend_config.{section}.{key}",
+                                f"takes one value, not {type(value).__name__} {value!r:.60}",
+                                fix="give a single value",
+                            )
+                        )
                 except ConfigError as e:
                     dotted = f"backend_config.{section}.{key}"
                     problems += [
