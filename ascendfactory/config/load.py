@@ -33,6 +33,7 @@ from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.config.tree import compose
 from ascendfactory.config.yamlio import load_file
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.monitors import MonitorConfig, TensorboardConfig
 
 
 @dataclass
@@ -264,4 +265,8 @@ def _known_keys(parent: list[str]) -> list[str]:
         return list(EnvConfig.model_fields)
     if parent == ["auto_resume"]:
         return list(AutoResumeConfig.model_fields)
+    if parent == ["monitor_config"]:
+        return list(MonitorConfig.model_fields)
+    if parent == ["tensorboard"]:
+        return list(TensorboardConfig.model_fields)
     return []

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from ascendfactory.monitors import MonitorConfig, TensorboardConfig
+
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -186,13 +188,13 @@ class ExperimentConfig(BaseModel):
         description="Multi-node: how long other nodes wait for node 0's outputs, and how long "
         "torchrun waits for its peers (rendezvous / collective timeout).",
     )
-    monitor_config: dict[str, Any] | None = Field(
+    monitor_config: MonitorConfig | None = Field(
         None,
-        description="Training monitor (seed 001): monitor_on, dump_path, target, invert, "
-        "step_interval, local_loss_format, local_norm_format, device_local_norm_format, "
-        "optimizer_state_format, weight_state_format, throughput_baseline, print_struct.",
+        description="Training monitor (seed 001): monitor_on, dump_path, target, invert, step_interval, "
+        "local_loss_format, local_norm_format, device_local_norm_format, optimizer_state_format, "
+        "weight_state_format, throughput_baseline, print_struct (ascendfactory/monitors.py documents each).",
     )
-    tensorboard: dict[str, Any] | None = Field(
+    tensorboard: TensorboardConfig | None = Field(
         None,
         description="TensorBoard output: tensorboard_dir (or env MA_SUMMARY_LOG_DIR), "
         "tensorboard_queue_size, log_loss_scale_to_tensorboard, log_timers_to_tensorboard.",

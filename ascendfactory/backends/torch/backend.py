@@ -121,9 +121,9 @@ class TorchBackend(MegatronBackend):
             **(load.flags if load else {}),
             "save": run.layout.saved_checkpoints,
         }
-        tb = dict(cfg.tensorboard or {})
-        if tb or cfg.monitor_config:
-            ordered["tensorboard-dir"] = tb.get("tensorboard_dir") or run.layout.tensorboard_dir
+        if cfg.tensorboard or cfg.monitor_config:
+            given = cfg.tensorboard.tensorboard_dir if cfg.tensorboard else None
+            ordered["tensorboard-dir"] = given or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config
         inputs = [x for x in (run.data_path, load.load if load else None) if x]

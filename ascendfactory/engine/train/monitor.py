@@ -18,28 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ascendfactory.errors import ConfigError, Problem
+from pydantic import BaseModel, ValidationError
 
-MONITOR_DEFAULTS: dict[str, Any] = {
-    "monitor_on": False,
-    "dump_path": "./dump",
-    "target": [".*"],
-    "invert": False,
-    "step_interval": 1,
-    "local_loss_format": None,
-    "local_norm_format": None,
-    "device_local_norm_format": None,
-    "optimizer_state_format": None,
-    "weight_state_format": None,
-    "throughput_baseline": None,
-    "print_struct": False,
-}
-TENSORBOARD_DEFAULTS: dict[str, Any] = {
-    "tensorboard_dir": None,
-    "tensorboard_queue_size": 10,
-    "log_loss_scale_to_tensorboard": False,
-    "log_timers_to_tensorboard": False,
-}
+from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.monitors import MonitorConfig, TensorboardConfig, formats
+
 FORMATS = (
     "local_loss_format",
     "local_norm_format",
@@ -59,19 +42,24 @@ WITH_SAMPLES_TWIN = (
 )
 
 
-def _section(raw: dict, key: str, defaults: dict, source: str) -> tuple[dict, list[Problem]]:
+def _section(raw: dict, key: str, model: type[BaseModel], source: str) -> tuple[dict, list[Problem]]:
+    """The section validated by its model (`ascendfactory.monitors`), as a dict of every key."""
     given = raw.get(key) or {}
-    problems = [
-        Problem(
-            key=f"{key}.{k}", message="unknown key", fix=f"valid keys: {', '.join(defaults)}", source=source
-        )
-        for k in given
-        if k not in defaults
-    ]
-    return {
-        **defaults,
-        **{k: v for k, v in given.items() if v is not None or k in ("throughput_baseline",)},
-    }, problems
+    try:
+        return model.model_validate(given).model_dump(), []
+    except ValidationError as e:
+        problems = [
+            Problem(
+                key=".".join([key, *map(str, err["loc"])]),
+                message=err["msg"],
+                fix=f"valid keys: {', '.join(model.model_fields)}"
+                if err["type"] == "extra_forbidden"
+                else "",
+                source=source,
+            )
+            for err in e.errors()
+        ]
+        return model().model_dump(), problems
 
 
 def read_config_file(path: str | None) -> dict[str, Any]:
@@ -92,8 +80,8 @@ def load_monitor_config(args: Any) -> tuple[dict, dict | None]:
     `MA_SUMMARY_LOG_DIR` (flags win over the file; the env var only fills a missing directory)."""
     raw = read_config_file(args.af_monitor_config)
     source = args.af_monitor_config or "command line"
-    monitor, problems = _section(raw, "monitor_config", MONITOR_DEFAULTS, source)
-    tensorboard, more = _section(raw, "tensorboard", TENSORBOARD_DEFAULTS, source)
+    monitor, problems = _section(raw, "monitor_config", MonitorConfig, source)
+    tensorboard, more = _section(raw, "tensorboard", TensorboardConfig, source)
     problems += more
     if args.tensorboard_dir:
         tensorboard["tensorboard_dir"] = args.tensorboard_dir
@@ -103,28 +91,10 @@ def load_monitor_config(args: Any) -> tuple[dict, dict | None]:
         tensorboard["tensorboard_queue_size"] = args.tensorboard_queue_size
     tensorboard["tensorboard_dir"] = tensorboard["tensorboard_dir"] or os.environ.get("MA_SUMMARY_LOG_DIR")
     for key in FORMATS:
-        value = monitor[key]
-        values = [value] if isinstance(value, str) else list(value or [])
-        if any(v not in ("log", "tensorboard") for v in values):
-            problems.append(
-                Problem(
-                    key=f"monitor_config.{key}",
-                    message=f"{value!r} is not valid",
-                    fix="use 'log', 'tensorboard', a list of them, or null",
-                    source=source,
-                )
-            )
+        values = formats(monitor[key])
         if not tensorboard["tensorboard_dir"]:
-            values = ["log" if v == "tensorboard" else v for v in values]
-        monitor[key] = sorted(set(values))
-    if monitor["throughput_baseline"] is not None and not float(monitor["throughput_baseline"]) > 0:
-        problems.append(
-            Problem(
-                key="monitor_config.throughput_baseline", message="must be a positive number", source=source
-            )
-        )
-    if isinstance(monitor["target"], str):
-        monitor["target"] = [monitor["target"]]
+            values = sorted({"log" if v == "tensorboard" else v for v in values})
+        monitor[key] = values
     if problems:
         raise ConfigError(problems)
     return monitor, (tensorboard if tensorboard["tensorboard_dir"] else None)

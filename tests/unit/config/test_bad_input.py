@@ -166,3 +166,35 @@ def test_a_layout_error_does_not_hide_the_other_problems(tmp_path, capsys):
         "training.lr: invalid float",
     ):
         assert key in err
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        (
+            "--monitor_config.local_loss_format=csv",
+            "monitor_config.local_loss_format.0: Input should be 'log'",
+        ),
+        (
+            "--monitor_config.target=[a(]",
+            "monitor_config.target: 'a(' is not a regular expression",
+        ),
+        ("--monitor_config.step_interval=0", "monitor_config.step_interval: Input should be greater than"),
+        (
+            "--monitor_config.monitor_onn=true",
+            "monitor_config.monitor_onn: unknown key (did you mean: monitor_on?)",
+        ),
+        ("--tensorboard.tensorboard_queue_size=-1", "tensorboard.tensorboard_queue_size: Input should be"),
+        ("--tensorboard.tensorboard_dir=[a]", "tensorboard.tensorboard_dir: Input should be a valid string"),
+    ],
+)
+def test_monitor_and_tensorboard_keys_are_checked_by_the_dry_run(tmp_path, capsys, override, words):
+    argv = [
+        "train",
+        str(REPO / "cfgs" / "quickstart.yaml"),
+        f"--af_output_dir={tmp_path}",
+        override,
+        "--dry-run",
+    ]
+    assert main(argv) == 2
+    assert words in capsys.readouterr().err

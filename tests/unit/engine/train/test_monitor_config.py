@@ -4,8 +4,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from ascendfactory.engine.train.monitor import MONITOR_DEFAULTS, Monitor, load_monitor_config
+from ascendfactory.engine.train.monitor import Monitor, load_monitor_config
 from ascendfactory.errors import ConfigError
+from ascendfactory.monitors import MonitorConfig
+
+MONITOR_DEFAULTS = MonitorConfig().model_dump()
 
 
 def _args(path=None, **kw):
@@ -66,7 +69,7 @@ def test_bad_keys_and_values(tmp_path):
         load_monitor_config(_args(str(f)))
     assert {p.key for p in e.value.problems} == {
         "monitor_config.monitor_onn",
-        "monitor_config.local_loss_format",
+        "monitor_config.local_loss_format.0",  # the first (only) format given
         "monitor_config.throughput_baseline",
     }
 
