@@ -1,7 +1,9 @@
 """Secret-looking keys and their masking (ground floor): what the tool writes or prints shows `***` instead.
 
-Secret: `hf_token`, `OBS_SECRET_ACCESS_KEY`, `apiKey`, `ak`, `db-password` (whole words of the key are
-compared, so `max-tokens` and `tokenizer-name-or-path` are not secrets).
+Secret: `hf_token`, `hub_token`, `OBS_SECRET_ACCESS_KEY`, `apiKey`, `ak`, `db-password`, `swanlab_api_key`.
+Whole words of the key are compared, so `max-tokens` and `tokenizer-name-or-path` are not secrets; `token`
+counts only as the key's last word and not after a vocabulary word (`add-eos-token`, `placeholder-token`
+and `ignore_pad_token_for_loss` are training options, not credentials).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from typing import Any
 
 MASK = "***"
 _SECRET_WORDS = {
-    "token",
     "password",
     "passwd",
     "pwd",
@@ -27,10 +28,37 @@ _SECRET_WORDS = {
 _SECRET_PAIRS = {("access", "key"), ("api", "key"), ("secret", "key"), ("private", "key"), ("secret", "id")}
 
 
+# `<word>-token` that names a kind of vocabulary token, not a credential
+_VOCABULARY_WORDS = {
+    "eos",
+    "bos",
+    "pad",
+    "unk",
+    "sep",
+    "cls",
+    "mask",
+    "placeholder",
+    "special",
+    "cut",
+    "image",
+    "video",
+    "audio",
+    "start",
+    "end",
+    "stop",
+    "per",
+    "first",
+    "last",
+    "next",
+}
+
+
 def is_secret_key(key: str) -> bool:
     """True when a word (or adjacent pair of words) of `key` names a secret (see the module docstring)."""
     words = [w.lower() for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", key) if w]
     if any(w in _SECRET_WORDS for w in words):
+        return True
+    if words and words[-1] == "token" and (len(words) == 1 or words[-2] not in _VOCABULARY_WORDS):
         return True
     return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
 
@@ -45,3 +73,27 @@ def mask_secrets(value: Any) -> Any:
     if isinstance(value, list):
         return [mask_secrets(v) for v in value]
     return value
+
+
+def mask_argv(command: str) -> str:
+    """A command line (for logs) with the values of secret-named flags and `key=value` items masked."""
+    import shlex
+
+    words = shlex.split(command)
+    out: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+            continue
+        name, eq, _ = word.partition("=")
+        bare = name.lstrip("-+").rsplit(".", 1)[-1]
+        if eq and is_secret_key(bare):
+            out.append(f"{name}={MASK}")
+        elif word.startswith("--") and not eq and is_secret_key(bare):
+            out.append(word)
+            hide_next = True
+        else:
+            out.append(word)
+    return shlex.join(out)

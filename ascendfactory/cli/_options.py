@@ -29,4 +29,10 @@ DryRunOpt = Annotated[
 FormatOpt = Annotated[
     PlanFormat, typer.Option("--format", help="Plan output with --dry-run: text, json, shell.")
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Show the steps' own output lines on the console too (always in logs/)."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ascendfactory.cli._options import ConfigArgs, DryRunOpt, FormatOpt, PlanFormat
+from ascendfactory.cli._options import ConfigArgs, DryRunOpt, FormatOpt, PlanFormat, VerboseOpt
 
 if TYPE_CHECKING:
     from ascendfactory.plan import Plan
@@ -25,7 +25,12 @@ def register(app: typer.Typer) -> None:
         context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
         epilog="Examples:\n\n" + "\n\n".join(EXAMPLES),
     )
-    def train(args: ConfigArgs, dry_run: DryRunOpt = False, fmt: FormatOpt = PlanFormat.text) -> None:
+    def train(
+        args: ConfigArgs,
+        dry_run: DryRunOpt = False,
+        fmt: FormatOpt = PlanFormat.text,
+        verbose: VerboseOpt = False,
+    ) -> None:
         """Run an experiment: preprocess, convert, train, convert back, plot. Validates everything first."""
         from ascendfactory.backends.planner import make_plan, replanner
         from ascendfactory.cli._experiment_args import load_from_args
@@ -42,7 +47,7 @@ def register(app: typer.Typer) -> None:
 
         for warning in plan.warnings:
             out.warn(warning)
-        code = run_experiment(plan, out=out, replan=replanner(loaded))
+        code = run_experiment(plan, out=out, replan=replanner(loaded), verbose=verbose)
         if code:
             raise typer.Exit(code)
 

@@ -1,13 +1,18 @@
-"""What the user sees while `train` runs: a rich live panel on a terminal, plain lines otherwise (CI).
+"""What the user sees while `train` runs: what a person reads, never raw log fragments.
 
-The panel shows every step with its state and wall time, and for the train step the iteration, loss,
-tokens/s per device and ETA parsed from the loss rank's lines with the parser the plan names
-(`LogSpec.format`), its loss keys and its throughput formula. Plain mode prints the runner's events and
-echoes the step's output (for training: the loss rank and the launcher), so a CI log reads like the run.
+- On a terminal, a live panel: every step with its state and wall time; for the running step a progress
+  bar (training: iteration / train-iters with loss, tokens/s per device and ETA, parsed from the loss
+  rank's lines with the plan's parser, loss keys and throughput formula; conversion and preprocessing: the
+  `i/n` their programs print, else the elapsed time).
+- Otherwise (CI, a file), the runner's events and a training progress line at most every 10% of the run
+  or 30 s.
+- `verbose` (`train --verbose`): every output line of the steps as well (the loss rank's for training),
+  as the log files have them. Without it, raw lines stay in the logs only.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import deque
@@ -64,6 +69,25 @@ class TrainStats:
         return " | ".join(parts)
 
 
+# How a step's programs say how far they are: our converter's `stage 2/4`, tqdm's `45%|` and `12/100 [`.
+FRACTIONS = (
+    re.compile(r"\bstage (\d+)/(\d+)\b"),
+    re.compile(r"(\d+)/(\d+) \["),
+    re.compile(r"\b(\d{1,3})%\|"),
+)
+PLAIN_EVERY_S = 30.0  # plain mode: a training line at each new tenth of the run, or after this long
+
+
+def fraction(text: str) -> float | None:
+    """How far a step is, from one of its output lines (None when the line does not say)."""
+    for pattern in FRACTIONS:
+        m = pattern.search(text)
+        if m:
+            done, total = (int(m.group(1)), 100) if m.lastindex == 1 else (int(m.group(1)), int(m.group(2)))
+            return min(done / total, 1.0) if total else None
+    return None
+
+
 def _clock(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
@@ -72,20 +96,24 @@ def _clock(seconds: float) -> str:
 class Progress:
     """Thread-safe: `feed` is called by the tee thread, everything else by the runner."""
 
-    def __init__(self, console: Any, logs: LogSpec, *, live: bool | None = None) -> None:
+    def __init__(
+        self, console: Any, logs: LogSpec, *, live: bool | None = None, verbose: bool = False
+    ) -> None:
         self.console = console
         self.live_mode = console.is_terminal if live is None else live
+        self.verbose = verbose
         self.steps: dict[str, tuple[str, str]] = {}  # name -> (state, detail)
         self.current: Step | None = None
         self.loss_rank: int | None = None
         self.logs = logs
         tp = logs.throughput
         self.stats = TrainStats(seq_length=tp.seq_length, devices=tp.devices, formula=tp.formula)
-        self.recent: deque[str] = deque(maxlen=6)
+        self.done_fraction: float | None = None  # a non-training step's progress, when it prints one
         self._lock = threading.Lock()
         self._parser = make_parser(logs.console_format or logs.format)
         self._live: Any = None
         self._t0 = time.monotonic()
+        self._printed_at = (0.0, -1)  # plain mode: (time, tenth of the run) of the last progress line
 
     # -- runner events --------------------------------------------------------------------------------
     def start(self, steps: list[Step]) -> None:
@@ -101,8 +129,9 @@ class Progress:
         with self._lock:
             self.current, self.loss_rank = step, loss_rank
             self._parser = make_parser(self.logs.console_format or self.logs.format)
-            self.recent.clear()
+            self.done_fraction = None
             self._t0 = time.monotonic()
+            self._printed_at = (time.monotonic(), -1)
             self.steps[step.name] = ("running", detail)
         self.refresh()
 
@@ -133,35 +162,57 @@ class Progress:
         is_train = self.current is not None and self.current.role is Role.TRAIN
         if is_train and rank is not None and rank != self.loss_rank:
             return
+        line = None
         with self._lock:
             if is_train and rank is not None:
-                self._parse(text)
-            self.recent.append(text)
-        if not self.live_mode:
+                if self._parse(text) and not self.live_mode and not self.verbose:
+                    line = self._plain_progress()
+            elif not is_train:
+                self.done_fraction = fraction(text) or self.done_fraction
+        if self.verbose:
             self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        elif line:
+            self.console.print(line, markup=False, highlight=False)
 
-    def _parse(self, text: str) -> None:
+    def _parse(self, text: str) -> bool:
+        """Update the stats from a loss-rank line; True when it was a training iteration."""
         s = self.stats
         if s.seq_length is None:
             s.seq_length = seq_length_from_line(text)
+        found = False
         for rec in self._parser.feed(text):
             if rec.kind != "train":
                 continue
+            found = True
             s.iteration, s.total = rec.step, rec.total_steps or s.total
             s.loss = next((rec.metrics[k] for k in self.logs.loss_keys if k in rec.metrics), s.loss)
             if ELAPSED_MS in rec.metrics:
                 s.elapsed_ms.append(rec.metrics[ELAPSED_MS])
             s.gbs = rec.metrics.get(GBS, s.gbs)
+        return found
+
+    def _plain_progress(self) -> str | None:
+        """A training line for plain output, at each new tenth of the run or after `PLAIN_EVERY_S`."""
+        s = self.stats
+        tenth = int(10 * s.iteration / s.total) if s.iteration is not None and s.total else -1
+        now = time.monotonic()
+        last_time, last_tenth = self._printed_at
+        if tenth <= last_tenth and now - last_time < PLAIN_EVERY_S:
+            return None
+        self._printed_at = (now, max(tenth, last_tenth))
+        name = self.current.name if self.current is not None else "train"
+        return f"[ascendfactory] {name}: {s.line()}"
 
     # -- rendering ------------------------------------------------------------------------------------
     def panel(self) -> Any:
+        from rich.progress_bar import ProgressBar
         from rich.table import Table
         from rich.text import Text
 
         table = Table(show_header=False, box=None, pad_edge=False)
         table.add_column("step", style="bold")
         table.add_column("state")
-        table.add_column("detail", overflow="fold")
+        table.add_column("detail", overflow="ellipsis", no_wrap=True)
         colours = {
             "running": "cyan",
             "done": "green",
@@ -175,8 +226,12 @@ class Progress:
                 table.add_row(name, Text(state, style=colours.get(state, "")), detail)
             if self.current is not None:
                 elapsed = _clock(time.monotonic() - self._t0)
-                info = self.stats.line() if self.current.role is Role.TRAIN else "running"
-                table.add_row("", "", Text(f"{elapsed}  {info}", style="cyan"))
-                for line in self.recent:
-                    table.add_row("", "", Text(line[-200:], style="dim"))
+                if self.current.role is Role.TRAIN:
+                    s = self.stats
+                    done = s.iteration / s.total if s.iteration is not None and s.total else None
+                    info = s.line()
+                else:
+                    done, info = self.done_fraction, "running"
+                bar = ProgressBar(total=1.0, completed=done or 0.0, width=30, pulse=done is None)
+                table.add_row("", bar, Text(f"{elapsed}  {info}", style="cyan"))
         return table

@@ -44,6 +44,7 @@ from ascendfactory.pipeline.procgroup import DEFAULT_GRACE_S, Interrupt, trap_si
 from ascendfactory.pipeline.progress import Progress
 from ascendfactory.pipeline.results import StepResult
 from ascendfactory.plan import Plan, Role, Step
+from ascendfactory.secrets import mask_argv
 
 POLL_S = 0.2
 SUMMARY_LABELS = {Role.EXPORT: "hf weights", Role.PLOT: "loss curve"}
@@ -58,10 +59,14 @@ def run_experiment(
     live: bool | None = None,
     grace_s: float = DEFAULT_GRACE_S,
     stamp: str | None = None,
+    verbose: bool = False,
 ) -> int:
     """Run every step of `plan`; 0 on success. `out`: the CLI's output object (`console`, `table`, `text`);
-    `replan`: plans the experiment again (auto-resume). See the module docstring for the rest."""
-    return Runner(plan, out=out, replan=replan, live=live, grace_s=grace_s, stamp=stamp).run()
+    `replan`: plans the experiment again (auto-resume); `verbose`: the steps' output lines on the console
+    too (they are always in the logs). See the module docstring for the rest."""
+    return Runner(
+        plan, out=out, replan=replan, live=live, grace_s=grace_s, stamp=stamp, verbose=verbose
+    ).run()
 
 
 class Runner:
@@ -74,8 +79,10 @@ class Runner:
         live: bool | None = None,
         grace_s: float = DEFAULT_GRACE_S,
         stamp: str | None = None,
+        verbose: bool = False,
     ) -> None:
         self.plan, self.out, self.replan = plan, out, replan
+        self.verbose = verbose
         self.policy = plan.policy
         self.names = LogNames(plan.logs_dir, plan.logs.naming, stamp or timestamp())
         self.manifests = plan.manifest_dir
@@ -93,7 +100,7 @@ class Runner:
         os.makedirs(self.plan.logs_dir, exist_ok=True)
         procgroup.become_subreaper()  # every process of the run stays ours, whatever session it moves to
         self._log = open(self.names.runner, "a", encoding="utf-8", buffering=1)
-        self.progress = Progress(self.out.console, self.plan.logs, live=self._live)
+        self.progress = Progress(self.out.console, self.plan.logs, live=self._live, verbose=self.verbose)
         try:
             with trap_signals(self.interrupt):
                 self.progress.start(self.plan.steps)
@@ -145,9 +152,10 @@ class Runner:
         results.render_summary(summary, self.out)
         self.event(f"run finished in {wall_s:.1f}s")
 
-    def event(self, text: str) -> None:
+    def event(self, text: str, *, log_only: str = "") -> None:
+        """`text` to the runner log and the console; `log_only` (a command line, ...) to the log alone."""
         if self._log is not None and not self._log.closed:
-            self._log.write(f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {text}\n")
+            self._log.write(f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {text}{log_only}\n")
         if hasattr(self, "progress"):
             self.progress.event(text)
 
@@ -224,7 +232,7 @@ class Runner:
             }
             monitor = DeviceMonitor(targets, paths, env=proc.env)
         self.progress.step_started(step, loss_rank=loss_rank)
-        self.event(f"step {step.name}: running {step.command_line()}")
+        self.event(f"step {step.name}: running", log_only=f" {mask_argv(step.command_line())}")
         proc.start()
         if monitor is not None and proc.pid is not None:
             monitor.attach(proc.pid)
@@ -307,7 +315,7 @@ class Runner:
         new = self.replan().step(fallback.name)
         if new is None:
             return fallback
-        self.event("re-planned train: " + ("; ".join(new.notes) or new.command_line()))
+        self.event("re-planned train: " + ("; ".join(new.notes) or mask_argv(new.command_line())))
         return new
 
     def _prepare_resume(self) -> None:

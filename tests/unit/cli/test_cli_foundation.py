@@ -180,7 +180,7 @@ def test_models_and_experiments_list():
 # test_no_new_cli_options).
 FROZEN = {
     "config": {"--backend", "--af_model_name", "--exp_name", "--output_file_path", "--force"},
-    "train": {"--dry-run", "--format"},
+    "train": {"--dry-run", "--format", "--verbose"},
     "convert": set(),
     "preprocess": set(),
     "models": {"--json"},

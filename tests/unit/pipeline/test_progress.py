@@ -47,8 +47,52 @@ def test_stats_follow_the_loss_rank_only():
     assert s.eta_s() == pytest.approx(98 * 0.5)
     assert progress.stats.line() == "iteration 2/100 | loss 1.5000 | 16,384 tokens/s/p | ETA 0:00:49"
     printed = console.file.getvalue()
-    assert "lm loss" in printed and "iteration       99" not in printed  # plain mode echoes the loss rank
+    assert "lm loss" not in printed  # raw lines stay in the logs
+    assert (
+        printed == "[ascendfactory] train: iteration 1/100 | loss 3.0000 | 16,384 tokens/s/p | ETA 0:00:49\n"
+    )
     progress.close()
+
+
+def test_plain_progress_lines_come_every_tenth_of_the_run():
+    console = Console(file=io.StringIO(), force_terminal=False, width=200)
+    progress = Progress(console, LOGS, live=False)
+    train = Step(**TRAIN)
+    progress.start([train])
+    progress.step_started(train, loss_rank=3)
+    for it in range(1, 101):
+        progress.feed(3, ITER.format(it=it, cs=it * 16, loss=1.0))
+    lines = console.file.getvalue().splitlines()
+    assert [line.split("iteration ")[1].split(" ")[0] for line in lines] == [
+        f"{n}/100" for n in (1, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100)
+    ]
+
+
+def test_verbose_echoes_the_loss_rank_lines():
+    console = Console(file=io.StringIO(), force_terminal=False, width=200)
+    progress = Progress(console, LOGS, live=False, verbose=True)
+    _feed(progress, Step(**TRAIN))
+    printed = console.file.getvalue()
+    assert (
+        "lm loss" in printed
+        and "iteration       99" not in printed
+        and "[ascendfactory] train:" not in printed
+    )
+
+
+@pytest.mark.parametrize(
+    "line, done",
+    [
+        ("hf->mg: stage 2/4 layers 0-3: 2 TP shards written (0.1s)", 0.5),
+        ("Loading checkpoint shards:  45%|####5     | 9/20 [00:01<00:02]", 0.45),
+        ("Converting: 12/48 [00:03<00:09, 4.0it/s]", 0.25),
+        ("Processed 1000 documents (50.0 docs/s)", None),
+    ],
+)
+def test_fractions_from_program_output(line, done):
+    from ascendfactory.pipeline.progress import fraction
+
+    assert fraction(line) == (pytest.approx(done) if done is not None else None)
 
 
 def test_live_panel_renders_steps_and_stats():
@@ -59,7 +103,7 @@ def test_live_panel_renders_steps_and_stats():
     snap = Console(file=io.StringIO(), width=200)
     snap.print(progress.panel())
     assert "iteration 2/100 | loss 1.5000" in snap.file.getvalue()
-    assert "running" in snap.file.getvalue()
+    assert "running" in snap.file.getvalue() and "lm loss" not in snap.file.getvalue()
     progress.step_done(train, "done", "1.0s")
     progress.close()
     assert "done" in console.file.getvalue()
