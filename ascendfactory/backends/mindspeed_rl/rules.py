@@ -233,10 +233,10 @@ def derive(
         return npus, npus // (t * p * c)
 
     ref_npus = ref_dp = reward_npus = reward_dp = None
-    if not integrated:
+    if not integrated and "ref_config" in sections:  # a missing section is rule S2's
         ref_npus, ref_dp = side(ref, "reference_resource", "ref")
-        if rl.get("reward_resource"):
-            reward_npus, reward_dp = side(reward, "reward_resource", "reward")
+    if not integrated and "reward_config" in sections and rl.get("reward_resource"):
+        reward_npus, reward_dp = side(reward, "reward_resource", "reward")
     if problems or None in (tp, pp, cp, gbs, mbs, seq, n, mini, actor_npus, itp, ipp, max_len):
         return None, problems
     assert tp and pp and cp and gbs and mbs and seq and n and mini and actor_npus and itp and ipp and max_len
@@ -350,10 +350,11 @@ def _dispatch(
         "actor_rollout": given("actor_rollout_dispatch_size") or div(gbs * n, rollout_dp),
         "actor_logprob": given("actor_logprob_dispatch_size") or div(base * n, actor_dp),
         "adv": given("adv_dispatch_size") or base * n,
-        "ref": given("ref_dispatch_size") or div(ref_gbs * n, ref_dp),
         "actor_update": given("actor_update_dispatch_size") or div(base * n, actor_dp),
     }
-    if rl.get("reward_resource"):
+    if ref_dp is not None:  # no reference workers' layout: a missing ref_config (rule S2)
+        out["ref"] = given("ref_dispatch_size") or div(ref_gbs * n, ref_dp)
+    if rl.get("reward_resource") and reward_dp is not None:
         out["reward"] = given("reward_dispatch_size") or div(rw_gbs * n, reward_dp)
     elif ks.at_least("2.2.0"):  # rule reward: one process per Ray node
         out["reward"] = given("reward_dispatch_size") or div(rw_gbs * n, nodes)
@@ -767,7 +768,9 @@ def _r20(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
     if "dynamic_sampling" in d.dispatch:
         checks.append(("Dynamic Sampling", rw, "dynamic_sampling", "dynamic_sampling_dispatch_size"))
     for comp, g, name, key in checks:
-        x = d.dispatch.get(name)
+        if name not in d.dispatch:
+            continue
+        x = d.dispatch[name]
         if not x:
             given = cfg.rl.get(key)
             why = (
