@@ -155,10 +155,12 @@ class MindSpeedRLBackend(Backend):
         rl, data_path = self.fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
         problems += self.cluster(ctx, rl, warnings, strict=strict_paths)
         mg2hf_off = rl.mg2hf is None
-        if d.nnodes > 1 and not cfg.shared_filesystem and not mg2hf_off:
+        if d.nnodes > 1 and not cfg.shared_filesystem and not mg2hf_off and d.tp * d.pp > d.npus_per_node:
+            # Megatron saves data-parallel group 0's shards: on node 0 alone when TP x PP fits on a node
             warnings.append(
-                "shared_filesystem: false with several nodes: saved_checkpoints is split over the nodes' "
-                "disks, so the final conversion is skipped (convert it where the shards are gathered)"
+                f"shared_filesystem: false and TP x PP = {d.tp * d.pp} spans several nodes of "
+                f"{d.npus_per_node} NPUs: saved_checkpoints is split over their disks, so the final "
+                "conversion is skipped (convert it where the shards are gathered)"
             )
             mg2hf_off = True
         needs_llm = (load.convert and load.path is not None) or not mg2hf_off
@@ -438,19 +440,11 @@ class MindSpeedRLBackend(Backend):
         env, d = ctx.config.env, rl.derived
         out: list[Problem] = []
         if env.MASTER_ADDR in LOCAL_HOSTS:
-            if env.NNODES > 1:
-                out.append(
-                    ctx.problem(
-                        "env.MASTER_ADDR",
-                        f"{env.MASTER_ADDR} with {env.NNODES} nodes: the other nodes cannot reach it",
-                        "set it to node 0's address on the cluster network",
-                    )
-                )
-            else:
-                warnings.append(
-                    f"env.MASTER_ADDR is {env.MASTER_ADDR}: MindSpeed-RL's docs ask for the node's own IP "
-                    "(HCCL), not localhost"
-                )
+            reach = " (nodes on other machines cannot reach it)" if env.NNODES > 1 else ""
+            warnings.append(
+                f"env.MASTER_ADDR is {env.MASTER_ADDR}{reach}: MindSpeed-RL's docs ask for node 0's own IP "
+                "on the cluster network (HCCL), never localhost"
+            )
         cpus = os.cpu_count() or 0
         if d.cpus_per_node > cpus:
             text = (
