@@ -333,6 +333,7 @@ class MindSpeedRLBackend(Backend):
         strict: bool,
     ) -> tuple[MindSpeedRLConfig, str]:
         """The plan's values in the yaml: paths made absolute, the data prefix, load and save."""
+        given = bool(rl.value("megatron_training.data_path") or rl.value("actor_config.data_path"))
         updates: dict[str, Any] = {}
         for section in ("megatron_training", "actor_config", "ref_config", "reward_config"):
             for key in PATH_KEYS:
@@ -369,7 +370,6 @@ class MindSpeedRLBackend(Backend):
         if not data_path and pre and pre.get("input"):
             data_path = os.path.join(layout.preprocessed, _dataset_name(str(pre["input"])))
             updates["megatron_training.data_path"] = data_path
-        given = not updates.get("megatron_training.data_path")
         rl = rl.replace_values(updates)
         if strict:
             problems += self.paths(ctx, rl, load, given_data=given)
