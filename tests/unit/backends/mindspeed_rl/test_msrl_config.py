@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import DELETE, context
+from msrl_helpers import DELETE, context
 
 from ascendfactory.backends.mindspeed_rl import keys as keyfiles
 from ascendfactory.backends.mindspeed_rl.config import load_yaml, read_config, render_yaml

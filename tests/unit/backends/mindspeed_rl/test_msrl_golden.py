@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import experiment
+from msrl_helpers import experiment
 
 from ascendfactory.backends.mindspeed_rl.config import load_yaml
 from ascendfactory.backends.planner import make_plan

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DELETE, experiment
+from msrl_helpers import DELETE, experiment
 
 from ascendfactory.backends.mindspeed_rl import environment
 from ascendfactory.backends.mindspeed_rl.config import load_yaml
@@ -21,7 +21,7 @@ V = {"backend_config": {"mindspeed_rl_version": "master"}}
 
 
 def plan_for(tmp_path: Path, changes: dict | None = None, *, dry_run: bool = True, environ=None) -> Plan:
-    from conftest import merge
+    from msrl_helpers import merge
 
     tree = merge({"backend_config": {"mindspeed_rl_version": "master"}}, changes or {})
     env = {"AF_THIRD_PARTY_DIR": str(tmp_path / "3p"), **(environ or {})}

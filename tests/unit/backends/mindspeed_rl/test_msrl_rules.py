@@ -3,7 +3,7 @@
 
 The rule ids are those of shared/spec/mindspeed_rl_mm.md (A2.1: R1-R28; S1/S2: parse_training_config's
 sections; V/M/T/K/MB/SC/A/D/P: the pre-flight checklist). Each case changes the base experiment (MindSpeed-RL's
-grpo_qwen25_7b_A3, conftest.BASE) and lists every problem reported, in order; a rule that applies only to some
+grpo_qwen25_7b_A3, msrl_helpers.BASE) and lists every problem reported, in order; a rule that applies only to some
 versions is checked on one of them. MindSpeed-RL's own error text is quoted inside each message.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import DELETE, context
+from msrl_helpers import DELETE, context
 
 from ascendfactory.backends.mindspeed_rl import keys as keyfiles
 from ascendfactory.backends.mindspeed_rl.config import read_config
