@@ -374,3 +374,24 @@ def test_the_generator_reproduces_the_shipped_files(tmp_path):
     )
     for version in keyfiles.shipped_versions():
         assert (tmp_path / f"{version}.txt").read_text() == (keyfiles.KEYS_DIR / f"{version}.txt").read_text()
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="no MindSpeed-RL mirror on this machine")
+@pytest.mark.parametrize("version", keyfiles.ORDER)
+def test_a_real_checkout_is_named_after_its_version(tmp_path, version):
+    """The files of each MindSpeed-RL branch, laid out as a checkout, are recognised as that version."""
+    for rel in sorted(
+        {
+            *keyfiles.SOURCE_FILES.values(),
+            keyfiles.BASE_CONFIG,
+            keyfiles.VALIDATE,
+            keyfiles.VERIFIERS,
+            keyfiles.TEMPLATES,
+        }
+    ):
+        text = subprocess.run(
+            ["git", "-C", str(MIRROR), "show", f"{version}:{rel}"], check=True, capture_output=True, text=True
+        ).stdout
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert keyfiles.from_checkout(str(tmp_path)).version == version
