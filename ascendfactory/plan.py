@@ -263,6 +263,14 @@ class LogSpec:
     loss and throughput are then read from it (parsed as `format`) on the loss rank's node, instead of
     from the run logs. `console_format`: the parser of the loss rank's console lines for the live
     progress line, when it differs from `format`.
+
+    `plot_metrics`: the panels of `training_loss.png`, in order (each raw and smoothed); those the log has
+    are drawn, and when it has none of them (or none are named) the first of `loss_keys` it has. An RL
+    backend names its reward and response length here (`critic/score/mean`, `response_length/mean`).
+    `summary_metrics`: metrics the run summary reports besides the loss and the throughput: the first and
+    last value with their steps, and the mean, min and max over the run (resumed segments joined); the
+    runner prints them and saves them in `summary.json` under `metrics`. Both are metric names of the
+    `format`'s parser; a name the log lacks is left out.
     """
 
     format: str  # an `ascendfactory.metrics` format name (megatron, llamafactory, verl, ...)
@@ -272,6 +280,8 @@ class LogSpec:
     loss_keys: tuple[str, ...] = ("lm loss", "loss")
     metrics_file: str | None = None
     console_format: str | None = None
+    plot_metrics: tuple[str, ...] = ()
+    summary_metrics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -349,6 +359,8 @@ class Plan:
                 "loss_rank": self.logs.loss_rank,
                 "throughput": self.logs.throughput.formula,
                 **({"metrics_file": self.logs.metrics_file} if self.logs.metrics_file else {}),
+                **({"plot_metrics": list(self.logs.plot_metrics)} if self.logs.plot_metrics else {}),
+                **({"summary_metrics": list(self.logs.summary_metrics)} if self.logs.summary_metrics else {}),
             },
             "checkpoints": None
             if self.checkpoints is None

@@ -5,9 +5,11 @@
 - `loss_logs`: the loss rank's run logs of this run, preceded by the earlier runs it resumed from, so
   resumed segments join into one curve (later step wins, `ascendfactory.metrics.StepTable`); or the
   framework's own metrics file when the plan names one.
-- `summarize` / `render_summary`: loss at start and end, throughput by the plan's formula over a
-  steady-state window that skips the first iterations, wall time per step, and where everything was
-  written; also saved as `{af_output_dir}/.af/summary.json`.
+- `plot`: `training_loss.png`, one panel per `LogSpec.plot_metrics` the log has (else the loss);
+- `summarize` / `render_summary`: loss at start and end, the plan's `summary_metrics` (first, last, mean,
+  min, max), throughput by the plan's formula over a steady-state window that skips the first
+  iterations, wall time per step, and where everything was written; also saved as
+  `{af_output_dir}/.af/summary.json`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import glob
 import itertools
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -97,12 +100,16 @@ def prewarm_plot() -> None:
 
 
 def plot(paths: list[str], out_png: str, logs: LogSpec) -> str | None:
-    """`training_loss.png` from the joined segments; None when no loss was logged."""
+    """`training_loss.png` from the joined segments: the plan's `plot_metrics` the log has, else its loss;
+    None when it logged neither."""
     records = chained_records(paths, logs.format)
-    key = next((k for k in logs.loss_keys if any(k in r.metrics for r in records)), None)
-    if key is None:
+    logged = {k for r in records for k in r.metrics}
+    panels = [k for k in logs.plot_metrics if k in logged]
+    if not panels:
+        panels = [k for k in logs.loss_keys if k in logged][:1]
+    if not panels:
         return None
-    return str(plot_loss(records, out_png, metric=key))
+    return str(plot_loss(records, out_png, metric=panels))
 
 
 @dataclass
@@ -124,6 +131,8 @@ class RunSummary:
     first_step: int | None = None
     last_step: int | None = None
     throughput: dict[str, Any] | None = None
+    # `LogSpec.summary_metrics` the log has: first/last value and step, mean, min, max, count
+    metrics: dict[str, dict[str, float | int]] = field(default_factory=dict)
     written: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,6 +148,20 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
         if steps:
             summary.first_step, summary.last_step = steps[0], steps[-1]
             summary.loss_start, summary.loss_end = values[0], values[-1]
+    for name in logs.summary_metrics:
+        steps, values = table.series(name)
+        finite = [v for v in values if math.isfinite(v)]
+        if steps and finite:
+            summary.metrics[name] = {
+                "first_step": steps[0],
+                "first": values[0],
+                "last_step": steps[-1],
+                "last": values[-1],
+                "mean": sum(finite) / len(finite),
+                "min": min(finite),
+                "max": max(finite),
+                "count": len(values),
+            }
     spec = logs.throughput
     seq = spec.seq_length
     if seq is None and spec.formula == "megatron":
@@ -168,6 +191,11 @@ def render_summary(summary: RunSummary, out: Any) -> None:
         out.text(
             f"loss: {summary.loss_start:.4f} at step {summary.first_step} -> {summary.loss_end:.4f} "
             f"at step {summary.last_step}"
+        )
+    for name, m in summary.metrics.items():
+        out.text(
+            f"{name}: {m['first']:.4g} at step {m['first_step']} -> {m['last']:.4g} at step "
+            f"{m['last_step']} (mean {m['mean']:.4g}, min {m['min']:.4g}, max {m['max']:.4g})"
         )
     tp = summary.throughput
     if tp and tp.get("value") is not None:

@@ -14,7 +14,8 @@ the CLI. What it does per role and launch kind:
    created removed (never the checkpoint root) and raises StageFailedError naming the first failing rank;
 3. the TRAIN step runs with the device monitor and checkpoint retention (`checkpoints.retain`, applied
    whenever the log shows `checkpoints.saved_marker` and at the end); when it fails and
-   `policy.auto_resume` is on it is re-planned and restarted, up to `policy.max_attempts` times,
+   `policy.auto_resume` is on it is re-planned (the new plan's `files` written again: its step may read
+   them) and restarted, up to `policy.max_attempts` times,
    `policy.backoff_s` apart;
 4. the PLOT step runs in-process from the loss rank's logs (`logs.loss_rank`, `logs.format`); the summary
    (loss, throughput by `logs.throughput`) is printed through `out` and saved to `.af/summary.json`.
@@ -312,9 +313,12 @@ class Runner:
     def _replan_train(self, fallback: Step) -> Step:
         if self.replan is None:
             return fallback
-        new = self.replan().step(fallback.name)
+        plan = self.replan()
+        new = plan.step(fallback.name)
         if new is None:
             return fallback
+        for path, text in plan.files.items():  # the re-planned step reads them (a framework's own config)
+            results.write_file(path, text, source=self.plan.source)
         self.event("re-planned train: " + ("; ".join(new.notes) or mask_argv(new.command_line())))
         return new
 

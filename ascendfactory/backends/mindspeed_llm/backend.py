@@ -32,6 +32,7 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     ConverterChoice,
     choose_converter,
     hf2mg_options,
+    mg2hf_command,
     mg2hf_options,
 )
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
@@ -45,7 +46,6 @@ K = "backend_config.training."
 CONVERTERS = tuple(SCRIPTS)
 ENTRY_SCRIPTS = {"pt": "pretrain_gpt.py", "sft": "posttrain_gpt.py"}
 SECTION_NAMES = {"training": "training", "preprocess_data": "preprocess"}  # + convert sections: per converter
-V1_OUTPUT_TOOL = "ascendfactory.programs.v1_mg2hf_output"
 STEP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # every MindSpeed-LLM example exports it
 # Training keys the plan decides from other settings (they are read, then set by the plan).
 PLANNER_TRAIN_KEYS = ("data-path", "tokenizer-name-or-path", "load", "save", "stage")
@@ -390,24 +390,14 @@ class MindSpeedLLMBackend(MegatronBackend):
             }
         )
         out = options["save-dir"]
-        command = [ctx.python, conv.script, *to_flags(options)]
-        notes = [f"converter {conv.version}: {conv.reason}"]
-        if conv.version == "v1":  # v1 reads the HF config from --save-dir and writes into <save-dir>/mg2hf/
-            command = [
-                ctx.python,
-                "-m",
-                V1_OUTPUT_TOOL,
-                "--stage-hf-config",
-                local_path(run.model_dir),
-                "--collect-mg2hf",
-                out,
-                "--",
-                *command,
-            ]
-            notes.append(
-                "v1 writes <save-dir>/mg2hf/: the HF config is staged into save-dir first and the "
-                "weights are moved up afterwards, so save-dir holds the HF model"
-            )
+        command, notes = mg2hf_command(
+            conv.version,
+            python=ctx.python,
+            converter=[ctx.python, conv.script, *to_flags(options)],
+            hf_dir=local_path(run.model_dir),
+            out_dir=out,
+        )
+        notes[0] = f"converter {conv.version}: {conv.reason}"
         inputs = [x for x in (options["load-dir"], options.get("lora-load")) if x]
         return Step(
             name="mg2hf",

@@ -21,6 +21,7 @@ from typing import Any
 from ascendfactory.config.catalog import ModelArch
 
 SCRIPTS = {"v1": "convert_ckpt.py", "v2": "convert_ckpt_v2.py"}
+V1_OUTPUT_TOOL = "ascendfactory.programs.v1_mg2hf_output"  # stages the HF config, moves <save-dir>/mg2hf/ up
 NAMES_KIND = {"v1": "convert_v1", "v2": "convert_v2"}
 # --model-type-hf: the catalog holds the v2 spelling; v1 converts Qwen2/2.5 and Llama as llama2
 # (with --add-qkv-bias for Qwen), per the MindSpeed-LLM 2.1.0 examples.
@@ -161,3 +162,33 @@ def mg2hf_options(
         "lora-load": lora.get("lora-load"),
         **lora_shape,
     }
+
+
+def mg2hf_command(
+    version: str, *, python: str, converter: list[str], hf_dir: str, out_dir: str
+) -> tuple[list[str], list[str]]:
+    """(argv, notes) of an mg->hf conversion whose HF model lands in `out_dir` with either converter.
+
+    `converter` is the converter's own argv (`python convert_ckpt.py ...`). v1 reads the HF config from
+    `--save-dir` and writes `<save-dir>/mg2hf/`: it runs under `V1_OUTPUT_TOOL`, which stages the config
+    first and moves the weights up afterwards.
+    """
+    notes = [f"converter {version}"]
+    if version != "v1":
+        return converter, notes
+    notes.append(
+        "v1 writes <save-dir>/mg2hf/: the HF config is staged into save-dir first and the weights are "
+        "moved up afterwards, so save-dir holds the HF model"
+    )
+    argv = [
+        python,
+        "-m",
+        V1_OUTPUT_TOOL,
+        "--stage-hf-config",
+        hf_dir,
+        "--collect-mg2hf",
+        out_dir,
+        "--",
+        *converter,
+    ]
+    return argv, notes

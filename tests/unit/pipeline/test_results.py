@@ -107,3 +107,62 @@ def test_plot_joins_segments_into_one_png(tmp_path):
     empty = str(tmp_path / "empty.txt")
     Path(empty).write_text("no iterations here\n")
     assert results.plot([empty], str(tmp_path / "none.png"), LOGS) is None
+
+
+RL_LOGS = LogSpec(
+    format="verl",
+    naming=LogNaming(prefix="verl_grpo-m-2048-npu"),
+    loss_rank="first",
+    throughput=ThroughputSpec("verl"),
+    loss_keys=("actor/pg_loss",),
+    plot_metrics=("critic/score/mean", "response_length/mean"),
+    summary_metrics=("critic/score/mean", "response_length/mean", "actor/kl_loss"),
+)
+
+
+def _verl_log(path: str, steps: range) -> None:
+    with open(path, "w") as f:
+        for s in steps:
+            f.write(
+                f"(TaskRunner pid=7) step:{s} - actor/pg_loss:np.float64({0.5 / s}) - critic/score/mean:"
+                f"{s / 10} - response_length/mean:{100 + s} - perf/throughput:{1000.0 + s}\n"
+            )
+
+
+def test_plot_draws_the_plans_metrics_the_log_has(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(results, "plot_loss", lambda records, out, *, metric: drawn.append(metric) or out)
+    path = str(tmp_path / "run.txt")
+    _verl_log(path, range(1, 5))
+    assert results.plot([path], str(tmp_path / "p.png"), RL_LOGS)
+    assert drawn[-1] == ["critic/score/mean", "response_length/mean"]
+    only_loss = LogSpec(**{**RL_LOGS.__dict__, "plot_metrics": ("val-core/acc",)})
+    results.plot([path], str(tmp_path / "p.png"), only_loss)
+    assert drawn[-1] == ["actor/pg_loss"]  # none of the named panels logged: the loss
+
+
+def test_summary_reports_the_plans_metrics_over_joined_segments(tmp_path):
+    a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.txt")
+    _verl_log(a, range(1, 6))
+    _verl_log(b, range(4, 9))  # resumed from step 3: later steps win
+    s = results.summarize(results.RunSummary(output_dir=str(tmp_path), steps=[], wall_s=1.0), [a, b], RL_LOGS)
+    score = s.metrics["critic/score/mean"]
+    assert (score["first_step"], score["last_step"], score["count"]) == (1, 8, 8)
+    assert score["first"] == pytest.approx(0.1) and score["last"] == pytest.approx(0.8)
+    assert score["mean"] == pytest.approx(0.45) and (score["min"], score["max"]) == (0.1, 0.8)
+    assert "actor/kl_loss" not in s.metrics  # not logged: left out
+    assert s.loss_start == pytest.approx(0.5) and s.throughput["formula"]
+
+    class Out:
+        lines: list[str] = []
+
+        def table(self, rows, title=None):
+            pass
+
+        def text(self, line):
+            self.lines.append(line)
+
+    out = Out()
+    results.render_summary(s, out)
+    assert "critic/score/mean: 0.1 at step 1 -> 0.8 at step 8 (mean 0.45, min 0.1, max 0.8)" in out.lines
+    assert results.RunSummary.to_dict(s)["metrics"]["response_length/mean"]["last"] == 108

@@ -313,3 +313,24 @@ def test_auto_resume_does_not_retry_an_error_a_restart_cannot_fix(tmp_path):
     assert count.read_text() == "x"  # one attempt
     log = _logs(out, "*-runner.txt")[-1].read_text()
     assert "'configuration problem' in its log is an error a restart cannot fix" in log
+
+
+def test_a_replanned_train_step_gets_its_plans_files_written(tmp_path):
+    """A framework config the train step reads (mindspeed-rl's yaml) follows the re-plan's load decision."""
+    from ascendfactory.pipeline.runner import Runner
+    from ascendfactory.plan import LogNaming, LogSpec, Plan, Process, Role, Step, ThroughputSpec
+
+    def plan(text: str) -> Plan:
+        logs = LogSpec(
+            format="megatron", naming=LogNaming("x"), loss_rank="last", throughput=ThroughputSpec("megatron")
+        )
+        p = Plan(backend="b", exp_name="e", model_name="m", output_dir=str(tmp_path), logs=logs)
+        p.files[str(tmp_path / "framework.yaml")] = text
+        p.add(Step(name="train", role=Role.TRAIN, launch=Process(("true",))))
+        return p
+
+    first = plan("load: converted\n")
+    r = Runner(first, out=None, replan=lambda: plan("load: saved_checkpoints\n"))
+    new = r._replan_train(first.steps[0])
+    assert new.name == "train"
+    assert (tmp_path / "framework.yaml").read_text() == "load: saved_checkpoints\n"

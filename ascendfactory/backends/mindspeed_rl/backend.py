@@ -1,0 +1,751 @@
+"""The `mindspeed-rl` backend: GRPO with MindSpeed-RL's own programs, on a Ray cluster.
+
+    preprocess  python cli/preprocess_data.py mindspeed_rl_data --config-path <out>      (MindSpeed-RL dir)
+    hf2mg       python convert_ckpt.py ... hf -> mg into converted_hf2mg_weight_TP*PP*   (MindSpeed-LLM dir)
+    train       Ray: node 0 starts the head with {"NPU": n}, waits for every node, NPU and CPU the placement
+                groups take, then runs the driver `python cli/train_grpo.py --config-path <out> --config-name
+                mindspeed_rl_grpo` (its metric lines copied into logs/grpo_metrics-<time>.log); the other
+                nodes join it
+    mg2hf       python convert_ckpt.py ... mg -> hf from saved_checkpoints into converted_mg2hf_weight/
+    plot        training_loss.png: the verifier reward and the response length, from node 0's log
+
+The experiment is read and checked by `config.read_config` (MindSpeed-RL's keys and rules of the version in
+use); this module adds what concerns this machine and the run: the checkouts, the paths, the load decision,
+the files, the steps. Programs run with their checkout as cwd, so every path the plan writes is absolute.
+
+Load decision (one rule, as for the Megatron backends; resume as MindSpeed-RL's docs/zh/algorithms/grpo.md):
+1. `train_auto_resume: true` and saved_checkpoints holds a complete checkpoint: actor_config.load is it, with
+   finetune / no_load_optim / no_load_rng false; in integrated mode the reference model keeps loading the
+   original weights (rl_config.integrated_mode_config.ref_model_load_path).
+2. else `ckpt_load_type`: 0 no weights; 1 the converted weights (user_converted_ckpt_path, or the hf2mg
+   output) with finetune, no_load_optim, no_load_rng true; 2 user_converted_ckpt_path as a resume.
+3. `actor_config.load` given replaces the path (no conversion); the user's own finetune / no_load_* win.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ascendfactory.backends.base import Backend, PlanContext
+from ascendfactory.backends.doctor import Check, ascend_toolkit_status
+from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.megatron.run import to_flags
+from ascendfactory.backends.mindspeed_llm.converters import (
+    SCRIPTS,
+    hf2mg_options,
+    mg2hf_command,
+    mg2hf_options,
+)
+from ascendfactory.backends.mindspeed_rl import environment
+from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
+from ascendfactory.backends.mindspeed_rl.layout import DATA_CONFIG, TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.registry import register_backend
+from ascendfactory.checkpoints.megatron import SAVED_MARKER, inspect, iteration_name
+from ascendfactory.config.catalog import ModelArch, resolve_arch
+from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.plan import (
+    PROGRAMS_DIR,
+    CheckpointSpec,
+    LogNaming,
+    LogSpec,
+    Plan,
+    Process,
+    Ray,
+    Role,
+    Step,
+    ThroughputSpec,
+    safe_name,
+)
+
+BC = "backend_config."
+PLACEHOLDER_RL = "<MINDSPEED_RL_DIR>"
+PLACEHOLDER_LLM = "<MINDSPEED_LLM_DIR>"
+METRIC_LINE = r"iteration:\s*\d+\s*/\s*\d+"
+METRIC_PROGRAM = os.path.join(PROGRAMS_DIR, "metric_lines.py")
+# examples/grpo/grpo_trainer_qwen25_7b.sh exports these before `ray start` (its jemalloc LD_PRELOAD is added
+# when the library is found; its `pkill -9 python` and `ray stop --force` are never copied).
+TRAIN_ENV = {
+    "RAY_DEDUP_LOGS": "0",
+    "HYDRA_FULL_ERROR": "1",
+    "TASK_QUEUE_ENABLE": "2",
+    "HCCL_IF_BASE_PORT": "24703",
+    "MALLOC_MMAP_THRESHOLD_": "512768",
+    "LCAL_COMM_ID": "127.0.0.1:27001",
+}
+JEMALLOC = (
+    "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
+    "/usr/local/lib/libjemalloc.so.2",
+    "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "/usr/lib64/libjemalloc.so.2",
+)
+CONVERT_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # MindSpeed-LLM's conversion scripts export it
+LOAD_FLAGS = ("finetune", "no_load_optim", "no_load_rng")
+PATH_KEYS = ("tokenizer_name_or_path", "data_path", "load", "save")
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+MG2HF_DISABLED = "final conversion disabled (convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)"
+
+
+@dataclass
+class Found:
+    """The machine's side: the two checkouts, what a real run lacks (problems), what a dry run lacks."""
+
+    rl_dir: str
+    rl_source: str
+    llm_dir: str
+    llm_source: str
+    rl_found: bool
+    llm_found: bool
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Load:
+    path: str | None
+    flags: dict[str, bool]
+    reason: str
+    ref_path: str | None = None  # integrated mode: the reference model's weights when they differ
+    convert: bool = True  # the hf2mg output is needed
+
+
+@register_backend
+class MindSpeedRLBackend(Backend):
+    name = "mindspeed-rl"
+    description = "Ascend MindSpeed-RL GRPO (cli/train_grpo.py on Ray; MindSpeed-LLM's converters)"
+    stages = ("grpo",)
+    launcher = "ray"
+    order = 4
+    run_options: ClassVar[dict[str, Any]] = {
+        "stage": "grpo",
+        "ckpt_load_type": 1,
+        "user_converted_ckpt_path": "null",
+        "train_auto_resume": "false",
+        "save_total_limit": 0,
+        "convert_mg2hf_at_last": "true",
+        "hf_save_dir": "null",
+    }
+    # MindSpeed-RL's configuration errors (validate_rl_args, BaseConfig.update): a restart cannot fix them.
+    unretryable = (
+        "is missing, causing the setup to fail",
+        "should not be set when use_integrated_worker mode is on",
+        "Sequence length exceeds vLLM max_model_len",
+        "Verifier function and weight length mismatch",
+    )
+
+    # -- the plan ------------------------------------------------------------------------------------------
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
+        cfg = ctx.config
+        found = self.find(ctx, strict=strict_paths)
+        problems = self.stage_problems(ctx, cfg.stage) + found.problems
+        try:
+            rl = read_config(ctx)
+        except ConfigError as e:
+            raise ConfigError(problems + e.problems) from None
+        warnings = [*found.warnings, *rl.warnings]
+        out = os.path.abspath(cfg.af_output_dir)
+        layout = RLLayout(out)
+        d = rl.derived
+        arch = self.arch(ctx, rl, problems)
+        load = self.load(ctx, rl, layout, problems, warnings)
+        user_data = rl.value("megatron_training.data_path") or rl.value("actor_config.data_path")
+        rl, data_path = self.fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
+        problems += self.cluster(ctx, rl, warnings, strict=strict_paths)
+        mg2hf_off = rl.mg2hf is None
+        if d.nnodes > 1 and not cfg.shared_filesystem and not mg2hf_off and d.tp * d.pp > d.npus_per_node:
+            # Megatron saves data-parallel group 0's shards: on node 0 alone when TP x PP fits on a node
+            warnings.append(
+                f"shared_filesystem: false and TP x PP = {d.tp * d.pp} spans several nodes of "
+                f"{d.npus_per_node} NPUs: saved_checkpoints is split over their disks, so the final "
+                "conversion is skipped (convert it where the shards are gathered)"
+            )
+            mg2hf_off = True
+        needs_llm = (load.convert and load.path is not None) or not mg2hf_off
+        if needs_llm and arch is None:
+            problems.append(
+                ctx.problem(
+                    "af_model_name",
+                    "the weight conversion needs the model family (config.json in "
+                    "megatron_training.tokenizer_name_or_path, or a catalog model)",
+                    "point tokenizer_name_or_path at the HF model directory, or give converted weights "
+                    "(user_converted_ckpt_path) and convert_ckpt_mg2hf: null",
+                )
+            )
+        if needs_llm and strict_paths and not found.llm_found:
+            problems.append(
+                Problem(
+                    "(environment)",
+                    f"MindSpeed-LLM's converters not found in {found.llm_dir} ({found.llm_source})",
+                    environment.LLM_FIX,
+                )
+            )
+        self.raise_if(problems)
+
+        plan = self.shell(ctx, rl, layout, warnings)
+        shared = cfg.shared_filesystem and d.nnodes > 1
+        plan.files[layout.train_yaml] = render_yaml(
+            rl,
+            header=f"Written by ascendfactory-cli for {cfg.af_model_name}/{cfg.exp_name}: "
+            f"python cli/train_grpo.py --config-path {out} --config-name {TRAIN_CONFIG}",
+        )
+        plan.add(self.preprocess_step(ctx, rl, layout, found, None if user_data else data_path, plan, shared))
+        plan.add(self.hf2mg_step(ctx, rl, layout, found, load, arch, shared))
+        plan.add(self.train_step(ctx, rl, layout, found, load))
+        plan.add(self.mg2hf_step(ctx, rl, layout, found, arch, mg2hf_off, shared))
+        plan.add(
+            Step(
+                name="plot",
+                role=Role.PLOT,
+                outputs=[layout.loss_plot],
+                skip_reason=None if cfg.env.NODE_RANK == 0 else "the metrics are printed on node 0",
+            )
+        )
+        return plan
+
+    def checks(self, environ: Mapping[str, str]) -> list[Check]:
+        return environment.checks(environ)
+
+    def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
+        return environment.install_plan(third_party_dir(environ))
+
+    def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
+        """The rollout's TP: the largest divisor of the heads within the training TP (vLLM and R-V2)."""
+        infer = max(x for x in range(1, tp + 1) if arch.heads % x == 0 and tp % x == 0)
+        return {"infer_tp": infer, "npus": devices}
+
+    # -- what the machine has ------------------------------------------------------------------------------
+    def find(self, ctx: PlanContext, *, strict: bool) -> Found:
+        rl_dir, rl_source = environment.find_checkout(ctx.config.scripts_dir, ctx.environ)
+        llm_dir, llm_source = environment.find_converter_dir(ctx.environ)
+        missing = environment.missing_entry_scripts(rl_dir)
+        llm_found = any(os.path.isfile(os.path.join(llm_dir, s)) for s in SCRIPTS.values())
+        found = Found(rl_dir, rl_source, llm_dir, llm_source, not missing, llm_found)
+
+        def lacking(problem: Problem, warning: str) -> None:
+            (found.problems.append(problem) if strict else found.warnings.append(warning))
+
+        if missing:
+            what = (
+                f"{rl_dir} ({rl_source}) is not a MindSpeed-RL directory: {', '.join(missing)} missing"
+                if os.path.isdir(rl_dir)
+                else f"MindSpeed-RL directory {rl_dir} ({rl_source}) not found"
+            )
+            lacking(
+                Problem("scripts_dir", what, environment.INSTALL_FIX, ctx.loaded.source_of("scripts_dir")),
+                f"{what}; the plan shows {PLACEHOLDER_RL} as its directory",
+            )
+            if not strict:
+                found.rl_dir = PLACEHOLDER_RL
+        if not llm_found and not strict:
+            found.llm_dir = PLACEHOLDER_LLM
+        ok, detail = ascend_toolkit_status(ctx.environ)
+        if not ok:
+            lacking(
+                Problem(
+                    "(environment)",
+                    f"Ascend toolkit: {detail}",
+                    "source /usr/local/Ascend/ascend-toolkit/set_env.sh (and nnal/atb/set_env.sh), "
+                    "then run again",
+                ),
+                f"Ascend toolkit: {detail}; a real run needs it sourced",
+            )
+        return found
+
+    def arch(self, ctx: PlanContext, rl: MindSpeedRLConfig, problems: list[Problem]) -> ModelArch | None:
+        model_dir = rl.actor.get("tokenizer_name_or_path")
+        try:
+            return resolve_arch(ctx.config.af_model_name, model_dir if isinstance(model_dir, str) else None)
+        except ConfigError:
+            return None
+
+    # -- the load decision ---------------------------------------------------------------------------------
+    def load(
+        self,
+        ctx: PlanContext,
+        rl: MindSpeedRLConfig,
+        layout: RLLayout,
+        problems: list[Problem],
+        warnings: list[str],
+    ) -> Load:
+        cfg, d = ctx.config, rl.derived
+        converted = layout.converted(d.tp, d.pp)
+        explicit = rl.value("actor_config.load") or rl.value("megatron_training.load")
+        user = cfg.user_converted_ckpt_path
+        original = absolute(explicit or user or converted)
+        saved = layout.saved_checkpoints
+        state = inspect(saved) if os.path.isdir(saved) else None
+        if cfg.train_auto_resume and state is not None and state.resumable:
+            return Load(
+                saved,
+                {f: False for f in LOAD_FLAGS},
+                f"train_auto_resume: newest complete checkpoint {iteration_name(int(state.tracker))} in "
+                "saved_checkpoints (optimizer and RNG too)",
+                ref_path=original if cfg.ckpt_load_type != 0 else None,
+                convert=not (explicit or user) and cfg.ckpt_load_type != 0,
+            )
+        if cfg.ckpt_load_type == 0:
+            warnings.append("ckpt_load_type 0: GRPO starts from random weights (nothing is loaded)")
+            return Load(
+                explicit and absolute(explicit), {}, "ckpt_load_type 0: no weights loaded", convert=False
+            )
+        if cfg.ckpt_load_type == 2:
+            if not (user or explicit):
+                problems.append(
+                    ctx.problem(
+                        "user_converted_ckpt_path",
+                        "ckpt_load_type 2 (resume) needs the saved checkpoint to resume from",
+                        "set user_converted_ckpt_path to a saved_checkpoints directory, or use "
+                        "ckpt_load_type 1",
+                    )
+                )
+            if rl.integrated and not rl.value("rl_config.integrated_mode_config.ref_model_load_path"):
+                warnings.append(
+                    "ckpt_load_type 2: the reference model loads the resumed actor weights; set "
+                    "rl_config.integrated_mode_config.ref_model_load_path to the original converted weights "
+                    "(MindSpeed-RL's resume instructions)"
+                )
+            return Load(
+                absolute(explicit or user),
+                {f: False for f in LOAD_FLAGS},
+                "ckpt_load_type 2: weights, optimizer and RNG from user_converted_ckpt_path",
+                convert=False,
+            )
+        return Load(
+            original,
+            {f: True for f in LOAD_FLAGS},
+            "ckpt_load_type 1: weights only (finetune, no_load_optim, no_load_rng)",
+            convert=not (explicit or user),
+        )
+
+    # -- filling the yaml ----------------------------------------------------------------------------------
+    def fill(
+        self,
+        ctx: PlanContext,
+        rl: MindSpeedRLConfig,
+        layout: RLLayout,
+        load: Load,
+        problems: list[Problem],
+        warnings: list[str],
+        *,
+        strict: bool,
+    ) -> tuple[MindSpeedRLConfig, str]:
+        """The plan's values in the yaml: paths made absolute, the data prefix, load and save."""
+        given = bool(rl.value("megatron_training.data_path") or rl.value("actor_config.data_path"))
+        updates: dict[str, Any] = {}
+        for section in ("megatron_training", "actor_config", "ref_config", "reward_config"):
+            for key in PATH_KEYS:
+                value = rl.value(f"{section}.{key}")
+                if isinstance(value, str) and value:
+                    updates[f"{section}.{key}"] = absolute(value)
+        save = rl.value("actor_config.save") or rl.value("megatron_training.save")
+        if save and absolute(save) != layout.saved_checkpoints:
+            problems.append(
+                ctx.problem(
+                    BC + ("actor_config.save" if rl.value("actor_config.save") else "megatron_training.save"),
+                    f"the actor saves into {layout.saved_checkpoints} (resume, retention and the final "
+                    "conversion read it)",
+                    "remove it, or change af_output_dir",
+                )
+            )
+        updates["actor_config.save"] = layout.saved_checkpoints
+        updates["megatron_training.save"] = None
+        user_flags = {f for f in LOAD_FLAGS if rl.value(f"actor_config.{f}") is not None}
+        if load.path is not None:
+            updates["actor_config.load"] = load.path
+            updates["megatron_training.load"] = None
+            for flag, value in load.flags.items():
+                if flag not in user_flags or load.ref_path is not None:  # a resume sets them all
+                    updates[f"actor_config.{flag}"] = value
+        if load.ref_path is not None and rl.integrated:
+            if not rl.value("rl_config.integrated_mode_config.ref_model_load_path"):
+                updates["rl_config.integrated_mode_config.ref_model_load_path"] = load.ref_path
+        ref_given = rl.value("rl_config.integrated_mode_config.ref_model_load_path")
+        if isinstance(ref_given, str):
+            updates["rl_config.integrated_mode_config.ref_model_load_path"] = absolute(ref_given)
+        data_path = rl.value("megatron_training.data_path") or rl.value("actor_config.data_path")
+        pre = rl.preprocess
+        if not data_path and pre and pre.get("input"):
+            data_path = os.path.join(layout.preprocessed, _dataset_name(str(pre["input"])))
+            updates["megatron_training.data_path"] = data_path
+        rl = rl.replace_values(updates)
+        if strict:
+            problems += self.paths(ctx, rl, load, given_data=given)
+        return rl, str(absolute(data_path) or "")
+
+    def paths(
+        self, ctx: PlanContext, rl: MindSpeedRLConfig, load: Load, *, given_data: bool
+    ) -> list[Problem]:
+        """A real run's inputs: the tokenizer directory, the data files, the weights to load."""
+        out: list[Problem] = []
+        tok = rl.actor.get("tokenizer_name_or_path")
+        if isinstance(tok, str) and not os.path.isfile(os.path.join(tok, "config.json")):
+            out.append(
+                ctx.problem(
+                    BC + "megatron_training.tokenizer_name_or_path",
+                    f"{tok} is not an HF model directory with config.json (the tokenizer and vLLM load it)",
+                    "point it at the HF model directory",
+                )
+            )
+        pre = rl.preprocess or {}
+        if given_data:
+            prefix = str(rl.actor.get("data_path"))
+            keys = ["input_ids", "attention_mask", *(rl.actor.get("dataset_additional_keys") or [])]
+            lacking = [
+                f"{prefix}_packed_{k}_document.{ext}"
+                for k in keys
+                for ext in ("bin", "idx")
+                if not os.path.isfile(f"{prefix}_packed_{k}_document.{ext}")
+            ]
+            if lacking:
+                out.append(
+                    ctx.problem(
+                        BC + "megatron_training.data_path",
+                        f"preprocessed data missing: {', '.join(lacking[:4])}"
+                        + (f" (+{len(lacking) - 4} more)" if len(lacking) > 4 else "")
+                        + " (MindSpeed-RL reads <prefix>_packed_<key>_document.bin/.idx)",
+                        "point data_path at the prefix cli/preprocess_data.py wrote, or remove it to "
+                        "preprocess",
+                    )
+                )
+        elif pre.get("input") and not os.path.exists(str(pre["input"])):
+            out.append(
+                ctx.problem(
+                    BC + "preprocess_data.input",
+                    f"{pre['input']} does not exist",
+                    "point it at a json/jsonl/parquet/csv file or a directory of them",
+                )
+            )
+        if load.path and not load.convert and load.path != rl.actor.get("save"):
+            state = inspect(load.path) if os.path.isdir(load.path) else None
+            if state is None or state.tracker is None:
+                out.append(
+                    ctx.problem(
+                        BC + "actor_config.load",
+                        f"{load.path} has no latest_checkpointed_iteration.txt (not Megatron weights)",
+                        "convert the HF weights first (leave user_converted_ckpt_path and actor_config.load "
+                        "unset), or point it at converted weights",
+                    )
+                )
+            else:
+                out += _tp_pp_matches(ctx, load.path, state.tracker, rl.derived.tp, rl.derived.pp)
+        return out
+
+    # -- the cluster ----------------------------------------------------------------------------------------
+    def cluster(
+        self, ctx: PlanContext, rl: MindSpeedRLConfig, warnings: list[str], *, strict: bool
+    ) -> list[Problem]:
+        env, d = ctx.config.env, rl.derived
+        out: list[Problem] = []
+        if env.MASTER_ADDR in LOCAL_HOSTS:
+            reach = " (nodes on other machines cannot reach it)" if env.NNODES > 1 else ""
+            warnings.append(
+                f"env.MASTER_ADDR is {env.MASTER_ADDR}{reach}: MindSpeed-RL's docs ask for node 0's own IP "
+                "on the cluster network (HCCL), never localhost"
+            )
+        cpus = os.cpu_count() or 0
+        if d.cpus_per_node > cpus:
+            text = (
+                f"rl_config.num_cpus_for_placement_group: each node needs {d.cpus_per_node:g} CPUs "
+                f"({rl.rl.get('num_cpus_for_placement_group')} per NPU x "
+                f"{min(d.npus_per_node, d.actor_npus)} NPUs"
+                + (
+                    f" + {rl.rl.get('num_cpus_for_local_task')} for the rule reward"
+                    if rl.rl.get("rule_reward")
+                    else ""
+                )
+                + f") but this machine has {cpus}: the placement group would wait forever"
+            )
+            if strict:
+                out.append(
+                    ctx.problem(
+                        BC + "rl_config.num_cpus_for_placement_group",
+                        text.split(": ", 1)[1],
+                        "lower num_cpus_for_placement_group, or use nodes with more CPUs",
+                    )
+                )
+            else:
+                warnings.append(text)
+        return out
+
+    # -- the plan's shell and steps ------------------------------------------------------------------------
+    def shell(self, ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, warnings: list[str]) -> Plan:
+        cfg, d = ctx.config, rl.derived
+        reward = rl.derived.reward_metrics
+        logs = LogSpec(
+            format="mindspeed_rl",
+            naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
+            loss_rank="first",  # the driver runs on node 0; its log holds the metric lines
+            throughput=ThroughputSpec("mindspeed_rl", seq_length=d.seq_length, devices=d.world_size),
+            loss_keys=("actor/pg_loss", "actor/kl_loss"),
+            plot_metrics=(*reward, "response_length/mean"),
+            summary_metrics=(*reward, "response_length/mean", "e2e_tps", "update_tps", "vllm_tps"),
+        )
+        path, text = ctx.exp_config_file(layout.root)
+        return Plan(
+            backend=self.name,
+            exp_name=cfg.exp_name,
+            model_name=cfg.af_model_name,
+            output_dir=layout.root,
+            logs=logs,
+            checkpoints=CheckpointSpec(
+                root=layout.saved_checkpoints,
+                scheme="megatron",
+                retain=cfg.save_total_limit,
+                saved_marker=SAVED_MARKER,
+            ),
+            policy=ctx.run_policy(),
+            files={path: text},
+            source=ctx.loaded.source,
+            warnings=warnings,
+            env=cfg.env.extra_vars(),
+            facts={
+                "mindspeed_rl_version": rl.keys.version,
+                "version_reason": rl.version_reason,
+                "converter": rl.converter,
+                **{k: v for k, v in d.to_dict().items() if k not in ("verifier_weights",)},
+                "metrics_log": layout.metrics_log,
+            },
+        )
+
+    def preprocess_step(
+        self,
+        ctx: PlanContext,
+        rl: MindSpeedRLConfig,
+        layout: RLLayout,
+        found: Found,
+        data_path: str | None,
+        plan: Plan,
+        shared: bool,
+    ) -> Step:
+        """`data_path`: where preprocessing writes; None when the experiment names preprocessed data."""
+        pre = rl.preprocess
+        if not pre or not pre.get("input") or data_path is None:
+            given = rl.actor.get("data_path")
+            return Step(
+                name="preprocess", role=Role.PREPROCESS, skip_reason=f"preprocessed data given: {given}"
+            )
+        values = dict(pre)
+        values["input"] = absolute(str(pre["input"]))
+        values["tokenizer_name_or_path"] = absolute(
+            pre.get("tokenizer_name_or_path") or rl.actor.get("tokenizer_name_or_path")
+        )
+        values["output_prefix"] = data_path
+        for key in ("cache_dir", "script_data_dir", "vocab_file", "merge_file"):
+            if isinstance(values.get(key), str):
+                values[key] = absolute(values[key])
+        from ascendfactory.config.yamlio import dumps
+
+        plan.files[layout.data_yaml] = (
+            "# The dataset yaml of MindSpeed-RL's cli/preprocess_data.py (DataHandlerConfig keys), "
+            "written by ascendfactory-cli\n" + dumps(values)
+        )
+        return Step(
+            name="preprocess",
+            role=Role.PREPROCESS,
+            launch=Process(
+                (
+                    ctx.python,
+                    "cli/preprocess_data.py",
+                    DATA_CONFIG,
+                    "--config-path",
+                    layout.root,
+                    f"hydra.run.dir={layout.hydra_dir('preprocess')}",
+                )
+            ),
+            env={"PYTHONPATH": found.rl_dir},  # examples/data/preprocess_data.sh puts the repo root on it
+            cwd=found.rl_dir,
+            inputs=[values["input"], str(values["tokenizer_name_or_path"]), layout.data_yaml],
+            outputs=[layout.preprocessed],
+            mkdirs=[layout.preprocessed],  # validate_data_handler_config refuses a missing output folder
+            only_node0=shared,
+        )
+
+    def hf2mg_step(
+        self,
+        ctx: PlanContext,
+        rl: MindSpeedRLConfig,
+        layout: RLLayout,
+        found: Found,
+        load: Load,
+        arch: ModelArch | None,
+        shared: bool,
+    ) -> Step:
+        cfg = ctx.config
+        reason = None
+        if cfg.ckpt_load_type == 0:
+            reason = "ckpt_load_type 0: training starts from random weights"
+        elif not load.convert:
+            reason = (
+                f"user_converted_ckpt_path given: {cfg.user_converted_ckpt_path}"
+                if cfg.user_converted_ckpt_path
+                else f"actor_config.load given: {load.path}"
+            )
+        if reason or arch is None:
+            return Step(name="hf2mg", role=Role.CONVERT, skip_reason=reason or "no model family known")
+        d = rl.derived
+        model_dir = str(absolute(rl.actor.get("tokenizer_name_or_path") or ""))
+        options = hf2mg_options(
+            rl.converter,
+            arch=arch,
+            model_dir=model_dir,
+            save_dir=layout.converted(d.tp, d.pp),
+            tp=d.tp,
+            pp=d.pp,
+            num_layer_list=_layer_list(rl.actor.get("num_layer_list")),
+            training={"bf16": True},  # MindSpeed-RL trains in bf16 only (rule R2)
+        )
+        if rl.actor.get("num_experts") and rl.actor.get("moe_tp_extend_ep") is not False:
+            options["moe-tp-extend-ep"] = (
+                True  # docs/zh/algorithms/grpo.md: MoE needs it, else garbage rollouts
+            )
+        options.update(rl.hf2mg)
+        return Step(
+            name="hf2mg",
+            role=Role.CONVERT,
+            launch=Process((ctx.python, SCRIPTS[rl.converter], *to_flags(options))),
+            env=dict(CONVERT_ENV),
+            cwd=found.llm_dir,
+            inputs=[model_dir],
+            outputs=[layout.converted(d.tp, d.pp)],
+            only_node0=shared,
+            notes=[f"MindSpeed-LLM converter {rl.converter} ({SCRIPTS[rl.converter]}) in {found.llm_dir}"],
+        )
+
+    def train_step(
+        self, ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, found: Found, load: Load
+    ) -> Step:
+        cfg, d = ctx.config, rl.derived
+        driver = (
+            ctx.python,
+            METRIC_PROGRAM,
+            "--match",
+            METRIC_LINE,
+            "--to",
+            layout.metrics_log,
+            "--",
+            ctx.python,
+            "cli/train_grpo.py",
+            "--config-path",
+            layout.root,
+            "--config-name",
+            TRAIN_CONFIG,
+            f"hydra.run.dir={layout.hydra_dir('train')}",
+        )
+        npus = d.actor_npus + (d.ref_npus or 0) + (d.reward_npus or 0)
+        cpus = float(rl.rl.get("num_cpus_for_placement_group") or 0) * npus + 1.0  # + the `train` task
+        if rl.rl.get("rule_reward"):
+            cpus += float(rl.rl.get("num_cpus_for_local_task") or 0) * d.nnodes
+        env = dict(TRAIN_ENV)
+        jemalloc = next((p for p in JEMALLOC if os.path.isfile(p)), None)
+        if jemalloc:
+            env["LD_PRELOAD"] = jemalloc
+        inputs = [layout.train_yaml]
+        if load.path and load.path != layout.saved_checkpoints:
+            inputs.append(load.path)
+        notes = [load.reason, f"MindSpeed-RL {rl.keys.version}: {rl.version_reason}"]
+        if not jemalloc:
+            notes.append(
+                "libjemalloc.so.2 not found: MindSpeed-RL's docs preload it against host OOM on long runs"
+            )
+        return Step(
+            name="train",
+            role=Role.TRAIN,
+            launch=Ray(
+                python=ctx.python,
+                driver=driver,
+                nnodes=d.nnodes,
+                node_rank=cfg.env.NODE_RANK,
+                head_address=cfg.env.MASTER_ADDR,
+                port=cfg.env.MASTER_PORT,
+                resources=(("CPU", cpus), ("NPU", float(npus))),
+                node_resources=(("NPU", float(d.npus_per_node)),),
+                job_id=safe_name(f"{cfg.af_model_name}-{cfg.exp_name}"),
+            ),
+            env=env,
+            cwd=found.rl_dir,  # MindSpeed-RL's docs: Ray is started from its directory on every node
+            inputs=inputs,
+            outputs=[layout.saved_checkpoints],
+            notes=notes,
+        )
+
+    def mg2hf_step(
+        self,
+        ctx: PlanContext,
+        rl: MindSpeedRLConfig,
+        layout: RLLayout,
+        found: Found,
+        arch: ModelArch | None,
+        disabled: bool,
+        shared: bool,
+    ) -> Step:
+        if disabled or rl.mg2hf is None:
+            return Step(name="mg2hf", role=Role.EXPORT, skip_reason=MG2HF_DISABLED)
+        if ctx.config.env.NODE_RANK != 0 and not shared:
+            return Step(
+                name="mg2hf", role=Role.EXPORT, skip_reason="NODE_RANK 0 converts the trained weights"
+            )
+        if arch is None:
+            return Step(name="mg2hf", role=Role.EXPORT, skip_reason="no model family known")
+        model_dir = str(absolute(rl.actor.get("tokenizer_name_or_path") or ""))
+        out = str(absolute(ctx.config.hf_save_dir) or layout.mg2hf)
+        options = mg2hf_options(
+            rl.converter,
+            arch=arch,
+            load_dir=layout.saved_checkpoints,
+            save_dir=out,
+            model_dir=model_dir,
+            lora=None,
+        )
+        options.update(rl.mg2hf)
+        command, notes = mg2hf_command(
+            rl.converter,
+            python=ctx.python,
+            converter=[ctx.python, SCRIPTS[rl.converter], *to_flags(options)],
+            hf_dir=model_dir,
+            out_dir=out,
+        )
+        return Step(
+            name="mg2hf",
+            role=Role.EXPORT,
+            launch=Process(tuple(command)),
+            env=dict(CONVERT_ENV),
+            cwd=found.llm_dir,
+            inputs=[layout.saved_checkpoints],
+            outputs=[out],
+            only_node0=shared,
+            notes=notes,
+        )
+
+
+def _dataset_name(source: str) -> str:
+    return os.path.splitext(os.path.basename(source.rstrip("/")))[0] or "dataset"
+
+
+def _layer_list(value: Any) -> list[int] | None:
+    if isinstance(value, str):
+        return [int(x) for x in value.split(",") if x.strip()]
+    if isinstance(value, list):
+        return [int(x) for x in value]
+    return None
+
+
+def _tp_pp_matches(ctx: PlanContext, root: str, tracker: int | str, tp: int, pp: int) -> list[Problem]:
+    """The mp_rank_TT[_PPP] folders of the loaded iteration fit the actor's TP and PP."""
+    it = "release" if tracker == "release" else iteration_name(int(tracker))
+    ranks = [os.path.basename(p) for p in glob.glob(os.path.join(root, it, "mp_rank_*"))]
+    if not ranks:
+        return []
+    want = {f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "") for t in range(tp) for p in range(pp)}
+    if set(ranks) >= want and len(ranks) == tp * pp:
+        return []
+    return [
+        ctx.problem(
+            BC + "actor_config.load",
+            f"{root}/{it} holds {len(ranks)} shard folders ({', '.join(sorted(ranks)[:4])}...), not the "
+            f"{tp * pp} of the actor's TP {tp} x PP {pp}",
+            "convert the weights with the actor's TP and PP (target-tensor/pipeline-parallel-size)",
+        )
+    ]
