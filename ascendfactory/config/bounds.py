@@ -107,7 +107,7 @@ class _Walker:
                     )
                     continue
                 if "\0" in k:
-                    self.add(f"{key}.{k!r}" if key else repr(k), "key contains a NUL character")
+                    self.add(f"{key}.{k}" if key else k, "key contains a NUL character")
                     continue
                 child_key = f"{key}.{k}" if key else k
             else:

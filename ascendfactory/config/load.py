@@ -53,11 +53,13 @@ class LoadedExperiment:
     origins: dict[str, str] = field(default_factory=dict)
 
     def source_of(self, key: str) -> str:
-        """'command line' when `key` (or a parent of it) was overridden, else the file."""
+        """'command line' when `key`, a parent or a child of it was overridden, else the file."""
         parts = key.split(".")
         for i in range(len(parts), 0, -1):
             if ".".join(parts[:i]) in self.overridden:
                 return "command line"
+        if any(o.startswith(key + ".") for o in self.overridden):
+            return "command line"
         return self.source
 
     def locate(self, problems: list[Problem]) -> list[Problem]:
