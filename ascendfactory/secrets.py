@@ -97,3 +97,24 @@ def mask_argv(command: str) -> str:
         else:
             out.append(word)
     return shlex.join(out)
+
+
+def mask_text(text: str) -> tuple[str, bool]:
+    """A config file's text (YAML or JSON) with secret values masked, and whether anything was; text that
+    is no mapping is returned as it is."""
+    import json
+
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text, False
+    if not isinstance(data, (dict, list)):
+        return text, False
+    masked = mask_secrets(data)
+    if masked == data:
+        return text, False
+    if text.lstrip().startswith(("{", "[")):
+        return json.dumps(masked, indent=2) + "\n", True
+    return yaml.safe_dump(masked, sort_keys=False, allow_unicode=True), True

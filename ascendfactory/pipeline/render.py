@@ -2,7 +2,9 @@
 
 Nothing from the configuration reaches the shell unquoted: commands and paths go through `shlex.quote`,
 comment lines have every non-printable character (a newline would end the comment) escaped, and the
-plan's files are written by `printf '%s'` with their text as one quoted argument.
+plan's files are written by `printf '%s'` with their text as one quoted argument. Secrets never appear:
+environment values with secret names are read from the environment the script runs in, and secret values
+inside the plan's files are masked.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from ascendfactory.plan import Plan
-from ascendfactory.secrets import is_secret_key
+from ascendfactory.secrets import is_secret_key, mask_text
 
 
 def comment(text: object) -> str:
@@ -48,7 +50,10 @@ def plan_to_shell(plan: Plan) -> str:
     for path, text in plan.files.items():
         if plan.source and path == plan.source:
             continue
-        lines += write_file(path, text)
+        shown, masked = mask_text(text)
+        if masked:
+            lines.append(comment(f"{path}: secret values are masked (***); put them in before running"))
+        lines += write_file(path, shown)
     for key, value in plan.env.items():
         lines.append(f"export {assign(key, value)}")
     for step in plan.steps:

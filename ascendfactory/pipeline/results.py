@@ -28,15 +28,19 @@ from ascendfactory.metrics.megatron import seq_length_from_log
 from ascendfactory.metrics.throughput import throughput_for
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogSpec
+from ascendfactory.secrets import mask_text
 
 
 def write_file(path: str, text: str, *, source: str | None = None) -> str | None:
-    """Write `text` to `path` atomically; never overwrite the experiment file being run (None then)."""
+    """Write `text` to `path` atomically (mode 0600 when it holds a secret value); never overwrite the
+    experiment file being run (None then)."""
     if source and os.path.exists(source) and os.path.exists(path) and os.path.samefile(source, path):
         return None
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    private = mask_text(text)[1]  # a framework config holding a credential: readable by its owner only
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with open(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
     return path

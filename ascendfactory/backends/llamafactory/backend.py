@@ -223,6 +223,8 @@ class LlamaFactoryBackend(Backend):
             )
             world = nproc = 1
 
+        # Credentials LLaMA-Factory's libraries also read from the environment travel there, not in a file.
+        secret_env = {var: str(lf.pop(key)) for key, var in ENV_SECRETS.items() if lf.get(key)}
         train_yaml = os.path.join(out, TRAIN_YAML)
         files = dict([ctx.exp_config_file(out)])
         files[train_yaml] = _yaml(lf, "llamafactory-cli train")
@@ -233,7 +235,7 @@ class LlamaFactoryBackend(Backend):
 
         # -- steps ----------------------------------------------------------------------------------------
         py, cli = environment.python_of(env), environment.cli_of(env)
-        step_env = _step_env(env, accelerator, nproc, ctx.environ)
+        step_env = {**_step_env(env, accelerator, nproc, ctx.environ), **secret_env}
         plan = Plan(
             backend=self.name,
             exp_name=cfg.exp_name,
@@ -330,6 +332,12 @@ class LlamaFactoryBackend(Backend):
             )
         plan.add(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")]))
         return plan
+
+
+# LLaMA-Factory key -> the environment variable its library reads when the key is not given
+# (huggingface_hub: HF_TOKEN, used whenever `token=None`). Other secret keys (ms_hub_token, om_hub_token,
+# swanlab_*) stay in llamafactory_train.yaml, which is then written readable by its owner only.
+ENV_SECRETS = {"hf_hub_token": "HF_TOKEN"}
 
 
 def _yaml(data: dict[str, Any], what: str) -> str:
