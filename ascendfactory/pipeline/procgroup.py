@@ -8,6 +8,12 @@ SIGTERM first, then SIGKILL after a grace period for whatever is still alive.
 The runner makes itself a child subreaper (Linux): a process of the run whose parent dies (torchrun's
 workers after `kill -9` of the agent) becomes the runner's child instead of init's, so `leftovers()`
 finds every process of the run, whatever session it moved to, and `stop_leftovers()` ends them.
+
+When the runner itself dies (`kill -9`, the OOM killer), each step it started gets SIGTERM from the kernel
+(`PR_SET_PDEATHSIG`; torchrun then stops its workers). Every process of a run also carries the run's tag in
+its environment (`RUN_TAG`: the output directory and the runner's pid and start time), so the next run in
+the same directory finds whatever is left of a dead runner, in any session, and stops it before it starts
+anything (`stop_dead_runs`): two generations of a run never write the same checkpoints.
 """
 
 from __future__ import annotations
@@ -26,10 +32,33 @@ import psutil
 DEFAULT_GRACE_S = 10.0
 
 
+RUN_TAG = "AF_RUN_TAG"  # "<abs output dir>|<runner pid>|<runner start time>", inherited by every process
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> object | None:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()  # resolved once, before any fork: the child only calls it
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def start(argv: list[str], *, env: dict[str, str], cwd: str | None) -> subprocess.Popen[bytes]:
-    """Start `argv` (a list, never a shell string) in a new session, stdout and stderr on one pipe."""
+    """Start `argv` (a list, never a shell string) in a new session, stdout and stderr on one pipe; it gets
+    SIGTERM if this process dies (only from the main thread, whose exit is the process's)."""
     if not argv:
         raise ValueError("empty argv: in-process steps are not started as subprocesses")
+    main = threading.current_thread() is threading.main_thread()
     return subprocess.Popen(
         argv,
         env=env,
@@ -38,7 +67,53 @@ def start(argv: list[str], *, env: dict[str, str], cwd: str | None) -> subproces
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_die_with_parent if main and _PRCTL is not None else None,  # noqa: PLW1509
     )
+
+
+def run_tag(output_dir: str) -> str:
+    """This runner's tag for the processes of a run in `output_dir`."""
+    me = psutil.Process()
+    return f"{os.path.abspath(output_dir)}|{me.pid}|{me.create_time():.3f}"
+
+
+def _runner_alive(tag: str) -> bool:
+    try:
+        _, pid, created = tag.rsplit("|", 2)
+        runner = psutil.Process(int(pid))
+        return f"{runner.create_time():.3f}" == created and _alive(runner)
+    except (ValueError, psutil.Error):
+        return False
+
+
+def dead_runs(output_dir: str) -> list[psutil.Process]:
+    """Live processes tagged with a run in `output_dir` whose runner is gone (it was killed)."""
+    prefix = os.path.abspath(output_dir) + "|"
+    me = os.getpid()
+    found = []
+    for p in psutil.process_iter():
+        if p.pid == me:
+            continue
+        try:
+            tag = p.environ().get(RUN_TAG, "")
+        except (psutil.Error, OSError):
+            continue  # another user's process, or gone
+        if tag.startswith(prefix) and not _runner_alive(tag) and _alive(p):
+            found.append(p)
+    return found
+
+
+def stop_dead_runs(output_dir: str, *, grace_s: float = DEFAULT_GRACE_S) -> list[int]:
+    """Stop what a dead runner left running in `output_dir` (SIGTERM, SIGKILL after `grace_s`); pids."""
+    procs = dead_runs(output_dir)
+    if not procs:
+        return []
+    _signal_all(procs, _groups(procs), signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    if alive:
+        _signal_all(alive, _groups(alive), signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=5)
+    return [p.pid for p in procs]
 
 
 def tree(pid: int) -> list[psutil.Process]:

@@ -84,6 +84,7 @@ class Runner:
     ) -> None:
         self.plan, self.out, self.replan = plan, out, replan
         self.verbose = verbose
+        self.tag = procgroup.run_tag(plan.output_dir)  # in every step's environment (procgroup.RUN_TAG)
         self.policy = plan.policy
         self.names = LogNames(plan.logs_dir, plan.logs.naming, stamp or timestamp())
         self.manifests = plan.manifest_dir
@@ -114,6 +115,12 @@ class Runner:
                     f"run {self.names.prefix} {self.names.stamp}: logs in {self.plan.logs_dir}"
                     + (f", resolved config in {', '.join(written)}" if written else "")
                 )
+                stale = procgroup.stop_dead_runs(self.plan.output_dir, grace_s=self.grace_s)
+                if stale:
+                    self.event(
+                        f"stopped {len(stale)} process(es) a killed earlier run left in this directory "
+                        f"(pids {', '.join(map(str, stale))}) before starting"
+                    )
                 self._prepare_resume()
                 loss_rank = self._loss_rank(self.plan.with_role(Role.TRAIN))
                 for step in list(self.plan.steps):
@@ -220,7 +227,7 @@ class Runner:
 
     def launch(self, step: Step, *, loss_rank: int | None) -> Outcome:
         """Start the step through its launcher, tee it, watch it (monitor, retention, signals) to its end."""
-        env = {**os.environ, **self.plan.env, **step.env}
+        env = {**os.environ, **self.plan.env, **step.env, procgroup.RUN_TAG: self.tag}
         env.setdefault("PYTHONUNBUFFERED", "1")  # live logs: children flush line by line
         proc, launcher = open_step(step, self.policy, self.names, env=env, on_line=self._on_line)
         targets = launcher.monitor() if step.role is Role.TRAIN else None

@@ -334,3 +334,30 @@ def test_a_replanned_train_step_gets_its_plans_files_written(tmp_path):
     new = r._replan_train(first.steps[0])
     assert new.name == "train"
     assert (tmp_path / "framework.yaml").read_text() == "load: saved_checkpoints\n"
+
+
+def test_a_dead_runners_leftovers_are_found_by_their_tag_and_stopped(tmp_path):
+    """What a killed runner left running in an output dir is stopped by the next run there, only that."""
+    import subprocess
+
+    from ascendfactory.pipeline import procgroup
+
+    out = str(tmp_path / "run")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale_tag = f"{out}|{dead.pid}|1.000"  # a runner that no longer exists
+    env = dict(os.environ)
+    left = subprocess.Popen(
+        ["sleep", "60"], env={**env, procgroup.RUN_TAG: stale_tag}, start_new_session=True
+    )
+    live_tag = procgroup.run_tag(out)  # this process is alive: its processes are not leftovers
+    mine = subprocess.Popen(["sleep", "60"], env={**env, procgroup.RUN_TAG: live_tag})
+    other = subprocess.Popen(["sleep", "60"], env={**env, procgroup.RUN_TAG: f"{out}-other|{dead.pid}|1.000"})
+    try:
+        assert [p.pid for p in procgroup.dead_runs(out)] == [left.pid]
+        assert procgroup.stop_dead_runs(out, grace_s=2) == [left.pid]
+        assert left.wait(5) is not None and mine.poll() is None and other.poll() is None
+    finally:
+        for p in (left, mine, other):
+            p.kill()
+            p.wait()
