@@ -1,6 +1,6 @@
 """Regenerate the shipped demo datasets, and optionally write the tiny demo model.
 
-    python scripts/make_demo_assets.py --data-only            # cfgs/data/demo_{sft,pretrain}.jsonl
+    python scripts/make_demo_assets.py --data-only            # cfgs/data/demo_*.jsonl
     python scripts/make_demo_assets.py --model-dir /tmp/demo  # the datasets and a qwen2 demo model
 
 Everything is generated from fixed seeds, offline; running it twice gives the same bytes.
@@ -15,7 +15,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ascendfactory.engine.data.demo_data import pretrain_records, sft_records, write_jsonl  # noqa: E402
+from ascendfactory.engine.data.demo_data import (  # noqa: E402
+    grpo_records,
+    grpo_warmup_records,
+    pretrain_records,
+    sft_records,
+    write_jsonl,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     n_sft = write_jsonl(args.data_dir / "demo_sft.jsonl", sft_records())
     n_pre = write_jsonl(args.data_dir / "demo_pretrain.jsonl", pretrain_records())
-    print(f"wrote {n_sft} instruction records and {n_pre} pretraining records to {args.data_dir}")
+    n_grpo = write_jsonl(args.data_dir / "demo_grpo.jsonl", grpo_records())
+    n_warm = write_jsonl(args.data_dir / "demo_grpo_warmup.jsonl", grpo_warmup_records())
+    print(
+        f"wrote {n_sft} instruction records, {n_pre} pretraining records, {n_grpo} GRPO prompts and "
+        f"{n_warm} GRPO warm-up records to {args.data_dir}"
+    )
     if args.model_dir is not None and not args.data_only:
         from ascendfactory.engine.demo import count_parameters, make_demo_model
 

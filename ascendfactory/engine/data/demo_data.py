@@ -5,6 +5,14 @@ families with regular answers (sums, word reversal, capitals, upper case, succes
 `pretrain_records()` gives `{"text": ...}` paragraphs built from the same facts. The shipped files
 `cfgs/data/demo_sft.jsonl` and `cfgs/data/demo_pretrain.jsonl` are their output
 (`python scripts/make_demo_assets.py --data-only`); a test checks they are up to date.
+
+The GRPO quickstart's task (`cfgs/data/demo_grpo.jsonl`, `grpo_records()`): short questions with a
+number as the verifiable answer (a number written as a word -> its digits; the number after N), in
+DeepScaleR's fields (`problem`, `answer`). Its warm-up SFT data (`cfgs/data/demo_grpo_warmup.jsonl`,
+`grpo_warmup_records()`) teaches the questions with correct answers, but only one response in
+`GRPO_FORMAT_SHARE` uses the R1 format `<think>...</think><answer>\\boxed{N}</answer>` that MindSpeed-RL's
+`base_acc` verifier requires; the others answer `\\boxed{N}` alone. GRPO then has to make the warmed-up
+policy choose the rewarded format (and stay right): the mean reward starts near that share and rises.
 """
 
 from __future__ import annotations
@@ -117,6 +125,43 @@ def pretrain_records(n: int = 300, seed: int = 1) -> list[dict[str, str]]:
                 n0 = rng.randint(0, 18)
                 sentences.append(f"After {NUMBER_NAMES[n0]} comes {NUMBER_NAMES[n0 + 1]}.")
         out.append({"text": " ".join(sentences)})
+    return out
+
+
+GRPO_FORMAT_SHARE = 0.25  # warm-up responses in the R1 format
+GRPO_NAME_TASK = "Write the number as a digit."
+GRPO_SUCCESSOR_TASK = "Which number comes right after this one?"
+
+
+def _grpo_question(rng: random.Random) -> tuple[str, int, str]:
+    """(question, answer, a short reasoning text) of one GRPO quickstart prompt."""
+    if rng.random() < 0.5:
+        n = rng.randint(0, len(NUMBER_NAMES) - 1)
+        return f"{GRPO_NAME_TASK}\n{NUMBER_NAMES[n]}", n, f"it is {n}"
+    n = rng.randint(0, 19)
+    return f"{GRPO_SUCCESSOR_TASK}\n{n}", n + 1, f"after {n} comes {n + 1}"
+
+
+def grpo_records(n: int = 256, seed: int = 2) -> list[dict[str, str]]:
+    """GRPO prompts with their reference answers (`problem`, `answer`)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        question, answer, _ = _grpo_question(rng)
+        out.append({"problem": question, "answer": str(answer)})
+    return out
+
+
+def grpo_warmup_records(n: int = 512, seed: int = 3) -> list[Record]:
+    """Alpaca records teaching the GRPO questions; a `GRPO_FORMAT_SHARE` of them in the R1 format."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        question, answer, thought = _grpo_question(rng)
+        boxed = f"\\boxed{{{answer}}}"
+        r1 = rng.random() < GRPO_FORMAT_SHARE
+        output = f"<think>{thought}</think><answer>{boxed}</answer>" if r1 else boxed
+        out.append({"instruction": question, "input": "", "output": output})
     return out
 
 

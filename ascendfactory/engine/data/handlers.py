@@ -10,6 +10,10 @@
   "content_tag", "user_tag", "assistant_tag", "system_tag"}}` for other layouts (e.g. OpenAI `messages`
   with `role` / `content`).
 - `GeneralInstructionHandler`: single-turn `instruction` / `input` / `output`, `alpaca` template by default.
+- `R1AlpacaStyleInstructionHandler` (and `Math17kAlpacaStyleInstructionHandler`, the same): MindSpeed-RL's
+  prompt datasets for GRPO: Alpaca fields as above; `input_ids` is the rendered prompt up to the
+  assistant's turn (no response), `labels` the response text's tokens without special tokens (the
+  reference answer the verifiers compare with), `attention_mask` ones over `input_ids`.
 
 Instruction handlers write `input_ids`, `attention_mask` (ones) and `labels` (`-100` on prompt tokens).
 With `--seq-length`, a conversation is cut to that many tokens, each turn's budget split between prompt and
@@ -156,12 +160,18 @@ class _InstructionHandler(Handler):
         return INSTRUCTION_KEYS
 
     def encode(self, items: list[Conversation]) -> list[dict[str, list[int]]]:
-        rendered = [self.template.turns(c.pairs, c.system) for c in items]
+        rendered = [[(t.prompt, t.response) for t in self.template.turns(c.pairs, c.system)] for c in items]
+        return [self._assemble(turns) for turns in self._tokens(rendered)]
+
+    def _tokens(
+        self, rendered: list[list[tuple[tuple[Piece, ...], tuple[Piece, ...]]]]
+    ) -> list[list[tuple[list[int], list[int]]]]:
+        """Token ids of each (prompt pieces, response pieces) pair; text pieces in one batch-encode call."""
         texts = [
             p
             for turns in rendered
-            for t in turns
-            for p in (*t.prompt, *t.response)
+            for prompt, response in turns
+            for p in (*prompt, *response)
             if not isinstance(p, Special)
         ]
         ids = iter(self.encoder.encode_batch(texts, add_special_tokens=False))
@@ -177,8 +187,7 @@ class _InstructionHandler(Handler):
                     out.extend(next(ids))
             return out
 
-        encoded = [[(tokens(t.prompt), tokens(t.response)) for t in turns] for turns in rendered]
-        return [self._assemble(turns) for turns in encoded]
+        return [[(tokens(prompt), tokens(response)) for prompt, response in turns] for turns in rendered]
 
     def _assemble(self, turns: list[tuple[list[int], list[int]]]) -> dict[str, list[int]]:
         input_ids: list[int] = []
@@ -240,6 +249,23 @@ class GeneralInstructionHandler(AlpacaStyleInstructionHandler):
         return {**super().keys(), "history": "\0no-history"}
 
 
+class R1AlpacaStyleInstructionHandler(AlpacaStyleInstructionHandler):
+    """GRPO prompts: the prompt tokens only, and the answer's tokens as `labels` (MindSpeed-RL's layout)."""
+
+    def encode(self, items: list[Conversation]) -> list[dict[str, list[int]]]:
+        prompts = [[(turn.prompt, ()) for turn in self.template.turns(c.pairs, c.system)] for c in items]
+        answers = self.encoder.encode_batch([c.pairs[-1][1] for c in items], add_special_tokens=False)
+        out = []
+        for turns, answer in zip(self._tokens(prompts), answers):
+            ids = [t for source, _ in turns for t in source]
+            out.append({"input_ids": ids, "attention_mask": [1] * len(ids), "labels": list(answer)})
+        return out
+
+
+class Math17kAlpacaStyleInstructionHandler(R1AlpacaStyleInstructionHandler):
+    """MindSpeed-RL's name for the same handler with MATH-17k's field names (through map_keys)."""
+
+
 class SharegptStyleInstructionHandler(_InstructionHandler):
     """ShareGPT records: alternating user / assistant messages."""
 
@@ -279,6 +305,8 @@ HANDLERS: dict[str, type[Handler]] = {
         AlpacaStyleInstructionHandler,
         SharegptStyleInstructionHandler,
         GeneralInstructionHandler,
+        R1AlpacaStyleInstructionHandler,
+        Math17kAlpacaStyleInstructionHandler,
     )
 }
 

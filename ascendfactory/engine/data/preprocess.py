@@ -27,6 +27,8 @@ HANDLER_NAMES = (
     "AlpacaStyleInstructionHandler",
     "SharegptStyleInstructionHandler",
     "GeneralInstructionHandler",
+    "R1AlpacaStyleInstructionHandler",
+    "Math17kAlpacaStyleInstructionHandler",
 )
 
 
@@ -58,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m ascendfactory.engine.data.preprocess",
         description="Tokenize json/jsonl/parquet records into Megatron indexed datasets (.bin/.idx).",
         epilog="Outputs: pretraining: <prefix>_<key>_document.{bin,idx} (one per --json-keys key); "
-        "instruction handlers: <prefix>_packed_{input_ids,attention_mask,labels}_document.{bin,idx}.",
+        "instruction handlers: <prefix>_packed_{input_ids,attention_mask,labels}_document.{bin,idx} "
+        "(R1/Math17k: input_ids = the prompt, labels = the answer's tokens).",
     )
     g = p.add_argument_group("input data")
     g.add_argument("--input", required=True, help="a json/jsonl/parquet file, or a directory of them")

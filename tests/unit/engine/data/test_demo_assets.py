@@ -7,13 +7,25 @@ from pathlib import Path
 
 import pytest
 
-from ascendfactory.engine.data.demo_data import pretrain_records, sft_records
+from ascendfactory.engine.data.demo_data import (
+    GRPO_FORMAT_SHARE,
+    grpo_records,
+    grpo_warmup_records,
+    pretrain_records,
+    sft_records,
+)
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.mark.parametrize(
-    ("name", "records"), [("demo_sft.jsonl", sft_records), ("demo_pretrain.jsonl", pretrain_records)]
+    ("name", "records"),
+    [
+        ("demo_sft.jsonl", sft_records),
+        ("demo_pretrain.jsonl", pretrain_records),
+        ("demo_grpo.jsonl", grpo_records),
+        ("demo_grpo_warmup.jsonl", grpo_warmup_records),
+    ],
 )
 def test_shipped_datasets_are_the_generator_output(name: str, records) -> None:
     shipped = [json.loads(line) for line in (ROOT / "cfgs" / "data" / name).read_text().splitlines()]
@@ -26,6 +38,22 @@ def test_sft_records_are_well_formed_and_varied() -> None:
     assert all(set(r) == {"instruction", "input", "output"} for r in records)
     assert all(r["instruction"] and r["output"] for r in records)
     assert len({r["instruction"] + r["input"] for r in records}) > 150  # small task spaces repeat a bit
+
+
+def test_grpo_task_answers_are_numbers_and_warmup_teaches_them_in_both_formats() -> None:
+    from ascendfactory.engine.rl.verifiers import base_acc, boxed_acc, format_reward
+
+    prompts = grpo_records()
+    assert all(set(r) == {"problem", "answer"} and r["answer"].isdigit() for r in prompts)
+    questions = {r["problem"]: r["answer"] for r in prompts}
+    warm = grpo_warmup_records()
+    for r in warm:  # every warm-up answer is right for its question (and scores with math_17k_acc)
+        answer = questions.get(r["instruction"])
+        assert answer is None or boxed_acc(r["output"], answer) == 1.0
+    r1 = [r for r in warm if base_acc(r["output"], r["output"].split("{")[-1].split("}")[0]) == 1.0]
+    assert all(format_reward(r["output"], "") == 1.0 for r in r1)
+    assert abs(len(r1) / len(warm) - GRPO_FORMAT_SHARE) < 0.06  # the R1 format is the rare one
+    assert set(questions) <= {r["instruction"] for r in warm}  # the warm-up covers every GRPO prompt
 
 
 def test_tokenizer_round_trips_the_demo_data(tokenizer) -> None:
