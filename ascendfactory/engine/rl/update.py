@@ -1,0 +1,155 @@
+"""Experience tensors, log-prob passes and the actor update (mini-batches, micro-batches, DP, clipping).
+
+Each sample is its prompt followed by its response, right-padded to the longest one on this rank, so the
+causal forward needs no mask and positions are those of the rollout. Response token `j` of a sample
+whose prompt has `s` tokens is predicted by the logits at position `s - 1 + j`.
+
+The update follows Megatron's step inside MindSpeed-RL's actor: per mini-batch, the loss of each
+micro-batch (a token mean, `algorithms.grpo_loss`) is averaged over the micro-batches and over the
+data-parallel ranks (gradients all-reduced), the gradient norm is clipped, AdamW steps, and the
+learning-rate schedule advances by the mini-batch's sample count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ascendfactory.engine.rl import algorithms as A
+from ascendfactory.engine.train import step as train_step
+
+
+@dataclass
+class Experience:
+    tokens: torch.Tensor  # [S, L] prompt + response, right-padded
+    starts: torch.Tensor  # [S] prompt lengths
+    responses: torch.Tensor  # [S, R] response tokens, padded
+    mask: torch.Tensor  # [S, R] 1.0 on response tokens
+    advantages: torch.Tensor | None = None  # [S]
+    old_log_prob: torch.Tensor | None = None  # [S, R]
+    ref_log_prob: torch.Tensor | None = None  # [S, R]
+
+    @property
+    def size(self) -> int:
+        return self.tokens.shape[0]
+
+    def tokens_of(self, idx: torch.Tensor) -> torch.Tensor:
+        """The rows `idx`, cut to their longest sequence (less padding in a small micro-batch)."""
+        width = int((self.starts[idx] + self.mask[idx].sum(1).long()).max())
+        return self.tokens[idx, :width]
+
+
+def build_experience(
+    prompts: list[list[int]], responses: list[list[int]], *, pad_id: int, device: torch.device
+) -> Experience:
+    width = max(len(p) + len(r) for p, r in zip(prompts, responses))
+    longest = max(max(len(r) for r in responses), 1)
+    tokens = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    resp = torch.full((len(prompts), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), longest), dtype=torch.float32)
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        tokens[i, : len(p) + len(r)] = torch.tensor(p + r, dtype=torch.long)
+        resp[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, : len(r)] = 1.0
+    starts = torch.tensor([len(p) for p in prompts], dtype=torch.long)
+    return Experience(tokens.to(device), starts.to(device), resp.to(device), mask.to(device))
+
+
+def response_logits(model, tokens: torch.Tensor, starts: torch.Tensor, width: int) -> torch.Tensor:
+    """Logits [b, width, V] that predict each response token."""
+    logits = model(tokens)
+    pos = (starts - 1).unsqueeze(1) + torch.arange(width, device=tokens.device)
+    pos = pos.clamp(max=logits.shape[1] - 1)
+    return logits.gather(1, pos.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+
+
+@torch.no_grad()
+def log_probs(model, exp: Experience, micro: int, autocast) -> torch.Tensor:
+    """Per-token log-probs [S, R] of the responses under `model` (no gradient), `micro` rows at a time."""
+    out = torch.zeros_like(exp.mask)
+    width = exp.mask.shape[1]
+    for lo in range(0, exp.size, micro):
+        idx = torch.arange(lo, min(lo + micro, exp.size), device=exp.tokens.device)
+        with autocast():
+            logits = response_logits(model, exp.tokens_of(idx), exp.starts[idx], width)
+        out[idx] = A.token_log_probs(logits, exp.responses[idx]) * exp.mask[idx]
+    return out
+
+
+@dataclass
+class UpdateStats:
+    values: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, key: str, value: float) -> None:
+        self.values[key] = self.values.get(key, 0.0) + value
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def means(self) -> dict[str, float]:
+        return {k: v / self.counts[k] for k, v in self.values.items()}
+
+
+class Updater:
+    """The actor's optimizer steps over one rollout."""
+
+    def __init__(
+        self, *, model, optimizer, scheduler, mesh, dp: int, args: Any, rl: dict[str, Any], autocast
+    ) -> None:
+        self.model, self.optimizer, self.scheduler, self.mesh = model, optimizer, scheduler, mesh
+        self.dp, self.args, self.rl, self.autocast = dp, args, rl, autocast
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.sharded: list[bool] | None = None
+        self.kl_coef = float(rl["init_kl_coef"])
+
+    def update(self, exp: Experience, *, mini_local: int, order: torch.Tensor | None) -> dict[str, float]:
+        """Every epoch over `exp` in mini-batches of `mini_local` rows; `order` a permutation or None."""
+        stats = UpdateStats()
+        rows = order if order is not None else torch.arange(exp.size, device=exp.tokens.device)
+        micro = self.args.micro_batch_size
+        for _ in range(int(self.rl["epochs"])):
+            for lo in range(0, exp.size, mini_local):
+                self._step(exp, rows[lo : lo + mini_local], micro, stats)
+        out = stats.means()
+        out["actor/lr"] = self.optimizer.param_groups[0]["lr"]
+        return out
+
+    def _step(self, exp: Experience, idx: torch.Tensor, micro: int, stats: UpdateStats) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        chunks = idx.split(micro)
+        width = exp.mask.shape[1]
+        for chunk in chunks:
+            with self.autocast():
+                logits = response_logits(self.model, exp.tokens_of(chunk), exp.starts[chunk], width)
+            log_prob = A.token_log_probs(logits, exp.responses[chunk])
+            grad_entropy = float(self.rl["entropy_coeff"]) != 0.0
+            with contextlib.nullcontext() if grad_entropy else torch.no_grad():
+                entropy = A.entropy_from_logits(logits)
+            mask = exp.mask[chunk]
+            loss, s = A.grpo_loss(
+                log_prob=log_prob,
+                old_log_prob=None if exp.old_log_prob is None else exp.old_log_prob[chunk],
+                ref_log_prob=exp.ref_log_prob[chunk],
+                advantages=exp.advantages[chunk].unsqueeze(1) * mask,
+                mask=mask,
+                entropy=entropy,
+                clip_ratio=float(self.rl["clip_ratio"]),
+                kl_coef=self.kl_coef,
+                kl_kind=str(self.rl["kl_penalty"]),
+                entropy_coeff=float(self.rl["entropy_coeff"]),
+            )
+            (loss / len(chunks)).backward()
+            for key in ("pg_loss", "pg_clipfrac", "ppo_kl", "kl_loss", "entropy"):
+                stats.add(f"actor/{key}", getattr(s, key))
+        train_step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dp)
+        if self.sharded is None:
+            self.sharded = train_step.shard_mask([p.grad for p in self.params])
+        norm, found_inf = train_step.grad_norm_and_clip(
+            self.params, mesh=self.mesh, clip=self.args.clip_grad, sharded=self.sharded
+        )
+        if not found_inf:
+            self.optimizer.step()
+            self.scheduler.step(self.optimizer, len(idx) * self.dp)
+        stats.add("actor/grad_norm", norm)
