@@ -5,6 +5,9 @@ hf2mg       python -m ascendfactory.engine.convert           (= convert_ckpt_v2.
 train       python -m torch.distributed.run ... -m ascendfactory.engine.train   (= posttrain/pretrain_gpt.py)
 mg2hf       python -m ascendfactory.engine.convert           (= convert_ckpt_v2.py mg -> hf)
 plot        training_loss.png from the last rank's log (in-process)
+
+`stage: grpo` runs a MindSpeed-RL experiment instead (`grpo.py`: preprocess, hf2mg, torchrun
+`-m ascendfactory.engine.rl`, mg2hf, plot).
 """
 
 from __future__ import annotations
@@ -41,7 +44,15 @@ class TorchBackend(MegatronBackend):
     name = "torch"
     description = "embedded PyTorch implementation of the MindSpeed-LLM contract (CPU/GPU/NPU)"
     order = 0
+    stages = ("pt", "sft", "grpo")
     unretryable = ("configuration problem",)  # its trainer: "error (rank N): K configuration problem(s):"
+
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
+        if ctx.config.stage == "grpo":
+            from ascendfactory.backends.torch.grpo import plan_grpo
+
+            return plan_grpo(self, ctx, strict_paths=strict_paths)
+        return super().plan(ctx, strict_paths=strict_paths)
 
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
