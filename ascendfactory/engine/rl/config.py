@@ -143,7 +143,7 @@ def to_flags(values: dict[str, Any]) -> list[str]:
 def _megatron(cfg: dict[str, Any], source: str, problems: list[Problem]) -> dict[str, Any]:
     train, actor = _norm(cfg.get("megatron_training") or {}), _norm(cfg.get("actor_config") or {})
     name = actor.get("model", train.get("model"))
-    merged: dict[str, Any] = {}
+    merged: dict[str, Any] = dict(K.MEGATRON_DEFAULTS)
     if name is not None:
         entries = cfg.get("model") or {}
         if not isinstance(entries, dict) or name not in entries:
@@ -192,6 +192,9 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
 
     train, actor = _norm(cfg.get("megatron_training") or {}), _norm(cfg.get("actor_config") or {})
     merged = _megatron(cfg, source, problems)
+    given_keys = (
+        set(train) | set(actor) | set(_norm(((cfg.get("model") or {}).get(merged.get("model")) or {})))
+    )
     rl_keys = {k: v for k, v in merged.items() if k in K.MEGATRON_RL}
     if rl_keys.get("stage", K.STAGE) != K.STAGE:
         bad(
@@ -209,7 +212,19 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
         bad(_where("tokenizer_type", train, actor), f"'{rl_keys['tokenizer_type']}'", "PretrainedFromHF")
     if rl_keys.get("ai_framework") is not None:
         bad(_where("ai_framework", train, actor), "only the PyTorch path exists here", "remove it")
-    megatron = {k: v for k, v in merged.items() if k not in K.MEGATRON_RL}
+    if merged.get("attention_dropout"):
+        bad(
+            _where("attention_dropout", train, actor),
+            f"{merged['attention_dropout']}"
+            + (
+                " (MindSpeed-RL's default: the experiment does not set it)"
+                if "attention_dropout" not in given_keys
+                else ""
+            )
+            + ": dropout in the policy is not supported by the embedded GRPO trainer",
+            "set attention_dropout: 0.0 (MindSpeed-RL's GRPO examples do)",
+        )
+    megatron = {k: v for k, v in merged.items() if k not in K.MEGATRON_RL and k != "attention_dropout"}
     args, ignored_flags = None, []
     try:
         args, ignored_flags = train_flags.parse_args(to_flags(megatron))
@@ -218,6 +233,10 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
             names = [f.strip().lstrip("-").replace("-", "_") for f in p.key.split(",")]
             key = ", ".join(_where(n, train, actor) for n in names)
             message = p.message.replace("flag", "key").replace("--", "")
+            defaulted = [n for n in names if n in K.MEGATRON_DEFAULTS and n not in given_keys]
+            if defaulted:
+                default = K.MEGATRON_DEFAULTS[defaulted[0]]
+                message += f" (MindSpeed-RL's default {default!r}: the experiment does not set it)"
             bad(key, message, p.fix.replace("--", "").replace("-", "_") if p.fix else "")
 
     rl = _section(cfg, "rl_config", K.RL_HONOURED, K.RL_IGNORED, K.RL_FIXED, bad)

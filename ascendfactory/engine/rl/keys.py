@@ -159,6 +159,19 @@ MEGATRON_RL: dict[str, str] = {
     "gemm_gradient_accumulation_fusion": "accepted",
     "moe_tp_extend_ep": "accepted",
 }
+# MindSpeed-RL's MegatronConfig defaults where they differ from Megatron flags left out (master 05a90d77,
+# backends/mindspeed_rl/keys/master.txt): MindSpeed-RL passes them to Megatron, so an experiment that does not
+# set them trains with them. Applied here under the model entry and the two sections.
+MEGATRON_DEFAULTS: dict[str, Any] = {
+    "bf16": True,
+    "attention_dropout": 0.1,
+    "hidden_dropout": 0.1,
+    "make_vocab_size_divisible_by": 128,
+    "normalization": "LayerNorm",
+    "position_embedding_type": "learned_absolute",
+    "norm_epsilon": 1e-05,
+    "rotary_base": 10000,
+}
 STAGE = "ray_grpo"
 TOKENIZER_TYPES = ("PretrainedFromHF", "HuggingFaceTokenizer")
 OFF_SECTIONS: dict[str, tuple[str, ...]] = {

@@ -90,9 +90,8 @@ class IterationMetrics:
         trainer_metrics.update(rl_log.non_overlap_timings(spans.spans))
         for i, k in enumerate(self.names):
             trainer_metrics[k] = s[4 + i] / count
-        for i, k in enumerate(self.actor_keys):
-            value = s[4 + len(self.names) + i] / dp
-            trainer_metrics[k] = value if k != "actor/lr" else s[4 + len(self.names) + i] / dp
+        for i, k in enumerate(self.actor_keys):  # each rank's mean over its micro-batches
+            trainer_metrics[k] = s[4 + len(self.names) + i] / dp
         use_max = bool(tr.rl["log_max_throughput"])
         common = dict(gbs=tr.gbs, n=tr.n, world_size=tr.env.world_size, use_max=use_max)
         data["e2e_tps"] = rl_log.tps(data, seconds=timing["timing/all"], **common)

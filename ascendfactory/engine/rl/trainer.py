@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import random
 import time
+from contextlib import nullcontext
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import torch
@@ -113,7 +113,7 @@ class GRPOTrainer:
         self.train_autocast = lambda: step.autocast(self.env.device, args)
         rollout_dtype = DTYPES[cfg.rollout_dtype]
         self.rollout_autocast = lambda: (
-            torch.autocast(self.env.device.type, dtype=rollout_dtype) if rollout_dtype else _null()
+            torch.autocast(self.env.device.type, dtype=rollout_dtype) if rollout_dtype else nullcontext()
         )
         self.updater = Updater(
             model=self.model,
@@ -225,9 +225,11 @@ class GRPOTrainer:
         tb_dir = tensorboard_dir or os.path.join(
             "runs", f"{datetime.now():%b%d_%H-%M-%S}_{os.uname().nodename}"
         )
+        from ascendfactory.monitors import MonitorConfig, TensorboardConfig
+
         return monitor.Monitor(
-            dict(monitor.MONITOR_DEFAULTS),
-            {**monitor.TENSORBOARD_DEFAULTS, "tensorboard_dir": tb_dir},
+            MonitorConfig().model_dump(),
+            TensorboardConfig(tensorboard_dir=tb_dir).model_dump(),
             rank=0,
             print_fn=logline.emit,
         )
@@ -247,9 +249,7 @@ class GRPOTrainer:
         while self.position.iteration < self.args.train_iters:
             self.iteration()
             it = self.position.iteration
-            if self.args.save and (
-                it % (self.args.save_interval or 0) == 0 if self.args.save_interval else False
-            ):
+            if self.args.save and self.args.save_interval and it % self.args.save_interval == 0:
                 self.save()
             if self.args.exit_interval and it % self.args.exit_interval == 0:
                 break
@@ -458,11 +458,3 @@ class GRPOTrainer:
             self.monitor.close()
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
