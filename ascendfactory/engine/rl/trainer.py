@@ -16,7 +16,6 @@ import os
 import random
 import time
 from contextlib import nullcontext
-from datetime import datetime
 
 import numpy as np
 import torch
@@ -25,7 +24,7 @@ import torch.distributed as dist
 from ascendfactory.engine.convert.dims import ModelDims
 from ascendfactory.engine.rl import logline as rl_log
 from ascendfactory.engine.rl import reference as ref
-from ascendfactory.engine.rl import verifiers
+from ascendfactory.engine.rl import setup, verifiers
 from ascendfactory.engine.rl.algorithms import group_norm_advantages
 from ascendfactory.engine.rl.config import GRPOConfig
 from ascendfactory.engine.rl.data import PromptDataset
@@ -38,7 +37,7 @@ from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topolo
 from ascendfactory.engine.train.model import build_stage, init_random, parallelize_hf_decoder
 from ascendfactory.engine.train.parallel import ParallelDims, build_mesh, init_distributed, tune_cpu_allocator
 from ascendfactory.engine.train.schedule import LRSchedule
-from ascendfactory.errors import ConfigError, ParallelismError, Problem
+from ascendfactory.errors import ConfigError, Problem
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": None}
 
@@ -71,7 +70,15 @@ class GRPOTrainer:
             num_kv_heads=model_dims.num_kv_heads,
             vocab=vocab,
         )
-        self._check_batches()
+        setup.check_batches(
+            gbs=self.gbs,
+            mini=self.mini,
+            n=self.n,
+            dims=self.dims,
+            rl=self.rl,
+            world_size=self.env.world_size,
+            source=cfg.source,
+        )
         self.log0(self.dims.describe())
         self.mesh = build_mesh(self.dims, self.env.device)
         self.dp_rank, self.tp_rank = (self.mesh[d].get_local_rank() for d in ("dp", "tp"))
@@ -109,7 +116,9 @@ class GRPOTrainer:
             num_prompts=args.train_iters * self.gbs,
             key="megatron_training.data_path",
         )
-        self._check_prompts()
+        setup.check_prompts(
+            self.dataset.longest_prompt(), rl=self.rl, seq_length=args.seq_length, source=cfg.source
+        )
         self.train_autocast = lambda: step.autocast(self.env.device, args)
         rollout_dtype = DTYPES[cfg.rollout_dtype]
         self.rollout_autocast = lambda: (
@@ -125,15 +134,16 @@ class GRPOTrainer:
             rl=self.rl,
             autocast=self.train_autocast,
         )
-        self.stop_ids = self._stop_ids()
+        self.stop_ids = setup.stop_ids(self.tokenizer, args.tokenizer_name_or_path)
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id
         self.cache = StaticKVCache()
         self.position = Position()
         self.saved_iteration = -1
-        self.monitor = self._monitor(tensorboard_dir)
-        self.metrics_file = self._metrics_file(metrics_dir)
+        on = self.is_first
+        self.monitor = setup.tensorboard(tensorboard_dir) if on and self.rl["use_tensorboard"] else None
+        self.metrics_file = setup.metrics_file(metrics_dir) if on and metrics_dir else None
 
     # ------------------------------------------------------------------ setup pieces
     def _build(self, model_dims: ModelDims):
@@ -155,90 +165,6 @@ class GRPOTrainer:
         return Checkpointer(
             args=args, megatron_args=self.mg_args, topo=self.topo, device=self.env.device, log=self.log0
         )
-
-    def _check_batches(self) -> None:
-        gbs, mini, n, dp, mbs = self.gbs, self.mini, self.n, self.dims.dp, self.dims.micro_batch_size
-        problems = []
-
-        def bad(key: str, message: str, fix: str) -> None:
-            problems.append(Problem(key=key, message=message, fix=fix, source=self.cfg.source))
-
-        if gbs % mini:
-            bad(
-                "rl_config.mini_batch_size",
-                f"global_batch_size ({gbs}) is not a multiple of it ({mini})",
-                "use a divisor of global_batch_size",
-            )
-        if mini % dp:
-            bad(
-                "rl_config.mini_batch_size",
-                f"{mini} prompts cannot be split over {dp} data-parallel ranks",
-                f"use a multiple of {dp}",
-            )
-        elif (mini // dp * n) % mbs:
-            bad(
-                "actor_config.micro_batch_size",
-                f"mini_batch_size // data_parallel ({mini // dp}) * n_samples ({n}) = {mini // dp * n} "
-                f"samples "
-                f"per rank and step are not a multiple of micro_batch_size ({mbs})",
-                "use a micro_batch_size dividing that",
-            )
-        num = self.rl["actor_resource"].get("num_npus") if self.rl["actor_resource"] else None
-        if num is not None and num != self.env.world_size:
-            bad(
-                "rl_config.actor_resource.num_npus",
-                f"{num}, but {self.env.world_size} processes run",
-                "make them equal",
-            )
-        if problems:
-            raise ParallelismError(problems)
-
-    def _check_prompts(self) -> None:
-        longest = self.dataset.longest_prompt()
-        limit = min(int(self.rl["max_prompt_length"]), self.args.seq_length - 1)
-        if longest > limit:
-            raise ConfigError(
-                Problem(
-                    key="rl_config.max_prompt_length",
-                    message=f"the longest prompt has {longest} tokens; max_prompt_length / seq_length "
-                    f"allow {limit}",
-                    fix="raise max_prompt_length and seq_length, or shorten the prompts",
-                    source=self.cfg.source,
-                )
-            )
-
-    def _stop_ids(self) -> tuple[int, ...]:
-        ids = {self.tokenizer.eos_token_id}
-        gen = getattr(self.hf_config, "eos_token_id", None)
-        try:
-            from transformers import GenerationConfig
-
-            gen = GenerationConfig.from_pretrained(self.args.tokenizer_name_or_path).eos_token_id
-        except OSError:
-            pass
-        ids.update(gen if isinstance(gen, list) else [gen])
-        return tuple(sorted(i for i in ids if i is not None))
-
-    def _monitor(self, tensorboard_dir: str | None):
-        if not (self.is_first and self.rl["use_tensorboard"]):
-            return None
-        tb_dir = tensorboard_dir or os.path.join(
-            "runs", f"{datetime.now():%b%d_%H-%M-%S}_{os.uname().nodename}"
-        )
-        from ascendfactory.monitors import MonitorConfig, TensorboardConfig
-
-        return monitor.Monitor(
-            MonitorConfig().model_dump(),
-            TensorboardConfig(tensorboard_dir=tb_dir).model_dump(),
-            rank=0,
-            print_fn=logline.emit,
-        )
-
-    def _metrics_file(self, metrics_dir: str | None) -> str | None:
-        if not (self.is_first and metrics_dir):
-            return None
-        os.makedirs(metrics_dir, exist_ok=True)
-        return os.path.join(metrics_dir, f"grpo_metrics-{datetime.now():%Y%m%d_%H%M%S}.log")
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
