@@ -152,3 +152,18 @@ def test_the_same_file_plans_mindspeed_rls_commands(tmp_path, model_dir):
     assert "convert_ckpt.py" in plan.step("hf2mg").argv
     torch_yaml = rendered(plan_for(tmp_path, model_dir))
     assert rendered(plan) == torch_yaml  # one MindSpeed-RL yaml, whichever backend runs it
+
+
+def test_planning_imports_neither_torch_nor_transformers():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from ascendfactory.backends.planner import make_plan\n"
+        "from ascendfactory.config.load import load_experiment\n"
+        f"make_plan(load_experiment({str(QUICK)!r}, []), dry_run=True)\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-KL_PENALTIES = ("kl", "abs", "mse", "low_var_kl")
+from ascendfactory.engine.rl.keys import KL_PENALTIES
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

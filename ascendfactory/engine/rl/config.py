@@ -17,8 +17,7 @@ from typing import Any
 import yaml
 
 from ascendfactory.engine.rl import keys as K
-from ascendfactory.engine.rl.algorithms import KL_PENALTIES
-from ascendfactory.engine.rl.rollout import Sampling
+from ascendfactory.engine.rl.keys import KL_PENALTIES, Sampling
 from ascendfactory.engine.rl.verifiers import check_names
 from ascendfactory.errors import ConfigError, Problem
 

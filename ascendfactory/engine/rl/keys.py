@@ -19,7 +19,22 @@ Sections of the yaml (`cli/train_grpo.py`'s Hydra config) and what happens to ea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+KL_PENALTIES = ("kl", "abs", "mse", "low_var_kl")  # rl_config.kl_penalty (algorithms.kl_penalty)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The rollout's sampling settings (`generate_config.sampling_config`, vLLM's names)."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_k: int = -1  # <= 0: off
+    top_p: float = 1.0
+    min_p: float = 0.0
+
 
 # rl_config keys implemented: key -> (MindSpeed-RL default, meaning)
 RL_HONOURED: dict[str, tuple[Any, str]] = {

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ascendfactory.engine.rl.keys import Sampling
+
 
 class StaticKVCache:
     """Preallocated keys/values per layer; `begin(offset, length)` before each forward of `length` tokens."""
@@ -48,15 +50,6 @@ class StaticKVCache:
         k[:, :, self.offset : end] = key
         v[:, :, self.offset : end] = value
         return k[:, :, :end], v[:, :, :end]
-
-
-@dataclass(frozen=True)
-class Sampling:
-    max_tokens: int
-    temperature: float = 1.0
-    top_k: int = -1  # <= 0: off
-    top_p: float = 1.0
-    min_p: float = 0.0
 
 
 def sample(logits: torch.Tensor, u: torch.Tensor, s: Sampling, vocab_limit: int) -> torch.Tensor:
