@@ -316,7 +316,8 @@ def main() -> int:
             print(f"3. phases: skipped (no {a.config_dir}/mindspeed_rl_grpo.yaml: run the quickstart first)")
         else:
             total = times.pop("all")
-            print(f"3. phases of an iteration (quickstart, 2 processes, median {total:.3f} s per iteration):")
+            print(f"3. phases of an iteration (quickstart, 2 processes, median {total:.3f} s per iteration;")
+            print("   each phase's time is its slowest rank's, so the rest can come out below 0):")
             rest = total - sum(times.values())
             for phase, sec in [*times.items(), ("other (batching, metrics, logging)", rest)]:
                 print(f"  {phase:36s} {sec:7.3f} s  {100 * sec / total:5.1f}%")
