@@ -54,7 +54,9 @@ class IterationMetrics:
         sums = [score.sum(), resp.sum(), prompt.sum(), torch.tensor(float(len(scores)))]
         sums += [torch.tensor(sum(per_verifier[k]), dtype=torch.float64) for k in names]
         sums += [torch.tensor(actor[k], dtype=torch.float64) for k in self.actor_keys]
-        self.sums = trainer.all_reduce(torch.stack(sums).to(torch.float64))
+        device = trainer.env.device  # NCCL / HCCL reduce device tensors only (HCCL: no float64)
+        self.dtype = torch.float64 if device.type == "cpu" else torch.float32
+        self.sums = trainer.all_reduce(torch.stack(sums).to(device, self.dtype)).cpu().to(torch.float64)
         maxes = [score.max(), resp.max(), prompt.max(), -score.min(), -resp.min(), -prompt.min()]
         self.maxes = torch.stack(maxes).to(torch.float64)
         self.line: dict[str, float] = {}
@@ -67,7 +69,7 @@ class IterationMetrics:
         timing["timing/all"] = wall_s
         keys = sorted(timing)
         both = torch.cat([self.maxes, torch.tensor([timing[k] for k in keys], dtype=torch.float64)])
-        both = tr.all_reduce(both, op=torch.distributed.ReduceOp.MAX)
+        both = tr.all_reduce(both.to(tr.env.device, self.dtype), op=torch.distributed.ReduceOp.MAX).cpu()
         timing = dict(zip(keys, both[6:].tolist()))
         mx = both[:6].tolist()
         s = self.sums.tolist()
