@@ -20,7 +20,15 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from ascendfactory.errors import AscendFactoryError
+from ascendfactory.errors import AscendFactoryError, ConfigError, Problem
+
+
+def _yaml_key(p: Problem, source: str) -> Problem:
+    """A problem the shared Megatron pieces name by flag (`--load`), named by the yaml key instead."""
+    if not p.key.startswith("--"):
+        return p
+    keys = ", ".join("actor_config." + k.strip().lstrip("-").replace("-", "_") for k in p.key.split(","))
+    return Problem(key=keys, message=p.message, fix=p.fix, source=source or p.source)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    trainer = None
+    trainer, source = None, ""
     try:
         from ascendfactory.engine.rl.config import load_yaml, read_config
 
@@ -53,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AscendFactoryError as e:
         if os.environ.get("AF_DEBUG") == "1":
             traceback.print_exc()
+        if isinstance(e, ConfigError):
+            e = type(e)([_yaml_key(p, source) for p in e.problems])
         print(f"error (rank {os.environ.get('RANK', '0')}): {e}", file=sys.stderr, flush=True)
         return e.exit_code
     finally:

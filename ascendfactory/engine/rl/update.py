@@ -7,7 +7,8 @@ whose prompt has `s` tokens is predicted by the logits at position `s - 1 + j`.
 The update follows Megatron's step inside MindSpeed-RL's actor: per mini-batch, the loss of each
 micro-batch (a token mean, `algorithms.grpo_loss`) is averaged over the micro-batches and over the
 data-parallel ranks (gradients all-reduced), the gradient norm is clipped, AdamW steps, and the
-learning-rate schedule advances by the mini-batch's sample count.
+learning-rate schedule advances by the mini-batch's sample count. `actor/entropy` is the policy's entropy
+on the response tokens even when `entropy_coeff` is 0 (MindSpeed-RL skips computing it then and logs 0).
 """
 
 from __future__ import annotations
