@@ -64,6 +64,31 @@ def test_alpaca_masks_prompt_tokens(preprocess, tmp_path: Path, tokenizer) -> No
     assert IndexedDataset(tmp_path / "out" / "ds_packed_labels_document").dtype == np.int32
 
 
+@pytest.mark.parametrize(
+    "handler", ["R1AlpacaStyleInstructionHandler", "Math17kAlpacaStyleInstructionHandler"]
+)
+def test_r1_prompts_end_at_the_assistants_turn_and_labels_are_the_answer(
+    preprocess, tmp_path: Path, tokenizer, handler: str
+) -> None:
+    records = [
+        {"problem": "What is 2 plus 3?", "answer": "5"},
+        {"problem": "Write it.\nseven", "answer": "7"},
+    ]
+    src = write_jsonl(tmp_path / "in.jsonl", records)
+    keys = '{"prompt": "problem", "query": "", "response": "answer", "system": ""}'
+    assert preprocess(src, "--handler-name", handler, "--prompt-type", "qwen", "--map-keys", keys) == 0
+    ids, masks, labels = _instruction(tmp_path)
+    for i, r in enumerate(records):
+        # MindSpeed-RL's layout: the rendered prompt (no response), the answer without special tokens
+        assert (
+            tokenizer.decode(ids[i])
+            == get_template("qwen").render([(r["problem"], "")])[: -len("<|im_end|>")]
+        )
+        assert tokenizer.decode(ids[i]).endswith("<|im_start|>assistant\n")
+        assert masks[i] == [1] * len(ids[i])
+        assert labels[i] == tokenizer.encode(r["answer"], add_special_tokens=False)
+
+
 def test_sharegpt_with_system_message_and_openai_keys(preprocess, tmp_path: Path, tokenizer) -> None:
     records = [
         {
