@@ -37,6 +37,7 @@ CHECKOUTS = {
     "master": os.environ.get("AF_TEST_MINDSPEED_MM_MASTER", ""),
 }
 REPO = Path(__file__).resolve().parents[2]
+SKIP = "set AF_TEST_MM_PYTHON and AF_TEST_MINDSPEED_MM_<2_1_0|MASTER> (see the module docstring)"
 
 BUILD_TINY = """
 import sys, torch
@@ -219,3 +220,30 @@ def test_real_mm_convert_round_trip_through_the_runner(tmp_path: Path, generatio
     assert all((before[k] == after[k]).all() for k in before)
     summary = json.loads((out / ".af" / "summary.json").read_text())
     assert "samples/s" in json.dumps(summary)
+
+
+@pytest.mark.parametrize("generation", ["2.1.0", "master"])
+@pytest.mark.parametrize("subcommand", ["hf_to_mm", "mm_to_hf"])
+def test_generated_options_are_mm_converts_own(generation: str, subcommand: str) -> None:
+    """facts/mm_convert_<gen>.txt lists exactly the options the real mm-convert's parser shows (`-h`); an
+    optional nested model (`--cfg.llm_hf_config`) is shown as one option and listed by its fields."""
+    if not runnable(generation):
+        pytest.skip(SKIP)
+    import re
+
+    from ascendfactory.backends.mindspeed_mm.facts import mm_convert
+
+    shown = subprocess.run(
+        [PYTHON, "-m", "checkpoint.convert_cli", "Qwen2_5_VLConverter", subcommand, "-h"],
+        cwd=CHECKOUTS[generation],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    usage = shown.split("\n\n", 1)[0]
+    options = set(re.findall(r"--(cfg\.[\w.]+)", usage))
+    groups = set(re.findall(r"--(cfg\.[\w.]+) CONFIG", usage))  # `--cfg.parallel_config CONFIG`: a group
+    leaves = options - groups
+    ours = set(mm_convert(generation)[("Qwen2_5_VLConverter", subcommand)])
+    collapsed = {leaf for leaf in leaves if any(k.startswith(f"{leaf}.") for k in ours)}  # llm_hf_config
+    assert leaves - collapsed == {k for k in ours if not any(k.startswith(f"{c}.") for c in collapsed)}
