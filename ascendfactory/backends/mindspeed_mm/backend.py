@@ -9,8 +9,9 @@
 
 Written before the steps: exp-config.yaml and mm_config/{data,model,tools}.json (the example's files of the
 generation the installed MindSpeed-MM expects, under the experiment's `data` / `model` / `tool`). Every
-program runs in the MindSpeed-MM directory, so every path is absolute. Checks: `experiment.py` (reading),
-`rules.py` (layout, pipeline lists, data.json keys), `convert.py` (mm-convert options), `inputs.py` (files).
+program runs in the MindSpeed-MM directory, so every path is absolute. Reading: `experiment.py`; checks:
+`checks.py` and `rules.py` (flags, layout, pipeline lists, data.json keys), `convert.py` (mm-convert
+options), `inputs.py` (files, environment); `load.py` (what training loads), `site.py` (checkout, generation).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.megatron.layout import OutputLayout
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, T
+from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
+from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
 from ascendfactory.backends.mindspeed_mm.experiment import (
     LLM_KEY,
     PLAN_FLAGS,
@@ -41,7 +43,7 @@ from ascendfactory.backends.mindspeed_mm.experiment import (
     read_sections,
     resolve_model,
 )
-from ascendfactory.backends.mindspeed_mm.facts import data_json, presets, source_file, training_names
+from ascendfactory.backends.mindspeed_mm.facts import data_json, presets, source_file
 from ascendfactory.backends.mindspeed_mm.inputs import environment_problems, input_findings
 from ascendfactory.backends.mindspeed_mm.load import decide_load
 from ascendfactory.backends.mindspeed_mm.site import generation_problem, resolve_site
@@ -52,12 +54,6 @@ from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.parallel import LayoutReport, ParallelDims
 from ascendfactory.plan import Plan, Role, Step, ThroughputSpec
 
-REJECTED_FLAGS = {
-    "num-layers-per-virtual-pipeline-stage": "MindSpeed-MM Error: --num-layers-per-virtual-pipeline-stage is "
-    "deprecated, please use --virtual-pipeline-model-parallel-size instead",
-    "virtual-pipeline-model-parallel-size": "this backend plans no virtual pipeline "
-    "(nested pipeline_num_layers)",
-}
 LEGACY = ("TP", "PP", "CP", "MBS", "GBS", "SEQ_LEN", "LR", "MIN_LR", "TRAIN_ITERS", "SEED", "SAVE_INTERVAL")
 
 
@@ -100,14 +96,14 @@ class MindSpeedMMBackend(MegatronBackend):
             raise ConfigError(problems)
         preset = presets(gen)["models"][name]
         data, model, tool = merged_json(site, preset, sections, gen)
-        problems += self._sourced(
+        problems += sourced(
             ctx,
             rules.data_json_problems(
                 data, data_json(gen), generation=gen, names_file=source_file("data_json", gen)
             ),
         )
         user = dict(sections.get("training") or {})
-        problems += self.training_problems(ctx, user, gen)
+        problems += training_problems(ctx, user, gen)
         tp, pp, cp, mbs, gbs, gbs_reason = read_layout(ctx, preset, user, problems)
         layout = OutputLayout(os.path.abspath(ctx.config.af_output_dir))
         mm = MMRun(
@@ -135,11 +131,11 @@ class MindSpeedMMBackend(MegatronBackend):
             layout=layout,
             warnings=list(site.warnings),
         )
-        problems += self._sourced(ctx, self.model_problems(ctx, mm, arch))
+        problems += sourced(ctx, model_problems(ctx, mm, arch))
         problems += environment_problems(ctx, tp=tp, cp=cp, generation=gen)
         run = self.megatron_run(ctx, mm, user)
-        mm.mg2hf = self.convert_section(ctx, mm, sections, "mm_to_hf", problems)
-        mm.hf2mg = self.convert_section(ctx, mm, sections, "hf_to_mm", problems) or {}
+        mm.mg2hf = convert.section_options(ctx, mm, sections, "mm_to_hf", problems)
+        mm.hf2mg = convert.section_options(ctx, mm, sections, "hf_to_mm", problems) or {}
         run.hf2mg, run.mg2hf = mm.hf2mg, mm.mg2hf
         load = decide_load(ctx, mm, run, problems)
         run.load = load
@@ -165,104 +161,6 @@ class MindSpeedMMBackend(MegatronBackend):
         self.raise_if(problems)
         run.warnings = mm.warnings
         return run
-
-    @staticmethod
-    def _sourced(ctx: PlanContext, problems: list[Problem]) -> list[Problem]:
-        return [dataclasses.replace(p, source=p.source or ctx.loaded.source_of(p.key)) for p in problems]
-
-    @staticmethod
-    def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -> list[Problem]:
-        names = training_names(generation)
-        problems = []
-        for key in user:
-            where = T + key
-            if key in PLAN_FLAGS:
-                problems.append(
-                    ctx.problem(
-                        where,
-                        f"is written by the plan: mm_config/{PLAN_FLAGS[key]}.json from "
-                        f"backend_config.{PLAN_FLAGS[key]}",
-                        fix=f"remove it; put the content under backend_config.{PLAN_FLAGS[key]}",
-                    )
-                )
-            elif key in REJECTED_FLAGS:
-                problems.append(ctx.problem(where, REJECTED_FLAGS[key], fix="remove it"))
-            elif key not in names:
-                problems.append(
-                    ctx.problem(
-                        where,
-                        f"not an argument of pretrain_vlm.py in MindSpeed-MM {generation}"
-                        f"{rules.nearest(key, names)}",
-                        fix=f"use a flag listed in {source_file('training', generation)} (dash names), "
-                        "or remove it",
-                    )
-                )
-        save = user.get("save")
-        saved = os.path.abspath(os.path.join(ctx.config.af_output_dir, "saved_checkpoints"))
-        if save and os.path.abspath(str(save)) != saved:
-            problems.append(
-                ctx.problem(
-                    T + "save",
-                    f"training saves into {saved} (resume, retention and mm_to_hf read it)",
-                    fix="remove backend_config.training.save, or change af_output_dir",
-                )
-            )
-        return problems
-
-    @staticmethod
-    def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem]:
-        problems: list[Problem] = []
-        for key, values in ((VIT_KEY, mm.vit_layers), (LLM_KEY, mm.llm_layers)):
-            if not values:
-                problems.append(
-                    Problem(
-                        f"backend_config.model.{key}",
-                        "must be a flat list of non-negative layer counts, one per pipeline stage "
-                        f"(got {get(mm.model, key)!r})",
-                        fix="e.g. [32, 0, 0, 0] and [1, 10, 10, 7] for PP=4; nested lists (virtual pipeline) "
-                        "are not planned",
-                    )
-                )
-        model = mm.model
-        if not problems:
-            problems += rules.pipeline_problems(
-                pp=mm.pp,
-                vit=mm.vit_layers,
-                llm=mm.llm_layers,
-                vit_layers=arch.vit_layers or 0,
-                llm_layers=arch.layers,
-                layers_source=arch.source,
-                vit_frozen=bool(get(model, "image_encoder.vision_encoder.freeze")),
-                projector_frozen=bool(get(model, "image_encoder.vision_projector.freeze")),
-                dummy_optimizer=bool(mm.user_training.get(rules.DUMMY_OPTIMIZER)),
-            )
-        env = ctx.config.env
-        problems += rules.parallel_problems(
-            world=env.NNODES * ctx.devices.count,
-            world_key=f"env.NNODES({env.NNODES}) x devices per node({ctx.devices.count}, "
-            f"from {ctx.devices.source})",
-            tp=mm.tp,
-            pp=mm.pp,
-            cp=mm.cp,
-            mbs=mm.mbs,
-            gbs=mm.gbs,
-            heads=arch.heads,
-            kv_heads=arch.kv_heads,
-            vit_heads=arch.vit_heads,
-        )
-        problems += rules.model_json_problems(
-            model,
-            {
-                "text_decoder.num_layers": arch.layers,
-                "text_decoder.hidden_size": arch.hidden,
-                "text_decoder.num_attention_heads": arch.heads,
-                "text_decoder.num_query_groups": arch.kv_heads,
-                "image_encoder.vision_encoder.num_layers": arch.vit_layers,
-                "image_encoder.vision_encoder.num_attention_heads": arch.vit_heads,
-            },
-            arch.source,
-        )
-        return problems
 
     @staticmethod
     def megatron_run(ctx: PlanContext, mm: MMRun, user: dict[str, Any]) -> MegatronRun:
@@ -293,59 +191,6 @@ class MindSpeedMMBackend(MegatronBackend):
         )
 
     @staticmethod
-    def convert_section(
-        ctx: PlanContext, mm: MMRun, sections: dict[str, Any], subcommand: str, problems: list[Problem]
-    ) -> dict[str, Any] | None:
-        """The mm-convert options of hf_to_mm / mm_to_hf; None for a disabled mm_to_hf."""
-        section = convert.SECTION[subcommand]
-        if subcommand == "mm_to_hf" and (
-            ("convert_ckpt_mg2hf" in (ctx.config.backend_config or {}) and sections.get(section) is None)
-            or not ctx.config.convert_mg2hf_at_last
-        ):
-            return None
-        user = dict((sections.get(section) or {}).get("cfg") or {})
-        flat_user = convert.flatten(user)
-        pc = "cfg.parallel_config."
-        if subcommand == "hf_to_mm":
-            mm_dir = flat_user.get("cfg.mm_dir") or mm.layout.converted_weights(mm.tp, mm.pp)
-            planned = {
-                "cfg.mm_dir": mm_dir,
-                "cfg.hf_config.hf_dir": mm.hf_dir,
-                pc + "llm_pp_layers": [mm.llm_layers],
-                pc + "vit_pp_layers": [mm.vit_layers],
-                pc + "tp_size": mm.tp,
-            }
-        else:
-            planned = {
-                "cfg.save_hf_dir": ctx.config.hf_save_dir or mm.layout.mg2hf_dir,
-                "cfg.mm_dir": mm.layout.saved_checkpoints,
-                "cfg.hf_config.hf_dir": mm.hf_dir,
-                pc + "llm_pp_layers": mm.llm_layers,
-                pc + "vit_pp_layers": mm.vit_layers,
-                pc + "tp_size": mm.tp,
-            }
-            given = flat_user.get("cfg.mm_dir")
-            if given and os.path.abspath(str(given)) != mm.layout.saved_checkpoints:
-                mm.warnings.append(
-                    f"backend_config.{section}.cfg.mm_dir is {given}: mm_to_hf converts that, not this run's "
-                    f"{mm.layout.saved_checkpoints}"
-                )
-        training = {
-            pc + "llm_pp_layers": mm.llm_layers,
-            pc + "vit_pp_layers": mm.vit_layers,
-            pc + "tp_size": mm.tp,
-        }
-        options, found = convert.convert_options(
-            subcommand=subcommand, user=user, planned=planned, training=training
-        )
-        found += convert.option_problems(mm.generation, mm.converter, subcommand, options, set(flat_user))
-        problems += MindSpeedMMBackend._sourced(ctx, found)
-        for key in ("cfg.mm_dir", "cfg.save_hf_dir", "cfg.hf_config.hf_dir", "cfg.llm_hf_config.hf_dir"):
-            if isinstance(options.get(key), str):
-                options[key] = os.path.abspath(os.path.expanduser(options[key]))
-        return options
-
-    @staticmethod
     def fill_flags(mm: MMRun, load: Any) -> None:
         """The example's flags with the plan's values, then the user's: the layout, the json files, the load
         decision and the save directory."""
@@ -357,7 +202,7 @@ class MindSpeedMMBackend(MegatronBackend):
             flags.set(flag, mm.config_files[section], group="MM_ARGS")
         flags.set("save", mm.layout.saved_checkpoints, group="OUTPUT_ARGS")
         for key, value in mm.user_training.items():
-            if key not in PLAN_FLAGS and key != "save":
+            if key not in PLAN_FLAGS and key != "save" and key not in VARIABLE_FLAGS.values():
                 flags.set(key, value)
         flags.set("load", os.path.abspath(os.path.expanduser(load.load)) if load and load.load else None)
         for flag, value in (load.flags if load else {}).items():
@@ -414,11 +259,11 @@ class MindSpeedMMBackend(MegatronBackend):
         )
 
     def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
-        skip = hf2mg_skip_reason(ctx, run)
-        if skip:
-            return Step(name="hf2mg", role=Role.CONVERT, skip_reason=skip)
         mm: MMRun = run.framework
         options = mm.hf2mg
+        skip = hf2mg_skip_reason(ctx, run) or convert.converted_already(options["cfg.mm_dir"], mm.tp, mm.pp)
+        if skip:
+            return Step(name="hf2mg", role=Role.CONVERT, skip_reason=skip)
         return Step(
             name="hf2mg",
             role=Role.CONVERT,

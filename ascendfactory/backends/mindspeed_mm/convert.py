@@ -13,11 +13,16 @@ checked against it when set (mm-convert does not check this; a mismatch fails on
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.mindspeed_mm.checks import sourced
+from ascendfactory.backends.mindspeed_mm.experiment import MMRun
 from ascendfactory.backends.mindspeed_mm.facts import ConvertOption, mm_convert, source_file
 from ascendfactory.backends.mindspeed_mm.rules import nearest
+from ascendfactory.checkpoints.megatron import SHARD_FILE, tracker_text
 from ascendfactory.errors import Problem
 
 MODULE = "checkpoint.convert_cli"  # mm-convert = "checkpoint.convert_cli:main"
@@ -148,3 +153,65 @@ def option_problems(
                 )
             )
     return problems
+
+
+def section_options(
+    ctx: PlanContext, mm: MMRun, sections: dict[str, Any], subcommand: str, problems: list[Problem]
+) -> dict[str, Any] | None:
+    """The mm-convert options of hf_to_mm / mm_to_hf; None for a disabled mm_to_hf."""
+    section = SECTION[subcommand]
+    if subcommand == "mm_to_hf" and (
+        ("convert_ckpt_mg2hf" in (ctx.config.backend_config or {}) and sections.get(section) is None)
+        or not ctx.config.convert_mg2hf_at_last
+    ):
+        return None
+    user = dict((sections.get(section) or {}).get("cfg") or {})
+    flat_user = flatten(user)
+    pc = "cfg.parallel_config."
+    if subcommand == "hf_to_mm":
+        mm_dir = flat_user.get("cfg.mm_dir") or mm.layout.converted_weights(mm.tp, mm.pp)
+        planned = {
+            "cfg.mm_dir": mm_dir,
+            "cfg.hf_config.hf_dir": mm.hf_dir,
+            pc + "llm_pp_layers": [mm.llm_layers],
+            pc + "vit_pp_layers": [mm.vit_layers],
+            pc + "tp_size": mm.tp,
+        }
+    else:
+        planned = {
+            "cfg.save_hf_dir": ctx.config.hf_save_dir or mm.layout.mg2hf_dir,
+            "cfg.mm_dir": mm.layout.saved_checkpoints,
+            "cfg.hf_config.hf_dir": mm.hf_dir,
+            pc + "llm_pp_layers": mm.llm_layers,
+            pc + "vit_pp_layers": mm.vit_layers,
+            pc + "tp_size": mm.tp,
+        }
+        given = flat_user.get("cfg.mm_dir")
+        if given and os.path.abspath(str(given)) != mm.layout.saved_checkpoints:
+            mm.warnings.append(
+                f"backend_config.{section}.cfg.mm_dir is {given}: mm_to_hf converts that, not this run's "
+                f"{mm.layout.saved_checkpoints}"
+            )
+    training = {
+        pc + "llm_pp_layers": mm.llm_layers,
+        pc + "vit_pp_layers": mm.vit_layers,
+        pc + "tp_size": mm.tp,
+    }
+    options, found = convert_options(subcommand=subcommand, user=user, planned=planned, training=training)
+    found += option_problems(mm.generation, mm.converter, subcommand, options, set(flat_user))
+    problems += sourced(ctx, found)
+    for key in ("cfg.mm_dir", "cfg.save_hf_dir", "cfg.hf_config.hf_dir", "cfg.llm_hf_config.hf_dir"):
+        if isinstance(options.get(key), str):
+            options[key] = os.path.abspath(os.path.expanduser(options[key]))
+    return options
+
+
+def converted_already(mm_dir: str, tp: int, pp: int) -> str | None:
+    """Why hf_to_mm need not run: `mm_dir` holds a complete conversion for this TP x PP (tracker `release`,
+    one `release/mp_rank_TT[_PPP]` per rank, as hf_to_mm writes them), e.g. weights shared by experiments."""
+    if tracker_text(mm_dir) != "release":
+        return None
+    shards = [f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "") for t in range(tp) for p in range(pp)]
+    if all(os.path.isfile(os.path.join(mm_dir, "release", s, SHARD_FILE)) for s in shards):
+        return f"{mm_dir} already holds the TP{tp} PP{pp} conversion (release, {len(shards)} shards)"
+    return None

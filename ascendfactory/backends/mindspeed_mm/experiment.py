@@ -208,6 +208,15 @@ def read_sections(ctx: PlanContext, problems: list[Problem]) -> dict[str, Any]:
         elif value is None:
             if section in ("convert_ckpt_mg2hf", "tool"):
                 out[section] = None
+            elif section == "convert_ckpt_hf2mg":
+                problems.append(
+                    ctx.problem(
+                        key,
+                        "cannot be null: the training loads the converted weights",
+                        fix="to use weights converted elsewhere set user_converted_ckpt_path; to load none, "
+                        "ckpt_load_type: 0",
+                    )
+                )
         elif not isinstance(value, dict):
             problems.append(
                 ctx.problem(key, "must be a mapping", fix=f"write `{section}:` followed by indented keys")
@@ -274,6 +283,7 @@ def resolve_model(
                 "catalog name",
             )
         )
+        arch = None  # nothing below can be checked against it
     return arch, os.path.abspath(os.path.expanduser(hf_dir)) if hf_dir else None, name
 
 
@@ -298,7 +308,9 @@ def merged_json(
 
 # -- the whole read -------------------------------------------------------------------------------------
 def positive(ctx: PlanContext, user: dict[str, Any], flag: str, default: int, problems: list[Problem]) -> int:
-    value = user.get(flag, default)
+    value = user.get(flag)
+    if value is None:  # unset, or null: the example's value
+        return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         problems.append(
             ctx.problem(
@@ -322,7 +334,7 @@ def read_layout(
     )
     world = ctx.config.env.NNODES * ctx.devices.count
     dp = world // (tp * pp * cp) if world % (tp * pp * cp) == 0 else 0
-    if "global-batch-size" in user:
+    if user.get("global-batch-size") is not None:
         return (
             tp,
             pp,

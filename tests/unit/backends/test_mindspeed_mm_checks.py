@@ -294,6 +294,13 @@ ROWS: list[tuple[str, dict[str, Any], str, str]] = [
         "required: the HF model directory",
     ),
     (
+        "convert_ckpt_hf2mg: null",
+        section("convert_ckpt_hf2mg", None),
+        "backend_config.convert_ckpt_hf2mg",
+        "cannot be null: the training loads the converted weights | to use weights converted elsewhere set "
+        "user_converted_ckpt_path",
+    ),
+    (
         "a model without a MindSpeed-MM example",
         {"af_model_name": "qwen2.5-7b"},
         "af_model_name",
@@ -465,3 +472,31 @@ def test_explicit_generation_must_match_the_checkout(clean_env, tmp_path, monkey
         k == "backend_config.generation" and "is master, but" in t and "is a 2.1.0 checkout" in t
         for k, t in found
     ), found
+
+
+def test_an_llm_without_a_vision_encoder_stops_there(clean_env, tmp_path):
+    config = {k: v for k, v in QWEN25_VL_7B.items() if k != "vision_config"} | {"model_type": "qwen2"}
+    make_hf_dir(tmp_path / "HF", config)
+    found = problems_of(tmp_path, {})
+    assert [k for k, _ in found] == ["af_model_name"]
+    assert "config.json: no vision encoder (vision_config) in the model facts" in found[0][1]
+
+
+def test_a_complete_conversion_in_mm_dir_is_not_redone(clean_env, tmp_path):
+    """Converted weights kept outside the output tree (AscendFactory's ckpts/mm_path/...) are reused."""
+    mm_dir = tmp_path / "ckpts" / "converted_weight_TP1PP4"
+    changes = section("convert_ckpt_hf2mg", {"cfg": {"mm_dir": str(mm_dir)}})
+    assert not plan_for(tmp_path, changes).step("hf2mg").skipped
+    (mm_dir / "release").mkdir(parents=True)
+    (mm_dir / "latest_checkpointed_iteration.txt").write_text("release")
+    for p in range(4):
+        shard = mm_dir / "release" / f"mp_rank_00_{p:03d}"
+        shard.mkdir()
+        (shard / "model_optim_rng.pt").write_bytes(b"")
+        if p < 3:
+            assert not plan_for(tmp_path, changes).step("hf2mg").skipped  # incomplete: converted again
+    plan = plan_for(tmp_path, changes)
+    assert (
+        plan.step("hf2mg").skip_reason == f"{mm_dir} already holds the TP1 PP4 conversion (release, 4 shards)"
+    )
+    assert f"--load {mm_dir}" in plan.step("train").command_line()

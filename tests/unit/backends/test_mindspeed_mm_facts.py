@@ -290,3 +290,54 @@ def test_install_plan_skips_what_is_there(clean_env, tmp_path):
 def test_install_generation_is_checked():
     with pytest.raises(ConfigError, match="is not a MindSpeed-MM generation"):
         environment.install_plan({"AF_MINDSPEED_MM_GENERATION": "3.0"})
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_catalog_agrees_with_every_example_model_json(generation):
+    from ascendfactory.config.catalog import from_catalog
+
+    for name, preset in presets(generation)["models"].items():
+        arch, text = from_catalog(name), preset["model"]["text_decoder"]
+        vit = preset["model"]["image_encoder"]["vision_encoder"]
+        assert (text["num_layers"], text["hidden_size"], text["ffn_hidden_size"]) == (
+            arch.layers,
+            arch.hidden,
+            arch.ffn,
+        )
+        assert (text["num_attention_heads"], text["num_query_groups"], text["vocab_size"]) == (
+            arch.heads,
+            arch.kv_heads,
+            arch.vocab,
+        )
+        assert (vit["num_layers"], vit["num_attention_heads"]) == (arch.vit_layers, arch.vit_heads)
+        assert text["untie_embeddings_and_output_weights"] is not arch.tied
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+@pytest.mark.parametrize("size", ["3b", "7b", "32b", "72b"])
+def test_every_example_plans_with_its_own_layout(clean_env, tmp_path, generation, size):
+    """Each example's own layout (its script's TP/PP and NPUS_PER_NODE, 2 nodes for 32B/72B) plans, with every
+    variable of the script filled in by the plan."""
+    preset = presets(generation)["models"][f"qwen2.5-vl-{size}"]
+    d = preset["defaults"]
+    nnodes = 2 if size in ("32b", "72b") else 1
+    plan = plan_for(
+        tmp_path,
+        {
+            "af_model_name": f"qwen2.5-vl-{size}",
+            "env": {"NPUS_PER_NODE": d["NPUS_PER_NODE"], "NNODES": nnodes},
+            "backend_config": {
+                "generation": generation,
+                "training": {
+                    "tensor-model-parallel-size": d["TP"],
+                    "pipeline-model-parallel-size": d["PP"],
+                    "global-batch-size": None,  # null: the script's MBS x GRAD_ACC_STEP x DP
+                },
+            },
+        },
+    )
+    argv = plan.step("train").argv
+    assert not [a for a in argv if "${" in a]
+    dp = d["NPUS_PER_NODE"] * nnodes // (d["TP"] * d["PP"] * d["CP"])
+    assert argv[argv.index("--global-batch-size") + 1] == str(d["MBS"] * d["GRAD_ACC_STEP"] * dp)
+    assert argv[argv.index("--pipeline-model-parallel-size") + 1] == str(d["PP"])
