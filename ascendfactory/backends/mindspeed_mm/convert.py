@@ -59,6 +59,25 @@ def argv(python: str, converter: str, subcommand: str, options: Mapping[str, Any
     return out
 
 
+CANONICAL = "cfg.common_model_config.enable_canonical_hf_struct"
+
+
+def same_structure_problems(hf2mg: Mapping[str, Any], mg2hf: Mapping[str, Any] | None) -> list[Problem]:
+    """hf_to_mm and mm_to_hf must agree on enable_canonical_hf_struct (master; the README: the HF layout
+    without fused QKV / MLP): converting back with the other layout maps the weights by the wrong names."""
+    if mg2hf is None or bool(hf2mg.get(CANONICAL)) == bool(mg2hf.get(CANONICAL)):
+        return []
+    return [
+        Problem(
+            f"backend_config.convert_ckpt_mg2hf.{CANONICAL}",
+            f"is {bool(mg2hf.get(CANONICAL))}, but hf_to_mm converts with {bool(hf2mg.get(CANONICAL))}: the "
+            "final conversion must read the layout the weights were converted to",
+            fix=f"set {CANONICAL.split('.', 1)[1]} to the same value in convert_ckpt_hf2mg.cfg and "
+            "convert_ckpt_mg2hf.cfg",
+        )
+    ]
+
+
 def depth(value: Any) -> int:
     """0 for a scalar, 1 for a flat list, 2 for a list of lists."""
     return 1 + depth(value[0]) if isinstance(value, list) and value else (1 if isinstance(value, list) else 0)

@@ -161,6 +161,20 @@ ROWS: list[tuple[str, dict[str, Any], str, str]] = [
         "is not an option of mm-convert Qwen2_5_VLConverter hf_to_mm in MindSpeed-MM 2.1.0",
     ),
     (
+        "hf_to_mm and mm_to_hf on different weight layouts (master)",
+        {
+            **model([32, 0], [12, 16]),
+            "backend_config": {
+                **model([32, 0], [12, 16])["backend_config"],
+                "generation": "master",
+                "training": {"pipeline-model-parallel-size": 2},
+                "convert_ckpt_hf2mg": {"cfg": {"common_model_config": {"enable_canonical_hf_struct": True}}},
+            },
+        },
+        G + "common_model_config.enable_canonical_hf_struct",
+        "is False, but hf_to_mm converts with True: the final conversion must read the layout",
+    ),
+    (
         "mm-convert options outside cfg",
         section("convert_ckpt_hf2mg", {"mm_dir": "/x"}),
         "backend_config.convert_ckpt_hf2mg.mm_dir",
@@ -333,7 +347,12 @@ def test_dummy_optimizer_allows_a_frozen_stage(clean_env, tmp_path):
     [
         data(basic_parameters={"enable_thinking": True}),
         {"backend_config": {"training": {"ckpt-format": "torch"}}},
-        section("convert_ckpt_hf2mg", {"cfg": {"common_model_config": {"enable_canonical_hf_struct": True}}}),
+        {
+            "backend_config": {
+                name: {"cfg": {"common_model_config": {"enable_canonical_hf_struct": True}}}
+                for name in ("convert_ckpt_hf2mg", "convert_ckpt_mg2hf")
+            }
+        },
     ],
     ids=["DataArguments.enable_thinking", "--ckpt-format", "enable_canonical_hf_struct"],
 )
