@@ -31,6 +31,7 @@ from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBac
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
 from ascendfactory.backends.mindspeed_mm.experiment import (
+    DATASET_KEY,
     LLM_KEY,
     PLAN_FLAGS,
     VARIABLE_FLAGS,
@@ -96,6 +97,7 @@ class MindSpeedMMBackend(MegatronBackend):
             raise ConfigError(problems)
         preset = presets(gen)["models"][name]
         data, model, tool = merged_json(site, preset, sections, gen)
+        problems += self.top_level_keys(ctx, sections, data, hf_dir)
         problems += sourced(
             ctx,
             rules.data_json_problems(
@@ -209,6 +211,32 @@ class MindSpeedMMBackend(MegatronBackend):
         for flag, value in (load.flags if load else {}).items():
             if flag not in mm.user_training:
                 flags.set(flag, value)
+
+    @staticmethod
+    def top_level_keys(
+        ctx: PlanContext, sections: dict[str, Any], data: dict[str, Any], hf_dir: str
+    ) -> list[Problem]:
+        """The 6.5.90x top-level keys in data.json: `model_name_or_path` (the HF directory resolved above) and
+        `dataset` fill what `data` does not set; `processed_data_dir` has no meaning here."""
+        cfg = ctx.config
+        dataset = data.get("dataset_param") or {}
+        if isinstance(dataset.get("preprocess_parameters"), dict):
+            dataset["preprocess_parameters"]["model_name_or_path"] = hf_dir
+        basic = dataset.get("basic_parameters")
+        if cfg.dataset and isinstance(basic, dict) and not get(sections.get("data"), DATASET_KEY):
+            basic["dataset"] = ",".join(
+                os.path.abspath(os.path.expanduser(p)) for p in cfg.dataset.split(",")
+            )
+        if cfg.processed_data_dir:
+            return [
+                ctx.problem(
+                    "processed_data_dir",
+                    "MindSpeed-MM reads no preprocessed data: it tokenizes the dataset at start-up",
+                    fix="remove it; name the dataset in "
+                    "backend_config.data.dataset_param.basic_parameters.dataset",
+                )
+            ]
+        return []
 
     def facts(self, run: MegatronRun) -> dict[str, Any]:
         mm: MMRun = run.framework

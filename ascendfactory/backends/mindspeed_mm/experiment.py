@@ -38,6 +38,7 @@ from ascendfactory.errors import ConfigError, Problem
 SECTIONS = ("data", "model", "tool", "training", "convert_ckpt_hf2mg", "convert_ckpt_mg2hf", "generation")
 MODEL_DIR_KEY = "data.dataset_param.preprocess_parameters.model_name_or_path"
 DATASET_DIR_KEY = "data.dataset_param.basic_parameters.dataset_dir"
+DATASET_KEY = "dataset_param.basic_parameters.dataset"
 CONFIG_DIR = "mm_config"
 VIT_KEY = "image_encoder.vision_encoder.pipeline_num_layers"
 LLM_KEY = "text_decoder.pipeline_num_layers"

@@ -3,6 +3,8 @@ the message it must produce (dry runs: no checkout here, generation 2.1.0 unless
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -315,6 +317,12 @@ ROWS: list[tuple[str, dict[str, Any], str, str]] = [
         "user_converted_ckpt_path",
     ),
     (
+        "processed_data_dir",
+        {"processed_data_dir": "/data/x"},
+        "processed_data_dir",
+        "MindSpeed-MM reads no preprocessed data: it tokenizes the dataset at start-up",
+    ),
+    (
         "a model without a MindSpeed-MM example",
         {"af_model_name": "qwen2.5-7b"},
         "af_model_name",
@@ -519,3 +527,26 @@ def test_a_complete_conversion_in_mm_dir_is_not_redone(clean_env, tmp_path):
         plan.step("hf2mg").skip_reason == f"{mm_dir} already holds the TP1 PP4 conversion (release, 4 shards)"
     )
     assert f"--load {mm_dir}" in plan.step("train").command_line()
+
+
+def test_top_level_model_and_dataset_keys_fill_data_json(clean_env, tmp_path):
+    """The 6.5.90x keys model_name_or_path and dataset, when `data` does not set them."""
+    changes = {
+        "model_name_or_path": str(tmp_path / "HF2"),
+        "dataset": "d1.json,d2.json",
+        "backend_config": {
+            "data": {
+                "dataset_param": {
+                    "preprocess_parameters": {"model_name_or_path": None},
+                    "basic_parameters": {"dataset": None},
+                }
+            }
+        },
+    }
+    plan = plan_for(tmp_path, changes)
+    data = json.loads(next(t for p, t in plan.files.items() if p.endswith("data.json")))
+    assert data["dataset_param"]["preprocess_parameters"]["model_name_or_path"] == str(tmp_path / "HF2")
+    assert (
+        data["dataset_param"]["basic_parameters"]["dataset"]
+        == f"{Path.cwd() / 'd1.json'},{Path.cwd() / 'd2.json'}"
+    )
