@@ -140,6 +140,7 @@ class MindSpeedMMBackend(MegatronBackend):
         mm.hf2mg = convert.section_options(ctx, mm, sections, "hf_to_mm", problems) or {}
         run.hf2mg, run.mg2hf = mm.hf2mg, mm.mg2hf
         problems += sourced(ctx, convert.same_structure_problems(mm.hf2mg, mm.mg2hf))
+        problems += sourced(ctx, convert.overwrite_problems(hf_dir, mm.hf2mg, mm.mg2hf))
         load = decide_load(ctx, mm, run, problems)
         run.load = load
         self.fill_flags(mm, load)

@@ -78,6 +78,27 @@ def same_structure_problems(hf2mg: Mapping[str, Any], mg2hf: Mapping[str, Any] |
     ]
 
 
+def overwrite_problems(
+    hf_dir: str, hf2mg: Mapping[str, Any], mg2hf: Mapping[str, Any] | None
+) -> list[Problem]:
+    """Neither conversion may write into the original HF directory (mm-convert would overwrite it)."""
+    out = []
+    for section, options, key in (
+        ("convert_ckpt_hf2mg", hf2mg, "cfg.mm_dir"),
+        ("convert_ckpt_mg2hf", mg2hf or {}, "cfg.save_hf_dir"),
+    ):
+        target = options.get(key)
+        if isinstance(target, str) and os.path.abspath(target) == os.path.abspath(hf_dir):
+            out.append(
+                Problem(
+                    f"backend_config.{section}.{key}",
+                    f"is the HF model directory {hf_dir}: mm-convert would write into the original weights",
+                    fix="use another directory (the default is in af_output_dir)",
+                )
+            )
+    return out
+
+
 def depth(value: Any) -> int:
     """0 for a scalar, 1 for a flat list, 2 for a list of lists."""
     return 1 + depth(value[0]) if isinstance(value, list) and value else (1 if isinstance(value, list) else 0)

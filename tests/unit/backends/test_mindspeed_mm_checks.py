@@ -317,6 +317,18 @@ ROWS: list[tuple[str, dict[str, Any], str, str]] = [
         "user_converted_ckpt_path",
     ),
     (
+        "hf_to_mm into the HF directory",
+        section("convert_ckpt_hf2mg", {"cfg": {"mm_dir": "HF"}}),
+        H + "mm_dir",
+        "HF: mm-convert would write into the original weights",
+    ),
+    (
+        "mm_to_hf into the HF directory",
+        {"hf_save_dir": "HF"},
+        G + "save_hf_dir",
+        "HF: mm-convert would write into the original weights",
+    ),
+    (
         "processed_data_dir",
         {"processed_data_dir": "/data/x"},
         "processed_data_dir",
