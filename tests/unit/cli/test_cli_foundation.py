@@ -39,7 +39,7 @@ def test_every_backend_ships_the_required_templates():
 @pytest.mark.parametrize("backend,exp", TEMPLATES)
 def test_config_then_dry_run_round_trip(tmp_path, backend, exp):
     out = tmp_path / f"{backend}-{exp}.yaml"
-    model = "tiny-demo" if exp == "tiny-sft" else "qwen2.5-7b"
+    model = {"tiny-sft": "tiny-demo", "full": "qwen2.5-vl-7b"}.get(exp, "qwen2.5-7b")
     r = runner.invoke(
         app,
         [
