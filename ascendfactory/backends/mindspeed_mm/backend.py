@@ -348,6 +348,13 @@ class MindSpeedMMBackend(MegatronBackend):
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
         return environment.install_plan(environ)
 
+    def model_problem(self, arch: ModelArch) -> str | None:
+        from ascendfactory.backends.mindspeed_mm.experiment import preset_name
+
+        if preset_name(arch.name, arch, environment.DEFAULT_GENERATION) is None:
+            return f"'{arch.name}' has no MindSpeed-MM example (Qwen2.5-VL models only)"
+        return None
+
     def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
         return environment.template_values(arch, devices=devices)
 

@@ -199,8 +199,10 @@ def template_values(arch: ModelArch, *, devices: int) -> dict[str, Any]:
         )
     preset = models[name]
     d = preset["defaults"]
-    dp = max(devices // (d["TP"] * d["PP"] * d["CP"]), 1)
+    model_parallel = d["TP"] * d["PP"] * d["CP"]
+    dp = max(devices // model_parallel, 1)
     return {
+        "nnodes": -(-model_parallel // devices),  # the example's layout needs this many machines
         "generation": DEFAULT_GENERATION,
         "example": preset["source"]["files"][0],
         "mm_tp": d["TP"],
