@@ -472,3 +472,30 @@ def test_a_real_run_on_a_gpu_machine_plans_and_checks_the_rollout_engine(tmp_pat
         plan_for(
             experiment(tmp_path, grpo(tmp_path, **{f"{R}name": "sglang"})), dry_run=False, environ=environ
         )
+
+
+# -- install plan and doctor ----------------------------------------------------------------------------
+def test_install_plan_keeps_the_cpu_torch_and_installs_the_verl_core_extra(tmp_path):
+    from ascendfactory.backends.verl import environment
+
+    steps = environment.install_steps({"AF_ENVS_DIR": str(tmp_path), "AF_TORCH_SPEC": "torch==2.13.0"})
+    env = tmp_path / "verl"
+    assert steps[0].argv[1:] == ("-m", "venv", str(env))
+    assert steps[1].argv[-1] == "torch==2.13.0"
+    assert steps[2].argv[-2:] == ("torch==2.13.0", "verl[verl-core]==0.9.1")  # torch pinned on the same line
+    assert all(s.skip_if_exists == str(env / ".af-verl-installed") for s in steps)
+
+
+def test_doctor_reports_the_missing_rollout_engine_and_accelerator(tmp_path):
+    from ascendfactory.backends.verl import environment
+
+    environ = fake_env(tmp_path / "env")
+    (tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "vllm-0.24.0.dist-info").rmdir()
+    checks = {c.name: c for c in environment.checks(environ, "cpu")}
+    assert checks["verl environment"].status == "ok"
+    assert checks["rollout engine"].status == "missing" and "vllm" in checks["rollout engine"].detail
+    assert checks["accelerator for verl"].status == "missing"
+    on_npu = {c.name: c for c in environment.checks(fake_env(tmp_path / "env2"), "npu")}
+    assert on_npu["rollout engine"].detail == "vllm" and on_npu["vllm-ascend"].status == "missing"
+    absent = environment.checks({"AF_VERL_ENV": str(tmp_path / "none")}, "npu")
+    assert absent[0].status == "missing" and "sh install.sh verl" in absent[0].detail
