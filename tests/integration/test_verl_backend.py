@@ -22,6 +22,7 @@ from ascendfactory.backends.templates import render_experiment
 from ascendfactory.backends.verl import environment
 from ascendfactory.backends.verl.overrides import format_value
 from ascendfactory.config.load import load_experiment
+from tests.integration.test_ray_launch import free_port, no_ray_process_left
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -317,3 +318,86 @@ def test_the_merge_step_turns_verls_fsdp_checkpoint_into_hf_weights(tmp_path, de
     assert len(set(model.state_dict()) & set(trained)) >= 20
     ids = torch.tensor([[1, 2, 3]])
     assert model(input_ids=ids).logits.shape[-1] == model.config.vocab_size
+
+
+@needs_verl
+@pytest.mark.slow
+def test_the_train_step_runs_verl_on_our_ray_cluster_up_to_its_device_check(tmp_path, demo_model):
+    """The plan's train step for real, on CPU: the Ray head and the driver `python -m verl.trainer.main_ppo
+    <our overrides>`; verl accepts them, validate_config passes, its TaskRunner, TransferQueue (with the CPUs
+    the plan counted) and datasets come up, then verl stops at its GPU check. That error is not retried by
+    auto-resume; the cluster is gone afterwards; the log has the documented name. About 90 s."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ascendfactory.cli._output import out as cli_out
+    from ascendfactory.errors import StageFailedError
+    from ascendfactory.pipeline.runner import run_experiment
+
+    rows = [
+        {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": f"What is {i} + {i}?"}]}
+        for i in range(16)
+    ]
+    for name in ("train", "test"):
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / f"{name}.parquet")
+    bc = {
+        "data": {
+            "train_files": str(tmp_path / "train.parquet"),
+            "val_files": str(tmp_path / "test.parquet"),
+            "train_batch_size": 4,
+            "max_prompt_length": 128,
+            "max_response_length": 16,
+            "filter_overlong_prompts": True,
+        },
+        "actor_rollout_ref": {
+            "model": {"path": str(demo_model)},
+            "actor": {"ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 2, "use_kl_loss": True},
+            "rollout": {
+                "name": "vllm",
+                "n": 2,
+                "tensor_model_parallel_size": 1,
+                "log_prob_micro_batch_size_per_gpu": 2,
+            },
+            "ref": {"log_prob_micro_batch_size_per_gpu": 2},
+        },
+        "trainer": {"save_freq": 2, "total_epochs": 1},
+        "ray_kwargs": {"ray_init": {"num_cpus": 8}},
+        "transfer_queue": {"backend": {"SimpleStorage": {"num_data_storage_units": 1}}},
+    }
+    exp = tmp_path / "exp.yaml"
+    port = free_port()
+    exp.write_text(
+        yaml.safe_dump(
+            {
+                "backend": "verl",
+                "af_model_name": "tiny-demo",
+                "exp_name": "grpo",
+                "af_output_dir": str(tmp_path / "out"),
+                "stage": "grpo",
+                "train_auto_resume": True,
+                "node_wait_timeout_s": 120,
+                "env": {"NPUS_PER_NODE": 1, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
+                "backend_config": bc,
+            },
+            sort_keys=False,
+        )
+    )
+    plan = make_plan(load_experiment(exp, []), dry_run=True)
+    assert plan.facts["total_training_steps"] == 4
+    train = plan.step("train")
+    # no GPU here: the head must not wait for one (verl's own check is what we want to reach)
+    train.launch = dataclasses.replace(train.launch, resources=(("CPU", 5.0),))
+    plan.steps = [train]
+    with pytest.raises(StageFailedError) as failed:
+        run_experiment(plan, out=cli_out, live=False)
+    log = Path(failed.value.log_path)
+    assert log.name.startswith("verl_grpo-tiny-demo-144-cpu-") and log.name.endswith("-run_log-N1-WS1.txt")
+    text = log.read_text()
+    assert "[validate_config] All configuration checks passed successfully!" in text
+    assert "filter dataset len: 16" in text and "Total training steps: 4" in text
+    assert "Total available GPUs 0 is less than total desired GPUs 1" in text
+    runner_log = next((tmp_path / "out" / "logs").glob("*-runner.txt")).read_text()
+    assert "a restart cannot fix; auto-resume stops" in runner_log
+    assert no_ray_process_left(port)  # the cluster this run started is gone
