@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.verl import schema as sc
-from ascendfactory.backends.verl.run import VerlRun
+from ascendfactory.backends.verl.run import OWNED, VerlRun
 from ascendfactory.plan import PROGRAMS_DIR
 
 COMPOSE_PROGRAM = os.path.join(PROGRAMS_DIR, "verl_compose.py")
@@ -34,6 +34,21 @@ class Composition:
 
 
 def compose(python: str | None, run: VerlRun, environ: dict[str, str]) -> Composition:
+    result = _compose(python, run, environ)
+    result.problems = [_owned_hint(p) for p in result.problems]
+    return result
+
+
+def _owned_hint(problem: tuple[str, str, str]) -> tuple[str, str, str]:
+    """A suggestion that is a key the plan sets says where its value comes from instead."""
+    key, message, fix = problem
+    for owned, (decided_by, how) in OWNED.items():
+        if fix.startswith(f"did you mean {owned}?"):
+            return key, message, f"did you mean {owned}? The plan sets that one from {decided_by}: {how}"
+    return problem
+
+
+def _compose(python: str | None, run: VerlRun, environ: dict[str, str]) -> Composition:
     if python is not None:
         done = _with_hydra(python, run, environ)
         if done is not None:
