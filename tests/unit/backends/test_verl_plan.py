@@ -499,3 +499,32 @@ def test_doctor_reports_the_missing_rollout_engine_and_accelerator(tmp_path):
     assert on_npu["rollout engine"].detail == "vllm" and on_npu["vllm-ascend"].status == "missing"
     absent = environment.checks({"AF_VERL_ENV": str(tmp_path / "none")}, "npu")
     assert absent[0].status == "missing" and "sh install.sh verl" in absent[0].detail
+
+
+# -- the log spec on verl's console lines ------------------------------------------------------------------
+def test_the_plans_log_spec_plots_reward_and_length_and_summarises_verls_console_log(tmp_path, machine):
+    from ascendfactory.pipeline import results
+
+    plan = plan_for(experiment(tmp_path, grpo(tmp_path)))
+    log = tmp_path / "run.txt"
+    lines = []
+    for step in range(
+        1, 9
+    ):  # verl 0.9.1 under Ray: colour-coded prefix, np.float64 values from reduce_metrics
+        lines.append(
+            f"\x1b[36m(TaskRunnerV1 pid=4242)\x1b[0m step:{step} - actor/pg_loss:np.float64({0.1 / step}) - "
+            f"actor/kl_loss:np.float64(0.00{step}) - critic/score/mean:np.float64({step / 10}) - "
+            f"response_length/mean:np.float64({200 - step}) - perf/throughput:{1000.0 + 10 * step} - "
+            f"timing_s/step:{12.5 + step}"
+        )
+    log.write_text(
+        "(TaskRunnerV1 pid=4242) step:0 - val-core/openai/gsm8k/acc/mean@1:0.1\n" + "\n".join(lines) + "\n"
+    )
+    png = results.plot([str(log)], str(tmp_path / "training_loss.png"), plan.logs)
+    assert png and Path(png).read_bytes()[:4] == b"\x89PNG"
+    summary = results.summarize(results.RunSummary(str(tmp_path), [], 1.0), [str(log)], plan.logs)
+    score = summary.metrics["critic/score/mean"]
+    assert (score["first_step"], score["first"], score["last_step"], score["last"]) == (1, 0.1, 8, 0.8)
+    assert summary.metrics["response_length/mean"]["last"] == 192 and "actor/kl_loss" in summary.metrics
+    assert summary.throughput["formula"] and summary.throughput["value"] > 1000
+    assert summary.loss_start == pytest.approx(0.1)  # actor/pg_loss
