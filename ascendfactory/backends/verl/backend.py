@@ -255,6 +255,7 @@ class VerlBackend(Backend):
                 "verl_env": f"{env} ({env_source})",
                 "model_engine": run.engine,
                 "composed_by": composition.by,
+                **({"compose_s": composition.seconds} if composition.seconds is not None else {}),
                 "resume": run.resume,
                 "reference_policy": view.need_ref,
                 "critic": view.need_critic,

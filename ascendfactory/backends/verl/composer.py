@@ -30,6 +30,7 @@ class Composition:
     config: dict[str, Any]
     problems: list[tuple[str, str, str]] = field(default_factory=list)  # (key, message, fix)
     by: str = ""  # what composed it, for --dry-run
+    seconds: float | None = None  # how long Hydra took (program start included)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -95,7 +96,8 @@ def _with_hydra(python: str, run: VerlRun, environ: dict[str, str]) -> Compositi
         config,
         problems,
         by=f"Hydra against verl's own config in {os.path.dirname(os.path.dirname(python))} "
-        f"({result.get('compose_s', '?')} s, verl not imported)",
+        "(verl not imported)",
+        seconds=result.get("compose_s"),
     )
 
 

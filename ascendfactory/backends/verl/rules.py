@@ -203,7 +203,7 @@ def check_types(v: View) -> Iterator[Finding]:
         wrong = (
             (want == "bool" and not isinstance(value, bool))
             or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
-            or (want == "string" and isinstance(value, (dict, list, bool)))
+            or (want == "string" and isinstance(value, (dict, bool)))  # lists: verl's file keys take them
             or (want == "list" and not isinstance(value, (list, str)))
         )
         if wrong:
@@ -371,7 +371,8 @@ def check_critic(v: View) -> Iterator[Finding]:
     if not v.need_critic:
         return
     path = v.get("critic.model.path")
-    if path in (None, "", REQUIRED) or path == "~/models/deepseek-llm-7b-chat":
+    placeholder = v.schema.default("critic.model.path") if v.schema else None
+    if path in (None, "", REQUIRED) or path == placeholder:
         yield (
             "critic.model.path",
             f"is {path!r} (verl's placeholder): {v.get('algorithm.adv_estimator')} with a critic "

@@ -221,6 +221,12 @@ CASES = [
         None,
     ),
     (
+        "types: lists of files are fine where verl's default is one file",
+        {"data.train_files": ["/a.parquet", "/b.parquet"], "trainer.logger": "console"},
+        [],
+        None,
+    ),
+    (
         "types: nnodes=abc, a string batch, a bool as a string",
         {
             "trainer.nnodes": "abc",
