@@ -17,6 +17,10 @@ no step at all. This module counts the same lengths before the cluster starts:
 - when the tokenizer is not on this machine (a hub id) or cannot be loaded, nothing is counted and the
   result says why.
 
+`check(config, train_batch_size, strict=...)` turns the counts into the plan's facts, problems and
+warnings (all prompts dropped, fewer left than one batch, files missing) and `total_steps` into the number
+of training steps verl will run (the step of its last checkpoint).
+
 pyarrow, tokenizers and transformers are imported here only, when the check runs (never at CLI start-up).
 """
 
@@ -26,6 +30,8 @@ import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from ascendfactory.backends.verl.schema import get_path
 
 
 @dataclass
@@ -234,3 +240,115 @@ def make_counter(tokenizer: str, template_kwargs: dict[str, Any] | None) -> tupl
         return None, f"not counted: {e}"
     except Exception as e:  # noqa: BLE001 - transformers' own errors when loading an unusual tokenizer
         return None, f"not counted: the tokenizer at {path} did not load ({type(e).__name__}: {e})"
+
+
+def total_steps(config: dict[str, Any], steps_per_epoch: int | None) -> int | None:
+    """verl's number of training steps: `trainer.total_training_steps`, else the prompts left after its
+    filter // data.train_batch_size x trainer.total_epochs (what its trainer computes), when known."""
+    given = get_path(config, ["trainer", "total_training_steps"])
+    if isinstance(given, int) and not isinstance(given, bool) and given > 0:
+        return given
+    epochs = _whole(get_path(config, ["trainer", "total_epochs"]))
+    return steps_per_epoch * epochs if steps_per_epoch and epochs else None
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check(
+    config: dict[str, Any], tbs: int | None, *, strict: bool
+) -> tuple[dict[str, Any], list[tuple[str, str, str]], list[str]]:
+    """Facts, problems (dotted key, message, fix) and warnings about the prompts of the data files, with
+    what verl does with them: `data.filter_overlong_prompts` drops them, else the agent loop truncates."""
+    facts: dict[str, Any] = {}
+    problems: list[tuple[str, str, str]] = []
+    warnings: list[str] = []
+    data = config.get("data") or {}
+    max_len = data.get("max_prompt_length")
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
+        return facts, problems, warnings  # the types rule reports it
+    model = config.get("actor_rollout_ref", {}).get("model", {})
+    tokenizer = str(model.get("tokenizer_path") or model.get("path") or "")
+    counter = None
+    why_not = "not counted: no actor_rollout_ref.model.path"
+    if tokenizer:
+        counter, why_not = make_counter(tokenizer, data.get("apply_chat_template_kwargs") or {})
+    filtering = data.get("filter_overlong_prompts") is True
+    for key, samples_key in (("train_files", "train_max_samples"), ("val_files", "val_max_samples")):
+        files = as_files(data.get(key))
+        if not files:
+            problems.append((f"data.{key}", "no data file given", f"set data.{key} (parquet, json or jsonl)"))
+            continue
+        samples = data.get(samples_key)
+        try:
+            found = count(
+                f"data.{key}",
+                files,
+                prompt_key=str(data.get("prompt_key") or "prompt"),
+                max_length=max_len,
+                max_samples=samples if isinstance(samples, int) and not isinstance(samples, bool) else -1,
+                counter=counter,
+                why_not=why_not,
+            )
+        except ImportError as e:  # pyarrow or tokenizers missing in this environment
+            warnings.append(
+                f"backend_config.data.{key}: prompts not checked ({e}; install ascendfactory-cli[torch])"
+            )
+            continue
+        for path in found.missing:
+            text = f"{path} does not exist on this machine"
+            if strict:
+                problems.append((f"data.{key}", text, "check the path (verl reads it on every node)"))
+            else:
+                warnings.append(f"backend_config.data.{key}: {text}")
+        for error in found.errors:
+            problems.append(
+                (f"data.{key}", error, f"fix the file, or data.prompt_key (now '{data.get('prompt_key')}')")
+            )
+        if found.missing or found.errors or not found.total:
+            continue
+        short = "train" if key == "train_files" else "val"
+        facts[f"{short}_prompts"] = found.total
+        if not found.counted:
+            warnings.append(f"backend_config.data.{key}: {found.total} prompts; lengths {found.how}")
+            continue
+        facts[f"{short}_prompts_over_max_prompt_length"] = found.over
+        facts[f"{short}_longest_prompt_tokens"] = found.longest
+        detail = (
+            f"{found.over} of {found.total} prompts are longer than data.max_prompt_length {max_len} tokens "
+            f"(longest {found.longest}; chat template applied, counted with {found.how})"
+        )
+        remain = found.remaining if filtering else found.total
+        if key == "train_files" and tbs:
+            facts["steps_per_epoch"] = remain // tbs
+            facts["total_training_steps"] = total_steps(config, remain // tbs)
+        if not found.over:
+            continue
+        if not filtering:
+            warnings.append(
+                f"backend_config.data.{key}: {detail}; with data.filter_overlong_prompts false verl "
+                "left-truncates them at "
+                "rollout"
+            )
+        elif remain == 0:
+            problems.append(
+                (
+                    f"data.{key}",
+                    f"{detail}: verl would drop every one and then fail with 'num_samples=0'",
+                    f"raise data.max_prompt_length to at least {found.longest}, or use shorter prompts",
+                )
+            )
+        elif key == "train_files" and tbs and remain < tbs:
+            problems.append(
+                (
+                    f"data.{key}",
+                    f"{detail}: verl drops them, and the {remain} left are fewer than "
+                    f"data.train_batch_size {tbs}, "
+                    "so not one training step would run",
+                    f"raise data.max_prompt_length (longest {found.longest}) or lower data.train_batch_size",
+                )
+            )
+        else:
+            warnings.append(f"backend_config.data.{key}: {detail}; verl drops them: {remain} remain")
+    return facts, problems, warnings
