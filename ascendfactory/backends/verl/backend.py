@@ -186,8 +186,7 @@ class VerlBackend(Backend):
         if model_path and not os.path.isdir(os.path.expanduser(model_path)):
             warnings.append(
                 f"{BC}actor_rollout_ref.model.path: '{model_path}' is not a directory here; verl "
-                "will look it up "
-                "as a Hugging Face hub id on every node"
+                "will look it up as a Hugging Face hub id on every node"
             )
         need_cpus = _cpu_need(config, nnodes, per_node)
         offered = run.num_cpus if run.num_cpus is not None else float(os.cpu_count() or 1)
