@@ -110,3 +110,20 @@ def test_retention_does_nothing_without_a_valid_tracker_or_a_limit(tmp_path):
     (tmp_path / scheme.TRACKER).write_text("3")
     assert scheme.apply_retention(str(tmp_path), 0) == []  # 0 keeps all
     assert len(list(tmp_path.glob("global_step_*"))) == 3
+
+
+def test_the_merge_program_picks_the_trackers_complete_actor_else_the_newest(tmp_path, capsys):
+    from ascendfactory.programs import verl_merge
+
+    assert verl_merge.main([str(tmp_path), "--backend", "fsdp"]) == 2  # nothing to merge: a clear exit
+    assert "no complete actor checkpoint" in capsys.readouterr().out
+    step(tmp_path, 2)
+    step(tmp_path, 4)
+    step(tmp_path, 6, complete=False)
+    (tmp_path / scheme.TRACKER).write_text("6")  # names a step whose actor is incomplete
+    assert verl_merge.pick_step(str(tmp_path)) == 4
+    (tmp_path / scheme.TRACKER).write_text("2")  # a complete step the tracker names wins
+    assert verl_merge.pick_step(str(tmp_path)) == 2
+    step(tmp_path, 8, megatron=True)
+    (tmp_path / scheme.TRACKER).unlink()
+    assert verl_merge.pick_step(str(tmp_path)) == 8
