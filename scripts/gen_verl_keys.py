@@ -1,6 +1,6 @@
 """Write verl's own configuration schema into ascendfactory/backends/verl/keys/ (run in verl's environment).
 
-    <verl env>/bin/python scripts/gen_verl_keys.py
+    <verl env>/bin/python scripts/gen_verl_keys.py [OUT_DIR]   (default ascendfactory/backends/verl/keys)
 
 Composes verl's `ppo_trainer` config (what `python -m verl.trainer.main_ppo` builds: its
 `@hydra.main(config_path="config", config_name="ppo_trainer")`) with Hydra, from the installed package's
@@ -49,7 +49,7 @@ def record_hashes(dist: importlib.metadata.Distribution, config_rel: str) -> lis
     return sorted(out)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -63,7 +63,7 @@ def main() -> int:
     engines = sorted(p.stem for p in Path(config_dir, "model_engine").glob("*.yaml"))
     hashes = record_hashes(dist, "verl/trainer/config/")
     hydra_version = importlib.metadata.version("hydra-core")
-    target = OUT / version
+    target = (Path(argv[0]) if argv else OUT) / version
     target.mkdir(parents=True, exist_ok=True)
     for engine in engines:
         with initialize_config_dir(config_dir=config_dir, version_base=None):
@@ -90,4 +90,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

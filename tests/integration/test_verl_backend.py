@@ -401,3 +401,17 @@ def test_the_train_step_runs_verl_on_our_ray_cluster_up_to_its_device_check(tmp_
     runner_log = next((tmp_path / "out" / "logs").glob("*-runner.txt")).read_text()
     assert "a restart cannot fix; auto-resume stops" in runner_log
     assert no_ray_process_left(port)  # the cluster this run started is gone
+
+
+@needs_verl
+def test_the_shipped_key_lists_are_what_the_generator_writes_from_the_installed_verl(tmp_path):
+    done = subprocess.run(
+        [PY, str(REPO / "scripts" / "gen_verl_keys.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    shipped = REPO / "ascendfactory" / "backends" / "verl" / "keys" / "0.9.1"
+    for path in sorted(shipped.glob("*.txt")):
+        assert (tmp_path / "0.9.1" / path.name).read_text() == path.read_text(), path.name
