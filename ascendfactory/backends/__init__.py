@@ -9,5 +9,7 @@ checks. `planner.make_plan` gathers the machine facts and asks the backend; noth
     mindspeed_llm/  MindSpeed-LLM's own programs
     mindspeed_mm/   MindSpeed-MM's own programs (mm-convert, pretrain_vlm.py), its json configs written
     megatron/       what those share: reading the Megatron keys, the output tree, the step skeleton
-    llamafactory/, verl/, mindspeed_rl/   validated by --dry-run; steps not yet planned
+    llamafactory/   LLaMA-Factory in its own environment
+    verl/           verl on Ray, in its own environment
+    mindspeed_rl/   MindSpeed-RL's GRPO on Ray
 """
