@@ -230,28 +230,3 @@ def test_config_interactive_prompts(tmp_path):
     assert "backend: torch" in text and "af_model_name: tiny-demo" in text and "exp_name: tiny-sft" in text
     r = runner.invoke(app, ["train", str(out), "--dry-run", "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["exp_name"] == "tiny-sft"
-
-
-def test_real_run_of_a_backend_without_steps_refuses_and_writes_nothing(tmp_path, capsys):
-    validated_only = [b for b in all_backends() if not b.runs]
-    if not validated_only:
-        pytest.skip("every registered backend runs its steps")
-    backend = validated_only[0]
-    cfg = tmp_path / "v.yaml"
-    assert (
-        main(
-            [
-                "config",
-                f"--backend={backend.name}",
-                "--af_model_name=qwen2.5-7b",
-                f"--exp_name={backend.experiments()[0]}",
-                f"--output_file_path={cfg}",
-            ]
-        )
-        == 0
-    )
-    out = tmp_path / "run"
-    assert main(["train", str(cfg), f"--af_output_dir={out}"]) == 1
-    assert "not implemented in this version (nothing was run or written)" in capsys.readouterr().err
-    assert not out.exists()
-    assert main(["train", str(cfg), f"--af_output_dir={out}", "--dry-run"]) == 0
