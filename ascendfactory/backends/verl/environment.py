@@ -17,55 +17,20 @@ is found by path.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Mapping
 
 from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep, envs_dir
+from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.venv import FrameworkEnv, package_version, python_of, site_packages
 
 VERSION = "0.9.1"  # the newest on the registry; keys/ and the rules are verl 0.9.1's
 EXTRA = "verl-core"
-INSTALL_FIX = "run `sh install.sh verl`, or set AF_VERL_ENV (or backend_config.env_dir)"
-MARKER = ".af-verl-installed"
+ENV = FrameworkEnv(name="verl", label="verl", variable="AF_VERL_ENV", version=VERSION)
+INSTALL_FIX, MARKER = ENV.install_fix, ENV.marker
 # Rollout engines verl 0.9.1 can use (its RolloutReplicaRegistry: vllm, sglang, trtllm), by distribution.
 ROLLOUT_DISTRIBUTIONS = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt_llm"}
-
-
-def default_env(environ: Mapping[str, str] | None = None) -> str:
-    return os.path.join(envs_dir(environ), "verl")
-
-
-def find_env(configured: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
-    """(absolute environment prefix, where it came from), by the precedence in the module docstring."""
-    if configured:
-        return os.path.abspath(os.path.expanduser(configured)), "backend_config.env_dir"
-    if environ.get("AF_VERL_ENV"):
-        return os.path.abspath(os.path.expanduser(environ["AF_VERL_ENV"])), "env AF_VERL_ENV"
-    return default_env(environ), "install.sh location"
-
-
-def python_of(env: str) -> str:
-    return os.path.join(env, "bin", "python")
-
-
-def site_packages(env: str) -> str | None:
-    found = sorted(glob.glob(os.path.join(env, "lib", "python3*", "site-packages")))
-    return found[-1] if found else None
-
-
-def package_version(env: str, name: str) -> str | None:
-    """The installed version of distribution `name` in `env`, from its .dist-info (no import)."""
-    site = site_packages(env)
-    if site is None:
-        return None
-    pattern = name.replace("-", "_").lower()
-    for info in glob.glob(os.path.join(site, "*.dist-info")):
-        base = os.path.basename(info)[: -len(".dist-info")]
-        dist, _, version = base.rpartition("-")
-        if dist.lower().replace("-", "_").replace(".", "_") == pattern:
-            return version
-    return None
+default_env, find_env = ENV.default, ENV.find
 
 
 def config_dir(env: str) -> str | None:
@@ -93,48 +58,25 @@ def rollout_engines(env: str) -> list[str]:
 
 def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
     """A venv of its own with the pinned verl; skipped entirely once the marker is written."""
-    import sys
-
-    env = default_env(environ)
-    py, marker = python_of(env), os.path.join(env, MARKER)
     torch_spec = environ.get("AF_TORCH_SPEC", "torch==2.13.0")
+    py, marker = python_of(ENV.default(environ)), os.path.join(ENV.default(environ), MARKER)
     pip = (py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
     # `import verl` takes 6-17 s (torch, transformers); the version comes from the package metadata.
     record = (
         "import importlib.metadata as m, pathlib, sys, transfer_queue; v = m.version('verl'); "
         f"pathlib.Path({marker!r}).write_text(v + '\\n'); print('verl', v, 'in', sys.prefix)"
     )
-    return [
-        InstallStep(
-            "create the verl environment", (sys.executable, "-m", "venv", env), skip_if_exists=marker
-        ),
-        InstallStep(f"install {torch_spec} into it", (*pip, torch_spec), skip_if_exists=marker),
-        InstallStep(
-            f"install verl[{EXTRA}]=={VERSION}, keeping {torch_spec}",
-            (*pip, torch_spec, f"verl[{EXTRA}]=={VERSION}"),
-            skip_if_exists=marker,
-        ),
-        InstallStep("check it is complete", (py, "-c", record), skip_if_exists=marker),
-    ]
+    what = f"install verl[{EXTRA}]=={VERSION}, keeping {torch_spec}"
+    return ENV.install_steps(environ, (what, (*pip, torch_spec, f"verl[{EXTRA}]=={VERSION}")), record)
 
 
 def checks(environ: Mapping[str, str], accelerator: str) -> list[Check]:
     """`doctor --backend verl`: the environment, verl and its pins, a rollout engine, an accelerator."""
     env, source = find_env(None, environ)
     lacking = missing(env)
+    out = ENV.package_checks(env, source, lacking, ("verl", "ray", "transformers", "torch"))
     if lacking:
-        return [
-            Check("verl environment", "missing", f"{env} ({source}): {', '.join(lacking)}: {INSTALL_FIX}")
-        ]
-    out = [Check("verl environment", "ok", f"{env} ({source})")]
-    for name, want in (("verl", VERSION), ("ray", None), ("transformers", None), ("torch", None)):
-        version = package_version(env, name)
-        if version is None:
-            out.append(Check(name, "missing", f"not installed in {env}: {INSTALL_FIX}"))
-        elif want and version != want:
-            out.append(Check(name, "warn", f"{version} installed; the key lists and rules are verl {want}'s"))
-        else:
-            out.append(Check(name, "ok", version))
+        return out
     engines = rollout_engines(env)
     out.append(
         Check(
