@@ -27,6 +27,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
+from ascendfactory.checkpoints.numbered import numbered_dirs
+
 TRACKER = "latest_checkpointed_iteration.txt"
 PREFIX = "global_step_"
 _STEP = re.compile(r"^global_step_(\d+)$")
@@ -63,17 +65,7 @@ def step_complete(path: str) -> bool:
 
 def steps(root: str) -> list[tuple[int, str, bool]]:
     """(N, path, complete) of every `global_step_N` directory under `root`, oldest first."""
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        m = _STEP.match(name)
-        path = os.path.join(root, name)
-        if m and os.path.isdir(path):
-            found.append((int(m.group(1)), path, step_complete(path)))
-    return sorted(found)
+    return numbered_dirs(root, _STEP, step_complete)
 
 
 def read_tracker(root: str) -> int | None:
