@@ -7,6 +7,9 @@ checks. `planner.make_plan` gathers the machine facts and asks the backend; noth
 
     torch/          the embedded PyTorch backend (MindSpeed-LLM's contract, our own programs)
     mindspeed_llm/  MindSpeed-LLM's own programs
-    megatron/       what those two share: reading the Megatron keys, the output tree, the step skeleton
-    llamafactory/, verl/, mindspeed_rl/, mindspeed_mm/   validated by --dry-run; steps not yet planned
+    mindspeed_mm/   MindSpeed-MM's own programs (mm-convert, pretrain_vlm.py), its json configs written
+    megatron/       what those share: reading the Megatron keys, the output tree, the step skeleton
+    llamafactory/   LLaMA-Factory in its own environment
+    verl/           verl on Ray, in its own environment
+    mindspeed_rl/   MindSpeed-RL's GRPO on Ray
 """

@@ -87,7 +87,6 @@ class Backend:
     stages: ClassVar[tuple[str, ...]]
     launcher: ClassVar[str]  # how its training launches: torchrun | ray | process (shown by `experiments`)
     order: ClassVar[int] = 100  # where it is listed (help texts, `experiments`, messages)
-    runs: ClassVar[bool] = True  # False: plans are validated by --dry-run, a real run refuses
     # Top-level keys `config` writes for this backend (with their schema descriptions), and their values.
     run_options: ClassVar[dict[str, Any]] = {}
     # Old-style flat keys -> dotted destinations; other flat keys go to `legacy_rest` (None: an error).

@@ -78,6 +78,7 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
         output_file=output_file,
         master_port=29500 if is_demo else 6000,
         npus_per_node=devices,
+        nnodes=values.get("nnodes", 1),
         doc=doc,
         run_options=run_options,
         backend_config=backend_config,

@@ -4,13 +4,14 @@ retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme
 
     megatron     iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt + latest_checkpointed_iteration.txt
     hf_trainer   checkpoint-N/ (complete with trainer_state.json), no tracker
+    verl         global_step_N/{actor,critic,data.pt} + latest_checkpointed_iteration.txt
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from ascendfactory.checkpoints import hf_trainer, megatron
+from ascendfactory.checkpoints import hf_trainer, megatron, verl
 
 
 class CheckpointScheme(Protocol):
@@ -21,7 +22,11 @@ class CheckpointScheme(Protocol):
         """Remove the oldest complete checkpoints beyond the newest `keep`; returns the removed paths."""
 
 
-SCHEMES: dict[str, CheckpointScheme] = {"megatron": megatron.SCHEME, "hf_trainer": hf_trainer.SCHEME}
+SCHEMES: dict[str, CheckpointScheme] = {
+    "megatron": megatron.SCHEME,
+    "hf_trainer": hf_trainer.SCHEME,
+    "verl": verl.SCHEME,
+}
 
 
 def get_scheme(name: str) -> CheckpointScheme:

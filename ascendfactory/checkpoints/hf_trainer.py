@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 
+from ascendfactory.checkpoints.numbered import numbered_dirs
+
 PREFIX = "checkpoint-"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 COMPLETE_MARKER = "trainer_state.json"
@@ -19,17 +21,7 @@ COMPLETE_MARKER = "trainer_state.json"
 
 def checkpoints(root: str) -> list[tuple[int, str, bool]]:
     """(step, path, complete) of every `checkpoint-N` under `root`, oldest first."""
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        m = _NAME.match(name)
-        path = os.path.join(root, name)
-        if m and os.path.isdir(path):
-            found.append((int(m.group(1)), path, os.path.isfile(os.path.join(path, COMPLETE_MARKER))))
-    return sorted(found)
+    return numbered_dirs(root, _NAME, lambda path: os.path.isfile(os.path.join(path, COMPLETE_MARKER)))
 
 
 def newest_complete(root: str) -> str | None:

@@ -13,6 +13,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
+from ascendfactory.checkpoints.numbered import numbered_dirs
+
 TRACKER = "latest_checkpointed_iteration.txt"
 SHARD_FILE = "model_optim_rng.pt"
 SAVED_MARKER = "successfully saved checkpoint"  # Megatron's log line after a save (retention trigger)
@@ -87,16 +89,7 @@ def _complete(path: str) -> bool:
 
 def iteration_dirs(root: str) -> list[int]:
     """Iterations with an `iter_%07d` directory holding at least one model file (no temp dirs)."""
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        m = _ITER.match(name)
-        if m and _complete(os.path.join(root, name)):
-            out.append(int(m.group(1)))
-    return sorted(out)
+    return [n for n, _, complete in numbered_dirs(root, _ITER, _complete) if complete]
 
 
 def inspect(root: str) -> CheckpointState:

@@ -74,13 +74,14 @@ class Output:
             self.json(rows)
             return
         from rich.table import Table
+        from rich.text import Text
 
         columns = columns or (list(rows[0].keys()) if rows else [])
         table = Table(title=title, title_justify="left")
         for col in columns:
             table.add_column(col)
-        for row in rows:
-            table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+        for row in rows:  # cells are literal text: `verl[verl-core]` is no markup tag
+            table.add_row(*(Text("" if row.get(c) is None else str(row.get(c))) for c in columns))
         self.console.print(table)
 
     def warn(self, message: str) -> None:

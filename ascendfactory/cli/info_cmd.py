@@ -68,7 +68,6 @@ def register(app: typer.Typer) -> None:
                 "experiments": ", ".join(b.experiments()),
                 "stages": ", ".join(b.stages),
                 "launcher": b.launcher,
-                "runs": "yes" if b.runs else "dry-run only",
                 "description": b.description,
             }
             for b in backends
@@ -106,14 +105,6 @@ def register(app: typer.Typer) -> None:
         if install_plan:
             steps = install_steps(install_plan)
             if run:
-                from ascendfactory.backends.registry import get_backend
-
-                if not get_backend(install_plan, key="--install-plan").runs:
-                    out.text(
-                        f"[install] not run: backend {install_plan} only validates experiments in this "
-                        "version (its plan is shown above)"
-                    )
-                    return
                 raise typer.Exit(run_install(steps, say=out.text))
             out.table(
                 [{"step": i + 1, "what": s.what, "command": s.display()} for i, s in enumerate(steps)],

@@ -36,6 +36,8 @@ class ModelArch:
     eps: float = 1e-6
     qkv_bias: bool = False
     head_dim: int | None = None
+    vit_layers: int | None = None  # vision encoder (VLMs): HF vision_config.depth / num_hidden_layers
+    vit_heads: int | None = None  # vision encoder attention heads: vision_config.num_heads
     source: str = "catalog"
 
     @property
@@ -77,6 +79,9 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
         return None
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     mtype = cfg.get("model_type", "")
+    vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), dict) else {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    cfg = {**text, **{k: v for k, v in cfg.items() if v is not None}}  # VLMs: text_config fills the LLM gaps
     heads = cfg.get("num_attention_heads") or cfg.get("n_head") or 0
     family = _HF_TYPE_TO_FAMILY.get(mtype)
     return ModelArch(
@@ -98,6 +103,8 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
         head_dim=cfg.get("head_dim")
         if cfg.get("head_dim") not in (None, (cfg.get("hidden_size") or 0) // max(heads, 1))
         else None,
+        vit_layers=vision.get("depth") or vision.get("num_hidden_layers"),
+        vit_heads=vision.get("num_heads") or vision.get("num_attention_heads"),
         source=str(cfg_path),
     )
 

@@ -173,8 +173,8 @@ class ExperimentConfig(BaseModel):
     )
     scripts_dir: str | None = Field(
         None,
-        description="Framework checkout to run in (MindSpeed-LLM directory). Default: env var "
-        "AF_MINDSPEED_LLM_DIR.",
+        description="Framework checkout to run in (the MindSpeed-LLM or MindSpeed-MM directory). Default: "
+        "env var AF_MINDSPEED_LLM_DIR / AF_MINDSPEED_MM_DIR.",
     )
     shared_filesystem: bool = Field(
         True,

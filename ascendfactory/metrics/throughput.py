@@ -7,7 +7,8 @@ table picks an explicit range; every result lists the steps it used and the ones
 - MindSpeed-LLM / Megatron: tokens/s/p = GBS x seq_length / (devices x elapsed ms) x 1000, GBS from
   the log, seq_length and devices from the caller (legacy `actual seqlen` is used when logged; with
   no seq_length, FSDP2's `consumed tokens` deltas give the real token count).
-- MindSpeed-MM: samples/s = GBS / elapsed s; tokens/s = samples/s x mean(`tokens per sample`).
+- MindSpeed-MM: samples/s = GBS / elapsed ms x 1000; tokens/s = samples/s x mean(`tokens per sample`), over
+  its scripts' window (iterations 51-150 of a long run).
 - LLaMA-Factory: delta total_tokens / delta elapsed_time / devices over a middle window.
 - VeRL: mean `perf/throughput` (already tokens/s per device). ROLL: mean `system/tps`.
 - MindSpeed-RL: mean `e2e_tps`, `update_tps`, `vllm_tps` (already per device).
@@ -154,13 +155,34 @@ def throughput_mindspeed(
     return tp
 
 
+# MindSpeed-MM's example scripts average `grep 'elapsed time per iteration' | head -n 150 | tail -n 100`.
+MM_SCRIPT_HEAD, MM_SCRIPT_TAIL = 150, 100
+
+
 def throughput_mindspeed_mm(
     records: Iterable[Record] | StepTable, *, devices: int | None = None, skip_first: int | None = None
 ) -> Throughput:
-    """MindSpeed-MM samples/s = GBS / elapsed s (and tokens/s when `tokens per sample` is logged)."""
+    """MindSpeed-MM samples/s = GBS / elapsed ms x 1000 (and tokens/s = samples/s x mean `tokens per sample`
+    when it is logged, `--log-tps`), as its example scripts compute them after a run: over the first 150
+    logged iterations, the last 100 of them (lines 51-150 of a long run). Logs of 100 iterations or fewer,
+    which that window would average whole, warm-up included, skip the default warm-up instead (noted);
+    `skip_first` overrides both."""
     table = StepTable.from_records(records)
-    steps, elapsed, skipped = _window(table, ELAPSED_MS, skip_first)
-    tp = Throughput("samples/s", None, "samples/s", "GBS / (elapsed_ms / 1000)", steps, skipped)
+    steps, elapsed, skipped = _window(table, ELAPSED_MS, 0 if skip_first is None else skip_first)
+    note = ""
+    if skip_first is None:
+        if len(steps) > MM_SCRIPT_TAIL:
+            head = min(len(steps), MM_SCRIPT_HEAD)
+            lo = head - MM_SCRIPT_TAIL
+            skipped, steps, elapsed = steps[:lo], steps[lo:head], elapsed[lo:head]
+        else:
+            k = default_skip(len(steps))
+            skipped, steps, elapsed = steps[:k], steps[k:], elapsed[k:]
+            note = (
+                f"{len(steps) + k} iterations logged: MindSpeed-MM's window (iterations 51-150) needs more "
+                f"than {MM_SCRIPT_TAIL}; the first {k} skipped as warm-up"
+            )
+    tp = Throughput("samples/s", None, "samples/s", "GBS / elapsed_ms x 1000", steps, skipped, note=note)
     gbs = _at(table, GBS, steps)
     if not steps or len(gbs) != len(elapsed):
         tp.note = f"needs '{ELAPSED_MS}' and '{GBS}' in the log"

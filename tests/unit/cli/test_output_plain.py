@@ -41,3 +41,15 @@ def test_plain_agrees_with_rich_on_raw_markup_rich_accepts(text):
     except MarkupError:
         return
     assert plain(text) == expected
+
+
+def test_table_cells_are_literal_text():
+    """A cell such as `pip install 'verl[verl-core]==0.9.1'` keeps its brackets (no markup tag eaten)."""
+    from ascendfactory.cli._output import Output
+
+    out = Output()
+    buf = io.StringIO()
+    out._console = Console(file=buf, width=200, highlight=False)
+    out.table([{"what": "install verl[verl-core]==0.9.1", "note": "[bold]x[/bold]"}])
+    text = buf.getvalue()
+    assert "verl[verl-core]==0.9.1" in text and "[bold]x[/bold]" in text

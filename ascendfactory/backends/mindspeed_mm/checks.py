@@ -1,0 +1,121 @@
+"""The mindspeed-mm checks that read the experiment (keys, sources): training flags by name, the model's
+pipeline lists and sizes against the HF facts, the parallel layout (the rules themselves: `rules.py`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.megatron.skeleton import T
+from ascendfactory.backends.mindspeed_mm import rules
+from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
+from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names
+from ascendfactory.config.catalog import ModelArch
+from ascendfactory.errors import Problem
+
+REJECTED_FLAGS = {
+    "num-layers-per-virtual-pipeline-stage": "MindSpeed-MM Error: --num-layers-per-virtual-pipeline-stage is "
+    "deprecated, please use --virtual-pipeline-model-parallel-size instead",
+    "virtual-pipeline-model-parallel-size": "this backend plans no virtual pipeline "
+    "(nested pipeline_num_layers)",
+}
+
+
+def sourced(ctx: PlanContext, problems: list[Problem]) -> list[Problem]:
+    return [dataclasses.replace(p, source=p.source or ctx.loaded.source_of(p.key)) for p in problems]
+
+
+def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -> list[Problem]:
+    names = training_names(generation)
+    problems = []
+    for key in user:
+        where = T + key
+        if key in PLAN_FLAGS:
+            problems.append(
+                ctx.problem(
+                    where,
+                    f"is written by the plan: mm_config/{PLAN_FLAGS[key]}.json from "
+                    f"backend_config.{PLAN_FLAGS[key]}",
+                    fix=f"remove it; put the content under backend_config.{PLAN_FLAGS[key]}",
+                )
+            )
+        elif key in REJECTED_FLAGS:
+            problems.append(ctx.problem(where, REJECTED_FLAGS[key], fix="remove it"))
+        elif key not in names:
+            problems.append(
+                ctx.problem(
+                    where,
+                    f"not an argument of pretrain_vlm.py in MindSpeed-MM {generation}"
+                    f"{rules.nearest(key, names)}",
+                    fix=f"use a flag listed in {source_file('training', generation)} (dash names), "
+                    "or remove it",
+                )
+            )
+    save = user.get("save")
+    saved = os.path.abspath(os.path.join(ctx.config.af_output_dir, "saved_checkpoints"))
+    if save and os.path.abspath(str(save)) != saved:
+        problems.append(
+            ctx.problem(
+                T + "save",
+                f"training saves into {saved} (resume, retention and mm_to_hf read it)",
+                fix="remove backend_config.training.save, or change af_output_dir",
+            )
+        )
+    return problems
+
+
+def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem]:
+    problems: list[Problem] = []
+    for key, values in ((VIT_KEY, mm.vit_layers), (LLM_KEY, mm.llm_layers)):
+        if not values:
+            problems.append(
+                Problem(
+                    f"backend_config.model.{key}",
+                    "must be a flat list of non-negative layer counts, one per pipeline stage "
+                    f"(got {get(mm.model, key)!r})",
+                    fix="e.g. [32, 0, 0, 0] and [1, 10, 10, 7] for PP=4; nested lists (virtual pipeline) "
+                    "are not planned",
+                )
+            )
+    model = mm.model
+    if not problems:
+        problems += rules.pipeline_problems(
+            pp=mm.pp,
+            vit=mm.vit_layers,
+            llm=mm.llm_layers,
+            vit_layers=arch.vit_layers or 0,
+            llm_layers=arch.layers,
+            layers_source=arch.source,
+            vit_frozen=bool(get(model, "image_encoder.vision_encoder.freeze")),
+            projector_frozen=bool(get(model, "image_encoder.vision_projector.freeze")),
+            dummy_optimizer=bool(mm.user_training.get(rules.DUMMY_OPTIMIZER)),
+        )
+    env = ctx.config.env
+    problems += rules.parallel_problems(
+        world=env.NNODES * ctx.devices.count,
+        world_key=f"env.NNODES({env.NNODES}) x devices per node({ctx.devices.count}, "
+        f"from {ctx.devices.source})",
+        tp=mm.tp,
+        pp=mm.pp,
+        cp=mm.cp,
+        mbs=mm.mbs,
+        gbs=mm.gbs,
+        heads=arch.heads,
+        kv_heads=arch.kv_heads,
+        vit_heads=arch.vit_heads,
+    )
+    problems += rules.model_json_problems(
+        model,
+        {
+            "text_decoder.num_layers": arch.layers,
+            "text_decoder.hidden_size": arch.hidden,
+            "text_decoder.num_attention_heads": arch.heads,
+            "text_decoder.num_query_groups": arch.kv_heads,
+            "image_encoder.vision_encoder.num_layers": arch.vit_layers,
+            "image_encoder.vision_encoder.num_attention_heads": arch.vit_heads,
+        },
+        arch.source,
+    )
+    return problems

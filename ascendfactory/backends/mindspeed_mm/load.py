@@ -1,0 +1,83 @@
+"""What the MindSpeed-MM training loads (`--load`, `--no-load-optim`, `--no-load-rng`), in one rule.
+
+1. `train_auto_resume: true` and `{af_output_dir}/saved_checkpoints` holds a complete checkpoint: resume from
+   it (`--load saved_checkpoints`, the iteration continues). The example saves no optimizer / RNG state
+   (`--no-save-optim --no-save-rng`): as long as the training keeps those, they are not loaded either (the
+   optimizer restarts), with a warning.
+2. Otherwise `ckpt_load_type`: 0 = no `--load`; 1 (default) = the converted weights
+   (`convert_ckpt_hf2mg.cfg.mm_dir`, or `user_converted_ckpt_path`) with `--no-load-optim --no-load-rng`, as
+   MindSpeed-MM's scripts load them (a `release` checkpoint starts at iteration 0, no `--finetune`);
+   2 = `user_converted_ckpt_path` with optimizer and RNG (a checkpoint saved without `--no-save-*`).
+3. `backend_config.training.load` replaces the path chosen above; `no-load-optim` / `no-load-rng` set in
+   `training` win over the rule.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.megatron.run import LoadDecision, MegatronRun
+from ascendfactory.checkpoints.megatron import inspect, iteration_name
+from ascendfactory.errors import Problem
+
+if TYPE_CHECKING:
+    from ascendfactory.backends.mindspeed_mm.experiment import MMRun
+
+WEIGHTS_ONLY = {"no-load-optim": True, "no-load-rng": True}
+
+
+def decide_load(ctx: PlanContext, mm: MMRun, run: MegatronRun, problems: list[Problem]) -> LoadDecision:
+    cfg = ctx.config
+    user = mm.user_training
+    explicit = user.get("load")
+    saved = mm.layout.saved_checkpoints
+    state = inspect(saved) if os.path.isdir(saved) else None
+    saves_optim = (
+        not mm.flags.get("no-save-optim") if "no-save-optim" not in user else not user["no-save-optim"]
+    )
+    saves_rng = not mm.flags.get("no-save-rng") if "no-save-rng" not in user else not user["no-save-rng"]
+    if cfg.train_auto_resume and state is not None and state.resumable:
+        if not (saves_optim and saves_rng):
+            mm.warnings.append(
+                "train_auto_resume: the checkpoints hold no "
+                + " / ".join(
+                    n for n, saved_it in (("optimizer", saves_optim), ("RNG", saves_rng)) if not saved_it
+                )
+                + " state (--no-save-optim / --no-save-rng, as in MindSpeed-MM's example): a resume "
+                "restarts it; "
+                "set backend_config.training.no-save-optim / no-save-rng: false to save it"
+            )
+        return LoadDecision(
+            load=saved,
+            flags={"no-load-optim": not saves_optim, "no-load-rng": not saves_rng},
+            resume_iteration=int(state.tracker),  # type: ignore[arg-type]
+            reason=f"train_auto_resume: newest complete checkpoint {iteration_name(int(state.tracker))} "  # type: ignore[arg-type]
+            "in saved_checkpoints (wins over user_converted_ckpt_path)",
+        )
+    if cfg.ckpt_load_type == 0:
+        return LoadDecision(
+            load=explicit, flags={}, reason="ckpt_load_type 0: no weights loaded (random init)"
+        )
+    if cfg.ckpt_load_type == 2:
+        if not (cfg.user_converted_ckpt_path or explicit):
+            problems.append(
+                ctx.problem(
+                    "user_converted_ckpt_path",
+                    "ckpt_load_type 2 (resume) needs the training checkpoint to resume from",
+                    fix="set user_converted_ckpt_path to a saved_checkpoints directory, or use "
+                    "ckpt_load_type 1",
+                )
+            )
+        return LoadDecision(
+            load=explicit or cfg.user_converted_ckpt_path,
+            flags={"no-load-optim": False, "no-load-rng": False},
+            reason="ckpt_load_type 2: weights + optimizer + RNG from user_converted_ckpt_path",
+        )
+    converted = (mm.hf2mg or {}).get("cfg.mm_dir") or mm.layout.converted_weights(mm.tp, mm.pp)
+    return LoadDecision(
+        load=explicit or cfg.user_converted_ckpt_path or converted,
+        flags=dict(WEIGHTS_ONLY),
+        reason="ckpt_load_type 1: weights only (--no-load-optim --no-load-rng, as MindSpeed-MM's scripts)",
+    )

@@ -1,0 +1,269 @@
+"""MindSpeed-MM's pre-flight checks, as plain functions of numbers and mappings (no files, no config objects).
+
+Each returns Problems naming the key, the numbers and a fix. Where MindSpeed-MM (or Megatron) has its own
+message for the same rule, the message quotes it, so that users recognise what the cluster would have said:
+
+    world % (TP*PP*CP), GBS % (MBS*DP)          Megatron / mindspeed_mm/patchs/validate_args_patch.py
+    TP | LLM heads, KV groups, ViT heads        Megatron TransformerConfig (both configs come from model.json)
+    len(pipeline_num_layers) == PP             mindspeed_mm/models/vlm_model.py (checked only when PP > 1)
+    sum(pipeline_num_layers) == layers          not checked by MindSpeed-MM: a wrong sum leaves no last stage
+    ViT layers before LLM layers                examples/qwen2.5vl/README.md (not checked in code)
+    a stage of frozen layers only               README: needs --enable-dummy-optimizer
+    convert lists / tp_size == training ones    not checked by mm-convert: fails only when training loads
+    data.json keys                              ProcessorArguments / DataArguments / DatasetAttr(**section)
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ascendfactory.backends.mindspeed_mm.facts import DataJsonFacts
+from ascendfactory.errors import Problem
+from ascendfactory.parallel import nearest_multiples
+
+T = "backend_config.training."
+M = "backend_config.model."
+VIT = "image_encoder.vision_encoder"
+LLM = "text_decoder"
+DUMMY_OPTIMIZER = "enable-dummy-optimizer"
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def nearest(word: str, names: Sequence[str] | frozenset[str]) -> str:
+    """' (did you mean: a, b?)' or ''."""
+    close = difflib.get_close_matches(str(word).replace("_", "-").lstrip("-"), sorted(names), n=3, cutoff=0.6)
+    if not close:
+        close = difflib.get_close_matches(str(word), sorted(names), n=3, cutoff=0.6)
+    return f" (did you mean: {', '.join(close)}?)" if close else ""
+
+
+# -- parallel layout --------------------------------------------------------------------------------------
+def parallel_problems(
+    *,
+    world: int,
+    world_key: str,
+    tp: int,
+    pp: int,
+    cp: int,
+    mbs: int,
+    gbs: int | None,
+    heads: int,
+    kv_heads: int,
+    vit_heads: int | None,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    mp = tp * pp * cp
+    if world % mp:
+        fits = [
+            f"TP={t} PP={p}"
+            for p in _divisors(world)
+            for t in _divisors(world // p)
+            if (world // p) % (t * cp) == 0
+        ]
+        problems.append(
+            Problem(
+                T + "tensor-model-parallel-size",
+                f"world size ({world}) is not divisible by tensor parallel size ({tp}) times pipeline "
+                "parallel "
+                f"size ({pp}) times context parallel size ({cp}) [{world_key}]",
+                fix=f"choose degrees whose product divides {world} (e.g. {', '.join(fits[:4])}; PP must "
+                "match the "
+                f"pipeline_num_layers lists), or run on a multiple of {mp} devices",
+            )
+        )
+    want = [
+        ("num_attention_heads", heads, f"{LLM}.num_attention_heads"),
+        ("num_query_groups", kv_heads, f"{LLM}.num_query_groups"),
+    ]
+    if vit_heads:
+        want.append(("vision num_attention_heads", vit_heads, f"{VIT}.num_attention_heads"))
+    for name, value, where in want:
+        if value and value % tp:
+            good = [t for t in _divisors(world) if all(v % t == 0 for _, v, _ in want if v)]
+            problems.append(
+                Problem(
+                    T + "tensor-model-parallel-size",
+                    f"{name} ({value}, model.json {where}) must be a multiple of "
+                    f"tensor_model_parallel_size ({tp})",
+                    fix="TP values that divide the LLM heads, KV groups and ViT heads here: "
+                    + ", ".join(map(str, good)),
+                )
+            )
+    if not world % mp and gbs is not None:
+        dp = world // mp
+        unit = mbs * dp
+        if gbs % unit:
+            problems.append(
+                Problem(
+                    T + "global-batch-size",
+                    f"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data "
+                    "parallel "
+                    f"size ({dp})",
+                    fix=f"nearest valid: {' or '.join(map(str, nearest_multiples(gbs, unit)))}",
+                )
+            )
+    return problems
+
+
+# -- pipeline_num_layers ----------------------------------------------------------------------------------
+def pipeline_problems(
+    *,
+    pp: int,
+    vit: list[int],
+    llm: list[int],
+    vit_layers: int,
+    llm_layers: int,
+    layers_source: str,
+    vit_frozen: bool,
+    projector_frozen: bool,
+    dummy_optimizer: bool,
+) -> list[Problem]:
+    """The ViT and LLM pipeline_num_layers (flat lists) against PP, the HF layer counts and each other."""
+    problems: list[Problem] = []
+    for name, values, total in ((VIT, vit, vit_layers), (LLM, llm, llm_layers)):
+        key = f"{M}{name}.pipeline_num_layers"
+        if len(values) != pp:
+            problems.append(
+                Problem(
+                    key,
+                    f"length of pipeline_num_layers must equal to pipeline-model-parallel-size, but got "
+                    f"pipeline_num_layers length:{len(values)} and pipeline-model-parallel-size:{pp}",
+                    fix=f"give {pp} entries (one per pipeline stage) summing to {total}, or set "
+                    f"{T}pipeline-model-parallel-size: {len(values)}",
+                )
+            )
+        if sum(values) != total:
+            problems.append(
+                Problem(
+                    key,
+                    f"sums to {sum(values)} ({values}), but the model has {total} layers ({layers_source}); "
+                    "MindSpeed-MM does not check this: no stage would finish the model",
+                    fix=f"make the entries sum to {total}",
+                )
+            )
+    if problems:
+        return problems
+    first_llm = next((i for i, n in enumerate(llm) if n), len(llm))
+    late = [i for i in range(first_llm + 1, len(vit)) if vit[i]]
+    if late:
+        problems.append(
+            Problem(
+                f"{M}{VIT}.pipeline_num_layers",
+                f"stage {late[0]} holds ViT layers after stage {first_llm} started the LLM "
+                f"({vit} with {llm}); "
+                "every ViT layer must come before the first LLM layer",
+                fix="move the ViT layers to the first stages, e.g. "
+                f"{[vit_layers] + [0] * (pp - 1)} with an LLM list starting at stage 0",
+            )
+        )
+    if not dummy_optimizer:
+        projector_stage = max((i for i, n in enumerate(vit) if n), default=0)
+        frozen_only = [
+            i
+            for i in range(pp)
+            if not llm[i] and (vit_frozen or not vit[i]) and (projector_frozen or i != projector_stage)
+        ]
+        if frozen_only:
+            problems.append(
+                Problem(
+                    f"{M}{LLM}.pipeline_num_layers",
+                    f"pipeline stage(s) {', '.join(map(str, frozen_only))} hold no trainable layer "
+                    f"(ViT {vit}, LLM {llm}; the ViT is {'frozen' if vit_frozen else 'trained'}): such a "
+                    "stage has "
+                    "no gradients",
+                    fix=f"give every stage LLM layers, or add {T}{DUMMY_OPTIMIZER}: true "
+                    "(MindSpeed-MM's dummy optimizer)",
+                )
+            )
+    return problems
+
+
+def layer_list(value: Any) -> list[int] | None:
+    """A flat list of non-negative ints, or None when it is not one."""
+    if isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+    ):
+        return list(value)
+    return None
+
+
+# -- model.json against the HF config -------------------------------------------------------------------
+def model_json_problems(
+    model: Mapping[str, Any], expected: Mapping[str, int | None], source: str
+) -> list[Problem]:
+    """model.json's sizes (MindSpeed-MM copies them into the training args) against the HF weights'."""
+    problems = []
+    for dotted, want in expected.items():
+        if want is None:
+            continue
+        node: Any = model
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None and node != want:
+            problems.append(
+                Problem(
+                    M + dotted,
+                    f"is {node}, but the weights have {want} ({source})",
+                    fix=f"remove backend_config.model.{dotted} (the example's value), or set it to {want}",
+                )
+            )
+    return problems
+
+
+# -- data.json ------------------------------------------------------------------------------------------
+def data_json_problems(
+    data: Mapping[str, Any], facts: DataJsonFacts, *, generation: str, names_file: str
+) -> list[Problem]:
+    """Keys MindSpeed-MM unpacks into dataclasses / keyword arguments, rejected keys, required sections."""
+    problems: list[Problem] = []
+    dataset = data.get("dataset_param")
+    if not isinstance(dataset, Mapping):
+        return [Problem("backend_config.data.dataset_param", "must be a mapping (data.json's dataset_param)")]
+    for key, message in facts.required.get("dataset_param", {}).items():
+        if dataset.get(key) is None:
+            problems.append(
+                Problem(
+                    f"backend_config.data.dataset_param.{key}",
+                    f"is missing: MindSpeed-MM stops with '{message}'",
+                    fix="remove the null: the example's value is used",
+                )
+            )
+    if dataset.get("dataset_type") != "huggingface":
+        return problems  # the other dataset types read other keys
+    sections = {s: dataset.get(s.split(".", 1)[1]) for s in facts.keys if s.startswith("dataset_param.")}
+    loader = data.get("dataloader_param")
+    if isinstance(loader, Mapping) and loader.get("dataloader_mode") == "sampler":
+        sections["dataloader_param"] = loader
+    for section, options in sections.items():
+        if options is None:
+            continue
+        if not isinstance(options, Mapping):
+            problems.append(Problem(f"backend_config.data.{section}", "must be a mapping"))
+            continue
+        valid = facts.keys[section]
+        rejected = facts.rejected.get(section, {})
+        for key in options:
+            where = f"backend_config.data.{section}.{key}"
+            if key in rejected:
+                problems.append(
+                    Problem(
+                        where,
+                        f"is rejected by MindSpeed-MM: '{rejected[key]}'",
+                        fix="remove it; the cutoff is backend_config.training.seq-length",
+                    )
+                )
+            elif key not in valid:
+                problems.append(
+                    Problem(
+                        where,
+                        f"is not a field of {section} in MindSpeed-MM {generation} (a TypeError at start-up)"
+                        f"{nearest(key, frozenset(valid))}",
+                        fix=f"use a key listed in {names_file}, or remove it",
+                    )
+                )
+    return problems

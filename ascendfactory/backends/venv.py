@@ -1,0 +1,114 @@
+"""A framework in a virtual environment of its own (LLaMA-Factory, verl: their pins conflict).
+
+One record per framework (`FrameworkEnv`) says where its environment is and how it is recorded as
+installed; the functions read an environment without running it (paths and package metadata: importing a
+framework takes seconds). Where the environment is, in order: `backend_config.env_dir` in the experiment,
+else the framework's variable (`AF_VERL_ENV`, ...), else where `sh install.sh <backend>` creates it,
+`<AF_ENVS_DIR or ~/.ascendfactory/envs>/<name>`. Any virtualenv or conda prefix with `bin/python` works
+(a cluster image that already has the framework: point the variable at its prefix).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ascendfactory.backends.doctor import Check
+from ascendfactory.backends.install import InstallStep, envs_dir
+
+
+@dataclass(frozen=True)
+class FrameworkEnv:
+    name: str  # directory under AF_ENVS_DIR and the backend's name in `sh install.sh <name>`
+    label: str  # how messages name the framework
+    variable: str  # the environment variable that points at an existing environment
+    version: str  # the version the backend's key lists are generated from, and install.sh installs
+
+    @property
+    def marker(self) -> str:
+        """The file install.sh writes into a complete environment (its steps are skipped once it exists)."""
+        return f".af-{self.name}-installed"
+
+    @property
+    def install_fix(self) -> str:
+        return f"run `sh install.sh {self.name}`, or set {self.variable} (or backend_config.env_dir)"
+
+    def default(self, environ: Mapping[str, str] | None = None) -> str:
+        return os.path.join(envs_dir(environ), self.name)
+
+    def find(self, configured: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+        """(absolute environment prefix, where it came from), by the precedence in the module docstring."""
+        if configured:
+            return os.path.abspath(os.path.expanduser(configured)), "backend_config.env_dir"
+        if environ.get(self.variable):
+            return os.path.abspath(os.path.expanduser(environ[self.variable])), f"env {self.variable}"
+        return self.default(environ), "install.sh location"
+
+    def install_steps(
+        self, environ: Mapping[str, str], install: tuple[str, Sequence[str]], record: str
+    ) -> list[InstallStep]:
+        """A venv, the torch of AF_TORCH_SPEC (default the CPU torch==2.13.0) first, then `install` (what,
+        argv), then `record` (python code that checks the install and writes the marker); each step is
+        skipped once the marker exists."""
+        env = self.default(environ)
+        py, marker = python_of(env), os.path.join(env, self.marker)
+        torch_spec = environ.get("AF_TORCH_SPEC", "torch==2.13.0")
+        pip = (py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+        what, argv = install
+        return [
+            InstallStep(
+                f"create the {self.label} environment",
+                (sys.executable, "-m", "venv", env),
+                skip_if_exists=marker,
+            ),
+            InstallStep(f"install {torch_spec} into it", (*pip, torch_spec), skip_if_exists=marker),
+            InstallStep(what, tuple(argv), skip_if_exists=marker),
+            InstallStep("check it is complete", (py, "-c", record), skip_if_exists=marker),
+        ]
+
+    def package_checks(
+        self, env: str, source: str, lacking: list[str], packages: Sequence[str]
+    ) -> list[Check]:
+        """Doctor rows: the environment (missing with what it lacks), then each package's version; the
+        framework itself (its distribution is `packages[0]`) warns when it is not `version`."""
+        title = f"{self.label} environment"
+        if lacking:
+            return [Check(title, "missing", f"{env} ({source}): {', '.join(lacking)}: {self.install_fix}")]
+        out = [Check(title, "ok", f"{env} ({source})")]
+        for i, name in enumerate(packages):
+            found = package_version(env, name)
+            if found is None:
+                out.append(Check(name, "missing", f"not installed in {env}: {self.install_fix}"))
+            elif i == 0 and found != self.version:
+                out.append(
+                    Check(name, "warn", f"{found} installed; the key lists are {self.label} {self.version}'s")
+                )
+            else:
+                out.append(Check(name, "ok", found))
+        return out
+
+
+def python_of(env: str) -> str:
+    return os.path.join(env, "bin", "python")
+
+
+def site_packages(env: str) -> str | None:
+    found = sorted(glob.glob(os.path.join(env, "lib", "python3*", "site-packages")))
+    return found[-1] if found else None
+
+
+def package_version(env: str, name: str) -> str | None:
+    """The installed version of distribution `name` in `env`, from its .dist-info (no import)."""
+    site = site_packages(env)
+    if site is None:
+        return None
+    pattern = name.replace("-", "_").replace(".", "_").lower()
+    for info in glob.glob(os.path.join(site, "*.dist-info")):
+        base = os.path.basename(info)[: -len(".dist-info")]
+        dist, _, version = base.rpartition("-")
+        if dist.lower().replace("-", "_").replace(".", "_") == pattern:
+            return version
+    return None

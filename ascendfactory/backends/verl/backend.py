@@ -1,0 +1,420 @@
+"""The `verl` backend: `python -m verl.trainer.main_ppo` on a Ray cluster, in verl's own environment.
+
+    train   (TRAIN)   programs/ray_node.py on every node: node 0 starts the Ray head, waits for the nodes and
+                      the resources verl will ask for, runs `python -m verl.trainer.main_ppo <overrides>`,
+                      and stops the cluster it started; the others join it
+    merge   (EXPORT)  programs/verl_merge.py: `python -m verl.model_merger merge` of the newest
+                      saved_checkpoints/global_step_N/actor into .../actor/huggingface
+    plot    (PLOT)    training_loss.png: critic/score/mean and response_length/mean, raw and smoothed
+
+Before anything starts, every problem at once: the overrides composed against verl's own config
+(`composer`), verl's rules and the ones it checks only on the workers (`rules`), the prompts longer than
+`data.max_prompt_length` in the data files (`prompts`), the Ray CPUs TransferQueue and the workers need,
+the environment and, for a real run, an accelerator (verl 0.9.1 has no CPU platform and its rollouts need
+vLLM, SGLang or TensorRT-LLM on a GPU or NPU).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from ascendfactory.backends.base import EXP_CONFIG, Backend, PlanContext
+from ascendfactory.backends.doctor import Check
+from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.registry import register_backend
+from ascendfactory.backends.verl import composer, environment, prompts, rules
+from ascendfactory.backends.verl import run as verl_run
+from ascendfactory.backends.verl.schema import get_path
+from ascendfactory.checkpoints.verl import TRACKER
+from ascendfactory.config.devices import detect_accelerator
+from ascendfactory.config.yamlio import SafeDumper
+from ascendfactory.errors import BackendNotRunnableError, Problem
+from ascendfactory.plan import (
+    PROGRAMS_DIR,
+    CheckpointSpec,
+    LogNaming,
+    LogSpec,
+    Plan,
+    Process,
+    Ray,
+    Role,
+    Step,
+    ThroughputSpec,
+    safe_name,
+)
+from ascendfactory.secrets import mask_secrets
+
+BC = "backend_config."
+MERGE_PROGRAM = os.path.join(PROGRAMS_DIR, "verl_merge.py")
+DRIVER = ("-m", "verl.trainer.main_ppo")
+# Ray resources verl asks for (0.9.1): every worker process's placement-group bundle holds
+# `max_colocate_count` (3) CPUs and one device (single_controller/ray/base.py, STRICT_PACK per node);
+# TransferQueue holds one CPU for its controller and one per storage unit (transfer_queue/controller.py,
+# storage/simple_storage.py); the TaskRunner actor needs one CPU to be scheduled.
+CPUS_PER_WORKER = 3
+TQ_UNITS_KEY = "transfer_queue.backend.SimpleStorage.num_data_storage_units"
+PLOT_METRICS = ("critic/score/mean", "response_length/mean")
+SUMMARY_METRICS = (
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "response_length/mean",
+    "response_length/clip_ratio",
+    "actor/entropy",
+    "actor/kl_loss",
+    "actor/pg_clipfrac",
+    "actor/grad_norm",
+    "timing_s/step",
+    "perf/max_memory_allocated_gb",
+)
+NO_ACCELERATOR = (
+    "verl cannot train on this machine: it has no GPU or NPU (verl 0.9.1 has no CPU platform, and its "
+    "rollouts need vLLM, SGLang or TensorRT-LLM on an accelerator). The experiment is valid; nothing was "
+    "started or written. Run the same command on a GPU or NPU node; `train --dry-run` shows the plan here."
+)
+
+
+@register_backend
+class VerlBackend(Backend):
+    name = "verl"
+    description = "Volcano Engine RL: python -m verl.trainer.main_ppo on Ray, in its own environment"
+    stages = ("ppo", "grpo", "dapo")
+    launcher = "ray"
+    order = 3
+    # No `stage` here: a template's algorithm keys say what it is (stage, when given, must agree).
+    run_options: dict[str, Any] = {  # noqa: RUF012 - registry data, read only
+        "ckpt_load_type": 1,
+        "train_auto_resume": "true",
+        "save_total_limit": 0,
+    }
+    # verl's own messages for configuration errors a restart cannot fix (validate_config, Hydra, the
+    # config classes), and a cluster without the devices asked for.
+    unretryable = (
+        "Could not override",
+        "must be divisible by",
+        "Please set at least one of",
+        "You have set both",
+        "Invalid loss_agg_mode",
+        "must be >= actor.ppo_mini_batch_size",
+        "is less than total desired GPUs",
+        "num_samples should be a positive integer value",
+    )
+
+    def template_values(self, arch: Any, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
+        heads = getattr(arch, "heads", 0) or 1
+        rollout_tp = max(t for t in (1, 2, 4, 8) if heads % t == 0 and devices % t == 0)
+        return {"rollout_tp": rollout_tp}
+
+    def checks(self, environ: Mapping[str, str]) -> list[Check]:
+        return environment.checks(environ, detect_accelerator())
+
+    def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
+        return environment.install_steps(environ)
+
+    # -- plan -----------------------------------------------------------------------------------------
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
+        cfg = ctx.config
+        out = os.path.abspath(cfg.af_output_dir)
+        accelerator = detect_accelerator()
+        device = accelerator if accelerator in ("npu", "cuda") else "cpu"
+        nnodes, per_node = cfg.env.NNODES, ctx.devices.count
+        world = nnodes * per_node
+        problems: list[Problem] = list(self.stage_problems(ctx, cfg.stage))
+        warnings: list[str] = []
+
+        def add(key: str, message: str, fix: str, *, top: bool = False) -> None:
+            problems.append(ctx.problem(key if top else BC + key, message, fix=fix))
+
+        bc = cfg.backend_config
+        run = verl_run.read(
+            bc,
+            stage=cfg.stage,
+            af_model_name=cfg.af_model_name,
+            exp_name=cfg.exp_name,
+            output_dir=out,
+            nnodes=nnodes,
+            devices_per_node=per_node,
+            device=device,
+            train_auto_resume=cfg.train_auto_resume,
+            ckpt_load_type=cfg.ckpt_load_type,
+            user_converted_ckpt_path=cfg.user_converted_ckpt_path,
+            save_total_limit=cfg.save_total_limit,
+            tensorboard=cfg.tensorboard,
+            cwd=os.getcwd(),
+        )
+        top_level = ("ckpt_load_type", "user_converted_ckpt_path")
+        for key, message, fix in run.problems:
+            add(key, message, fix, top=key in top_level)
+
+        # -- the environment, and the composed config -------------------------------------------------
+        env, env_source = environment.find_env(run.options.get("env_dir"), ctx.environ)
+        lacking = environment.missing(env)
+        if lacking:
+            what = f"verl environment {env} ({env_source}) lacks {', '.join(lacking)}"
+            if strict_paths:
+                add("env_dir", what, environment.INSTALL_FIX)
+            else:
+                warnings.append(f"{what}: {environment.INSTALL_FIX}; checked against the shipped key lists")
+        py = environment.python_of(env)
+        composition = composer.compose(None if lacking else py, run, dict(ctx.environ))
+        warnings += composition.warnings
+        for key, message, fix in composition.problems:
+            add(key, message, fix)
+        config = composition.config
+
+        # -- rules --------------------------------------------------------------------------------------
+        model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
+        heads, kv_heads = _heads(model_path, cfg.af_model_name)
+        view = rules.View(config, user=run.user, schema=run.schema, heads=heads, kv_heads=kv_heads)
+        already = {p.key for p in problems}
+        for key, message, fix in rules.run(view):
+            if BC + key not in already:
+                add(key, message, fix)
+
+        # -- data, model, Ray resources, rollout engine ---------------------------------------------------
+        facts: dict[str, Any] = {}
+        data_facts, data_problems, data_warnings = prompts.check(
+            config, view.int("data.train_batch_size"), strict=strict_paths
+        )
+        facts.update(data_facts)
+        for key, message, fix in data_problems:
+            add(key, message, fix)
+        warnings += data_warnings
+        if model_path and not os.path.isdir(os.path.expanduser(model_path)):
+            warnings.append(
+                f"{BC}actor_rollout_ref.model.path: '{model_path}' is not a directory here; verl "
+                "will look it up as a Hugging Face hub id on every node"
+            )
+        need_cpus = _cpu_need(config, nnodes, per_node)
+        offered = run.num_cpus if run.num_cpus is not None else float(os.cpu_count() or 1)
+        short = _cpu_shortage(need_cpus, offered, nnodes, per_node, user_set=run.num_cpus is not None)
+        if short:  # this machine's CPUs matter only where it would run
+            if (strict_paths and accelerator != "cpu") or run.num_cpus is not None:
+                add("ray_kwargs.ray_init.num_cpus", *short)
+            else:
+                warnings.append(f"{BC}ray_kwargs.ray_init.num_cpus: {short[0]} ({short[1]})")
+        rollout_name = get_path(config, ["actor_rollout_ref", "rollout", "name"])
+        if strict_paths and not lacking and accelerator != "cpu":
+            engines = environment.rollout_engines(env)
+            if rollout_name in environment.ROLLOUT_DISTRIBUTIONS and rollout_name not in engines:
+                add(
+                    "actor_rollout_ref.rollout.name",
+                    f"is {rollout_name}, which is not installed in the verl environment {env}",
+                    f"install {environment.ROLLOUT_DISTRIBUTIONS[rollout_name]} into it"
+                    + (" (with vllm-ascend on NPU)" if accelerator == "npu" else ""),
+                )
+        self.raise_if(problems)
+        if strict_paths and accelerator == "cpu":
+            raise BackendNotRunnableError(NO_ACCELERATOR)
+        if accelerator == "cpu":
+            warnings.append(
+                "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
+                "(verl 0.9.1 has no CPU platform; its rollouts need vLLM/SGLang on an accelerator)"
+            )
+
+        # -- the plan -----------------------------------------------------------------------------------
+        seq = _int(config, "data.max_prompt_length") + _int(config, "data.max_response_length")
+        node_rank = cfg.env.NODE_RANK
+        tail = f"run_log-N{{nnodes}}-WS{world}" + ("" if node_rank == 0 else "-node{node_rank}")
+        logs = LogSpec(
+            format="verl",
+            naming=LogNaming(
+                prefix=f"verl_{safe_name(cfg.exp_name)}-{safe_name(cfg.af_model_name)}-{seq}-{device}",
+                run_log=tail,
+                device_info=f"npu_info-N{{nnodes}}-WS{world}-node{{node_rank}}",
+            ),
+            loss_rank="first",
+            throughput=ThroughputSpec("verl", devices=world),
+            loss_keys=("actor/pg_loss", "actor/loss"),
+            plot_metrics=PLOT_METRICS,
+            summary_metrics=SUMMARY_METRICS,
+        )
+        root = os.path.join(out, verl_run.CHECKPOINT_DIR)
+        files = {os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by)}
+        _, experiment_text = ctx.exp_config_file(out)  # the resolved experiment, beside the manifests
+        files[os.path.join(out, ".af", "experiment.yaml")] = experiment_text
+        plan = Plan(
+            backend=self.name,
+            exp_name=cfg.exp_name,
+            model_name=cfg.af_model_name,
+            output_dir=out,
+            logs=logs,
+            checkpoints=CheckpointSpec(root=root, scheme="verl", retain=cfg.save_total_limit),
+            policy=ctx.run_policy(),
+            files=files,
+            source=ctx.loaded.source,
+            warnings=warnings,
+            env=cfg.env.extra_vars(),
+            facts={
+                "world_size": world,
+                "nnodes": nnodes,
+                "devices_per_node": per_node,
+                "devices_source": ctx.devices.source,
+                "verl_env": f"{env} ({env_source})",
+                "model_engine": run.engine,
+                "composed_by": composition.by,
+                **({"compose_s": composition.seconds} if composition.seconds is not None else {}),
+                "resume": run.resume,
+                "reference_policy": view.need_ref,
+                "critic": view.need_critic,
+                "ray_cpus_needed": need_cpus,
+                **facts,
+            },
+        )
+        step_env = _step_env(env, accelerator, out, node_rank, cfg.tensorboard, ctx.environ)
+        device_resource = "NPU" if accelerator == "npu" else "GPU"
+        driver = (py, *DRIVER, *run.texts())
+        plan.add(
+            Step(
+                name="train",
+                role=Role.TRAIN,
+                launch=Ray(
+                    python=py,
+                    driver=driver,
+                    nnodes=nnodes,
+                    node_rank=node_rank,
+                    head_address=cfg.env.MASTER_ADDR,
+                    port=cfg.env.MASTER_PORT,
+                    resources=(("CPU", float(need_cpus)), (device_resource, float(world))),
+                    node_resources=(("CPU", run.num_cpus),) if run.num_cpus is not None else (),
+                    job_id=safe_name(cfg.exp_name),
+                ),
+                env=step_env,
+                outputs=[root],
+                mkdirs=[root],
+                notes=[f"resume: {run.resume}", f"config composed by {composition.by}"],
+            )
+        )
+        plan.add(self._merge_step(config, run, root, py, step_env, cfg, facts))
+        plan.add(
+            Step(
+                name="plot",
+                role=Role.PLOT,
+                outputs=[os.path.join(out, "training_loss.png")],
+                skip_reason=None if node_rank == 0 else "verl prints its metrics on the first node",
+            )
+        )
+        return plan
+
+    def _merge_step(self, config, run, root, py, step_env, cfg, facts) -> Step:  # noqa: ANN001
+        strategy = str(get_path(config, ["actor_rollout_ref", "actor", "strategy"], "fsdp"))
+        backend = "megatron" if strategy == "megatron" else "fsdp"
+        argv: tuple[str, ...] = (py, MERGE_PROGRAM, root, "--backend", backend)
+        extra = []
+        if get_path(config, ["actor_rollout_ref", "model", "trust_remote_code"], False) is True:
+            extra.append("--trust-remote-code")
+        if extra:
+            argv = (*argv, "--", *extra)
+        save_freq = get_path(config, ["trainer", "save_freq"], -1)
+        skip = None
+        if run.options.get("merge", True) is False:
+            skip = "backend_config.merge: false"
+        elif strategy not in ("fsdp", "fsdp2", "megatron"):
+            skip = f"verl's model merger reads FSDP and Megatron checkpoints, not {strategy}"
+        elif not isinstance(save_freq, int) or save_freq <= 0:
+            skip = f"trainer.save_freq is {save_freq}: verl saves no checkpoint to merge"
+        elif cfg.env.NODE_RANK != 0 and not cfg.shared_filesystem:
+            skip = "the merge runs on NODE_RANK 0"
+        steps_total = prompts.total_steps(config, None) or facts.get("total_training_steps")
+        notes = ["resolves the newest complete global_step_N, then runs python -m verl.model_merger merge"]
+        if steps_total:
+            notes.append(
+                f"expected: {root}/global_step_{steps_total}/actor -> .../actor/huggingface "
+                f"({steps_total} training steps)"
+            )
+        return Step(
+            name="merge",
+            role=Role.EXPORT,
+            launch=Process(argv),
+            env=step_env,
+            inputs=[os.path.join(root, TRACKER)],
+            only_node0=True,
+            skip_reason=skip,
+            notes=notes,
+        )
+
+
+def _int(config: dict[str, Any], key: str) -> int:
+    value = get_path(config, key.split("."), 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _heads(model_path: str, model_name: str) -> tuple[int | None, int | None]:
+    from ascendfactory.config.catalog import from_catalog, from_hf_dir
+    from ascendfactory.errors import ConfigError
+
+    arch = None
+    path = os.path.expanduser(model_path) if model_path else ""
+    if path and os.path.isdir(path):
+        try:
+            arch = from_hf_dir(path, model_name)
+        except (OSError, ValueError):
+            arch = None
+    if arch is None:
+        try:
+            arch = from_catalog(model_name)
+        except ConfigError:
+            return None, None
+    return (arch.heads or None), (arch.kv_heads or None)
+
+
+def _cpu_need(config: dict[str, Any], nnodes: int, per_node: int) -> int:
+    units = get_path(config, TQ_UNITS_KEY.split("."), 8)
+    units = units if isinstance(units, int) and not isinstance(units, bool) and units > 0 else 8
+    return CPUS_PER_WORKER * nnodes * per_node + 1 + units
+
+
+def _cpu_shortage(
+    need: int, offered: float, nnodes: int, per_node: int, *, user_set: bool
+) -> tuple[str, str] | None:
+    per_node_need = CPUS_PER_WORKER * per_node
+    total = offered * nnodes
+    source = "ray_kwargs.ray_init.num_cpus" if user_set else f"this machine's {offered:g} CPUs"
+    if offered < per_node_need or total < need:
+        return (
+            f"{offered:g} logical CPUs per node ({source}) are fewer than verl asks Ray for: "
+            f"{CPUS_PER_WORKER} per worker x {per_node} workers per node, plus 1 for "
+            "TransferQueue's controller "
+            f"and 1 per storage unit ({TQ_UNITS_KEY}), {need} in all; Ray would wait for them forever",
+            "set ray_kwargs.ray_init.num_cpus (each node's logical CPUs for Ray; they may exceed "
+            "the cores) to "
+            f"at least {max(per_node_need, -(-need // nnodes))}, or lower {TQ_UNITS_KEY}",
+        )
+    return None
+
+
+def _exp_config(config: dict[str, Any], run: verl_run.VerlRun, by: str) -> str:
+    shown = dict(config)
+    lines = [
+        "# verl's configuration for this run: what `python -m verl.trainer.main_ppo` composes from its own",
+        f"# config and the overrides below (composed by {by}; secrets masked). Written by ascendfactory-cli",
+        "# train on every run. Overrides, in order:",
+        *(f"#   {t}" for t in run.texts()),
+    ]
+    body = yaml.dump(mask_secrets(shown), Dumper=SafeDumper, sort_keys=False, allow_unicode=True)
+    return "\n".join(lines) + "\n" + body
+
+
+def _step_env(
+    env: str,
+    accelerator: str,
+    out: str,
+    node_rank: int,
+    tensorboard: Mapping[str, Any] | None,
+    environ: Mapping[str, str],
+) -> dict[str, str]:
+    """verl's environment first on PATH; Hydra's full tracebacks in the log; CANN's operator logs under
+    plog/rank<NODE_RANK>; TensorBoard's directory when the experiment has one."""
+    step = {
+        "PATH": os.path.join(env, "bin") + os.pathsep + environ.get("PATH", os.defpath),
+        "HYDRA_FULL_ERROR": "1",
+    }
+    if accelerator == "npu":
+        step["ASCEND_PROCESS_LOG_PATH"] = os.path.join(out, "plog", f"rank{node_rank}")
+    if tensorboard:
+        where = tensorboard.get("tensorboard_dir") or environ.get("MA_SUMMARY_LOG_DIR")
+        step["TENSORBOARD_DIR"] = os.path.abspath(where) if where else os.path.join(out, "tensorboard")
+    return step

@@ -1,0 +1,532 @@
+"""verl's configuration rules, reimplemented with our messages and run on the composed config, as a table.
+
+verl 0.9.1 checks most of these in `verl.utils.config.validate_config` (called by `main_ppo.main` before Ray
+starts) and the `__post_init__` / `validate` of its actor and critic config classes
+(`verl/workers/config/actor.py`, `critic.py`), one at a time and with messages that often lack the key.
+Some it checks only on the workers, minutes into a cluster run (`verl/workers/engine_workers.py`,
+`trainer/ppo/v1/trainer_separate_async.py`), and some never (value types: `trainer.nnodes=abc` passes).
+Here every rule runs on the config Hydra composes (or `schema.compose` without verl) and every broken
+rule is reported at once, naming the keys, their values and a fix.
+
+A rule is `Rule(name, source, check)`: `check(view)` yields `(key, message, fix)` for each problem;
+`view` is the composed config plus the facts around it (devices, the model's attention heads).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ascendfactory.backends.verl.schema import MISSING, REQUIRED, Override, Schema, get_path
+
+Finding = tuple[str, str, str]  # (dotted key, message, fix)
+A = "actor_rollout_ref.actor."
+R = "actor_rollout_ref.rollout."
+REF = "actor_rollout_ref.ref."
+LOSS_AGG_MODES = (
+    "token-mean",
+    "token-sum",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+)
+ROLLOUT_NAMES = ("vllm", "sglang", "trtllm")  # verl 0.9.1's RolloutReplicaRegistry
+VLLM_MAX_LORA_RANK = 512  # verl's fallback list of vLLM's MaxLoRARanks ends at 512
+# Keys that must be whole numbers >= 1 (verl does arithmetic on them; a string fails with a TypeError that
+# names no key, or passes silently).
+POSITIVE_INTS = (
+    "data.train_batch_size",
+    "data.max_prompt_length",
+    "data.max_response_length",
+    "trainer.nnodes",
+    "trainer.n_gpus_per_node",
+    "trainer.total_epochs",
+    A + "ppo_mini_batch_size",
+    A + "ppo_epochs",
+    A + "ulysses_sequence_parallel_size",
+    R + "n",
+    R + "tensor_model_parallel_size",
+    R + "data_parallel_size",
+    R + "pipeline_model_parallel_size",
+)
+POSITIVE_INTS_OR_NULL = (
+    A + "ppo_micro_batch_size",
+    A + "ppo_micro_batch_size_per_gpu",
+    R + "log_prob_micro_batch_size",
+    R + "log_prob_micro_batch_size_per_gpu",
+    REF + "log_prob_micro_batch_size",
+    REF + "log_prob_micro_batch_size_per_gpu",
+    "critic.ppo_mini_batch_size",
+    "critic.ppo_micro_batch_size",
+    "critic.ppo_micro_batch_size_per_gpu",
+    "trainer.total_training_steps",
+    "data.val_batch_size",
+)
+
+
+@dataclass
+class View:
+    """The composed config and the facts the rules need."""
+
+    config: dict[str, Any]
+    user: list[Override] = field(default_factory=list)  # what backend_config set (type checks)
+    schema: Schema | None = None
+    heads: int | None = None  # the model's num_attention_heads (config.json), when readable
+    kv_heads: int | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = get_path(self.config, key.split("."))
+        return default if value is MISSING else value
+
+    def int(self, key: str) -> int | None:
+        """The value when it is a whole number (bools excluded), else None (the type rule reports it)."""
+        value = self.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def flag(self, key: str) -> bool:
+        value = self.get(key)
+        return value is True
+
+    @property
+    def n_gpus(self) -> int | None:
+        nodes, per = self.int("trainer.nnodes"), self.int("trainer.n_gpus_per_node")
+        return nodes * per if nodes and per else None
+
+    @property
+    def devices_text(self) -> str:
+        return (
+            f"the {self.n_gpus} devices (trainer.nnodes {self.get('trainer.nnodes')} x "
+            "trainer.n_gpus_per_node "
+            f"{self.get('trainer.n_gpus_per_node')})"
+        )
+
+    @property
+    def megatron(self) -> bool:
+        return self.get(A + "strategy") == "megatron"
+
+    @property
+    def dynamic_bsz(self) -> bool:
+        return self.flag(A + "use_dynamic_bsz")
+
+    @property
+    def need_ref(self) -> bool:
+        """verl's `need_reference_policy`: a KL term in the reward or in the actor loss."""
+        return self.flag("algorithm.use_kl_in_reward") or self.flag(A + "use_kl_loss")
+
+    @property
+    def need_critic(self) -> bool:
+        """verl's `need_critic`: `critic.enable` when set, else only for the GAE advantage estimator."""
+        enable = self.get("critic.enable")
+        return bool(enable) if enable is not None else self.get("algorithm.adv_estimator") == "gae"
+
+    def actor_dp(self) -> int | None:
+        """The actor's data-parallel size on workers (FSDP: devices / Ulysses SP; Megatron: / TP·PP·CP)."""
+        n = self.n_gpus
+        if n is None:
+            return None
+        if self.megatron:
+            parts = [
+                self.int(A + f"megatron.{k}_parallel_size")
+                for k in ("tensor_model", "pipeline_model", "context")
+            ]
+            if None in parts:
+                return None
+            size = math.prod(parts)  # type: ignore[arg-type]
+            return n // size if size and n % size == 0 else None
+        sp = self.actor_sp()
+        return n // sp if sp and n % sp == 0 else None
+
+    def actor_sp(self) -> int | None:
+        legacy, engine = (
+            self.int(A + "ulysses_sequence_parallel_size"),
+            self.int(A + "fsdp_config.ulysses_sequence_parallel_size"),
+        )
+        if legacy and legacy > 1:
+            return legacy  # FSDPActorConfig copies it into fsdp_config
+        return engine or 1
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    source: str  # where verl enforces it (or "not checked by verl")
+    check: Callable[[View], Iterable[Finding]]
+
+
+def _num(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+# -- types ----------------------------------------------------------------------------------------------
+def _type_of(default: Any) -> str | None:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, (int, float)):
+        return "number"
+    if isinstance(default, str) and "${" not in default and default != REQUIRED:
+        return "string"
+    if isinstance(default, list):
+        return "list"
+    return None  # null, an interpolation, a mapping: any value
+
+
+def check_types(v: View) -> Iterator[Finding]:
+    seen = set()
+    present = [k for k in POSITIVE_INTS if get_path(v.config, k.split(".")) is not MISSING]
+    for key in present:  # keys of the composed config (megatron has no actor.ulysses_sequence_parallel_size)
+        value = v.get(key)
+        if not (isinstance(value, int) and not isinstance(value, bool)) or value < 1:
+            seen.add(key)
+            yield (
+                key,
+                f"is {_num(value)}: verl needs a whole number >= 1 here",
+                f"set {key} to a positive integer",
+            )
+    for key in POSITIVE_INTS_OR_NULL:
+        value = v.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            seen.add(key)
+            yield (
+                key,
+                f"is {_num(value)}: verl needs a whole number >= 1 or null here",
+                f"set {key} to a positive integer, or null",
+            )
+    if v.schema is None:
+        return
+    for o in v.user:  # every other value the user set, against the type of verl's default
+        if o.key in seen or o.plus:
+            continue
+        want = _type_of(v.schema.default(o.key))
+        value = o.value
+        wrong = (
+            (want == "bool" and not isinstance(value, bool))
+            or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
+            or (want == "string" and isinstance(value, (dict, bool)))  # lists: verl's file keys take them
+            or (want == "list" and not isinstance(value, (list, str)))
+        )
+        if wrong:
+            default = v.schema.default(o.key)
+            yield (
+                o.key,
+                f"is {_num(value)} ({type(value).__name__}); verl's default is {default!r}, a "
+                f"{want}: verl does "
+                "not check types and would fail later or silently misread it",
+                f"give {o.key} a {want}" + (" (true or false)" if want == "bool" else ""),
+            )
+
+
+# -- verl's validate_config and its config classes ------------------------------------------------------
+def check_batch_divisible(v: View) -> Iterator[Finding]:
+    if v.dynamic_bsz:
+        return
+    n, tbs, rn = v.n_gpus, v.int("data.train_batch_size"), v.int(R + "n")
+    if not (n and tbs and rn):
+        return
+    if v.megatron:
+        tp, pp, cp = (
+            v.int(A + f"megatron.{k}_parallel_size") for k in ("tensor_model", "pipeline_model", "context")
+        )
+        if not (tp and pp and cp):
+            return
+        if n % (tp * pp * cp):
+            yield (
+                A + "megatron.tensor_model_parallel_size",
+                f"TP {tp} x PP {pp} x CP {cp} = {tp * pp * cp} does not divide {v.devices_text}",
+                "choose TP, PP and CP whose product divides the device count",
+            )
+            return
+        micro = v.int(A + "ppo_micro_batch_size_per_gpu")
+        if micro is None:
+            return
+        minimal = n // (tp * pp * cp) * micro
+        what = (
+            f"the data-parallel size {n // (tp * pp * cp)} x ppo_micro_batch_size_per_gpu {micro} = {minimal}"
+        )
+    else:
+        minimal, what = n, v.devices_text
+    if (tbs * rn) % minimal:
+        good = next(b for b in range(tbs, tbs + minimal + 1) if (b * rn) % minimal == 0)
+        yield (
+            "data.train_batch_size",
+            f"data.train_batch_size {tbs} x {R}n {rn} = {tbs * rn} responses per step are not "
+            f"divisible by {what}",
+            f"use data.train_batch_size {good} (or change {R}n or the device count)",
+        )
+
+
+def _pair(v: View, section: str, name: str) -> Iterator[Finding]:
+    both = (v.get(f"{section}.{name}"), v.get(f"{section}.{name}_per_gpu"))
+    if both[0] is None and both[1] is None:
+        yield (
+            f"{section}.{name}_per_gpu",
+            f"neither {section}.{name} nor {section}.{name}_per_gpu is set (verl needs exactly one when "
+            f"{A}use_dynamic_bsz is false)",
+            f"set {section}.{name}_per_gpu (e.g. 1)",
+        )
+    elif both[0] is not None and both[1] is not None:
+        yield (
+            f"{section}.{name}",
+            f"both {section}.{name} ({both[0]}) and {section}.{name}_per_gpu ({both[1]}) are set; verl takes "
+            "exactly one (the first is deprecated)",
+            f"remove {section}.{name}",
+        )
+
+
+def check_micro_batch_pairs(v: View) -> Iterator[Finding]:
+    if v.dynamic_bsz:
+        return
+    yield from _pair(v, "actor_rollout_ref.actor", "ppo_micro_batch_size")
+    yield from _pair(v, "actor_rollout_ref.rollout", "log_prob_micro_batch_size")
+    if v.need_ref:
+        yield from _pair(v, "actor_rollout_ref.ref", "log_prob_micro_batch_size")
+
+
+def check_loss_agg_mode(v: View) -> Iterator[Finding]:
+    mode = v.get(A + "loss_agg_mode")
+    if mode not in LOSS_AGG_MODES:
+        yield (
+            A + "loss_agg_mode",
+            f"'{mode}' is not a loss aggregation mode of verl",
+            "use one of: " + ", ".join(LOSS_AGG_MODES),
+        )
+
+
+def check_mini_batch(v: View) -> Iterator[Finding]:
+    if v.dynamic_bsz:
+        return
+    tbs, mini = v.int("data.train_batch_size"), v.int(A + "ppo_mini_batch_size")
+    if tbs and mini and tbs < mini:
+        yield (
+            A + "ppo_mini_batch_size",
+            f"{mini} is larger than data.train_batch_size {tbs} (a mini-batch is part of a step's batch)",
+            f"use at most {tbs}",
+        )
+    micro, n, sp = v.int(A + "ppo_micro_batch_size"), v.n_gpus, v.actor_sp()
+    if micro and mini and mini % micro:
+        yield (
+            A + "ppo_micro_batch_size",
+            f"{micro} does not divide {A}ppo_mini_batch_size {mini}",
+            "use a divisor, or ppo_micro_batch_size_per_gpu",
+        )
+    if micro and n and sp and micro * sp < n and not v.megatron:
+        yield (
+            A + "ppo_micro_batch_size",
+            f"{micro} x ulysses_sequence_parallel_size {sp} = {micro * sp} is below {v.devices_text}",
+            "use ppo_micro_batch_size_per_gpu instead (the global one is deprecated)",
+        )
+
+
+def check_sequence_parallel(v: View) -> Iterator[Finding]:
+    sp = v.int(A + "ulysses_sequence_parallel_size")
+    if not v.megatron and sp and sp > 1 and not v.flag("actor_rollout_ref.model.use_remove_padding"):
+        yield (
+            "actor_rollout_ref.model.use_remove_padding",
+            f"is false, but {A}ulysses_sequence_parallel_size is {sp}: Ulysses sequence parallelism needs it",
+            "set actor_rollout_ref.model.use_remove_padding: true",
+        )
+
+
+def check_sampling_temperature(v: View) -> Iterator[Finding]:
+    temp = v.get(R + "temperature")
+    if v.flag(R + "val_kwargs.do_sample") and isinstance(temp, (int, float)) and temp <= 0:
+        yield (
+            R + "temperature",
+            f"is {temp}, but {R}val_kwargs.do_sample is true: sampling needs a temperature above 0",
+            f"set {R}temperature > 0, or {R}val_kwargs.do_sample: false",
+        )
+
+
+def check_router_replay(v: View) -> Iterator[Finding]:
+    strategy = v.get(A + "strategy")
+    engine = {"megatron": "megatron", "veomni": "veomni"}.get(strategy, "fsdp_config")
+    if v.get(A + f"{engine}.router_replay.mode") == "R2" and v.flag(
+        "algorithm.rollout_correction.bypass_mode"
+    ):
+        yield (
+            "algorithm.rollout_correction.bypass_mode",
+            f"is true, but {A}{engine}.router_replay.mode is R2, which records routes while recomputing the "
+            "actor's old log-probs (bypass mode skips that pass)",
+            "set algorithm.rollout_correction.bypass_mode: false, or another router_replay.mode",
+        )
+
+
+def check_lora_rank(v: View) -> Iterator[Finding]:
+    rank = v.get("actor_rollout_ref.model.lora.rank") or 0
+    key = "actor_rollout_ref.model.lora.rank"
+    if not (isinstance(rank, int) and rank > 0):
+        rank, key = v.get("actor_rollout_ref.model.lora_rank") or 0, "actor_rollout_ref.model.lora_rank"
+    if v.flag("actor_rollout_ref.model.lora.merge") or not isinstance(rank, int):
+        return
+    if v.get(R + "name") == "vllm" and rank > VLLM_MAX_LORA_RANK:
+        yield (
+            key,
+            f"{rank} is above vLLM's largest LoRA rank {VLLM_MAX_LORA_RANK}",
+            f"use a rank <= {VLLM_MAX_LORA_RANK}",
+        )
+
+
+def check_critic(v: View) -> Iterator[Finding]:
+    if not v.need_critic:
+        return
+    path = v.get("critic.model.path")
+    placeholder = v.schema.default("critic.model.path") if v.schema else None
+    if path in (None, "", REQUIRED) or path == placeholder:
+        yield (
+            "critic.model.path",
+            f"is {path!r} (verl's placeholder): {v.get('algorithm.adv_estimator')} with a critic "
+            "(critic.enable, or adv_estimator gae) trains a value model from it",
+            "set critic.model.path (usually the actor's model path)",
+        )
+    if v.flag("critic.use_dynamic_bsz"):
+        return
+    yield from _pair(v, "critic", "ppo_micro_batch_size")
+    tbs, mini, micro = (
+        v.int("data.train_batch_size"),
+        v.int("critic.ppo_mini_batch_size"),
+        v.int("critic.ppo_micro_batch_size"),
+    )
+    if tbs and mini and tbs < mini:
+        yield (
+            "critic.ppo_mini_batch_size",
+            f"{mini} is larger than data.train_batch_size {tbs}",
+            f"use at most {tbs}",
+        )
+    if micro and mini and mini % micro:
+        yield (
+            "critic.ppo_micro_batch_size",
+            f"{micro} does not divide critic.ppo_mini_batch_size {mini}",
+            "use a divisor",
+        )
+    sp, n = v.int("critic.ulysses_sequence_parallel_size") or 1, v.n_gpus
+    if micro and n and v.get("critic.strategy") in ("fsdp", "fsdp2") and micro * sp < n:
+        yield (
+            "critic.ppo_micro_batch_size",
+            f"{micro} x critic.ulysses_sequence_parallel_size {sp} is below {v.devices_text}",
+            "use critic.ppo_micro_batch_size_per_gpu instead",
+        )
+
+
+# -- what verl checks only on the workers, or never ----------------------------------------------------
+def check_worker_mini_batch(v: View) -> Iterator[Finding]:
+    """engine_workers.train_mini_batch: ppo_mini_batch_size x rollout.n split evenly over the actor's DP."""
+    mini, rn, dp = v.int(A + "ppo_mini_batch_size"), v.int(R + "n"), v.actor_dp()
+    if mini and rn and dp and (mini * rn) % dp:
+        good = next(m for m in range(mini, mini + dp + 1) if (m * rn) % dp == 0)
+        yield (
+            A + "ppo_mini_batch_size",
+            f"{mini} x {R}n {rn} = {mini * rn} samples per mini-batch do not split over the actor's "
+            f"{dp} data-parallel ranks (verl's validate_config lets this pass; its workers fail with "
+            "'Got mini_batch_size=... and ...get_data_parallel_size()=...' after the cluster started)",
+            f"use ppo_mini_batch_size {good}",
+        )
+    if not v.need_critic:
+        return
+    cmini = v.int("critic.ppo_mini_batch_size")
+    n = v.n_gpus
+    csp = v.int("critic.ulysses_sequence_parallel_size") or 1
+    cdp = n // csp if n and n % csp == 0 else None
+    if cmini and rn and cdp and (cmini * rn) % cdp:
+        yield (
+            "critic.ppo_mini_batch_size",
+            f"{cmini} x {R}n {rn} = {cmini * rn} samples per mini-batch do not split over the critic's "
+            f"{cdp} data-parallel ranks (verl's workers would fail after the cluster started)",
+            "use a critic.ppo_mini_batch_size whose product with rollout.n is a multiple of " + str(cdp),
+        )
+
+
+def check_rollout_parallel(v: View) -> Iterator[Finding]:
+    tp, dp, pp, n = (
+        v.int(R + "tensor_model_parallel_size"),
+        v.int(R + "data_parallel_size"),
+        v.int(R + "pipeline_model_parallel_size"),
+        v.n_gpus,
+    )
+    if tp and dp and pp and n and n % (tp * dp * pp):
+        yield (
+            R + "tensor_model_parallel_size",
+            f"rollout TP {tp} x DP {dp} x PP {pp} = {tp * dp * pp} does not divide {v.devices_text} (verl's "
+            "workers would fail after the cluster started)",
+            "choose rollout sizes whose product divides the device count",
+        )
+    if tp and v.heads and v.heads % tp:
+        fits = [t for t in range(1, v.heads + 1) if v.heads % t == 0 and (not n or n % t == 0)]
+        yield (
+            R + "tensor_model_parallel_size",
+            f"{tp} does not divide the model's {v.heads} attention heads (the inference engine "
+            "shards heads by TP)",
+            "use one of: " + ", ".join(str(t) for t in fits[:8]),
+        )
+    if tp and v.kv_heads and v.kv_heads % tp and tp % v.kv_heads:
+        yield (
+            R + "tensor_model_parallel_size",
+            f"{tp} and the model's {v.kv_heads} key/value heads do not divide one another (neither "
+            "sharded nor "
+            "replicated evenly)",
+            f"use a TP that divides {v.kv_heads} or is a multiple of it",
+        )
+
+
+def check_rollout_engine(v: View) -> Iterator[Finding]:
+    name = v.get(R + "name")
+    if name not in ROLLOUT_NAMES:
+        yield (
+            R + "name",
+            f"is {name!r}: verl 0.9.1's rollouts are the servers " + ", ".join(ROLLOUT_NAMES),
+            f"set {R}name: vllm (vllm-ascend on NPU) or sglang",
+        )
+
+
+def check_separate_async(v: View) -> Iterator[Finding]:
+    if v.get("trainer.v1.trainer_mode") != "separate_async":
+        return
+    tbs, mini, sync = (
+        v.int("data.train_batch_size"),
+        v.int(A + "ppo_mini_batch_size"),
+        v.int("trainer.v1.separate_async.parameter_sync_step"),
+    )
+    if tbs and mini and sync and tbs != sync * mini:
+        yield (
+            "data.train_batch_size",
+            f"is {tbs}, but separate-async training needs parameter_sync_step {sync} x "
+            f"ppo_mini_batch_size {mini} = {sync * mini}",
+            f"set data.train_batch_size {sync * mini}, or change "
+            "trainer.v1.separate_async.parameter_sync_step",
+        )
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("types", "not checked by verl (the config tree is untyped)", check_types),
+    Rule("batch_divisible", "verl/utils/config.py validate_config", check_batch_divisible),
+    Rule("micro_batch_pairs", "validate_config, ActorConfig.__post_init__", check_micro_batch_pairs),
+    Rule("loss_agg_mode", "ActorConfig.__post_init__", check_loss_agg_mode),
+    Rule("mini_batch", "ActorConfig.validate", check_mini_batch),
+    Rule("sequence_parallel", "FSDPActorConfig.validate", check_sequence_parallel),
+    Rule("sampling_temperature", "validate_config", check_sampling_temperature),
+    Rule("router_replay", "validate_config (_validate_router_replay_config)", check_router_replay),
+    Rule("lora_rank", "validate_config (get_vllm_max_lora_rank)", check_lora_rank),
+    Rule("critic", "CriticConfig.__post_init__ / validate", check_critic),
+    Rule(
+        "worker_mini_batch",
+        "only on the workers: engine_workers.py train_mini_batch",
+        check_worker_mini_batch,
+    ),
+    Rule(
+        "rollout_parallel",
+        "only on the workers: engine_workers.py; the inference engine",
+        check_rollout_parallel,
+    ),
+    Rule("rollout_engine", "only on the workers: get_rollout_class", check_rollout_engine),
+    Rule("separate_async", "only in the trainer: trainer_separate_async.py", check_separate_async),
+)
+
+
+def run(view: View, rules: Iterable[Rule] = RULES) -> list[Finding]:
+    """Every finding of every rule, in table order (a key reported once per message)."""
+    out: list[Finding] = []
+    for rule in rules:
+        for finding in rule.check(view):
+            if finding not in out:
+                out.append(finding)
+    return out

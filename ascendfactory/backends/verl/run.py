@@ -1,0 +1,302 @@
+"""Reading an experiment's `backend_config` into the Hydra overrides of one verl run.
+
+Three kinds of override, in this order on the command line:
+
+1. the user's: `backend_config` flattened (`overrides.flatten`), in the file's order;
+2. the ones AscendFactory decides (`OWNED`): a user value that differs is an error naming the generic key
+   that decides it (`trainer.default_local_dir` is `{af_output_dir}/saved_checkpoints`, the documented
+   tree that resume, retention and the merge step read; `trainer.nnodes` / `n_gpus_per_node` come from
+   `env`; the resume mode from `train_auto_resume` / `ckpt_load_type`; checkpoint rotation from
+   `save_total_limit`; `trainer.device` from the machine);
+3. defaults the user may change (`trainer.project_name` = af_model_name, `trainer.experiment_name` =
+   exp_name, `trainer.logger` with `console` always in it (our logs are its lines) and `tensorboard` when
+   the experiment's `tensorboard` is set, `algorithm.adv_estimator=grpo` for the grpo and dapo stages), and
+   Hydra's own `hydra.run.dir=.`, `hydra.output_subdir=null`, `hydra/job_logging=stdout` (no `outputs/`
+   folder or `main_ppo.log` written into the working directory; the console output is unchanged).
+
+`ray_kwargs.ray_init.num_cpus` is not passed to verl (its `ray.init` attaches to the cluster the plan
+starts, where num_cpus is refused): it becomes each node's `ray start --num-cpus`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ascendfactory.backends.verl import overrides as ov
+from ascendfactory.backends.verl import schema as sc
+from ascendfactory.backends.verl.schema import Override
+
+CHECKPOINT_DIR = "saved_checkpoints"
+HYDRA_OVERRIDES = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout")
+# backend_config keys that are ours, not verl's
+OPTIONS = {
+    "env_dir": "the verl environment (default: env AF_VERL_ENV, else install.sh's)",
+    "merge": "merge the newest actor checkpoint into Hugging Face weights at the end (default true)",
+}
+# Keys the plan decides: (what decides it, the fix).
+OWNED: dict[str, tuple[str, str]] = {
+    "trainer.default_local_dir": (
+        "af_output_dir",
+        "remove it: checkpoints go to {af_output_dir}/saved_checkpoints",
+    ),
+    "trainer.nnodes": ("env.NNODES", "set env.NNODES instead"),
+    "trainer.n_gpus_per_node": (
+        "the devices per node",
+        "set env.NPUS_PER_NODE (ASCEND_RT_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES win when set) instead",
+    ),
+    "trainer.resume_mode": (
+        "train_auto_resume and ckpt_load_type",
+        "remove it; set train_auto_resume instead",
+    ),
+    "trainer.resume_from_path": (
+        "ckpt_load_type: 2 with user_converted_ckpt_path",
+        "remove it; set ckpt_load_type: 2 and user_converted_ckpt_path instead",
+    ),
+    "trainer.max_actor_ckpt_to_keep": ("save_total_limit", "remove it; set save_total_limit instead"),
+    "trainer.max_critic_ckpt_to_keep": ("save_total_limit", "remove it; set save_total_limit instead"),
+    "trainer.device": ("the machine (npu or cuda)", "remove it"),
+}
+# ray.init arguments that are refused when attaching to a running cluster (ray_node.py started it).
+RAY_INIT_REFUSED = ("num_gpus", "resources", "object_store_memory", "address", "labels", "_temp_dir")
+PATH_KEYS = (
+    "data.train_files",
+    "data.val_files",
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.model.tokenizer_path",
+    "critic.model.path",
+    "custom_reward_function.path",
+)
+STAGE_ESTIMATORS = {"grpo": "grpo", "dapo": "grpo"}
+
+
+@dataclass
+class VerlRun:
+    engine: str
+    schema: sc.Schema
+    user: list[Override]  # from backend_config
+    filled: list[Override]  # decided by the plan
+    options: dict[str, Any]
+    num_cpus: float | None  # ray_kwargs.ray_init.num_cpus: each node's `ray start --num-cpus`
+    resume: str  # the resume mode, in words
+    problems: list[tuple[str, str, str]] = field(default_factory=list)  # (key, message, fix)
+
+    @property
+    def overrides(self) -> list[Override]:
+        return [*self.user, *self.filled]
+
+    def texts(self, *, hydra: bool = True) -> list[str]:
+        """The command line's overrides (`hydra`: with Hydra's own three)."""
+        return [ov.override_text(o) for o in self.overrides] + (list(HYDRA_OVERRIDES) if hydra else [])
+
+
+def read(
+    backend_config: Mapping[str, Any],
+    *,
+    stage: str | None,
+    af_model_name: str,
+    exp_name: str,
+    output_dir: str,
+    nnodes: int,
+    devices_per_node: int,
+    device: str,
+    train_auto_resume: bool,
+    ckpt_load_type: int,
+    user_converted_ckpt_path: str | None,
+    save_total_limit: int,
+    tensorboard: Mapping[str, Any] | None,
+    cwd: str,
+) -> VerlRun:
+    problems: list[tuple[str, str, str]] = []
+    bc = dict(backend_config)
+    engine = str(bc.get("model_engine", "dp"))
+    if engine not in sc.ENGINES:
+        problems.append(
+            ("model_engine", f"'{engine}' is not a verl model_engine", "use one of: " + ", ".join(sc.ENGINES))
+        )
+        engine = "dp"
+    schema = sc.load(engine)
+    sections = set(schema.children(""))
+    options = {k: bc.pop(k) for k in list(bc) if k in OPTIONS}
+    for key in list(bc):
+        if key.lstrip("+") not in sections:
+            import difflib
+
+            close = difflib.get_close_matches(key, [*sections, *OPTIONS], n=2, cutoff=0.6)
+            problems.append(
+                (
+                    key,
+                    f"is neither a section of verl {schema.version}'s config nor an option of this backend",
+                    ("did you mean " + " or ".join(close) + "? " if close else "")
+                    + "verl's sections: "
+                    + ", ".join(sorted(sections))
+                    + "; ours: "
+                    + ", ".join(OPTIONS),
+                )
+            )
+            bc.pop(key)
+    user = _absolute_paths(ov.flatten(bc, schema), cwd)
+
+    # ray_kwargs.ray_init: num_cpus goes to `ray start`, arguments ray.init refuses on a cluster are errors
+    num_cpus = None
+    kept = []
+    for o in user:
+        if o.key == "ray_kwargs.ray_init.num_cpus":
+            if o.value is not None:
+                if isinstance(o.value, (int, float)) and not isinstance(o.value, bool) and o.value > 0:
+                    num_cpus = float(o.value)
+                else:
+                    problems.append(
+                        (
+                            o.key,
+                            f"is {o.value!r}: a number of logical CPUs is needed",
+                            "set a positive number",
+                        )
+                    )
+            continue
+        if o.key.startswith("ray_kwargs.ray_init.") and o.key.split(".")[2] in RAY_INIT_REFUSED:
+            problems.append(
+                (
+                    o.key,
+                    "is refused by ray.init when it attaches to a running cluster, and the plan "
+                    "starts the cluster "
+                    "itself (ray start on every node, the devices detected by Ray)",
+                    "remove it; ray_kwargs.ray_init.num_cpus sets each node's logical CPUs",
+                )
+            )
+            continue
+        kept.append(o)
+    user = kept
+
+    # what AscendFactory decides
+    out = os.path.abspath(output_dir)
+    resume_mode, resume_path, resume_text = (
+        "disable",
+        None,
+        "disabled: training starts from actor_rollout_ref.model.path",
+    )
+    if ckpt_load_type == 0:
+        problems.append(
+            (
+                "ckpt_load_type",
+                "is 0 (no weights), but verl always starts from the weights at actor_rollout_ref.model.path",
+                "use ckpt_load_type 1",
+            )
+        )
+    if train_auto_resume:
+        resume_mode, resume_text = (
+            "auto",
+            f"auto: verl resumes from the newest checkpoint in {out}/{CHECKPOINT_DIR}",
+        )
+    elif ckpt_load_type == 2 and user_converted_ckpt_path:
+        resume_mode, resume_path = "resume_path", os.path.abspath(user_converted_ckpt_path)
+        resume_text = f"resume_path: {resume_path}"
+        if "global_step_" not in os.path.basename(resume_path.rstrip("/")):
+            problems.append(
+                (
+                    "user_converted_ckpt_path",
+                    f"'{user_converted_ckpt_path}' is not a global_step_N directory, which verl's "
+                    "resume_path needs",
+                    "point it at .../global_step_N",
+                )
+            )
+    owned_values: dict[str, Any] = {
+        "trainer.default_local_dir": os.path.join(out, CHECKPOINT_DIR),
+        "trainer.nnodes": nnodes,
+        "trainer.n_gpus_per_node": devices_per_node,
+        "trainer.resume_mode": resume_mode,
+        "trainer.device": device,
+    }
+    if resume_path:
+        owned_values["trainer.resume_from_path"] = resume_path
+    if save_total_limit > 0:
+        owned_values["trainer.max_actor_ckpt_to_keep"] = save_total_limit
+        owned_values["trainer.max_critic_ckpt_to_keep"] = save_total_limit
+    if ckpt_load_type == 1 and user_converted_ckpt_path:
+        given = next((o for o in user if o.key == "actor_rollout_ref.model.path"), None)
+        path = os.path.abspath(user_converted_ckpt_path)
+        if given is not None and os.path.abspath(str(given.value)) != path:
+            problems.append(
+                (
+                    "user_converted_ckpt_path",
+                    f"names weights ({path}) other than actor_rollout_ref.model.path ({given.value})",
+                    "keep one of the two",
+                )
+            )
+        elif given is None:
+            user.append(Override("actor_rollout_ref.model.path", path, source="user_converted_ckpt_path"))
+    for o in list(user):
+        if o.key in OWNED:
+            decided_by, fix = OWNED[o.key]
+            ours = owned_values.get(o.key)
+            same = o.value == ours or (
+                o.key == "trainer.default_local_dir" and os.path.abspath(str(o.value)) == ours
+            )
+            if not same:
+                problems.append(
+                    (o.key, f"is {o.value!r}; the plan sets it from {decided_by} ({ours!r})", fix)
+                )
+            user.remove(o)
+    filled = [Override(k, v, source="plan") for k, v in owned_values.items()]
+
+    set_keys = {o.key for o in user}
+    if "trainer.project_name" not in set_keys:
+        filled.append(Override("trainer.project_name", af_model_name, source="af_model_name"))
+    if "trainer.experiment_name" not in set_keys:
+        filled.append(Override("trainer.experiment_name", exp_name, source="exp_name"))
+    loggers = next((o for o in user if o.key == "trainer.logger"), None)
+    wanted = ["console"] + (["tensorboard"] if tensorboard else [])
+    given_list = (
+        []
+        if loggers is None
+        else ([loggers.value] if isinstance(loggers.value, str) else list(loggers.value or []))
+    )
+    merged = [*wanted, *[x for x in given_list if x not in wanted]]
+    if loggers is not None:
+        user.remove(loggers)
+    filled.append(Override("trainer.logger", merged[0] if merged == ["console"] else merged, source="plan"))
+    estimator = STAGE_ESTIMATORS.get(stage or "")
+    given_estimator = next((o.value for o in user if o.key == "algorithm.adv_estimator"), None)
+    if estimator and given_estimator is None:
+        filled.append(Override("algorithm.adv_estimator", estimator, source=f"stage {stage}"))
+    elif estimator and given_estimator != estimator:
+        problems.append(
+            (
+                "algorithm.adv_estimator",
+                f"is '{given_estimator}', but stage {stage} is verl's GRPO recipe (adv_estimator "
+                f"{estimator})",
+                "remove it, or use stage ppo for another estimator",
+            )
+        )
+    return VerlRun(
+        engine=engine,
+        schema=schema,
+        user=user,
+        filled=filled,
+        options=options,
+        num_cpus=num_cpus,
+        resume=resume_text,
+        problems=problems,
+    )
+
+
+def _absolute_paths(user: list[Override], cwd: str) -> list[Override]:
+    """Local paths relative to the working directory, made absolute (verl's Ray actors run elsewhere)."""
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if (
+            isinstance(value, str)
+            and value
+            and not os.path.isabs(value)
+            and not value.startswith(("~", "hdfs:"))
+        ):
+            candidate = os.path.join(cwd, value)
+            if value.startswith(("./", "../")) or os.path.exists(candidate):
+                return os.path.normpath(candidate)
+        return value
+
+    return [Override(o.key, fix(o.value), o.plus, o.source) if o.key in PATH_KEYS else o for o in user]
