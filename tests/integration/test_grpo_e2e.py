@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 CLI = [sys.executable, "-m", "ascendfactory.cli.app"]
 WARMUP = REPO / "cfgs" / "quickstart_grpo_sft.yaml"
 GRPO = REPO / "cfgs" / "quickstart_grpo.yaml"
-ITERS = 16
+ITERS = 14
 PARSED = ("grpo/score/mean", "response_length/mean", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm")
 
 
@@ -45,7 +45,7 @@ def grpo_args(out: Path, model: Path) -> list[str]:
         f"--backend_config.megatron_training.tokenizer_name_or_path={model}",
         f"--env.MASTER_PORT={free_port()}",
         f"--backend_config.megatron_training.train_iters={ITERS}",
-        "--backend_config.megatron_training.save_interval=4",
+        "--backend_config.megatron_training.save_interval=7",
         "--save_total_limit=0",
         "--auto_resume.backoff_s=0.5",
     ]
@@ -98,7 +98,7 @@ def test_quickstart_reward_rises_and_leaves_mindspeed_rls_tree(quickstart):
         "preprocessed_data/demo_grpo_packed_input_ids_document.idx",
         "preprocessed_data/demo_grpo_packed_labels_document.bin",
         "converted_hf2mg_weight_TP1PP1/latest_checkpointed_iteration.txt",
-        "saved_checkpoints/iter_0000016",
+        "saved_checkpoints/iter_0000014",
         "converted_mg2hf_weight/model.safetensors",
         "mindspeed_rl_grpo.yaml",
         "exp-config.yaml",
@@ -110,7 +110,7 @@ def test_quickstart_reward_rises_and_leaves_mindspeed_rls_tree(quickstart):
     assert len(lines) == ITERS
     score = [m["grpo/score/mean"] for m in lines]
     assert score[0] < 0.3, score
-    assert sum(score[-4:]) / 4 > 0.8, score
+    assert sum(score[-6:]) / 6 > 0.8, score
     length = [m["response_length/mean"] for m in lines]
     assert length[-1] > length[0] + 10  # the rewarded format is the longer one
     rank0 = next(p for p in (out / "logs").iterdir() if p.name.endswith("-run_log-N1-0.txt"))
@@ -140,10 +140,10 @@ def test_kill9_of_a_rank_resumes_to_bit_identical_weights(tmp_path, warm, quicks
     )
     tracker = out / "saved_checkpoints" / "latest_checkpointed_iteration.txt"
     deadline = time.time() + 300
-    while time.time() < deadline and not (tracker.exists() and tracker.read_text().strip() == "8"):
+    while time.time() < deadline and not (tracker.exists() and tracker.read_text().strip() == "7"):
         time.sleep(0.05)
     assert tracker.exists(), "no checkpoint was saved"
-    time.sleep(0.5)  # a little into iteration 9
+    time.sleep(0.5)  # a little into iteration 8
     victims = [
         p
         for p in psutil.Process(runner.pid).children(recursive=True)
@@ -162,7 +162,7 @@ def test_kill9_of_a_rank_resumes_to_bit_identical_weights(tmp_path, warm, quicks
     # the resumed segment goes on from the checkpoint with the same samples and losses
     reference = {m["step"]: m for m in metric_lines(next((quickstart / "logs").glob("grpo_metrics-*.log")))}
     resumed = metric_lines(max((out / "logs").glob("grpo_metrics-*.log")))
-    assert [m["step"] for m in resumed] == list(range(9, ITERS + 1))
+    assert [m["step"] for m in resumed] == list(range(8, ITERS + 1))
     for m in resumed:
         assert all(m[k] == reference[m["step"]][k] for k in PARSED), m["step"]
 
