@@ -84,7 +84,12 @@ def hf_to_megatron(
                     )
                 if keep:
                     stage[name] = t
-            shard = hf_local_to_megatron(stage, cfg=dims, tp=tp, tp_rank=tp_rank, layer_offset=lo)
+            keep = dims.tie_word_embeddings and pp > 1 and pp_rank == pp - 1
+            if keep:  # the last stage's own copy of tied embeddings (convert_ckpt_v2.py)
+                stage["lm_head.weight"] = local["model.embed_tokens.weight"]
+            shard = hf_local_to_megatron(
+                stage, cfg=dims, tp=tp, tp_rank=tp_rank, layer_offset=lo, keep_tied_output=keep
+            )
             megatron_io.save_shard(
                 out_dir,
                 1,
