@@ -16,7 +16,6 @@ Beyond plain SFT / pre-training, as MindSpeed-LLM / Megatron do them:
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import resource
@@ -311,10 +310,7 @@ class Trainer:
             self.position.consumed_valid_samples = consumed
         value = self.reduce_loss(torch.tensor(total / count)) if count else None
         if value is not None and self.is_last_rank:
-            ppl = math.exp(min(20.0, value))
-            string = f" validation loss at {prefix} | lm loss value: {value:.6E} | lm loss PPL: {ppl:.6E} | "
-            line = "-" * (len(string) + 1)
-            logline.emit(line + "\n" + string + "\n" + line)
+            logline.emit("\n".join(logline.format_validation(prefix, {"lm loss": value})))
         if value is not None:
             self.monitor.validation_scalars(
                 "lm loss",
