@@ -200,6 +200,10 @@ def megatron_to_hf_full(root: str | Path, iteration: int | None = None) -> dict[
         ]
         from ascendfactory.engine.convert.dims import as_dims
 
-        full.update(hf_locals_to_full(locals_, cfg=as_dims(args)))
+        dims = as_dims(args)
+        if dims.tie_word_embeddings:  # the last stage's copy of a tied embedding (PP > 1) is not a weight
+            for local in locals_:
+                local.pop("lm_head.weight", None)
+        full.update(hf_locals_to_full(locals_, cfg=dims))
         offset += len({k.split(".")[2] for k in shards[0]["model"] if k.startswith("decoder.layers.")})
     return full
