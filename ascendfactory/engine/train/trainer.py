@@ -308,7 +308,8 @@ class Trainer:
             self.model.train()
         if continuing:
             self.position.consumed_valid_samples = consumed
-        value = self.reduce_loss(torch.tensor(total / count)) if count else None
+        # a device tensor: NCCL / HCCL reduce only device memory
+        value = self.reduce_loss(torch.tensor(total / count, device=self.env.device)) if count else None
         if value is not None and self.is_last_rank:
             logline.emit("\n".join(logline.format_validation(prefix, {"lm loss": value})))
         if value is not None:
