@@ -97,12 +97,13 @@ class PretrainSamples:
         lo, hi = split_ranges(split, len(self.data))[part]
         sizes = self.data.sizes[lo:hi].astype(np.int64)
         tokens_per_epoch = int(sizes.sum())
-        if hi == lo or tokens_per_epoch <= seq_length:
+        # validation/test windows may span repeated epochs of a small part (Megatron's GPTDataset does)
+        if hi == lo or tokens_per_epoch <= (seq_length if part == 0 else 1):
             raise ConfigError(
                 Problem(
                     key="--data-path" if part == 0 else "--split",
-                    message=f"{prefix}: the {PART_NAMES[part]} split has "
-                    f"{tokens_per_epoch} tokens, fewer than --seq-length + 1",
+                    message=f"{prefix}: the {PART_NAMES[part]} split has {tokens_per_epoch} tokens"
+                    + (", fewer than --seq-length + 1" if part == 0 else ""),
                     fix="use more data, a shorter --seq-length, or --split 100,0,0"
                     if part == 0
                     else f"give the {PART_NAMES[part]} part more documents, or --eval-iters 0",
