@@ -125,7 +125,8 @@ class Checkpointer:
         log: Any,
     ):
         self.args, self.mg_args, self.topo, self.device, self.log = args, megatron_args, topo, device, log
-        self.tied_output_loaded = False  # the last load gave this rank's tied output copy its own value
+        self.loaded = False  # a checkpoint's weights were loaded
+        self.tied_output_loaded = False  # ... and they held this rank's tied output copy (PP > 1)
 
     # ---------------------------------------------------------------- save
     def save(
@@ -413,6 +414,7 @@ class Checkpointer:
         load_local_state(
             model, local, missing_ok=lambda n: is_adapter(n) or (tied_output and n == "lm_head.weight")
         )
+        self.loaded = True
         self.tied_output_loaded = tied_output and "lm_head.weight" in local
         round_params(model, self.params_dtype)
 

@@ -471,7 +471,7 @@ class Trainer:
                     f"WARNING: rank {self.env.rank}: the checkpoint's output_layer.weight differs from the "
                     "first stage's tied embedding; using the embedding"
                 )
-            elif not first and not self.checkpointer.tied_output_loaded and self.args.load:
+            elif not first and self.checkpointer.loaded and not self.checkpointer.tied_output_loaded:
                 self.log_last(
                     "WARNING: the checkpoint has no output_layer.weight on the last stage (tied embeddings, "
                     "PP > 1): copied from the first stage's embedding"
