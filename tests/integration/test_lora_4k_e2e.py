@@ -1,6 +1,7 @@
 """The shipped `lora-4k` experiment on the embedded backend, end to end through the CLI, on the demo model:
-preprocess -> hf2mg -> LoRA training (TP 2, bf16, validation) -> mg2hf with the adapters merged; then the
-same file planned for MindSpeed-LLM.
+preprocess -> hf2mg -> LoRA training (2 processes: data parallel 2, bf16, validation) -> mg2hf with the
+adapters merged; then the same file planned for MindSpeed-LLM. (LoRA under TP and PP:
+test_train_lora_tied_bf16.py; merging TP/PP shards: tests/unit/engine/convert/test_tied_and_lora.py.)
 
 Merged logits vs base + adapter: the reference runs the base weights with the trained adapters applied
 (`lora.apply_lora`, PEFT's forward), in fp32; the merged model holds `W + alpha/r * B @ A` rounded to bf16
@@ -40,7 +41,7 @@ def lora_run(tmp_path_factory, demo_model):
     assert made.returncode == 0, made.stderr
     out = root / "out"
     small = {
-        "tokenizer-name-or-path": demo_model, "tensor-model-parallel-size": 2, "seq-length": 128,
+        "tokenizer-name-or-path": demo_model, "tensor-model-parallel-size": 1, "seq-length": 128,
         "micro-batch-size": 4, "global-batch-size": 8, "train-iters": 30, "lr": 2e-2, "min-lr": 2e-3,
         "save-interval": 15, "split": "90,10,0", "eval-interval": 10, "eval-iters": 2,
     }  # fmt: skip
@@ -65,13 +66,16 @@ def test_lora_4k_trains_saves_adapters_and_merges(lora_run):
     assert len(losses) == 30 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.1, losses
     assert [r.step for r in records if r.kind == "eval"] == [10, 20, 30, 30]  # + after training
     assert (out / "training_loss.png").stat().st_size > 5000
-    # MindSpeed-LLM's LoRA layout on both TP ranks, in bf16
-    shards = [mio.load_shard(out / "saved_checkpoints", 30, t, 0, 1)["model"] for t in range(2)]
-    for shard in shards:
-        assert lora.adapter_targets(shard) == set(TARGETS)
-        assert "decoder.layers.0.mlp.linear_fc1.base_layer.weight" in shard
-        assert {v.dtype for v in shard.values()} == {torch.bfloat16}
-    assert shards[0]["decoder.layers.0.mlp.linear_fc2" + lora.A_SUFFIX].shape == (8, 88)  # ffn 176 / TP 2
+    assert (
+        "using world size: 2, data-parallel size: 2"
+        in next(p for p in (out / "logs").iterdir() if p.name.endswith("-run_log-N1-0.txt")).read_text()
+    )
+    # MindSpeed-LLM's LoRA layout, in bf16
+    shard = mio.load_shard(out / "saved_checkpoints", 30, 0, 0, 1)["model"]
+    assert lora.adapter_targets(shard) == set(TARGETS)
+    assert "decoder.layers.0.mlp.linear_fc1.base_layer.weight" in shard
+    assert {v.dtype for v in shard.values()} == {torch.bfloat16}
+    assert shard["decoder.layers.0.mlp.linear_fc2" + lora.A_SUFFIX].shape == (8, 176)
     # merged HF weights == base + adapter
     merged = AutoModelForCausalLM.from_pretrained(out / "ckpt_converted_mg2hf", dtype=torch.float32).eval()
     base, adapted = _base_and_adapted(out, model)
@@ -94,18 +98,20 @@ def _base_and_adapted(out: Path, model_dir: Path):
     from ascendfactory.engine.train.model import build_stage, load_local_state
 
     cfg = AutoConfig.from_pretrained(model_dir)
-    conv = [mio.load_shard(out / "converted_weight_TP2PP1", 1, t, 0, 1) for t in range(2)]
+    base_dir = next(out.glob("converted_weight_TP*PP1"))
+    tp, _ = mio.discover_layout(base_dir, 1)
+    conv = [mio.load_shard(base_dir, 1, t, 0, 1) for t in range(tp)]
     args = conv[0]["args"]
     weights = hf_locals_to_full(
         [
-            megatron_to_hf_local(c["model"], cfg=args, tp=2, tp_rank=t, layer_offset=0)
+            megatron_to_hf_local(c["model"], cfg=args, tp=tp, tp_rank=t, layer_offset=0)
             for t, c in enumerate(conv)
         ],
         cfg=as_dims(args),
     )
-    saved = [mio.load_shard(out / "saved_checkpoints", 30, t, 0, 1)["model"] for t in range(2)]
+    saved = [mio.load_shard(out / "saved_checkpoints", 30, t, 0, 1)["model"] for t in range(tp)]
     pieces = [
-        lora.megatron_to_local(lora.from_peft_layout(s)[1], cfg=args, tp=2, tp_rank=t, layer_offset=0)
+        lora.megatron_to_local(lora.from_peft_layout(s)[1], cfg=args, tp=tp, tp_rank=t, layer_offset=0)
         for t, s in enumerate(saved)
     ]
     adapters = {}
@@ -141,5 +147,5 @@ def test_same_file_plans_mindspeed_llms_lora_commands(lora_run, tmp_path):
     assert train[train.index("--lora-r") + 1] == "8" and train[train.index("--lora-alpha") + 1] == "16"
     merge = steps["mg2hf"]["argv"]
     assert merge[merge.index("--lora-load") + 1].endswith("saved_checkpoints")
-    assert merge[merge.index("--load-dir") + 1].endswith("converted_weight_TP2PP1")
+    assert merge[merge.index("--load-dir") + 1].endswith("converted_weight_TP1PP1")
     assert yaml.safe_load(exp.read_text())["backend"] == "torch"  # the file itself is unchanged
