@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ascendfactory.engine.convert.lora import COLUMN, TARGETS, scaling
+from ascendfactory.engine.convert.lora import COLUMN, TARGET_MODULES, TARGETS, scaling
 from ascendfactory.engine.train.model import StageModel, local_tensor
 
 
@@ -90,7 +90,7 @@ def apply_lora(
     for p in model.parameters():
         p.requires_grad_(False)
     features, scale = _features(cfg), scaling(r, alpha)
-    for index, layer in model.model.layers.items():
+    for layer in model.model.layers.values():
         adapters = nn.ModuleDict()
         for target in targets:
             spec = TARGETS[target]
@@ -118,9 +118,10 @@ def apply_lora(
 def _init(model: StageModel, *, targets: list[str], seed: int, tp: int, tp_rank: int) -> None:
     with torch.no_grad():
         for index, layer in model.model.layers.items():
-            for k, target in enumerate(targets):
+            for target in targets:
                 adapter = layer.lora[target]
-                gen_seed = int(np.random.SeedSequence([seed, int(index), k, 0x10A]).generate_state(1)[0])
+                key = [seed, int(index), TARGET_MODULES.index(target), 0x10A]  # whatever the other targets
+                gen_seed = int(np.random.SeedSequence(key).generate_state(1)[0])
                 gen = torch.Generator().manual_seed(gen_seed)
                 a = torch.empty(tuple(adapter.lora_A.weight.shape))  # a DTensor's shape is the full one
                 nn.init.kaiming_uniform_(a, a=math.sqrt(5), generator=gen)
