@@ -229,7 +229,7 @@ class TorchBackend(MegatronBackend):
                 continue
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
-                    _, left = parse_known(parser(), to_flags({key: value}))
+                    _, left = parse_known(parser(), to_flags({key: value}), values_only=True)
                     if left and isinstance(value, (list, dict)):
                         problems.append(
                             ctx.problem(

@@ -138,6 +138,16 @@ def read(
             )
             bc.pop(key)
     user = _absolute_paths(ov.flatten(bc, schema), cwd)
+    for o in [o for o in user if schema.kind(o.key) == "node" and not isinstance(o.value, dict)]:
+        problems.append(  # Hydra would say only "Error merging override" (or fail on a null)
+            (
+                o.key,
+                f"is a section of verl's config (keys: {', '.join(schema.children(o.key)[:8])}), not a value "
+                f"(got {o.value!r:.40})",
+                f"set keys under it: {o.key}.<key>",
+            )
+        )
+        user.remove(o)
 
     # ray_kwargs.ray_init: num_cpus goes to `ray start`, arguments ray.init refuses on a cluster are errors
     num_cpus = None
