@@ -22,6 +22,12 @@ from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import Plan, Role, Step
 
+
+def _is_switch(parser: Any, key: str) -> bool:
+    """Whether `--key` takes no value in `parser` (store_true and the like)."""
+    return any(f"--{key}" in a.option_strings and a.nargs == 0 for a in parser._actions)
+
+
 # Flags the planner sets itself; a user value for them is folded in, never passed twice.
 PLANNER_TRAIN_FLAGS = (
     "data-path",
@@ -230,12 +236,15 @@ class TorchBackend(MegatronBackend):
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
                     _, left = parse_known(parser(), to_flags({key: value}), values_only=True)
-                    if left and isinstance(value, (list, dict)):
+                    if left:  # a switch given a value, or a list where one value goes
+                        switch = _is_switch(parser(), key)
                         problems.append(
                             ctx.problem(
                                 f"backend_config.{section}.{key}",
-                                f"takes one value, not {type(value).__name__} {value!r:.60}",
-                                fix="give a single value",
+                                f"is a switch: true or false (got {value!r:.60})"
+                                if switch
+                                else f"takes one value, not {type(value).__name__} {value!r:.60}",
+                                fix="write true or false" if switch else "give a single value",
                             )
                         )
                 except ConfigError as e:
