@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -75,9 +76,22 @@ def from_catalog(name: str) -> ModelArch:
 def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
     """Read `<path>/config.json`; None when there is none. Unknown model types keep family None."""
     cfg_path = Path(path) / "config.json"
-    if not cfg_path.is_file():
+    if not os.path.isfile(cfg_path):  # os.path: False for any unusable path (too long, NUL, ...)
         return None
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(
+            Problem(
+                key=str(cfg_path),
+                message=f"not a readable HF config.json ({e})",
+                fix="fix or replace the file",
+            )
+        ) from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(
+            Problem(key=str(cfg_path), message="is not a JSON object", fix="fix or replace the file")
+        )
     mtype = cfg.get("model_type", "")
     vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), dict) else {}
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}

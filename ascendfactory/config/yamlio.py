@@ -10,6 +10,7 @@ for the parser is an error, not a RecursionError. What a loaded tree may contain
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ def loads(text: str, *, source: str = "<string>") -> Any:
 
 def load_file(path: str | Path) -> Any:
     p = Path(path)
-    if not p.is_file():
+    if not os.path.isfile(p):
         raise ConfigError(
             Problem(
                 key="config file",

@@ -35,11 +35,18 @@ def argparse_problems(message: str) -> list[Problem]:
     return [Problem(key="(arguments)", message=message, source="command line")]
 
 
-def parse_known(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
-    """`parser.parse_known_args(argv)`, raising ConfigError instead of printing usage and exiting."""
+def parse_known(
+    parser: argparse.ArgumentParser, argv: Sequence[str], *, values_only: bool = False
+) -> tuple[argparse.Namespace, list[str]]:
+    """`parser.parse_known_args(argv)`, raising ConfigError instead of printing usage and exiting;
+    `values_only`: required flags may be absent (checking some flags' values on their own)."""
 
     def error(message: str) -> None:
         raise _ArgvError(message)
+
+    if values_only:
+        for action in parser._actions:
+            action.required = False
 
     parser.error = error  # type: ignore[method-assign]  # argparse reports every usage error through it
     try:

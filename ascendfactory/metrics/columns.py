@@ -7,6 +7,8 @@ Contract: the pieces, joined, hold exactly the `kind == "train"` records of
 `parse_file(path, "megatron", fields=fields)`: `steps[i]` is a record's step and `values[f][i]` its
 value of field `f`, or `MISSING` (a NaN with its own payload, as in `StepTable`) when that line did not
 log `f`. The tests check this record for record, on real samples, quirk files and generated text.
+`others` holds the few evaluation records (kinds `eval` and `test`: Megatron's validation lines, every
+field) in file order, so a plot can draw the validation loss beside the training loss.
 
 How (per block of whole lines; no line is decoded or visited alone unless it is odd):
 
@@ -48,6 +50,7 @@ from ascendfactory.metrics.megatron import MegatronParser
 from ascendfactory.metrics.record import Record, to_float
 from ascendfactory.metrics.table import MISSING  # StepTable's padding: a NaN with its own payload
 
+EVAL_KINDS = ("eval", "test")
 SEGMENT_BYTES = 32 << 20
 PARALLEL_MIN_BYTES = 64 << 20
 MAX_WORKERS = 2
@@ -70,6 +73,7 @@ class Columns:
 
     steps: np.ndarray
     values: dict[str, np.ndarray] = field(default_factory=dict)
+    others: list[Record] = field(default_factory=list)  # evaluation records (kinds eval, test)
 
     def __len__(self) -> int:
         return int(self.steps.size)
@@ -83,6 +87,7 @@ class Columns:
         return cls(
             np.concatenate([p.steps for p in parts]),
             {f: np.concatenate([p.values[f] for p in parts]) for f in names},
+            [r for p in parts for r in p.others],
         )
 
     def present(self, name: str) -> np.ndarray:
@@ -203,19 +208,23 @@ class _Pieces:
     def __init__(self, names: list[str]) -> None:
         self.names = names
         self.parts: list[Columns] = []
+        self.others: list[Record] = []
 
     def rows(self, steps: np.ndarray, values: dict[str, np.ndarray]) -> None:
         if steps.size:
             self.parts.append(Columns(steps, values))
 
     def records(self, records: Iterable[Record]) -> None:
+        self.others.extend(r for r in records if r.kind in EVAL_KINDS)
         train = [r for r in records if r.kind == "train"]
         if train:
             values = {f: np.array([r.metrics.get(f, MISSING) for r in train], np.float64) for f in self.names}
             self.rows(np.array([r.step for r in train], np.int64), values)
 
     def columns(self) -> Columns:
-        return Columns.join(self.parts, self.names)
+        joined = Columns.join(self.parts, self.names)
+        joined.others = self.others
+        return joined
 
 
 def _values(win: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,8 +12,10 @@ framework's spelling except legacy ModelLink's `gloabl batch size`, which become
 Also recognised:
 - a line wrapped over two physical lines (legacy ModelLink READMEs): a head line that does not end
   in `|` is joined with the next line when that line continues the field list;
-- Megatron validation: `validation loss at iteration N | lm loss value: X | lm loss PPL: Y |`
-  (kind ``eval``);
+- Megatron validation (`training.py` `evaluate_and_print_results`, printed between two dashed lines):
+  `validation loss at iteration N | lm loss value: X | lm loss PPL: Y |` every `--eval-interval`
+  iterations and `... at iteration N on validation set | ...` after training (kind ``eval``), and
+  `... at iteration N on test set | ...` (kind ``test``);
 - `[Rank R] (after K iterations) memory (MB) | allocated: ... | max allocated: ...` (kind
   ``memory``; keys `memory/allocated_mb`, `memory/max_allocated_mb`, ..., `memory/rank`);
 - `saving checkpoint at iteration N to DIR` (kind ``checkpoint_start``) and
@@ -34,7 +36,7 @@ NAME = "megatron"
 
 _HEAD = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
 _TS = re.compile(r"\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
-_VALID = re.compile(r"validation loss at iteration\s+(\d+)")
+_VALID = re.compile(r"validation loss at iteration\s+(\d+)(\s+on test set)?")
 _MEMORY = re.compile(r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\)")
 _CKPT = re.compile(r"(saving|successfully saved) checkpoint (?:at|from) iteration\s+(\d+)(?: to (\S+))?")
 _ALIASES = {"gloabl batch size": "global batch size"}
@@ -190,7 +192,7 @@ class MegatronParser:
                         Record(
                             step=int(m.group(1)),
                             metrics=metrics,
-                            kind="eval",
+                            kind="test" if m.group(2) else "eval",
                             wall_time=_wall_time(line[: m.start()]),
                         ),
                     )

@@ -7,7 +7,10 @@
 - each chart shows the raw values (thin, translucent) and a TensorBoard-style debiased EMA
   (`smoothing` in [0, 1); 0 draws the raw curve only);
 - `metric=None` picks the loss; for RL runs (a score/reward is logged) it draws two panels, the
-  score and `response_length/mean`, like the VeRL `training_loss.png`.
+  score and `response_length/mean`, like the VeRL `training_loss.png`;
+- a run's validation records (kind ``eval``) of a panel's metric are drawn on that panel beside it, as
+  markers joined by a dashed line: Megatron's `lm loss value` for `lm loss`, LLaMA-Factory's
+  `eval_loss` for `loss` (`validation_key`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,25 @@ def ema(values: Sequence[float], smoothing: float) -> list[float]:
     return out
 
 
+VALIDATION_KEYS = ("{} value", "eval_{}", "val/{}", "val-{}")  # Megatron, HF Trainer, VeRL styles
+
+
+def validation_key(metric: str, keys: Iterable[str]) -> str | None:
+    """The name a validation record gives `metric` (`lm loss` -> `lm loss value`), if any of `keys`."""
+    present = set(keys)
+    return next((k.format(metric) for k in VALIDATION_KEYS if k.format(metric) in present), None)
+
+
+def validation_series(table: StepTable, metric: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of `metric` in the table's validation records (the later of a repeated step wins)."""
+    records = table.others("eval")
+    key = validation_key(metric, (k for r in records for k in r.metrics))
+    if key is None:
+        return [], []
+    pairs = [(r.step, r.metrics[key]) for r in records if key in r.metrics]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
 def table_for_plot(
     path: str | Path, format: str | None = None, metrics: Sequence[str] | None = None
 ) -> StepTable:
@@ -66,6 +88,8 @@ def table_for_plot(
     table = StepTable()
     for piece in iter_columns(path, metrics or LOSS_KEYS[:2]):
         table.add_columns(piece.steps, piece.values)
+        for rec in piece.others:
+            table.add(rec)
     return table
 
 
@@ -137,6 +161,10 @@ def plot_loss(
             else:
                 ax.plot(steps, values, color=colour, linewidth=1.5, label=run)
             drawn = True
+            vsteps, vvalues = validation_series(table, name)
+            if vsteps:
+                ax.plot(vsteps, vvalues, color=colour, linestyle="--", marker="o", markersize=4,
+                        linewidth=1.2, label=f"{run} (validation)")  # fmt: skip
         ax.set_xlabel("step")
         ax.set_ylabel(name)
         ax.set_title(name if not title else f"{title}: {name}", loc="left")

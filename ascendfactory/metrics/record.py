@@ -7,6 +7,7 @@ timestamp, seconds since the run started for LLaMA-Factory's `elapsed_time`, els
 
 - ``train``: a training step (the default)
 - ``eval``: a validation record (LLaMA-Factory `eval_loss`, VeRL step-0 `val-*`, Megatron validation)
+- ``test``: a held-out test record (Megatron's `validation loss at iteration N on test set`)
 - ``progress``: a record with progress but no loss (LLaMA-Factory's final summary record)
 - ``summary``: an end-of-run summary (HF `{'train_runtime': ...}`)
 - ``memory``: Megatron's `[Rank N] (after K iterations) memory (MB)` report
@@ -22,7 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-KINDS = ("train", "eval", "progress", "summary", "memory", "checkpoint_start", "checkpoint")
+KINDS = ("train", "eval", "test", "progress", "summary", "memory", "checkpoint_start", "checkpoint")
 
 
 @dataclass(slots=True)

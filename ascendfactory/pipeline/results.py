@@ -46,9 +46,9 @@ def write_file(path: str, text: str, *, source: str | None = None) -> str | None
     return path
 
 
-def _train_records(path: str, fmt: str) -> list[Record]:
+def _train_records(path: str, fmt: str, kinds: tuple[str, ...] = ("train",)) -> list[Record]:
     try:
-        return [r for r in parse_file(path, fmt) if r.kind == "train"]
+        return [r for r in parse_file(path, fmt) if r.kind in kinds]
     except OSError:
         return []
 
@@ -85,8 +85,8 @@ def loss_logs(names: LogNames, logs: LogSpec, *, rank: int, nnodes: int, world_s
     return chain
 
 
-def chained_records(paths: Iterable[str], fmt: str) -> list[Record]:
-    return list(itertools.chain.from_iterable(_train_records(p, fmt) for p in paths))
+def chained_records(paths: Iterable[str], fmt: str, kinds: tuple[str, ...] = ("train",)) -> list[Record]:
+    return list(itertools.chain.from_iterable(_train_records(p, fmt, kinds) for p in paths))
 
 
 def prewarm_plot() -> None:
@@ -104,10 +104,10 @@ def prewarm_plot() -> None:
 
 
 def plot(paths: list[str], out_png: str, logs: LogSpec) -> str | None:
-    """`training_loss.png` from the joined segments: the plan's `plot_metrics` the log has, else its loss;
-    None when it logged neither."""
-    records = chained_records(paths, logs.format)
-    logged = {k for r in records for k in r.metrics}
+    """`training_loss.png` from the joined segments: the plan's `plot_metrics` the log has, else its loss,
+    with the validation loss beside it where the run logged one; None when it logged neither."""
+    records = chained_records(paths, logs.format, ("train", "eval"))
+    logged = {k for r in records if r.kind == "train" for k in r.metrics}
     panels = [k for k in logs.plot_metrics if k in logged]
     if not panels:
         panels = [k for k in logs.loss_keys if k in logged][:1]

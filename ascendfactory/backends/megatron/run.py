@@ -9,7 +9,12 @@ The load decision, in one rule (spec section 4, whose two versions contradict ea
 2. Otherwise `ckpt_load_type`: 0 = no `--load`; 1 = `--load <user_converted_ckpt_path or the hf2mg output>
    --finetune --no-load-optim --no-load-rng`; 2 = `--load <user_converted_ckpt_path>` (a true resume).
 3. An explicit `backend_config.training.load` replaces the path chosen above.
-LoRA runs refuse resume (rule 1 with a checkpoint present, or ckpt_load_type 2), as MindSpeed-LLM does.
+
+LoRA (the one rule, for both backends): a LoRA run never resumes: rule 1 with a checkpoint present, or
+ckpt_load_type 2, is refused, as AscendFactory does for MindSpeed-LLM LoRA jobs; a LoRA run always starts
+from the base weights (rule 2, type 1), and the final conversion merges `saved_checkpoints` into them.
+(MindSpeed-LLM's trainer can continue a LoRA run with `--load <base> --lora-load <its output>`, which the
+embedded trainer implements exactly; the planner does not plan it.)
 """
 
 from __future__ import annotations

@@ -240,7 +240,29 @@ def read_sections(ctx: PlanContext, problems: list[Problem]) -> dict[str, Any]:
                 problems.append(
                     ctx.problem(f"backend_config.{section}.cfg", "must be a mapping of mm-convert options")
                 )
+    _drop_non_text_paths(ctx, out, problems)
     return out
+
+
+def _drop_non_text_paths(ctx: PlanContext, sections: dict[str, Any], problems: list[Problem]) -> None:
+    """A path key (MindSpeed-MM's own list) holding a number, list or mapping is a problem, and is removed so
+    that nothing below reads it as a path."""
+    keys = path_params()
+    for section, params in (("data", "mm_data"), ("model", "mm_model"), ("tool", "mm_tool")):
+        for dotted in keys.get(params, frozenset()):
+            *parents, last = dotted.split(".")
+            node: Any = sections.get(section)
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and node.get(last) is not None and not isinstance(node[last], str):
+                problems.append(
+                    ctx.problem(
+                        f"backend_config.{section}.{dotted}",
+                        f"must be a path (got {type(node[last]).__name__} {node[last]!r:.40})",
+                        fix="give one path as text (quote it if it is made of digits)",
+                    )
+                )
+                del node[last]
 
 
 def resolve_model(

@@ -380,7 +380,7 @@ def read_config(
     ctx: PlanContext, *, keys: KeySet | None = None, cluster_checks: bool = True
 ) -> MindSpeedRLConfig:
     """Read, fill and check `ctx.config.backend_config`; raise ConfigError listing every problem."""
-    from ascendfactory.backends.mindspeed_rl import rules
+    from ascendfactory.backends.mindspeed_rl import numbers, rules
 
     bc = dict(ctx.config.backend_config or {})
     version_problems: list[Problem] = []
@@ -487,7 +487,7 @@ def read_config(
     views = build_views(ks, sections, model_name)
     if r.problems and any(p.message.startswith("must be a mapping") for p in r.problems):
         raise ConfigError(r.problems)
-    derived, number_problems = rules.derive(
+    derived, number_problems = numbers.derive(
         ks, sections, views, nnodes=ctx.config.env.NNODES, npus_per_node=ctx.devices.count
     )
     named = {p.key for p in r.problems}

@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.mindspeed_rl.rules import Finding, gkey, mkey, rkey
+from ascendfactory.backends.mindspeed_rl.naming import Finding, gkey, mkey, rkey
 from ascendfactory.config.suggest import did_you_mean
 
 if TYPE_CHECKING:

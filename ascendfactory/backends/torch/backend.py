@@ -21,8 +21,15 @@ from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, 
 from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, process
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.suggest import did_you_mean
+from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import Plan, Role, Step
+
+
+def _is_switch(parser: Any, key: str) -> bool:
+    """Whether `--key` takes no value in `parser` (store_true and the like)."""
+    return any(f"--{key}" in a.option_strings and a.nargs == 0 for a in parser._actions)
+
 
 # Flags the planner sets itself; a user value for them is folded in, never passed twice.
 PLANNER_TRAIN_FLAGS = (
@@ -150,22 +157,37 @@ class TorchBackend(MegatronBackend):
                 skip_reason=MG2HF_DISABLED,
                 only_node0=shared,
             )
+        saved = run.layout.saved_checkpoints
         options: dict[str, Any] = {
             "load-model-type": "mg",
             "save-model-type": "hf",
-            "load-dir": run.layout.saved_checkpoints,
+            "load-dir": saved,
             "save-dir": out,
             "hf-cfg-dir": run.model_dir,
             "model-type-hf": run.arch.model_type_hf,
         }
+        notes = []
+        if run.lora:  # merge the adapters as MindSpeed-LLM's ckpt_convert_*_mcore2hf_lora.sh does
+            shape = {k: run.training.get(k) for k in ("lora-r", "lora-alpha", "lora-target-modules")}
+            shape["lora-r"] = shape["lora-r"] or LORA_DEFAULTS["--lora-r"]
+            shape["lora-alpha"] = shape["lora-alpha"] or LORA_DEFAULTS["--lora-alpha"]
+            base = run.load.load if run.load and run.load.resume_iteration is None else None
+            if base:
+                options.update({"load-dir": base, "lora-load": saved})
+                notes.append(f"LoRA: the base weights {base} + the adapters in {saved}")
+            else:
+                notes.append(f"LoRA: base weights and adapters both from {saved} (no base was loaded)")
+            options.update(shape)
         options.update(run.mg2hf)
+        inputs = [x for x in (options["load-dir"], options.get("lora-load")) if x]
         return Step(
             name="mg2hf",
             role=Role.EXPORT,
             launch=process([ctx.python, "-m", "ascendfactory.engine.convert", *to_flags(options)]),
-            inputs=[run.layout.saved_checkpoints],
+            inputs=list(dict.fromkeys(inputs)),
             outputs=[out],
             only_node0=shared,
+            notes=notes,
         )
 
     def model_problem(self, arch: Any) -> str | None:
@@ -224,13 +246,16 @@ class TorchBackend(MegatronBackend):
                 continue
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
-                    _, left = parse_known(parser(), to_flags({key: value}))
-                    if left and isinstance(value, (list, dict)):
+                    _, left = parse_known(parser(), to_flags({key: value}), values_only=True)
+                    if left:  # a switch given a value, or a list where one value goes
+                        switch = _is_switch(parser(), key)
                         problems.append(
                             ctx.problem(
                                 f"backend_config.{section}.{key}",
-                                f"takes one value, not {type(value).__name__} {value!r:.60}",
-                                fix="give a single value",
+                                f"is a switch: true or false (got {value!r:.60})"
+                                if switch
+                                else f"takes one value, not {type(value).__name__} {value!r:.60}",
+                                fix="write true or false" if switch else "give a single value",
                             )
                         )
                 except ConfigError as e:

@@ -264,11 +264,13 @@ def check(
     facts: dict[str, Any] = {}
     problems: list[tuple[str, str, str]] = []
     warnings: list[str] = []
-    data = config.get("data") or {}
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
     max_len = data.get("max_prompt_length")
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
         return facts, problems, warnings  # the types rule reports it
-    model = config.get("actor_rollout_ref", {}).get("model", {})
+    actor = config.get("actor_rollout_ref")
+    model = actor.get("model") if isinstance(actor, dict) else None
+    model = model if isinstance(model, dict) else {}
     tokenizer = str(model.get("tokenizer_path") or model.get("path") or "")
     counter = None
     why_not = "not counted: no actor_rollout_ref.model.path"

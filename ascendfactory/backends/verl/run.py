@@ -21,6 +21,7 @@ starts, where num_cpus is refused): it becomes each node's `ray start --num-cpus
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ PATH_KEYS = (
     "custom_reward_function.path",
 )
 STAGE_ESTIMATORS = {"grpo": "grpo", "dapo": "grpo"}
+HYDRA_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_\-$@]*$")  # one part of a dotted Hydra override key
 
 
 @dataclass
@@ -138,6 +140,26 @@ def read(
             )
             bc.pop(key)
     user = _absolute_paths(ov.flatten(bc, schema), cwd)
+    for o in [o for o in user if not all(HYDRA_KEY.match(part) for part in o.key.split("."))]:
+        problems.append(
+            (
+                o.key,
+                "is not a key a Hydra override can name (letters, digits, '_' and '-', not starting with a "
+                "digit or '-')",
+                "check the key's spelling against verl's config",
+            )
+        )
+        user.remove(o)
+    for o in [o for o in user if schema.kind(o.key) == "node" and not isinstance(o.value, dict)]:
+        problems.append(  # Hydra would say only "Error merging override" (or fail on a null)
+            (
+                o.key,
+                f"is a section of verl's config (keys: {', '.join(schema.children(o.key)[:8])}), not a value "
+                f"(got {o.value!r:.40})",
+                f"set keys under it: {o.key}.<key>",
+            )
+        )
+        user.remove(o)
 
     # ray_kwargs.ray_init: num_cpus goes to `ray start`, arguments ray.init refuses on a cluster are errors
     num_cpus = None

@@ -73,6 +73,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="pad the vocabulary to a multiple of this times TP (default 1)",
     )
+    lora = p.add_argument_group(
+        "LoRA merge (mg -> hf / mg): W + lora_alpha / lora_r * B @ A, as MindSpeed-LLM's converter"
+    )
+    lora.add_argument(
+        "--lora-load",
+        default=None,
+        help="the LoRA training output (its --save folder); --load-dir is then the base checkpoint it loaded",
+    )
+    lora.add_argument("--lora-r", type=int, default=None, help="the training run's --lora-r")
+    lora.add_argument("--lora-alpha", type=int, default=None, help="the training run's --lora-alpha")
+    lora.add_argument(
+        "--lora-target-modules",
+        nargs="+",
+        default=[],
+        help="the training run's targets (linear_qkv linear_proj linear_fc1 linear_fc2); checked",
+    )
     p.add_argument("--max-shard-size", default="5GB", help="mg->hf: largest safetensors file (default 5GB)")
     p.add_argument(
         "--no-verify",
@@ -131,8 +147,36 @@ def _validate(a: argparse.Namespace) -> None:
                     source="command line",
                 )
             )
+    problems += _lora_problems(a)
     if problems:
         raise ConfigError(problems)
+
+
+def _lora_problems(a: argparse.Namespace) -> list[Problem]:
+    from ascendfactory.engine.convert.lora import check_targets
+
+    given = [f for f, v in (("--lora-load", a.lora_load), ("--lora-r", a.lora_r)) if v is not None]
+    problems: list[Problem] = []
+    if a.lora_target_modules:
+        problems += check_targets(a.lora_target_modules)
+        if not given:
+            given.append("--lora-target-modules")
+    if not given and a.lora_alpha is None:
+        return problems
+
+    def bad(key: str, message: str, fix: str) -> None:
+        problems.append(Problem(key=key, message=message, fix=fix, source="command line"))
+
+    if a.load_model_type != "mg":
+        bad(given[0] if given else "--lora-alpha", "merges LoRA adapters of a Megatron checkpoint",
+            "use it with --load-model-type mg")  # fmt: skip
+    for flag, value in (("--lora-r", a.lora_r), ("--lora-alpha", a.lora_alpha)):
+        if value is None:
+            bad(flag, "is required to merge LoRA adapters (the scaling is lora_alpha / lora_r)",
+                f"give the training run's {flag}")  # fmt: skip
+        elif value < 1:
+            bad(flag, f"must be >= 1, got {value}", f"give the training run's {flag}")
+    return problems
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ascendfactory.engine.convert import lora as lora_ops
 from ascendfactory.engine.convert import megatron_io as mio
 from ascendfactory.engine.convert.dims import ModelDims
 from ascendfactory.engine.convert.shard_map import hf_locals_to_full, megatron_to_hf_local
@@ -24,15 +26,37 @@ def _stage_layers(model_sd: dict[str, Any]) -> int:
     return len(nums)
 
 
+@dataclass(frozen=True)
+class LoraMerge:
+    """Fold LoRA adapters into the weights while reading (`--lora-r`, `--lora-alpha`, `--lora-load`)."""
+
+    r: int
+    alpha: float
+    load: str | None = None  # the LoRA training output; None: the adapters are in the checkpoint itself
+    targets: tuple[str, ...] = ()  # --lora-target-modules, when given: the adapters found must be these
+
+
 class MegatronSource:
     """A Megatron checkpoint folder: its iteration, TP/PP layout, args and model dims.
 
     Only `model` is read from each `model_optim_rng.pt` (optimizer, RNG and scheduler entries of training
     checkpoints are ignored); files are memory-mapped, so one stage's shards are in memory at a time.
+    With tied embeddings the last stage's `output_layer.weight` (PP > 1) is not read: the embedding of the
+    first stage is the weight, as MindSpeed-LLM's mg->hf does. With `lora`, each shard's adapters are merged
+    into its weights first (`lora_ops.merge`, MindSpeed-LLM's rule); without it a shard holding adapters is
+    refused, naming the flags that merge them.
     """
 
-    def __init__(self, root: str | Path, *, model_type_hf: str | None = None, vocab_size: int | None = None):
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        model_type_hf: str | None = None,
+        vocab_size: int | None = None,
+        lora: LoraMerge | None = None,
+    ):
         self.root = Path(root)
+        self.lora = lora
         self.iteration = mio.read_tracker(self.root)
         self.tp, self.pp = mio.discover_layout(self.root, self.iteration)
         first = self._load(0, 0)
@@ -65,6 +89,22 @@ class MegatronSource:
         self.padded_vocab_size = int(self.args.padded_vocab_size)
         self._offset = 0
         self._next_stage = 0
+        self._lora_root: Path | None = None
+        self._lora_iteration = 0
+        if lora is not None and lora.load:
+            self._lora_root = Path(lora.load)
+            self._lora_iteration = mio.read_tracker(self._lora_root)
+            layout = mio.discover_layout(self._lora_root, self._lora_iteration)
+            if layout != (self.tp, self.pp):
+                raise ConfigError(
+                    Problem(
+                        key="--lora-load",
+                        message=f"{lora.load} has TP {layout[0]} PP {layout[1]} but --load-dir has TP "
+                        f"{self.tp} PP {self.pp}",
+                        fix="give the base checkpoint the LoRA run loaded (same TP/PP layout)",
+                        source="command line",
+                    )
+                )
 
     def _load(self, tp_rank: int, pp_rank: int) -> dict[str, Any]:
         return mio.load_shard(self.root, self.iteration, tp_rank, pp_rank, self.pp)
@@ -77,7 +117,47 @@ class MegatronSource:
                 f"shard tp {tp_rank} pp {pp_rank} has no 'model' entry (keys: {keys}); "
                 "virtual-pipeline checkpoints (model0, model1, ...) are not supported"
             )
-        return shard["model"]
+        model = shard["model"]
+        if self.lora is None:
+            if any(lora_ops.is_lora_key(k) for k in model):
+                found = sorted(lora_ops.adapter_targets(model)) or ["?"]
+                raise ConfigError(
+                    Problem(
+                        key="--load-dir",
+                        message=f"{self.root} holds LoRA adapters ({', '.join(found)}): a LoRA training "
+                        "output",
+                        fix="merge them: --lora-r R --lora-alpha A (the training run's values), and "
+                        "--load-dir <the base checkpoint it loaded> --lora-load <this folder> when it "
+                        "was saved with --lora-ckpt-filter",
+                        source="command line",
+                    )
+                )
+            return model
+        override = None
+        if self._lora_root is not None:
+            lshard = mio.load_shard(self._lora_root, self._lora_iteration, tp_rank, pp_rank, self.pp)
+            override = {k: v for k, v in lshard.get("model", {}).items() if v is not None}
+            if not lora_ops.adapter_targets(override):
+                raise ConfigError(
+                    Problem(
+                        key="--lora-load",
+                        message=f"{self._lora_root} (tp {tp_rank} pp {pp_rank}) holds no LoRA adapters",
+                        fix="point --lora-load at the LoRA training output (its --save folder)",
+                        source="command line",
+                    )
+                )
+        found = lora_ops.adapter_targets({**model, **(override or {})})
+        if self.lora.targets and not found <= set(self.lora.targets):
+            raise ConfigError(
+                Problem(
+                    key="--lora-target-modules",
+                    message=f"{' '.join(self.lora.targets)}, but the checkpoint has adapters on "
+                    f"{' '.join(sorted(found))}",
+                    fix="give the training run's --lora-target-modules",
+                    source="command line",
+                )
+            )
+        return lora_ops.merge(model, r=self.lora.r, alpha=self.lora.alpha, override=override)
 
     def stage(
         self, pp_rank: int, dtype: torch.dtype | None = None, *, meta: bool = False
@@ -98,9 +178,12 @@ class MegatronSource:
             if n_layers is not None and n != n_layers:
                 raise ConversionKeyError(f"pp stage {pp_rank}: TP rank {r} has {n} layers, rank 0 {n_layers}")
             n_layers = n
-            locals_.append(
-                megatron_to_hf_local(model, cfg=self.dims, tp=self.tp, tp_rank=r, layer_offset=self._offset)
+            local = megatron_to_hf_local(
+                model, cfg=self.dims, tp=self.tp, tp_rank=r, layer_offset=self._offset
             )
+            if self.dims.tie_word_embeddings:
+                local.pop("lm_head.weight", None)  # a tied model's last-stage copy (PP > 1)
+            locals_.append(local)
         full = hf_locals_to_full(locals_, cfg=self.dims, vocab_size=self.dims.vocab_size)
         if dtype is not None:
             full = {k: v if v.dtype == dtype else v.to(dtype) for k, v in full.items()}

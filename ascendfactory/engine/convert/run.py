@@ -23,7 +23,7 @@ from ascendfactory.engine.convert.hf_io import (
     parse_size,
     read_config,
 )
-from ascendfactory.engine.convert.megatron_source import MegatronSource
+from ascendfactory.engine.convert.megatron_source import LoraMerge, MegatronSource
 from ascendfactory.engine.convert.shard_map import hf_full_to_local, hf_local_to_megatron
 from ascendfactory.engine.convert.streaming import BufferPool, threads
 from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
@@ -64,6 +64,13 @@ def _stage_names(
         if keep:
             out.append(n)
     return out
+
+
+def tied_output_stage(dims: ModelDims, pp_rank: int, pp: int) -> bool:
+    """Does this stage hold `output_layer.weight` as a copy of the embedding? Yes on the last stage of a tied
+    model with PP > 1: MindSpeed-LLM's convert_ckpt_v2.py (`convert_hf2mg.py` `set_model_postprocess`) writes
+    the embedding's TP chunks there, and Megatron's last stage has its own `output_layer.weight`."""
+    return dims.tie_word_embeddings and pp > 1 and pp_rank == pp - 1
 
 
 def resolve_family(hf_cfg: dict[str, Any] | None, model_type_hf: str | None) -> str:
@@ -112,9 +119,22 @@ def write_stage(
     tensors that own their storage (e.g. memory-mapped from the safetensors files) are saved as they are.
     """
     pool = pool or BufferPool()
+    keep_output = tied_output_stage(dims, pp_rank, pp)
+    if keep_output and "lm_head.weight" not in full:
+        raise ConversionKeyError(
+            "internal: the last stage of a tied model with PP > 1 needs the embedding as lm_head.weight"
+        )
     for r in range(tp):
         local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded)
-        model = hf_local_to_megatron(local, cfg=dims, tp=tp, tp_rank=r, layer_offset=offset, alloc=pool.take)
+        model = hf_local_to_megatron(
+            local,
+            cfg=dims,
+            tp=tp,
+            tp_rank=r,
+            layer_offset=offset,
+            alloc=pool.take,
+            keep_tied_output=keep_output,
+        )
         payload = {
             "model": {k: pool.own(v) for k, v in model.items()},
             "args": args,
@@ -181,6 +201,8 @@ def hf_to_mg(a: argparse.Namespace) -> None:
     pool = BufferPool()
     for s, offset in enumerate(mio.layer_offsets(counts)):
         full = reader.read(_stage_names(kept, dims, offset, counts[s], s, pp), dtype)
+        if tied_output_stage(dims, s, pp):
+            full["lm_head.weight"] = reader.get("model.embed_tokens.weight", dtype)
         write_stage(
             save, full, dims=dims, tp=tp, pp=pp, pp_rank=s, offset=offset, padded=padded, args=args, pool=pool
         )
@@ -205,11 +227,24 @@ def _collect(stages: Iterator[tuple[int, int, dict[str, torch.Tensor]]]) -> veri
     return sig
 
 
+def lora_merge(a: argparse.Namespace) -> LoraMerge | None:
+    """The LoRA merge the flags ask for (MindSpeed-LLM v2: any of --lora-r / --lora-load), or None."""
+    if getattr(a, "lora_r", None) is None and getattr(a, "lora_load", None) is None:
+        return None
+    return LoraMerge(
+        r=a.lora_r, alpha=a.lora_alpha, load=a.lora_load, targets=tuple(a.lora_target_modules or ())
+    )
+
+
 def _source(a: argparse.Namespace) -> tuple[MegatronSource, dict[str, Any] | None]:
     hf_cfg = read_config(a.hf_cfg_dir) if a.hf_cfg_dir else None
     family = resolve_family(hf_cfg, a.model_type_hf) if (hf_cfg or a.model_type_hf) else None
     vocab = int(hf_cfg["vocab_size"]) if hf_cfg else None
-    return MegatronSource(a.load_dir, model_type_hf=family, vocab_size=vocab), hf_cfg
+    src = MegatronSource(a.load_dir, model_type_hf=family, vocab_size=vocab, lora=lora_merge(a))
+    if src.lora is not None:
+        where = f"{src.lora.load} into {a.load_dir}" if src.lora.load else f"in {a.load_dir}"
+        log.info("merging LoRA adapters %s: W + %s/%s * B @ A", where, src.lora.alpha, src.lora.r)
+    return src, hf_cfg
 
 
 def mg_to_hf(a: argparse.Namespace) -> None:
@@ -251,7 +286,9 @@ def mg_to_hf(a: argparse.Namespace) -> None:
         verify.compare_signatures(expected, {k: reader.meta(k) for k in reader.keys()}, what=str(save))
     if a.verify_logits:
         reader = HFReader(save)
-        src2 = MegatronSource(a.load_dir, model_type_hf=src.dims.family, vocab_size=src.dims.vocab_size)
+        src2 = MegatronSource(
+            a.load_dir, model_type_hf=src.dims.family, vocab_size=src.dims.vocab_size, lora=src.lora
+        )
         _verify_logits(read_config(save), reader.read(reader.keys()), src2.full_state(dtype), what="mg->hf")
 
 
@@ -290,12 +327,17 @@ def mg_to_mg(a: argparse.Namespace) -> None:
     pending: dict[str, torch.Tensor] = {}
     expected: verify.Signature = {}
     target, t0 = 0, time.perf_counter()
+    embedding: list[torch.Tensor] = []  # for the last stage of a tied model with PP > 1
 
     def flush(final: bool) -> None:
         nonlocal target, pending
         while target < pp and (final or _has_layers(pending, offsets[target] + counts[target])):
             names = _stage_names(list(pending), dims, offsets[target], counts[target], target, pp)
             stage = {n: pending.pop(n) for n in names}
+            if target == 0 and "model.embed_tokens.weight" in stage:
+                embedding.append(stage["model.embed_tokens.weight"])
+            if tied_output_stage(dims, target, pp):
+                stage["lm_head.weight"] = embedding[0]
             write_stage(
                 save,
                 stage,
@@ -325,9 +367,9 @@ def mg_to_mg(a: argparse.Namespace) -> None:
         )
     if a.verify_logits:
         cfg = hf_cfg or dims.hf_config_dict()
-        ref = MegatronSource(a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size).full_state(
-            dtype
-        )
+        ref = MegatronSource(
+            a.load_dir, model_type_hf=dims.family, vocab_size=dims.vocab_size, lora=src.lora
+        ).full_state(dtype)
         _verify_logits(cfg, ref, MegatronSource(save, model_type_hf=dims.family).full_state(), what="mg->mg")
 
 

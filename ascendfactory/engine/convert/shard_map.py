@@ -73,11 +73,15 @@ def hf_local_to_megatron(
     tp_rank: int,
     layer_offset: int,
     alloc: Alloc | None = None,
+    keep_tied_output: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Inverse of `megatron_to_hf_local`: one rank's local HF tensors -> its Megatron shard.
 
     Layers `< layer_offset` raise ValueError (they belong to an earlier stage). With tied embeddings an
-    `lm_head.weight` entry is dropped (Megatron keeps only `embedding.word_embeddings.weight`). Fused
+    `lm_head.weight` entry is dropped (Megatron keeps only `embedding.word_embeddings.weight`), unless
+    `keep_tied_output`: the last pipeline stage of a tied model with PP > 1 holds its own copy as
+    `output_layer.weight` (MindSpeed-LLM's convert_ckpt_v2.py writes it there; Megatron keeps the two
+    copies equal by all-reducing their gradients between the first and last stage). Fused
     tensors (QKV, fc1) are new; `alloc(shape, dtype)`, when given, supplies their memory (e.g. reused
     buffers). The others are the inputs themselves.
     """
@@ -88,7 +92,7 @@ def hf_local_to_megatron(
     out: dict[str, torch.Tensor] = {}
     groups: dict[tuple[Any, int | None], dict[str, torch.Tensor]] = {}
     for name, tensor in local_sd.items():
-        if name == "lm_head.weight" and dims.tie_word_embeddings:
+        if name == "lm_head.weight" and dims.tie_word_embeddings and not keep_tied_output:
             continue
         pat, layer, target = fam.lookup_hf(name)
         if target is None:

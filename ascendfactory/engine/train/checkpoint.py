@@ -1,11 +1,19 @@
 """Megatron-layout checkpoints: save atomically, load with Megatron's resume semantics (spec section 5).
 
 Save: every (tp, pp) shard is written by its DP-rank-0 process under `iter_%07d.tmp/`; after a barrier global
-rank 0 renames the folder to `iter_%07d/` and only then writes the tracker, so a crash mid-save never
-leaves the
-tracker pointing at a partial checkpoint. Load: a training checkpoint (optimizer inside) resumes iteration,
-data
-position, optimizer, scheduler and RNG; `--finetune` or a converted checkpoint (no optimizer) restarts at 0.
+rank 0 renames the folder to `iter_%07d/` and only then writes the tracker, so a crash mid-save never leaves
+the tracker pointing at a partial checkpoint. Load: a training checkpoint (optimizer inside) resumes
+iteration, data position, optimizer, scheduler and RNG; `--finetune` or a converted checkpoint (no optimizer)
+restarts at 0.
+
+As MindSpeed-LLM writes them:
+- `--bf16` / `--fp16`: model tensors in that dtype (Megatron's Float16Module params); the fp32 weights the
+  optimizer updates go into `optimizer[MASTER_PARAMS]`, and a resume puts them back over the rounded model,
+  so it is exact. Loading rounds every weight to the run's dtype first, as Megatron's bf16 model does.
+- Tied embeddings with PP > 1: the last stage's `output_layer.weight` (its own copy of the embedding).
+- LoRA: PEFT's layout (`engine.convert.lora`): `X.base_layer.*` + `X.lora_A/B.default.weight`, only the
+  LoRA keys with `--lora-ckpt-filter`; `--lora-load` overlays that checkpoint's tensors and takes its
+  iteration, optimizer, scheduler and RNG (MindSpeed-LLM merges the two state dicts).
 """
 
 from __future__ import annotations
@@ -23,11 +31,15 @@ import torch
 import torch.distributed as dist
 
 from ascendfactory.checkpoints.megatron import parse_tracker, tracker_text
-from ascendfactory.engine.convert import megatron_io
+from ascendfactory.engine.convert import lora, megatron_io
 from ascendfactory.engine.convert.shard_map import hf_local_to_megatron, megatron_to_hf_local
 from ascendfactory.errors import ConfigError, ParallelismError, Problem
 
 CHECKPOINT_VERSION = 3.0
+# In the `optimizer` entry of a bf16/fp16 run: the fp32 weights of the trained parameters, by name
+# (Megatron's Float16OptimizerWithFloat16Params keeps them as `fp32_from_fp16_params`); the model shard
+# holds them rounded.
+MASTER_PARAMS = "fp32_from_fp16_params"
 CRASH_ENV = "AF_TRAIN_CRASH_IN_SAVE_AT"  # test hook: raise after the shards are written, before the rename
 
 
@@ -36,6 +48,7 @@ class Position:
     iteration: int = 0
     consumed_train_samples: int = 0
     floating_point_operations: float = 0.0
+    consumed_valid_samples: int = 0  # Megatron's args.consumed_valid_samples: where validation continues
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,8 @@ class Checkpointer:
         log: Any,
     ):
         self.args, self.mg_args, self.topo, self.device, self.log = args, megatron_args, topo, device, log
+        self.loaded = False  # a checkpoint's weights were loaded
+        self.tied_output_loaded = False  # ... and they held this rank's tied output copy (PP > 1)
 
     # ---------------------------------------------------------------- save
     def save(
@@ -159,13 +174,11 @@ class Checkpointer:
     ) -> dict[str, Any]:
         from ascendfactory.engine.train.model import local_state
 
-        topo = self.topo
         local = {k: v.detach().cpu().clone() for k, v in local_state(model).items()}
-        shard = hf_local_to_megatron(
-            local, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
-        )
+        shard = self.to_megatron(local)
         saved_args = argparse.Namespace(**{**vars(self.args), **vars(self.mg_args)})
         saved_args.consumed_train_samples = pos.consumed_train_samples
+        saved_args.consumed_valid_samples = pos.consumed_valid_samples
         saved_args.iteration = pos.iteration
         payload: dict[str, Any] = {
             "args": saved_args,
@@ -177,11 +190,60 @@ class Checkpointer:
         if not self.args.no_save_optim:
             opt = _optimizer_state(model, optimizer)
             opt["grad_scaler"] = scaler.state_dict()
+            if self.params_dtype != torch.float32:  # the model shard is rounded: keep the fp32 masters
+                trained = {n for n, p in model.named_parameters() if p.requires_grad}
+                opt[MASTER_PARAMS] = {k: v for k, v in local.items() if k in trained}
             payload["optimizer"] = opt
             payload["opt_param_scheduler"] = scheduler.state_dict()
         if rng is not None:
             payload["rng_state"] = rng
         return payload
+
+    @property
+    def params_dtype(self) -> torch.dtype:
+        return self.mg_args.params_dtype
+
+    @property
+    def tied_output(self) -> bool:
+        """This rank holds the last-stage copy of tied embeddings (`output_layer.weight`, PP > 1)."""
+        topo = self.topo
+        tied = not self.mg_args.untie_embeddings_and_output_weights
+        return tied and topo.pp > 1 and topo.pp_rank == topo.pp - 1
+
+    @property
+    def lora_targets(self) -> list[str]:
+        return list(getattr(self.args, "lora_target_modules", None) or [])
+
+    def to_megatron(self, local: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """This rank's local parameters -> its Megatron shard, in the run's params dtype (bf16 with --bf16).
+
+        LoRA (MindSpeed-LLM's PEFT layout): target modules' weights as `X.base_layer.*`, then the adapters
+        `X.lora_A/B.default.weight`; with --lora-ckpt-filter only the keys that contain 'lora'."""
+        from ascendfactory.engine.train.lora import checkpoint_name, is_adapter
+
+        topo = self.topo
+        base = {checkpoint_name(k): v for k, v in local.items() if not is_adapter(k)}
+        shard = hf_local_to_megatron(
+            base,
+            cfg=self.mg_args,
+            tp=topo.tp,
+            tp_rank=topo.tp_rank,
+            layer_offset=topo.layer_offset,
+            keep_tied_output=self.tied_output,
+        )
+        if self.lora_targets:
+            adapters = lora.local_to_megatron(
+                {k: v for k, v in local.items() if is_adapter(k)},
+                cfg=self.mg_args,
+                tp=topo.tp,
+                tp_rank=topo.tp_rank,
+                layer_offset=topo.layer_offset,
+            )
+            shard = lora.with_adapters(lora.to_peft_layout(shard, self.lora_targets), adapters)
+            if self.args.lora_ckpt_filter:
+                shard = lora.filter_lora(shard)
+        dtype = self.params_dtype
+        return {k: v.to(dtype) if v.is_floating_point() and v.dtype != dtype else v for k, v in shard.items()}
 
     # ---------------------------------------------------------------- load
     def load(self, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> Position | None:
@@ -237,12 +299,9 @@ class Checkpointer:
         )
         state = torch.load(shard_dir / megatron_io.SHARD_FILE, map_location="cpu", weights_only=False)
         self.log(f" loading checkpoint from {args.load} at iteration {iteration}")
-        from ascendfactory.engine.train.model import load_local_state
-
-        local = megatron_to_hf_local(
-            state["model"], cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
-        )
-        load_local_state(model, local)
+        if getattr(args, "lora_load", None):
+            state, shard_dir = self._overlay_lora(state)
+        self._load_model(model, state)
         converted = "optimizer" not in state and "opt_param_scheduler" not in state
         if args.finetune or release or converted:
             return Position()
@@ -251,6 +310,7 @@ class Checkpointer:
             scheduler.load_state_dict(state["opt_param_scheduler"])
             if "grad_scaler" in state["optimizer"]:
                 scaler.load_state_dict(state["optimizer"]["grad_scaler"])
+            _load_master_params(model, state["optimizer"].get(MASTER_PARAMS))
         if not args.no_load_rng:
             if "rng_state" not in state:
                 raise ConfigError(
@@ -267,5 +327,105 @@ class Checkpointer:
         return Position(
             iteration=int(state.get("iteration", iteration)),
             consumed_train_samples=int(getattr(saved, "consumed_train_samples", 0) or 0),
+            consumed_valid_samples=int(getattr(saved, "consumed_valid_samples", 0) or 0),
             floating_point_operations=float(state.get("num_floating_point_operations_so_far", 0)),
         )
+
+    def _overlay_lora(self, state: dict[str, Any]) -> tuple[dict[str, Any], Path]:
+        """MindSpeed-LLM's `--lora-load`: that checkpoint's tensors over the base's, and its iteration,
+        optimizer, scheduler, RNG and args (`training/checkpointing.py` merges the two state dicts)."""
+        args, topo = self.args, self.topo
+        root = Path(args.lora_load)
+        text = tracker_text(root)
+        value = parse_tracker(text) if text is not None else None
+        if not isinstance(value, int):
+            raise ConfigError(
+                Problem(
+                    key="--lora-load",
+                    message=f"{root} holds no {megatron_io.TRACKER} with an iteration",
+                    fix="point --lora-load at the --save folder of a LoRA run",
+                    source="command line",
+                )
+            )
+        layout = megatron_io.discover_layout(root, value)
+        if layout != (topo.tp, topo.pp):
+            raise ParallelismError(
+                Problem(
+                    key="--lora-load",
+                    message=f"{root} was saved with TP={layout[0]}, PP={layout[1]} but this run uses "
+                    f"TP={topo.tp}, PP={topo.pp}",
+                    fix="train with the layout the adapters were saved with",
+                    source="command line",
+                )
+            )
+        shard_dir = megatron_io.checkpoint_dir(root, value, topo.tp_rank, topo.pp_rank, topo.pp)
+        extra = torch.load(shard_dir / megatron_io.SHARD_FILE, map_location="cpu", weights_only=False)
+        if not lora.adapter_targets(extra.get("model", {})):
+            raise ConfigError(
+                Problem(
+                    key="--lora-load",
+                    message=f"{shard_dir} holds no LoRA adapters",
+                    fix="point --lora-load at the --save folder of a LoRA run",
+                    source="command line",
+                )
+            )
+        self.log(f" loading checkpoint from {root} at iteration {value}")
+        merged = {**state, **{k: v for k, v in extra.items() if k != "model"}}
+        merged["model"] = {**state["model"], **extra["model"]}
+        return merged, shard_dir
+
+    def _load_model(self, model: torch.nn.Module, state: dict[str, Any]) -> None:
+        from ascendfactory.engine.train.lora import is_adapter
+        from ascendfactory.engine.train.model import load_local_state, round_params
+
+        topo = self.topo
+        base, adapters = lora.from_peft_layout(state["model"])
+        if adapters and not self.lora_targets:
+            raise ConfigError(
+                Problem(
+                    key="--load",
+                    message=f"{self.args.load} holds LoRA adapters "
+                    f"({', '.join(sorted(lora.adapter_targets(adapters)))}) but LoRA is off",
+                    fix="add the run's --lora-target-modules/--lora-r/--lora-alpha to continue it, or merge "
+                    "the adapters first (convert --load-model-type mg with --lora-r/--lora-alpha)",
+                    source="command line",
+                )
+            )
+        found = lora.adapter_targets(adapters)
+        if found - set(self.lora_targets):
+            raise ConfigError(
+                Problem(
+                    key="--lora-target-modules",
+                    message=f"{' '.join(self.lora_targets)}, but the checkpoint has adapters on "
+                    f"{' '.join(sorted(found))}",
+                    fix="give the --lora-target-modules the adapters were trained with",
+                    source="command line",
+                )
+            )
+        local = megatron_to_hf_local(
+            base, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
+        )
+        local.update(
+            lora.megatron_to_local(
+                adapters, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
+            )
+        )
+        tied_output = self.tied_output
+        load_local_state(
+            model, local, missing_ok=lambda n: is_adapter(n) or (tied_output and n == "lm_head.weight")
+        )
+        self.loaded = True
+        self.tied_output_loaded = tied_output and "lm_head.weight" in local
+        round_params(model, self.params_dtype)
+
+
+def _load_master_params(model: torch.nn.Module, masters: dict[str, torch.Tensor] | None) -> None:
+    """The fp32 master weights of a bf16/fp16 run over the rounded model shard (an exact resume)."""
+    if not masters:
+        return
+    from ascendfactory.engine.train.model import local_tensor
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in masters:
+                local_tensor(p).copy_(masters[name])

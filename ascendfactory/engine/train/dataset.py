@@ -1,4 +1,11 @@
-"""Training samples on top of Megatron indexed datasets, in a deterministic order fixed by `--seed`.
+"""Training (and validation / test) samples on top of Megatron indexed datasets, in a deterministic order
+fixed by `--seed`.
+
+`--split` cuts the documents into train / valid / test ranges with Megatron's rule
+(`megatron/legacy/data/dataset_utils.py` `get_train_valid_test_split_`, which MindSpeed-LLM's instruction
+datasets use too): normalised weights, cumulative `round(w * n)`, then every boundary shifted by the rounding
+excess so the last one is `n`. Each part samples only its own documents; valid and test use their own seeded
+order.
 
 - Pre-training (`<prefix>_text_document`): the training split's sequences, in a seeded order per epoch, are
   read as one token stream and cut into windows of `seq_length + 1` tokens that share their boundary token
@@ -25,8 +32,8 @@ IGNORE_INDEX = -100
 INSTRUCTION_SUFFIXES = ("_packed_input_ids_document", "_packed_labels_document")
 
 
-def split_range(split: str, n: int) -> tuple[int, int]:
-    """The train part `[0, end)` of `n` items under Megatron's `--split` (e.g. "969,30,1" or "100,0,0")."""
+def split_ranges(split: str, n: int) -> list[tuple[int, int]]:
+    """The [train, valid, test] document ranges of `n` items under Megatron's `--split` ("969,30,1")."""
     try:
         weights = [float(x) for x in split.replace("/", ",").split(",") if x.strip()]
     except ValueError:
@@ -38,54 +45,79 @@ def split_range(split: str, n: int) -> tuple[int, int]:
                 source="command line",
             )
         ) from None
-    weights += [0.0] * (3 - len(weights))
+    weights = (weights + [0.0] * 3)[:3]
     total = sum(weights)
-    if total <= 0:
+    if total <= 0 or any(w < 0 for w in weights):
         raise ConfigError(
             Problem(
                 key="--split",
-                message=f"'{split}' sums to 0",
+                message=f"'{split}' sums to 0" if total <= 0 else f"'{split}' has a negative part",
                 fix="write it like 100,0,0",
                 source="command line",
             )
         )
-    return 0, int(round(weights[0] / total * n))
+    bounds = [0]
+    for w in weights:
+        bounds.append(bounds[-1] + int(round(w / total * float(n))))
+    excess = bounds[-1] - n
+    bounds = [bounds[0]] + [b - excess for b in bounds[1:]]
+    return [(bounds[i], bounds[i + 1]) for i in range(3)]
 
 
-def _epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+def split_range(split: str, n: int) -> tuple[int, int]:
+    """The train part `[0, end)` of `n` items under Megatron's `--split` (e.g. "969,30,1" or "100,0,0")."""
+    return split_ranges(split, n)[0]
+
+
+PART_NAMES = ("training", "validation", "test")
+
+
+def _epoch_order(n: int, seed: int, epoch: int, shuffle: bool, part: int = 0) -> np.ndarray:
     if not shuffle:
         return np.arange(n, dtype=np.int64)
-    return np.random.default_rng([seed, epoch]).permutation(n).astype(np.int64)
+    key = [seed, epoch] if part == 0 else [seed, epoch, part]
+    return np.random.default_rng(key).permutation(n).astype(np.int64)
 
 
 class PretrainSamples:
     """Windows of `seq_length + 1` tokens over the seeded stream of training sequences."""
 
     def __init__(
-        self, prefix: str, *, seq_length: int, split: str, seed: int, num_samples: int, shuffle: bool
+        self,
+        prefix: str,
+        *,
+        seq_length: int,
+        split: str,
+        seed: int,
+        num_samples: int,
+        shuffle: bool,
+        part: int = 0,
     ):
         self.data = IndexedDataset(prefix)
-        _, end = split_range(split, len(self.data))
-        sizes = self.data.sizes[:end].astype(np.int64)
+        lo, hi = split_ranges(split, len(self.data))[part]
+        sizes = self.data.sizes[lo:hi].astype(np.int64)
         tokens_per_epoch = int(sizes.sum())
-        if end == 0 or tokens_per_epoch <= seq_length:
+        # validation/test windows may span repeated epochs of a small part (Megatron's GPTDataset does)
+        if hi == lo or tokens_per_epoch <= (seq_length if part == 0 else 1):
             raise ConfigError(
                 Problem(
-                    key="--data-path",
-                    message=f"{prefix}: the training split has "
-                    f"{tokens_per_epoch} tokens, fewer than --seq-length + 1",
-                    fix="use more data, a shorter --seq-length, or --split 100,0,0",
+                    key="--data-path" if part == 0 else "--split",
+                    message=f"{prefix}: the {PART_NAMES[part]} split has {tokens_per_epoch} tokens"
+                    + (", fewer than --seq-length + 1" if part == 0 else ""),
+                    fix="use more data, a shorter --seq-length, or --split 100,0,0"
+                    if part == 0
+                    else f"give the {PART_NAMES[part]} part more documents, or --eval-iters 0",
                     source="command line",
                 )
             )
-        self.seq_length = seq_length
+        self.seq_length, self.first = seq_length, lo
         epochs = 1
         while (epochs * tokens_per_epoch - 1) // seq_length < num_samples:
             epochs += 1
-        self.order = np.concatenate([_epoch_order(end, seed, e, shuffle) for e in range(epochs)])
+        self.order = np.concatenate([_epoch_order(hi - lo, seed, e, shuffle, part) for e in range(epochs)])
         self.starts = np.concatenate([[0], np.cumsum(sizes[self.order])])
         count = int((self.starts[-1] - 1) // seq_length)
-        self.shuffle_idx = _epoch_order(count, seed, 1 << 20, shuffle)
+        self.shuffle_idx = _epoch_order(count, seed, 1 << 20, shuffle, part)
 
     def __len__(self) -> int:
         return len(self.shuffle_idx)
@@ -99,7 +131,7 @@ class PretrainSamples:
             seq = int(self.order[first])
             offset = pos - int(self.starts[first])
             take = min(hi - pos, int(self.starts[first + 1]) - pos)
-            parts.append(self.data.get(seq, offset, take))
+            parts.append(self.data.get(self.first + seq, offset, take))
             pos += take
             first += 1
         window = np.concatenate(parts).astype(np.int64)
@@ -119,22 +151,25 @@ class InstructionSamples:
         num_samples: int,
         shuffle: bool,
         pad_id: int = 0,
+        part: int = 0,
     ):
         self.ids = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[0])
         self.labels = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[1])
-        _, end = split_range(split, len(self.ids))
-        if end == 0:
+        lo, hi = split_ranges(split, len(self.ids))[part]
+        if hi == lo:
             raise ConfigError(
                 Problem(
                     key="--split",
-                    message=f"{prefix}: the training split is empty",
+                    message=f"{prefix}: the {PART_NAMES[part]} split is empty",
                     fix="use --split 100,0,0",
                     source="command line",
                 )
             )
         self.seq_length, self.pad_id = seq_length, pad_id
-        epochs = max(1, -(-num_samples // end))
-        self.order = np.concatenate([_epoch_order(end, seed, e, shuffle) for e in range(epochs)])
+        epochs = max(1, -(-num_samples // (hi - lo)))
+        self.order = lo + np.concatenate(
+            [_epoch_order(hi - lo, seed, e, shuffle, part) for e in range(epochs)]
+        )
 
     def __len__(self) -> int:
         return len(self.order)
@@ -149,8 +184,13 @@ class InstructionSamples:
         return ids[:-1], labels[1:]
 
 
-def build_samples(args, *, num_samples: int, pad_id: int = 0) -> PretrainSamples | InstructionSamples:
-    """The samples the flags describe (`--data-path`, `--split`, `--seed`, `--is-instruction-dataset`)."""
+def build_samples(
+    args, *, num_samples: int, pad_id: int = 0, part: int = 0
+) -> PretrainSamples | InstructionSamples | None:
+    """The samples the flags describe (`--data-path`, `--split`, `--seed`, `--is-instruction-dataset`).
+
+    `part`: 0 training, 1 validation, 2 test; an empty validation / test part gives None (Megatron then
+    sets do_valid / do_test to false)."""
     if len(args.data_path) != 1:
         raise ConfigError(
             Problem(
@@ -168,6 +208,7 @@ def build_samples(args, *, num_samples: int, pad_id: int = 0) -> PretrainSamples
         seed=args.seed,
         num_samples=num_samples,
         shuffle=not args.no_shuffle,
+        part=part,
     )
     if args.is_instruction_dataset or args.stage == "sft":
         if not exists(prefix + INSTRUCTION_SUFFIXES[0]):
@@ -179,6 +220,8 @@ def build_samples(args, *, num_samples: int, pad_id: int = 0) -> PretrainSamples
                     source="command line",
                 )
             )
+        if part and _empty_part(prefix + INSTRUCTION_SUFFIXES[0], args.split, part):
+            return None
         return InstructionSamples(prefix, pad_id=pad_id, **common)
     if not exists(prefix) and exists(prefix + "_text_document"):
         prefix += "_text_document"
@@ -191,7 +234,14 @@ def build_samples(args, *, num_samples: int, pad_id: int = 0) -> PretrainSamples
                 source="command line",
             )
         )
+    if part and _empty_part(prefix, args.split, part):
+        return None
     return PretrainSamples(prefix, **common)
+
+
+def _empty_part(prefix: str, split: str, part: int) -> bool:
+    lo, hi = split_ranges(split, len(IndexedDataset(prefix)))[part]
+    return hi == lo
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from ascendfactory.engine.convert.lora import TARGET_MODULES, check_targets
 from ascendfactory.errors import ConfigError, Problem
 
 BOOL, VALUE, LIST = "bool", "value", "list"
@@ -41,8 +42,8 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--optimizer": (VALUE, "adam", str, "adam (AdamW, as Megatron)"),
     "--seed": (VALUE, 1234, int, "random seed: initialisation and data order"),
     "--init-method-std": (VALUE, 0.02, float, "std of the random initialisation (no --load)"),
-    "--bf16": (BOOL, False, None, "compute in bfloat16 (fp32 master weights)"),
-    "--fp16": (BOOL, False, None, "compute in float16 with dynamic loss scaling"),
+    "--bf16": (BOOL, False, None, "compute in bfloat16 over fp32 master weights; checkpoints in bf16"),
+    "--fp16": (BOOL, False, None, "compute in float16 with dynamic loss scaling; checkpoints in fp16"),
     "--initial-loss-scale": (VALUE, 2.0**32, float, "first dynamic loss scale (fp16)"),
     "--min-loss-scale": (VALUE, 1.0, float, "smallest dynamic loss scale (fp16)"),
     "--loss-scale-window": (VALUE, 1000, int, "iterations without overflow before the scale doubles (fp16)"),
@@ -53,7 +54,7 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--expert-model-parallel-size": (VALUE, 1, int, "only 1 is supported"),
     "--num-layer-list": (VALUE, None, str, "layers per pipeline stage, e.g. 3,5"),
     "--data-path": (LIST, None, str, "dataset prefix (pretrain: <prefix>_text_document; sft: <prefix>)"),
-    "--split": (VALUE, "969,30,1", str, "train,valid,test document split (only train is used)"),
+    "--split": (VALUE, "969,30,1", str, "train,valid,test document split (Megatron's rounding)"),
     "--tokenizer-name-or-path": (VALUE, None, str, "HF model folder: config.json (+ tokenizer)"),
     "--tokenizer-type": (VALUE, "PretrainedFromHF", str, "PretrainedFromHF"),
     "--load": (VALUE, None, str, "Megatron checkpoint folder to load"),
@@ -88,8 +89,15 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--log-loss-scale-to-tensorboard": (BOOL, False, None, "write loss-scale to TensorBoard"),
     "--log-timers-to-tensorboard": (BOOL, False, None, "write iteration-time / throughput to TensorBoard"),
     "--af-monitor-config": (VALUE, None, str, "YAML/JSON file with `monitor_config` and `tensorboard` keys"),
-    "--eval-interval": (VALUE, None, int, "accepted; no evaluation is run by this trainer"),
-    "--eval-iters": (VALUE, 0, int, "accepted; no evaluation is run by this trainer"),
+    # Megatron's defaults (core_r0.8.0 arguments.py): evaluate every 1000 iterations and after training
+    "--eval-interval": (VALUE, 1000, int, "validation loss every N iterations (0: only after training)"),
+    "--eval-iters": (VALUE, 100, int, "batches per evaluation on the valid/test split (0: no evaluation)"),
+    # LoRA, MindSpeed-LLM's flags and defaults (2.1.0 training/arguments.py `_add_lora_args`)
+    "--lora-target-modules": (LIST, [], str, "LoRA on these Megatron modules: " + " ".join(TARGET_MODULES)),
+    "--lora-r": (VALUE, None, int, "LoRA rank (default 16)"),
+    "--lora-alpha": (VALUE, None, int, "LoRA alpha, the scaling is lora_alpha / lora_r (default 32)"),
+    "--lora-load": (VALUE, None, str, "a LoRA checkpoint whose adapters (and state) go over --load"),
+    "--lora-ckpt-filter": (BOOL, False, None, "save only the LoRA keys"),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.
@@ -163,18 +171,15 @@ IGNORED: dict[str, str] = {
     "--timing-log-level": VALUE,
     "--log-timers-to-tensorboard-interval": VALUE,
     "--no-save-args": BOOL,
+    "--lora-fusion": BOOL,  # CCLoRA: the same LoRA maths with communication overlapped
+    "--lora-register-forward-hook": LIST,  # only for full recompute
+    "--lora-modules-to-save": LIST,  # defined but read nowhere by MindSpeed-LLM 2.1.0 / master
 }
 
 # Flags that change the numerics in a way this trainer does not implement: refused, naming the flag.
 REFUSED: dict[str, str] = {
-    "--lora-r": "LoRA",
-    "--lora-alpha": "LoRA",
-    "--lora-fusion": "LoRA",
-    "--lora-target-modules": "LoRA",
-    "--lora-load": "LoRA",
-    "--lora-modules-to-save": "LoRA",
-    "--lora-ckpt-filter": "LoRA",
     "--qlora": "QLoRA",
+    "--qlora-save-dequantize": "QLoRA",
     "--num-experts": "mixture of experts",
     "--moe-router-topk": "mixture of experts",
     "--reset-position-ids": "packed sequences",
@@ -194,9 +199,8 @@ REFUSED: dict[str, str] = {
     "--apply-query-key-layer-scaling": "QK layer scaling",
 }
 _REFUSED_KIND = {
-    "--lora-fusion": BOOL,
     "--qlora": BOOL,
-    "--lora-ckpt-filter": BOOL,
+    "--qlora-save-dequantize": BOOL,
     "--reset-position-ids": BOOL,
     "--reset-attention-mask": BOOL,
     "--neat-pack": BOOL,
@@ -206,6 +210,7 @@ _REFUSED_KIND = {
 }
 
 STAGES = ("pt", "sft")
+LORA_DEFAULTS = {"--lora-r": 16, "--lora-alpha": 32}  # MindSpeed-LLM's; None in the parser to see "given"
 LR_DECAY_STYLES = ("constant", "linear", "cosine")
 
 
@@ -256,7 +261,7 @@ def _dest(flag: str) -> str:
 def given(args: argparse.Namespace, flag: str) -> bool:
     """Whether an IGNORED / REFUSED flag was on the command line."""
     value = getattr(args, _dest(flag), None)
-    return value is not None and value is not False
+    return value is not None and value is not False and value != []
 
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -348,6 +353,10 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
     for flag in ("--train-iters", "--seq-length", "--global-batch-size"):  # when given (required above)
         value = getattr(args, _dest(flag), None)
         need(flag, value is None or value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
+    p += _lora_problems(args)
+    for flag in ("--eval-iters", "--eval-interval"):
+        value = getattr(args, _dest(flag))
+        need(flag, value is not None and value >= 0, f"must be >= 0, got {value}", f"give {flag} 0 or more")
     if args.lr_warmup_fraction is not None and args.lr_warmup_iters:
         p.append(
             Problem(
@@ -359,6 +368,43 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         )
     args.stage = stage
     return p
+
+
+def _lora_problems(args: argparse.Namespace) -> list[Problem]:
+    """LoRA is on when --lora-target-modules names modules (MindSpeed-LLM's `is_enable_lora`)."""
+    problems = check_targets(args.lora_target_modules)
+    if len(set(args.lora_target_modules)) != len(args.lora_target_modules):
+        problems.append(
+            Problem(
+                key="--lora-target-modules",
+                message=f"{' '.join(args.lora_target_modules)}: a module is named twice",
+                fix="name each module once",
+                source="command line",
+            )
+        )
+    for flag, default in LORA_DEFAULTS.items():
+        value = getattr(args, _dest(flag))
+        if value is not None and value < 1:
+            problems.append(
+                Problem(key=flag, message=f"must be >= 1, got {value}", fix=f"give {flag} 1 or more")
+            )
+    if not args.lora_target_modules:
+        lonely = [
+            f for f in ("--lora-r", "--lora-alpha", "--lora-load", "--lora-ckpt-filter") if given(args, f)
+        ]
+        for flag in lonely:
+            problems.append(
+                Problem(
+                    key=flag,
+                    message="has no effect: LoRA is off without --lora-target-modules",
+                    fix=f"add --lora-target-modules ({' '.join(TARGET_MODULES)}), or remove {flag}",
+                    source="command line",
+                )
+            )
+    for flag, default in LORA_DEFAULTS.items():
+        if getattr(args, _dest(flag)) is None:
+            setattr(args, _dest(flag), default)
+    return problems
 
 
 def known_flags() -> list[str]:

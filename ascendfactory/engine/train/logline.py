@@ -5,6 +5,7 @@ Pure functions (no torch), so they are unit-tested and reused by parsers' tests.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -85,6 +86,18 @@ def format_training_log(s: IterationStats, now: datetime | None = None) -> str:
     line += f" number of skipped iterations: {s.skipped_iterations:3d} |"
     line += f" number of nan iterations: {s.nan_iterations:3d} |"
     return line
+
+
+def format_validation(prefix: str, losses: dict[str, float]) -> list[str]:
+    """Megatron's `evaluate_and_print_results` (core_r0.8.0 `training/training.py`): a dashed line, then
+    ` validation loss at <prefix> | <key> value: X | <key> PPL: exp(min(20, X)) | ` per loss key, then the
+    dashed line again (its length: the text's + 1). `prefix` is `iteration N`, or after training
+    `iteration N on validation set` / `iteration N on test set`."""
+    text = f" validation loss at {prefix} | "
+    for key, value in losses.items():
+        text += f"{key} value: {value:.6E} | {key} PPL: {math.exp(min(20.0, value)):.6E} | "
+    line = "-" * (len(text) + 1)
+    return [line, text, line]
 
 
 def format_memory_line(rank: int, iteration: int, mb: dict[str, float]) -> str:

@@ -8,12 +8,13 @@ HF class and only this stage's part is materialised.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from ascendfactory.errors import ConfigError, ParallelismError, Problem
+from ascendfactory.errors import ConfigError, Problem
 
 IGNORE_INDEX = -100
 
@@ -28,6 +29,9 @@ class StageModel(nn.Module):
         with torch.device("meta"):
             full = AutoModelForCausalLM.from_config(cfg)
         self.first, self.last, self.tied = first, last, bool(getattr(cfg, "tie_word_embeddings", False))
+        # PP == 1: lm_head *is* the embedding; PP > 1: the last stage holds its own copy (Megatron's
+        # output_layer.weight), kept equal to the first stage's by `step.all_reduce_tied_grads`
+        self.shares_output = self.tied and first and last
         self.model = nn.Module()
         self.model.embed_tokens = full.model.embed_tokens if first else None
         self.model.layers = nn.ModuleDict({str(i): full.model.layers[i] for i in layer_ids})
@@ -36,7 +40,7 @@ class StageModel(nn.Module):
         self.to_empty(device=device)
         with torch.device(device):
             self.model.rotary_emb = type(full.model.rotary_emb)(config=cfg)
-        if self.tied and first and last:
+        if self.shares_output:
             self.lm_head.weight = self.model.embed_tokens.weight
         self._rotary_cache: dict[tuple, tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
 
@@ -67,18 +71,8 @@ class StageModel(nn.Module):
 
 
 def build_stage(cfg: Any, *, layers: list[int], pp_rank: int, device: torch.device) -> StageModel:
-    """This PP rank's stage; tied embeddings need embeddings and lm_head on one stage (PP == 1)."""
+    """This PP rank's stage. With tied embeddings and PP > 1 the last stage has its own lm_head (Megatron)."""
     pp = len(layers)
-    if pp > 1 and getattr(cfg, "tie_word_embeddings", False):
-        raise ParallelismError(
-            Problem(
-                key="--pipeline-model-parallel-size",
-                message=f"{pp} with tied embeddings (tie_word_embeddings = "
-                "true): the embedding and lm_head would live on different stages",
-                fix="use --pipeline-model-parallel-size 1 (and TP/DP for scale) for this model",
-                source="command line",
-            )
-        )
     offset = sum(layers[:pp_rank])
     cfg._attn_implementation = "sdpa"  # causal SDPA without a mask tensor
     return StageModel(
@@ -122,7 +116,7 @@ def parallelize_hf_decoder(model: StageModel, *, tp_mesh: Any, tp: int) -> Stage
         if k.split(".*.")[0] in present and (k.split(".*.")[0] != "model.layers" or len(model.model.layers))
     }
     parallelize_module(model, tp_mesh, plan)
-    if model.tied and model.first and model.last:
+    if model.shares_output:
         model.lm_head.weight = model.model.embed_tokens.weight
     return model
 
@@ -136,12 +130,23 @@ def local_state(model: StageModel) -> dict[str, torch.Tensor]:
     return {name: local_tensor(p).detach() for name, p in model.named_parameters()}
 
 
-def load_local_state(model: StageModel, local_sd: dict[str, torch.Tensor]) -> None:
-    """Copy `megatron_to_hf_local` output into the (possibly DTensor) parameters; every name must match."""
-    params = dict(model.named_parameters())
-    if model.tied:
+def load_local_state(
+    model: StageModel,
+    local_sd: dict[str, torch.Tensor],
+    *,
+    missing_ok: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Copy `megatron_to_hf_local` output into the (possibly DTensor) parameters; every name must match.
+
+    A LoRA-wrapped projection's `X.base_layer.weight` reads the checkpoint's `X.weight`. Parameters for
+    which `missing_ok(name)` holds may be absent (returned, untouched). With PP == 1 a tied model's
+    `lm_head.weight` is the embedding, so a checkpoint entry for it is ignored."""
+    params = {n.replace(".base_layer.", "."): p for n, p in model.named_parameters()}
+    if model.shares_output:
         local_sd = {k: v for k, v in local_sd.items() if k != "lm_head.weight"}
-    missing, unexpected = sorted(set(params) - set(local_sd)), sorted(set(local_sd) - set(params))
+    skipped = sorted(n for n in set(params) - set(local_sd) if missing_ok and missing_ok(n))
+    missing = sorted(set(params) - set(local_sd) - set(skipped))
+    unexpected = sorted(set(local_sd) - set(params))
     problems = [Problem(key=n, message="in the model but not in the checkpoint shard") for n in missing[:5]]
     problems += [
         Problem(key=n, message="in the checkpoint shard but not in this stage") for n in unexpected[:5]
@@ -171,6 +176,21 @@ def load_local_state(model: StageModel, local_sd: dict[str, torch.Tensor]) -> No
                 )
             ]
         )
+    return skipped
+
+
+def round_params(model: nn.Module, dtype: torch.dtype) -> None:
+    """Round every weight to `dtype` in place (kept in its fp32 storage) unless `dtype` is fp32.
+
+    Megatron's bf16/fp16 model holds the weights in that dtype and builds the optimizer's fp32 main weights
+    from them, so a run starts from the rounded values; the updates then accumulate in fp32."""
+    if dtype in (torch.float32, torch.float64):
+        return
+    with torch.no_grad():
+        for p in model.parameters():
+            t = local_tensor(p)
+            if t.is_floating_point() and t.dtype != dtype:
+                t.copy_(t.to(dtype))
 
 
 def init_random(model: StageModel, *, std: float, num_layers: int, seed: int, rank_seed: int) -> None:

@@ -232,6 +232,12 @@ class Monitor:
             )
         self.scalars({k: v for k, v in values.items() if v is not None}, iteration, samples)
 
+    def validation_scalars(self, key: str, value: float, *, iteration: int, samples: int) -> None:
+        """Megatron's `evaluate_and_print_results` tags: `<key> validation` (and `... vs samples`)."""
+        if self.writer:
+            self.writer.add_scalar(f"{key} validation", value, iteration)
+            self.writer.add_scalar(f"{key} validation vs samples", value, samples)
+
     def phase_metrics(self, metrics: dict[str, float], iteration: int, *, log: bool) -> None:
         if self.writer:
             for tag, value in metrics.items():

@@ -177,3 +177,21 @@ def build_mesh(dims: ParallelDims, device: Any) -> Any:
     from torch.distributed.device_mesh import init_device_mesh
 
     return init_device_mesh(device.type, (dims.pp, dims.dp, dims.tp), mesh_dim_names=("pp", "dp", "tp"))
+
+
+def embedding_group(dims: ParallelDims, mesh: Any) -> Any:
+    """Megatron's embedding group of this rank: the first and the last pipeline stage at its (dp, tp)
+    position (None with PP == 1, and on middle stages). Every rank creates every group, in one order."""
+    if dims.pp == 1:
+        return None
+    if dims.pp == 2:
+        return mesh["pp"].get_group()
+    import torch.distributed as dist
+
+    per_stage, rank, mine = dims.dp * dims.tp, dist.get_rank(), None
+    for i in range(per_stage):
+        ranks = [i, (dims.pp - 1) * per_stage + i]  # mesh (pp, dp, tp): rank = pp * dp * tp + dp * tp + tp
+        group = dist.new_group(ranks)
+        if rank in ranks:
+            mine = group
+    return mine

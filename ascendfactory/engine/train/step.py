@@ -15,12 +15,15 @@ from ascendfactory.engine.train.model import StageModel, local_tensor, loss_fn
 
 
 def build_optimizer(model: StageModel, args: Any, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW; no weight decay on biases and 1-D (norm) weights (Megatron's param groups).
+    """AdamW over the trained parameters (all, or the LoRA adapters); no weight decay on biases and 1-D
+    (norm) weights (Megatron's param groups).
 
     DTensor and plain parameters go in separate groups so each group can use the fused kernel (CPU, CUDA).
     """
     groups: dict[tuple[bool, bool], list[torch.nn.Parameter]] = {}
     for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
         no_decay = name.endswith(".bias") or p.ndim == 1
         groups.setdefault((no_decay, hasattr(p, "to_local")), []).append(p)
     param_groups = [
@@ -142,6 +145,22 @@ class StepRunner:
             total += loss.detach()
         return total / self.n
 
+    def forward_only(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        """Evaluation: the mean micro-batch loss without a backward (last stage; None elsewhere)."""
+        if self.pipeline is not None:
+            losses: list[torch.Tensor] = []
+            if self.pp_rank == 0:
+                self.pipeline.eval(tokens)
+            elif self.pp_rank == self.pp - 1:
+                self.pipeline.eval(target=labels, losses=losses)
+            else:
+                self.pipeline.eval()
+            return torch.stack([x.detach() for x in losses]).mean() / self.scale if losses else None
+        total = torch.zeros((), device=self.device)
+        for x, y in zip(tokens.chunk(self.n), labels.chunk(self.n)):
+            total += loss_fn(self.model(x), y).detach()
+        return total / self.n
+
 
 def all_reduce_grads(params: list[torch.nn.Parameter], group: Any, dp: int) -> None:
     """Average gradients over the data-parallel group (one flat buffer)."""
@@ -155,6 +174,23 @@ def all_reduce_grads(params: list[torch.nn.Parameter], group: Any, dp: int) -> N
     for g in grads:
         g.copy_(flat[offset : offset + g.numel()].view_as(g))
         offset += g.numel()
+
+
+def all_reduce_tied_grads(param: torch.nn.Parameter, group: Any) -> None:
+    """Sum the gradients of a tied model's embedding (first stage) and its last-stage output copy.
+
+    Megatron's `_allreduce_word_embedding_grads` (core_r0.8.0 `distributed/finalize_model_grads.py`): after
+    the data-parallel reduction, all-reduce over the embedding group (the first and last pipeline stage of
+    each (dp, tp) position), so both copies get the same update and stay equal. Under TP the embedding's
+    gradient comes back replicated over the vocabulary while its weight is vocab-sharded; it is reduced to
+    this rank's rows first (`redistribute` to the weight's placement: a local slice), which is what the
+    output copy's gradient holds."""
+    grad = param.grad
+    if grad is None:
+        return
+    if hasattr(grad, "placements") and tuple(grad.placements) != tuple(param.placements):
+        grad = param.grad = grad.redistribute(param.device_mesh, param.placements)
+    dist.all_reduce(local_tensor(grad), group=group)
 
 
 def shard_mask(grads: list[torch.Tensor]) -> list[bool]:
@@ -172,16 +208,21 @@ def grad_norm_and_clip(
     clip: float,
     unscale: float = 1.0,
     sharded: list[bool] | None = None,
+    counted: list[bool] | None = None,
 ) -> tuple[float, bool]:
     """Unscale, then the global L2 norm over TP shards and PP stages (DP grads are equal); clip in place.
 
-    `sharded` is `shard_mask` of the gradients, which the caller may compute once.
+    `sharded` is `shard_mask` of the gradients, which the caller may compute once. `counted`: which
+    gradients enter the norm (default all); every one is clipped. Megatron leaves out parameters marked
+    `shared` (the last-stage copy of tied embeddings), so a tied weight counts once.
     Returns (norm before clipping, found inf/nan)."""
     grads = [local_tensor(p.grad) for p in params]
     if unscale != 1.0:
         torch._foreach_div_(grads, unscale)
     dtype = torch.float64 if grads[0].device.type == "cpu" else torch.float32
     squares = torch.stack(torch._foreach_norm(grads)).to(dtype).pow(2)
+    if counted is not None and not all(counted):
+        squares = squares * torch.tensor(counted, dtype=dtype, device=squares.device)
     sharded = shard_mask([p.grad for p in params]) if sharded is None else sharded
     if any(sharded):
         is_shard = torch.tensor(sharded, device=squares.device)

@@ -84,7 +84,12 @@ def hf_to_megatron(
                     )
                 if keep:
                     stage[name] = t
-            shard = hf_local_to_megatron(stage, cfg=dims, tp=tp, tp_rank=tp_rank, layer_offset=lo)
+            keep = dims.tie_word_embeddings and pp > 1 and pp_rank == pp - 1
+            if keep:  # the last stage's own copy of tied embeddings (convert_ckpt_v2.py)
+                stage["lm_head.weight"] = local["model.embed_tokens.weight"]
+            shard = hf_local_to_megatron(
+                stage, cfg=dims, tp=tp, tp_rank=tp_rank, layer_offset=lo, keep_tied_output=keep
+            )
             megatron_io.save_shard(
                 out_dir,
                 1,
@@ -195,6 +200,10 @@ def megatron_to_hf_full(root: str | Path, iteration: int | None = None) -> dict[
         ]
         from ascendfactory.engine.convert.dims import as_dims
 
-        full.update(hf_locals_to_full(locals_, cfg=as_dims(args)))
+        dims = as_dims(args)
+        if dims.tie_word_embeddings:  # the last stage's copy of a tied embedding (PP > 1) is not a weight
+            for local in locals_:
+                local.pop("lm_head.weight", None)
+        full.update(hf_locals_to_full(locals_, cfg=dims))
         offset += len({k.split(".")[2] for k in shards[0]["model"] if k.startswith("decoder.layers.")})
     return full

@@ -1,4 +1,18 @@
-"""The embedded trainer: build mesh, stage model, optimizer, data, checkpointer, monitors; then `train()`."""
+"""The embedded trainer: build mesh, stage model, optimizer, data, checkpointer, monitors; then `train()`.
+
+Beyond plain SFT / pre-training, as MindSpeed-LLM / Megatron do them:
+- LoRA (`--lora-target-modules`, `--lora-r`, `--lora-alpha`, `--lora-load`): `lora.apply_lora` freezes the
+  model and adds the adapters; only they are trained and saved in PEFT's Megatron layout.
+- `--bf16` / `--fp16`: compute under autocast over fp32 master weights that start from the weights rounded
+  to that dtype (Megatron builds its fp32 main params from the bf16 model); shards are saved in that dtype,
+  the fp32 masters in the optimizer state.
+- tied embeddings with PP > 1: the last stage's own output copy starts equal to the first stage's embedding
+  (a broadcast in the embedding group), their gradients are summed there every step and the copy is left
+  out of the gradient norm (Megatron's `shared` parameter).
+- `--eval-interval` / `--eval-iters` / `--split`: Megatron's evaluation on the validation part every
+  `eval-interval` iterations and, after training, on the validation and test parts, printing
+  ` validation loss at iteration N | lm loss value: ... | lm loss PPL: ... |` between two dashed lines.
+"""
 
 from __future__ import annotations
 
@@ -18,10 +32,17 @@ from ascendfactory.engine.convert.dims import ModelDims
 from ascendfactory.engine.train import dataset, logline, monitor, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
-from ascendfactory.engine.train.model import build_stage, init_random, local_tensor, parallelize_hf_decoder
+from ascendfactory.engine.train.model import (
+    build_stage,
+    init_random,
+    local_tensor,
+    parallelize_hf_decoder,
+    round_params,
+)
 from ascendfactory.engine.train.parallel import (
     ParallelDims,
     build_mesh,
+    embedding_group,
     init_distributed,
     tune_cpu_allocator,
 )
@@ -82,8 +103,37 @@ class Trainer:
             seed=args.seed,
             rank_seed=tp_rank + 100 * pp_rank,
         )
+        self.lora_targets = list(args.lora_target_modules or [])
+        if self.lora_targets:
+            from ascendfactory.engine.train.lora import apply_lora
+
+            apply_lora(
+                self.model,
+                self.hf_config,
+                targets=self.lora_targets,
+                r=args.lora_r,
+                alpha=args.lora_alpha,
+                seed=args.seed,
+                tp_mesh=self.mesh["tp"],
+                tp=self.dims.tp,
+                tp_rank=tp_rank,
+                device=self.env.device,
+            )
+            self.log0(self.trainable_line())
+        self.params_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
+        round_params(self.model, self.params_dtype)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.sharded: list[bool] | None = None  # which gradients are TP shards: known after a backward
+        # tied embeddings with PP > 1: the first stage's embedding and the last stage's output copy
+        self.tied_group = embedding_group(self.dims, self.mesh) if self.model.tied else None
+        self.tied_param = None
+        if self.tied_group is not None:
+            self.tied_param = (
+                self.model.model.embed_tokens.weight if pp_rank == 0 else self.model.lm_head.weight
+            )
+        self.counted = None  # Megatron leaves the last-stage copy out of the gradient norm
+        if self.tied_group is not None and pp_rank == self.dims.pp - 1:
+            self.counted = [p is not self.tied_param for p in self.params]
         self.optimizer = step.build_optimizer(self.model, args, self.env.device)
         self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
         self.scaler = step.LossScaler.from_args(args)
@@ -104,12 +154,22 @@ class Trainer:
         self.batches = dataset.BatchPlan(
             self.dims.micro_batch_size, self.dims.global_batch_size, self.dims.dp, dp_rank
         )
+        # Megatron's valid/test sample counts: (train_iters // eval_interval + 1) * eval_iters batches
+        # of validation, eval_iters batches of test; an empty part turns its evaluation off.
+        self.valid = self.test = None
+        if args.eval_iters > 0:
+            gbs, pad = self.dims.global_batch_size, dataset.pad_id_from(args.tokenizer_name_or_path)
+            evals = args.train_iters // args.eval_interval + 1 if args.eval_interval else 1
+            self.valid = dataset.build_samples(
+                args, num_samples=evals * args.eval_iters * gbs, pad_id=pad, part=1
+            )
+            self.test = dataset.build_samples(args, num_samples=args.eval_iters * gbs, pad_id=pad, part=2)
         mg_args = model_dims.megatron_args(
             tp=self.dims.tp,
             pp=self.dims.pp,
             num_layer_list=megatron_io.parse_layer_list(args.num_layer_list),
             padded_vocab_size=vocab,
-            params_dtype=torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32,
+            params_dtype=self.params_dtype,
             make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
         )
         topo = Topology(
@@ -147,16 +207,29 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
+        """Megatron's order per iteration: step, log line, evaluation, checkpoint, exit check; then the final
+        save and, unless it stopped at --exit-interval, the evaluation on the validation and test parts."""
         self.load_checkpoint()
+        exited = False
         while self.position.iteration < self.args.train_iters:
             loss, grad_norm, skipped = self.train_step()
             self.log_iteration(loss, grad_norm, skipped)
+            if self.valid is not None and self.due(self.args.eval_interval):
+                self.evaluate(f"iteration {self.position.iteration}", self.valid, continuing=True)
             if self.args.save and self.due(self.args.save_interval):
                 self.save_checkpoint()
             if self.due(self.args.exit_interval):
+                exited = True
                 break
         if self.args.save and 0 < self.position.iteration != self.saved_iteration:
             self.save_checkpoint()
+        if exited:
+            return
+        it = self.position.iteration
+        if self.valid is not None:
+            self.evaluate(f"iteration {it} on validation set", self.valid, continuing=True)
+        if self.test is not None:
+            self.evaluate(f"iteration {it} on test set", self.test, continuing=False)
 
     def due(self, interval: int | None) -> bool:
         return bool(interval) and self.position.iteration % interval == 0
@@ -175,6 +248,8 @@ class Trainer:
                 with step.autocast(self.env.device, self.args):
                     local_loss = self.runner.forward_backward(tokens, labels)
                 step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
+                if self.tied_param is not None and self.tied_param.requires_grad:
+                    step.all_reduce_tied_grads(self.tied_param, self.tied_group)
                 state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
                 if self.sharded is None:
                     self.sharded = step.shard_mask([p.grad for p in self.params])
@@ -184,6 +259,7 @@ class Trainer:
                     clip=self.args.clip_grad,
                     unscale=self.scaler.scale,
                     sharded=self.sharded,
+                    counted=self.counted,
                 )
                 if not found_inf:
                     self.optimizer.step()
@@ -205,6 +281,54 @@ class Trainer:
                 logline.emit("\n".join(n for n, p in self.model.named_parameters() if p.requires_grad))
                 self.args.exit_interval = self.position.iteration
         return loss, None if found_inf else grad_norm, found_inf
+
+    def evaluate(self, prefix: str, samples: Any, *, continuing: bool) -> None:
+        """Megatron's `evaluate_and_print_results`: `--eval-iters` batches of `--global-batch-size` samples,
+        forward only; the loss is the mean of the data-parallel-averaged micro-batch losses.
+
+        `continuing`: the validation part goes on where the last evaluation stopped (Megatron's
+        `consumed_valid_samples`, saved in checkpoints); the test part starts at its beginning."""
+        t0 = time.perf_counter()
+        gbs = self.dims.global_batch_size
+        consumed = self.position.consumed_valid_samples if continuing else 0
+        total, count = 0.0, 0
+        self.model.eval()
+        try:
+            with torch.no_grad(), step.autocast(self.env.device, self.args):
+                for _ in range(self.args.eval_iters):
+                    tokens, labels = (
+                        torch.from_numpy(a).to(self.env.device)
+                        for a in dataset.get_batch(samples, self.batches, consumed)
+                    )
+                    loss = self.runner.forward_only(tokens, labels)
+                    consumed += gbs
+                    if loss is not None:
+                        total, count = total + float(loss), count + 1
+        finally:
+            self.model.train()
+        if continuing:
+            self.position.consumed_valid_samples = consumed
+        # a device tensor: NCCL / HCCL reduce only device memory
+        value = self.reduce_loss(torch.tensor(total / count, device=self.env.device)) if count else None
+        if value is not None and self.is_last_rank:
+            logline.emit("\n".join(logline.format_validation(prefix, {"lm loss": value})))
+        if value is not None:
+            self.monitor.validation_scalars(
+                "lm loss",
+                value,
+                iteration=self.position.iteration,
+                samples=self.position.consumed_train_samples,
+            )
+        self.interval.start += time.perf_counter() - t0  # the log line's time per iteration excludes it
+
+    def trainable_line(self) -> str:
+        """PEFT's `print_trainable_parameters` for this rank's shard of the model."""
+        trainable = sum(local_tensor(p).numel() for p in self.model.parameters() if p.requires_grad)
+        total = sum(local_tensor(p).numel() for p in self.model.parameters())
+        return (
+            f"trainable params: {trainable:,d} || all params: {total:,d} || "
+            f"trainable%: {100 * trainable / total:.4f}"
+        )
 
     # ------------------------------------------------------------------ pieces
     def reduce_loss(self, local_loss: torch.Tensor | None) -> float | None:
@@ -293,7 +417,11 @@ class Trainer:
 
     def state_metrics(self) -> dict[str, Any]:
         """Per-parameter local gradient / Adam moment / weight norms of this rank (monitor_config)."""
-        norms = {n: float(local_tensor(p.grad).float().norm()) for n, p in self.model.named_parameters()}
+        norms = {
+            n: float(local_tensor(p.grad).float().norm())
+            for n, p in self.model.named_parameters()
+            if p.grad is not None
+        }
         adam, weights = {}, {}
         if self.monitor.cfg["optimizer_state_format"]:
             for n, p in self.model.named_parameters():
@@ -322,8 +450,32 @@ class Trainer:
             in_place = bool(self.args.save) and same(self.args.load) == same(self.args.save)
             if pos is not None and in_place:
                 self.saved_iteration = pos.iteration  # already in --save: a finished run does not rewrite it
+        if self.tied_group is not None:
+            self.sync_tied_output()
         self.scheduler.apply(self.optimizer)
         self.interval = Interval()
+
+    def sync_tied_output(self) -> None:
+        """The last stage's output copy of a tied embedding := the first stage's embedding (Megatron zeroes
+        the copy and all-reduces it over the embedding group at start-up). A loaded copy that differs (a
+        checkpoint that is not Megatron's) is replaced, with a warning."""
+        first = self.pp_rank == 0
+        per_stage = self.dims.dp * self.dims.tp
+        src = self.env.rank if first else self.env.rank - (self.dims.pp - 1) * per_stage
+        with torch.no_grad():
+            weight = local_tensor(self.tied_param)
+            before = None if first or not self.checkpointer.tied_output_loaded else weight.clone()
+            dist.broadcast(weight, src=src, group=self.tied_group)
+            if before is not None and not torch.equal(before, weight):
+                logline.emit(
+                    f"WARNING: rank {self.env.rank}: the checkpoint's output_layer.weight differs from the "
+                    "first stage's tied embedding; using the embedding"
+                )
+            elif not first and self.checkpointer.loaded and not self.checkpointer.tied_output_loaded:
+                self.log_last(
+                    "WARNING: the checkpoint has no output_layer.weight on the last stage (tied embeddings, "
+                    "PP > 1): copied from the first stage's embedding"
+                )
 
     def save_checkpoint(self) -> None:
         t0 = time.perf_counter()

@@ -115,3 +115,51 @@ def test_torch_and_mindspeed_plan_the_same_run(tmp_path: Path, clean_env, run_op
     for key in ("tp", "pp", "dp", "world_size", "data_path", "load", "load_reason"):
         assert torch_plan.facts[key] == ms_plan.facts[key], key
     assert [s.skipped for s in torch_plan.steps] == [s.skipped for s in ms_plan.steps]
+
+
+def test_torch_lora_4k_file_plans_mindspeed_llms_lora_commands(
+    tmp_path: Path, clean_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped torch `lora-4k` template, unchanged but for `backend`, plans MindSpeed-LLM's LoRA run:
+    posttrain_gpt.py with the LoRA TUNE_ARGS, and the merge (`--load-dir <base> --lora-load <LoRA output>
+    --lora-r --lora-alpha --lora-target-modules`, as ckpt_convert_qwen25_mcore2hf_lora.sh); the torch plan
+    runs the same training flags and the same merge with its own converter."""
+    from ascendfactory.backends.registry import get_backend
+    from ascendfactory.cli.app import main as cli
+    from tests.unit.backends.conftest import make_checkout
+
+    site = make_checkout(tmp_path / "MindSpeed-LLM", v1=False)
+    monkeypatch.setenv("AF_MINDSPEED_LLM_DIR", str(site))
+    out = tmp_path / "lora.yaml"
+    assert "lora-4k" in get_backend("torch").experiments()
+    args = ["config", "--backend=torch", "--af_model_name=qwen2.5-7b", "--exp_name=lora-4k"]
+    assert cli([*args, f"--output_file_path={out}"]) == 0
+    tree = yaml.safe_load(out.read_text())
+    tree["af_output_dir"] = str(tmp_path / "o")
+    tree["backend_config"]["preprocess_data"]["input"] = str(tmp_path / "sft.jsonl")
+    plans = {b: plan(tmp_path, tree, b) for b in ("torch", "mindspeed-llm")}
+    ms_train = flags_after(plans["mindspeed-llm"].step("train").argv, "posttrain_gpt.py")
+    torch_train = flags_after(plans["torch"].step("train").argv, "ascendfactory.engine.train")
+    lora = {
+        "lora-r": ("8",),
+        "lora-alpha": ("16",),
+        "lora-fusion": (),
+        "lora-target-modules": ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"),
+    }
+    for flags in (ms_train, torch_train):
+        assert {k: flags.get(k) for k in lora} == lora
+        assert {"finetune", "stage", "is-instruction-dataset", "bf16"} <= set(flags)
+    assert compared(torch_train) == compared(ms_train)
+    ms_merge = plans["mindspeed-llm"].step("mg2hf").argv
+    assert ms_merge[1].endswith("convert_ckpt_v2.py")
+    merges = [
+        flags_after(ms_merge, ms_merge[1]),
+        flags_after(plans["torch"].step("mg2hf").argv, "ascendfactory.engine.convert"),
+    ]
+    saved, base = str(tmp_path / "o" / "saved_checkpoints"), ms_train["load"]
+    for merge in merges:
+        assert {k: merge.get(k) for k in ("lora-r", "lora-alpha", "lora-target-modules")} == {
+            k: lora[k] for k in ("lora-r", "lora-alpha", "lora-target-modules")
+        }
+        assert tuple(map(os.path.abspath, merge["lora-load"])) == (os.path.abspath(saved),)
+        assert tuple(map(os.path.abspath, merge["load-dir"])) == tuple(map(os.path.abspath, base))

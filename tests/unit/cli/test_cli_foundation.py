@@ -32,6 +32,8 @@ def test_every_backend_ships_the_required_templates():
         ("mindspeed-rl", "grpo"),
         ("mindspeed-mm", "full"),
         ("torch", "tiny-sft"),
+        ("torch", "full-4k"),
+        ("torch", "lora-4k"),  # both Megatron backends ship lora-4k: the same file runs on either
     ]:
         assert need in shipped
 
@@ -80,7 +82,7 @@ def test_config_refuses_to_overwrite(tmp_path):
     "flag,value,fragment",
     [
         ("--backend", "torchy", "use one of: torch, mindspeed-llm"),
-        ("--exp_name", "full-9k", "use one of: full-4k, tiny-sft"),
+        ("--exp_name", "full-9k", "use one of: full-4k, lora-4k, tiny-sft"),
         ("--af_model_name", "qwen2.5-7bb", "did you mean: qwen2.5-7b"),
     ],
 )

@@ -52,7 +52,10 @@ def _as_lists(cols: Columns, fields: list[str]) -> tuple[list[int], dict[str, li
 
 def _check(path: Path, fields: list[str], **options: int) -> int:
     expected = _reference(path, fields)
-    assert _as_lists(read_columns(path, fields, **options), fields) == expected, (fields, options)
+    got = read_columns(path, fields, **options)
+    assert _as_lists(got, fields) == expected, (fields, options)
+    evals = [r for r in parse_file(path, "megatron", fields=fields) if r.kind in ("eval", "test")]
+    assert [(r.step, r.kind, r.metrics) for r in got.others] == [(r.step, r.kind, r.metrics) for r in evals]
     return len(expected[0])
 
 

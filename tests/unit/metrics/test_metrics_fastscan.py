@@ -62,6 +62,9 @@ LINES = [
     " [2025-01-01 00:00:{s:02d}] saving checkpoint at iteration {i} to /ckpt/run",
     " [2025-01-01 00:00:{s:02d}] successfully saved checkpoint from iteration {i} to /ckpt/run",
     "validation loss at iteration {i} | lm loss value: 2.5E+00 | lm loss PPL: 12.1 |",
+    "-" * 90,  # Megatron frames each validation line with dashes
+    " validation loss at iteration {i} on validation set | lm loss value: 2.4E+00 | lm loss PPL: 1.1E+01 | ",
+    " validation loss at iteration {i} on test set | lm loss value: 2.6E+00 | lm loss PPL: 1.3E+01 | ",
     "skipping iteration {i} and iteration {i}/10 | lm loss: 3 |",
     "[W compiler_depend.ts:1] Warning: something on stderr (function operator())",
     "",
@@ -124,7 +127,8 @@ def test_every_line_kind_in_one_log(tmp_path: Path, fields: frozenset[str] | Non
     picks = [k for k in range(len(LINES)) for _ in range(3)]
     _write(path, picks, crlf=False, final_newline=False)
     reference = _reference(path, fields)
-    assert {r.kind for r in reference} >= {"train", "eval", "memory", "checkpoint", "checkpoint_start"}
+    kinds = {"train", "eval", "test", "memory", "checkpoint", "checkpoint_start"}
+    assert {r.kind for r in reference} >= kinds
     for chunk in (1, 50, 4096, 1 << 20):
         fast = list(fastscan.scan_file(path, MegatronParser(fields=fields), chunk_size=chunk))
         assert _key(fast) == _key(reference), chunk

@@ -137,3 +137,39 @@ MARKERS = st.sampled_from(
 def test_parsers_never_raise_on_arbitrary_text(lines, fmt):
     for rec in parse_lines(lines, fmt):
         assert isinstance(rec.step, int) and all(isinstance(v, float) for v in rec.metrics.values())
+
+
+def _drawn(monkeypatch) -> list:
+    """The figures plot_loss saves (their axes' lines are what was drawn)."""
+    from matplotlib.figure import Figure
+
+    figures, save = [], Figure.savefig
+
+    def capture(self, *args, **kwargs):
+        figures.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", capture)
+    return figures
+
+
+def test_validation_loss_is_drawn_beside_the_training_loss(tmp_path, monkeypatch):
+    from ascendfactory.metrics.plot import validation_key, validation_series
+
+    assert validation_key("lm loss", ["lm loss value", "lm loss PPL"]) == "lm loss value"  # Megatron
+    assert validation_key("loss", ["eval_loss", "eval_runtime"]) == "eval_loss"  # LLaMA-Factory
+    assert validation_key("lm loss", ["grad norm"]) is None
+    train = [Record(step=i, metrics={"lm loss": 3.0 / i}) for i in range(1, 21)]
+    evals = [
+        Record(step=i, metrics={"lm loss value": 2.0 / i, "lm loss PPL": 9.0}, kind="eval") for i in (10, 20)
+    ]
+    test = [Record(step=20, metrics={"lm loss value": 5.0}, kind="test")]  # the test set is not validation
+    table = StepTable.from_records(train + evals + test)
+    assert validation_series(table, "lm loss") == ([10, 20], [0.2, 0.1])
+    figures = _drawn(monkeypatch)
+    plot_loss(train + evals + test, tmp_path / "with.png", labels=["run"])
+    plot_loss(train, tmp_path / "without.png", labels=["run"])
+    labels = [[line.get_label() for line in fig.axes[0].get_lines()] for fig in figures]
+    assert "run (validation)" in labels[0] and "run (validation)" not in labels[1]
+    drawn = next(line for line in figures[0].axes[0].get_lines() if line.get_label() == "run (validation)")
+    assert list(drawn.get_xdata()) == [10, 20] and list(drawn.get_ydata()) == [0.2, 0.1]

@@ -116,6 +116,23 @@ def test_memory_checkpoint_and_validation_lines():
     assert recs[4].metrics["lm loss value"] == 2.1
 
 
+def test_validation_lines_as_the_trainer_prints_them():
+    """The embedded trainer's `logline.format_validation` (Megatron's evaluate_and_print_results): periodic,
+    after training on the validation set (kind eval) and on the test set (kind test)."""
+    from ascendfactory.engine.train.logline import format_validation
+
+    lines = [mcore(10)]
+    for prefix in ("iteration 10", "iteration 12 on validation set", "iteration 12 on test set"):
+        framed = format_validation(prefix, {"lm loss": 2.25})
+        assert framed[0] == framed[2] == "-" * (len(framed[1]) + 1)
+        assert framed[1].endswith("| lm loss value: 2.250000E+00 | lm loss PPL: 9.487736E+00 | ")
+        lines += framed
+    recs = list(parse_lines(lines))
+    assert [(r.kind, r.step) for r in recs] == [("train", 10), ("eval", 10), ("eval", 12), ("test", 12)]
+    assert recs[2].metrics == {"lm loss value": 2.25, "lm loss PPL": pytest.approx(9.487736)}
+    assert format_validation("iteration 1", {"lm loss": 30.0})[1].endswith("PPL: 4.851652E+08 | ")  # exp(20)
+
+
 def test_mindspeed_rl_line():
     line = (
         "2025-01-01 00:00:00,000 - INFO - [2025-01-01 00:00:00] iteration: 3 / 100 | timing/all : 12.3456 | "

@@ -166,3 +166,26 @@ def test_summary_reports_the_plans_metrics_over_joined_segments(tmp_path):
     results.render_summary(s, out)
     assert "critic/score/mean: 0.1 at step 1 -> 0.8 at step 8 (mean 0.45, min 0.1, max 0.8)" in out.lines
     assert results.RunSummary.to_dict(s)["metrics"]["response_length/mean"]["last"] == 108
+
+
+def test_plot_draws_the_validation_loss_of_a_megatron_log(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from ascendfactory.engine.train.logline import format_validation
+
+    a = str(tmp_path / "a.txt")
+    _log(a, range(1, 11))
+    with open(a, "a", encoding="utf-8") as f:
+        for prefix in (
+            "iteration 5",
+            "iteration 10",
+            "iteration 10 on validation set",
+            "iteration 10 on test set",
+        ):
+            f.write("\n".join(format_validation(prefix, {"lm loss": 1.5})) + "\n")
+    figures, save = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (figures.append(self), save(self, *a, **k)))
+    assert results.plot([a], str(tmp_path / "training_loss.png"), LOGS)
+    lines = {line.get_label(): line for line in figures[0].axes[0].get_lines()}
+    valid = next(v for k, v in lines.items() if k.endswith("(validation)"))
+    assert list(valid.get_xdata()) == [5, 10] and list(valid.get_ydata()) == [1.5, 1.5]

@@ -4,6 +4,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ascendfactory.engine.data.indexed import IndexedDatasetBuilder
 from ascendfactory.engine.train import dataset
@@ -96,3 +98,47 @@ def test_batch_plan_matches_megatron_sampler():
     assert plans[0].indices(16) == [16, 17, 20, 21] and plans[1].indices(16) == [18, 19, 22, 23]
     single = dataset.BatchPlan(2, 8, 1, 0).indices(16)
     assert sorted(plans[0].indices(16) + plans[1].indices(16)) == single
+
+
+def _megatron_split(text: str, size: int) -> list[int]:
+    """Megatron's get_train_valid_test_split_ (legacy/data/dataset_utils.py), restated for the test."""
+    parts = [float(x) for x in text.split(",")]
+    parts = (parts + [0.0, 0.0, 0.0])[:3]
+    total = sum(parts)
+    index = [0]
+    for p in parts:
+        index.append(index[-1] + int(round(p / total * float(size))))
+    diff = index[-1] - size
+    return [index[0]] + [i - diff for i in index[1:]]
+
+
+@given(
+    weights=st.lists(st.integers(0, 1000), min_size=1, max_size=3).filter(lambda w: sum(w) > 0),
+    n=st.integers(0, 5000),
+)
+def test_split_ranges_are_megatrons(weights, n):
+    text = ",".join(map(str, weights))
+    ranges = dataset.split_ranges(text, n)
+    bounds = [ranges[0][0]] + [hi for _, hi in ranges]
+    assert bounds == _megatron_split(text, n) and bounds[-1] == n
+    assert all(lo == prev_hi for (lo, _), (_, prev_hi) in zip(ranges[1:], ranges[:-1]))
+    assert dataset.split_range(text, n) == ranges[0]
+
+
+def test_split_rule_moves_the_rounding_excess():
+    # 480 documents, 969,30,1: 465 + 14 + 0 = 479, so every boundary moves up by one (Megatron)
+    assert dataset.split_ranges("969,30,1", 480) == [(0, 466), (466, 480), (480, 480)]
+
+
+def test_validation_and_test_parts_sample_only_their_documents(corpus):
+    path, _ = corpus
+    args = _args(path, split="4,1,1", no_shuffle=True)
+    valid = dataset.build_samples(args, num_samples=6, part=1)
+    test = dataset.build_samples(args, num_samples=2, part=2)
+    seen = {int(t) // 100 for k in range(6) for t in valid[k][0]}
+    assert seen == {4} and {int(t) // 100 for k in range(2) for t in test[k][0]} == {5}
+    train = dataset.build_samples(args, num_samples=5)
+    assert max(int(t) // 100 for k in range(len(train)) for t in train[k][0]) == 3
+    assert dataset.build_samples(_args(path, split="100,0,0"), num_samples=4, part=1) is None
+    shuffled = dataset.build_samples(_args(path, split="4,1,1"), num_samples=6, part=1)
+    assert {int(t) // 100 for k in range(6) for t in shuffled[k][0]} == {4}

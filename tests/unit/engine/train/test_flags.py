@@ -76,7 +76,7 @@ def test_refused_and_unknown_and_bad_values_all_reported():
             BASE
             + [
                 "--lora-r",
-                "8",
+                "8",  # without --lora-target-modules LoRA is off: named, not silently ignored
                 "--qlora",
                 "--no-such-flag",
                 "--context-parallel-size",
@@ -135,3 +135,42 @@ def test_collective_timeout_precedence(monkeypatch):
     monkeypatch.setenv("AF_DISTRIBUTED_TIMEOUT_S", "45")
     assert collective_timeout_s(None) == 45.0
     assert collective_timeout_s(2) == 120.0
+
+
+def test_lora_flags_are_mindspeed_llms():
+    """2.1.0 `_add_lora_args`: targets nargs+ (LoRA on when given), r 16, alpha 32; CCLoRA is performance."""
+    args, ignored = flags.parse_args(
+        BASE + ["--lora-target-modules", "linear_qkv", "linear_fc2", "--lora-fusion", "--lora-ckpt-filter"]
+    )
+    assert args.lora_target_modules == ["linear_qkv", "linear_fc2"]
+    assert (args.lora_r, args.lora_alpha, args.lora_load, args.lora_ckpt_filter) == (16, 32, None, True)
+    assert ignored == ["--lora-fusion"]
+    args, _ = flags.parse_args(
+        BASE + ["--lora-target-modules", "linear_proj", "--lora-r", "8", "--lora-alpha", "16"]
+    )
+    assert (args.lora_r, args.lora_alpha) == (8, 16)
+    args, _ = flags.parse_args(BASE)
+    assert args.lora_target_modules == [] and args.lora_r == 16  # off
+
+
+@pytest.mark.parametrize(
+    "extra,key,fragment",
+    [
+        (["--lora-target-modules", "q_proj"], "--lora-target-modules", "use some of: linear_qkv"),
+        (["--lora-target-modules", "linear_qkv", "linear_qkv"], "--lora-target-modules", "named twice"),
+        (["--lora-target-modules", "linear_qkv", "--lora-r", "0"], "--lora-r", "must be >= 1"),
+        (["--lora-load", "x"], "--lora-load", "LoRA is off without --lora-target-modules"),
+        (["--lora-alpha", "16"], "--lora-alpha", "LoRA is off without --lora-target-modules"),
+        (["--eval-iters", "-1"], "--eval-iters", "must be >= 0"),
+    ],
+)
+def test_bad_lora_and_eval_flags(extra, key, fragment):
+    with pytest.raises(ConfigError) as e:
+        flags.parse_args(BASE + extra)
+    assert any(p.key == key and fragment in f"{p.message} {p.fix}" for p in e.value.problems), e.value
+
+
+def test_eval_defaults_are_megatrons():
+    args, _ = flags.parse_args(BASE)
+    assert (args.eval_interval, args.eval_iters, args.split) == (1000, 100, "969,30,1")
+    assert "--qlora" in flags.REFUSED and "--lora-r" in flags.HONOURED and "--eval-iters" in flags.HONOURED

@@ -6,7 +6,7 @@ import transformers
 
 from ascendfactory.engine.convert.families import get_family
 from ascendfactory.engine.train.model import build_stage, load_local_state, local_state, loss_fn, tp_plan
-from ascendfactory.errors import ParallelismError
+from ascendfactory.errors import ConfigError
 
 CFG = dict(
     hidden_size=32,
@@ -44,10 +44,31 @@ def test_stages_reproduce_hf_logits(family, tied):
         assert set(local_state(stages[0])) | set(local_state(stages[1])) == set(full)
 
 
-def test_tied_embeddings_refuse_pp():
+def test_tied_embeddings_under_pp_give_the_last_stage_its_own_output_copy():
+    """Megatron: the last stage of a tied model has its own output_layer.weight, equal to the embedding."""
     cfg = transformers.Qwen2Config(**CFG, tie_word_embeddings=True)
-    with pytest.raises(ParallelismError, match="tied embeddings"):
-        build_stage(cfg, layers=[2, 1], pp_rank=0, device=torch.device("cpu"))
+    torch.manual_seed(0)
+    hf = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    full = {k: v for k, v in hf.state_dict().items() if "rotary" not in k}
+    stages = [build_stage(cfg, layers=[2, 1], pp_rank=r, device=torch.device("cpu")) for r in range(2)]
+    assert (
+        not stages[0].shares_output and stages[1].lm_head is not None and stages[1].model.embed_tokens is None
+    )
+    load_local_state(stages[0], {k: v for k, v in full.items() if k in dict(stages[0].named_parameters())})
+    last = {k: v for k, v in full.items() if k in dict(stages[1].named_parameters())}
+    last["lm_head.weight"] = full["model.embed_tokens.weight"]
+    load_local_state(stages[1], last)
+    x = torch.randint(0, 96, (2, 12))
+    with torch.no_grad():
+        assert torch.equal(stages[1](stages[0](x)), hf(x).logits)
+    with pytest.raises(ConfigError, match="lm_head.weight"):  # nothing silently missing
+        load_local_state(stages[1], {k: v for k, v in last.items() if k != "lm_head.weight"})
+    skipped = load_local_state(
+        stages[1],
+        {k: v for k, v in last.items() if k != "lm_head.weight"},
+        missing_ok=lambda n: "lm_head" in n,
+    )
+    assert skipped == ["lm_head.weight"]
 
 
 def test_tp_plan_agrees_with_converter_tp_dims():
