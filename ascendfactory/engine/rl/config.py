@@ -223,7 +223,17 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
             + ": dropout in the policy is not supported by the embedded GRPO trainer",
             "set attention_dropout: 0.0 (MindSpeed-RL's GRPO examples do)",
         )
-    megatron = {k: v for k, v in merged.items() if k not in K.MEGATRON_RL and k != "attention_dropout"}
+    for key in sorted(k for k in merged if k.startswith("lora_") and merged[k] not in (None, False, [])):
+        bad(
+            _where(key, train, actor),
+            "LoRA is not supported by the embedded GRPO trainer (the whole actor is trained)",
+            "remove it, or use backend: mindspeed-rl",
+        )
+    megatron = {
+        k: v
+        for k, v in merged.items()
+        if k not in K.MEGATRON_RL and k != "attention_dropout" and not k.startswith("lora_")
+    }
     args, ignored_flags = None, []
     try:
         args, ignored_flags = train_flags.parse_args(to_flags(megatron))

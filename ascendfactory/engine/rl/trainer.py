@@ -34,7 +34,7 @@ from ascendfactory.engine.rl.update import Updater, build_experience, log_probs
 from ascendfactory.engine.train import logline, monitor, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
-from ascendfactory.engine.train.model import build_stage, init_random, parallelize_hf_decoder
+from ascendfactory.engine.train.model import build_stage, init_random, parallelize_hf_decoder, round_params
 from ascendfactory.engine.train.parallel import ParallelDims, build_mesh, init_distributed, tune_cpu_allocator
 from ascendfactory.engine.train.schedule import LRSchedule
 from ascendfactory.errors import ConfigError, Problem
@@ -83,6 +83,7 @@ class GRPOTrainer:
         self.mesh = build_mesh(self.dims, self.env.device)
         self.dp_rank, self.tp_rank = (self.mesh[d].get_local_rank() for d in ("dp", "tp"))
         self.hf_config.vocab_size = vocab
+        self.params_dtype = torch.bfloat16 if args.bf16 else torch.float32
         self._seed(args.seed)
         self.model = self._build(model_dims)
         self.reference = ref.freeze(self._build(model_dims))
@@ -94,7 +95,7 @@ class GRPOTrainer:
             pp=1,
             num_layer_list=None,
             padded_vocab_size=vocab,
-            params_dtype=torch.bfloat16 if args.bf16 else torch.float32,
+            params_dtype=self.params_dtype,
             make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
         )
         self.topo = Topology(
@@ -153,6 +154,8 @@ class GRPOTrainer:
         return model
 
     def _init_random(self, model) -> None:
+        """Megatron's random init, rounded to the run's dtype as the SFT trainer does (bf16: fp32 masters that
+        start from the bf16 weights; loading a checkpoint rounds the same way)."""
         init_random(
             model,
             std=self.args.init_method_std,
@@ -160,6 +163,7 @@ class GRPOTrainer:
             seed=self.args.seed,
             rank_seed=self.tp_rank,
         )
+        round_params(model, self.params_dtype)
 
     def _checkpointer(self, args) -> Checkpointer:
         return Checkpointer(

@@ -112,6 +112,7 @@ def test_a_valid_config_reads_with_mindspeed_rl_semantics():
             "stage",
         ),
         ({"actor_config__lora_r": 8}, "actor_config.lora_r", "LoRA"),
+        ({"actor_config__lora_target_modules": ["linear_qkv"]}, "actor_config.lora_target_modules", "LoRA"),
         ({"actor_config__no_such_flag": 1}, "actor_config.no_such_flag", "not a key this trainer knows"),
         ({"megatron_training__stage": "ray_ppo"}, "megatron_training.stage", "ray_grpo"),
         (
