@@ -26,7 +26,7 @@ from ascendfactory.backends.mindspeed_rl.naming import Finding, gkey, mkey, rkey
 from ascendfactory.config.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig
+    from ascendfactory.backends.mindspeed_rl.experiment import MindSpeedRLConfig
 
 GRPO_STAGE = "ray_grpo"
 # Handlers whose output has one key per dataset_additional_keys entry besides input_ids/attention_mask.

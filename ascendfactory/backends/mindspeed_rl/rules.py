@@ -27,7 +27,7 @@ from ascendfactory.backends.mindspeed_rl.naming import (
 )
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig
+    from ascendfactory.backends.mindspeed_rl.experiment import MindSpeedRLConfig
 
 
 def _r1(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
