@@ -240,6 +240,7 @@ def read_sections(ctx: PlanContext, problems: list[Problem]) -> dict[str, Any]:
                 problems.append(
                     ctx.problem(f"backend_config.{section}.cfg", "must be a mapping of mm-convert options")
                 )
+                out[section] = {k: v for k, v in cfg.items() if k != "cfg"}  # nothing below reads it
     _drop_non_text_paths(ctx, out, problems)
     return out
 
