@@ -83,7 +83,13 @@ def test_core_install_has_no_torch_and_finds_its_data(core_env: Path, tmp_path: 
     assert exps.returncode == 0 and all(row["experiments"] for row in rows), exps.stdout
     for row in rows:
         for exp in row["experiments"].split(", "):
-            model = "tiny-demo" if exp == "tiny-sft" else "qwen2.5-7b"
+            model = (
+                "tiny-demo"
+                if exp == "tiny-sft"
+                else "qwen2.5-vl-7b"
+                if row["backend"] == "mindspeed-mm"
+                else "qwen2.5-7b"
+            )
             path = tmp_path / f"{row['backend']}-{exp}.yaml"
             made = cli(
                 core_env,
