@@ -59,6 +59,21 @@ def argv(python: str, converter: str, subcommand: str, options: Mapping[str, Any
     return out
 
 
+# the cfg options that name directories (made absolute in the plan)
+PATH_KEYS = ("cfg.mm_dir", "cfg.save_hf_dir", "cfg.hf_config.hf_dir", "cfg.llm_hf_config.hf_dir")
+
+
+def without(cfg: Mapping[str, Any], dotted: str) -> dict[str, Any]:
+    """A copy of a nested `cfg` mapping without the option `dotted` ("cfg.hf_config.hf_dir")."""
+    first, _, rest = dotted.partition(".")[2].partition(".")
+    out = dict(cfg)
+    if not rest:
+        out.pop(first, None)
+    elif isinstance(out.get(first), Mapping):
+        out[first] = without(out[first], f"cfg.{rest}")
+    return out
+
+
 CANONICAL = "cfg.common_model_config.enable_canonical_hf_struct"
 
 
@@ -207,6 +222,21 @@ def section_options(
         return None
     user = dict((sections.get(section) or {}).get("cfg") or {})
     flat_user = flatten(user)
+    for key in PATH_KEYS:
+        value = flat_user.get(key)
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            problems += sourced(
+                ctx,
+                [
+                    Problem(
+                        f"backend_config.{section}.{key}",
+                        f"{value!r} is not a path",
+                        fix="give a directory path as text, or remove the key for the default",
+                    )
+                ],
+            )
+            del flat_user[key]
+            user = without(user, key)
     pc = "cfg.parallel_config."
     if subcommand == "hf_to_mm":
         mm_dir = flat_user.get("cfg.mm_dir") or mm.layout.converted_weights(mm.tp, mm.pp)
@@ -240,7 +270,7 @@ def section_options(
     options, found = convert_options(subcommand=subcommand, user=user, planned=planned, training=training)
     found += option_problems(mm.generation, mm.converter, subcommand, options, set(flat_user))
     problems += sourced(ctx, found)
-    for key in ("cfg.mm_dir", "cfg.save_hf_dir", "cfg.hf_config.hf_dir", "cfg.llm_hf_config.hf_dir"):
+    for key in PATH_KEYS:
         if isinstance(options.get(key), str):
             options[key] = os.path.abspath(os.path.expanduser(options[key]))
     return options

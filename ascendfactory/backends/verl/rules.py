@@ -97,9 +97,9 @@ class View:
     @property
     def devices_text(self) -> str:
         return (
-            f"the {self.n_gpus} devices (trainer.nnodes {self.get('trainer.nnodes')} x "
-            "trainer.n_gpus_per_node "
-            f"{self.get('trainer.n_gpus_per_node')})"
+            f"the {self.n_gpus} devices (trainer.nnodes {self.get('trainer.nnodes')} from env.NNODES x "
+            f"trainer.n_gpus_per_node {self.get('trainer.n_gpus_per_node')} from env.NPUS_PER_NODE or the "
+            "visible devices)"
         )
 
     @property
@@ -120,6 +120,13 @@ class View:
         """verl's `need_critic`: `critic.enable` when set, else only for the GAE advantage estimator."""
         enable = self.get("critic.enable")
         return bool(enable) if enable is not None else self.get("algorithm.adv_estimator") == "gae"
+
+    @property
+    def critic_reason(self) -> str:
+        """Why a critic runs, in the keys that decide it (for messages)."""
+        if self.get("critic.enable") is not None:
+            return f"critic.enable is {self.get('critic.enable')}"
+        return f"algorithm.adv_estimator is {self.get('algorithm.adv_estimator')!r} (gae needs a critic)"
 
     def actor_dp(self) -> int | None:
         """The actor's data-parallel size on workers (FSDP: devices / Ulysses SP; Megatron: / TP·PP·CP)."""
@@ -375,8 +382,7 @@ def check_critic(v: View) -> Iterator[Finding]:
     if path in (None, "", REQUIRED) or path == placeholder:
         yield (
             "critic.model.path",
-            f"is {path!r} (verl's placeholder): {v.get('algorithm.adv_estimator')} with a critic "
-            "(critic.enable, or adv_estimator gae) trains a value model from it",
+            f"is {path!r} (verl's placeholder): {v.critic_reason}, so verl trains a value model from it",
             "set critic.model.path (usually the actor's model path)",
         )
     if v.flag("critic.use_dynamic_bsz"):

@@ -323,6 +323,18 @@ ROWS: list[tuple[str, dict[str, Any], str, str]] = [
         "HF: mm-convert would write into the original weights",
     ),
     (
+        "an mm_dir that is not a path",
+        section("convert_ckpt_hf2mg", {"cfg": {"mm_dir": 5}}),
+        H + "mm_dir",
+        "5 is not a path | give a directory path as text",
+    ),
+    (
+        "an hf_dir that is a list",
+        section("convert_ckpt_mg2hf", {"cfg": {"hf_config": {"hf_dir": [1]}}}),
+        G + "hf_config.hf_dir",
+        "[1] is not a path",
+    ),
+    (
         "mm_to_hf into the HF directory",
         {"hf_save_dir": "HF"},
         G + "save_hf_dir",

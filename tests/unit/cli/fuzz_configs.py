@@ -245,14 +245,32 @@ def run_case(case: Case, workdir: Path) -> Verdict:
         return Verdict("unexpected_exit", code, seconds, text[-800:])
     if case.raw is not None and re.search(r"^  - .+?: .+?: ", text, re.M):  # corrupted text: a key or line
         return Verdict("rejected", code, seconds)
-    if names_a_touched_key(text, case.touched):
+    if re.search(r"^  - .+?: line \d+, column \d+: not valid YAML", text, re.M):
+        return Verdict("rejected", code, seconds)  # text the YAML dumper wrote and its loader refuses (a lone
+        # surrogate in a key): named by its position
+    if "base" in case.touched and re.search(r"^  - .+?: .+?: ", text, re.M):
+        return Verdict("rejected", code, seconds)  # an old-style file's whole base changed: every key it held
+    if names_a_touched_key(text, _merged_names(case)):
         return Verdict("rejected", code, seconds)
     return Verdict("unnamed", code, seconds, text[-800:])
 
 
+def _merged_names(case: Case) -> list[str]:
+    """An old-style file merges base, the model block and the experiment into one experiment, whose keys
+    the messages name: `base.af_output_dir` is `af_output_dir`, `qwen2.5-7b.full-4k.SEQ_LEN` is `SEQ_LEN`."""
+    if case.base != "multi_model_cfgs.yaml":
+        return case.touched
+    names = list(case.touched)
+    for key in case.touched:
+        parts = key.split(".")
+        names += [".".join(parts[i:]) for i in range(1, len(parts)) if not parts[i].isdigit()]
+    return names
+
+
 def names_a_touched_key(message: str, touched: list[str]) -> bool:
     """Some key the case changed (or the list it sits in) is named in the message; an override may also be
-    named by its first unknown part (`qwen2` of `--qwen2.5-7b.x=1`)."""
+    named by its first unknown part (`qwen2` of `--qwen2.5-7b.x=1`), and a deleted entry by its parts where
+    it is referenced (`model 'qwen2.5-7b' has no experiment 'full-4k'` for `qwen2.5-7b.full-4k`)."""
     for key in touched:
         if key and printable(key) in message:
             return True
@@ -260,6 +278,12 @@ def names_a_touched_key(message: str, touched: list[str]) -> bool:
         if not parts:
             return "command line" in message
         if any(f"command line: {'.'.join(parts[:i])}:" in message for i in range(1, len(parts) + 1)):
+            return True
+        inner = printable(key).removeprefix("backend_config.")  # the framework's own spelling, or a key in it
+        if inner != printable(key) and re.search(rf"(?<![\w.-]){re.escape(inner)}(?![\w-])", message):
+            return True
+        quoted = re.findall(r"'([^'\n]*)'", message)  # a deleted entry, named where it is used
+        if any(printable(key) == f"{a}.{b}" for a, b in zip(quoted, quoted[1:])):
             return True
         while parts:
             if ".".join(parts) in message:

@@ -13,7 +13,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.cli.fuzz_configs import bases, cases, run_case
+from tests.unit.cli.fuzz_configs import bases, cases, names_a_touched_key, run_case
 
 BASES = bases()
 # verl experiments are checked against the shipped key lists here (in-process, milliseconds); composing with
@@ -31,3 +31,19 @@ def test_any_experiment_ends_in_a_named_answer(tmp_path_factory, data):
         f"{verdict.kind} after {verdict.seconds:.2f}s: base={case.base} touched={case.touched} "
         f"overrides={case.overrides}\n{verdict.message}"
     )
+
+
+def test_the_verdict_names_a_key_only_when_the_message_does():
+    deleted = ["qwen2.5-7b.full-4k"]
+    assert names_a_touched_key("<exp_name>: model 'qwen2.5-7b' has no experiment 'full-4k'", deleted)
+    assert not names_a_touched_key("<exp_name>: model 'qwen2.5-7b' has no experiments", deleted)
+    assert names_a_touched_key("data.train_path: not a file", ["data.train_path"])
+    assert names_a_touched_key("env.NPUS_PER_NODE.3: bad", ["env.NPUS_PER_NODE.3"])  # an item by its list
+    assert not names_a_touched_key("something went wrong", ["env.NPUS_PER_NODE"])
+
+
+def test_a_backend_key_may_be_named_in_the_frameworks_spelling():
+    touched = ["backend_config.algorithm"]
+    assert names_a_touched_key("critic.model.path: algorithm.adv_estimator is 'gae'", touched)
+    assert not names_a_touched_key("critic.model.path: no algorithms here", touched)
+    assert not names_a_touched_key("critic.model.path: my_algorithm is off", touched)
