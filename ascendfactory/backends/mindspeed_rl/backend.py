@@ -38,20 +38,16 @@ from ascendfactory.backends.mindspeed_llm.converters import (
 from ascendfactory.backends.mindspeed_rl import environment, steps
 from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
 from ascendfactory.backends.mindspeed_rl.layout import TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.mindspeed_rl.shell import grpo_plan
 from ascendfactory.backends.mindspeed_rl.steps import Found, Load
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.checkpoints.megatron import SAVED_MARKER, inspect, iteration_name
+from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (
-    CheckpointSpec,
-    LogNaming,
-    LogSpec,
     Plan,
     Role,
     Step,
-    ThroughputSpec,
-    safe_name,
 )
 
 BC = "backend_config."
@@ -424,41 +420,18 @@ class MindSpeedRLBackend(Backend):
 
     # -- the plan's shell and steps ------------------------------------------------------------------------
     def shell(self, ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, warnings: list[str]) -> Plan:
-        cfg, d = ctx.config, rl.derived
-        reward = rl.derived.reward_metrics
-        logs = LogSpec(
-            format="mindspeed_rl",
-            naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
-            loss_rank="first",  # the driver runs on node 0; its log holds the metric lines
-            throughput=ThroughputSpec("mindspeed_rl", seq_length=d.seq_length, devices=d.world_size),
-            loss_keys=("actor/pg_loss", "actor/kl_loss"),
-            plot_metrics=(*reward, "response_length/mean"),
-            summary_metrics=(*reward, "response_length/mean", "e2e_tps", "update_tps", "vllm_tps"),
-        )
-        path, text = ctx.exp_config_file(layout.root)
-        return Plan(
-            backend=self.name,
-            exp_name=cfg.exp_name,
-            model_name=cfg.af_model_name,
-            output_dir=layout.root,
-            logs=logs,
-            checkpoints=CheckpointSpec(
-                root=layout.saved_checkpoints,
-                scheme="megatron",
-                retain=cfg.save_total_limit,
-                saved_marker=SAVED_MARKER,
-            ),
-            policy=ctx.run_policy(),
-            files={path: text},
-            source=ctx.loaded.source,
+        d = rl.derived
+        return grpo_plan(
+            ctx,
+            rl,
+            layout,
+            reward_metrics=d.reward_metrics,
             warnings=warnings,
-            env=cfg.env.extra_vars(),
             facts={
                 "mindspeed_rl_version": rl.keys.version,
                 "version_reason": rl.version_reason,
                 "converter": rl.converter,
                 **{k: v for k, v in d.to_dict().items() if k not in ("verifier_weights",)},
-                "metrics_log": layout.metrics_log,
             },
         )
 

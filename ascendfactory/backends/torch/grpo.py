@@ -24,20 +24,15 @@ from ascendfactory.backends.mindspeed_rl import keys as keyfiles
 from ascendfactory.backends.mindspeed_rl.backend import MindSpeedRLBackend
 from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
 from ascendfactory.backends.mindspeed_rl.layout import TRAIN_CONFIG, RLLayout
-from ascendfactory.checkpoints.megatron import SAVED_MARKER
+from ascendfactory.backends.mindspeed_rl.shell import grpo_plan
 from ascendfactory.config.catalog import resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (
-    CheckpointSpec,
-    LogNaming,
-    LogSpec,
     Plan,
     Process,
     Role,
     Step,
-    ThroughputSpec,
     Torchrun,
-    safe_name,
 )
 
 BC = "backend_config."
@@ -232,47 +227,17 @@ def _batch_problems(ctx: PlanContext, rl: MindSpeedRLConfig) -> list[Problem]:
 
 # -- the plan ------------------------------------------------------------------------------------------------
 def _shell(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, warnings: list[str]) -> Plan:
-    cfg, d = ctx.config, rl.derived
-    reward = tuple(f"{name}_rewards/mean" for name in d.verifiers)
-    logs = LogSpec(
-        format="mindspeed_rl",
-        naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
-        loss_rank="first",  # MindSpeed-RL's driver line: rank 0 prints it here
-        throughput=ThroughputSpec("mindspeed_rl", seq_length=d.seq_length, devices=d.world_size),
-        loss_keys=("actor/pg_loss", "actor/kl_loss"),
-        plot_metrics=("grpo/score/mean", *reward, "response_length/mean"),
-        summary_metrics=(
-            "grpo/score/mean",
-            *reward,
-            "response_length/mean",
-            "e2e_tps",
-            "update_tps",
-            "vllm_tps",
-        ),
-    )
-    path, text = ctx.exp_config_file(layout.root)
-    return Plan(
-        backend=cfg.backend,
-        exp_name=cfg.exp_name,
-        model_name=cfg.af_model_name,
-        output_dir=layout.root,
-        logs=logs,
-        checkpoints=CheckpointSpec(
-            root=layout.saved_checkpoints,
-            scheme="megatron",
-            retain=cfg.save_total_limit,
-            saved_marker=SAVED_MARKER,
-        ),
-        policy=ctx.run_policy(),
-        files={path: text},
-        source=ctx.loaded.source,
+    d = rl.derived
+    return grpo_plan(
+        ctx,
+        rl,
+        layout,
+        reward_metrics=("grpo/score/mean", *(f"{name}_rewards/mean" for name in d.verifiers)),
         warnings=warnings,
-        env=cfg.env.extra_vars(),
         facts={
             "stage": "grpo (MindSpeed-RL experiment, embedded trainer)",
             "mindspeed_rl_keys": rl.keys.version,
             **{k: v for k, v in d.to_dict().items() if k not in ("verifier_weights", "dispatch")},
-            "metrics_log": layout.metrics_log,
         },
     )
 
