@@ -460,26 +460,29 @@ def _data_prefix(given: str, instruction: bool) -> str:
     return given
 
 
-def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> LoadDecision:
+def load_by_rule(
+    ctx: PlanContext,
+    *,
+    saved: str,
+    explicit: str | None,
+    problems: list[Problem],
+    resume_flags: dict[str, bool],
+    weights_only: LoadDecision,
+) -> LoadDecision:
+    """The one load rule of the Megatron-style backends: `train_auto_resume` with a complete checkpoint in
+    `saved` continues it (with `resume_flags`); else `ckpt_load_type` 0 loads nothing (or `explicit`), 2
+    resumes `explicit` or `user_converted_ckpt_path` with optimizer and RNG, 1 is `weights_only`, which the
+    backend decides (its converted weights and flags)."""
     cfg = ctx.config
-    saved = run.layout.saved_checkpoints
     state = inspect(saved) if os.path.isdir(saved) else None  # what a re-run or auto-resume continues
-    explicit = run.training.get("load")
     if cfg.train_auto_resume and state is not None and state.resumable:
-        if run.lora:
-            problems.append(
-                ctx.problem(
-                    "train_auto_resume",
-                    "LoRA fine-tuning cannot resume from a checkpoint (MindSpeed-LLM does not support it)",
-                    fix="set train_auto_resume: false, or move saved_checkpoints away",
-                )
-            )
+        tracker = int(state.tracker)  # type: ignore[arg-type]
         return LoadDecision(
-            load=run.layout.saved_checkpoints,
-            flags={},
-            resume_iteration=int(state.tracker),
-            reason=f"train_auto_resume: newest complete checkpoint {iteration_name(int(state.tracker))} "
-            f"in saved_checkpoints (wins over user_converted_ckpt_path)",
+            load=saved,
+            flags=resume_flags,
+            resume_iteration=tracker,
+            reason=f"train_auto_resume: newest complete checkpoint {iteration_name(tracker)} in "
+            "saved_checkpoints (wins over user_converted_ckpt_path)",
         )
     if cfg.ckpt_load_type == 0:
         return LoadDecision(
@@ -495,25 +498,45 @@ def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) ->
                     "ckpt_load_type 1",
                 )
             )
-        if run.lora:
-            problems.append(
-                ctx.problem(
-                    "ckpt_load_type",
-                    "LoRA fine-tuning does not support resume (type 2)",
-                    fix="use ckpt_load_type 1",
-                )
-            )
         return LoadDecision(
             load=explicit or cfg.user_converted_ckpt_path,
-            flags={},
+            flags={f: False for f in resume_flags},
             reason="ckpt_load_type 2: weights + optimizer + RNG from user_converted_ckpt_path",
         )
-    path = explicit or cfg.user_converted_ckpt_path or run.converted_dir
-    return LoadDecision(
-        load=path,
-        flags={f: True for f in LOAD_CONTROL_FLAGS},
-        reason="ckpt_load_type 1: weights only (--finetune --no-load-optim --no-load-rng)",
+    return weights_only
+
+
+def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> LoadDecision:
+    explicit = run.training.get("load")
+    decision = load_by_rule(
+        ctx,
+        saved=run.layout.saved_checkpoints,
+        explicit=explicit,
+        problems=problems,
+        resume_flags={},
+        weights_only=LoadDecision(
+            load=explicit or ctx.config.user_converted_ckpt_path or run.converted_dir,
+            flags={f: True for f in LOAD_CONTROL_FLAGS},
+            reason="ckpt_load_type 1: weights only (--finetune --no-load-optim --no-load-rng)",
+        ),
     )
+    if run.lora and decision.resume_iteration is not None:
+        problems.append(
+            ctx.problem(
+                "train_auto_resume",
+                "LoRA fine-tuning cannot resume from a checkpoint (MindSpeed-LLM does not support it)",
+                fix="set train_auto_resume: false, or move saved_checkpoints away",
+            )
+        )
+    elif run.lora and ctx.config.ckpt_load_type == 2:
+        problems.append(
+            ctx.problem(
+                "ckpt_load_type",
+                "LoRA fine-tuning does not support resume (type 2)",
+                fix="use ckpt_load_type 1",
+            )
+        )
+    return decision
 
 
 def hf2mg_skip_reason(ctx: PlanContext, run: MegatronRun) -> str | None:

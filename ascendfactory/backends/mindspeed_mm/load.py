@@ -14,12 +14,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.run import LoadDecision, MegatronRun
-from ascendfactory.checkpoints.megatron import inspect, iteration_name
+from ascendfactory.backends.megatron.run import LoadDecision, MegatronRun, load_by_rule
 from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
@@ -32,52 +30,29 @@ def decide_load(ctx: PlanContext, mm: MMRun, run: MegatronRun, problems: list[Pr
     cfg = ctx.config
     user = mm.user_training
     explicit = user.get("load")
-    saved = mm.layout.saved_checkpoints
-    state = inspect(saved) if os.path.isdir(saved) else None
     saves_optim = (
         not mm.flags.get("no-save-optim") if "no-save-optim" not in user else not user["no-save-optim"]
     )
     saves_rng = not mm.flags.get("no-save-rng") if "no-save-rng" not in user else not user["no-save-rng"]
-    if cfg.train_auto_resume and state is not None and state.resumable:
-        if not (saves_optim and saves_rng):
-            mm.warnings.append(
-                "train_auto_resume: the checkpoints hold no "
-                + " / ".join(
-                    n for n, saved_it in (("optimizer", saves_optim), ("RNG", saves_rng)) if not saved_it
-                )
-                + " state (--no-save-optim / --no-save-rng, as in MindSpeed-MM's example): a resume "
-                "restarts it; "
-                "set backend_config.training.no-save-optim / no-save-rng: false to save it"
-            )
-        return LoadDecision(
-            load=saved,
-            flags={"no-load-optim": not saves_optim, "no-load-rng": not saves_rng},
-            resume_iteration=int(state.tracker),  # type: ignore[arg-type]
-            reason=f"train_auto_resume: newest complete checkpoint {iteration_name(int(state.tracker))} "  # type: ignore[arg-type]
-            "in saved_checkpoints (wins over user_converted_ckpt_path)",
-        )
-    if cfg.ckpt_load_type == 0:
-        return LoadDecision(
-            load=explicit, flags={}, reason="ckpt_load_type 0: no weights loaded (random init)"
-        )
-    if cfg.ckpt_load_type == 2:
-        if not (cfg.user_converted_ckpt_path or explicit):
-            problems.append(
-                ctx.problem(
-                    "user_converted_ckpt_path",
-                    "ckpt_load_type 2 (resume) needs the training checkpoint to resume from",
-                    fix="set user_converted_ckpt_path to a saved_checkpoints directory, or use "
-                    "ckpt_load_type 1",
-                )
-            )
-        return LoadDecision(
-            load=explicit or cfg.user_converted_ckpt_path,
-            flags={"no-load-optim": False, "no-load-rng": False},
-            reason="ckpt_load_type 2: weights + optimizer + RNG from user_converted_ckpt_path",
-        )
     converted = (mm.hf2mg or {}).get("cfg.mm_dir") or mm.layout.converted_weights(mm.tp, mm.pp)
-    return LoadDecision(
-        load=explicit or cfg.user_converted_ckpt_path or converted,
-        flags=dict(WEIGHTS_ONLY),
-        reason="ckpt_load_type 1: weights only (--no-load-optim --no-load-rng, as MindSpeed-MM's scripts)",
+    decision = load_by_rule(
+        ctx,
+        saved=mm.layout.saved_checkpoints,
+        explicit=explicit,
+        problems=problems,
+        resume_flags={"no-load-optim": not saves_optim, "no-load-rng": not saves_rng},
+        weights_only=LoadDecision(
+            load=explicit or cfg.user_converted_ckpt_path or converted,
+            flags=dict(WEIGHTS_ONLY),
+            reason="ckpt_load_type 1: weights only (--no-load-optim --no-load-rng, as MindSpeed-MM's "
+            "scripts)",
+        ),
     )
+    if decision.resume_iteration is not None and not (saves_optim and saves_rng):
+        mm.warnings.append(
+            "train_auto_resume: the checkpoints hold no "
+            + " / ".join(n for n, kept in (("optimizer", saves_optim), ("RNG", saves_rng)) if not kept)
+            + " state (--no-save-optim / --no-save-rng, as in MindSpeed-MM's example): a resume restarts "
+            "it; set backend_config.training.no-save-optim / no-save-rng: false to save it"
+        )
+    return decision

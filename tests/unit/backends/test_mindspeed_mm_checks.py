@@ -4,6 +4,7 @@ the message it must produce (dry runs: no checkout here, generation 2.1.0 unless
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -574,3 +575,26 @@ def test_top_level_model_and_dataset_keys_fill_data_json(clean_env, tmp_path):
         data["dataset_param"]["basic_parameters"]["dataset"]
         == f"{Path.cwd() / 'd1.json'},{Path.cwd() / 'd2.json'}"
     )
+
+
+def test_auto_resume_continues_saved_checkpoints_and_says_what_it_restarts(clean_env, tmp_path):
+    """The Megatron load rule: a complete checkpoint in saved_checkpoints wins; the example's
+    --no-save-optim --no-save-rng mean a resume restarts the optimizer and RNG, which the plan says."""
+    plan = plan_for(tmp_path)
+    saved = plan.checkpoints.root
+    for stage in range(4):  # the example's PP 4
+        shard = os.path.join(saved, "iter_0000050", f"mp_rank_00_{stage:03d}")
+        os.makedirs(shard)
+        open(os.path.join(shard, "model_optim_rng.pt"), "wb").close()
+    with open(os.path.join(saved, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write("50")
+    assert f"--load {saved}" not in plan_for(tmp_path).step("train").command_line()  # not asked to resume
+    plan = plan_for(tmp_path, {"train_auto_resume": True})
+    line = plan.step("train").command_line()
+    assert f"--load {saved}" in line and "--no-load-optim" in line and "--no-load-rng" in line
+    assert plan.step("hf2mg").skipped
+    assert any("a resume restarts it" in w and "optimizer / RNG" in w for w in plan.warnings)
+    saving = section("training", {"no-save-optim": False, "no-save-rng": False})
+    plan = plan_for(tmp_path, {"train_auto_resume": True, **saving})
+    line = plan.step("train").command_line()
+    assert "--no-load-optim" not in line and not any("a resume restarts it" in w for w in plan.warnings)
