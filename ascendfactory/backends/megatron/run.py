@@ -62,6 +62,7 @@ PATH_KEYS = frozenset(
         "save-dir",
         "hf-cfg-dir",
         "lora-load",
+        "tokenizer-model",
         "tensorboard-dir",
     }
 )

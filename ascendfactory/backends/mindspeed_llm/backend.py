@@ -23,7 +23,13 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
+from ascendfactory.backends.megatron.run import (
+    PATH_KEYS,
+    MegatronRun,
+    hf2mg_skip_reason,
+    read_megatron_run,
+    to_flags,
+)
 from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, process
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.args import unknown_keys
@@ -60,23 +66,9 @@ USER_WINS = (
     "distributed-backend",
 )
 SAVE_STATE_FLAGS = ("no-save-optim", "no-save-rng")
-# Flags whose values are paths: made absolute, because the programs run in the MindSpeed-LLM directory.
-PATH_FLAGS = frozenset(
-    {
-        "data-path",
-        "tokenizer-name-or-path",
-        "load",
-        "save",
-        "input",
-        "output-prefix",
-        "load-dir",
-        "save-dir",
-        "hf-cfg-dir",
-        "lora-load",
-        "tokenizer-model",
-        "tensorboard-dir",
-    }
-)
+# Flags whose values are paths (megatron.run's list): made absolute, because the programs run in the
+# MindSpeed-LLM directory.
+PATH_FLAGS = PATH_KEYS
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 

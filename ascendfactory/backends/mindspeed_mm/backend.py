@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check
@@ -68,15 +68,6 @@ class MindSpeedMMBackend(MegatronBackend):
     legacy_keys = {k: v for k, v in MegatronBackend.legacy_keys.items() if k in LEGACY}
     # Lines MindSpeed-MM prints for a configuration it refuses: a restart cannot fix them.
     unretryable = ("MindSpeed-MM Error", "One or more config files failed to load", "Key parameter missing")
-    run_options: ClassVar[dict[str, Any]] = {
-        "stage": "sft",
-        "ckpt_load_type": 1,
-        "user_converted_ckpt_path": "null",
-        "train_auto_resume": "false",
-        "save_total_limit": 0,
-        "convert_mg2hf_at_last": "true",
-        "hf_save_dir": "null",
-    }
 
     # -- reading and validation -------------------------------------------------------------------------
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.doctor import Check, ascend_toolkit_status
 from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.megatron.skeleton import MegatronBackend
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
 )
@@ -65,15 +66,7 @@ class MindSpeedRLBackend(Backend):
     stages = ("grpo",)
     launcher = "ray"
     order = 4
-    run_options: ClassVar[dict[str, Any]] = {
-        "stage": "grpo",
-        "ckpt_load_type": 1,
-        "user_converted_ckpt_path": "null",
-        "train_auto_resume": "false",
-        "save_total_limit": 0,
-        "convert_mg2hf_at_last": "true",
-        "hf_save_dir": "null",
-    }
+    run_options: ClassVar[dict[str, Any]] = {**MegatronBackend.run_options, "stage": "grpo"}
     # MindSpeed-RL's configuration errors (validate_rl_args, BaseConfig.update): a restart cannot fix them.
     unretryable = (
         "is missing, causing the setup to fail",
