@@ -94,8 +94,67 @@ def _path_problems(ctx: PlanContext, prefix: str, values: dict[str, Any]) -> lis
             fix="quote it if it is a path made of digits",
         )
         for key, value in values.items()
-        if key in PATH_KEYS and value is not None and not isinstance(value, str)
+        if key in PATH_KEYS
+        and value is not None
+        and not isinstance(value, str)
+        and not (key == "data-path" and _is_blend_list(value))
     ]
+
+
+def _is_blend_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(
+            isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value
+        )
+    )
+
+
+def blend_words(given: Any) -> list[str] | None:
+    """`--data-path` as Megatron's blend (nargs '*'): a list, or a text that starts with a weight
+    ("0.3 /data/a 0.7 /data/b", as the example scripts write it); None for one path (spaces allowed)."""
+    if isinstance(given, list):
+        words = [str(v) for v in given]
+    else:
+        words = str(given).split()
+        words = words if words and _number(words[0]) else []
+    return words if len(words) > 1 else None
+
+
+def _number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def blend_problem(words: list[str]) -> str | None:
+    """Megatron's `get_blend_from_list`: an odd count is all prefixes; an even count is weight/prefix pairs
+    when every first word of a pair is a number, all prefixes when none is; a mix fails its assertion."""
+    if len(words) % 2:
+        numbers = [w for w in words if _number(w)]
+        return (
+            f"{len(words)} words, {len(numbers)} of them numbers: weights need a prefix each"
+            if numbers
+            else None
+        )
+    weights = [_number(w) for w in words[::2]]
+    if any(weights) and not all(weights):
+        return "some datasets have a weight and some do not (Megatron's blend asserts all or none)"
+    if all(weights) and any(_number(w) for w in words[1::2]):
+        return "a number stands where a dataset prefix belongs (use weight, prefix pairs)"
+    if all(weights) and sum(float(w) for w in words[::2]) <= 0:
+        return "the weights must sum to more than 0"
+    return None
+
+
+def blend_prefixes(words: list[str]) -> list[str]:
+    """The dataset prefixes of a blend (the words that are not weights)."""
+    if len(words) % 2 == 0 and all(_number(w) for w in words[::2]):
+        return words[1::2]
+    return words
 
 
 @dataclass
@@ -127,7 +186,7 @@ class MegatronRun:
     cp: int
     num_layer_list: list[int] | None
     lora: bool
-    data_path: str | None = None
+    data_path: str | list[str] | None = None  # one prefix, or Megatron's blend (weights, prefixes)
     data_is_instruction: bool = False
     preprocess_prefix: str | None = None
     preprocess_input: str | None = None
@@ -403,6 +462,29 @@ def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], s
     run.data_is_instruction = handler in INSTRUCTION_HANDLERS
 
     given = run.training.get("data-path") or cfg.processed_data_dir
+    words = blend_words(given) if given else None
+    if words:
+        key = K + "data-path" if run.training.get("data-path") else "processed_data_dir"
+        wrong = blend_problem(words)
+        if wrong:
+            problems.append(
+                ctx.problem(
+                    key,
+                    f"{' '.join(words)!r} is not a Megatron data blend: {wrong}",
+                    fix="give one prefix, or weight/prefix pairs (e.g. [0.3, /data/a, 0.7, /data/b])",
+                )
+            )
+            return
+        prefixes = blend_prefixes(words)
+        run.data_path = [w if w not in prefixes else _data_prefix(w, run.data_is_instruction) for w in words]
+        missing = [p for p in blend_prefixes(run.data_path) if strict and not glob.glob(p + "*")]
+        if missing:
+            problems.append(
+                ctx.problem(
+                    key, f"no preprocessed data at {', '.join(missing)}", fix="point each prefix at data"
+                )
+            )
+        return
     if given:
         run.data_path = _data_prefix(str(given), run.data_is_instruction)
         if strict and not glob.glob(run.data_path + "*"):

@@ -69,25 +69,27 @@ SAVE_STATE_FLAGS = ("no-save-optim", "no-save-rng")
 # Flags whose values are paths (megatron.run's list): made absolute, because the programs run in the
 # MindSpeed-LLM directory.
 PATH_FLAGS = PATH_KEYS
+HUB_FLAGS = frozenset({"tokenizer-name-or-path"})  # may name a Hugging Face hub model
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
-def local_path(value: Any) -> Any:
-    """Absolute form of a local path; numbers (data-path weights) and HF hub ids stay as they are."""
+def local_path(value: Any, *, hub: bool = True) -> Any:
+    """Absolute form of a local path; numbers (data-path weights) stay as they are, and so do HF hub ids
+    (`org/name` that is not a local path) where `hub` allows them (the tokenizer, the model)."""
     if isinstance(value, (list, tuple)):
-        return [local_path(v) for v in value]
+        return [local_path(v, hub=hub) for v in value]
     if not isinstance(value, str) or not value or value == PLACEHOLDER:
         return value
     if re.fullmatch(r"[0-9.eE+-]+", value):
         return value
     expanded = os.path.expanduser(value)
-    if _HUB_ID.match(value) and not value.startswith(".") and not os.path.exists(expanded):
+    if hub and _HUB_ID.match(value) and not value.startswith(".") and not os.path.exists(expanded):
         return value
     return os.path.abspath(expanded)
 
 
 def absolute(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: local_path(v) if k in PATH_FLAGS else v for k, v in options.items()}
+    return {k: local_path(v, hub=k in HUB_FLAGS) if k in PATH_FLAGS else v for k, v in options.items()}
 
 
 @dataclass(frozen=True)

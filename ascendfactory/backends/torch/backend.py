@@ -206,6 +206,17 @@ class TorchBackend(MegatronBackend):
             run = super().read(ctx, strict_paths=strict_paths)
         except ConfigError as e:
             raise ConfigError(problems + e.problems) from None
+        if isinstance(run.data_path, list):
+            key = "backend_config.training.data-path"
+            problems.append(
+                ctx.problem(
+                    key
+                    if ctx.config.backend_config.get("training", {}).get("data-path")
+                    else "processed_data_dir",
+                    f"a blend of {len(run.data_path)} words: the embedded trainer reads one dataset prefix",
+                    fix="give one prefix here (blends run on backend mindspeed-llm)",
+                )
+            )
         self.raise_if(problems)
         return run
 

@@ -421,3 +421,46 @@ def test_final_conversion_can_be_disabled_or_redirected(tmp_path: Path, clean_en
     assert off.step("mg2hf").skipped
     to = plan_for(tmp_path, {"hf_save_dir": str(tmp_path / "hf_out")}).step("mg2hf")
     assert to.argv[to.argv.index("--save-dir") + 1] == str(tmp_path / "hf_out")
+
+
+# -- data blends ----------------------------------------------------------------------------------------
+# Megatron's `--data-path` is nargs '*', read by megatron.core.datasets.utils.get_blend_from_list: an odd
+# count is a list of prefixes; an even count is (weight, prefix) pairs when every first word of a pair is a
+# number, a list of prefixes when none is, and fails its assertion on a mix.
+@pytest.mark.parametrize(
+    "given, words",
+    [
+        ([0.3, "/d/a", 0.7, "rel/b"], ["0.3", "/d/a", "0.7", "REL/rel/b"]),
+        ("0.3 /d/a 0.7 /d/b", ["0.3", "/d/a", "0.7", "/d/b"]),
+        (["/d/a", "/d/b", "/d/c"], ["/d/a", "/d/b", "/d/c"]),
+        (["/d/a", "/d/b"], ["/d/a", "/d/b"]),
+        ("/my data/a", ["/my data/a"]),  # one path with a space, not a blend
+    ],
+)
+def test_a_data_blend_reaches_megatron_word_for_word(tmp_path: Path, clean_env, given: Any, words: list[str]):
+    plan = plan_for(tmp_path, {"backend_config": {"training": {"data-path": given}}})
+    want = [w.replace("REL/", str(Path.cwd()) + "/") for w in words]
+    assert train_flags(plan)["data-path"] == want
+    assert plan.step("preprocess").skipped
+
+
+@pytest.mark.parametrize(
+    "given, fragment",
+    [
+        ([0.3, "/d/a", "/d/b", 0.7], "some datasets have a weight and some do not"),
+        ([0.3, "/d/a", 0.7], "3 words, 2 of them numbers: weights need a prefix each"),
+        ([0.3, 1, 0.7, "/d/b"], "a number stands where a dataset prefix belongs"),
+        ([0, "/d/a", 0, "/d/b"], "the weights must sum to more than 0"),
+        ([True, "/d/a"], "must be a path"),
+    ],
+)
+def test_a_wrong_data_blend_is_named(tmp_path: Path, clean_env, given: Any, fragment: str):
+    found = problems_of(tmp_path, {"backend_config": {"training": {"data-path": given}}})
+    assert fragment in found["backend_config.training.data-path"], found
+
+
+def test_the_embedded_trainer_refuses_a_blend(tmp_path: Path, clean_env):
+    found = problems_of(
+        tmp_path, {"backend": "torch", "backend_config": {"training": {"data-path": [0.5, "/a", 0.5, "/b"]}}}
+    )
+    assert "the embedded trainer reads one dataset prefix" in found["backend_config.training.data-path"]
