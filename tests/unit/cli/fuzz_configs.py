@@ -279,9 +279,22 @@ def names_a_touched_key(message: str, touched: list[str]) -> bool:
             return "command line" in message
         if any(f"command line: {'.'.join(parts[:i])}:" in message for i in range(1, len(parts) + 1)):
             return True
+        flag = printable(key).removeprefix(
+            "backend_config.training."
+        )  # a Megatron flag, as its program spells it
+        if (
+            flag != printable(key)
+            and "." not in flag
+            and re.search(rf"--{re.escape(flag)}(?![\w-])", message)
+        ):
+            return True
         inner = printable(key).removeprefix("backend_config.")  # the framework's own spelling, or a key in it
         if inner != printable(key) and re.search(rf"(?<![\w.-]){re.escape(inner)}(?![\w-])", message):
             return True
+        plain = ".".join(part.lstrip("+") for part in printable(key).split("."))  # Hydra's `+key`
+        for named in re.findall(r"^  - .*?: ([^\s:]+): ", message, re.M):  # a value inside a mapping that
+            if plain.startswith(named + ".") and named.count(".") >= 2:  # goes whole to the framework
+                return True
         quoted = re.findall(r"'([^'\n]*)'", message)  # a deleted entry, named where it is used
         if any(printable(key) == f"{a}.{b}" for a, b in zip(quoted, quoted[1:])):
             return True

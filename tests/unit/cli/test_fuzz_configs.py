@@ -47,3 +47,13 @@ def test_a_backend_key_may_be_named_in_the_frameworks_spelling():
     assert names_a_touched_key("critic.model.path: algorithm.adv_estimator is 'gae'", touched)
     assert not names_a_touched_key("critic.model.path: no algorithms here", touched)
     assert not names_a_touched_key("critic.model.path: my_algorithm is off", touched)
+    assert names_a_touched_key(
+        "training.lora-r: LoRA is off without --lora-target-modules",
+        ["backend_config.training.lora-target-modules"],
+    )
+    assert not names_a_touched_key("--lora-target-modules-x", ["backend_config.training.lora-target-modules"])
+    hydra = ["backend_config.reward.+reward_kwargs.overlong_buffer_cfg.enable"]
+    assert names_a_touched_key(
+        "  - f.yaml: backend_config.reward.reward_kwargs: not valid Hydra syntax", hydra
+    )
+    assert not names_a_touched_key("  - f.yaml: backend_config.reward: not valid", hydra)
