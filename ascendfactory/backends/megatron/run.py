@@ -520,8 +520,8 @@ def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], s
         problems.append(
             ctx.problem(
                 K + "tokenizer-name-or-path",
-                "required to tokenize the dataset",
-                fix="set it to the HF model directory",
+                "required to tokenize the dataset (neither it nor model_name_or_path is set)",
+                fix="set it, or model_name_or_path, to the HF model directory",
             )
         )
     name = os.path.splitext(os.path.basename(str(source).rstrip("/")))[0] or "dataset"
