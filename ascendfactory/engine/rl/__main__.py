@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    trainer, source = None, ""
+    trainer, source, finished = None, "", False
     try:
         from ascendfactory.engine.rl.config import load_yaml, read_config
 
@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         trainer = GRPOTrainer(cfg, metrics_dir=args.af_metrics_dir, tensorboard_dir=args.af_tensorboard_dir)
         trainer.train()
+        finished = True
     except AscendFactoryError as e:
         if os.environ.get("AF_DEBUG") == "1":
             traceback.print_exc()
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     finally:
         if trainer is not None:
-            trainer.close()
+            trainer.close(finished=finished)
     if os.environ.get("RANK", "0") == "0":
         print("training process successfully!", flush=True)
     return 0

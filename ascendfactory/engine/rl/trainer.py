@@ -383,8 +383,13 @@ class GRPOTrainer:
             dist.all_reduce(t, op=op, group=self.mesh["dp"].get_group())
         return t
 
-    def close(self) -> None:
+    def close(self, *, finished: bool = False) -> None:
+        """Tear down. `finished`: every rank completed train(), so wait for all of them first; a gloo rank
+        whose peers tear down while it still talks to them aborts ("terminate called without an active
+        exception", exit 1) after a successful run."""
         if getattr(self, "monitor", None) is not None:
             self.monitor.close()
         if dist.is_initialized():
+            if finished:
+                dist.barrier()
             dist.destroy_process_group()

@@ -34,13 +34,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "-h" in argv or "--help" in argv:
         build_parser().print_help()
         return 0
-    trainer = None
+    trainer, finished = None, False
     try:
         args, ignored = parse_args(argv)
         from ascendfactory.engine.train.trainer import Trainer
 
         trainer = Trainer(args, ignored)
         trainer.train()
+        finished = True
     except AscendFactoryError as e:
         if os.environ.get("AF_DEBUG") == "1":
             traceback.print_exc()
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         if trainer is not None:
-            trainer.close()
+            trainer.close(finished=finished)
 
 
 if __name__ == "__main__":

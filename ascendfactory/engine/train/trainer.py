@@ -500,7 +500,12 @@ class Trainer:
         if self.is_last_rank:
             logline.emit(msg)
 
-    def close(self) -> None:
+    def close(self, *, finished: bool = False) -> None:
+        """Tear down. `finished`: every rank completed train(), so wait for all of them first; a gloo rank
+        whose peers tear down while it still talks to them aborts ("terminate called without an active
+        exception", exit 1) after a successful run."""
         self.monitor.close()
         if dist.is_initialized():
+            if finished:
+                dist.barrier()
             dist.destroy_process_group()
