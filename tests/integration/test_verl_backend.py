@@ -22,6 +22,7 @@ from ascendfactory.backends.templates import render_experiment
 from ascendfactory.backends.verl import environment
 from ascendfactory.backends.verl.overrides import format_value
 from ascendfactory.config.load import load_experiment
+from ascendfactory.plan import Plan
 from tests.integration.test_ray_launch import free_port, no_ray_process_left
 
 pytestmark = pytest.mark.integration
@@ -46,6 +47,21 @@ def template(tmp_path: Path, exp: str) -> Path:
 
 def composed(plan) -> dict:
     return yaml.safe_load(plan.files[os.path.join(plan.output_dir, "exp-config.yaml")])
+
+
+def tiny_grpo_plan(path: Path, bc: dict, out: Path, *, npus: int, **top) -> Plan:
+    """The dry-run plan of a verl GRPO experiment of the demo model, written to `path`."""
+    tree = {
+        "backend": "verl",
+        "af_model_name": "tiny-demo",
+        "exp_name": "grpo",
+        "af_output_dir": str(out),
+        **top,
+        "backend_config": bc,
+    }
+    tree["env"] = {"NPUS_PER_NODE": npus, **tree.get("env", {})}
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return make_plan(load_experiment(path, []), dry_run=True)
 
 
 @needs_verl
@@ -208,20 +224,7 @@ def test_prompt_counts_agree_with_verls_own_dataset_filter(tmp_path, demo_model)
             },
         },
     }
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(
-        yaml.safe_dump(
-            {
-                "backend": "verl",
-                "af_model_name": "tiny-demo",
-                "exp_name": "grpo",
-                "af_output_dir": str(tmp_path / "o"),
-                "env": {"NPUS_PER_NODE": 2},
-                "backend_config": bc,
-            }
-        )
-    )
-    plan = make_plan(load_experiment(exp, []), dry_run=True)
+    plan = tiny_grpo_plan(tmp_path / "exp.yaml", bc, tmp_path / "o", npus=2)
     ours = plan.facts["train_prompts"] - plan.facts["train_prompts_over_max_prompt_length"]
     assert 0 < ours < 40
     script = (
@@ -276,19 +279,7 @@ def test_the_merge_step_turns_verls_fsdp_checkpoint_into_hf_weights(tmp_path, de
         },
         "trainer": {"save_freq": 1},
     }
-    exp.write_text(
-        yaml.safe_dump(
-            {
-                "backend": "verl",
-                "af_model_name": "tiny-demo",
-                "exp_name": "grpo",
-                "af_output_dir": str(tmp_path / "out"),
-                "env": {"NPUS_PER_NODE": 1},
-                "backend_config": bc,
-            }
-        )
-    )
-    plan = make_plan(load_experiment(exp, []), dry_run=True)
+    plan = tiny_grpo_plan(exp, bc, tmp_path / "out", npus=1)
     root = Path(plan.checkpoints.root)
     made = subprocess.run(
         [
@@ -368,23 +359,16 @@ def test_the_train_step_runs_verl_on_our_ray_cluster_up_to_its_device_check(tmp_
     }
     exp = tmp_path / "exp.yaml"
     port = free_port()
-    exp.write_text(
-        yaml.safe_dump(
-            {
-                "backend": "verl",
-                "af_model_name": "tiny-demo",
-                "exp_name": "grpo",
-                "af_output_dir": str(tmp_path / "out"),
-                "stage": "grpo",
-                "train_auto_resume": True,
-                "node_wait_timeout_s": 120,
-                "env": {"NPUS_PER_NODE": 1, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
-                "backend_config": bc,
-            },
-            sort_keys=False,
-        )
+    plan = tiny_grpo_plan(
+        exp,
+        bc,
+        tmp_path / "out",
+        npus=1,
+        stage="grpo",
+        train_auto_resume=True,
+        node_wait_timeout_s=120,
+        env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
     )
-    plan = make_plan(load_experiment(exp, []), dry_run=True)
     assert plan.facts["total_training_steps"] == 4
     train = plan.step("train")
     # no GPU here: the head must not wait for one (verl's own check is what we want to reach)

@@ -56,39 +56,17 @@ def derive(
             return None
         return n
 
-    tp = positive(
-        actor.get("tensor_model_parallel_size"),
-        where("actor", "tensor_model_parallel_size"),
-        "the actor's tensor parallel size",
-    )
-    pp = positive(
-        actor.get("pipeline_model_parallel_size"),
-        where("actor", "pipeline_model_parallel_size"),
-        "the actor's pipeline parallel size",
-    )
-    cp = positive(
-        actor.get("context_parallel_size"),
-        where("actor", "context_parallel_size"),
-        "the actor's context parallel size",
-    )
-    gbs = positive(
-        actor.get("global_batch_size"),
-        where("actor", "global_batch_size"),
-        "prompts per iteration (global_batch_size)",
-    )
-    mbs = positive(
-        actor.get("micro_batch_size"),
-        where("actor", "micro_batch_size"),
-        "samples per micro batch (micro_batch_size)",
-    )
-    seq = positive(actor.get("seq_length"), where("actor", "seq_length"), "the training sequence length")
-    iters = positive(actor.get("train_iters"), where("actor", "train_iters"), "the number of GRPO iterations")
-    save_interval = positive(
-        actor.get("save_interval"),
-        where("actor", "save_interval"),
-        "iterations between checkpoints",
-        required=False,
-    )
+    def actor_int(key: str, what: str, *, required: bool = True) -> int | None:
+        return positive(actor.get(key), where("actor", key), what, required=required)
+
+    tp = actor_int("tensor_model_parallel_size", "the actor's tensor parallel size")
+    pp = actor_int("pipeline_model_parallel_size", "the actor's pipeline parallel size")
+    cp = actor_int("context_parallel_size", "the actor's context parallel size")
+    gbs = actor_int("global_batch_size", "prompts per iteration (global_batch_size)")
+    mbs = actor_int("micro_batch_size", "samples per micro batch (micro_batch_size)")
+    seq = actor_int("seq_length", "the training sequence length")
+    iters = actor_int("train_iters", "the number of GRPO iterations")
+    save_interval = actor_int("save_interval", "iterations between checkpoints", required=False)
     rl_sec = sections.get("rl_config") or {}
     n = positive(
         rl.get("n_samples_per_prompt"),

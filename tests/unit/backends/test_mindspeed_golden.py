@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ascendfactory.cli.app import app
+from tests.unit.backends.flag_pairs import pairs
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "cfgs" / "golden"
@@ -117,25 +118,6 @@ MG2HF_LORA_V1 = """
 --lora-alpha 16 --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2 --load-dir
 ${CKPT_LOAD_DIR} --lora-load ${SAVED} --save-dir ${OUT} --load-hf-from-config
 """
-
-
-def pairs(tokens: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """['--a', '1', '--b'] -> [('--a', ('1',)), ('--b', ())], values normalised so 1e-6 == 1e-06."""
-    out: list[tuple[str, tuple[str, ...]]] = []
-    for tok in tokens:
-        if tok.startswith("--"):
-            out.append((tok, ()))
-        else:
-            flag, values = out[-1]
-            out[-1] = (flag, (*values, _norm(tok)))
-    return out
-
-
-def _norm(value: str) -> str:
-    try:
-        return repr(float(value))
-    except ValueError:
-        return value
 
 
 def expected(text: str, paths: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:

@@ -26,6 +26,7 @@ import pytest
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from tests.conftest import REPO
+from tests.unit.backends.flag_pairs import pairs
 from tests.unit.backends.mm_helpers import make_mm_checkout
 
 GOLDEN = REPO / "cfgs" / "golden"
@@ -289,25 +290,6 @@ def fill(text: str, paths: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)\}", lambda m: paths[m.group(1)], text)
 
 
-def _norm(token: str) -> str:
-    try:
-        return repr(float(token))
-    except ValueError:
-        return token
-
-
-def flags(tokens: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """['--a', '1', '--b'] -> [('--a', ('1',)), ('--b', ())], numbers normalised, order kept."""
-    out: list[tuple[str, tuple[str, ...]]] = []
-    for tok in tokens:
-        if tok.startswith("--"):
-            out.append((tok, ()))
-        else:
-            flag, values = out[-1]
-            out[-1] = (flag, (*values, _norm(tok)))
-    return out
-
-
 def absolute(tokens: list[str], base: Path) -> list[str]:
     """The README's relative paths (ckpt/...) as the plan writes them: absolute against the checkout."""
     return [str(base / t) if t.startswith("ckpt/") else t for t in tokens]
@@ -360,7 +342,7 @@ def test_train_is_the_example_script(golden):
     assert argv[1:3] == ["-m", "torch.distributed.run"]
     assert argv[3:entry] == [*DISTRIBUTED_ARGS.split(), "--tee", "3"]
     want = TRAIN_2_1_0 if generation == "2.1.0" else TRAIN_MASTER
-    assert flags(argv[entry + 1 :]) == flags(shlex.split(fill(want, paths(generation, checkout))))
+    assert pairs(argv[entry + 1 :]) == pairs(shlex.split(fill(want, paths(generation, checkout))))
     assert train.cwd == str(checkout)
     assert train.env == ENV
 
