@@ -111,3 +111,7 @@ class InterruptedRunError(AscendFactoryError):
 
 class BackendNotRunnableError(AscendFactoryError):
     """The experiment is valid, but this version cannot run the backend's steps (validated by --dry-run)."""
+
+
+class SchedulerError(AscendFactoryError):
+    """A scheduler's own command (sbatch, squeue, scancel) failed or is missing; the message quotes it."""

@@ -10,13 +10,19 @@ from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.registry import get_backend
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.config.topology import with_platform
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import Plan
 
 
 def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = None) -> PlanContext:
+    """The machine's facts; `loaded` should have been through `config.topology.with_platform`."""
     environ = dict(os.environ if environ is None else environ)
-    devices = resolve_devices_per_node(loaded.config.env.NPUS_PER_NODE, environ)
+    devices = resolve_devices_per_node(
+        loaded.config.env.NPUS_PER_NODE,
+        environ,
+        configured_from=loaded.platform_sources.get("env.NPUS_PER_NODE", ""),
+    )
     return PlanContext(loaded=loaded, devices=devices, python=sys.executable, environ=environ)
 
 
@@ -28,6 +34,8 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     named by an earlier phase is not named again by a later one."""
     if loaded.problems and not loaded.plannable:
         raise ConfigError(loaded.locate(loaded.problems))
+    environ = dict(os.environ if environ is None else environ)
+    loaded = with_platform(loaded, environ)  # topology the experiment leaves unset, from the cluster platform
     ctx = build_context(loaded, environ)
     backend = get_backend(loaded.config.backend, source=loaded.source_of("backend"))
     try:
@@ -41,6 +49,13 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
 
         plan.policy = dataclasses.replace(plan.policy, unretryable=backend.unretryable)
     plan.facts.setdefault("devices_source", ctx.devices.source)
+    env = loaded.config.env
+    plan.facts["topology"] = {
+        k: {"value": getattr(env, k), "source": loaded.topology[k]} for k in loaded.topology
+    }
+    plan.facts["topology"]["NPUS_PER_NODE"] = {"value": ctx.devices.count, "source": ctx.devices.source}
+    if loaded.platform:
+        plan.facts["platform"] = loaded.platform
     return plan
 
 

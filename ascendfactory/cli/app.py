@@ -6,7 +6,15 @@ import sys
 
 import typer
 
-from ascendfactory.cli import config_cmd, convert_cmd, info_cmd, logs_cmd, preprocess_cmd, train_cmd
+from ascendfactory.cli import (
+    config_cmd,
+    convert_cmd,
+    info_cmd,
+    logs_cmd,
+    preprocess_cmd,
+    submit_cmd,
+    train_cmd,
+)
 
 app = typer.Typer(
     name="ascendfactory-cli",
@@ -23,6 +31,7 @@ convert_cmd.register(app)
 preprocess_cmd.register(app)
 info_cmd.register(app)
 app.add_typer(logs_cmd.app, name="logs")
+app.add_typer(submit_cmd.app, name="submit")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,6 +81,12 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
     )
     if layout:
         out.markup(f"  layout: {layout}  [dim](devices: {escape(str(f.get('devices_source')))})[/dim]")
+    topology = f.get("topology") or {}
+    if f.get("platform") or any(t["source"] != "default" for t in topology.values()):
+        where = f" (platform: {f['platform']})" if f.get("platform") else ""
+        out.markup(f"  topology{escape(where)}:")
+        for key, t in topology.items():
+            out.markup(f"    {key}={escape(str(t['value']))}  [dim]<- {escape(t['source'])}[/dim]")
     for w in plan.warnings:
         out.markup(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not plan.steps:

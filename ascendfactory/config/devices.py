@@ -2,7 +2,8 @@
 
 1. `ASCEND_RT_VISIBLE_DEVICES` or `CUDA_VISIBLE_DEVICES`, when set and non-empty: the number of ids listed
    (`ASCEND_RT_VISIBLE_DEVICES=0,1` -> 2);
-2. else `env.NPUS_PER_NODE` from the config (file or `--env.NPUS_PER_NODE=N`);
+2. else `env.NPUS_PER_NODE` from the config (command line > file > the cluster platform's variable, e.g.
+   `SLURM_GPUS_ON_NODE` or `MA_NUM_GPUS`: `config.platforms`);
 3. else the machine: 8 on an Ascend NPU machine (the product default), the number of GPUs on a CUDA
    machine, 1 on a CPU-only machine.
 """
@@ -32,7 +33,10 @@ def detect_accelerator() -> str:
     return "cpu"
 
 
-def resolve_devices_per_node(configured: int | None, environ: Mapping[str, str] | None = None) -> DeviceCount:
+def resolve_devices_per_node(
+    configured: int | None, environ: Mapping[str, str] | None = None, *, configured_from: str = ""
+) -> DeviceCount:
+    """`configured_from`: where `configured` came from when not the experiment (a platform variable)."""
     environ = os.environ if environ is None else environ
     for var in VISIBLE_DEVICE_VARS:
         value = environ.get(var, "").strip()
@@ -40,7 +44,7 @@ def resolve_devices_per_node(configured: int | None, environ: Mapping[str, str] 
             ids = [v for v in value.split(",") if v.strip()]
             return DeviceCount(len(ids), f"{var}={value}")
     if configured:
-        return DeviceCount(configured, "env.NPUS_PER_NODE")
+        return DeviceCount(configured, configured_from or "env.NPUS_PER_NODE")
     kind = detect_accelerator()
     if kind == "npu":
         return DeviceCount(8, "default for an NPU machine")

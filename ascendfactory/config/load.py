@@ -51,9 +51,17 @@ class LoadedExperiment:
     plannable: bool = True
     # Old style: where the file wrote each new-style key (`save_total_limit` <- `base.save-total-limit`).
     origins: dict[str, str] = field(default_factory=dict)
+    # Where each topology value (NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, NPUS_PER_NODE) came from, and
+    # the cluster platform that supplied some (`config.topology.with_platform`; empty before it ran).
+    topology: dict[str, str] = field(default_factory=dict)
+    platform: str | None = None
+    platform_sources: dict[str, str] = field(default_factory=dict)  # `env.NODE_RANK` -> "SLURM_NODEID=1 (Slurm)"
 
     def source_of(self, key: str) -> str:
-        """'command line' when `key`, a parent or a child of it was overridden, else the file."""
+        """'command line' when `key`, a parent or a child of it was overridden; the platform variable for a
+        topology key a cluster platform supplied; else the file."""
+        if key in self.platform_sources:
+            return self.platform_sources[key]
         parts = key.split(".")
         for i in range(len(parts), 0, -1):
             if ".".join(parts[:i]) in self.overridden:

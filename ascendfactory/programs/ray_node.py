@@ -25,6 +25,7 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -280,6 +281,24 @@ def run_worker(args: argparse.Namespace) -> int:
             return 0 if code == 0 else 1
 
 
+def as_ip(host: str) -> str:
+    """`host` as an IP address: `ray start --node-ip-address` takes no host name, and clusters such as
+    ModelArts give domain names (VC_WORKER_HOSTS)."""
+    try:
+        return socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except (OSError, IndexError):
+        raise NodeError(f"cannot resolve {host!r} to an address (MASTER_ADDR): check the host name") from None
+
+
+def resolve_addresses(args: argparse.Namespace) -> None:
+    """Host names -> IPs in --node-ip and --address, before Ray sees them."""
+    if args.node_ip:
+        args.node_ip = as_ip(args.node_ip)
+    if getattr(args, "address", None):
+        host, port = args.address.rsplit(":", 1)
+        args.address = f"{as_ip(host)}:{port}"
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="ray_node.py", description=__doc__.split("\n\n")[1])
     sub = parser.add_subparsers(dest="role", required=True)
@@ -317,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
+        resolve_addresses(args)
         return run_head(args) if args.role == "head" else run_worker(args)
     except NodeError as e:
         say(f"error: {e}")

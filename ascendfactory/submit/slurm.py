@@ -1,0 +1,219 @@
+"""Slurm: an sbatch script in the output tree, submitted with `sbatch --parsable`; status from `squeue`,
+`scontrol show job` and `sacct` (where accounting answers); cancel with `scancel`.
+
+The script asks for `--nodes N --ntasks-per-node=1` and runs one `srun --kill-on-bad-exit=1 ascendfactory-cli
+train ...` task per node. No `--wait`: with a shared filesystem node 0 converts the weights back after the
+others are done, and srun's `--wait` would kill it. Each node takes its rank from `SLURM_NODEID` and the
+first host of the node list as MASTER_ADDR (`config.platforms`); torchrun and the Ray launcher start the
+node's processes. `--requeue` goes with `train_auto_resume: true`: a requeued job resumes from the newest
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendfactory.errors import ConfigError, Problem, SchedulerError
+from ascendfactory.submit.job import Experiment, check_nodes, last_job, record
+
+SCRIPT = "slurm.sbatch"
+TIMEOUT_S = 60
+ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
+ERROR_LINE = re.compile(r"^(error|  - |    fix:|step \S+ failed|.*Error:)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """The sbatch resources `submit slurm` takes; everything else is the experiment's."""
+
+    nodes: int
+    partition: str | None = None
+    time: str | None = None
+    account: str | None = None
+    gpus_per_node: int | None = None
+    cpus_per_task: int | None = None
+    job_name: str | None = None
+
+    def sbatch_flags(self, exp: Experiment, *, requeue: bool) -> list[str]:
+        logs = exp.output_dir / "logs"
+        flags = [
+            f"--job-name={self.job_name or _job_name(exp)}",
+            f"--nodes={self.nodes}",
+            "--ntasks-per-node=1",
+            f"--output={logs / 'slurm-%j.out'}",
+            "--open-mode=append",  # a requeued job adds to its log
+            "--requeue" if requeue else "--no-requeue",
+        ]
+        for name, value in (
+            ("partition", self.partition),
+            ("time", self.time),
+            ("account", self.account),
+            ("gpus-per-node", self.gpus_per_node),
+            ("cpus-per-task", self.cpus_per_task),
+        ):
+            if value is not None:
+                flags.append(f"--{name}={value}")
+        return flags
+
+
+def _job_name(exp: Experiment) -> str:
+    cfg = exp.loaded.config
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"af-{cfg.af_model_name}-{cfg.exp_name}")[:64]
+
+
+def render(exp: Experiment, opts: SlurmOptions) -> str:
+    """The sbatch script (`slurm.sbatch.j2`)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
+        keep_trailing_newline=True,
+        autoescape=False,  # a shell script; every value is quoted by `q`
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["q"] = lambda v: shlex.quote(str(v))
+    logs = exp.output_dir / "logs"
+    return env.get_template(SCRIPT + ".j2").render(
+        experiment=exp.path,
+        sbatch=opts.sbatch_flags(exp, requeue=exp.loaded.config.train_auto_resume),
+        requeue=exp.loaded.config.train_auto_resume,
+        cwd=str(Path.cwd()),
+        logs=str(logs),
+        node_log=str(logs / "slurm-%j-node%n.out"),
+        train=exp.train_argv(),
+    )
+
+
+def validate(exp: Experiment, opts: SlurmOptions) -> None:
+    """The experiment planned as node 0 of `opts.nodes` Slurm nodes would plan it."""
+    env = {
+        "SLURM_JOB_ID": "0",
+        "SLURM_NODEID": "0",
+        "SLURM_NNODES": str(opts.nodes),
+        "SLURM_JOB_NODELIST": "slurm-node-0",
+        "SLURM_STEP_TASKS_PER_NODE": "1",
+    }
+    if opts.gpus_per_node:
+        env["SLURM_GPUS_ON_NODE"] = str(opts.gpus_per_node)
+    check_nodes(exp, opts.nodes, platform_env=env)
+
+
+def submit(exp: Experiment, opts: SlurmOptions, script_text: str) -> tuple[str, Path]:
+    """Write the script into the output tree, `sbatch --parsable` it, record the job id."""
+    _refuse_if_running(exp)
+    out = exp.output_dir
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    script = out / ".af" / "submit" / SCRIPT
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(script_text)
+    proc = run_slurm(["sbatch", "--parsable", str(script)])
+    job_id = proc.stdout.strip().split(";")[0]  # `jobid[;cluster]`
+    if not job_id.isdigit():
+        raise SchedulerError(f"sbatch printed no job id: {proc.stdout.strip()!r}")
+    record(exp, {"scheduler": "slurm", "job_id": job_id, "script": str(script), "nodes": opts.nodes})
+    return job_id, script
+
+
+def _refuse_if_running(exp: Experiment) -> None:
+    try:
+        job = last_job(exp.output_dir, "slurm")
+    except ConfigError:
+        return
+    state = job_state(str(job["job_id"])).get("JobState", "")
+    if state in ACTIVE:
+        raise ConfigError(
+            Problem(
+                "af_output_dir",
+                f"slurm job {job['job_id']} for {exp.output_dir} is still {state}: two jobs would write the "
+                "same output tree",
+                fix=f"ascendfactory-cli submit cancel {job['job_id']}, or wait for it",
+            )
+        )
+
+
+def run_slurm(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which(argv[0])
+    if exe is None:
+        raise SchedulerError(
+            f"{argv[0]} not found on PATH: run this on a Slurm login node (or install slurm-client)"
+        )
+    try:
+        proc = subprocess.run(
+            [exe, *argv[1:]], capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SchedulerError(f"{argv[0]} did not answer within {TIMEOUT_S} s (is slurmctld up?)") from None
+    if check and proc.returncode != 0:
+        raise SchedulerError(f"{shlex.join(argv)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def job_state(job_id: str) -> dict[str, str]:
+    """`scontrol show job -o` as a dict (JobState, ExitCode, Reason, StdOut, ...); from `sacct` when
+    slurmctld has forgotten the job and accounting answers; {} when neither knows it."""
+    proc = run_slurm(["scontrol", "show", "job", "-o", job_id], check=False)
+    if proc.returncode == 0 and proc.stdout.strip():
+        return dict(re.findall(r"(\w+)=(\S*)", proc.stdout))
+    if shutil.which("sacct"):
+        acct = run_slurm(
+            ["sacct", "-j", job_id, "-X", "--parsable2", "--noheader", "-o", "JobID,State,ExitCode,Reason"],
+            check=False,
+        )
+        line = acct.stdout.strip().splitlines()[:1] if acct.returncode == 0 else []
+        if line:
+            _, state, code, reason = (line[0].split("|") + ["", "", "", ""])[:4]
+            return {"JobId": job_id, "JobState": state.split()[0], "ExitCode": code, "Reason": reason}
+    return {}
+
+
+def job_of(output_dir: Path) -> str:
+    """The newest slurm job submitted for `output_dir`."""
+    return str(last_job(output_dir, "slurm")["job_id"])
+
+
+def status(job_id: str, logs_dir: Path | None = None) -> dict[str, object]:
+    """State, exit code and reason of the job, and for a failed job the error lines its nodes printed
+    (from `logs_dir`, default the directory of the job's output file)."""
+    state = job_state(job_id)
+    if not state:
+        raise SchedulerError(
+            f"slurm knows no job {job_id} (finished jobs are kept MinJobAge seconds; sacct needs "
+            "accounting)"
+        )
+    result: dict[str, object] = {
+        "job_id": job_id,
+        "state": state.get("JobState", "?"),
+        "exit_code": state.get("ExitCode", ""),
+        "reason": state.get("Reason", ""),
+        "nodes": state.get("NodeList", ""),
+        "log": state.get("StdOut", ""),
+    }
+    if logs_dir is None and state.get("StdOut"):
+        logs_dir = Path(state["StdOut"]).parent
+    if result["state"] not in ACTIVE and result["state"] != "COMPLETED" and logs_dir is not None:
+        result["errors"] = node_errors(logs_dir, job_id)
+    return result
+
+
+def node_errors(logs_dir: Path, job_id: str) -> list[str]:
+    """The error lines each node printed (`ascendfactory-cli`'s `error:` block), prefixed by the node."""
+    lines: list[str] = []
+    for path in sorted(logs_dir.glob(f"slurm-{job_id}-node*.out")):
+        node = path.stem.rsplit("-", 1)[-1]
+        text = path.read_text(errors="replace").splitlines()
+        start = max((i for i, line in enumerate(text) if line.startswith("error:")), default=None)
+        if start is None:
+            picked = [line for line in text if ERROR_LINE.match(line)][-5:]
+        else:
+            picked = text[start : start + 12]
+        lines += [f"{node}: {line}" for line in picked]
+    return lines
+
+
+def cancel(job_id: str) -> None:
+    run_slurm(["scancel", job_id])
