@@ -107,16 +107,20 @@ def k8s(
     gpus_per_node: GpusOpt = None,
     device_resource: Annotated[
         str,
-        typer.Option("--device-resource", help="Resource name of one accelerator (huawei.com/Ascend910 ...)."),
+        typer.Option(
+            "--device-resource", help="Resource name of one accelerator (huawei.com/Ascend910 ...)."
+        ),
     ] = "nvidia.com/gpu",
     dry_run: DryRunOpt = False,
 ) -> None:
-    """Write a Kubernetes job manifest (apply it with kubectl apply -f); its pods run `ascendfactory-cli train`."""
+    """Write a Kubernetes job manifest (kubectl apply -f it); its pods run `ascendfactory-cli train`."""
     from ascendfactory.cli._output import out
     from ascendfactory.submit import k8s as k
 
     exp = _experiment(args)
-    opts = k.PodOptions(image=image, nodes=nodes, gpus_per_node=gpus_per_node, device_resource=device_resource)
+    opts = k.PodOptions(
+        image=image, nodes=nodes, gpus_per_node=gpus_per_node, device_resource=device_resource
+    )
     k.validate(exp, kind.value, opts)
     text = k.render(exp, kind.value, opts)
     if dry_run:
@@ -148,7 +152,9 @@ def status(target: TargetArgs, json_out: JsonOpt = False) -> None:
     if json_out:
         out.json(result)
     else:
-        out.text(f"slurm job {job_id}: {result['state']} (exit {result['exit_code']}, reason {result['reason']})")
+        out.text(
+            f"slurm job {job_id}: {result['state']} (exit {result['exit_code']}, reason {result['reason']})"
+        )
         for line in result.get("errors") or []:  # type: ignore[union-attr]
             out.text(f"  {line}")
     if result["state"] not in s.ACTIVE and result["state"] != "COMPLETED":

@@ -55,7 +55,9 @@ class LoadedExperiment:
     # the cluster platform that supplied some (`config.topology.with_platform`; empty before it ran).
     topology: dict[str, str] = field(default_factory=dict)
     platform: str | None = None
-    platform_sources: dict[str, str] = field(default_factory=dict)  # `env.NODE_RANK` -> "SLURM_NODEID=1 (Slurm)"
+    platform_sources: dict[str, str] = field(
+        default_factory=dict
+    )  # `env.NODE_RANK` -> "SLURM_NODEID=1 (Slurm)"
 
     def source_of(self, key: str) -> str:
         """'command line' when `key`, a parent or a child of it was overridden; the platform variable for a

@@ -29,12 +29,13 @@ The platforms, one record each, with the variables each one documents:
   (https://slurm.schedmd.com/scontrol.html) or, where `scontrol` is absent, by the python-hostlist library,
   `SLURM_GPUS_ON_NODE`, `SLURM_STEP_TASKS_PER_NODE` (one task per node is required: our launcher starts the
   node's processes itself).
-- **Kubeflow**: PyTorchJob (kubeflow/training-operator `pkg/controller.v1/pytorch/envvar.go`: `MASTER_ADDR`,
-  `MASTER_PORT`, `WORLD_SIZE` = the number of pods, `RANK` = the pod's index, master 0) and the torchrun
-  variables of newer operators and Trainer v2 (`PET_NNODES`, `PET_NODE_RANK`, `PET_MASTER_ADDR`,
-  `PET_MASTER_PORT`, `PET_NPROC_PER_NODE`: torchrun reads `PET_<FLAG>`,
-  https://pytorch.org/docs/stable/elastic/run.html), which win when present. A container under
-  `torchrun` (`TORCHELASTIC_RUN_ID`) or Volcano's own `pytorch` plugin (`VC_TASK_INDEX`) is not Kubeflow.
+- **Kubeflow** PyTorchJob (kubeflow/training-operator `pkg/controller.v1/pytorch/envvar.go`): the operator
+  sets `MASTER_ADDR`, `MASTER_PORT`, `RANK` (the pod's index, master 0), `WORLD_SIZE` (pods before v1.8;
+  pods x nproc-per-node at v1.9.0, so it is read only where `PET_NNODES` is absent) and, at v1.9.0,
+  `PET_NNODES` (pods), `PET_NODE_RANK`, `PET_NPROC_PER_NODE`; Trainer v2 also `PET_MASTER_ADDR` /
+  `PET_MASTER_PORT` (torchrun reads `PET_<FLAG>`, https://pytorch.org/docs/stable/elastic/run.html). The
+  `PET_*` variables win. A process under `torchrun` (`TORCHELASTIC_RUN_ID`) or in a Volcano job with its
+  `pytorch` plugin (`VC_TASK_INDEX`) is not taken for Kubeflow.
 - **SkyPilot** (https://docs.skypilot.co/en/stable/running-jobs/environment-variables.html):
   `SKYPILOT_NODE_RANK`, `SKYPILOT_NUM_NODES`, `SKYPILOT_NODE_IPS` (one IP per line, the head first),
   `SKYPILOT_NUM_GPUS_PER_NODE`.
@@ -104,7 +105,10 @@ PLATFORMS: tuple[Platform, ...] = (
     ),
     Platform(
         name="Kubeflow",
-        present=(("PET_NNODES", "PET_NODE_RANK"), ("MASTER_ADDR", "WORLD_SIZE", "RANK", "KUBERNETES_SERVICE_HOST")),
+        present=(
+            ("PET_NNODES", "PET_NODE_RANK"),
+            ("MASTER_ADDR", "WORLD_SIZE", "RANK", "KUBERNETES_SERVICE_HOST"),
+        ),
         absent=("VC_TASK_INDEX", "TORCHELASTIC_RUN_ID"),
         nnodes=("PET_NNODES", "WORLD_SIZE"),
         node_rank=("PET_NODE_RANK", "RANK"),
@@ -208,7 +212,7 @@ def _volcano_task(environ: Mapping[str, str]) -> str | None:
                 "environment",
                 f"a Volcano job with several tasks ({', '.join(tasks)}): each task numbers its pods from 0, "
                 "so VC_TASK_INDEX is no node rank",
-                fix="use one task with N replicas (`ascendfactory-cli submit k8s --kind volcano` writes one), "
+                fix="use one task with N replicas (`submit k8s --kind volcano` writes one), "
                 "or set env.NNODES, env.NODE_RANK and env.MASTER_ADDR explicitly",
             )
         )

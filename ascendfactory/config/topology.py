@@ -82,7 +82,8 @@ def _contradictions(
         problems.append(
             Problem(
                 "env.NNODES",
-                f"is {env.NNODES}, but {d.platform} runs this command on {nnodes} nodes ({d.sources['NNODES']})",
+                f"is {env.NNODES}, but {d.platform} runs this command on {nnodes} nodes "
+                f"({d.sources['NNODES']})",
                 fix,
                 loaded.source,
             )
@@ -107,4 +108,3 @@ def _contradictions(
             )
         )
     return problems
-

@@ -1,9 +1,9 @@
 """Kubernetes: a job manifest whose pods all run `ascendfactory-cli train <yaml>`; `kubectl apply -f` it.
 
 - `volcano`: a `batch.volcano.sh/v1alpha1` `Job` with one task `worker` of N replicas and the `svc` and
-  `env` plugins, which give every pod `VC_TASK_INDEX`, `VC_WORKER_HOSTS` and `VC_WORKER_NUM` (volcano-sh/volcano
-  `pkg/controllers/job/plugins/env/env.go`, `pkg/controllers/job/plugins/svc/svc.go`); `minAvailable: N` gang-
-  schedules the pods, `schedulerName: volcano`. The layout TorchX's Kubernetes scheduler uses, too.
+  `env` plugins, which give every pod `VC_TASK_INDEX`, `VC_WORKER_HOSTS` and `VC_WORKER_NUM`
+  (volcano-sh/volcano `pkg/controllers/job/plugins/env/env.go`, `pkg/controllers/job/plugins/svc/svc.go`);
+  `minAvailable: N` gang-schedules the pods, `schedulerName: volcano` (TorchX's Kubernetes layout, too).
 - `pytorchjob`: a `kubeflow.org/v1` `PyTorchJob` with one Master and N-1 Workers; the operator sets
   `MASTER_ADDR`, `MASTER_PORT` (from the container port named `pytorchjob-port` of the container named
   `pytorch`), `WORLD_SIZE`, `RANK` and `PET_NNODES` / `PET_NODE_RANK` (kubeflow/training-operator v1.9.0
@@ -56,12 +56,14 @@ def _container(exp: Experiment, opts: PodOptions, name: str) -> dict:
     return container
 
 
-def _pod_spec(exp: Experiment, opts: PodOptions, container: dict, restart: str) -> dict:
-    return {
-        "restartPolicy": restart,
+def _pod_spec(container: dict, restart: str | None) -> dict:
+    spec: dict = {
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
+    if restart:
+        spec["restartPolicy"] = restart
+    return spec
 
 
 def volcano_job(exp: Experiment, opts: PodOptions) -> dict:
@@ -75,7 +77,10 @@ def volcano_job(exp: Experiment, opts: PodOptions) -> dict:
             "minAvailable": opts.nodes,
             "maxRetry": retries,
             # One pod lost: restart the whole job (train_auto_resume resumes from the newest checkpoint).
-            "policies": [{"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodFailed", "action": "RestartJob"}]
+            "policies": [
+                {"event": "PodEvicted", "action": "RestartJob"},
+                {"event": "PodFailed", "action": "RestartJob"},
+            ]
             if retries
             else [],
             "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
@@ -83,7 +88,7 @@ def volcano_job(exp: Experiment, opts: PodOptions) -> dict:
                 {
                     "name": "worker",
                     "replicas": opts.nodes,
-                    "template": {"spec": _pod_spec(exp, opts, _container(exp, opts, "train"), "Never")},
+                    "template": {"spec": _pod_spec(_container(exp, opts, "train"), "Never")},
                 }
             ],
         },
@@ -92,8 +97,12 @@ def volcano_job(exp: Experiment, opts: PodOptions) -> dict:
 
 def pytorch_job(exp: Experiment, opts: PodOptions) -> dict:
     port = exp.loaded.config.env.MASTER_PORT
-    container = _container(exp, opts, PYTORCHJOB_CONTAINER)
-    container["ports"] = [{"name": PYTORCHJOB_PORT, "containerPort": port}]
+
+    def container() -> dict:
+        c = _container(exp, opts, PYTORCHJOB_CONTAINER)
+        c["ports"] = [{"name": PYTORCHJOB_PORT, "containerPort": port}]
+        return c
+
     replicas = {"Master": 1, "Worker": opts.nodes - 1}
     return {
         "apiVersion": "kubeflow.org/v1",
@@ -105,7 +114,7 @@ def pytorch_job(exp: Experiment, opts: PodOptions) -> dict:
                 role: {
                     "replicas": n,
                     "restartPolicy": "OnFailure" if exp.loaded.config.train_auto_resume else "Never",
-                    "template": {"spec": _pod_spec(exp, opts, container, "Never")},
+                    "template": {"spec": _pod_spec(container(), None)},  # the replica's policy
                 }
                 for role, n in replicas.items()
                 if n > 0

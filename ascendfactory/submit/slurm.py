@@ -182,8 +182,7 @@ def status(job_id: str, logs_dir: Path | None = None) -> dict[str, object]:
     state = job_state(job_id)
     if not state:
         raise SchedulerError(
-            f"slurm knows no job {job_id} (finished jobs are kept MinJobAge seconds; sacct needs "
-            "accounting)"
+            f"slurm knows no job {job_id} (finished jobs are kept MinJobAge seconds; sacct needs accounting)"
         )
     result: dict[str, object] = {
         "job_id": job_id,
