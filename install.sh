@@ -35,6 +35,21 @@ fi
 
 EXTRAS="torch"
 [ "$DEV" = 1 ] && EXTRAS="torch,dev"
+
+# --dev: a real Slurm for the `submit slurm` tests (Debian's slurmctld, slurmd, slurm-client; the test
+# fixture starts a private single-host cluster with auth/none, so munge need not run). Only as root with
+# apt-get; elsewhere those tests skip.
+if [ "$DEV" = 1 ]; then
+    if command -v sbatch >/dev/null 2>&1 && command -v slurmctld >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1; then
+        say "slurm present: $(sbatch --version)"
+    elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing slurmctld slurmd slurm-client (apt) for the submit slurm tests"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client >/dev/null \
+            || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client >/dev/null; }
+    else
+        say "skipping slurm (needs root and apt-get): the submit slurm tests will skip"
+    fi
+fi
 say "installing ascendfactory-cli[$EXTRAS] (editable) from $HERE"
 # compat mode: a plain .pth path entry instead of an import-hook finder (~20 ms less at every CLI start-up)
 "$PYTHON" -m pip install --quiet -e "$HERE[$EXTRAS]" --config-settings editable_mode=compat

@@ -59,7 +59,9 @@ class EnvConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> EnvConfig:
-        if self.NODE_RANK >= self.NNODES:
+        # With NNODES left to its default a cluster platform may still supply it (config.topology checks
+        # the final pair).
+        if "NNODES" in self.model_fields_set and self.NODE_RANK >= self.NNODES:
             raise ValueError(
                 f"NODE_RANK ({self.NODE_RANK}) must be < NNODES ({self.NNODES}); "
                 f"set --env.NODE_RANK to a value in 0..{self.NNODES - 1}"

@@ -45,6 +45,7 @@ def with_platform(
         for k in TOPOLOGY_KEYS
     }
     if detected is None:
+        _check_rank(loaded.config.env.NODE_RANK, loaded.config.env.NNODES, sources, loaded.source)
         return dataclasses.replace(loaded, topology=sources)
     from_file = {k for k in explicit if sources[k] != "command line"}
     problems = _contradictions(loaded, detected, explicit, from_file)
@@ -59,11 +60,25 @@ def with_platform(
         shown = ", ".join(f"{k} from {sources[k]}" for k in TOPOLOGY_KEYS if sources[k] != DEFAULT)
         message = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
         raise ConfigError(Problem("env", f"{message} ({shown})", source=loaded.source)) from None
+    _check_rank(env.NODE_RANK, env.NNODES, sources, loaded.source)
     config = loaded.config.model_copy(update={"env": env})
     platform_keys = {f"env.{k}": sources[k] for k in update}
     return dataclasses.replace(
         loaded, config=config, topology=sources, platform=detected.platform, platform_sources=platform_keys
     )
+
+
+def _check_rank(rank: int, nnodes: int, sources: dict[str, str], file: str) -> None:
+    if rank >= nnodes:
+        raise ConfigError(
+            Problem(
+                "env.NODE_RANK",
+                f"NODE_RANK ({rank}, from {sources['NODE_RANK']}) must be < NNODES ({nnodes}, from "
+                f"{sources['NNODES']})",
+                fix=f"set --env.NNODES as well (ranks are 0..NNODES-1), or a NODE_RANK in 0..{nnodes - 1}",
+                source="command line" if sources["NODE_RANK"] == "command line" else file,
+            )
+        )
 
 
 def _contradictions(
