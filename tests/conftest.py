@@ -27,3 +27,18 @@ def _no_visible_devices(monkeypatch):
     """Device-count precedence must not depend on the machine running the tests."""
     monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster_platform(monkeypatch):
+    """Topology must not come from a cluster platform the tests happen to run on (config.platforms)."""
+    for var in (
+        "SLURM_JOB_ID",
+        "SLURM_NODEID",
+        "MA_NUM_HOSTS",
+        "VC_TASK_INDEX",
+        "PET_NNODES",
+        "KUBERNETES_SERVICE_HOST",
+        "SKYPILOT_NODE_RANK",
+    ):
+        monkeypatch.delenv(var, raising=False)

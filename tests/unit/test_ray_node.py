@@ -118,3 +118,33 @@ def test_the_program_exits_with_the_cluster_code_and_one_line():
     assert proc.returncode == ray_node.EXIT_CLUSTER
     assert proc.stdout.startswith("[ray-node] error: the head at 127.0.0.1:9 did not answer")
     assert proc.stderr == ""
+
+
+def test_host_names_become_addresses_before_ray_sees_them():
+    """ModelArts gives domain names (VC_WORKER_HOSTS); `ray start --node-ip-address` takes an IP."""
+    from ascendfactory.programs import ray_node
+
+    args = ray_node.parse(
+        [
+            "head",
+            "--port",
+            "6379",
+            "--node-ip",
+            "localhost",
+            "--nodes",
+            "1",
+            "--timeout",
+            "5",
+            "--job-id",
+            "x",
+            "--",
+            "true",
+        ]
+    )
+    ray_node.resolve_addresses(args)
+    assert args.node_ip == "127.0.0.1"
+    args = ray_node.parse(["worker", "--address", "localhost:6379", "--timeout", "5", "--job-id", "x"])
+    ray_node.resolve_addresses(args)
+    assert args.address == "127.0.0.1:6379"
+    with pytest.raises(ray_node.NodeError, match="cannot resolve 'no-such-host.invalid'"):
+        ray_node.as_ip("no-such-host.invalid")

@@ -190,18 +190,41 @@ FROZEN = {
     "show": set(),
     "doctor": {"--backend", "--install-plan", "--run", "--json"},
 }
+GROUPS = {  # command groups: their commands and options
+    "submit": {
+        "slurm": {
+            "--nodes",
+            "--partition",
+            "--time",
+            "--account",
+            "--gpus-per-node",
+            "--cpus-per-task",
+            "--dry-run",
+        },
+        "k8s": {"--kind", "--image", "--nodes", "--gpus-per-node", "--device-resource", "--dry-run"},
+        "status": {"--json"},
+        "cancel": set(),
+    },
+}
 
 
 def test_cli_surface_is_frozen():
     import typer.main
 
     group = typer.main.get_command(app)
-    commands = {name for name in group.commands if name != "logs"}
+    commands = {name for name in group.commands if name not in ("logs", *GROUPS)}
     assert commands == set(FROZEN)
     for name, expected in FROZEN.items():
         opts = {o for p in group.commands[name].params for o in p.opts if o.startswith("--")}
         opts.discard("--help")
         assert opts == expected, name
+    for group_name, frozen in GROUPS.items():
+        sub = group.commands[group_name]
+        assert set(sub.commands) == set(frozen), group_name
+        for name, expected in frozen.items():
+            opts = {o for p in sub.commands[name].params for o in p.opts if o.startswith("--")}
+            opts.discard("--help")
+            assert opts == expected, f"{group_name} {name}"
 
 
 def test_help_has_examples():

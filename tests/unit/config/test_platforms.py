@@ -74,7 +74,7 @@ MODELARTS = {  # a worker of a 2-instance ModelArts training job (the page's own
                 "NPUS_PER_NODE": 8,
             },
         ),
-        (  # an older operator: WORLD_SIZE = pods, RANK = pod index; PET_NPROC_PER_NODE=auto is torchrun's choice
+        (  # an older operator: WORLD_SIZE = pods, RANK = pod index; PET_NPROC_PER_NODE=auto: torchrun's
             {
                 "KUBERNETES_SERVICE_HOST": "10.0.0.1",
                 "MASTER_ADDR": "pj-master-0",

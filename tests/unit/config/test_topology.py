@@ -116,7 +116,7 @@ def test_modelarts_boot_command_as_the_readme_shows(tmp_path, monkeypatch):
             "MA_NUM_HOSTS": "2",
             "VC_TASK_INDEX": "1",
             "VC_WORKER_NUM": "2",
-            "VC_WORKER_HOSTS": "modelarts-job-x-worker-0.modelarts-job-x,modelarts-job-x-worker-1.modelarts-job-x",
+            "VC_WORKER_HOSTS": "ma-job-x-worker-0.ma-job-x,ma-job-x-worker-1.ma-job-x",
             "MA_NUM_GPUS": "2",
         },
         monkeypatch,
@@ -125,13 +125,13 @@ def test_modelarts_boot_command_as_the_readme_shows(tmp_path, monkeypatch):
     assert plan["facts"]["platform"] == "ModelArts"
     assert topo["NODE_RANK"] == {"value": 1, "source": "VC_TASK_INDEX=1 (ModelArts)"}
     assert topo["NNODES"]["value"] == 2 and topo["NNODES"]["source"].startswith("MA_NUM_HOSTS=2")
-    assert topo["MASTER_ADDR"]["value"] == "modelarts-job-x-worker-0.modelarts-job-x"
+    assert topo["MASTER_ADDR"]["value"] == "ma-job-x-worker-0.ma-job-x"
     assert topo["NPUS_PER_NODE"] == {"value": 2, "source": "MA_NUM_GPUS=2 (ModelArts)"}
     assert plan["facts"]["world_size"] == 4
     train = next(s for s in plan["steps"] if s["name"] == "train")
     argv = " ".join(train["argv"])
     assert "--nnodes 2" in argv and "--node_rank 1" in argv
-    assert "--master_addr modelarts-job-x-worker-0.modelarts-job-x" in argv
+    assert "--master_addr ma-job-x-worker-0.ma-job-x" in argv
 
 
 def test_dry_run_text_names_each_source(tmp_path, monkeypatch):
