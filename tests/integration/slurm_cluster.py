@@ -19,6 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DAEMONS = ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
 
@@ -92,6 +93,7 @@ class SlurmCluster:
     root: Path
     conf: Path
     procs: list[subprocess.Popen]
+    output: Any = None  # the daemons' console file, closed by stop()
 
     @property
     def resolvable(self) -> bool:
@@ -121,7 +123,7 @@ def start(root: Path, timeout_s: float = 60) -> SlurmCluster:
     out = open(root / "daemons.out", "ab")  # noqa: SIM115 - kept open while the daemons run
     procs = [subprocess.Popen(["slurmctld", "-D", "-c", "-i"], env=env, stdout=out, stderr=out)]
     procs += [subprocess.Popen(["slurmd", "-D", "-N", n], env=env, stdout=out, stderr=out) for n in NODES]
-    cluster = SlurmCluster(root, conf, procs)
+    cluster = SlurmCluster(root, conf, procs, out)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         states = cluster.run("sinfo", "-h", "-N", "-o", "%N %T").stdout.split("\n")
@@ -149,3 +151,5 @@ def stop(cluster: SlurmCluster, timeout_s: float = 60) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+    if cluster.output is not None:
+        cluster.output.close()

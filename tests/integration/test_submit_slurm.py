@@ -83,18 +83,48 @@ def node_log(out: Path, job: str, node: int) -> str:
     return (out / "logs" / f"slurm-{job}-node{node}.out").read_text(errors="replace")
 
 
-def test_quickstart_through_slurm_leaves_the_documented_tree(slurm, tmp_path, demo_model):
+def iterations(out: Path) -> list[int]:
+    """Iterations the newest run's last rank logged (Megatron's `iteration  N/ M |` lines)."""
+    newest = sorted((out / "logs").glob("*-run_log-N1-1.txt"))[-1]
+    return [int(m) for m in re.findall(r"iteration\s+(\d+)/", newest.read_text())]
+
+
+def test_quickstart_cancelled_mid_run_resumes_and_leaves_the_documented_tree(slurm, tmp_path, demo_model):
+    """One pipeline, two jobs (CI time): the quickstart is cancelled after its first checkpoint; the same
+    experiment submitted again resumes from it and finishes with the documented tree."""
     out = tmp_path / "run"
-    overrides = short(
+    common = short(
         out,
         demo_model,
-        "--backend_config.training.train-iters=8",
-        "--backend_config.training.save-interval=4",
-        "--backend_config.training.eval-interval=4",
+        "--backend_config.training.save-interval=3",
+        "--backend_config.training.eval-interval=1000",
     )
-    job = submit(slurm, QUICK, "--nodes", "1", "--time", "00:10:00", *overrides)
-    st = wait(slurm, job, finished, 600, "the end")
-    assert st["state"] == "COMPLETED" and st["exit_code"] == "0:0", node_log(out, job, 0)[-3000:]
+    job = submit(
+        slurm,
+        QUICK,
+        "--nodes",
+        "1",
+        "--time",
+        "00:20:00",
+        *common,
+        "--backend_config.training.train-iters=400",
+    )
+    tracker = out / "saved_checkpoints" / "latest_checkpointed_iteration.txt"
+    wait(slurm, job, lambda st: tracker.exists() or finished(st), 600, "a checkpoint")
+    again = cli(slurm, "submit", "slurm", QUICK, *common, "--backend_config.training.train-iters=9")
+    assert again.returncode == 2 and f"slurm job {job}" in again.stderr and "still RUNNING" in again.stderr
+    proc = cli(slurm, "submit", "cancel", QUICK, *common)  # the experiment's newest job
+    assert proc.returncode == 0 and f"cancelled slurm job {job}" in proc.stdout, proc.stderr
+    st = wait(slurm, job, finished, 120, "cancelled")
+    assert st["state"] == "CANCELLED", st
+    saved = int(tracker.read_text())
+    assert 3 <= saved < 400
+    target = saved + 3
+    job2 = submit(slurm, QUICK, *common, f"--backend_config.training.train-iters={target}")
+    st = wait(slurm, job2, finished, 600, "the end")
+    assert st["state"] == "COMPLETED" and st["exit_code"] == "0:0", node_log(out, job2, 0)[-3000:]
+    assert int(tracker.read_text()) == target
+    assert min(iterations(out)) == saved + 1  # went on from the checkpoint, not from iteration 1
     for name in (
         "preprocess_data",
         "converted_weight_TP1PP1",
@@ -105,49 +135,17 @@ def test_quickstart_through_slurm_leaves_the_documented_tree(slurm, tmp_path, de
         ".af/summary.json",
     ):
         assert (out / name).exists(), name
-    assert (out / "saved_checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "8"
     logs = sorted(p.name for p in (out / "logs").iterdir())
-    assert f"slurm-{job}.out" in logs and f"slurm-{job}-node0.out" in logs
+    for j in (job, job2):
+        assert f"slurm-{j}.out" in logs and f"slurm-{j}-node0.out" in logs
     assert any(n.endswith("-run_log-N1-0.txt") for n in logs) and any(
         n.endswith("-run_log-N1-1.txt") for n in logs
     )
+    assert "step preprocess: skipped" in node_log(out, job2, 0)  # its manifest matched
     record = json.loads((out / ".af" / "submit.json").read_text())["jobs"]
-    assert record[-1]["job_id"] == job and Path(str(record[-1]["script"])).is_file()
-    assert "step train: done" in node_log(out, job, 0)
-    # the experiment named as a file finds its newest job
-    proc = cli(slurm, "submit", "status", QUICK, *overrides)
-    assert proc.returncode == 0 and f"slurm job {job}: COMPLETED" in proc.stdout
-
-
-def iterations(out: Path) -> list[int]:
-    """Iterations the newest run's last rank logged (Megatron's `iteration  N/ M |` lines)."""
-    newest = sorted((out / "logs").glob("*-run_log-N1-1.txt"))[-1]
-    return [int(m) for m in re.findall(r"iteration\s+(\d+)/", newest.read_text())]
-
-
-def test_cancel_mid_run_then_a_new_submit_resumes(slurm, tmp_path, demo_model):
-    out = tmp_path / "run"
-    common = short(
-        out,
-        demo_model,
-        "--convert_mg2hf_at_last=false",
-        "--backend_config.training.save-interval=3",
-        "--backend_config.training.eval-interval=1000",
-    )
-    job = submit(slurm, QUICK, *common, "--backend_config.training.train-iters=400")
-    tracker = out / "saved_checkpoints" / "latest_checkpointed_iteration.txt"
-    wait(slurm, job, lambda st: tracker.exists() or finished(st), 600, "a checkpoint")
-    proc = cli(slurm, "submit", "cancel", QUICK, *common)  # the experiment's newest job
-    assert proc.returncode == 0 and f"cancelled slurm job {job}" in proc.stdout, proc.stderr
-    st = wait(slurm, job, finished, 120, "cancelled")
-    assert st["state"] == "CANCELLED", st
-    saved = int(tracker.read_text())
-    assert 3 <= saved < 400
-    job2 = submit(slurm, QUICK, *common, f"--backend_config.training.train-iters={saved + 3}")
-    st = wait(slurm, job2, finished, 600, "the end")
-    assert st["state"] == "COMPLETED", node_log(out, job2, 0)[-3000:]
-    assert int(tracker.read_text()) == saved + 3
-    assert min(iterations(out)) == saved + 1  # went on from the checkpoint, not from iteration 1
+    assert [r["job_id"] for r in record] == [job, job2] and Path(str(record[-1]["script"])).is_file()
+    proc = cli(slurm, "submit", "status", QUICK, *common)  # the experiment names its newest job
+    assert proc.returncode == 0 and f"slurm job {job2}: COMPLETED" in proc.stdout
 
 
 def test_a_failing_job_shows_its_error_in_status(slurm, tmp_path, demo_model):

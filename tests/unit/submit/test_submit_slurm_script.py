@@ -114,3 +114,18 @@ def test_without_sbatch_the_error_says_so(tmp_path, monkeypatch, capsys):
     code, output = cli(capsys, "submit", "slurm", unpinned(tmp_path), "--nodes", "1")
     assert code == 1 and "sbatch not found on PATH" in output
     assert not (tmp_path / "out" / ".af" / "submit.json").exists()  # nothing recorded
+
+
+def test_node_errors_take_each_nodes_error_block(tmp_path):
+    from ascendfactory.submit.slurm import node_errors
+
+    (tmp_path / "slurm-7-node0.out").write_text(
+        "[ascendfactory] step train: running\nerror: step 'train' failed with exit code 1\n  log: x.txt\n"
+    )
+    (tmp_path / "slurm-7-node1.out").write_text("[ascendfactory] step train: running\nRuntimeError: boom\n")
+    (tmp_path / "slurm-8-node0.out").write_text("error: another job\n")
+    assert node_errors(tmp_path, "7") == [
+        "node0: error: step 'train' failed with exit code 1",
+        "node0:   log: x.txt",
+        "node1: RuntimeError: boom",
+    ]
