@@ -159,6 +159,8 @@ def job_state(job_id: str) -> dict[str, str]:
     proc = run_slurm(["scontrol", "show", "job", "-o", job_id], check=False)
     if proc.returncode == 0 and proc.stdout.strip():
         return dict(re.findall(r"(\w+)=(\S*)", proc.stdout))
+    if "invalid job id" not in proc.stderr.lower():  # no controller, no configuration: say so
+        raise SchedulerError(f"scontrol show job {job_id} failed: {proc.stderr.strip()[-500:]}")
     if shutil.which("sacct"):
         acct = run_slurm(
             ["sacct", "-j", job_id, "-X", "--parsable2", "--noheader", "-o", "JobID,State,ExitCode,Reason"],
