@@ -191,3 +191,52 @@ def test_two_nodes_take_their_ranks_from_slurm(slurm, tmp_path, demo_model):
     )
     assert "waiting for NODE_RANK 0" in node_log(out, job, 1) or "run by NODE_RANK 0" in node_log(out, job, 1)
     assert (out / "saved_checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+
+
+@pytest.mark.slow
+def test_a_ray_backend_runs_under_the_same_script(slurm, tmp_path):
+    """The Ray launch (tests/integration/ray_contract) across the two Slurm nodes: node 0 (SLURM_NODEID 0)
+    heads the Ray cluster on the first host of the node list, a host name resolved for `ray start`; node 1
+    joins. The script is `submit slurm`'s own, with the test CLI (which registers the test backend) in
+    place of the console script."""
+    if not slurm.resolvable:
+        pytest.skip("this machine's host name does not resolve: no MASTER_ADDR for the two test nodes")
+    contract_cli = [sys.executable, str(Path(__file__).parent / "ray_contract" / "cli.py")]
+    out = tmp_path / "run"
+    exp = tmp_path / "ray.yaml"
+    exp.write_text(
+        yaml.safe_dump(
+            {
+                "backend": "ray-contract",
+                "af_model_name": "qwen2.5-0.5b",
+                "exp_name": "slurm",
+                "af_output_dir": str(out),
+                "node_wait_timeout_s": 120,
+                "env": {"MASTER_PORT": free_port()},
+                "backend_config": {"steps": 4},
+            }
+        )
+    )
+    proc = subprocess.run(
+        [*contract_cli, "submit", "slurm", str(exp), "--nodes", "2", "--dry-run"],
+        cwd=REPO,
+        env=slurm.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    train = next(line for line in proc.stdout.splitlines() if " train " in line)
+    console = train.split(" train ")[0].strip()
+    script = tmp_path / "ray.sbatch"
+    script.write_text(proc.stdout.replace(console, " ".join(contract_cli)))
+    (out / "logs").mkdir(parents=True)
+    job = slurm.run("sbatch", "--parsable", str(script)).stdout.strip()
+    assert job.isdigit()
+    st = wait(slurm, job, finished, 600, "the end")
+    logs = node_log(out, job, 0)[-3000:] + node_log(out, job, 1)[-3000:]
+    assert st["state"] == "COMPLETED", logs
+    (head_log,) = (out / "logs").glob("raycontract-*-ray-node0-of-2.txt")
+    assert "cluster ready: 2 of 2 nodes" in head_log.read_text()
+    (worker_log,) = (out / "logs").glob("raycontract-*-ray-node1-of-2.txt")
+    assert "the driver on the head succeeded" in worker_log.read_text()
