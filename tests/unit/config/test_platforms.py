@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ascendfactory.config import platforms
 from ascendfactory.config.platforms import detect
@@ -176,3 +178,35 @@ def test_nodelist_expanded_without_scontrol_by_python_hostlist(monkeypatch):
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed (sh install.sh --dev)")
 def test_nodelist_expanded_by_scontrol():
     assert platforms.expand_nodelist("n[1-3]") == ["n1", "n2", "n3"]
+
+
+ALL_VARS = sorted(
+    {v.replace("{TASK}", "WORKER") for p in platforms.PLATFORMS for group in p.present for v in group}
+    | {
+        v.replace("{TASK}", "WORKER")
+        for p in platforms.PLATFORMS
+        for v in (*p.nnodes, *p.node_rank, *p.devices)
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(ALL_VARS),
+        st.one_of(st.integers(-3, 9).map(str), st.text(max_size=6), st.just("1(x2)")),
+        max_size=8,
+    )
+)
+def test_any_environment_gives_a_consistent_topology_or_a_config_error(environ):
+    try:
+        d = detect(environ, expand=lambda s: [h for h in s.split(",") if h] or [s])
+    except ConfigError:
+        return
+    if d is None:
+        return
+    v = d.values
+    assert set(v) <= {"NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPUS_PER_NODE"}
+    if "NNODES" in v and "NODE_RANK" in v:
+        assert 0 <= v["NODE_RANK"] < v["NNODES"]
+    assert all(isinstance(v[k], int) and v[k] >= 0 for k in v if k != "MASTER_ADDR")
