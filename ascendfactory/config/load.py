@@ -33,6 +33,7 @@ from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.config.tree import compose
 from ascendfactory.config.yamlio import load_file
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.config.report_to import ReportTo
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig
 
 
@@ -271,4 +272,9 @@ def _known_keys(parent: list[str]) -> list[str]:
         return list(MonitorConfig.model_fields)
     if parent == ["tensorboard"]:
         return list(TensorboardConfig.model_fields)
+    if parent == ["report_to"]:
+        return list(ReportTo.model_fields)
+    if len(parent) == 2 and parent[0] == "report_to" and parent[1] in ReportTo.model_fields:
+        model = ReportTo.model_fields[parent[1]].annotation
+        return list(getattr(next(iter(getattr(model, "__args__", (model,)))), "model_fields", {}))
     return []
