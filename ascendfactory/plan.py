@@ -294,7 +294,9 @@ class TrackerSpec:
     """One experiment tracker, resolved (`config.report_to`). `location`: the MLflow tracking URI, else the
     folder the tracker writes to; `mode`: W&B (offline, online, disabled) or SwanLab (local, offline, cloud,
     disabled); `artifacts`: where a new MLflow experiment keeps its artifacts (a local store); `run_id`: the
-    id the framework gives its run itself (verl's W&B run is `<project>--<experiment>`), else None."""
+    id the framework gives its run itself (verl's W&B run is `<project>--<experiment>`), else None;
+    `resume_env`: variables the train step also gets when it continues an existing run (the framework's
+    integration would otherwise fail on it: transformers re-logs changed parameters, which MLflow refuses)."""
 
     name: str  # one of TRACKERS
     project: str  # W&B / SwanLab project, MLflow experiment
@@ -304,6 +306,7 @@ class TrackerSpec:
     entity: str | None = None
     artifacts: str | None = None
     run_id: str | None = None
+    resume_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,13 @@ class TrackerKeys:
     """How a framework reaches one tracker. `set`: dotted `backend_config` key -> value, a text formatted
     with the tracker's `{project}`, `{run_name}`, `{location}`, `{mode}` (or any other value, as is);
     `append`: dotted list key -> the item added to it (LLaMA-Factory's `report_to`, verl's `trainer.logger`);
-    `run_id`: the id the framework gives the tracker's run itself (a template), when it does."""
+    `run_id`: the id the framework gives the tracker's run itself (a template), when it does; `resume_env`:
+    variables for a train step that continues an existing run (`TrackerSpec.resume_env`)."""
 
     set: Mapping[str, Any] = field(default_factory=dict)
     append: Mapping[str, str] = field(default_factory=dict)
     run_id: str | None = None
+    resume_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def _value(template: Any, spec: TrackerSpec) -> Any:
@@ -117,7 +119,12 @@ def with_tracker_keys(
         raise ConfigError(problems)
     filled = fill_keys(cfg.backend_config, specs, keys)
     specs = tuple(
-        dataclasses.replace(s, run_id=_value(keys[s.name].run_id, s)) if keys[s.name].run_id else s for s in specs
+        dataclasses.replace(
+            s,
+            run_id=_value(keys[s.name].run_id, s) if keys[s.name].run_id else None,
+            resume_env=tuple(keys[s.name].resume_env.items()),
+        )
+        for s in specs
     )
     return dataclasses.replace(loaded, config=cfg.model_copy(update={"backend_config": filled})), specs
 

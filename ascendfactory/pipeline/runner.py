@@ -316,6 +316,7 @@ class Runner:
             if not self.interrupt.sleep(policy.backoff_s):
                 self._check_interrupt(step)
             step = self._replan_train(step)
+            self.tracking.resumed()
 
     def _unretryable(self, outcome: Outcome) -> str | None:
         """The first of the policy's unretryable texts found in the end of the failing log."""

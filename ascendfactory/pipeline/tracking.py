@@ -30,6 +30,7 @@ class RunTracking:
     def __init__(self, tracking: Tracking | None, *, warn: Callable[[str], None]) -> None:
         self.tracking, self.warn = tracking, warn
         self.ids: dict[str, str] = {}
+        self.continued: set[str] = set()  # trackers whose run existed before this invocation
         self.prepared = False
 
     @property
@@ -76,7 +77,9 @@ class RunTracking:
                 run_id = sink.run_id
             run_id = run_id or new_run_id()
             self.ids[spec.name] = run_id
-            verb = "continues" if known.get(spec.name) == run_id else "new"
+            if known.get(spec.name) == run_id:
+                self.continued.add(spec.name)
+            verb = "continues" if spec.name in self.continued else "new"
             lines.append(f"{spec.name} run {run_id} ({verb}) in {spec.location}")
         if self.ids:
             self._write_ids()
@@ -95,7 +98,13 @@ class RunTracking:
         for spec in self.tracking.specs if self.tracking else ():
             if spec.name in self.ids:
                 out.update(run_env(spec, self.ids[spec.name]))
+            if spec.name in self.continued:
+                out.update(dict(spec.resume_env))
         return out
+
+    def resumed(self) -> None:
+        """The train step restarts (auto-resume): every run it reports to now exists."""
+        self.continued.update(self.ids)
 
     def report(self, summary: Any, artifacts: list[str], *, ok: bool = True) -> None:
         """The pipeline's results into each run (after training, or `ok=False` after a failed training)."""

@@ -10,7 +10,7 @@ wandb, swanlab) are optional extras, imported only when a run is opened; a missi
 `TrackerError` naming the package to install.
 """
 
-from ascendfactory.trackers.env import run_env, tracker_env
+from ascendfactory.trackers.env import PACKAGES, run_env, tracker_env
 from ascendfactory.trackers.sinks import Sink, Sinks, TrackerError, flatten, open_run
 
-__all__ = ["Sink", "Sinks", "TrackerError", "flatten", "open_run", "run_env", "tracker_env"]
+__all__ = ["PACKAGES", "Sink", "Sinks", "TrackerError", "flatten", "open_run", "run_env", "tracker_env"]

@@ -5,6 +5,15 @@ from __future__ import annotations
 
 from ascendfactory.plan import TrackerSpec
 
+# What installs each tracker's client (pyproject's extras and a framework environment's install plan).
+# mlflow-skinny is MLflow's client and stores without its server and UI (about 40 MB instead of 200);
+# SQLAlchemy and Alembic give it the local SQLite store (MLflow 3 keeps the file store in maintenance).
+PACKAGES: dict[str, tuple[str, ...]] = {
+    "mlflow": ("mlflow-skinny>=2.9", "sqlalchemy>=2.0", "alembic>=1.12"),
+    "wandb": ("wandb>=0.16",),
+    "swanlab": ("swanlab>=0.5",),
+}
+
 
 def tracker_env(spec: TrackerSpec) -> dict[str, str]:
     """Where and how the tracker writes (no run id: `run_env` adds it at run time)."""

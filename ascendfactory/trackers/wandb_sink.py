@@ -34,7 +34,7 @@ class WandbSink(Sink):
             mode=spec.mode,  # None: wandb's own WANDB_MODE
             id=self.run_id,
             resume="allow",
-            settings=wandb.Settings(quiet=quiet, console="off"),
+            settings=wandb.Settings(quiet=quiet, silent=quiet, console="off"),
         )
 
     def log_params(self, params: Mapping[str, Any]) -> None:

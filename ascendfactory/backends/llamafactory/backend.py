@@ -73,7 +73,13 @@ LF_TRACKERS: dict[str, TrackerKeys] = {
     "tensorboard": TrackerKeys(
         append={"training.report_to": "tensorboard"}, set={"training.logging_dir": "{location}"}
     ),
-    "mlflow": TrackerKeys(append={"training.report_to": "mlflow"}, set={"training.run_name": "{run_name}"}),
+    # transformers' MLflowCallback logs every TrainingArguments value as a parameter; a resumed segment
+    # changes some (resume_from_checkpoint) and MLflow refuses that, so a continued run logs none again.
+    "mlflow": TrackerKeys(
+        append={"training.report_to": "mlflow"},
+        set={"training.run_name": "{run_name}"},
+        resume_env={"MLFLOW_MAX_LOG_PARAMS": "0"},
+    ),
     "wandb": TrackerKeys(append={"training.report_to": "wandb"}, set={"training.run_name": "{run_name}"}),
     "swanlab": TrackerKeys(
         set={
