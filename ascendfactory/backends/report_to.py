@@ -130,13 +130,14 @@ def with_tracker_keys(
 
 
 def add_tracking(plan: Plan, loaded: LoadedExperiment, specs: tuple[TrackerSpec, ...]) -> None:
-    """The plan's `tracking` (the run's parameters: the resolved experiment, masked) and the trackers'
-    environment variables in `plan.env`, under any the experiment's `env` sets itself."""
+    """The plan's `tracking` (the run's parameters: the resolved experiment, masked, its keys under
+    `experiment.`) and the trackers' environment variables in `plan.env`, under any the experiment's `env` sets itself."""
     if not specs:
         return
     import os
 
-    params = flatten(mask_secrets(loaded.config.model_dump(mode="json", exclude={"report_to"})))
+    # under `experiment.`: a framework logs its own arguments as parameters too (transformers' save_total_limit)
+    params = flatten(mask_secrets(loaded.config.model_dump(mode="json", exclude={"report_to"})), "experiment.")
     plan.tracking = Tracking(
         specs=specs, params=tuple(params.items()), runs_file=os.path.join(os.path.abspath(plan.output_dir), RUNS_FILE)
     )

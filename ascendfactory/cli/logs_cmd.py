@@ -28,6 +28,9 @@ PLOT_EXAMPLES = [
 EXPORT_EXAMPLES = [
     "ascendfactory-cli logs export run_log.txt --to tensorboard tb/ && tensorboard --logdir tb/",
     "ascendfactory-cli logs export trainer_log.jsonl --to csv metrics.csv",
+    "ascendfactory-cli logs export run_log.txt --to mlflow mlruns/ --project qwen-sft --run-name node0",
+    "ascendfactory-cli logs export run_log.txt --to mlflow http://mlflow.internal:5000",
+    "ascendfactory-cli logs export run_log.txt --to wandb wandb_runs/ && wandb sync wandb_runs/wandb/offline-run-*",
 ]
 
 app = typer.Typer(
@@ -249,19 +252,42 @@ def plot_cmd(
 @app.command("export", epilog=_epilog(EXPORT_EXAMPLES))
 def export_cmd(
     file: Annotated[Path, typer.Argument(help="Log file to export.")],
-    dest: Annotated[Path, typer.Argument(help="Output file (csv, jsonl) or directory (tensorboard).")],
-    to: Annotated[str, typer.Option("--to", help="csv, jsonl or tensorboard.")] = "csv",
+    dest: Annotated[
+        str,
+        typer.Argument(
+            help="Output file (csv, jsonl), directory (tensorboard, wandb offline, swanlab local), or for "
+            "mlflow a tracking URI or a directory that gets a SQLite store."
+        ),
+    ],
+    to: Annotated[str, typer.Option("--to", help="csv, jsonl, tensorboard, mlflow, wandb or swanlab.")] = "csv",
+    project: Annotated[
+        str | None, typer.Option("--project", help="Tracker project / MLflow experiment (default: the file's folder).")
+    ] = None,
+    run_name: Annotated[str | None, typer.Option("--run-name", help="Tracker run name (default: the file's name).")] = None,
     format: FormatOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Export parsed metrics as CSV, JSONL or TensorBoard event files (with -vs-samples twins)."""
+    """Export parsed metrics as CSV, JSONL, TensorBoard event files (with -vs-samples twins), or a new
+    MLflow / W&B (offline) / SwanLab (local) run."""
     from ascendfactory.cli._output import out
     from ascendfactory.metrics import export_records, parse_file
 
     _set_json(json_out)
     parse_file(file, format)  # validates the path and format before anything is written
-    n = export_records(lambda: parse_file(file, format), to, dest)
-    if out.mode == "json":
-        out.json({"file": str(file), "to": to, "dest": str(dest), "records": n})
+    run_id = None
+    if to in ("mlflow", "wandb", "swanlab"):
+        from ascendfactory.trackers.export import export_spec, export_to_tracker
+
+        spec = export_spec(
+            to,
+            dest,
+            project=project or file.resolve().parent.name or "logs",
+            run_name=run_name or file.stem,
+        )
+        n, run_id = export_to_tracker(parse_file(file, format), spec, source=str(file), fmt=format)
     else:
-        out.text(f"{n} records written to {dest} ({to})")
+        n = export_records(lambda: parse_file(file, format), to, Path(dest))
+    if out.mode == "json":
+        out.json({"file": str(file), "to": to, "dest": str(dest), "records": n, "run_id": run_id})
+    else:
+        out.text(f"{n} records written to {dest} ({to}{f', run {run_id}' if run_id else ''})")

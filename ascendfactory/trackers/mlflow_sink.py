@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +13,12 @@ from ascendfactory.trackers.sinks import Sink, TrackerError, client, finite
 
 BATCH = 100  # MLflow's log_batch limit on params per call (and well under its metric limit)
 PARAM_LEN = 6000  # MLflow's longest parameter value
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_\-. :/]")  # MLflow's rule for metric, parameter and tag names
+
+
+def mlflow_name(key: str) -> str:
+    """`key` with what MLflow refuses in a name replaced by `_` (`elapsed time per iteration (ms)`)."""
+    return _NOT_IN_NAMES.sub("_", str(key))[:250]
 
 
 class MlflowSink(Sink):
@@ -54,7 +61,8 @@ class MlflowSink(Sink):
         """New parameters only: a continued run keeps the values it started with (MLflow refuses a change)."""
         from mlflow.entities import Param
 
-        new = [(k, str(v)[:PARAM_LEN]) for k, v in params.items() if k not in self._params]
+        new = [(mlflow_name(k), str(v)[:PARAM_LEN]) for k, v in params.items()]
+        new = [(k, v) for k, v in dict(new).items() if k not in self._params]
         for i in range(0, len(new), BATCH):
             self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in new[i : i + BATCH]])
         self._params.update(k for k, _ in new)
@@ -63,7 +71,7 @@ class MlflowSink(Sink):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(k, v, now, int(step)) for k, v in finite(metrics).items()]
+        items = [Metric(mlflow_name(k), v, now, int(step)) for k, v in finite(metrics).items()]
         for i in range(0, len(items), BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + BATCH])
 
@@ -72,7 +80,7 @@ class MlflowSink(Sink):
         self.log_metrics(numbers, step=0)
         for k, v in values.items():
             if k not in numbers:
-                self.client.set_tag(self.run_id, k, str(v))
+                self.client.set_tag(self.run_id, mlflow_name(k), str(v))
 
     def log_artifact(self, path: str) -> None:
         self.client.log_artifact(self.run_id, path)

@@ -86,7 +86,7 @@ def client(name: str) -> Any:
         return importlib.import_module(module)
     except ImportError as e:
         raise TrackerError(
-            f"report_to {name}: the {module} package is not installed in this environment ({e}); "
+            f"{name}: the {module} package is not installed in this environment ({e}); "
             f'install it with: pip install "ascendfactory-cli[{EXTRA[name]}]"'
         ) from None
 

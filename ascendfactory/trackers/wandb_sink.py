@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +27,7 @@ class WandbSink(Sink):
         wandb = client("wandb")
         os.makedirs(spec.location, exist_ok=True)
         self.run_id = run_id or new_run_id()
+        mode = spec.mode or os.environ.get("WANDB_MODE", "online")
         self.run = wandb.init(
             project=spec.project,
             name=spec.run_name,
@@ -33,7 +35,7 @@ class WandbSink(Sink):
             dir=spec.location,
             mode=spec.mode,  # None: wandb's own WANDB_MODE
             id=self.run_id,
-            resume="allow",
+            resume="allow" if mode == "online" else None,  # offline: a new folder with the same id
             settings=wandb.Settings(quiet=quiet, silent=quiet, console="off"),
         )
 
@@ -47,7 +49,8 @@ class WandbSink(Sink):
         self.run.summary.update(dict(values))
 
     def log_artifact(self, path: str) -> None:
-        self.run.save(path, base_path=os.path.dirname(os.path.abspath(path)), policy="now")
+        """Copied into the run's files (what `wandb sync` uploads with it)."""
+        shutil.copy2(path, os.path.join(self.run.dir, os.path.basename(path)))
 
     def close(self, *, ok: bool = True) -> None:
         self.run.finish(exit_code=0 if ok else 1)

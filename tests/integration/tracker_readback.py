@@ -87,7 +87,7 @@ def check_quickstart_trackers(out: Path, loss_log: Path, summary: dict[str, Any]
     assert mlflow_series(client, rid, "loss") == pytest.approx(logged, rel=1e-4)
     assert sorted(mlflow_series(client, rid, "learning-rate")) == sorted(logged)
     params = run.data.params
-    assert params["backend_config.training.lr"] == "0.003"  # the experiment, from the pipeline
+    assert params["experiment.backend_config.training.lr"] == "0.003"  # the experiment, from the pipeline
     assert params["lr"] == "0.003" and params["train_iters"] == "24"  # the trainer's resolved arguments
     assert {a.path for a in client.list_artifacts(rid)} >= {"training_loss.png", "exp-config.yaml"}
     metrics = run.data.metrics
@@ -102,7 +102,7 @@ def check_quickstart_trackers(out: Path, loss_log: Path, summary: dict[str, Any]
     assert wandb_series(segments, "loss") == pytest.approx(logged, rel=1e-4)
     assert segments[0].project == "tiny-demo" and segments[0].name == "quickstart-sft"
     assert segments[-1].summary["summary/throughput"] == pytest.approx(summary["throughput"]["value"])
-    assert segments[-1].config["backend_config.training.lr"] == "0.003"
+    assert segments[-1].config["experiment.backend_config.training.lr"] == "0.003"
     assert {"training_loss.png", "exp-config.yaml"} <= set(segments[-1].files)
 
 
@@ -115,3 +115,21 @@ def check_rerun_continues(out: Path, ids_before: str) -> None:
     assert len(mlflow_series(client, run.info.run_id, "loss")) == 24
     segments = wandb_segments(out / "trackers")
     assert len(segments) >= 3 and {s.run_id for s in segments} == {run_ids(out)["wandb"]["run_id"]}
+
+
+def check_llamafactory_mlflow(out: Path, logged: dict[int, float], summary: dict[str, Any]) -> None:
+    """LLaMA-Factory with `report_to: [mlflow]`: transformers' MLflow integration, inside LLaMA-Factory's
+    environment, logged every step's loss and its arguments into the run the pipeline opened, which also
+    holds the experiment's parameters, the summary and the artifacts."""
+    import pytest
+
+    client, run = mlflow_run(out)
+    rid = run.info.run_id
+    assert run.info.status == "FINISHED"
+    assert mlflow_series(client, rid, "loss") == pytest.approx(logged, rel=1e-3)
+    params = run.data.params
+    assert params["learning_rate"] == "0.001"  # transformers' TrainingArguments, logged by the framework
+    assert params["experiment.backend_config.training.learning_rate"] == "0.001"  # the experiment, by the pipeline
+    assert {a.path for a in client.list_artifacts(rid)} >= {"training_loss.png", "exp-config.yaml"}
+    assert run.data.metrics["summary/throughput"] == pytest.approx(summary["throughput"]["value"])
+    assert len(client.search_runs([run.info.experiment_id])) == 1

@@ -197,9 +197,9 @@ class Trainer:
             self.flops_dims, seq_length=args.seq_length, batch_size=self.dims.global_batch_size
         )
         mon_cfg, tb_cfg = monitor.load_monitor_config(args)
-        config = {k: v for k, v in vars(args).items() if v is not None}
-        config = {**config, **monitor.read_config_file(args.af_monitor_config)}
-        sinks = trackers.open_sinks(args, params=config, warn=logline.emit) if self.is_last_rank else None
+        resolved = {k: v for k, v in vars(args).items() if v is not None}  # the run's parameters
+        sinks = trackers.open_sinks(args, params=resolved, warn=logline.emit) if self.is_last_rank else None
+        config = {**resolved, **monitor.read_config_file(args.af_monitor_config)}
         self.monitor = monitor.Monitor(
             mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit, sinks=sinks
         )

@@ -57,7 +57,7 @@ def test_torch_maps_every_tracker_to_megatron_flags_and_its_own_report_to(tmp_pa
     assert p.env["WANDB_MODE"] == "offline" and p.env["SWANLAB_MODE"] == "local"
     assert [s.name for s in p.tracking.specs] == ["tensorboard", "mlflow", "wandb", "swanlab"]
     assert p.tracking.runs_file == f"{out}/trackers/runs.json"
-    assert dict(p.tracking.params)["backend_config.training.lr"] == "0.003"
+    assert dict(p.tracking.params)["experiment.backend_config.training.lr"] == "0.003"
 
 
 def test_the_users_own_megatron_flags_and_env_win(tmp_path):
