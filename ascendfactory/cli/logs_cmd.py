@@ -17,6 +17,8 @@ SUMMARY_EXAMPLES = [
     "--flops-per-token 4.2e10 --skip-first 5",
 ]
 COMPARE_EXAMPLES = [
+    "ascendfactory-cli logs compare torch_run/logs/*run_log-N1-1.txt lf_run/trainer_log.jsonl --metric loss "
+    "--align tokens --plot both.png",
     "ascendfactory-cli logs compare npu/run_log.txt gpu/run_log.txt",
     "ascendfactory-cli logs compare a.log b.log --metric 'lm loss' --plot diff.png --json",
 ]
@@ -178,15 +180,31 @@ def compare_cmd(
     tolerance: Annotated[float, typer.Option(help="Relative band counted as matching.")] = 0.02,
     plot: Annotated[Optional[Path], typer.Option(help="Also write a comparison PNG here.")] = None,
     rows: Annotated[bool, typer.Option(help="Include the per-step rows in --json output.")] = False,
+    align: Annotated[
+        str, typer.Option(help="step, or tokens (tokens seen: runs of different batch sizes or backends).")
+    ] = "step",
+    seq_length: Annotated[
+        Optional[int], typer.Option(help="Megatron logs: tokens per sample (default: the log's arguments).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Align two runs by step: absolute/relative difference, mean and max error, share within +-2%."""
+    """Align two runs, of any backends, by step or by tokens seen: absolute/relative difference, mean and
+    max error, share within +-2%. Common names (loss, learning_rate, grad_norm, tokens_per_s, reward) work
+    across backends (ascendfactory/metrics/vocabulary.py)."""
     from ascendfactory.cli._output import out
     from ascendfactory.errors import ConfigError, Problem
-    from ascendfactory.metrics import compare, parse_file
+    from ascendfactory.metrics import parse_file
+    from ascendfactory.metrics.megatron import seq_length_from_log
+    from ascendfactory.metrics.vocabulary import align as align_runs
+    from ascendfactory.metrics.vocabulary import common_records
 
     _set_json(json_out)
-    cmp = compare(parse_file(a, format), parse_file(b, format), metric=metric, tolerance=tolerance)
+    if align not in ("step", "tokens"):
+        raise ConfigError(Problem(key="--align", message=f"unknown alignment {align!r}", fix="use step or tokens"))
+    ra, rb = (
+        common_records(parse_file(f, format), seq_length=seq_length or seq_length_from_log(str(f))) for f in (a, b)
+    )
+    cmp = align_runs(ra, rb, metric=metric, by=align, tolerance=tolerance)  # type: ignore[arg-type]
     if not cmp.steps:
         raise ConfigError(
             Problem(
