@@ -411,7 +411,10 @@ class Plan:
             },
             "steps": [s.to_dict() for s in self.steps],
             **(
-                {"trackers": [asdict(t) for t in self.tracking.specs], "tracker_runs": self.tracking.runs_file}
+                {
+                    "trackers": [asdict(t) for t in self.tracking.specs],
+                    "tracker_runs": self.tracking.runs_file,
+                }
                 if self.tracking
                 else {}
             ),

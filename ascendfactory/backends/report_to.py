@@ -42,7 +42,9 @@ class TrackerKeys:
 def _value(template: Any, spec: TrackerSpec) -> Any:
     if not isinstance(template, str):
         return template
-    return template.format(project=spec.project, run_name=spec.run_name, location=spec.location, mode=spec.mode)
+    return template.format(
+        project=spec.project, run_name=spec.run_name, location=spec.location, mode=spec.mode
+    )
 
 
 def _parent(tree: dict[str, Any], dotted: str) -> tuple[dict[str, Any] | None, str]:
@@ -131,15 +133,21 @@ def with_tracker_keys(
 
 def add_tracking(plan: Plan, loaded: LoadedExperiment, specs: tuple[TrackerSpec, ...]) -> None:
     """The plan's `tracking` (the run's parameters: the resolved experiment, masked, its keys under
-    `experiment.`) and the trackers' environment variables in `plan.env`, under any the experiment's `env` sets itself."""
+    `experiment.`) and the trackers' environment variables in `plan.env`, under any the experiment's `env`
+    sets itself."""
     if not specs:
         return
     import os
 
-    # under `experiment.`: a framework logs its own arguments as parameters too (transformers' save_total_limit)
-    params = flatten(mask_secrets(loaded.config.model_dump(mode="json", exclude={"report_to"})), "experiment.")
+    # under `experiment.`: a framework logs its own arguments as parameters too (transformers:
+    # save_total_limit)
+    params = flatten(
+        mask_secrets(loaded.config.model_dump(mode="json", exclude={"report_to"})), "experiment."
+    )
     plan.tracking = Tracking(
-        specs=specs, params=tuple(params.items()), runs_file=os.path.join(os.path.abspath(plan.output_dir), RUNS_FILE)
+        specs=specs,
+        params=tuple(params.items()),
+        runs_file=os.path.join(os.path.abspath(plan.output_dir), RUNS_FILE),
     )
     for spec in specs:
         for name, value in tracker_env(spec).items():

@@ -92,7 +92,10 @@ class FrameworkEnv:
         py = python_of(self.default(environ))
         pip = (py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
         return [
-            InstallStep(f"install the {n} client into the {self.label} environment (AF_TRACKERS)", (*pip, *PACKAGES[n]))
+            InstallStep(
+                f"install the {n} client into the {self.label} environment (AF_TRACKERS)",
+                (*pip, *PACKAGES[n]),
+            )
             for n in names
         ]
 

@@ -32,7 +32,7 @@ EXPORT_EXAMPLES = [
     "ascendfactory-cli logs export trainer_log.jsonl --to csv metrics.csv",
     "ascendfactory-cli logs export run_log.txt --to mlflow mlruns/ --project qwen-sft --run-name node0",
     "ascendfactory-cli logs export run_log.txt --to mlflow http://mlflow.internal:5000",
-    "ascendfactory-cli logs export run_log.txt --to wandb wandb_runs/ && wandb sync wandb_runs/wandb/offline-run-*",
+    "ascendfactory-cli logs export run_log.txt --to wandb runs/ && wandb sync runs/wandb/offline-run-*",
 ]
 
 app = typer.Typer(
@@ -200,9 +200,12 @@ def compare_cmd(
 
     _set_json(json_out)
     if align not in ("step", "tokens"):
-        raise ConfigError(Problem(key="--align", message=f"unknown alignment {align!r}", fix="use step or tokens"))
+        raise ConfigError(
+            Problem(key="--align", message=f"unknown alignment {align!r}", fix="use step or tokens")
+        )
     ra, rb = (
-        common_records(parse_file(f, format), seq_length=seq_length or seq_length_from_log(str(f))) for f in (a, b)
+        common_records(parse_file(f, format), seq_length=seq_length or seq_length_from_log(str(f)))
+        for f in (a, b)
     )
     cmp = align_runs(ra, rb, metric=metric, by=align, tolerance=tolerance)  # type: ignore[arg-type]
     if not cmp.steps:
@@ -277,11 +280,16 @@ def export_cmd(
             "mlflow a tracking URI or a directory that gets a SQLite store."
         ),
     ],
-    to: Annotated[str, typer.Option("--to", help="csv, jsonl, tensorboard, mlflow, wandb or swanlab.")] = "csv",
+    to: Annotated[
+        str, typer.Option("--to", help="csv, jsonl, tensorboard, mlflow, wandb or swanlab.")
+    ] = "csv",
     project: Annotated[
-        str | None, typer.Option("--project", help="Tracker project / MLflow experiment (default: the file's folder).")
+        str | None,
+        typer.Option("--project", help="Tracker project / MLflow experiment (default: the file's folder)."),
     ] = None,
-    run_name: Annotated[str | None, typer.Option("--run-name", help="Tracker run name (default: the file's name).")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Tracker run name (default: the file's name).")
+    ] = None,
     format: FormatOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -28,12 +28,12 @@ from ascendfactory.config.bounds import check_tree, tree_problems
 from ascendfactory.config.known_backends import Backends
 from ascendfactory.config.oldstyle import flatten_old_style, is_old_style
 from ascendfactory.config.overrides import parse_overrides_collecting
+from ascendfactory.config.report_to import ReportTo
 from ascendfactory.config.schema import AutoResumeConfig, EnvConfig, ExperimentConfig
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.config.tree import compose
 from ascendfactory.config.yamlio import load_file
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.config.report_to import ReportTo
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig
 
 

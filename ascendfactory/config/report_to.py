@@ -68,7 +68,8 @@ class TensorboardTracker(_Tracker):
 
     dir: str | None = Field(
         None,
-        description="Event file folder; default `tensorboard.tensorboard_dir`, else {af_output_dir}/tensorboard.",
+        description="Event file folder; default `tensorboard.tensorboard_dir`, else "
+        "{af_output_dir}/tensorboard.",
     )
 
 
@@ -86,7 +87,9 @@ class MlflowTracker(_Tracker):
 class WandbTracker(_Tracker):
     """Weights & Biases: offline by default (`wandb sync` uploads the run later)."""
 
-    dir: str | None = Field(None, description="Where wandb writes its run folder; default {af_output_dir}/trackers.")
+    dir: str | None = Field(
+        None, description="Where wandb writes its run folder; default {af_output_dir}/trackers."
+    )
     mode: Literal["offline", "online", "disabled"] = Field(
         "offline", description="offline (default: no account, no network), online, or disabled."
     )
@@ -96,7 +99,9 @@ class WandbTracker(_Tracker):
 class SwanlabTracker(_Tracker):
     """SwanLab: local mode by default."""
 
-    dir: str | None = Field(None, description="SwanLab's log folder; default {af_output_dir}/trackers/swanlog.")
+    dir: str | None = Field(
+        None, description="SwanLab's log folder; default {af_output_dir}/trackers/swanlog."
+    )
     mode: Literal["local", "offline", "cloud", "disabled"] = Field(
         "local", description="local (default: no account, no network), offline, cloud, or disabled."
     )
@@ -108,9 +113,13 @@ class ReportTo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     project: str | None = Field(
-        None, min_length=1, description="Project / MLflow experiment for every tracker; default af_model_name."
+        None,
+        min_length=1,
+        description="Project / MLflow experiment for every tracker; default af_model_name.",
     )
-    run_name: str | None = Field(None, min_length=1, description="Run name for every tracker; default exp_name.")
+    run_name: str | None = Field(
+        None, min_length=1, description="Run name for every tracker; default exp_name."
+    )
     tensorboard: TensorboardTracker | None = Field(None, description="TensorBoard settings.")
     mlflow: MlflowTracker | None = Field(None, description="MLflow settings.")
     wandb: WandbTracker | None = Field(None, description="Weights & Biases settings.")
@@ -119,13 +128,15 @@ class ReportTo(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _short_form(cls, data: Any) -> Any:
-        """`[mlflow, wandb]` or `mlflow` -> `{mlflow: {}, wandb: {}}`; `mlflow: null` in the long form -> {}."""
+        """`[mlflow, wandb]` or `mlflow` -> `{mlflow: {}, wandb: {}}`; `mlflow: null` (long form) -> {}."""
         if isinstance(data, str):
             data = [data]
         if isinstance(data, (list, tuple)):
             unknown = [x for x in data if x not in TRACKERS]
             if unknown:
-                raise ValueError(f"unknown tracker(s) {', '.join(map(repr, unknown))}; use: {', '.join(TRACKERS)}")
+                raise ValueError(
+                    f"unknown tracker(s) {', '.join(map(repr, unknown))}; use: {', '.join(TRACKERS)}"
+                )
             return {name: {} for name in data}
         if isinstance(data, dict):
             return {k: ({} if k in TRACKERS and v is None else v) for k, v in data.items()}
@@ -158,7 +169,11 @@ def tracker_specs(
         elif name == "mlflow":
             uri = t.tracking_uri or "sqlite:///" + os.path.join(root, "trackers", "mlflow", "mlflow.db")
             spec = TrackerSpec(
-                name, project, run_name, location=uri, artifacts=os.path.join(root, "trackers", "mlflow", "artifacts")
+                name,
+                project,
+                run_name,
+                location=uri,
+                artifacts=os.path.join(root, "trackers", "mlflow", "artifacts"),
             )
         elif name == "wandb":
             where = os.path.abspath(t.dir or os.path.join(root, "trackers"))

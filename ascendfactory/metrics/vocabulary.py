@@ -6,14 +6,15 @@ compare in one table and one plot (`logs compare --align step|tokens`).
 
 The common names, and where each comes from (the first name a record has wins):
 
-| common        | Megatron / MindSpeed / torch      | LLaMA-Factory          | verl                 | MindSpeed-RL      |
-|---------------|-----------------------------------|------------------------|----------------------|-------------------|
-| loss          | `lm loss`                          | `loss`                 |                      |                   |
-| learning_rate | `learning rate`                    | `lr`, `learning_rate`  | `actor/lr`           | `actor/lr`        |
-| grad_norm     | `grad norm`                        | `grad_norm`            | `actor/grad_norm`    | `grad_norm`       |
-| tokens_per_s  | GBS x seq_length / iteration time  | `throughput`           | `perf/throughput`    | `e2e_tps`         |
-| reward        |                                    |                        | `critic/score/mean`  | `grpo/score/mean` |
-| tokens_seen   | consumed samples x seq_length      | `total_tokens`         | sum of `perf/total_num_tokens` |         |
+- loss: `lm loss` (Megatron, MindSpeed, torch), `loss` (LLaMA-Factory);
+- learning_rate: `learning rate` (Megatron), `lr` / `learning_rate` (LLaMA-Factory), `actor/lr` (verl,
+  MindSpeed-RL);
+- grad_norm: `grad norm` (Megatron), `grad_norm` (LLaMA-Factory, MindSpeed-RL), `actor/grad_norm` (verl);
+- tokens_per_s: global batch size x seq_length / iteration time (Megatron), `throughput` (LLaMA-Factory),
+  `perf/throughput` (verl), `e2e_tps` (MindSpeed-RL);
+- reward: `critic/score/mean` (verl), `grpo/score/mean` (MindSpeed-RL);
+- tokens_seen: consumed samples x seq_length (Megatron), `total_tokens` (LLaMA-Factory), the running sum of
+  `perf/total_num_tokens` (verl).
 
 A record keeps its own names too (`lm loss` still compares two Megatron runs). Tokens seen are the
 framework's own count: Megatron's are padded samples (x seq_length), LLaMA-Factory's the input tokens
@@ -47,7 +48,7 @@ def _first(metrics: dict[str, float], names: Sequence[str]) -> float | None:
 
 
 def _megatron_tokens(m: dict[str, float], seq_length: int | None) -> tuple[float | None, float | None]:
-    """(tokens/s, tokens seen) of a Megatron line, when its batch size, time and the sequence length are known."""
+    """(tokens/s, tokens seen) of a Megatron line, when its batch size, time and sequence length are known."""
     if not seq_length:
         return None, None
     gbs, ms = m.get("global batch size"), m.get(_ITER_MS)
@@ -118,7 +119,8 @@ def align(
         raise ConfigError(
             Problem(
                 key="--align",
-                message=f"run {missing} has no tokens seen with {metric!r} (a Megatron log needs its sequence length)",
+                message=f"run {missing} has no tokens seen with {metric!r} "
+                "(a Megatron log needs its sequence length)",
                 fix="pass --seq-length for a Megatron log without its arguments dump, or --align step",
             )
         )

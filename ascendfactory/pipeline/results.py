@@ -136,7 +136,7 @@ class RunSummary:
     last_step: int | None = None
     throughput: dict[str, Any] | None = None
     loss_nan: int | None = None  # loss values that are NaN or infinite
-    peak_memory_mb: float | None = None  # the largest `max allocated` the log reports (Megatron's memory line)
+    peak_memory_mb: float | None = None  # the largest `max allocated` in the log (Megatron's memory line)
     # `LogSpec.summary_metrics` the log has: first/last value and step, mean, min, max, count
     metrics: dict[str, dict[str, float | int]] = field(default_factory=dict)
     written: dict[str, str] = field(default_factory=dict)

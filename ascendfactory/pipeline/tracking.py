@@ -50,7 +50,12 @@ class RunTracking:
         assert self.tracking is not None
         os.makedirs(os.path.dirname(self.tracking.runs_file), exist_ok=True)
         data = {
-            s.name: {"run_id": self.ids[s.name], "project": s.project, "run_name": s.run_name, "location": s.location}
+            s.name: {
+                "run_id": self.ids[s.name],
+                "project": s.project,
+                "run_name": s.run_name,
+                "location": s.location,
+            }
             for s in self.tracking.specs
             if s.name in self.ids
         }

@@ -38,7 +38,9 @@ def export_spec(to: str, dest: str, *, project: str, run_name: str) -> TrackerSp
     return TrackerSpec(to, project, run_name, location=os.path.abspath(dest), mode=mode)
 
 
-def export_to_tracker(records: Iterable[Any], spec: TrackerSpec, *, source: str, fmt: str | None) -> tuple[int, str]:
+def export_to_tracker(
+    records: Iterable[Any], spec: TrackerSpec, *, source: str, fmt: str | None
+) -> tuple[int, str]:
     """Log `records` (metrics Records: step, metrics, kind) into a new run; (records logged, run id)."""
     sink = open_run(spec)
     n = 0
@@ -54,6 +56,8 @@ def export_to_tracker(records: Iterable[Any], spec: TrackerSpec, *, source: str,
             sink.log_artifact(source)
     except Exception as e:
         sink.close(ok=False)
-        raise TrackerError(f"{spec.name}: exporting to {spec.location} failed ({type(e).__name__}: {e})") from None
+        raise TrackerError(
+            f"{spec.name}: exporting to {spec.location} failed ({type(e).__name__}: {e})"
+        ) from None
     sink.close(ok=True)
     return n, str(sink.run_id or "")

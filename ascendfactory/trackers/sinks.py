@@ -60,7 +60,9 @@ class Sinks(Sink):
                 getattr(sink, method)(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - a tracker never stops the run
                 self.sinks.remove(sink)
-                self.warn(f"{sink.name}: {method} failed ({type(e).__name__}: {e}); no more reports to {sink.name}")
+                self.warn(
+                    f"{sink.name}: {method} failed ({type(e).__name__}: {e}); no more reports to {sink.name}"
+                )
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         self._each("log_params", params)

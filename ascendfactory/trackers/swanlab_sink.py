@@ -11,7 +11,7 @@ from ascendfactory.trackers.sinks import Sink, client, finite
 
 
 class SwanlabSink(Sink):
-    """One SwanLab experiment. Local mode has no resume: a continued run is a new experiment of the project."""
+    """One SwanLab experiment. Local mode has no resume: a continued run is a new experiment."""
 
     name = "swanlab"
 

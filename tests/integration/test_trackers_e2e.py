@@ -15,8 +15,13 @@ from ascendfactory.pipeline.results import RunSummary
 from ascendfactory.pipeline.tracking import RunTracking
 from ascendfactory.plan import TrackerSpec, Tracking
 from ascendfactory.trackers import tracker_env
-from tests.conftest import REPO
-from tests.integration.tracker_readback import mlflow_run, mlflow_series, run_ids, wandb_segments, wandb_series
+from tests.integration.tracker_readback import (
+    mlflow_run,
+    mlflow_series,
+    run_ids,
+    wandb_segments,
+    wandb_series,
+)
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("mlflow")
@@ -139,7 +144,11 @@ def test_logs_export_turns_a_log_into_mlflow_and_wandb_runs(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path}/ml/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("imported").experiment_id])
     assert mlflow_series(client, run.info.run_id, "lm loss") == losses
-    assert mlflow_series(client, run.info.run_id, "elapsed time per iteration _ms_") == {1: 100.0, 2: 100.0, 3: 100.0}
+    assert mlflow_series(client, run.info.run_id, "elapsed time per iteration _ms_") == {
+        1: 100.0,
+        2: 100.0,
+        3: 100.0,
+    }
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == [source.name]
     assert run.data.params["source"] == str(source)
     (seg,) = wandb_segments(tmp_path / "wb")

@@ -55,14 +55,20 @@ def wandb_segments(root: Path) -> list[WandbSegment]:
             record.ParseFromString(data)
             kind = record.WhichOneof("record_type")
             if kind == "run":
-                seg.run_id, seg.project, seg.name = record.run.run_id, record.run.project, record.run.display_name
+                seg.run_id, seg.project, seg.name = (
+                    record.run.run_id,
+                    record.run.project,
+                    record.run.display_name,
+                )
                 seg.config.update({u.key: json.loads(u.value_json) for u in record.run.config.update})
             elif kind == "history":
                 seg.history.append(
                     {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
                 )
             elif kind == "summary":
-                seg.summary.update({u.key or "/".join(u.nested_key): json.loads(u.value_json) for u in record.summary.update})
+                seg.summary.update(
+                    {u.key or "/".join(u.nested_key): json.loads(u.value_json) for u in record.summary.update}
+                )
             elif kind == "config":
                 seg.config.update({u.key: json.loads(u.value_json) for u in record.config.update})
         segments.append(seg)
@@ -129,7 +135,9 @@ def check_llamafactory_mlflow(out: Path, logged: dict[int, float], summary: dict
     assert mlflow_series(client, rid, "loss") == pytest.approx(logged, rel=1e-3)
     params = run.data.params
     assert params["learning_rate"] == "0.001"  # transformers' TrainingArguments, logged by the framework
-    assert params["experiment.backend_config.training.learning_rate"] == "0.001"  # the experiment, by the pipeline
+    assert (
+        params["experiment.backend_config.training.learning_rate"] == "0.001"
+    )  # the experiment, by the pipeline
     assert {a.path for a in client.list_artifacts(rid)} >= {"training_loss.png", "exp-config.yaml"}
     assert run.data.metrics["summary/throughput"] == pytest.approx(summary["throughput"]["value"])
     assert len(client.search_runs([run.info.experiment_id])) == 1

@@ -18,7 +18,12 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check, module_check
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MEGATRON_TRACKERS, MG2HF_DISABLED, MegatronBackend, process
+from ascendfactory.backends.megatron.skeleton import (
+    MEGATRON_TRACKERS,
+    MG2HF_DISABLED,
+    MegatronBackend,
+    process,
+)
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
@@ -48,7 +53,8 @@ PLANNER_TRAIN_FLAGS = (
 
 
 # The embedded trainer: Megatron's TensorBoard and W&B flags, and MLflow / SwanLab by `--af-report-to` (their
-# settings and the run to continue from their own variables); its GRPO trainer: MindSpeed-RL's TensorBoard switch.
+# settings and the run to continue from their own variables); its GRPO trainer: MindSpeed-RL's
+# TensorBoard switch.
 TORCH_TRACKERS: dict[str, TrackerKeys] = {
     **MEGATRON_TRACKERS,
     "mlflow": TrackerKeys(append={"training.af-report-to": "mlflow"}),
@@ -154,7 +160,9 @@ class TorchBackend(MegatronBackend):
             **(load.flags if load else {}),
             "save": run.layout.saved_checkpoints,
         }
-        given = (cfg.tensorboard.tensorboard_dir if cfg.tensorboard else None) or run.training.get("tensorboard-dir")
+        given = (cfg.tensorboard.tensorboard_dir if cfg.tensorboard else None) or run.training.get(
+            "tensorboard-dir"
+        )
         if given or cfg.tensorboard or cfg.monitor_config:
             ordered["tensorboard-dir"] = given or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.

@@ -119,21 +119,23 @@ def test_llamafactorys_own_spelling_is_not_duplicated(tmp_path):
     )
     lf = lf_yaml(p)
     assert lf["report_to"] == ["wandb", "mlflow"] and lf["run_name"] == "mine"
-    off = plan(LF_QUICK, tmp_path, "--report_to=[mlflow]", "--backend_config.training.report_to=none", environ=NO_LF)
+    off = plan(
+        LF_QUICK, tmp_path, "--report_to=[mlflow]", "--backend_config.training.report_to=none", environ=NO_LF
+    )
     assert lf_yaml(off)["report_to"] == "none"
 
 
 def test_llamafactory_checks_the_swanlab_mode_in_its_own_terms(tmp_path):
-    problems = refused(
-        plan, LF_QUICK, tmp_path, "--report_to.swanlab.mode=offline", environ=NO_LF
-    )
+    problems = refused(plan, LF_QUICK, tmp_path, "--report_to.swanlab.mode=offline", environ=NO_LF)
     assert any(k == "backend_config.training.swanlab_mode" for k, _ in problems), problems
 
 
 # -- verl -------------------------------------------------------------------------------------------------
 def test_verl_gets_its_loggers_names_and_wandb_run_id(tmp_path, machine):
     exp = verl_helpers.experiment(
-        tmp_path, verl_helpers.grpo(tmp_path), report_to={"project": "rl", "mlflow": {}, "wandb": {}, "swanlab": {}}
+        tmp_path,
+        verl_helpers.grpo(tmp_path),
+        report_to={"project": "rl", "mlflow": {}, "wandb": {}, "swanlab": {}},
     )
     p = verl_helpers.plan_for(exp)
     overrides = verl_helpers.overrides_of(p)

@@ -12,7 +12,12 @@ from ascendfactory.plan import TRACKERS
 
 
 def specs(value, **kw):
-    return {s.name: s for s in tracker_specs(ReportTo.model_validate(value), output_dir="/o", model_name="m", exp_name="e", **kw)}
+    return {
+        s.name: s
+        for s in tracker_specs(
+            ReportTo.model_validate(value), output_dir="/o", model_name="m", exp_name="e", **kw
+        )
+    }
 
 
 def test_short_form_gets_every_offline_default():
@@ -36,7 +41,11 @@ def test_long_form_settings_and_shared_names():
             "tensorboard": None,
         }
     )
-    assert (got["mlflow"].location, got["mlflow"].project, got["mlflow"].run_name) == ("http://mlflow:5000", "exp", "r1")
+    assert (got["mlflow"].location, got["mlflow"].project, got["mlflow"].run_name) == (
+        "http://mlflow:5000",
+        "exp",
+        "r1",
+    )
     assert (got["wandb"].mode, got["wandb"].entity, got["wandb"].project) == ("online", "lab", "team")
     assert "tensorboard" in got and "swanlab" not in got
 

@@ -14,9 +14,10 @@ from ascendfactory.metrics.vocabulary import align, common_records
 
 SEQ = 128
 MEGATRON = (
-    " [2026-01-01 00:00:00] iteration {i:8d}/      12 | consumed samples: {c:12d} | elapsed time per iteration "
-    "(ms): 500.0 | learning rate: {lr:.6E} | global batch size:    16 | lm loss: {loss:.6E} | loss scale: 1.0 | "
-    "grad norm: 0.500 | number of skipped iterations:   0 | number of nan iterations:   0 |"
+    " [2026-01-01 00:00:00] iteration {i:8d}/      12 | consumed samples: {c:12d} | "
+    "elapsed time per iteration (ms): 500.0 | learning rate: {lr:.6E} | global batch size:    16 | "
+    "lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 0.500 | number of skipped iterations:   0 | "
+    "number of nan iterations:   0 |"
 )
 
 
@@ -29,8 +30,15 @@ def megatron_log(path, losses):
 
 def lf_log(path, losses, tokens_per_step):
     rows = [
-        {"current_steps": i, "total_steps": len(losses), "loss": v, "lr": 1e-3, "epoch": 0.1 * i,
-         "throughput": 900.0, "total_tokens": tokens_per_step * i}
+        {
+            "current_steps": i,
+            "total_steps": len(losses),
+            "loss": v,
+            "lr": 1e-3,
+            "epoch": 0.1 * i,
+            "throughput": 900.0,
+            "total_tokens": tokens_per_step * i,
+        }
         for i, v in losses.items()
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -40,11 +48,11 @@ def lf_log(path, losses, tokens_per_step):
 def test_common_names_from_each_backends_own(tmp_path):
     mg = common_records(parse_file(megatron_log(tmp_path / "a.txt", {1: 3.0, 2: 2.0})), seq_length=SEQ)
     lf = common_records(parse_file(lf_log(tmp_path / "trainer_log.jsonl", {1: 3.1}, 1000)))
-    m, l = mg[1].metrics, lf[0].metrics
+    m, f = mg[1].metrics, lf[0].metrics
     assert (m["loss"], m["learning_rate"], m["grad_norm"]) == (2.0, 1e-3, 0.5)
     assert m["tokens_per_s"] == pytest.approx(16 * SEQ / 0.5) and m["tokens_seen"] == 32 * SEQ
     assert m["lm loss"] == 2.0  # its own names kept
-    assert (l["loss"], l["learning_rate"], l["tokens_per_s"], l["tokens_seen"]) == (3.1, 1e-3, 900.0, 1000)
+    assert (f["loss"], f["learning_rate"], f["tokens_per_s"], f["tokens_seen"]) == (3.1, 1e-3, 900.0, 1000)
     no_seq = common_records(parse_file(tmp_path / "a.txt"))
     assert "tokens_seen" not in no_seq[0].metrics and no_seq[0].metrics["loss"] == 3.0
 
@@ -52,10 +60,14 @@ def test_common_names_from_each_backends_own(tmp_path):
 def test_align_by_tokens_interpolates_run_b_at_run_a_token_counts(tmp_path):
     a = common_records(parse_file(megatron_log(tmp_path / "a.txt", {1: 4.0, 2: 3.0, 3: 2.0})), seq_length=SEQ)
     # B sees 1024 tokens a step where A sees 16 x 128 = 2048: B's steps 2, 4, 6 are A's 1, 2, 3
-    b = common_records(parse_file(lf_log(tmp_path / "trainer_log.jsonl", {i: 5.0 - 0.5 * i for i in range(1, 7)}, 1024)))
+    b = common_records(
+        parse_file(lf_log(tmp_path / "trainer_log.jsonl", {i: 5.0 - 0.5 * i for i in range(1, 7)}, 1024))
+    )
     by_tokens = align(a, b, metric="loss", by="tokens")
     assert by_tokens.steps == [2048, 4096, 6144]
-    assert by_tokens.b == pytest.approx([4.0, 3.0, 2.0]) and by_tokens.stats()["max_abs_error"] == pytest.approx(0.0)
+    assert by_tokens.b == pytest.approx([4.0, 3.0, 2.0]) and by_tokens.stats()[
+        "max_abs_error"
+    ] == pytest.approx(0.0)
     by_step = align(a, b, metric="loss", by="step")
     assert by_step.steps == [1, 2, 3] and by_step.b == pytest.approx([4.5, 4.0, 3.5])
 
@@ -68,7 +80,19 @@ def test_logs_compare_takes_a_torch_and_a_llamafactory_run_in_one_table(tmp_path
     try:
         r = CliRunner().invoke(
             app,
-            ["logs", "compare", str(a), str(b), "--metric", "loss", "--align", "tokens", "--seq-length", "128", "--json"],
+            [
+                "logs",
+                "compare",
+                str(a),
+                str(b),
+                "--metric",
+                "loss",
+                "--align",
+                "tokens",
+                "--seq-length",
+                "128",
+                "--json",
+            ],
         )
     finally:
         out.mode = "human"
