@@ -129,8 +129,7 @@ class Runner:
                 self._prepare_resume()
                 loss_rank = self._loss_rank(self.plan.with_role(Role.TRAIN))
                 if loss_rank is not None:
-                    for line in self.tracking.prepare():
-                        self.event(f"tracker: {line}")
+                    self.tracking.start()
                 for step in list(self.plan.steps):
                     self._check_interrupt(None)
                     self.run_step(step, loss_rank)
@@ -142,6 +141,7 @@ class Runner:
             raise
         except StageFailedError as e:
             self.event(f"step {e.stage} failed with exit code {e.returncode}; log: {e.log_path}")
+            self.tracking.wait()
             self.tracking.report(None, [], ok=False)
             raise
         finally:
@@ -166,6 +166,7 @@ class Runner:
         if loss_rank is not None:
             results.summarize(summary, self._loss_logs(loss_rank), self.plan.logs)
         written["summary"] = results.save_summary(summary, os.path.join(self.manifests, "summary.json"))
+        self.tracking.wait()  # a run whose train step was skipped: its runs exist all the same
         if loss_rank is not None:
             self.tracking.report(summary, [written[k] for k in ("loss curve", "config") if k in written])
         if self.tracking.ids:
@@ -287,6 +288,8 @@ class Runner:
 
     # -- train: auto-resume and retention -------------------------------------------------------------
     def _train(self, step: Step, loss_rank: int | None) -> tuple[Step, Outcome]:
+        for line in self.tracking.wait():  # the tracker runs exist before training reports to them
+            self.event(f"tracker: {line}")
         if loss_rank is not None and self.plan.with_role(Role.PLOT) is not None:
             results.prewarm_plot()  # matplotlib loads while training runs, not after it
         policy = self.policy

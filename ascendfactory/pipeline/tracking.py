@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ class RunTracking:
         self.ids: dict[str, str] = {}
         self.continued: set[str] = set()  # trackers whose run existed before this invocation
         self.prepared = False
+        self._thread: threading.Thread | None = None
+        self._lines: list[str] = []
 
     @property
     def active(self) -> bool:
@@ -63,6 +66,30 @@ class RunTracking:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
         os.replace(tmp, self.tracking.runs_file)
+
+    def start(self) -> None:
+        """`prepare` in the background (MLflow creates its store in seconds): the steps before training run
+        meanwhile; `wait` joins it before the train step."""
+        if not self.active or self._thread is not None:
+            return
+
+        def prepare() -> None:  # its warnings come back with its lines, on the runner's thread
+            warn, self.warn = self.warn, lambda text: self._lines.append(f"warning: {text}")
+            try:
+                self._lines.extend(self.prepare())
+            finally:
+                self.warn = warn
+
+        self._thread = threading.Thread(target=prepare, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> list[str]:
+        """Join `start`; the lines `prepare` returned (once)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        lines, self._lines = self._lines, []
+        return lines
 
     def prepare(self) -> list[str]:
         """Create or continue each run; returns lines for the runner's log."""
