@@ -6,7 +6,7 @@ from __future__ import annotations
 from ascendfactory.plan import TrackerSpec
 
 # What installs each tracker's client (pyproject's extras and a framework environment's install plan).
-# mlflow-skinny is MLflow's client and stores without its server and UI (about 40 MB instead of 200);
+# mlflow-skinny is MLflow's client and stores without its server and UI (the package: about 40 MB);
 # SQLAlchemy and Alembic give it the local SQLite store (MLflow 3 keeps the file store in maintenance).
 PACKAGES: dict[str, tuple[str, ...]] = {
     "mlflow": ("mlflow-skinny>=2.9", "sqlalchemy>=2.0", "alembic>=1.12"),
