@@ -7,7 +7,8 @@
 #          `ascendfactory-cli experiments` lists them all), each installed in turn. --dev: also the test
 #          and lint tools.
 # Environment: PYTHON (default python3), AF_TORCH_SPEC (default torch==2.13.0: the CPU wheel this
-# project's machines serve; on a GPU/NPU machine install your own torch first and it is kept).
+# project's machines serve; on a GPU/NPU machine install your own torch first and it is kept),
+# AF_TRACKERS (tracker clients for a framework's own environment: mlflow,wandb,swanlab; --dev: mlflow).
 set -eu
 
 PYTHON="${PYTHON:-python3}"
@@ -17,7 +18,7 @@ DEV=0
 for arg in "$@"; do
     case "$arg" in
         --dev) DEV=1 ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         -*) echo "install.sh: unknown flag '$arg' (flags: --dev, -h)" >&2; exit 2 ;;
         *) BACKENDS="$BACKENDS $arg" ;;  # checked against the backend registry once the core is installed
     esac
@@ -49,6 +50,12 @@ if [ "$DEV" = 1 ]; then
     else
         say "skipping slurm (needs root and apt-get): the submit slurm tests will skip"
     fi
+fi
+# Tracker clients for a framework's own environment (`report_to`): only when asked, AF_TRACKERS=mlflow,wandb
+# ...; --dev asks for MLflow (the LLaMA-Factory + MLflow integration test needs it there).
+if [ "$DEV" = 1 ]; then
+    AF_TRACKERS="${AF_TRACKERS:-mlflow}"
+    export AF_TRACKERS
 fi
 say "installing ascendfactory-cli[$EXTRAS] (editable) from $HERE"
 # compat mode: a plain .pth path entry instead of an import-hook finder (~20 ms less at every CLI start-up)

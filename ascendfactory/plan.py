@@ -13,6 +13,8 @@ nothing else. A plan holds:
 - `policy`: this node's place in the job, the multi-node wait, and the auto-resume retry policy;
 - `files`: files the runner writes before any step starts (the resolved `exp-config.yaml`, a framework's own
   generated config);
+- `tracking`: the experiment trackers (`report_to`) the runner opens a run in (or continues), hands to the
+  train step through the trackers' own environment variables, and reports the run's results to;
 - `facts`: what `--dry-run` shows about the resolved experiment (display only; the runner never reads it).
 
 Backends never start a process; the runner never looks inside a framework's flags.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -284,6 +286,43 @@ class LogSpec:
     summary_metrics: tuple[str, ...] = ()
 
 
+TRACKERS = ("tensorboard", "mlflow", "wandb", "swanlab")  # the `report_to` names, in report order
+
+
+@dataclass(frozen=True)
+class TrackerSpec:
+    """One experiment tracker, resolved (`config.report_to`). `location`: the MLflow tracking URI, else the
+    folder the tracker writes to; `mode`: W&B (offline, online, disabled) or SwanLab (local, offline, cloud,
+    disabled); `artifacts`: where a new MLflow experiment keeps its artifacts (a local store); `run_id`: the
+    id the framework gives its run itself (verl's W&B run is `<project>--<experiment>`), else None;
+    `resume_env`: variables the train step also gets when it continues an existing run (the framework's
+    integration would otherwise fail on it: transformers re-logs changed parameters, which MLflow refuses)."""
+
+    name: str  # one of TRACKERS
+    project: str  # W&B / SwanLab project, MLflow experiment
+    run_name: str
+    location: str
+    mode: str | None = None
+    entity: str | None = None
+    artifacts: str | None = None
+    run_id: str | None = None
+    resume_env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """What the runner reports to trackers: the training run's trackers (`specs`; TensorBoard is written by
+    the framework alone), the run's parameters (the resolved experiment, flattened, secrets masked), and the
+    file that keeps each tracker's run id so that a resumed run continues the same tracker run."""
+
+    specs: tuple[TrackerSpec, ...]
+    params: tuple[tuple[str, str], ...] = ()
+    runs_file: str = ""
+
+    def spec(self, name: str) -> TrackerSpec | None:
+        return next((s for s in self.specs if s.name == name), None)
+
+
 @dataclass(frozen=True)
 class CheckpointSpec:
     """Where training saves and how the runner reads it (`ascendfactory.checkpoints` schemes)."""
@@ -325,6 +364,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # applies to every step
     facts: dict[str, Any] = field(default_factory=dict)  # display only (--dry-run, summary header)
+    tracking: Tracking | None = None  # `report_to`: trackers the runner opens, continues and reports to
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)
@@ -370,4 +410,12 @@ class Plan:
                 "retain": self.checkpoints.retain,
             },
             "steps": [s.to_dict() for s in self.steps],
+            **(
+                {
+                    "trackers": [asdict(t) for t in self.tracking.specs],
+                    "tracker_runs": self.tracking.runs_file,
+                }
+                if self.tracking
+                else {}
+            ),
         }

@@ -95,6 +95,13 @@ class Backend:
     # Lines its training prints for errors a restart cannot fix (bad flags, bad config): auto-resume
     # stops instead of retrying them (the planner puts them into the plan's RunPolicy).
     unretryable: ClassVar[tuple[str, ...]] = ()
+    # `report_to`: the trackers its framework reaches, each as the framework's own keys (data; see
+    # `backends.report_to.TrackerKeys`). A tracker left out is a configuration error naming the backend.
+    tracker_keys: ClassVar[Mapping[str, Any]] = {}
+
+    def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
+        """`tracker_keys` for a stage (a backend whose stages run different programs overrides it)."""
+        return self.tracker_keys
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:  # pragma: no cover - interface
         """`strict_paths`: missing input paths are errors (a real run) or warnings (`--dry-run`)."""

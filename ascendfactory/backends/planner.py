@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.registry import get_backend
+from ascendfactory.backends.report_to import add_tracking, with_tracker_keys
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.topology import with_platform
@@ -36,12 +37,15 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
         raise ConfigError(loaded.locate(loaded.problems))
     environ = dict(os.environ if environ is None else environ)
     loaded = with_platform(loaded, environ)  # topology the experiment leaves unset, from the cluster platform
-    ctx = build_context(loaded, environ)
     backend = get_backend(loaded.config.backend, source=loaded.source_of("backend"))
     try:
+        keys = backend.trackers_for(loaded.config.stage)
+        loaded, trackers = with_tracker_keys(loaded, backend.name, keys)
+        ctx = build_context(loaded, environ)
         plan = backend.plan(ctx, strict_paths=not dry_run)
     except ConfigError as e:
         raise ConfigError(loaded.locate(merge_problems(loaded.problems, e.problems))) from None
+    add_tracking(plan, loaded, trackers)
     if loaded.problems:
         raise ConfigError(loaded.locate(loaded.problems))
     if backend.unretryable and not plan.policy.unretryable:

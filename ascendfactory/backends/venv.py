@@ -69,6 +69,36 @@ class FrameworkEnv:
             InstallStep("check it is complete", (py, "-c", record), skip_if_exists=marker),
         ]
 
+    def tracker_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
+        """The tracker clients named in AF_TRACKERS (comma-separated: mlflow, wandb, swanlab) into the
+        environment, for the framework's own integrations (`report_to`); never installed unasked. Re-run
+        safe (pip keeps what is there), so not skipped by the marker."""
+        from ascendfactory.errors import ConfigError, Problem
+        from ascendfactory.trackers import PACKAGES
+
+        names = [n.strip() for n in environ.get("AF_TRACKERS", "").split(",") if n.strip()]
+        unknown = [n for n in names if n not in PACKAGES]
+        if unknown:
+            raise ConfigError(
+                [
+                    Problem(
+                        key="AF_TRACKERS",
+                        message=f"unknown tracker(s) {', '.join(unknown)}",
+                        fix=f"use a comma-separated list of: {', '.join(PACKAGES)}",
+                        source="environment",
+                    )
+                ]
+            )
+        py = python_of(self.default(environ))
+        pip = (py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+        return [
+            InstallStep(
+                f"install the {n} client into the {self.label} environment (AF_TRACKERS)",
+                (*pip, *PACKAGES[n]),
+            )
+            for n in names
+        ]
+
     def package_checks(
         self, env: str, source: str, lacking: list[str], packages: Sequence[str]
     ) -> list[Check]:

@@ -17,6 +17,8 @@ SUMMARY_EXAMPLES = [
     "--flops-per-token 4.2e10 --skip-first 5",
 ]
 COMPARE_EXAMPLES = [
+    "ascendfactory-cli logs compare torch_run/logs/*run_log-N1-1.txt lf_run/trainer_log.jsonl --metric loss "
+    "--align tokens --plot both.png",
     "ascendfactory-cli logs compare npu/run_log.txt gpu/run_log.txt",
     "ascendfactory-cli logs compare a.log b.log --metric 'lm loss' --plot diff.png --json",
 ]
@@ -28,6 +30,9 @@ PLOT_EXAMPLES = [
 EXPORT_EXAMPLES = [
     "ascendfactory-cli logs export run_log.txt --to tensorboard tb/ && tensorboard --logdir tb/",
     "ascendfactory-cli logs export trainer_log.jsonl --to csv metrics.csv",
+    "ascendfactory-cli logs export run_log.txt --to mlflow mlruns/ --project qwen-sft --run-name node0",
+    "ascendfactory-cli logs export run_log.txt --to mlflow http://mlflow.internal:5000",
+    "ascendfactory-cli logs export run_log.txt --to wandb runs/ && wandb sync runs/wandb/offline-run-*",
 ]
 
 app = typer.Typer(
@@ -175,15 +180,34 @@ def compare_cmd(
     tolerance: Annotated[float, typer.Option(help="Relative band counted as matching.")] = 0.02,
     plot: Annotated[Optional[Path], typer.Option(help="Also write a comparison PNG here.")] = None,
     rows: Annotated[bool, typer.Option(help="Include the per-step rows in --json output.")] = False,
+    align: Annotated[
+        str, typer.Option(help="step, or tokens (tokens seen: runs of different batch sizes or backends).")
+    ] = "step",
+    seq_length: Annotated[
+        Optional[int], typer.Option(help="Megatron logs: tokens per sample (default: the log's arguments).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Align two runs by step: absolute/relative difference, mean and max error, share within +-2%."""
+    """Align two runs, of any backends, by step or by tokens seen: absolute/relative difference, mean and
+    max error, share within +-2%. Common names (loss, learning_rate, grad_norm, tokens_per_s, reward) work
+    across backends (ascendfactory/metrics/vocabulary.py)."""
     from ascendfactory.cli._output import out
     from ascendfactory.errors import ConfigError, Problem
-    from ascendfactory.metrics import compare, parse_file
+    from ascendfactory.metrics import parse_file
+    from ascendfactory.metrics.megatron import seq_length_from_log
+    from ascendfactory.metrics.vocabulary import align as align_runs
+    from ascendfactory.metrics.vocabulary import common_records
 
     _set_json(json_out)
-    cmp = compare(parse_file(a, format), parse_file(b, format), metric=metric, tolerance=tolerance)
+    if align not in ("step", "tokens"):
+        raise ConfigError(
+            Problem(key="--align", message=f"unknown alignment {align!r}", fix="use step or tokens")
+        )
+    ra, rb = (
+        common_records(parse_file(f, format), seq_length=seq_length or seq_length_from_log(str(f)))
+        for f in (a, b)
+    )
+    cmp = align_runs(ra, rb, metric=metric, by=align, tolerance=tolerance)  # type: ignore[arg-type]
     if not cmp.steps:
         raise ConfigError(
             Problem(
@@ -249,19 +273,47 @@ def plot_cmd(
 @app.command("export", epilog=_epilog(EXPORT_EXAMPLES))
 def export_cmd(
     file: Annotated[Path, typer.Argument(help="Log file to export.")],
-    dest: Annotated[Path, typer.Argument(help="Output file (csv, jsonl) or directory (tensorboard).")],
-    to: Annotated[str, typer.Option("--to", help="csv, jsonl or tensorboard.")] = "csv",
+    dest: Annotated[
+        str,
+        typer.Argument(
+            help="Output file (csv, jsonl), directory (tensorboard, wandb offline, swanlab local), or for "
+            "mlflow a tracking URI or a directory that gets a SQLite store."
+        ),
+    ],
+    to: Annotated[
+        str, typer.Option("--to", help="csv, jsonl, tensorboard, mlflow, wandb or swanlab.")
+    ] = "csv",
+    project: Annotated[
+        str | None,
+        typer.Option("--project", help="Tracker project / MLflow experiment (default: the file's folder)."),
+    ] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Tracker run name (default: the file's name).")
+    ] = None,
     format: FormatOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Export parsed metrics as CSV, JSONL or TensorBoard event files (with -vs-samples twins)."""
+    """Export parsed metrics as CSV, JSONL, TensorBoard event files (with -vs-samples twins), or a new
+    MLflow / W&B (offline) / SwanLab (local) run."""
     from ascendfactory.cli._output import out
     from ascendfactory.metrics import export_records, parse_file
 
     _set_json(json_out)
     parse_file(file, format)  # validates the path and format before anything is written
-    n = export_records(lambda: parse_file(file, format), to, dest)
-    if out.mode == "json":
-        out.json({"file": str(file), "to": to, "dest": str(dest), "records": n})
+    run_id = None
+    if to in ("mlflow", "wandb", "swanlab"):
+        from ascendfactory.trackers.export import export_spec, export_to_tracker
+
+        spec = export_spec(
+            to,
+            dest,
+            project=project or file.resolve().parent.name or "logs",
+            run_name=run_name or file.stem,
+        )
+        n, run_id = export_to_tracker(parse_file(file, format), spec, source=str(file), fmt=format)
     else:
-        out.text(f"{n} records written to {dest} ({to})")
+        n = export_records(lambda: parse_file(file, format), to, Path(dest))
+    if out.mode == "json":
+        out.json({"file": str(file), "to": to, "dest": str(dest), "records": n, "run_id": run_id})
+    else:
+        out.text(f"{n} records written to {dest} ({to}{f', run {run_id}' if run_id else ''})")

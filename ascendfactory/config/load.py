@@ -28,6 +28,7 @@ from ascendfactory.config.bounds import check_tree, tree_problems
 from ascendfactory.config.known_backends import Backends
 from ascendfactory.config.oldstyle import flatten_old_style, is_old_style
 from ascendfactory.config.overrides import parse_overrides_collecting
+from ascendfactory.config.report_to import ReportTo
 from ascendfactory.config.schema import AutoResumeConfig, EnvConfig, ExperimentConfig
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.config.tree import compose
@@ -281,4 +282,9 @@ def _known_keys(parent: list[str]) -> list[str]:
         return list(MonitorConfig.model_fields)
     if parent == ["tensorboard"]:
         return list(TensorboardConfig.model_fields)
+    if parent == ["report_to"]:
+        return list(ReportTo.model_fields)
+    if len(parent) == 2 and parent[0] == "report_to" and parent[1] in ReportTo.model_fields:
+        model = ReportTo.model_fields[parent[1]].annotation
+        return list(getattr(next(iter(getattr(model, "__args__", (model,)))), "model_fields", {}))
     return []

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ascendfactory.config.known_backends import Backends
 
 SHARED_EXPERIMENTS = "experiments"
-SECTION_KEYS = {"env", "backend_config", "auto_resume", "monitor_config", "tensorboard"}
+SECTION_KEYS = {"env", "backend_config", "auto_resume", "monitor_config", "tensorboard", "report_to"}
 
 # flat key -> dotted destinations in the new-style tree (a key may feed several places)
 FLAT_KEY_MAP: dict[str, tuple[str, ...]] = {

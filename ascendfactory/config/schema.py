@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from ascendfactory.config.report_to import ReportTo
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -200,6 +201,14 @@ class ExperimentConfig(BaseModel):
         None,
         description="TensorBoard output: tensorboard_dir (or env MA_SUMMARY_LOG_DIR), "
         "tensorboard_queue_size, log_loss_scale_to_tensorboard, log_timers_to_tensorboard.",
+    )
+    report_to: ReportTo | None = Field(
+        None,
+        description="Experiment trackers: a list of tensorboard, mlflow, wandb, swanlab, or a mapping with "
+        "settings per tracker (project, run_name, tracking_uri / dir, mode). Offline first: MLflow to a "
+        "SQLite store under {af_output_dir}/trackers, W&B offline, SwanLab local. Each backend reaches them "
+        "through its framework's own keys; a key the user wrote in the framework's spelling wins. "
+        "ascendfactory/config/report_to.py documents every setting.",
     )
     backend_config: dict[str, Any] = Field(
         default_factory=dict,

@@ -103,7 +103,9 @@ def export_records(records: Callable[[], Iterator[Record]], to: str, dest: str |
     if to not in TARGETS:
         raise ConfigError(
             Problem(
-                key="--to", message=f"unknown export target {to!r}", fix="use one of: " + ", ".join(TARGETS)
+                key="--to",
+                message=f"unknown export target {to!r}",
+                fix="use one of: " + ", ".join((*TARGETS, "mlflow", "wandb", "swanlab")),  # trackers: cli
             )
         )
     dest = Path(dest)

@@ -135,6 +135,8 @@ class RunSummary:
     first_step: int | None = None
     last_step: int | None = None
     throughput: dict[str, Any] | None = None
+    loss_nan: int | None = None  # loss values that are NaN or infinite
+    peak_memory_mb: float | None = None  # the largest `max allocated` in the log (Megatron's memory line)
     # `LogSpec.summary_metrics` the log has: first/last value and step, mean, min, max, count
     metrics: dict[str, dict[str, float | int]] = field(default_factory=dict)
     written: dict[str, str] = field(default_factory=dict)
@@ -152,6 +154,13 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
         if steps:
             summary.first_step, summary.last_step = steps[0], steps[-1]
             summary.loss_start, summary.loss_end = values[0], values[-1]
+            summary.loss_nan = sum(1 for v in values if not math.isfinite(v))
+    peaks = [
+        v
+        for r in chained_records(paths, logs.format, ("memory",))
+        if (v := r.metrics.get("memory/max_allocated_mb")) is not None
+    ]
+    summary.peak_memory_mb = max(peaks) if peaks else None
     for name in logs.summary_metrics:
         steps, values = table.series(name)
         finite = [v for v in values if math.isfinite(v)]

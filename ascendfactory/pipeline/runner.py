@@ -18,7 +18,10 @@ the CLI. What it does per role and launch kind:
    them) and restarted, up to `policy.max_attempts` times,
    `policy.backoff_s` apart;
 4. the PLOT step runs in-process from the loss rank's logs (`logs.loss_rank`, `logs.format`); the summary
-   (loss, throughput by `logs.throughput`) is printed through `out` and saved to `.af/summary.json`.
+   (loss, throughput by `logs.throughput`) is printed through `out` and saved to `.af/summary.json`;
+5. with `plan.tracking` (`report_to`), on the loss rank's node: each tracker run is created or continued
+   before the steps, its id handed to the train step, and the summary, the loss plot and `exp-config.yaml`
+   reported to it at the end (`pipeline.tracking`).
 
 SIGINT / SIGTERM stop every child process group (SIGTERM, grace, SIGKILL) and raise InterruptedRunError
 (exit 130 / 143); the logs record `run interrupted by SIGINT`.
@@ -44,6 +47,7 @@ from ascendfactory.pipeline.monitor import DeviceMonitor
 from ascendfactory.pipeline.procgroup import DEFAULT_GRACE_S, Interrupt, trap_signals
 from ascendfactory.pipeline.progress import Progress
 from ascendfactory.pipeline.results import StepResult
+from ascendfactory.pipeline.tracking import RunTracking
 from ascendfactory.plan import Plan, Role, Step
 from ascendfactory.secrets import mask_argv
 
@@ -95,6 +99,7 @@ class Runner:
         self._saved = threading.Event()
         self._log = None
         self._live = live
+        self.tracking = RunTracking(plan.tracking, warn=lambda text: self.event(f"warning: {text}"))
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -123,6 +128,8 @@ class Runner:
                     )
                 self._prepare_resume()
                 loss_rank = self._loss_rank(self.plan.with_role(Role.TRAIN))
+                if loss_rank is not None:
+                    self.tracking.start()
                 for step in list(self.plan.steps):
                     self._check_interrupt(None)
                     self.run_step(step, loss_rank)
@@ -134,6 +141,8 @@ class Runner:
             raise
         except StageFailedError as e:
             self.event(f"step {e.stage} failed with exit code {e.returncode}; log: {e.log_path}")
+            self.tracking.wait()
+            self.tracking.report(None, [], ok=False)
             raise
         finally:
             self.progress.close()
@@ -157,6 +166,11 @@ class Runner:
         if loss_rank is not None:
             results.summarize(summary, self._loss_logs(loss_rank), self.plan.logs)
         written["summary"] = results.save_summary(summary, os.path.join(self.manifests, "summary.json"))
+        self.tracking.wait()  # a run whose train step was skipped: its runs exist all the same
+        if loss_rank is not None:
+            self.tracking.report(summary, [written[k] for k in ("loss curve", "config") if k in written])
+        if self.tracking.ids:
+            written["trackers"] = ", ".join(f"{k} run {v}" for k, v in self.tracking.ids.items())
         results.render_summary(summary, self.out)
         self.event(f"run finished in {wall_s:.1f}s")
 
@@ -227,7 +241,8 @@ class Runner:
 
     def launch(self, step: Step, *, loss_rank: int | None) -> Outcome:
         """Start the step through its launcher, tee it, watch it (monitor, retention, signals) to its end."""
-        env = {**os.environ, **self.plan.env, **step.env, procgroup.RUN_TAG: self.tag}
+        runs = self.tracking.env() if step.role is Role.TRAIN else {}
+        env = {**os.environ, **self.plan.env, **runs, **step.env, procgroup.RUN_TAG: self.tag}
         env.setdefault("PYTHONUNBUFFERED", "1")  # live logs: children flush line by line
         proc, launcher = open_step(step, self.policy, self.names, env=env, on_line=self._on_line)
         targets = launcher.monitor() if step.role is Role.TRAIN else None
@@ -273,6 +288,8 @@ class Runner:
 
     # -- train: auto-resume and retention -------------------------------------------------------------
     def _train(self, step: Step, loss_rank: int | None) -> tuple[Step, Outcome]:
+        for line in self.tracking.wait():  # the tracker runs exist before training reports to them
+            self.event(f"tracker: {line}")
         if loss_rank is not None and self.plan.with_role(Role.PLOT) is not None:
             results.prewarm_plot()  # matplotlib loads while training runs, not after it
         policy = self.policy
@@ -302,6 +319,7 @@ class Runner:
             if not self.interrupt.sleep(policy.backoff_s):
                 self._check_interrupt(step)
             step = self._replan_train(step)
+            self.tracking.resumed()
 
     def _unretryable(self, outcome: Outcome) -> str | None:
         """The first of the policy's unretryable texts found in the end of the failing log."""

@@ -154,7 +154,8 @@ def test_dry_run_reports_every_problem_at_once_without_importing_llamafactory(tm
 
 @needs_env
 def test_sft_lora_trains_merges_and_leaves_the_documented_tree(tmp_path, demo_model):
-    exp = experiment(tmp_path, demo_model, "lora")
+    # report_to mlflow: through LLaMA-Factory's own integration (tracker_readback.check_llamafactory_mlflow)
+    exp = experiment(tmp_path, demo_model, "lora", report_to=["mlflow"])
     proc = train(exp)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     out = tmp_path / "lora"
@@ -182,6 +183,9 @@ def test_sft_lora_trains_merges_and_leaves_the_documented_tree(tmp_path, demo_mo
     tp = summary["throughput"]
     assert tp["unit"] == "tokens/s/device" and tp["value"] > 0
     assert "throughput:" in proc.stdout and "tokens/s/device" in proc.stdout
+    from tests.integration.tracker_readback import check_llamafactory_mlflow
+
+    check_llamafactory_mlflow(out, losses(out), summary)
     assert (
         "[lf-check] ok: stage sft, lora"
         in (out / "logs").joinpath(next(n for n in logs if n.endswith("-check.txt"))).read_text()

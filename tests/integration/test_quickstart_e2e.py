@@ -51,9 +51,12 @@ def final_weights(out: Path) -> dict:
     return load_file(str(out / "ckpt_converted_mg2hf" / "model.safetensors"))
 
 
+TRACKED = "--report_to=[mlflow,wandb]"  # the first test reports to both, offline (tracker_readback.py)
+
+
 def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
     out = tmp_path / "run"
-    proc = run_cli(["train", str(QUICK), *overrides(out, demo_model)])
+    proc = run_cli(["train", str(QUICK), *overrides(out, demo_model, TRACKED)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in (
         "preprocess_data",
@@ -85,6 +88,9 @@ def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
     last_rank = next(p for p in (out / "logs").iterdir() if p.name.endswith("-run_log-N1-1.txt"))
     losses = [r.metrics["lm loss"] for r in parse_file(last_rank) if "lm loss" in r.metrics]
     assert len(losses) == 24 and losses[-1] < losses[0] * 0.7
+    from tests.integration.tracker_readback import check_quickstart_trackers
+
+    check_quickstart_trackers(out, last_rank, summary)
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(out / "ckpt_converted_mg2hf")
@@ -92,12 +98,16 @@ def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
 
     # Running the same command again goes straight to training (resume) without redoing the steps before it,
     # and a finished run writes no new checkpoint, so the final conversion is skipped too.
-    again = run_cli(["train", str(QUICK), *overrides(out, demo_model), "--dry-run"])
+    again = run_cli(["train", str(QUICK), *overrides(out, demo_model, TRACKED), "--dry-run"])
     assert again.returncode == 0
     assert "outputs up to date" in again.stdout and "train_auto_resume" in again.stdout
     before = sorted(p.name for p in (out / "saved_checkpoints").iterdir())
-    rerun = run_cli(["train", str(QUICK), *overrides(out, demo_model)])
+    ids = (out / "trackers" / "runs.json").read_text()
+    rerun = run_cli(["train", str(QUICK), *overrides(out, demo_model, TRACKED)])
     assert rerun.returncode == 0, rerun.stdout[-3000:]
+    from tests.integration.tracker_readback import check_rerun_continues
+
+    check_rerun_continues(out, ids)
     states = {s["name"]: s["state"] for s in json.loads((out / ".af" / "summary.json").read_text())["steps"]}
     assert states["preprocess"] == "skipped" and states["hf2mg"] == "skipped" and states["mg2hf"] == "skipped"
     assert sorted(p.name for p in (out / "saved_checkpoints").iterdir()) == before

@@ -28,6 +28,7 @@ from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.llamafactory import datasets, environment, rules
 from ascendfactory.backends.llamafactory.model_facts import read_model
 from ascendfactory.backends.registry import register_backend
+from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.hf_trainer import newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
@@ -65,6 +66,33 @@ OWNED = {
 }
 
 
+# LLaMA-Factory 0.9.5's trackers: transformers' `report_to` integrations (MLflow and W&B read their settings
+# and the run to continue from their own variables, in the plan's env), TensorBoard into `logging_dir`,
+# SwanLab through its own `use_swanlab` / `swanlab_*` keys (hparams/finetuning_args.py; mode cloud|local).
+LF_TRACKERS: dict[str, TrackerKeys] = {
+    "tensorboard": TrackerKeys(
+        append={"training.report_to": "tensorboard"}, set={"training.logging_dir": "{location}"}
+    ),
+    # transformers' MLflowCallback logs every TrainingArguments value as a parameter; a resumed segment
+    # changes some (resume_from_checkpoint) and MLflow refuses that, so a continued run logs none again.
+    "mlflow": TrackerKeys(
+        append={"training.report_to": "mlflow"},
+        set={"training.run_name": "{run_name}"},
+        resume_env={"MLFLOW_MAX_LOG_PARAMS": "0"},
+    ),
+    "wandb": TrackerKeys(append={"training.report_to": "wandb"}, set={"training.run_name": "{run_name}"}),
+    "swanlab": TrackerKeys(
+        set={
+            "training.use_swanlab": True,
+            "training.swanlab_project": "{project}",
+            "training.swanlab_run_name": "{run_name}",
+            "training.swanlab_mode": "{mode}",
+            "training.swanlab_logdir": "{location}",
+        }
+    ),
+}
+
+
 @register_backend
 class LlamaFactoryBackend(Backend):
     name = "llamafactory"
@@ -72,6 +100,7 @@ class LlamaFactoryBackend(Backend):
     stages = rules.STAGES
     launcher = "torchrun"
     order = 2
+    tracker_keys = LF_TRACKERS
     # LLaMA-Factory's own messages for configuration errors (spec: llamafactory_cpu_run.md section 8)
     unretryable = (
         "Some keys are not used by the HfArgumentParser",

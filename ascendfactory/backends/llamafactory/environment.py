@@ -53,7 +53,8 @@ def missing(env: str) -> list[str]:
 
 
 def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
-    """A venv of its own with the pinned LLaMA-Factory; skipped entirely once the marker is written."""
+    """A venv of its own with the pinned LLaMA-Factory (skipped entirely once the marker is written), then
+    the tracker clients AF_TRACKERS names (`install.sh --dev` asks for mlflow: the integration test)."""
     torch_spec = environ.get("AF_TORCH_SPEC", "torch==2.13.0")
     py, marker = python_of(ENV.default(environ)), os.path.join(ENV.default(environ), MARKER)
     record = (
@@ -63,7 +64,7 @@ def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
     )
     what = f"install llamafactory=={VERSION} and its dependencies, keeping {torch_spec}"
     argv = (py, os.path.join(PROGRAMS_DIR, "lf_install.py"), VERSION, torch_spec, SHIM_DIR)
-    return ENV.install_steps(environ, (what, argv), record)
+    return [*ENV.install_steps(environ, (what, argv), record), *ENV.tracker_steps(environ)]
 
 
 def checks(environ: Mapping[str, str]) -> list[Check]:

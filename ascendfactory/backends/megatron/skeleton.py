@@ -13,10 +13,12 @@ A subclass supplies the programs: `preprocess_step`, `hf2mg_step`, `train_entry`
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.megatron.run import MegatronRun, read_megatron_run
+from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.plan import (
@@ -61,8 +63,24 @@ LOSS_ON_LAST_NODE = "the loss is printed by the last rank, which runs on the las
 MG2HF_DISABLED = "final conversion disabled (convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)"
 
 
+# Megatron's tracker flags (training/arguments.py `_add_logging_args`; the writers live on the last rank):
+# `--tensorboard-dir`, and W&B with `--wandb-project` + `--wandb-exp-name` (both needed) and
+# `--wandb-save-dir`; the W&B mode and the run to continue come from wandb's own variables (the plan's env).
+MEGATRON_TRACKERS: dict[str, TrackerKeys] = {
+    "tensorboard": TrackerKeys(set={"training.tensorboard-dir": "{location}"}),
+    "wandb": TrackerKeys(
+        set={
+            "training.wandb-project": "{project}",
+            "training.wandb-exp-name": "{run_name}",
+            "training.wandb-save-dir": "{location}",
+        }
+    ),
+}
+
+
 class MegatronBackend(Backend):
     stages = ("pt", "sft")
+    tracker_keys: ClassVar[Mapping[str, Any]] = MEGATRON_TRACKERS
     launcher = "torchrun"
     legacy_keys = LEGACY_KEYS
     legacy_rest = "backend_config.training"  # any other flat key is a training flag

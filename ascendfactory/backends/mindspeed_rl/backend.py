@@ -42,6 +42,7 @@ from ascendfactory.backends.mindspeed_rl.layout import TRAIN_CONFIG, RLLayout
 from ascendfactory.backends.mindspeed_rl.shell import grpo_plan
 from ascendfactory.backends.mindspeed_rl.steps import Found, Load
 from ascendfactory.backends.registry import register_backend
+from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.errors import ConfigError, Problem
@@ -59,6 +60,30 @@ PATH_KEYS = ("tokenizer_name_or_path", "data_path", "load", "save")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
+# MindSpeed-RL's tracker switches (config_cls/rl_config.py RLConfig): use_tensorboard, use_wandb with
+# wandb_project / wandb_exp_name / wandb_save_dir, and (master) use_swanlab with swanlab_*; no MLflow.
+MSRL_TRACKERS: dict[str, TrackerKeys] = {
+    "tensorboard": TrackerKeys(set={"rl_config.use_tensorboard": True}),
+    "wandb": TrackerKeys(
+        set={
+            "rl_config.use_wandb": True,
+            "rl_config.wandb_project": "{project}",
+            "rl_config.wandb_exp_name": "{run_name}",
+            "rl_config.wandb_save_dir": "{location}",
+        }
+    ),
+    "swanlab": TrackerKeys(
+        set={
+            "rl_config.use_swanlab": True,
+            "rl_config.swanlab_project": "{project}",
+            "rl_config.swanlab_exp_name": "{run_name}",
+            "rl_config.swanlab_mode": "{mode}",
+            "rl_config.swanlab_save_dir": "{location}",
+        }
+    ),
+}
+
+
 @register_backend
 class MindSpeedRLBackend(Backend):
     name = "mindspeed-rl"
@@ -66,6 +91,7 @@ class MindSpeedRLBackend(Backend):
     stages = ("grpo",)
     launcher = "ray"
     order = 4
+    tracker_keys = MSRL_TRACKERS
     run_options: ClassVar[dict[str, Any]] = {**MegatronBackend.run_options, "stage": "grpo"}
     # MindSpeed-RL's configuration errors (validate_rl_args, BaseConfig.update): a restart cannot fix them.
     unretryable = (

@@ -18,8 +18,14 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check, module_check
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, process
+from ascendfactory.backends.megatron.skeleton import (
+    MEGATRON_TRACKERS,
+    MG2HF_DISABLED,
+    MegatronBackend,
+    process,
+)
 from ascendfactory.backends.registry import register_backend
+from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
@@ -46,6 +52,17 @@ PLANNER_TRAIN_FLAGS = (
 )
 
 
+# The embedded trainer: Megatron's TensorBoard and W&B flags, and MLflow / SwanLab by `--af-report-to` (their
+# settings and the run to continue from their own variables); its GRPO trainer: MindSpeed-RL's
+# TensorBoard switch.
+TORCH_TRACKERS: dict[str, TrackerKeys] = {
+    **MEGATRON_TRACKERS,
+    "mlflow": TrackerKeys(append={"training.af-report-to": "mlflow"}),
+    "swanlab": TrackerKeys(append={"training.af-report-to": "swanlab"}),
+}
+GRPO_TRACKERS: dict[str, TrackerKeys] = {"tensorboard": TrackerKeys(set={"rl_config.use_tensorboard": True})}
+
+
 @register_backend
 class TorchBackend(MegatronBackend):
     name = "torch"
@@ -53,6 +70,10 @@ class TorchBackend(MegatronBackend):
     order = 0
     stages = ("pt", "sft", "grpo")
     unretryable = ("configuration problem",)  # its trainer: "error (rank N): K configuration problem(s):"
+    tracker_keys = TORCH_TRACKERS
+
+    def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
+        return GRPO_TRACKERS if stage == "grpo" else TORCH_TRACKERS
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         if ctx.config.stage == "grpo":
@@ -139,8 +160,10 @@ class TorchBackend(MegatronBackend):
             **(load.flags if load else {}),
             "save": run.layout.saved_checkpoints,
         }
-        if cfg.tensorboard or cfg.monitor_config:
-            given = cfg.tensorboard.tensorboard_dir if cfg.tensorboard else None
+        given = (cfg.tensorboard.tensorboard_dir if cfg.tensorboard else None) or run.training.get(
+            "tensorboard-dir"
+        )
+        if given or cfg.tensorboard or cfg.monitor_config:
             ordered["tensorboard-dir"] = given or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config

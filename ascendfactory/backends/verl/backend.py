@@ -26,6 +26,7 @@ from ascendfactory.backends.base import EXP_CONFIG, Backend, PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.registry import register_backend
+from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.backends.verl import composer, environment, prompts, rules
 from ascendfactory.backends.verl import run as verl_run
 from ascendfactory.backends.verl.schema import get_path
@@ -77,6 +78,19 @@ NO_ACCELERATOR = (
 )
 
 
+# verl's trackers (verl/utils/tracking.py `Tracking`): `trainer.logger` names them, `trainer.project_name` /
+# `trainer.experiment_name` are the project and run; MLflow reads MLFLOW_TRACKING_URI (and continues
+# MLFLOW_RUN_ID through `mlflow.start_run`), SwanLab SWANLAB_LOG_DIR / SWANLAB_MODE, TensorBoard
+# TENSORBOARD_DIR; W&B's run id is verl's own, `<project>--<experiment>`.
+VERL_NAMES = {"trainer.project_name": "{project}", "trainer.experiment_name": "{run_name}"}
+VERL_TRACKERS: dict[str, TrackerKeys] = {
+    "tensorboard": TrackerKeys(append={"trainer.logger": "tensorboard"}, set=VERL_NAMES),
+    "mlflow": TrackerKeys(append={"trainer.logger": "mlflow"}, set=VERL_NAMES),
+    "wandb": TrackerKeys(append={"trainer.logger": "wandb"}, set=VERL_NAMES, run_id="{project}--{run_name}"),
+    "swanlab": TrackerKeys(append={"trainer.logger": "swanlab"}, set=VERL_NAMES),
+}
+
+
 @register_backend
 class VerlBackend(Backend):
     name = "verl"
@@ -84,6 +98,7 @@ class VerlBackend(Backend):
     stages = ("ppo", "grpo", "dapo")
     launcher = "ray"
     order = 3
+    tracker_keys = VERL_TRACKERS
     # No `stage` here: a template's algorithm keys say what it is (stage, when given, must agree).
     run_options: dict[str, Any] = {  # noqa: RUF012 - registry data, read only
         "ckpt_load_type": 1,

@@ -89,6 +89,18 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--log-loss-scale-to-tensorboard": (BOOL, False, None, "write loss-scale to TensorBoard"),
     "--log-timers-to-tensorboard": (BOOL, False, None, "write iteration-time / throughput to TensorBoard"),
     "--af-monitor-config": (VALUE, None, str, "YAML/JSON file with `monitor_config` and `tensorboard` keys"),
+    # Megatron's W&B flags (training/arguments.py `_add_logging_args`): on when the project is set; the
+    # mode (offline, online) and the run id to continue come from wandb's own WANDB_MODE / WANDB_RUN_ID
+    "--wandb-project": (VALUE, "", str, "W&B project: the logged scalars go to W&B too"),
+    "--wandb-exp-name": (VALUE, "", str, "W&B run name"),
+    "--wandb-save-dir": (VALUE, "", str, "where wandb writes its run folder (default <save>/wandb)"),
+    "--af-report-to": (
+        LIST,
+        [],
+        str,
+        "more trackers for the logged scalars: mlflow (MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME, "
+        "MLFLOW_RUN_ID), swanlab (SWANLAB_MODE, SWANLAB_LOG_DIR, SWANLAB_PROJ_NAME, SWANLAB_EXP_NAME)",
+    ),
     # Megatron's defaults (core_r0.8.0 arguments.py): evaluate every 1000 iterations and after training
     "--eval-interval": (VALUE, 1000, int, "validation loss every N iterations (0: only after training)"),
     "--eval-iters": (VALUE, 100, int, "batches per evaluation on the valid/test split (0: no evaluation)"),

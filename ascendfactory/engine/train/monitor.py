@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig, formats
+from ascendfactory.trackers import Sink
 
 FORMATS = (
     "local_loss_format",
@@ -161,12 +162,21 @@ def phase(name: str, device: Any, *, memory: bool = True):
 
 
 class Monitor:
-    """TensorBoard writer (null when not configured) + TrainingStateMonitor-style per-rank metrics."""
+    """TensorBoard writer (null when not configured) + TrainingStateMonitor-style per-rank metrics. The
+    training, validation and phase scalars go to `sinks` too (the trackers of `report_to`; the null sink on
+    every rank but the one that logs the loss), with the step as their x axis."""
 
     def __init__(
-        self, monitor: dict, tensorboard: dict | None, *, rank: int, print_fn: Callable[[str], None]
+        self,
+        monitor: dict,
+        tensorboard: dict | None,
+        *,
+        rank: int,
+        print_fn: Callable[[str], None],
+        sinks: Sink | None = None,
     ):
         self.cfg, self.tb, self.rank, self.print = monitor, tensorboard, rank, print_fn
+        self.sinks = sinks or Sink()
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -189,6 +199,7 @@ class Monitor:
                 self.writer.add_text(key, str(value), 0)
 
     def scalars(self, values: dict[str, float], iteration: int, samples: int) -> None:
+        self.sinks.log_metrics(values, iteration)
         if not self.writer:
             return
         for tag, value in values.items():
@@ -234,11 +245,13 @@ class Monitor:
 
     def validation_scalars(self, key: str, value: float, *, iteration: int, samples: int) -> None:
         """Megatron's `evaluate_and_print_results` tags: `<key> validation` (and `... vs samples`)."""
+        self.sinks.log_metrics({f"{key} validation": value}, iteration)
         if self.writer:
             self.writer.add_scalar(f"{key} validation", value, iteration)
             self.writer.add_scalar(f"{key} validation vs samples", value, samples)
 
     def phase_metrics(self, metrics: dict[str, float], iteration: int, *, log: bool) -> None:
+        self.sinks.log_metrics(metrics, iteration)
         if self.writer:
             for tag, value in metrics.items():
                 self.writer.add_scalar(tag, value, iteration)
@@ -299,7 +312,8 @@ class Monitor:
             with open(os.path.join(self.dump_dir, "monitor.jsonl"), "a", encoding="utf-8") as f:
                 f.write(json.dumps({"iteration": iteration, **{t: v for _, t, v in rows}}) + "\n")
 
-    def close(self) -> None:
+    def close(self, *, ok: bool = True) -> None:
+        self.sinks.close(ok=ok)
         if self.writer:
             self.writer.flush()
             self.writer.close()

@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.train import dataset, logline, monitor, step
+from ascendfactory.engine.train import dataset, logline, monitor, step, trackers
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import (
@@ -197,9 +197,13 @@ class Trainer:
             self.flops_dims, seq_length=args.seq_length, batch_size=self.dims.global_batch_size
         )
         mon_cfg, tb_cfg = monitor.load_monitor_config(args)
-        self.monitor = monitor.Monitor(mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit)
-        config = {k: v for k, v in vars(args).items() if v is not None}
-        self.monitor.write_config({**config, **monitor.read_config_file(args.af_monitor_config)})
+        resolved = {k: v for k, v in vars(args).items() if v is not None}  # the run's parameters
+        sinks = trackers.open_sinks(args, params=resolved, warn=logline.emit) if self.is_last_rank else None
+        config = {**resolved, **monitor.read_config_file(args.af_monitor_config)}
+        self.monitor = monitor.Monitor(
+            mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit, sinks=sinks
+        )
+        self.monitor.write_config(config)
         self.position = Position()
         self.interval = Interval()
         self.saved_iteration = -1
@@ -504,7 +508,7 @@ class Trainer:
         """Tear down. `finished`: every rank completed train(), so wait for all of them first; a gloo rank
         whose peers tear down while it still talks to them aborts ("terminate called without an active
         exception", exit 1) after a successful run."""
-        self.monitor.close()
+        self.monitor.close(ok=finished)
         if dist.is_initialized():
             if finished:
                 dist.barrier()
