@@ -185,7 +185,8 @@ class Progress:
                 continue
             found = True
             s.iteration, s.total = rec.step, rec.total_steps or s.total
-            s.loss = next((rec.metrics[k] for k in self.logs.loss_keys if k in rec.metrics), s.loss)
+            # this line's loss, or none: an older loss is never shown as the current one
+            s.loss = next((rec.metrics[k] for k in self.logs.loss_keys if k in rec.metrics), None)
             if ELAPSED_MS in rec.metrics:
                 s.elapsed_ms.append(rec.metrics[ELAPSED_MS])
             s.gbs = rec.metrics.get(GBS, s.gbs)

@@ -52,7 +52,8 @@ class TorchBackend(MegatronBackend):
     description = "embedded PyTorch implementation of the MindSpeed-LLM contract (CPU/GPU/NPU)"
     order = 0
     stages = ("pt", "sft", "grpo")
-    unretryable = ("configuration problem",)  # its trainer: "error (rank N): K configuration problem(s):"
+    # its trainer: "error (rank N): K configuration problem(s):", and the NaN check's "found NaN in"
+    unretryable = ("configuration problem", "found NaN in")
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         if ctx.config.stage == "grpo":
