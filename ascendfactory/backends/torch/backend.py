@@ -310,6 +310,9 @@ class TorchBackend(MegatronBackend):
             module = next(a for a in argv if a.startswith("ascendfactory.engine."))
             collect(section, check, argv[argv.index(module) + 1 :])
         self.raise_if(problems)
+        from ascendfactory.backends.torch.data_fit import add_data_fit
+
+        add_data_fit(ctx, run, plan)
 
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
