@@ -42,7 +42,7 @@ def add_data_fit(ctx: PlanContext, run: MegatronRun, plan: Plan) -> None:
     pre = plan.step("preprocess")
     if pre is not None and not pre.skipped:
         argv = [ctx.python, "-m", "ascendfactory.engine.data.fit", "--data-path", run.data_path]
-        argv += ["--seq-length", str(seq), "--on-unfit", "fail" if enforce else "warn", "--key", "seq-length"]
+        argv += ["--seq-length", str(seq), "--on-unfit", "fail" if enforce else "warn", "--key", KEY]
         check = Step(
             name="data-fit",
             role=Role.CHECK,

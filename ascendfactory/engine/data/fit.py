@@ -155,18 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     report = check(args.data_path, args.seq_length)
     took = time.perf_counter() - t0
+    what = args.key.rsplit(".", 1)[-1]
     if report.refuse and args.on_unfit == "fail":
-        print(f"error: data does not fit {args.key}: {report.describe(what=args.key)}", file=sys.stderr)
+        print(f"error: {args.key}: the data does not fit: {report.describe(what=what)}", file=sys.stderr)
         print(
-            f"  fix: raise {args.key} to {report.keep_95}, shorten the prompts, or set "
-            "`check_data_fit: false` to train anyway (those micro-batches have a NaN loss)",
+            f"  fix: {args.key}: {report.keep_95} (or shorter prompts); `check_data_fit: false` trains "
+            "anyway (micro-batches without answer tokens have a NaN loss)",
             file=sys.stderr,
         )
         return 2
     if report.fits:
-        print(f"data fits {args.key} {args.seq_length}: {report.samples} samples checked in {took:.2f}s")
+        print(f"data fits {what} {args.seq_length}: {report.samples} samples checked in {took:.2f}s")
     else:
-        print(f"WARNING: {report.describe(what=args.key)} (checked in {took:.2f}s)")
+        print(f"WARNING: {report.describe(what=what)} (checked in {took:.2f}s)")
     return 0
 
 
