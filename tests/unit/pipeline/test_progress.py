@@ -124,3 +124,22 @@ def test_a_line_without_a_loss_never_shows_the_older_one():
     progress.feed(3, ITER.format(it=3, cs=48, loss=1.0).replace("1.000000E+00", "nan"))
     assert "loss nan" in progress.stats.line()
     progress.close()
+
+
+def test_a_checks_warning_lines_reach_the_console():
+    console = Console(file=io.StringIO(), force_terminal=False, width=300)
+    progress = Progress(console, LOGS, live=False)
+    check = Step(name="data-fit", role=Role.CHECK, launch=Process(("x",)))
+    progress.start([check])
+    progress.step_started(check)
+    progress.feed(None, "WARNING: 30 of 50 samples (60%) have every answer token at or past seq-length 64")
+    progress.feed(None, "[lf-check] WARNING: 3 of 4 samples have their answer cut short")
+    progress.feed(None, "WARNING:root:a library's own logging line")
+    progress.feed(None, "data fits")
+    printed = console.file.getvalue().splitlines()
+    assert printed == [
+        "[ascendfactory] data-fit: WARNING: 30 of 50 samples (60%) have every answer token at or past "
+        "seq-length 64",
+        "[ascendfactory] data-fit: [lf-check] WARNING: 3 of 4 samples have their answer cut short",
+    ]
+    progress.close()
