@@ -61,10 +61,11 @@ class Interval:
     nan: int = 0  # iterations whose loss was NaN / inf (with the NaN check off)
 
     def mean_loss(self) -> float | None:
-        """The interval's loss: NaN when an iteration's was (printed `lm loss: nan`, never dropped)."""
-        if self.nan:
-            return float("nan")
-        return self.loss_sum / self.loss_count if self.loss_count else None
+        """The mean of the interval's finite losses (`nan iterations` counts the others); NaN when none was
+        finite (printed `lm loss: nan`, never dropped); None when no loss was computed here."""
+        if self.loss_count:
+            return self.loss_sum / self.loss_count
+        return float("nan") if self.nan else None
 
 
 class Trainer:

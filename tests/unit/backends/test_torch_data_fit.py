@@ -79,3 +79,10 @@ def test_given_data_with_a_minority_beyond_is_a_warning(tmp_path):
         ).warnings
         if "samples" in w
     ]
+
+
+def test_a_nan_stop_is_not_retried_by_auto_resume_on_either_megatron_backend():
+    from ascendfactory.backends.registry import get_backend
+
+    for name in ("torch", "mindspeed-llm"):
+        assert "found NaN in" in get_backend(name).unretryable, name

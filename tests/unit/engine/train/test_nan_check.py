@@ -44,11 +44,12 @@ def test_the_loss_error_names_the_iteration_and_the_fix():
     assert e.exit_code == 1
 
 
-def test_the_interval_loss_is_nan_when_an_iteration_was():
+def test_the_interval_loss_is_nan_only_when_no_iteration_was_finite():
     from ascendfactory.engine.train.trainer import Interval
 
     iv = Interval(loss_sum=3.0, loss_count=2)
     assert iv.mean_loss() == 1.5
     iv.nan = 1
-    assert math.isnan(iv.mean_loss())
-    assert Interval().mean_loss() is None  # nothing logged: no field (not a made-up 0.0)
+    assert iv.mean_loss() == 1.5  # the finite ones; `number of nan iterations` counts the other
+    assert math.isnan(Interval(nan=5).mean_loss())  # every iteration NaN: `lm loss: nan`, not dropped
+    assert Interval().mean_loss() is None  # nothing computed here: no field (not a made-up 0.0)
