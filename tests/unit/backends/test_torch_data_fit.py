@@ -86,3 +86,14 @@ def test_a_nan_stop_is_not_retried_by_auto_resume_on_either_megatron_backend():
 
     for name in ("torch", "mindspeed-llm"):
         assert "found NaN in" in get_backend(name).unretryable, name
+
+
+@pytest.mark.parametrize(("value", "mode"), [("true", "fail"), ("false", "warn")])
+def test_the_llamafactory_check_step_counts_the_data_against_cutoff_len(tmp_path, value, mode):
+    import os
+
+    lf = REPO / "cfgs" / "quickstart_llamafactory.yaml"
+    loaded = load_experiment(lf, [f"--af_output_dir={tmp_path}", f"--check_data_fit={value}"])
+    environ = {"AF_LLAMAFACTORY_ENV": "/nonexistent/lf-env", "PATH": os.environ.get("PATH", "")}
+    argv = make_plan(loaded, dry_run=True, environ=environ).step("check").argv
+    assert argv[1].endswith("lf_check.py") and argv[-1] == f"--data-fit={mode}"
