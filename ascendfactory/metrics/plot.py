@@ -145,6 +145,7 @@ def mark_nan(ax, table: StepTable, metric: str) -> None:
         return
     ax.scatter(marked, [0.03] * len(marked), transform=ax.get_xaxis_transform(), marker="x", color="red",
                s=30, zorder=5, label=f"NaN {metric} ({counted} iterations)")  # fmt: skip
+    ax.update_datalim([(x, 0.0) for x in marked], updatey=False)  # a NaN-only first step is on the axis
 
 
 def plot_loss(
