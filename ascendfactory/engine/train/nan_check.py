@@ -43,14 +43,23 @@ def empty_microbatches(labels: np.ndarray, num_microbatches: int) -> list[int]:
 
 
 def loss_error(
-    *, iteration: int, rank: int, loss: float, empty: list[int], num_microbatches: int
+    *,
+    iteration: int,
+    rank: int,
+    loss: float,
+    empty: list[int],
+    num_microbatches: int,
+    elsewhere: bool = False,
 ) -> NaNLossError:
-    cause = (
-        f"micro-batch {', '.join(map(str, empty))} of {num_microbatches} on this rank has no label tokens "
-        "(every answer lies past --seq-length), and a masked mean over no tokens is 0/0"
-        if empty
-        else "the model's output is not finite (a learning rate or loss scale too large?)"
-    )
+    if elsewhere:
+        cause = "the data-parallel average is NaN: another rank's loss is (its own error names the cause)"
+    elif empty:
+        cause = (
+            f"micro-batch {', '.join(map(str, empty))} of {num_microbatches} on this rank has no label "
+            "tokens (every answer lies past --seq-length), and a masked mean over no tokens is 0/0"
+        )
+    else:
+        cause = "the model's output is not finite (a learning rate or loss scale too large?)"
     return NaNLossError(
         f"iteration {iteration}: {MARKER} the loss (lm loss {loss}) on rank {rank}: {cause}.\n"
         "  fix: raise --seq-length (backend_config.training.seq-length) so the answers fit, or pass "

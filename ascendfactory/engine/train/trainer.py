@@ -276,7 +276,7 @@ class Trainer:
         loss = self.reduce_loss(local_loss)
         self.position.iteration += 1
         if self.check_nan:
-            self.raise_on_nan(local_loss, labels, grad_norm)
+            self.raise_on_nan(local_loss, loss, labels, grad_norm)
         self.position.consumed_train_samples += self.dims.global_batch_size
         self.position.floating_point_operations += self.iteration_flops()
         self.last_phase = rec.metrics
@@ -292,17 +292,23 @@ class Trainer:
                 self.args.exit_interval = self.position.iteration
         return loss, None if found_inf else grad_norm, found_inf
 
-    def raise_on_nan(self, local_loss: torch.Tensor | None, labels: torch.Tensor, grad_norm: float) -> None:
-        """Megatron's check_for_nan_in_loss_and_grad: this rank's loss, then the gradient norm."""
+    def raise_on_nan(
+        self, local_loss: torch.Tensor | None, loss: float | None, labels: torch.Tensor, grad_norm: float
+    ) -> None:
+        """Megatron's check_for_nan_in_loss_and_grad: this rank's loss, the data-parallel loss (another
+        rank's NaN reaches every rank through the reductions), then the gradient norm."""
         it = self.position.iteration
-        if local_loss is not None and not nan_check.finite(float(local_loss)):
+        local = None if local_loss is None else float(local_loss)
+        if not (nan_check.finite(local) and nan_check.finite(loss)):
+            here = not nan_check.finite(local)
             empty = nan_check.empty_microbatches(labels.cpu().numpy(), self.dims.num_microbatches)
             raise nan_check.loss_error(
                 iteration=it,
                 rank=self.env.rank,
-                loss=float(local_loss),
-                empty=empty,
+                loss=local if here else loss,
+                empty=empty if here else [],
                 num_microbatches=self.dims.num_microbatches,
+                elsewhere=not here,
             )
         if not nan_check.finite(grad_norm):
             raise nan_check.grad_error(iteration=it, rank=self.env.rank, norm=grad_norm)

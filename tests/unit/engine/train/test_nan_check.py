@@ -53,3 +53,8 @@ def test_the_interval_loss_is_nan_only_when_no_iteration_was_finite():
     assert iv.mean_loss() == 1.5  # the finite ones; `number of nan iterations` counts the other
     assert math.isnan(Interval(nan=5).mean_loss())  # every iteration NaN: `lm loss: nan`, not dropped
     assert Interval().mean_loss() is None  # nothing computed here: no field (not a made-up 0.0)
+
+
+def test_a_rank_with_a_finite_loss_names_the_other_rank_as_the_cause():
+    e = nan_check.loss_error(iteration=3, rank=0, loss=math.nan, empty=[], num_microbatches=2, elsewhere=True)
+    assert "iteration 3: found NaN in the loss" in str(e) and "another rank's loss is" in str(e)
