@@ -108,11 +108,10 @@ def label_spans(prefix: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _spans_of_chunk(data, sizes: np.ndarray, lo: int, first: np.ndarray, last: np.ndarray) -> None:
-    total = int(sizes.sum())
+    tokens = data.span(lo, lo + len(sizes))
+    total = len(tokens)
     if total == 0:
         return
-    offset = int(data.pointers[lo])
-    tokens = np.frombuffer(data._bin, dtype=data.dtype, count=total, offset=offset)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     pos = np.arange(total, dtype=np.int64) - np.repeat(starts, sizes)
     is_label = tokens != IGNORE_INDEX
