@@ -179,6 +179,13 @@ class ExperimentConfig(BaseModel):
         description="Framework checkout to run in (the MindSpeed-LLM or MindSpeed-MM directory). Default: "
         "env var AF_MINDSPEED_LLM_DIR / AF_MINDSPEED_MM_DIR.",
     )
+    check_data_fit: bool = Field(
+        True,
+        description="SFT data against the sequence length, before training (backends torch and "
+        "llamafactory): count the samples whose answer lies entirely past seq-length / cutoff_len (they "
+        "train on nothing) and those cut short, warn with the counts and the length that keeps 95% of the "
+        "answers whole, and refuse when most samples would train on nothing. false: warn only.",
+    )
     shared_filesystem: bool = Field(
         True,
         description="Multi-node: af_output_dir is on a filesystem every node sees (as on ModelArts). "

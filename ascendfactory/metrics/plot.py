@@ -124,6 +124,30 @@ def default_metrics(tables: Iterable[StepTable]) -> list[str]:
     return [loss] if loss else []
 
 
+NAN_COUNT_KEY = "number of nan iterations"
+
+
+def nan_points(table: StepTable, metric: str) -> tuple[list[int], int]:
+    """(logged steps with a NaN / inf `metric` or a non-zero Megatron nan count, iterations counted)."""
+    steps, values = table.series(metric)
+    marked = {s for s, v in zip(steps, values) if not math.isfinite(v)}
+    counts = dict(zip(*table.series(NAN_COUNT_KEY)))
+    marked |= {s for s, n in counts.items() if math.isfinite(n) and n > 0}
+    counted = int(sum(n for n in counts.values() if math.isfinite(n))) if counts else len(marked)
+    return sorted(marked), counted
+
+
+def mark_nan(ax, table: StepTable, metric: str) -> None:
+    """Red crosses along the bottom of the panel at the steps whose interval had NaN iterations (a NaN
+    has no height on the curve, which would otherwise bridge the gap and look healthy)."""
+    marked, counted = nan_points(table, metric)
+    if not marked:
+        return
+    ax.scatter(marked, [0.03] * len(marked), transform=ax.get_xaxis_transform(), marker="x", color="red",
+               s=30, zorder=5, label=f"NaN {metric} ({counted} iterations)")  # fmt: skip
+    ax.update_datalim([(x, 0.0) for x in marked], updatey=False)  # a NaN-only first step is on the axis
+
+
 def plot_loss(
     runs: RunLike | Sequence[RunLike],
     out_png: str | Path,
@@ -161,6 +185,7 @@ def plot_loss(
             else:
                 ax.plot(steps, values, color=colour, linewidth=1.5, label=run)
             drawn = True
+            mark_nan(ax, table, name)
             vsteps, vvalues = validation_series(table, name)
             if vsteps:
                 ax.plot(vsteps, vvalues, color=colour, linestyle="--", marker="o", markersize=4,

@@ -69,6 +69,11 @@ class TrainStats:
         return " | ".join(parts)
 
 
+# A check's or preprocessing's own warning line (`WARNING: ...`, `[lf-check] WARNING: ...`): shown on the
+# console too (the data-fit counts), not only in the step's log.
+WARNING = re.compile(r"^\s*(\[[\w-]+\] )?WARNING: ")
+SHOWN_WARNINGS = (Role.CHECK, Role.PREPROCESS)
+
 # How a step's programs say how far they are: our converter's `stage 2/4`, tqdm's `45%|` and `12/100 [`.
 FRACTIONS = (
     re.compile(r"\bstage (\d+)/(\d+)\b"),
@@ -169,6 +174,8 @@ class Progress:
                     line = self._plain_progress()
             elif not is_train:
                 self.done_fraction = fraction(text) or self.done_fraction
+                if self.current is not None and self.current.role in SHOWN_WARNINGS and WARNING.match(text):
+                    line = f"[ascendfactory] {self.current.name}: {text.strip()}"
         if self.verbose:
             self.console.print(text, markup=False, highlight=False, soft_wrap=True)
         elif line:
@@ -185,7 +192,8 @@ class Progress:
                 continue
             found = True
             s.iteration, s.total = rec.step, rec.total_steps or s.total
-            s.loss = next((rec.metrics[k] for k in self.logs.loss_keys if k in rec.metrics), s.loss)
+            # this line's loss, or none: an older loss is never shown as the current one
+            s.loss = next((rec.metrics[k] for k in self.logs.loss_keys if k in rec.metrics), None)
             if ELAPSED_MS in rec.metrics:
                 s.elapsed_ms.append(rec.metrics[ELAPSED_MS])
             s.gbs = rec.metrics.get(GBS, s.gbs)

@@ -25,6 +25,7 @@ from typing import Any
 
 from ascendfactory.metrics import Record, StepTable, parse_file, plot_loss
 from ascendfactory.metrics.megatron import seq_length_from_log
+from ascendfactory.metrics.plot import nan_points
 from ascendfactory.metrics.throughput import throughput_for
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogSpec
@@ -135,7 +136,10 @@ class RunSummary:
     first_step: int | None = None
     last_step: int | None = None
     throughput: dict[str, Any] | None = None
-    loss_nan: int | None = None  # loss values that are NaN or infinite
+    # iterations with a NaN / inf loss: Megatron's `number of nan iterations` summed (else the NaN points),
+    # and the logged steps that show one
+    nan_iterations: int = 0
+    nan_steps: list[int] = field(default_factory=list)
     peak_memory_mb: float | None = None  # the largest `max allocated` in the log (Megatron's memory line)
     # `LogSpec.summary_metrics` the log has: first/last value and step, mean, min, max, count
     metrics: dict[str, dict[str, float | int]] = field(default_factory=dict)
@@ -154,7 +158,7 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
         if steps:
             summary.first_step, summary.last_step = steps[0], steps[-1]
             summary.loss_start, summary.loss_end = values[0], values[-1]
-            summary.loss_nan = sum(1 for v in values if not math.isfinite(v))
+        summary.nan_steps, summary.nan_iterations = nan_points(table, key)
     peaks = [
         v
         for r in chained_records(paths, logs.format, ("memory",))
@@ -204,6 +208,12 @@ def render_summary(summary: RunSummary, out: Any) -> None:
         out.text(
             f"loss: {summary.loss_start:.4f} at step {summary.first_step} -> {summary.loss_end:.4f} "
             f"at step {summary.last_step}"
+        )
+    if summary.nan_iterations:
+        first = f", first logged at step {summary.nan_steps[0]}" if summary.nan_steps else ""
+        out.text(
+            f"WARNING: NaN loss in {summary.nan_iterations} iteration(s){first}: they updated nothing "
+            "(marked in training_loss.png)"
         )
     for name, m in summary.metrics.items():
         out.text(

@@ -8,6 +8,16 @@
 2. what the parser leaves to later: the tokenizer loads, the chat template exists, every dataset is
    registered in dataset_info.json.
 
+3. with `--data-fit fail|warn` and stage sft: the data against `cutoff_len`, by LLaMA-Factory's own
+   code. Its supervised processor (`_encode_data_example`) cuts each turn with `infer_seqlen`: the prompt
+   and the answer are shortened (a short answer is kept whole and the prompt cut; the answer keeps tokens
+   unless earlier turns used the budget up), so a sample rarely trains on nothing, but its question or its
+   answer is cut short; with `packing` a sample still longer than cutoff_len is dropped. Each sample is
+   encoded twice, at `cutoff_len` and uncut: the samples cut, those that lost answer tokens, those left
+   with none, and the cutoff_len keeping 95% of the samples whole are counted; a `WARNING:` line names
+   them, and most samples without an answer token is an error with `fail` (the experiment's
+   `check_data_fit`).
+
 Writes nothing. Exit 0 with one summary line, or 2 with one `error:` line (the exception's own message).
 Imports nothing from ascendfactory (that environment does not have it).
 """
@@ -22,9 +32,68 @@ def say(text: str) -> None:
     print(f"[lf-check] {text}", flush=True)
 
 
+KEEP_FRACTION = 0.95
+UNCUT = 1 << 30  # a cutoff_len no sample reaches
+
+
+def data_fit(template, tokenizer, model_args, data_args, training_args) -> tuple[str, bool] | None:
+    """(the counts, most samples train on nothing) of the sft data at `cutoff_len`; None: no samples."""
+    import copy
+    import math
+
+    from llamafactory.data.loader import _get_merged_dataset
+    from llamafactory.data.processor import SupervisedDatasetProcessor
+
+    merged = _get_merged_dataset(data_args.dataset, model_args, data_args, training_args, stage="sft")
+    uncut_args = copy.copy(data_args)
+    uncut_args.cutoff_len = UNCUT
+    cut = SupervisedDatasetProcessor(
+        template=template, tokenizer=tokenizer, processor=None, data_args=data_args
+    )
+    uncut = SupervisedDatasetProcessor(
+        template=template, tokenizer=tokenizer, processor=None, data_args=uncut_args
+    )
+    nothing = shortened = truncated = 0
+    lengths: list[int] = []
+    for ex in merged:
+        if len(ex["_prompt"]) % 2 != 1 or len(ex["_response"]) != 1:
+            continue  # LLaMA-Factory drops it as invalid
+        kwargs = dict(
+            prompt=ex["_prompt"],
+            response=ex["_response"],
+            system=ex["_system"],
+            tools=ex["_tools"],
+            images=ex.get("_images") or [],
+            videos=ex.get("_videos") or [],
+            audios=ex.get("_audios") or [],
+        )
+        cut_ids, labels = cut._encode_data_example(**kwargs)
+        ids, full = uncut._encode_data_example(**kwargs)
+        kept, total = sum(x != -100 for x in labels), sum(x != -100 for x in full)
+        nothing += kept == 0 and total > 0
+        shortened += 0 < kept < total
+        truncated += len(cut_ids) < len(ids)
+        lengths.append(len(ids))
+    if not lengths:
+        return None
+    n, cutoff = len(lengths), data_args.cutoff_len
+    keep = sorted(lengths)[max(0, math.ceil(KEEP_FRACTION * n) - 1)]
+    prompt_only = truncated - shortened - nothing
+    text = (
+        f"{truncated} of {n} samples ({100 * truncated / n:.0f}%) are longer than cutoff_len {cutoff} and "
+        f"are cut by LLaMA-Factory's infer_seqlen: {prompt_only} lose only prompt tokens (the question is "
+        f"cut, the answer kept), {shortened} lose answer tokens, {nothing} keep no answer token and train on "
+        f"nothing; cutoff_len {keep} would keep 95% of the samples whole"
+    )
+    return (text if truncated else ""), 2 * nothing > n
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        say("usage: lf_check.py TRAIN_YAML")
+    fit_mode = None
+    if argv and argv[-1].startswith("--data-fit="):
+        fit_mode = argv.pop().split("=", 1)[1]
+    if len(argv) != 1 or fit_mode not in (None, "fail", "warn"):
+        say("usage: lf_check.py TRAIN_YAML [--data-fit=fail|warn]")
         return 2
     t0 = time.perf_counter()
     import yaml
@@ -41,13 +110,25 @@ def main(argv: list[str]) -> int:
         from llamafactory.model import load_tokenizer
 
         tokenizer = load_tokenizer(model_args)["tokenizer"]
-        get_template_and_fix_tokenizer(tokenizer, data_args)
+        template = get_template_and_fix_tokenizer(tokenizer, data_args)
         found = get_dataset_list(data_args.dataset, data_args.dataset_dir)
+        fit = None
+        if fit_mode and finetuning_args.stage == "sft" and not data_args.streaming:
+            fit = data_fit(template, tokenizer, model_args, data_args, training_args)
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the framework's own message is the report
         message = str(e).strip().splitlines()[-1] if str(e).strip() else ""
         say(f"error: {type(e).__name__}: {message}")
         return 2
     done = time.perf_counter()
+    if fit is not None and fit[1] and fit_mode == "fail":
+        say(f"error: cutoff_len: the data does not fit: {fit[0]}")
+        say(
+            "  fix: backend_config.training.cutoff_len: a larger value, or check_data_fit: false to train "
+            "anyway"
+        )
+        return 2
+    if fit is not None and fit[0]:
+        say(f"WARNING: {fit[0]}")
     say(
         f"ok: stage {finetuning_args.stage}, {finetuning_args.finetuning_type}, "
         f"{len(found)} dataset(s), template {data_args.template}, output {training_args.output_dir} "

@@ -99,7 +99,7 @@ def check_quickstart_trackers(out: Path, loss_log: Path, summary: dict[str, Any]
     metrics = run.data.metrics
     assert metrics["summary/loss_end"] == pytest.approx(summary["loss_end"])
     assert metrics["summary/throughput"] == pytest.approx(summary["throughput"]["value"])
-    assert metrics["summary/loss_nan"] == 0
+    assert metrics["summary/nan_iterations"] == 0
     assert run.data.tags["summary/throughput_unit"] == "tokens/s/device"
 
     segments = wandb_segments(out / "trackers")

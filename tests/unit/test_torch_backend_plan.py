@@ -25,7 +25,7 @@ def train_argv(plan) -> list[str]:
 
 def test_default_plan_runs_every_step_with_finetune_flags(tmp_path):
     plan = plan_for(f"--af_output_dir={tmp_path}")
-    assert [s.name for s in plan.steps] == ["preprocess", "hf2mg", "train", "mg2hf", "plot"]
+    assert [s.name for s in plan.steps] == ["preprocess", "data-fit", "hf2mg", "train", "mg2hf", "plot"]
     assert not any(s.skipped for s in plan.steps)
     argv = train_argv(plan)
     assert argv[argv.index("--load") + 1] == f"{tmp_path}/converted_weight_TP1PP1"
@@ -145,7 +145,8 @@ def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
 
 
 def test_the_plan_carries_the_errors_auto_resume_does_not_retry(tmp_path):
-    assert plan_for(f"--af_output_dir={tmp_path}").policy.unretryable == ("configuration problem",)
+    unretryable = plan_for(f"--af_output_dir={tmp_path}").policy.unretryable
+    assert unretryable == ("configuration problem", "found NaN in")  # the trainer's NaN check too
 
 
 @pytest.mark.parametrize(

@@ -303,12 +303,14 @@ class LlamaFactoryBackend(Backend):
             Step(
                 name="check",
                 role=Role.CHECK,
-                launch=Process((py, CHECK_PROGRAM, train_yaml)),
+                launch=Process(
+                    (py, CHECK_PROGRAM, train_yaml, f"--data-fit={'fail' if cfg.check_data_fit else 'warn'}")
+                ),
                 env=step_env,
                 inputs=inputs,
                 notes=[
-                    "LLaMA-Factory's own parser, tokenizer, template and dataset checks (imports "
-                    "LLaMA-Factory: 6-20 s)"
+                    "LLaMA-Factory's own parser, tokenizer, template and dataset checks, and the sft data "
+                    "against cutoff_len (imports LLaMA-Factory: 6-20 s)"
                 ],
             )
         )

@@ -106,6 +106,9 @@ class MindSpeedLLMBackend(MegatronBackend):
     description = "Ascend MindSpeed-LLM (Megatron): convert_ckpt, preprocess_data, pretrain/posttrain_gpt"
     order = 1
     absolute_paths = True
+    # Megatron's check_for_nan_in_loss_and_grad: "Rank N: found NaN in local forward loss calculation" /
+    # "... found NaN in local grad norm ...": a restart from the last checkpoint meets the same data again
+    unretryable = ("found NaN in",)
 
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
         site = resolve_site(ctx, strict=strict_paths)

@@ -69,7 +69,8 @@ class TorchBackend(MegatronBackend):
     description = "embedded PyTorch implementation of the MindSpeed-LLM contract (CPU/GPU/NPU)"
     order = 0
     stages = ("pt", "sft", "grpo")
-    unretryable = ("configuration problem",)  # its trainer: "error (rank N): K configuration problem(s):"
+    # its trainer: "error (rank N): K configuration problem(s):", and the NaN check's "found NaN in"
+    unretryable = ("configuration problem", "found NaN in")
     tracker_keys = TORCH_TRACKERS
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
@@ -332,6 +333,9 @@ class TorchBackend(MegatronBackend):
             module = next(a for a in argv if a.startswith("ascendfactory.engine."))
             collect(section, check, argv[argv.index(module) + 1 :])
         self.raise_if(problems)
+        from ascendfactory.backends.torch.data_fit import add_data_fit
+
+        add_data_fit(ctx, run, plan)
 
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:

@@ -160,8 +160,26 @@ class _InstructionHandler(Handler):
         return INSTRUCTION_KEYS
 
     def encode(self, items: list[Conversation]) -> list[dict[str, list[int]]]:
+        """Token lists per output key; `self.fit` gets (answer cut short?, untruncated length) per item."""
         rendered = [[(t.prompt, t.response) for t in self.template.turns(c.pairs, c.system)] for c in items]
-        return [self._assemble(turns) for turns in self._tokens(rendered)]
+        tokens = self._tokens(rendered)
+        self.fit = [(self._cut_short(turns), sum(len(a) + len(b) for a, b in turns)) for turns in tokens]
+        return [self._assemble(turns) for turns in tokens]
+
+    def _cut_short(self, turns: list[tuple[list[int], list[int]]]) -> bool:
+        """Whether `--seq-length` truncation (`_assemble`) removes any answer token of the conversation."""
+        cutoff, used = self.cfg.seq_length, 0
+        if cutoff is None:
+            return False
+        for source, target in turns:
+            left = cutoff - used
+            if left <= 0:
+                return bool(target)
+            max_source, max_target = split_budget(len(source), len(target), left)
+            if max_target < len(target):
+                return True
+            used += min(max_source, len(source)) + len(target)
+        return False
 
     def _tokens(
         self, rendered: list[list[tuple[tuple[Piece, ...], tuple[Piece, ...]]]]

@@ -257,6 +257,16 @@ class IndexedDataset:
         start = int(self.pointers[idx]) + offset * self.dtype.itemsize
         return np.frombuffer(self._bin, dtype=self.dtype, count=length, offset=start)
 
+    def span(self, lo: int, hi: int) -> np.ndarray:
+        """The tokens of sequences `[lo, hi)` back to back (one read-only view; sequences are stored in
+        order, so they are contiguous in `.bin`)."""
+        if not 0 <= lo <= hi <= len(self):
+            raise IndexError(f"sequences [{lo}, {hi}) out of range for {len(self)} sequences")
+        count = int(self.sizes[lo:hi].sum(dtype=np.int64))
+        if count == 0:
+            return np.zeros(0, dtype=self.dtype)
+        return np.frombuffer(self._bin, dtype=self.dtype, count=count, offset=int(self.pointers[lo]))
+
     def document(self, doc: int) -> np.ndarray:
         """All tokens of document `doc` (its sequences concatenated)."""
         lo, hi = int(self.document_indices[doc]), int(self.document_indices[doc + 1])

@@ -8,6 +8,7 @@ a worker) deletes them.
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import sys
 import time
@@ -186,6 +187,7 @@ def run(args: argparse.Namespace, *, log: TextIO | None = None) -> Summary:
             for key in keys
         }
         kept: list[dict[str, np.ndarray]] = []
+        fits: list[tuple[bool, int]] = []
         chunk_size = min(CHUNK_SIZE, max(64, args.log_interval))  # affects speed and progress, never output
         chunks = _chunks(iter_records(files, args.max_samples), chunk_size)
         for result in _results(args, cfg, spec, processor, chunks, stack):
@@ -198,9 +200,12 @@ def run(args: argparse.Namespace, *, log: TextIO | None = None) -> Summary:
             else:
                 for key, (flat, lengths) in result.arrays.items():
                     builders[key].add_documents(flat, lengths)
+            fits.extend(result.fit)
             summary.documents += result.n_docs
             summary.tokens += result.n_tokens
             progress.update(result.n_docs, result.n_tokens, result.n_bytes)
+        if args.seq_length and fits:
+            _report_truncation(args.seq_length, fits, log)
         if packing:
             rows, dropped = pack(kept, seq_length=args.seq_length, pad_id=_pad_id(spec), neat=args.neat_pack)
             for row in rows:
@@ -222,6 +227,25 @@ def run(args: argparse.Namespace, *, log: TextIO | None = None) -> Summary:
             builder.finalize()
     summary.seconds = progress.elapsed
     return summary
+
+
+def _report_truncation(seq_length: int, fits: list[tuple[bool, int]], log: TextIO) -> None:
+    """A warning with the samples whose answer `--seq-length` cut short (MindSpeed-LLM's truncation keeps
+    at least one answer token per kept turn, so none trains on nothing) and the length keeping 95% whole."""
+    from ascendfactory.engine.data.fit import KEEP_FRACTION
+
+    cut = sum(1 for c, _ in fits if c)
+    if not cut:
+        return
+    lengths = sorted(n for _, n in fits)
+    keep = lengths[max(0, math.ceil(KEEP_FRACTION * len(lengths)) - 1)]
+    print(
+        f"WARNING: {cut} of {len(fits)} samples ({100 * cut / len(fits):.0f}%) have their answer cut short "
+        f"by --seq-length {seq_length} (prompt and answer shortened in proportion, at least one answer token "
+        f"kept per turn); --seq-length {keep} would keep 95% of the samples whole",
+        file=log,
+        flush=True,
+    )
 
 
 def _pad_id(spec: TokenizerSpec) -> int:

@@ -27,6 +27,8 @@ class ChunkResult:
     n_docs: int = 0
     n_tokens: int = 0  # tokens of the first output key
     n_bytes: int = 0  # input bytes of JSON Lines records (0 for parsed inputs)
+    # instruction handlers with --seq-length: (answer cut short?, untruncated tokens) per document
+    fit: list[tuple[bool, int]] = field(default_factory=list)
 
 
 class ChunkProcessor:
@@ -51,6 +53,7 @@ class ChunkProcessor:
                 result.bad.append(BadRecord(raw.source, raw.line, str(e)))
         docs = self.handler.encode(items) if items else []
         result.n_docs = len(docs)
+        result.fit = list(getattr(self.handler, "fit", None) or []) if items else []
         for k, key in enumerate(self.handler.output_keys):
             lengths = np.fromiter((len(d[key]) for d in docs), dtype=np.int64, count=len(docs))
             flat = np.fromiter(

@@ -110,6 +110,14 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--lora-alpha": (VALUE, None, int, "LoRA alpha, the scaling is lora_alpha / lora_r (default 32)"),
     "--lora-load": (VALUE, None, str, "a LoRA checkpoint whose adapters (and state) go over --load"),
     "--lora-ckpt-filter": (BOOL, False, None, "save only the LoRA keys"),
+    # Megatron's check_for_nan_in_loss_and_grad (on by default, store_false; off with fp16 dynamic scaling)
+    "--no-check-for-nan-in-loss-and-grad": (
+        BOOL,
+        False,
+        None,
+        "keep training through a NaN loss or gradient norm (by default the run stops at the first one, "
+        "naming the iteration)",
+    ),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.

@@ -78,7 +78,11 @@ def format_training_log(s: IterationStats, now: datetime | None = None) -> str:
     line += f" learning rate: {s.learning_rate:.6E} |"
     line += f" global batch size: {s.global_batch_size:5d} |"
     for key, value in s.losses.items():
-        if value > 0.0 or value != value:  # zero-valued losses are omitted; nan is shown
+        # Megatron omits a zero average and, by its `avg > 0.0` test, a NaN one too; a NaN is shown here
+        # (`lm loss: nan`), so a log never hides an interval that trained on nothing.
+        if value != value:
+            line += f" {key}: nan |"
+        elif value > 0.0:
             line += f" {key}: {value:.6E} |"
     line += f" loss scale: {s.loss_scale:.1f} |"
     if s.grad_norm is not None:

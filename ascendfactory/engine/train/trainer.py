@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.train import dataset, logline, monitor, step, trackers
+from ascendfactory.engine.train import dataset, logline, monitor, nan_check, step, trackers
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import (
@@ -58,7 +58,14 @@ class Interval:
     loss_sum: float = 0.0
     loss_count: int = 0
     skipped: int = 0
-    nan: int = 0
+    nan: int = 0  # iterations whose loss was NaN / inf (with the NaN check off)
+
+    def mean_loss(self) -> float | None:
+        """The mean of the interval's finite losses (`nan iterations` counts the others); NaN when none was
+        finite (printed `lm loss: nan`, never dropped); None when no loss was computed here."""
+        if self.loss_count:
+            return self.loss_sum / self.loss_count
+        return float("nan") if self.nan else None
 
 
 class Trainer:
@@ -137,6 +144,7 @@ class Trainer:
         self.optimizer = step.build_optimizer(self.model, args, self.env.device)
         self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
         self.scaler = step.LossScaler.from_args(args)
+        self.check_nan = nan_check.enabled(args)
         self.runner = step.StepRunner(
             self.model,
             mesh=self.mesh,
@@ -271,6 +279,8 @@ class Trainer:
                 self.scaler.update(found_inf)
         loss = self.reduce_loss(local_loss)
         self.position.iteration += 1
+        if self.check_nan:
+            self.raise_on_nan(local_loss, loss, labels, grad_norm)
         self.position.consumed_train_samples += self.dims.global_batch_size
         self.position.floating_point_operations += self.iteration_flops()
         self.last_phase = rec.metrics
@@ -285,6 +295,27 @@ class Trainer:
                 logline.emit("\n".join(n for n, p in self.model.named_parameters() if p.requires_grad))
                 self.args.exit_interval = self.position.iteration
         return loss, None if found_inf else grad_norm, found_inf
+
+    def raise_on_nan(
+        self, local_loss: torch.Tensor | None, loss: float | None, labels: torch.Tensor, grad_norm: float
+    ) -> None:
+        """Megatron's check_for_nan_in_loss_and_grad: this rank's loss, the data-parallel loss (another
+        rank's NaN reaches every rank through the reductions), then the gradient norm."""
+        it = self.position.iteration
+        local = None if local_loss is None else float(local_loss)
+        if not (nan_check.finite(local) and nan_check.finite(loss)):
+            here = not nan_check.finite(local)
+            empty = nan_check.empty_microbatches(labels.cpu().numpy(), self.dims.num_microbatches)
+            raise nan_check.loss_error(
+                iteration=it,
+                rank=self.env.rank,
+                loss=local if here else loss,
+                empty=empty if here else [],
+                num_microbatches=self.dims.num_microbatches,
+                elsewhere=not here,
+            )
+        if not nan_check.finite(grad_norm):
+            raise nan_check.grad_error(iteration=it, rank=self.env.rank, norm=grad_norm)
 
     def evaluate(self, prefix: str, samples: Any, *, continuing: bool) -> None:
         """Megatron's `evaluate_and_print_results`: `--eval-iters` batches of `--global-batch-size` samples,
@@ -353,17 +384,17 @@ class Trainer:
         it, iv = self.position.iteration, self.interval
         iv.iterations += 1
         iv.skipped += int(skipped)
-        if loss is not None and not skipped:
-            if loss != loss or loss in (float("inf"), float("-inf")):
+        if loss is not None:
+            if not nan_check.finite(loss):
                 iv.nan += 1
-            else:
+            elif not skipped:
                 iv.loss_sum, iv.loss_count = iv.loss_sum + loss, iv.loss_count + 1
         if it % self.args.log_interval:
             return
         elapsed = (time.perf_counter() - iv.start) / iv.iterations
         tflops = self.iteration_flops() / (elapsed * 1e12 * self.env.world_size)
         lr = self.optimizer.param_groups[0]["lr"]
-        mean_loss = iv.loss_sum / iv.loss_count if iv.loss_count else 0.0
+        mean_loss = iv.mean_loss()
         stats = logline.IterationStats(
             iteration=it,
             train_iters=self.args.train_iters,
@@ -371,7 +402,7 @@ class Trainer:
             elapsed_ms=elapsed * 1000.0,
             learning_rate=lr,
             global_batch_size=self.dims.global_batch_size,
-            losses={"lm loss": mean_loss},
+            losses={} if mean_loss is None else {"lm loss": mean_loss},
             loss_scale=self.scaler.scale,
             grad_norm=grad_norm,
             skipped_iterations=iv.skipped,
@@ -385,7 +416,7 @@ class Trainer:
             samples=self.position.consumed_train_samples,
             lr=lr,
             gbs=self.dims.global_batch_size,
-            loss=mean_loss if loss is not None else None,
+            loss=mean_loss,
             loss_scale=self.scaler.scale,
             grad_norm=grad_norm,
             iter_time_s=elapsed,

@@ -114,7 +114,8 @@ def test_torch_and_mindspeed_plan_the_same_run(tmp_path: Path, clean_env, run_op
     assert compared(torch_flags) == compared(ms_flags)
     for key in ("tp", "pp", "dp", "world_size", "data_path", "load", "load_reason"):
         assert torch_plan.facts[key] == ms_plan.facts[key], key
-    assert [s.skipped for s in torch_plan.steps] == [s.skipped for s in ms_plan.steps]
+    torch_steps = [s for s in torch_plan.steps if s.name != "data-fit"]  # the embedded backend's own check
+    assert [s.skipped for s in torch_steps] == [s.skipped for s in ms_plan.steps]
 
 
 def test_torch_lora_4k_file_plans_mindspeed_llms_lora_commands(

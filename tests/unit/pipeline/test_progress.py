@@ -107,3 +107,39 @@ def test_live_panel_renders_steps_and_stats():
     progress.step_done(train, "done", "1.0s")
     progress.close()
     assert "done" in console.file.getvalue()
+
+
+def test_a_line_without_a_loss_never_shows_the_older_one():
+    console = Console(file=io.StringIO(), force_terminal=False, width=200)
+    progress = Progress(console, LOGS, live=False)
+    train = Step(**TRAIN)
+    progress.start([train])
+    progress.step_started(train, loss_rank=3)
+    progress.feed(3, ITER.format(it=1, cs=16, loss=2.5))
+    assert progress.stats.loss == pytest.approx(2.5)
+    no_loss = ITER.format(it=2, cs=32, loss=1.0).replace("lm loss: 1.000000E+00 |", "")
+    progress.feed(3, no_loss)
+    assert progress.stats.iteration == 2 and progress.stats.loss is None
+    assert "loss" not in progress.stats.line()
+    progress.feed(3, ITER.format(it=3, cs=48, loss=1.0).replace("1.000000E+00", "nan"))
+    assert "loss nan" in progress.stats.line()
+    progress.close()
+
+
+def test_a_checks_warning_lines_reach_the_console():
+    console = Console(file=io.StringIO(), force_terminal=False, width=300)
+    progress = Progress(console, LOGS, live=False)
+    check = Step(name="data-fit", role=Role.CHECK, launch=Process(("x",)))
+    progress.start([check])
+    progress.step_started(check)
+    progress.feed(None, "WARNING: 30 of 50 samples (60%) have every answer token at or past seq-length 64")
+    progress.feed(None, "[lf-check] WARNING: 3 of 4 samples have their answer cut short")
+    progress.feed(None, "WARNING:root:a library's own logging line")
+    progress.feed(None, "data fits")
+    printed = console.file.getvalue().splitlines()
+    assert printed == [
+        "[ascendfactory] data-fit: WARNING: 30 of 50 samples (60%) have every answer token at or past "
+        "seq-length 64",
+        "[ascendfactory] data-fit: [lf-check] WARNING: 3 of 4 samples have their answer cut short",
+    ]
+    progress.close()

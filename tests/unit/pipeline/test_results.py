@@ -189,3 +189,55 @@ def test_plot_draws_the_validation_loss_of_a_megatron_log(tmp_path, monkeypatch)
     lines = {line.get_label(): line for line in figures[0].axes[0].get_lines()}
     valid = next(v for k, v in lines.items() if k.endswith("(validation)"))
     assert list(valid.get_xdata()) == [5, 10] and list(valid.get_ydata()) == [1.5, 1.5]
+
+
+def _nan_log(path: str) -> None:
+    """Ten iterations logged every 2: steps 4 and 6 had NaN iterations (1 and 2), step 6's whole interval."""
+    nan_counts = {2: 0, 4: 1, 6: 2, 8: 0, 10: 0}
+    with open(path, "w") as f:
+        for it, n in nan_counts.items():
+            loss = "nan" if n == 2 else f"{10.0 / it:.6E}"
+            f.write(
+                LINE.replace("{loss:.6E}", loss).format(it=it, n=10, cs=it * 8, ms=100.0, gbs=8)
+                + f" number of skipped iterations: {n:3d} | number of nan iterations: {n:3d} |\n"
+            )
+
+
+def test_the_summary_counts_nan_iterations(tmp_path):
+    path = str(tmp_path / "run.txt")
+    _nan_log(path)
+    s = results.summarize(results.RunSummary(output_dir=str(tmp_path), steps=[], wall_s=1.0), [path], LOGS)
+    assert (s.nan_iterations, s.nan_steps) == (3, [4, 6])
+    texts = []
+
+    class Out:
+        def table(self, rows, title):
+            pass
+
+        def text(self, t):
+            texts.append(t)
+
+    results.render_summary(s, Out())
+    assert "WARNING: NaN loss in 3 iteration(s), first logged at step 4" in "\n".join(texts)
+    clean = str(tmp_path / "clean.txt")
+    _log(clean, range(1, 5))
+    assert results.summarize(results.RunSummary(str(tmp_path), [], 1.0), [clean], LOGS).nan_iterations == 0
+
+
+def test_the_plot_marks_nan_iterations(tmp_path, monkeypatch):
+    from ascendfactory.metrics import plot as plot_module
+
+    marked = []
+    real = plot_module.mark_nan
+    monkeypatch.setattr(
+        plot_module,
+        "mark_nan",
+        lambda ax, table, metric: (
+            marked.append(plot_module.nan_points(table, metric)) or real(ax, table, metric)
+        ),
+    )
+    path = str(tmp_path / "run.txt")
+    _nan_log(path)
+    png = results.plot([path], str(tmp_path / "training_loss.png"), LOGS)
+    assert png and Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert marked == [([4, 6], 3)]

@@ -32,10 +32,10 @@ def test_the_run_id_file_is_read_leniently(tmp_path):
 
 
 def test_summary_values_flatten_the_run_summary():
-    s = RunSummary("o", [], 12.5, loss_start=3.0, loss_end=1.5, first_step=1, last_step=9, loss_nan=0)
+    s = RunSummary("o", [], 12.5, loss_start=3.0, loss_end=1.5, first_step=1, last_step=9, nan_iterations=0)
     s.throughput = {"value": 321.0, "unit": "tokens/s/device", "formula": "megatron"}
     s.metrics = {"critic/score/mean": {"first": 0.1, "last": 0.9, "mean": 0.5, "min": 0.1, "max": 0.9}}
     got = summary_values(s)
     assert got["summary/loss_end"] == 1.5 and got["summary/throughput"] == 321.0
-    assert got["summary/throughput_unit"] == "tokens/s/device" and got["summary/loss_nan"] == 0
+    assert got["summary/throughput_unit"] == "tokens/s/device" and got["summary/nan_iterations"] == 0
     assert got["summary/critic/score/mean/last"] == 0.9 and "summary/peak_memory_mb" not in got

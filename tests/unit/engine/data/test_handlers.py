@@ -242,3 +242,16 @@ def test_max_samples_and_directory_input(preprocess, tmp_path: Path, tokenizer) 
     (d / "notes.txt").write_text("ignored")
     assert preprocess(d, "--max-samples", "2") == 0
     assert read(tmp_path / "out" / "ds_text_document") == [tokenizer.encode("a1"), tokenizer.encode("b1")]
+
+
+@pytest.mark.parametrize("extra", [[], ["--pack"]])
+def test_seq_length_truncation_is_counted(preprocess, tmp_path: Path, capsys, extra) -> None:
+    """With --seq-length, the samples whose answer is cut short are counted (both sft paths)."""
+    long = " ".join(["word"] * 60)
+    records = [{"instruction": long, "output": long}] * 3 + [{"instruction": "Hi?", "output": "Yes."}]
+    src = write_jsonl(tmp_path / "in.jsonl", records)
+    argv = ["--handler-name", "AlpacaStyleInstructionHandler", "--prompt-type", "empty", "--seq-length", "32"]
+    assert preprocess(src, *argv, *extra) == 0
+    err = capsys.readouterr().err
+    assert "WARNING: 3 of 4 samples (75%) have their answer cut short by --seq-length 32" in err
+    assert "would keep 95% of the samples whole" in err

@@ -77,3 +77,10 @@ def test_flops_formula_llama_like():
     # 12 B s L h^2 (1 + 1 + s/h + 1.5 ffn/h + V/(2 L h))
     expected = 12 * 4096 * 32 * 4096**2 * (2 + 1 + 1.5 * 11008 / 4096 + 32000 / (2 * 32 * 4096))
     assert abs(f - expected) / expected < 1e-12
+
+
+def test_a_nan_interval_prints_lm_loss_nan():
+    """Megatron's `avg > 0.0` would drop a NaN average; the field stays, as `nan`."""
+    line = format_training_log(_stats(losses={"lm loss": float("nan")}, nan_iterations=5))
+    assert "| lm loss: nan |" in line and "number of nan iterations:   5 |" in line
+    assert parse_log_line(line)["lm loss"] == "nan"
