@@ -162,7 +162,15 @@ class RunTracking:
 def summary_values(summary: Any) -> dict[str, float | str]:
     """The run summary as flat `summary/...` figures."""
     out: dict[str, float | str] = {}
-    for key in ("loss_start", "loss_end", "first_step", "last_step", "nan_iterations", "peak_memory_mb", "wall_s"):
+    for key in (
+        "loss_start",
+        "loss_end",
+        "first_step",
+        "last_step",
+        "nan_iterations",
+        "peak_memory_mb",
+        "wall_s",
+    ):
         value = getattr(summary, key, None)
         if value is not None:
             out[f"summary/{key}"] = value
