@@ -26,6 +26,7 @@ from typing import Any
 from ascendfactory.metrics import Record, StepTable, parse_file, plot_loss
 from ascendfactory.metrics.megatron import seq_length_from_log
 from ascendfactory.metrics.throughput import throughput_for
+from ascendfactory.pipeline import procgroup
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogSpec
 from ascendfactory.secrets import mask_text
@@ -89,18 +90,13 @@ def chained_records(paths: Iterable[str], fmt: str, kinds: tuple[str, ...] = ("t
     return list(itertools.chain.from_iterable(_train_records(p, fmt, kinds) for p in paths))
 
 
-def prewarm_plot() -> None:
-    """Import the plotting modules in a background thread (about 0.4 s that would follow training)."""
-    import threading
+PLOT_MODULES = ("matplotlib.backends.backend_agg", "matplotlib.figure")
 
-    def load() -> None:
-        try:
-            import matplotlib.backends.backend_agg  # noqa: F401
-            import matplotlib.figure  # noqa: F401
-        except ImportError:  # no matplotlib: plot() says so when it runs
-            pass
 
-    threading.Thread(target=load, name="af-prewarm-plot", daemon=True).start()
+def prewarm_plot(modules: tuple[str, ...] = PLOT_MODULES) -> None:
+    """Import the plotting modules in a background thread (about 0.4 s that would follow training); call
+    it once the train step has started, since a step started meanwhile waits for the import to finish."""
+    procgroup.import_in_background(modules, name="af-prewarm-plot")
 
 
 def plot(paths: list[str], out_png: str, logs: LogSpec) -> str | None:

@@ -242,6 +242,8 @@ class Runner:
         self.progress.step_started(step, loss_rank=loss_rank)
         self.event(f"step {step.name}: running", log_only=f" {mask_argv(step.command_line())}")
         proc.start()
+        if step.role is Role.TRAIN and loss_rank is not None and self.plan.with_role(Role.PLOT) is not None:
+            results.prewarm_plot()  # matplotlib loads while training runs, not after it
         if monitor is not None and proc.pid is not None:
             monitor.attach(proc.pid)
             monitor.start()
@@ -273,8 +275,6 @@ class Runner:
 
     # -- train: auto-resume and retention -------------------------------------------------------------
     def _train(self, step: Step, loss_rank: int | None) -> tuple[Step, Outcome]:
-        if loss_rank is not None and self.plan.with_role(Role.PLOT) is not None:
-            results.prewarm_plot()  # matplotlib loads while training runs, not after it
         policy = self.policy
         attempt = 0
         while True:
