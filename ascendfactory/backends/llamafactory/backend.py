@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from ascendfactory.backends import inputs as input_paths
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
@@ -151,7 +152,17 @@ class LlamaFactoryBackend(Backend):
         else:  # --dry-run may be checking a cluster's experiment on a laptop
             warnings += [f"{p.key}: {p.message} ({p.fix} to run it here)" for p in device]
         problems += rules.batch_problems(training, problem)
-        problems += rules.file_problems(training, problem, strict=strict_paths)
+        problems += rules.file_problems(training, problem)
+        absent_model = rules.local_model_dir(training)
+        if absent_model:
+            found = input_paths.missing(
+                ctx,
+                rules.T + "model_name_or_path",
+                absent_model,
+                "model directory {path} not found",
+                "give an HF model directory",
+            )
+            input_paths.route([found], strict=strict_paths, problems=problems, warnings=warnings)
         model = str(training.get("model_name_or_path") or "")
         facts = read_model(os.path.expanduser(model)) if model else None
         problems += rules.model_problems(training, facts, problem)
@@ -159,10 +170,12 @@ class LlamaFactoryBackend(Backend):
             training.get("dataset") or [], training.get("dataset_dir"), out, key=rules.T + "dataset"
         )
         problems += [problem(k, m, f) for k, m, f in data.problems]
-        if strict_paths:
-            problems += [problem(k, m, f) for k, m, f in data.missing]
-        else:
-            warnings += [f"{k}: {m} ({f})" for k, m, f in data.missing]
+        input_paths.route(
+            [problem(k, m, f) for k, m, f in data.missing],
+            strict=strict_paths,
+            problems=problems,
+            warnings=warnings,
+        )
 
         env, env_source = environment.find_env(bc.get("env_dir"), ctx.environ)
         lacking = environment.missing(env)
