@@ -12,7 +12,11 @@ EXAMPLES = {
     "models": ["ascendfactory-cli models", "ascendfactory-cli models --json"],
     "experiments": ["ascendfactory-cli experiments", "ascendfactory-cli experiments --backend verl"],
     "show": ["ascendfactory-cli show cfgs/quickstart.yaml --backend_config.training.lr=1e-4"],
-    "doctor": ["ascendfactory-cli doctor", "ascendfactory-cli doctor --backend mindspeed-llm"],
+    "doctor": [
+        "ascendfactory-cli doctor",
+        "ascendfactory-cli doctor --backend mindspeed-llm",
+        "ascendfactory-cli doctor cfgs/quickstart.yaml   # its backend and its env.MASTER_PORT",
+    ],
 }
 
 
@@ -86,7 +90,16 @@ def register(app: typer.Typer) -> None:
 
     @app.command("doctor", epilog=_epilog("doctor"))
     def doctor(
-        backend: Annotated[str, typer.Option("--backend", help="Check what this backend needs.")] = "torch",
+        experiment: Annotated[
+            str | None,
+            typer.Argument(
+                help="An experiment file (new style): check its backend and its env.MASTER_PORT.",
+                show_default=False,
+            ),
+        ] = None,
+        backend: Annotated[
+            str | None, typer.Option("--backend", help="Check what this backend needs (default torch).")
+        ] = None,
         install_plan: Annotated[
             str | None,
             typer.Option(
@@ -111,7 +124,15 @@ def register(app: typer.Typer) -> None:
                 title=f"install plan for {install_plan}",
             )
             return
-        rows = run_checks(backend)
+        port = (6000, "default MASTER_PORT")
+        if experiment is not None:
+            from ascendfactory.cli._experiment_args import load_from_args
+
+            cfg = load_from_args([experiment]).config
+            backend = backend or cfg.backend
+            port = (cfg.env.MASTER_PORT, f"env.MASTER_PORT of {experiment}")
+        backend = backend or "torch"
+        rows = run_checks(backend, port=port)
         out.table([r.row() for r in rows], title=f"doctor ({backend})")
         if any(r.status == "missing" and r.required for r in rows):
             raise typer.Exit(1)

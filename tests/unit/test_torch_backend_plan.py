@@ -145,7 +145,10 @@ def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
 
 
 def test_the_plan_carries_the_errors_auto_resume_does_not_retry(tmp_path):
-    assert plan_for(f"--af_output_dir={tmp_path}").policy.unretryable == ("configuration problem",)
+    from ascendfactory.backends import ports
+
+    unretryable = plan_for(f"--af_output_dir={tmp_path}").policy.unretryable
+    assert unretryable == ("configuration problem", *ports.UNRETRYABLE)
 
 
 @pytest.mark.parametrize(
