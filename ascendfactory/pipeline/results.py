@@ -34,9 +34,16 @@ from ascendfactory.secrets import mask_text
 
 def write_file(path: str, text: str, *, source: str | None = None) -> str | None:
     """Write `text` to `path` atomically (mode 0600 when it holds a secret value); never overwrite the
-    experiment file being run (None then)."""
+    experiment file being run (None then). A file that already holds `text` is left as it is: its time
+    stays, so the manifest of a step that reads it (a LoRA merge's yaml) still matches on a re-run."""
     if source and os.path.exists(source) and os.path.exists(path) and os.path.samefile(source, path):
         return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == text:
+                return path
+    except (OSError, UnicodeDecodeError):
+        pass
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     private = mask_text(text)[1]  # a framework config holding a credential: readable by its owner only

@@ -176,3 +176,11 @@ def test_a_device_count_past_any_machine_is_refused_at_once(tmp_path):
     with pytest.raises(ConfigError, match="env.NPUS_PER_NODE"):
         plan_for(f"--af_output_dir={tmp_path}", "--env.NPUS_PER_NODE=999999937")
     assert time.monotonic() - t0 < 1
+
+
+def test_a_finished_run_skips_training_instead_of_starting_torchrun(tmp_path):
+    _fake_checkpoint(str(tmp_path / "saved_checkpoints"), 120, tracker=120)  # the quickstart's train-iters
+    plan = plan_for(f"--af_output_dir={tmp_path}")
+    assert plan.step("train").skip_reason.startswith("complete: saved_checkpoints is at iteration 120 of")
+    longer = plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.train-iters=160")
+    assert not longer.step("train").skipped

@@ -29,7 +29,7 @@ from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.llamafactory import datasets, environment, rules
 from ascendfactory.backends.llamafactory.model_facts import read_model
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.checkpoints.hf_trainer import newest_complete
+from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import Problem
@@ -205,6 +205,11 @@ class LlamaFactoryBackend(Backend):
         if cfg.ckpt_load_type == 0:
             lf["train_from_scratch"] = True
         resume = newest_complete(out) if cfg.train_auto_resume else None
+        done_at = (
+            finished_at(resume, max_steps=lf.get("max_steps"), num_train_epochs=lf.get("num_train_epochs"))
+            if resume
+            else None
+        )
         if resume is None and cfg.ckpt_load_type == 2 and cfg.user_converted_ckpt_path:
             resume = os.path.abspath(cfg.user_converted_ckpt_path)
         elif cfg.ckpt_load_type == 1 and cfg.user_converted_ckpt_path:
@@ -283,6 +288,12 @@ class LlamaFactoryBackend(Backend):
             },
         )
         inputs = [train_yaml, *([os.path.join(data.dataset_dir, datasets.INFO)] if data.info else [])]
+        complete = (
+            f"complete: {os.path.basename(str(resume))} is at the run's end (step {done_at}); nothing to "
+            "train (raise max_steps or num_train_epochs to train on, or remove the checkpoints to start over)"
+            if done_at is not None
+            else None
+        )
         plan.add(
             Step(
                 name="check",
@@ -294,6 +305,7 @@ class LlamaFactoryBackend(Backend):
                     "LLaMA-Factory's own parser, tokenizer, template and dataset checks (imports "
                     "LLaMA-Factory: 6-20 s)"
                 ],
+                skip_reason=complete and "the training is complete",
             )
         )
         if world == 1:
@@ -312,7 +324,16 @@ class LlamaFactoryBackend(Backend):
                 master_port=cfg.env.MASTER_PORT,
             )
         plan.add(
-            Step(name="train", role=Role.TRAIN, launch=launch, env=step_env, inputs=inputs, outputs=[out])
+            Step(
+                name="train",
+                role=Role.TRAIN,
+                launch=launch,
+                env=step_env,
+                inputs=inputs,
+                outputs=[out],
+                skip_reason=complete,
+                notes=[f"resumes from {resume} (resume_from_checkpoint)"] if resume and not complete else [],
+            )
         )
         if training.get("finetuning_type", "lora") == "lora" and bc.get("merge_lora", True):
             merged = os.path.join(out, "lora_merged")

@@ -189,3 +189,18 @@ def test_plot_draws_the_validation_loss_of_a_megatron_log(tmp_path, monkeypatch)
     lines = {line.get_label(): line for line in figures[0].axes[0].get_lines()}
     valid = next(v for k, v in lines.items() if k.endswith("(validation)"))
     assert list(valid.get_xdata()) == [5, 10] and list(valid.get_ydata()) == [1.5, 1.5]
+
+
+def test_rewriting_a_plan_file_with_the_same_text_keeps_its_time(tmp_path):
+    """A re-run writes the plan's files again; a LoRA merge's manifest fingerprints its yaml's time."""
+    import os
+
+    from ascendfactory.pipeline.results import write_file
+
+    path = tmp_path / "llamafactory_merge.yaml"
+    write_file(str(path), "a: 1\n")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    write_file(str(path), "a: 1\n")
+    assert path.stat().st_mtime_ns == 1_000_000_000
+    write_file(str(path), "a: 2\n")
+    assert path.read_text() == "a: 2\n" and path.stat().st_mtime_ns != 1_000_000_000
