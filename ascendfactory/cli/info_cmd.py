@@ -84,9 +84,10 @@ def register(app: typer.Typer) -> None:
         from ascendfactory.cli._experiment_args import load_from_args
         from ascendfactory.cli._output import out
         from ascendfactory.config.yamlio import dumps
+        from ascendfactory.secrets import mask_secrets
 
         loaded = load_from_args(args)
-        out.raw(dumps(loaded.config.model_dump(mode="json")))
+        out.raw(dumps(mask_secrets(loaded.config.model_dump(mode="json"))))
 
     @app.command("doctor", epilog=_epilog("doctor"))
     def doctor(

@@ -34,6 +34,7 @@ from ascendfactory.config.tree import compose
 from ascendfactory.config.yamlio import load_file
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig
+from ascendfactory.secrets import remember as remember_secrets
 
 
 @dataclass
@@ -134,6 +135,7 @@ def load_experiment(
         origins = {}
 
     composed = compose(layers, overrides, problems=problems)
+    remember_secrets(composed)  # any text the tool prints from here on masks these values
     overridden = {k for k, _ in overrides}
     found: list[Problem] = []
     resolved = interpolate.resolve(composed, source=source, problems=found)
