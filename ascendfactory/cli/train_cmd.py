@@ -56,9 +56,8 @@ def register(app: typer.Typer) -> None:
 
 def _format_needs_dry_run(ctx: typer.Context, dry_run: bool) -> None:
     """`--format` prints a plan: without `--dry-run` it is a usage error (exit 2), never a real run."""
-    from click.core import ParameterSource
-
-    if not dry_run and ctx.get_parameter_source("fmt") not in (None, ParameterSource.DEFAULT):
+    source = ctx.get_parameter_source("fmt")  # compared by name: typer may bundle its own click
+    if not dry_run and getattr(source, "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP"):
         raise typer.BadParameter(
             "prints the plan of a dry run: add --dry-run (a real run has no --format)",
             param_hint="'--format'",

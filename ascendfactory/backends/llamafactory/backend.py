@@ -120,6 +120,9 @@ class LlamaFactoryBackend(Backend):
         def problem(key: str, message: str, fix: str) -> Problem:
             return ctx.problem(key, message, fix=fix)
 
+        warnings: list[str] = []
+        problems += _top_level_inputs(ctx, training, warnings)
+
         for key, decided_by in OWNED.items():
             if key in training and not (key == "do_train" and training[key] is True):
                 if key == "output_dir" and os.path.abspath(str(training[key])) == out:
@@ -146,7 +149,6 @@ class LlamaFactoryBackend(Backend):
                 )
         accelerator = detect_accelerator()
         device = rules.device_problems(training, accelerator, problem)
-        warnings: list[str] = []
         if strict_paths:
             problems += device
         else:  # --dry-run may be checking a cluster's experiment on a laptop
@@ -366,6 +368,34 @@ class LlamaFactoryBackend(Backend):
             )
         plan.add(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")]))
         return plan
+
+
+def _top_level_inputs(ctx: PlanContext, training: dict[str, Any], warnings: list[str]) -> list[Problem]:
+    """The 6.5.90x top-level `model_name_or_path` and `dataset` (a file, a directory or a dataset name)
+    fill LLaMA-Factory's keys of the same name when those are not set, as they fill the Megatron backends';
+    both given and different: the backend_config value wins, with a warning. `processed_data_dir` (Megatron
+    preprocessed data) has no LLaMA-Factory meaning: refused."""
+    cfg = ctx.config
+    for key in ("model_name_or_path", "dataset"):
+        top = getattr(cfg, key)
+        if top is None:
+            continue
+        if training.get(key) in (None, ""):
+            training[key] = top
+        elif str(training[key]) != str(top):
+            warnings.append(
+                f"{key}: {top} (top level) is not used: backend_config.training.{key} ({training[key]}) "
+                "wins; remove one of them"
+            )
+    if cfg.processed_data_dir is not None:
+        return [
+            ctx.problem(
+                "processed_data_dir",
+                "Megatron preprocessed data: LLaMA-Factory tokenizes its own data",
+                "remove it; give the raw data as dataset (top level) or backend_config.training.dataset",
+            )
+        ]
+    return []
 
 
 # LLaMA-Factory key -> the environment variable its library reads when the key is not given

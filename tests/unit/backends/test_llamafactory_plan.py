@@ -160,3 +160,20 @@ def test_a_finished_run_is_recognised_and_training_skipped(tmp_path):
 def test_an_unfinished_checkpoint_resumes(tmp_path):
     _trainer_state(tmp_path, 20, max_steps=30)
     assert not plan_for(tmp_path).step("train").skipped
+
+
+def test_top_level_model_and_dataset_mean_what_they_mean_on_torch(tmp_path):
+    model, data = str(REPO / "demo_assets" / "tiny-qwen2"), str(REPO / "cfgs" / "data" / "demo_sft.jsonl")
+    plan = plan_for(
+        tmp_path,
+        "--backend_config.training.model_name_or_path=null",
+        "--backend_config.training.dataset=null",
+        f"--model_name_or_path={model}",
+        f"--dataset={data}",
+    )
+    cfg = lf_yaml(plan)
+    assert cfg["model_name_or_path"] == model and cfg["dataset"] == "demo_sft"
+    both = plan_for(tmp_path, "--model_name_or_path=/elsewhere")
+    assert any(w.startswith("model_name_or_path: /elsewhere (top level) is not used") for w in both.warnings)
+    with pytest.raises(ConfigError, match="LLaMA-Factory tokenizes its own data"):
+        plan_for(tmp_path, "--processed_data_dir=/p")
