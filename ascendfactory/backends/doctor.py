@@ -25,12 +25,18 @@ class Check:
         return {"check": self.name, "status": self.status, "detail": self.detail}
 
 
-def module_check(name: str, required: bool = True) -> Check:
+# import name -> PyPI name, where they differ
+PIP_NAMES = {"hydra": "hydra-core", "torch_npu": "torch-npu", "yaml": "pyyaml"}
+
+
+def module_check(name: str, required: bool = True, *, fix: str | None = None) -> Check:
+    """Whether `name` imports here; `fix`: how to get it (default `pip install <its PyPI name>`; a
+    framework that only `install.sh` installs right says `sh install.sh <backend>`)."""
     found = importlib.util.find_spec(name) is not None
     return Check(
         f"python: {name}",
         "ok" if found else ("missing" if required else "warn"),
-        "importable" if found else f"pip install {name}",
+        "importable" if found else (fix or f"pip install {PIP_NAMES.get(name, name)}"),
         required,
     )
 

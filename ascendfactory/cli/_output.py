@@ -76,8 +76,15 @@ class Output:
         sys.stdout.flush()
 
     def table(
-        self, rows: list[dict[str, Any]], *, title: str | None = None, columns: list[str] | None = None
+        self,
+        rows: list[dict[str, Any]],
+        *,
+        title: str | None = None,
+        columns: list[str] | None = None,
+        whole: tuple[str, ...] = (),
     ) -> None:
+        """Rows as a table (json: the rows); `whole`: columns never wrapped or cut (names), the others
+        shrink to fit the terminal."""
         if self.mode == "json":
             self.json(rows)
             return
@@ -87,7 +94,11 @@ class Output:
         columns = columns or (list(rows[0].keys()) if rows else [])
         table = Table(title=title, title_justify="left")
         for col in columns:
-            table.add_column(col)
+            if col in whole:
+                width = max([len(col), *(len(str(r.get(col) or "")) for r in rows)])
+                table.add_column(col, no_wrap=True, min_width=width)
+            else:
+                table.add_column(col)
         for row in rows:  # cells are literal text: `verl[verl-core]` is no markup tag
             table.add_row(*(Text("" if row.get(c) is None else mask_known(str(row.get(c)))) for c in columns))
         self.console.print(table)

@@ -20,6 +20,9 @@ EXAMPLES = {
 }
 
 
+WIDE = 120  # `models`: below this many columns, the four least used columns are left out
+
+
 def _epilog(name: str) -> str:
     return "Examples:\n\n" + "\n\n".join(EXAMPLES[name])
 
@@ -53,7 +56,12 @@ def register(app: typer.Typer) -> None:
             }
             for name, e in load_catalog().items()
         ]
-        out.table(rows, title="model catalog (ascendfactory/config/models.yaml)")
+        columns = list(rows[0]) if rows else []
+        title = "model catalog (ascendfactory/config/models.yaml)"
+        if out.mode == "human" and out.console.width < WIDE:  # the facts validation uses, never cut
+            columns = [c for c in columns if c not in ("ffn", "tied", "model_type_hf", "family")]
+            title += f"; a wider terminal (>= {WIDE} columns) or --json shows every column"
+        out.table(rows, title=title, columns=columns, whole=tuple(columns))
 
     @app.command("experiments", epilog=_epilog("experiments"))
     def experiments(
