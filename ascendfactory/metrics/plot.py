@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
+from ascendfactory.errors import MissingDependencyError
 from ascendfactory.metrics.convergence import LOSS_KEYS, SCORE_KEYS, pick_metric
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
@@ -93,6 +94,22 @@ def table_for_plot(
     return table
 
 
+PLOT_REQUIREMENT = "matplotlib>=3.7"
+
+
+def _matplotlib() -> tuple[Any, Any]:
+    """(Figure, FigureCanvasAgg); a missing matplotlib is a MissingDependencyError saying what to install."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"drawing a PNG needs matplotlib, which this Python lacks ({e}): "
+            f"pip install '{PLOT_REQUIREMENT}' (a core dependency of ascendfactory-cli)"
+        ) from None
+    return Figure, FigureCanvasAgg
+
+
 def _runs(runs: RunLike | Sequence[RunLike]) -> list[tuple[str, StepTable]]:
 
     if isinstance(runs, (str, Path, StepTable)):
@@ -135,8 +152,7 @@ def plot_loss(
     dpi: int = 100,
 ) -> Path:
     """Write a PNG with one panel per metric, every run on each panel; returns the path."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    Figure, FigureCanvasAgg = _matplotlib()  # noqa: N806 - the classes, named as matplotlib names them
 
     tables = _runs(runs)
     names = list(labels) if labels else [n for n, _ in tables]
@@ -190,8 +206,7 @@ def plot_comparison(
     tolerance: float = 0.02,
 ) -> Path:
     """Two curves on top, their relative difference below with the +-tolerance band."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    Figure, FigureCanvasAgg = _matplotlib()  # noqa: N806 - the classes, named as matplotlib names them
 
     fig = Figure(figsize=(8, 6), layout="constrained")
     FigureCanvasAgg(fig)

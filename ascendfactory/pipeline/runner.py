@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from ascendfactory.checkpoints import get_scheme
-from ascendfactory.errors import InterruptedRunError, StageFailedError
+from ascendfactory.errors import InterruptedRunError, MissingDependencyError, StageFailedError
 from ascendfactory.pipeline import manifest, procgroup, results
 from ascendfactory.pipeline.launch import LogNames, Outcome, read_tail, timestamp
 from ascendfactory.pipeline.launchers import open_step
@@ -352,7 +352,11 @@ class Runner:
         t0 = time.monotonic()
         paths = self._loss_logs(loss_rank) if loss_rank is not None else []
         out_png = step.outputs[0] if step.outputs else os.path.join(self.plan.output_dir, "training_loss.png")
-        written = results.plot(paths, out_png, self.plan.logs) if paths else None
+        try:
+            written = results.plot(paths, out_png, self.plan.logs) if paths else None
+        except MissingDependencyError as e:  # the training is done: the plot is skipped, with what to install
+            self._check_interrupt(step)
+            return self._record(step, "skipped", str(e), time.monotonic() - t0)
         self._check_interrupt(step)  # a signal while plotting (in-process) stops the run here
         if written is None:
             return self._record(step, "skipped", "no loss logged by this node", time.monotonic() - t0)

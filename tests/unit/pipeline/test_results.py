@@ -204,3 +204,29 @@ def test_rewriting_a_plan_file_with_the_same_text_keeps_its_time(tmp_path):
     assert path.stat().st_mtime_ns == 1_000_000_000
     write_file(str(path), "a: 2\n")
     assert path.read_text() == "a: 2\n" and path.stat().st_mtime_ns != 1_000_000_000
+
+
+def test_without_matplotlib_the_plot_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+
+    import pytest
+
+    from ascendfactory.errors import MissingDependencyError
+    from ascendfactory.metrics.plot import plot_loss
+    from ascendfactory.metrics.record import Record
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as in a core install without it
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    records = [Record(step=i, metrics={"lm loss": 1.0 / i}) for i in range(1, 5)]
+    with pytest.raises(MissingDependencyError, match=r"pip install 'matplotlib>=3.7'"):
+        plot_loss(records, tmp_path / "x.png")
+
+
+def test_matplotlib_is_a_core_dependency():
+    import tomllib
+
+    from tests.conftest import REPO
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("matplotlib") for d in project["dependencies"])
