@@ -88,13 +88,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("show", context_settings={"ignore_unknown_options": True}, epilog=_epilog("show"))
     def show(args: ConfigArgs) -> None:
-        """Print the resolved experiment (file + overrides + interpolation), validated."""
+        """Print the resolved experiment (file + overrides + interpolation), validated as --dry-run does."""
+        from ascendfactory.backends.planner import make_plan
         from ascendfactory.cli._experiment_args import load_from_args
         from ascendfactory.cli._output import out
         from ascendfactory.config.yamlio import dumps
         from ascendfactory.secrets import mask_secrets
 
-        loaded = load_from_args(args)
+        loaded = load_from_args(args, collect=True)
+        make_plan(loaded, dry_run=True)  # the problems `train --dry-run` names, all at once
         out.raw(dumps(mask_secrets(loaded.config.model_dump(mode="json"))))
 
     @app.command("doctor", epilog=_epilog("doctor"))
