@@ -147,8 +147,9 @@ class RunSummary:
 
 
 def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummary:
-    """Fill in loss and throughput from the loss rank's logs (joined segments)."""
-    table = StepTable.from_records(chained_records(paths, logs.format))
+    """Fill in loss and throughput from the loss rank's logs (joined segments); progress records too, as
+    `logs summary` reads them (LLaMA-Factory's final record carries the last total_tokens)."""
+    table = StepTable.from_records(chained_records(paths, logs.format, ("train", "progress")))
     key = next((k for k in logs.loss_keys if table.has(k)), None)
     if key:
         steps, values = table.series(key)

@@ -230,3 +230,38 @@ def test_matplotlib_is_a_core_dependency():
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("matplotlib") for d in project["dependencies"])
+
+
+def test_the_run_summary_and_logs_summary_give_the_same_llamafactory_throughput(tmp_path):
+    """Both read trainer_log.jsonl's final record (no loss, the last total_tokens) the same way."""
+    import json
+
+    from ascendfactory.metrics import parse_file
+    from ascendfactory.metrics import summarize as logs_summarize
+    from ascendfactory.pipeline.results import RunSummary, summarize
+    from ascendfactory.plan import LogNaming, LogSpec, ThroughputSpec
+
+    path = tmp_path / "trainer_log.jsonl"
+    lines = [
+        {
+            "current_steps": s,
+            "total_steps": 30,
+            "loss": 7.0 - s / 10,
+            "elapsed_time": f"0:00:{s // 2:02d}",
+            "total_tokens": 384 * s + (s * s) % 7,
+        }
+        for s in range(1, 31)
+    ]
+    lines.append({"current_steps": 30, "total_steps": 30, "elapsed_time": "0:00:16", "total_tokens": 11600})
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    spec = LogSpec(
+        format="llamafactory",
+        naming=LogNaming(prefix="x"),
+        loss_rank="first",
+        throughput=ThroughputSpec("llamafactory", devices=1),
+        loss_keys=("loss",),
+    )
+    run = summarize(RunSummary(output_dir=str(tmp_path), steps=[], wall_s=0.0), [str(path)], spec)
+    cli = logs_summarize(parse_file(path, "llamafactory"), format="llamafactory", devices=1)
+    assert run.throughput["value"] == cli.throughput[0].value
+    assert run.throughput["window"] == [cli.throughput[0].steps_used[0], cli.throughput[0].steps_used[-1]]
