@@ -64,6 +64,16 @@ def _fmt(v: object) -> str:
     return "" if v is None else str(v)
 
 
+def distinct_names(*paths: Path) -> tuple[str, ...]:
+    """Legend names that tell the files apart: the file name, with as many parent folders as it takes."""
+    resolved = [p.resolve() for p in paths]
+    for depth in range(1, max(len(p.parts) for p in resolved) + 1):
+        names = tuple("/".join(p.parts[-depth:]) for p in resolved)
+        if len(set(names)) == len(names):
+            return names
+    return tuple(str(p) for p in paths)
+
+
 def _log_of(path: Path) -> Path:
     """A directory given for a log: the training log in it (`metrics.locate.training_log`)."""
     if not path.is_dir():
@@ -228,7 +238,7 @@ def compare_cmd(
         from ascendfactory.metrics.plot import plot_comparison
 
         plot_comparison(
-            cmp.steps, cmp.a, cmp.b, plot, metric=cmp.metric, labels=(a.name, b.name), tolerance=tolerance
+            cmp.steps, cmp.a, cmp.b, plot, metric=cmp.metric, labels=distinct_names(a, b), tolerance=tolerance
         )
     data = {"a": str(a), "b": str(b), **cmp.to_dict(rows=rows), "plot": str(plot) if plot else None}
     if out.mode == "json":
@@ -266,7 +276,7 @@ def plot_cmd(
     tables = [table_for_plot(f, format, metric) for f in files]
     try:
         path = plot_loss(
-            tables, output, metric=metric or None, smoothing=smoothing, labels=[f.name for f in files]
+            tables, output, metric=metric or None, smoothing=smoothing, labels=list(distinct_names(*files))
         )
     except ValueError as e:
         raise ConfigError(

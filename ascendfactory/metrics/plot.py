@@ -45,6 +45,23 @@ def ema(values: Sequence[float], smoothing: float) -> list[float]:
     return out
 
 
+SMOOTHING_SPAN = 20  # the EMA's time constant stays under 1/20 of the points: no lag on short runs
+
+
+def smoothing_for(points: int, smoothing: float) -> float:
+    """`smoothing` scaled to the number of points: the EMA's time constant 1 / (1 - s) is kept below
+    points / SMOOTHING_SPAN, so 15 points are not smoothed at all and 200 get the full `smoothing`."""
+    if points <= SMOOTHING_SPAN:
+        return 0.0
+    return min(smoothing, 1 - SMOOTHING_SPAN / points)
+
+
+def is_schedule(metric: str) -> bool:
+    """A schedule the trainer sets (the learning rate), never smoothed."""
+    name = metric.lower().replace("_", " ").replace("-", " ")
+    return "learning rate" in name or name in ("lr", "actor/lr", "critic/lr") or name.endswith("/lr")
+
+
 VALIDATION_KEYS = ("{} value", "eval_{}", "val/{}", "val-{}")  # Megatron, HF Trainer, VeRL styles
 
 
@@ -150,9 +167,13 @@ def plot_loss(
     labels: Sequence[str] | None = None,
     title: str | None = None,
     dpi: int = 100,
+    resumed_at: Sequence[int] = (),
 ) -> Path:
-    """Write a PNG with one panel per metric, every run on each panel; returns the path."""
+    """Write a PNG with one panel per metric, every run on each panel; returns the path. Each run is drawn
+    raw and, past a few dozen points, smoothed (`smoothing_for`; a schedule such as the learning rate never);
+    `resumed_at`: the first steps of resumed segments, marked with a dotted line."""
     Figure, FigureCanvasAgg = _matplotlib()  # noqa: N806 - the classes, named as matplotlib names them
+    from matplotlib.ticker import MaxNLocator
 
     tables = _runs(runs)
     names = list(labels) if labels else [n for n, _ in tables]
@@ -171,9 +192,11 @@ def plot_loss(
                 continue
             colour = colours[i % len(colours)]
             run = names[i] if i < len(names) else label
-            if smoothing > 0:
-                ax.plot(steps, values, color=colour, alpha=0.3, linewidth=1)
-                ax.plot(steps, ema(values, smoothing), color=colour, linewidth=1.8, label=f"{run} (smoothed)")
+            factor = 0.0 if is_schedule(name) else smoothing_for(len(steps), smoothing)
+            if factor > 0:
+                ax.plot(steps, values, color=colour, alpha=0.3, linewidth=1, label=f"{run} (raw)")
+                ax.plot(steps, ema(values, factor), color=colour, linewidth=1.8,
+                        label=f"{run} (smoothed, EMA {factor:.2f})")  # fmt: skip
             else:
                 ax.plot(steps, values, color=colour, linewidth=1.5, label=run)
             drawn = True
@@ -181,6 +204,9 @@ def plot_loss(
             if vsteps:
                 ax.plot(vsteps, vvalues, color=colour, linestyle="--", marker="o", markersize=4,
                         linewidth=1.2, label=f"{run} (validation)")  # fmt: skip
+        for k, step in enumerate(resumed_at):
+            ax.axvline(step, color="grey", linestyle=":", linewidth=1.2, label="resumed" if k == 0 else None)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are whole numbers
         ax.set_xlabel("step")
         ax.set_ylabel(name)
         ax.set_title(name if not title else f"{title}: {name}", loc="left")
@@ -220,7 +246,10 @@ def plot_comparison(
     bottom.plot(steps, rel, color="C3", linewidth=1.2)
     for y in (tolerance * 100, -tolerance * 100):
         bottom.axhline(y, color="grey", linestyle="--", linewidth=1)
-    bottom.set_ylabel("relative diff (%)")
+    from matplotlib.ticker import MaxNLocator
+
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.set_ylabel(f"({labels[0]} - {labels[1]}) / {labels[0]} (%)")
     bottom.set_xlabel("step")
     bottom.grid(True, alpha=0.3)
     out = Path(out_png)

@@ -106,17 +106,26 @@ def prewarm_plot(modules: tuple[str, ...] = PLOT_MODULES) -> None:
     procgroup.import_in_background(modules, name="af-prewarm-plot")
 
 
-def plot(paths: list[str], out_png: str, logs: LogSpec) -> str | None:
+def plot(paths: list[str], out_png: str, logs: LogSpec, *, label: str | None = None) -> str | None:
     """`training_loss.png` from the joined segments: the plan's `plot_metrics` the log has, else its loss,
-    with the validation loss beside it where the run logged one; None when it logged neither."""
-    records = chained_records(paths, logs.format, ("train", "eval"))
+    with the validation loss beside it where the run logged one; None when it logged neither. `label`:
+    the legend's name of the run (the experiment); a resumed segment's first step is marked."""
+    segments = [_train_records(p, logs.format, ("train", "eval")) for p in paths]
+    records = list(itertools.chain.from_iterable(segments))
+    starts = [
+        min(r.step for r in seg if r.kind == "train")
+        for seg in segments
+        if any(r.kind == "train" for r in seg)
+    ]
     logged = {k for r in records if r.kind == "train" for k in r.metrics}
     panels = [k for k in logs.plot_metrics if k in logged]
     if not panels:
         panels = [k for k in logs.loss_keys if k in logged][:1]
     if not panels:
         return None
-    return str(plot_loss(records, out_png, metric=panels))
+    return str(
+        plot_loss(records, out_png, metric=panels, labels=[label] if label else None, resumed_at=starts[1:])
+    )
 
 
 @dataclass

@@ -353,7 +353,9 @@ class Runner:
         paths = self._loss_logs(loss_rank) if loss_rank is not None else []
         out_png = step.outputs[0] if step.outputs else os.path.join(self.plan.output_dir, "training_loss.png")
         try:
-            written = results.plot(paths, out_png, self.plan.logs) if paths else None
+            written = (
+                results.plot(paths, out_png, self.plan.logs, label=self.plan.exp_name) if paths else None
+            )
         except MissingDependencyError as e:  # the training is done: the plot is skipped, with what to install
             self._check_interrupt(step)
             return self._record(step, "skipped", str(e), time.monotonic() - t0)

@@ -131,7 +131,9 @@ def _verl_log(path: str, steps: range) -> None:
 
 def test_plot_draws_the_plans_metrics_the_log_has(tmp_path, monkeypatch):
     drawn = []
-    monkeypatch.setattr(results, "plot_loss", lambda records, out, *, metric: drawn.append(metric) or out)
+    monkeypatch.setattr(
+        results, "plot_loss", lambda records, out, *, metric, **kw: drawn.append(metric) or out
+    )
     path = str(tmp_path / "run.txt")
     _verl_log(path, range(1, 5))
     assert results.plot([path], str(tmp_path / "p.png"), RL_LOGS)
@@ -265,3 +267,13 @@ def test_the_run_summary_and_logs_summary_give_the_same_llamafactory_throughput(
     cli = logs_summarize(parse_file(path, "llamafactory"), format="llamafactory", devices=1)
     assert run.throughput["value"] == cli.throughput[0].value
     assert run.throughput["window"] == [cli.throughput[0].steps_used[0], cli.throughput[0].steps_used[-1]]
+
+
+def test_plot_names_the_experiment_and_marks_where_a_resumed_segment_starts(tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(results, "plot_loss", lambda records, out, **kw: seen.update(kw) or out)
+    a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.txt")
+    _verl_log(a, range(1, 6))
+    _verl_log(b, range(4, 9))
+    assert results.plot([a, b], str(tmp_path / "p.png"), RL_LOGS, label="grpo-demo")
+    assert seen["labels"] == ["grpo-demo"] and seen["resumed_at"] == [4]
