@@ -109,6 +109,10 @@ class InterruptedRunError(AscendFactoryError):
         super().__init__(f"run interrupted by {signal.Signals(signum).name}; every child process was stopped")
 
 
+class MissingDependencyError(AscendFactoryError):
+    """An optional Python package a command needs is not installed; the message says what to install."""
+
+
 class BackendNotRunnableError(AscendFactoryError):
     """The experiment is valid, but this version cannot run the backend's steps (validated by --dry-run)."""
 

@@ -128,9 +128,11 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
             and inp.kv_heads % t == 0
             and (inp.num_layer_list or inp.num_layers % p == 0)
         ][:6]
+        # filed under the degree that makes the product (the largest; TP on a tie)
+        culprit = max((inp.tp, 0, "tp"), (inp.pp, -1, "pp"), (inp.cp, -2, "cp"))[2]
         add(
             Problem(
-                k["tp"],
+                k[culprit],
                 f"tp({inp.tp}) * pp({inp.pp}) * cp({inp.cp}) = {mp} does not divide "
                 f"world_size({inp.world_size}) [{k['world']}]",
                 fix=f"choose degrees whose product divides {inp.world_size}, "

@@ -12,6 +12,8 @@ import re
 from typing import Any
 
 MASK = "***"
+MIN_KNOWN = 3  # a shorter value under a secret key is no credential, and masking it would garble text
+_known: set[str] = set()  # values found under secret keys of the experiment this process loaded
 _SECRET_WORDS = {
     "password",
     "passwd",
@@ -118,3 +120,46 @@ def mask_text(text: str) -> tuple[str, bool]:
     if text.lstrip().startswith(("{", "[")):
         return json.dumps(masked, indent=2) + "\n", True
     return yaml.safe_dump(masked, sort_keys=False, allow_unicode=True), True
+
+
+def remember(value: Any) -> None:
+    """Note the values under secret keys of `value` (an experiment tree) so that `mask_known` hides them in
+    any text: an error message that quotes a value, a warning, the `show` of an unknown key."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if is_secret_key(str(k)):
+                _remember_value(v)
+            else:
+                remember(v)
+    elif isinstance(value, list):
+        for v in value:
+            remember(v)
+
+
+def _remember_value(value: Any) -> None:
+    if isinstance(value, dict):
+        for v in value.values():
+            _remember_value(v)
+    elif isinstance(value, list):
+        for v in value:
+            _remember_value(v)
+    elif value is not None and not isinstance(value, bool):
+        text = str(value)
+        if len(text) >= MIN_KNOWN:
+            _known.add(text)
+
+
+def mask_known(text: str) -> str:
+    """`text` with every remembered secret value replaced by `***` (where it stands as a word of its own:
+    quoted, after `=`, between spaces)."""
+    if not _known or not text:
+        return text
+    for value in sorted(_known, key=len, reverse=True):
+        if value in text:
+            text = re.sub(rf"(?<![\w]){re.escape(value)}(?![\w])", MASK, text)
+    return text
+
+
+def forget_known() -> None:
+    """Drop the remembered values (tests; a process that loads another experiment)."""
+    _known.clear()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,23 +25,34 @@ class Check:
         return {"check": self.name, "status": self.status, "detail": self.detail}
 
 
-def module_check(name: str, required: bool = True) -> Check:
+# import name -> PyPI name, where they differ
+PIP_NAMES = {"hydra": "hydra-core", "torch_npu": "torch-npu", "yaml": "pyyaml"}
+
+
+def module_check(name: str, required: bool = True, *, fix: str | None = None) -> Check:
+    """Whether `name` imports here; `fix`: how to get it (default `pip install <its PyPI name>`; a
+    framework that only `install.sh` installs right says `sh install.sh <backend>`)."""
     found = importlib.util.find_spec(name) is not None
     return Check(
         f"python: {name}",
         "ok" if found else ("missing" if required else "warn"),
-        "importable" if found else f"pip install {name}",
+        "importable" if found else (fix or f"pip install {PIP_NAMES.get(name, name)}"),
         required,
     )
 
 
-def free_port_check(port: int) -> Check:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return Check(f"port {port}", "ok", "free (default MASTER_PORT)", required=False)
-        except OSError:
-            return Check(f"port {port}", "warn", "in use: set env.MASTER_PORT to a free port", required=False)
+def free_port_check(port: int, source: str = "default MASTER_PORT") -> Check:
+    """Whether `port` is free to bind here (`source`: where the number comes from)."""
+    from ascendfactory.backends import ports
+
+    if not ports.in_use(port):
+        return Check(f"port {port}", "ok", f"free ({source})", required=False)
+    return Check(
+        f"port {port}",
+        "warn",
+        f"in use ({source}): set env.MASTER_PORT to a free port, e.g. {ports.free_port_near(port)}",
+        required=False,
+    )
 
 
 def ascend_toolkit_status(
@@ -68,8 +78,14 @@ def ascend_checks(environ: Mapping[str, str], *, torch_npu_required: bool) -> li
     ]
 
 
-def run_checks(backend: str = "torch", environ: Mapping[str, str] | None = None) -> list[Check]:
-    """Generic checks (python, accelerator, port, disk) around the backend's own."""
+def run_checks(
+    backend: str = "torch",
+    environ: Mapping[str, str] | None = None,
+    *,
+    port: tuple[int, str] = (6000, "default MASTER_PORT"),
+) -> list[Check]:
+    """Generic checks (python, accelerator, port, disk) around the backend's own; `port`: the port to
+    check and where it comes from (an experiment's env.MASTER_PORT)."""
     from ascendfactory.backends.registry import get_backend
 
     environ = os.environ if environ is None else environ
@@ -89,7 +105,7 @@ def run_checks(backend: str = "torch", environ: Mapping[str, str] | None = None)
     if kind == "npu" and not any(c.name == "Ascend toolkit" for c in own):
         own = [*ascend_checks(environ, torch_npu_required=True), *own]
     checks += own
-    checks.append(free_port_check(6000))
+    checks.append(free_port_check(*port))
     usage = shutil.disk_usage(os.getcwd())
     free_gb = usage.free / 2**30
     checks.append(

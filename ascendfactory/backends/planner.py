@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 
+from ascendfactory.backends import ports
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.registry import get_backend
 from ascendfactory.backends.report_to import add_tracking, with_tracker_keys
@@ -48,10 +49,11 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     add_tracking(plan, loaded, trackers)
     if loaded.problems:
         raise ConfigError(loaded.locate(loaded.problems))
-    if backend.unretryable and not plan.policy.unretryable:
-        import dataclasses
+    import dataclasses
 
-        plan.policy = dataclasses.replace(plan.policy, unretryable=backend.unretryable)
+    unretryable = (*(plan.policy.unretryable or backend.unretryable), *ports.UNRETRYABLE)
+    plan.policy = dataclasses.replace(plan.policy, unretryable=tuple(dict.fromkeys(unretryable)))
+    _check_port(loaded, plan, dry_run=dry_run)
     plan.facts.setdefault("devices_source", ctx.devices.source)
     env = loaded.config.env
     plan.facts["topology"] = {
@@ -61,6 +63,18 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     if loaded.platform:
         plan.facts["platform"] = loaded.platform
     return plan
+
+
+def _check_port(loaded: LoadedExperiment, plan: Plan, *, dry_run: bool) -> None:
+    """The port this node binds (`ports.bound_port`) in use: a real run stops, a dry run warns."""
+    port = ports.bound_port(plan)
+    if port is None or not ports.in_use(port):
+        return
+    message, fix = ports.busy_message(port)
+    if dry_run:
+        plan.warnings.append(f"{ports.KEY}: {message} (a real run stops here; fix: {fix})")
+        return
+    raise ConfigError(Problem(key=ports.KEY, message=message, fix=fix, source=loaded.source_of(ports.KEY)))
 
 
 def merge_problems(first: list[Problem], later: list[Problem]) -> list[Problem]:

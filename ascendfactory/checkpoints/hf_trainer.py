@@ -8,9 +8,11 @@ weights, optimizer, scheduler and RNG state. There is no tracker file: the Train
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+from typing import Any
 
 from ascendfactory.checkpoints.numbered import numbered_dirs
 
@@ -28,6 +30,36 @@ def newest_complete(root: str) -> str | None:
     """The path of the newest complete checkpoint, or None."""
     complete = [path for _, path, done in checkpoints(root) if done]
     return complete[-1] if complete else None
+
+
+HF_DEFAULT_EPOCHS = 3.0  # TrainingArguments.num_train_epochs
+
+
+def finished_at(checkpoint: str, *, max_steps: Any = None, num_train_epochs: Any = None) -> int | None:
+    """The step of `checkpoint` when the run it belongs to has nothing left to train, else None.
+
+    The training keys are the run's own: `max_steps` > 0 ends it there; otherwise the Trainer's own end
+    (`trainer_state.json`'s `max_steps`) counts when `num_train_epochs` is the one that end was computed
+    for. Resuming a finished checkpoint is not a no-op for the Trainer: it trains one more step."""
+    try:
+        with open(os.path.join(checkpoint, COMPLETE_MARKER), encoding="utf-8") as f:
+            state = json.load(f)
+        step = int(state["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        wanted = int(max_steps) if max_steps is not None else -1
+    except (TypeError, ValueError):
+        return None
+    if wanted > 0:
+        return step if step >= wanted else None
+    try:
+        epochs = float(num_train_epochs) if num_train_epochs is not None else HF_DEFAULT_EPOCHS
+        same_epochs = float(state.get("num_train_epochs")) == epochs
+        end = int(state.get("max_steps"))
+    except (TypeError, ValueError):
+        return None
+    return step if same_epochs and 0 < end <= step else None
 
 
 class HFTrainerScheme:

@@ -1,4 +1,8 @@
-"""The one object every command prints through: human (rich) or machine (json) output."""
+"""The one object every command prints through: human (rich) or machine (json) output.
+
+Everything it prints passes `secrets.mask_known`: a secret value of the loaded experiment never reaches
+the terminal, whatever quotes it (an error about an unknown key, a warning, a table cell).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import os
 import re
 import sys
 from typing import Any
+
+from ascendfactory.secrets import mask_known
 
 # rich's console markup: `[style]...[/style]`; a backslash before `[` makes it literal.
 _TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
@@ -39,11 +45,12 @@ class Output:
     def text(self, message: str = "", *, style: str | None = None) -> None:
         if self.mode == "json":
             return
-        self.console.print(message, style=style, markup=False)
+        self.console.print(mask_known(message), style=style, markup=False)
 
     def markup(self, message: str) -> None:
         if self.mode == "json":
             return
+        message = mask_known(message)
         if self._console is None and self._plain():  # what rich would print, without importing it
             self.raw(plain(message))
         else:
@@ -60,16 +67,24 @@ class Output:
 
     def raw(self, text: str) -> None:
         """Write text as is (shell scripts, yaml), never wrapped or styled."""
+        text = mask_known(text)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
 
     def json(self, data: Any) -> None:
-        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        sys.stdout.write(mask_known(json.dumps(data, indent=2, default=str)) + "\n")
         sys.stdout.flush()
 
     def table(
-        self, rows: list[dict[str, Any]], *, title: str | None = None, columns: list[str] | None = None
+        self,
+        rows: list[dict[str, Any]],
+        *,
+        title: str | None = None,
+        columns: list[str] | None = None,
+        whole: tuple[str, ...] = (),
     ) -> None:
+        """Rows as a table (json: the rows); `whole`: columns never wrapped or cut (names), the others
+        shrink to fit the terminal."""
         if self.mode == "json":
             self.json(rows)
             return
@@ -79,19 +94,23 @@ class Output:
         columns = columns or (list(rows[0].keys()) if rows else [])
         table = Table(title=title, title_justify="left")
         for col in columns:
-            table.add_column(col)
+            if col in whole:
+                width = max([len(col), *(len(str(r.get(col) or "")) for r in rows)])
+                table.add_column(col, no_wrap=True, min_width=width)
+            else:
+                table.add_column(col)
         for row in rows:  # cells are literal text: `verl[verl-core]` is no markup tag
-            table.add_row(*(Text("" if row.get(c) is None else str(row.get(c))) for c in columns))
+            table.add_row(*(Text("" if row.get(c) is None else mask_known(str(row.get(c)))) for c in columns))
         self.console.print(table)
 
     def warn(self, message: str) -> None:
-        self.err_console.print(f"[yellow]warning:[/yellow] {_escape(message)}")
+        self.err_console.print(f"[yellow]warning:[/yellow] {_escape(mask_known(message))}")
 
     def info(self, message: str) -> None:
-        self.err_console.print(f"[dim]{_escape(message)}[/dim]")
+        self.err_console.print(f"[dim]{_escape(mask_known(message))}[/dim]")
 
     def error(self, message: str) -> None:
-        self.err_console.print(f"[bold red]error:[/bold red] {_escape(message)}")
+        self.err_console.print(f"[bold red]error:[/bold red] {_escape(mask_known(message))}")
 
 
 def escape(text: str) -> str:

@@ -12,8 +12,15 @@ EXAMPLES = {
     "models": ["ascendfactory-cli models", "ascendfactory-cli models --json"],
     "experiments": ["ascendfactory-cli experiments", "ascendfactory-cli experiments --backend verl"],
     "show": ["ascendfactory-cli show cfgs/quickstart.yaml --backend_config.training.lr=1e-4"],
-    "doctor": ["ascendfactory-cli doctor", "ascendfactory-cli doctor --backend mindspeed-llm"],
+    "doctor": [
+        "ascendfactory-cli doctor",
+        "ascendfactory-cli doctor --backend mindspeed-llm",
+        "ascendfactory-cli doctor cfgs/quickstart.yaml   # its backend and its env.MASTER_PORT",
+    ],
 }
+
+
+WIDE = 120  # `models`: below this many columns, the four least used columns are left out
 
 
 def _epilog(name: str) -> str:
@@ -49,7 +56,12 @@ def register(app: typer.Typer) -> None:
             }
             for name, e in load_catalog().items()
         ]
-        out.table(rows, title="model catalog (ascendfactory/config/models.yaml)")
+        columns = list(rows[0]) if rows else []
+        title = "model catalog (ascendfactory/config/models.yaml)"
+        if out.mode == "human" and out.console.width < WIDE:  # the facts validation uses, never cut
+            columns = [c for c in columns if c not in ("ffn", "tied", "model_type_hf", "family")]
+            title += f"; a wider terminal (>= {WIDE} columns) or --json shows every column"
+        out.table(rows, title=title, columns=columns, whole=tuple(columns))
 
     @app.command("experiments", epilog=_epilog("experiments"))
     def experiments(
@@ -76,17 +88,29 @@ def register(app: typer.Typer) -> None:
 
     @app.command("show", context_settings={"ignore_unknown_options": True}, epilog=_epilog("show"))
     def show(args: ConfigArgs) -> None:
-        """Print the resolved experiment (file + overrides + interpolation), validated."""
+        """Print the resolved experiment (file + overrides + interpolation), validated as --dry-run does."""
+        from ascendfactory.backends.planner import make_plan
         from ascendfactory.cli._experiment_args import load_from_args
         from ascendfactory.cli._output import out
         from ascendfactory.config.yamlio import dumps
+        from ascendfactory.secrets import mask_secrets
 
-        loaded = load_from_args(args)
-        out.raw(dumps(loaded.config.model_dump(mode="json")))
+        loaded = load_from_args(args, collect=True)
+        make_plan(loaded, dry_run=True)  # the problems `train --dry-run` names, all at once
+        out.raw(dumps(mask_secrets(loaded.config.model_dump(mode="json"))))
 
     @app.command("doctor", epilog=_epilog("doctor"))
     def doctor(
-        backend: Annotated[str, typer.Option("--backend", help="Check what this backend needs.")] = "torch",
+        experiment: Annotated[
+            str | None,
+            typer.Argument(
+                help="An experiment file (new style): check its backend and its env.MASTER_PORT.",
+                show_default=False,
+            ),
+        ] = None,
+        backend: Annotated[
+            str | None, typer.Option("--backend", help="Check what this backend needs (default torch).")
+        ] = None,
         install_plan: Annotated[
             str | None,
             typer.Option(
@@ -111,7 +135,15 @@ def register(app: typer.Typer) -> None:
                 title=f"install plan for {install_plan}",
             )
             return
-        rows = run_checks(backend)
+        port = (6000, "default MASTER_PORT")
+        if experiment is not None:
+            from ascendfactory.cli._experiment_args import load_from_args
+
+            cfg = load_from_args([experiment]).config
+            backend = backend or cfg.backend
+            port = (cfg.env.MASTER_PORT, f"env.MASTER_PORT of {experiment}")
+        backend = backend or "torch"
+        rows = run_checks(backend, port=port)
         out.table([r.row() for r in rows], title=f"doctor ({backend})")
         if any(r.status == "missing" and r.required for r in rows):
             raise typer.Exit(1)

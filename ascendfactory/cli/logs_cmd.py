@@ -69,6 +69,35 @@ def _fmt(v: object) -> str:
     return "" if v is None else str(v)
 
 
+def distinct_names(*paths: Path) -> tuple[str, ...]:
+    """Legend names that tell the files apart: the file name, with as many parent folders as it takes."""
+    resolved = [p.resolve() for p in paths]
+    for depth in range(1, max(len(p.parts) for p in resolved) + 1):
+        names = tuple("/".join(p.parts[-depth:]) for p in resolved)
+        if len(set(names)) == len(names):
+            return names
+    return tuple(str(p) for p in paths)
+
+
+def _log_of(path: Path) -> Path:
+    """A directory given for a log: the training log in it (`metrics.locate.training_log`)."""
+    if not path.is_dir():
+        return path
+    from ascendfactory.errors import ConfigError, Problem
+    from ascendfactory.metrics.locate import training_log
+
+    found = training_log(path)
+    if found is None:
+        raise ConfigError(
+            Problem(
+                key=str(path),
+                message="a directory with no training log (trainer_log.jsonl, run_log-*.txt with steps)",
+                fix="give the log file, or the output directory of a run",
+            )
+        )
+    return found
+
+
 @app.command("summary", epilog=_epilog(SUMMARY_EXAMPLES))
 def summary(
     files: Annotated[list[Path], typer.Argument(help="Log files (run_log, trainer_log.jsonl, ...).")],
@@ -93,6 +122,7 @@ def summary(
     from ascendfactory.errors import ConfigError, Problem
     from ascendfactory.metrics import detect_format, parse_file, peak_for, summarize
     from ascendfactory.metrics.hardware import device_names
+    from ascendfactory.metrics.locate import loss_sibling, run_facts
     from ascendfactory.metrics.summary import parse_steps
 
     _set_json(json_out)
@@ -114,20 +144,32 @@ def summary(
             )
         peak_tflops = peak.bf16_tflops
     results = []
-    for path in files:
+    for given in files:
+        path = _log_of(given)
+        facts = run_facts(path) if seq_length is None or devices is None else {}
+        for key in ("seq_length", "devices"):
+            if facts.get(key) and {"seq_length": seq_length, "devices": devices}[key] is None:
+                out.info(f"{key} {facts[key]} from {facts['source']}")
         records = parse_file(path, format)  # raises ConfigError for a missing file or unknown format
         fmt = format or detect_format(path)
         s = summarize(
             records,
             format=fmt,
             steps=step_range,
-            seq_length=seq_length,
-            devices=devices,
+            seq_length=seq_length or facts.get("seq_length"),
+            devices=devices or facts.get("devices"),
             skip_first=skip_first,
             flops_per_token=flops_per_token,
             peak_tflops=peak_tflops,
         )
         results.append({"file": str(path), **s.to_dict()})
+        if not s.num_steps:
+            sibling = loss_sibling(path)
+            if sibling is not None:
+                out.warn(
+                    f"{path.name} has no training steps: this run prints them in {sibling.name} "
+                    "(a Megatron run logs the loss on its last rank)"
+                )
         if out.mode == "json":
             continue
         span = f"steps {s.steps[0]}-{s.steps[1]}" if s.steps else "no training steps"
@@ -220,7 +262,7 @@ def compare_cmd(
         from ascendfactory.metrics.plot import plot_comparison
 
         plot_comparison(
-            cmp.steps, cmp.a, cmp.b, plot, metric=cmp.metric, labels=(a.name, b.name), tolerance=tolerance
+            cmp.steps, cmp.a, cmp.b, plot, metric=cmp.metric, labels=distinct_names(a, b), tolerance=tolerance
         )
     data = {"a": str(a), "b": str(b), **cmp.to_dict(rows=rows), "plot": str(plot) if plot else None}
     if out.mode == "json":
@@ -258,7 +300,7 @@ def plot_cmd(
     tables = [table_for_plot(f, format, metric) for f in files]
     try:
         path = plot_loss(
-            tables, output, metric=metric or None, smoothing=smoothing, labels=[f.name for f in files]
+            tables, output, metric=metric or None, smoothing=smoothing, labels=list(distinct_names(*files))
         )
     except ValueError as e:
         raise ConfigError(

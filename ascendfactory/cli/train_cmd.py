@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
         epilog="Examples:\n\n" + "\n\n".join(EXAMPLES),
     )
     def train(
+        ctx: typer.Context,
         args: ConfigArgs,
         dry_run: DryRunOpt = False,
         fmt: FormatOpt = PlanFormat.text,
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
         from ascendfactory.cli._experiment_args import load_from_args
         from ascendfactory.cli._output import out
 
+        _format_needs_dry_run(ctx, dry_run)
         loaded = load_from_args(args, collect=True)
         plan = make_plan(loaded, dry_run=dry_run)
         if dry_run:
@@ -50,6 +52,16 @@ def register(app: typer.Typer) -> None:
         code = run_experiment(plan, out=out, replan=replanner(loaded), verbose=verbose)
         if code:
             raise typer.Exit(code)
+
+
+def _format_needs_dry_run(ctx: typer.Context, dry_run: bool) -> None:
+    """`--format` prints a plan: without `--dry-run` it is a usage error (exit 2), never a real run."""
+    source = ctx.get_parameter_source("fmt")  # compared by name: typer may bundle its own click
+    if not dry_run and getattr(source, "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP"):
+        raise typer.BadParameter(
+            "prints the plan of a dry run: add --dry-run (a real run has no --format)",
+            param_hint="'--format'",
+        )
 
 
 def _show_plan(plan: Plan, fmt: PlanFormat) -> None:

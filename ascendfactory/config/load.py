@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from ascendfactory.config import interpolate
 from ascendfactory.config.bounds import check_tree, tree_problems
 from ascendfactory.config.known_backends import Backends
-from ascendfactory.config.oldstyle import flatten_old_style, is_old_style
+from ascendfactory.config.oldstyle import flatten_old_style, is_old_style, map_flat_overrides
 from ascendfactory.config.overrides import parse_overrides_collecting
 from ascendfactory.config.report_to import ReportTo
 from ascendfactory.config.schema import AutoResumeConfig, EnvConfig, ExperimentConfig
@@ -35,6 +35,7 @@ from ascendfactory.config.tree import compose
 from ascendfactory.config.yamlio import load_file
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig
+from ascendfactory.secrets import remember as remember_secrets
 
 
 @dataclass
@@ -144,7 +145,9 @@ def load_experiment(
         style = "new"
         origins = {}
 
+    overrides = map_flat_overrides(overrides, _backend_of(layers, overrides), backends, problems)
     composed = compose(layers, overrides, problems=problems)
+    remember_secrets(composed)  # any text the tool prints from here on masks these values
     overridden = {k for k, _ in overrides}
     found: list[Problem] = []
     resolved = interpolate.resolve(composed, source=source, problems=found)
@@ -175,6 +178,14 @@ def load_experiment(
     if problems and not collect:
         raise ConfigError(loaded.locate(problems))
     return loaded
+
+
+def _backend_of(layers: list[dict[str, Any]], overrides: list[tuple[str, Any]]) -> str:
+    """The backend the file and the command line name (the last word wins), for mapping flat keys."""
+    named = [v for k, v in overrides if k == "backend"] + [
+        layer.get("backend") for layer in reversed(layers) if isinstance(layer, dict)
+    ]
+    return next((b for b in named if isinstance(b, str)), "torch")
 
 
 def _from_command_line(p: Problem, overridden: set[str]) -> Problem:
@@ -245,6 +256,9 @@ def _problem_from(err: dict[str, Any], source: str, overridden: set[str]) -> Pro
     if kind == "extra_forbidden":
         parent = loc[:-1]
         known = _known_keys(parent)
+        if not parent and loc[-1] in TOP_LEVEL_ELSEWHERE:
+            message, fix = TOP_LEVEL_ELSEWHERE[str(loc[-1])]
+            return Problem(key=key, source=src, message=message, fix=fix)
         hint = did_you_mean(loc[-1], known)
         return Problem(
             key=key,
@@ -268,7 +282,26 @@ def _problem_from(err: dict[str, Any], source: str, overridden: set[str]) -> Pro
     ctx = err.get("ctx") or {}
     if "expected" in ctx:
         fix = f"use one of {ctx['expected']}"
+    for bound, words in (("ge", "or more"), ("gt", "exclusive: a larger value"), ("le", "or less")):
+        if bound in ctx and not fix:
+            fix = f"set {key}: {ctx[bound]} {words}" + BOUND_NOTES.get(key, "")
     return Problem(key=key, source=src, message=f"{msg}{shown}", fix=fix)
+
+
+# Top-level keys of AscendFactory's documents that this file format keeps elsewhere or refuses:
+# (message, fix), instead of a bare "unknown key".
+TOP_LEVEL_ELSEWHERE = {
+    "callbacks": (
+        "MindSpore Transformers' training callbacks (seed 001: MFLossMonitor prints the loss every "
+        "per_print_times steps) are not configurable here: the trainers print the loss themselves",
+        "remove it; the loss interval is backend_config.training.log-interval (Megatron backends) or "
+        "logging_steps (llamafactory)",
+    ),
+    "seed": ("a training flag, not a top-level key", "set backend_config.training.seed"),
+    "mount_type": ("ModelArts' storage switch (OBS): this tool reads and writes local paths", "remove it"),
+    "output_dir": ("the 6.5.90x spelling of af_output_dir", "rename it to af_output_dir"),
+}
+BOUND_NOTES = {"save_total_limit": " (0 keeps every checkpoint)"}
 
 
 def _known_keys(parent: list[str]) -> list[str]:

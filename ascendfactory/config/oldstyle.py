@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ascendfactory.config.schema import EnvConfig, ExperimentConfig
+from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.config.tree import merge_layers, set_dotted
 from ascendfactory.errors import ConfigError, Problem
 
@@ -51,6 +52,40 @@ FLAT_KEY_MAP: dict[str, tuple[str, ...]] = {
     # topology
     **{k: (f"env.{k}",) for k in EnvConfig.model_fields},
 }
+
+
+# ModelArts job parameters of the 6.5.90x documentation that mean nothing outside ModelArts: refused with
+# the reason (never ignored, never passed on as a training flag).
+PLATFORM_KEYS = {
+    "mount_type": "ModelArts' storage switch (OBS): this tool reads and writes local paths; remove it",
+}
+
+
+def map_flat_overrides(
+    overrides: list[tuple[str, Any]],
+    backend: str,
+    backends: Backends | None,
+    problems: list[Problem],
+) -> list[tuple[str, Any]]:
+    """Command-line keys in the flat spelling of old-style files (`--SEQ_LEN=4096`, `--train-iters=20`,
+    `--NPUS_PER_NODE=2`, as ModelArts passes hyperparameters) mapped where the same key in a file goes:
+    `FLAT_KEY_MAP`, the backend's `legacy_keys`, else its `legacy_rest` section. Dotted keys and the
+    experiment's own top-level keys are left as they are."""
+    known = {**(backends.legacy_keys(backend) if backends else {}), **FLAT_KEY_MAP}
+    rest = backends.legacy_rest(backend) if backends else None
+    out: list[tuple[str, Any]] = []
+    for key, value in overrides:
+        if "." in key or key in ExperimentConfig.model_fields or key in SECTION_KEYS:
+            out.append((key, value))
+        elif key in PLATFORM_KEYS:
+            problems.append(Problem(key=key, source="command line", message=PLATFORM_KEYS[key]))
+        elif key in known:
+            out += [(dest, value) for dest in known[key]]
+        elif rest is not None and not did_you_mean(key, ExperimentConfig.model_fields):
+            out.append((f"{rest}.{key}", value))
+        else:  # a slip of a top-level key (`exp_nme`): the schema names it with its nearest key
+            out.append((key, value))
+    return out
 
 
 def is_old_style(data: dict[str, Any]) -> bool:
@@ -157,6 +192,9 @@ def _place(
     """Put one flat key into the new-style `tree`; returns the dotted keys it went to."""
     if key in SECTION_KEYS and isinstance(value, dict):
         tree[key] = merge_layers({key: tree.get(key) or {}}, {key: value})[key]
+        return ()
+    if key in PLATFORM_KEYS:
+        problems.append(Problem(key=f"{block}.{key}", source=source, message=PLATFORM_KEYS[key]))
         return ()
     if key in known:
         for dest in known[key]:

@@ -7,10 +7,16 @@ prefix removed.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from ascendfactory.config.bounds import MAX_DEPTH
 from ascendfactory.config.yamlio import loads
 from ascendfactory.errors import ConfigError, Problem
+
+MAX_KEY = 500  # characters in one dotted key; the longest real one has about 80
+MAX_DIGITS = 1000  # digits in one number; Python refuses to read more than 4300
+_NUMBER = re.compile(r"[-+]?[\d_]+(\.[\d_]*)?([eE][-+]?\d+)?")
 
 
 def parse_value(text: str) -> Any:
@@ -76,5 +82,28 @@ def parse_overrides_collecting(args: list[str], problems: list[Problem]) -> list
                 )
             )
             continue
+        too_big = _too_big(key, raw)
+        if too_big:
+            problems.append(
+                Problem(key=key[:80] + ("..." if len(key) > 80 else ""), source="command line", **too_big)
+            )
+            continue
         out.append((key, parse_value(raw)))
     return out
+
+
+def _too_big(key: str, raw: str) -> dict[str, str] | None:
+    """A key or number no experiment has (message, fix), before anything walks or converts it."""
+    if len(key) > MAX_KEY or key.count(".") >= MAX_DEPTH:
+        return {
+            "message": f"a key of {len(key)} characters and {key.count('.') + 1} levels (at most {MAX_KEY} "
+            f"and {MAX_DEPTH})",
+            "fix": "use a dotted path such as backend_config.training.lr",
+        }
+    text = raw.strip()
+    if _NUMBER.fullmatch(text) and sum(c.isdigit() for c in text) > MAX_DIGITS:
+        return {
+            "message": f"a number of {sum(c.isdigit() for c in text)} digits (at most {MAX_DIGITS})",
+            "fix": "give a number of a sensible size, or quote it to make it a text",
+        }
+    return None

@@ -81,6 +81,15 @@ def loads(text: str, *, source: str = "<string>") -> Any:
                 fix="keep one of the two",
             )
         ) from None
+    except ValueError as e:  # an integer longer than Python reads (4300 digits)
+        raise ConfigError(
+            Problem(
+                key="(file)",
+                source=source,
+                message=f"a value YAML cannot read: {e}",
+                fix="give numbers of a sensible size, or quote them to make them text",
+            )
+        ) from None
     except RecursionError:
         raise ConfigError(
             Problem(

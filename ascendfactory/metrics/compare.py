@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ascendfactory.metrics.convergence import pick_metric
+from ascendfactory.metrics.convergence import LOSS_KEYS, pick_metric
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
 
@@ -72,11 +72,15 @@ def compare(
     tolerance: float = 0.02,
 ) -> Comparison:
     ta, tb = StepTable.from_records(a), StepTable.from_records(b)
-    metric = metric or pick_metric([k for k in ta.keys() if k in set(tb.keys())]) or ""
-    sa, va = ta.series(metric)
-    sb, vb = tb.series(metric)
+    key_a = key_b = metric or pick_metric([k for k in ta.keys() if k in set(tb.keys())]) or ""
+    if not key_a:  # two formats that name the loss differently (Megatron's `lm loss`, HF's `loss`)
+        key_a, key_b = _own_loss(ta), _own_loss(tb)
+        if not (key_a and key_b):
+            key_a = key_b = ""
+    sa, va = ta.series(key_a)
+    sb, vb = tb.series(key_b)
     right = dict(zip(sb, vb))
-    cmp = Comparison(metric, tolerance=tolerance)
+    cmp = Comparison(key_a if key_a == key_b else f"{key_a} (A) / {key_b} (B)", tolerance=tolerance)
     for step, x in zip(sa, va):
         if step in right:
             cmp.steps.append(step)
@@ -85,3 +89,8 @@ def compare(
     common = len(cmp.steps)
     cmp.only_in_a, cmp.only_in_b = len(sa) - common, len(sb) - common
     return cmp
+
+
+def _own_loss(table: StepTable) -> str | None:
+    """The training loss under the name this log's format gives it."""
+    return next((k for k in LOSS_KEYS if table.has(k)), None)

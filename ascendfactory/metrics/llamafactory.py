@@ -96,6 +96,11 @@ class TrainerLogParser:
         return _NONE
 
 
+def kind_of_step(metrics: dict[str, float]) -> bool:
+    """A training step's dict (its loss), not the evaluation's or the end-of-training summary."""
+    return "loss" in metrics
+
+
 class ConsoleDictParser:
     """HF Trainer stdout dicts; the step comes from the tqdm bar when one is seen."""
 
@@ -105,6 +110,12 @@ class ConsoleDictParser:
         self._bar_step: int | None = None
         self._bar_total: int | None = None
         self._count = 0
+        self._last_steps: list[int] = []  # the steps of the training dicts so far
+
+    def _interval(self) -> int:
+        """The logging interval the last two training dicts show (1 before there are two)."""
+        last = self._last_steps
+        return max(1, last[-1] - last[-2]) if len(last) > 1 else 1
 
     def feed(self, line: str) -> tuple[Record, ...]:
         records: tuple[Record, ...] = _NONE
@@ -125,6 +136,14 @@ class ConsoleDictParser:
             ):
                 self._count += 1
                 step = self._bar_step if self._bar_step is not None else self._count
+                if kind_of_step(metrics) and self._last_steps and step <= self._last_steps[-1]:
+                    # tqdm redraws at most every 0.1 s: a fast step's bar can still show the step before
+                    # (`0/30` beside step 1's loss); the step after the last one, as trainer_log.jsonl has it
+                    step = self._last_steps[-1] + self._interval()
+                elif kind_of_step(metrics) and not self._last_steps and step == 0:
+                    step = 1
+                if kind_of_step(metrics):
+                    self._last_steps.append(step)
                 # the end-of-training dict has train_runtime and no loss; with token counting,
                 # transformers 5.x also puts train_runtime into every step's dict
                 kind = "summary" if "train_runtime" in metrics and "loss" not in metrics else _kind(metrics)

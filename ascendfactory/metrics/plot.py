@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
+from ascendfactory.errors import MissingDependencyError
 from ascendfactory.metrics.convergence import LOSS_KEYS, SCORE_KEYS, pick_metric
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
@@ -42,6 +43,23 @@ def ema(values: Sequence[float], smoothing: float) -> list[float]:
         n += 1
         out.append(last / (1 - smoothing**n) if smoothing else last)
     return out
+
+
+SMOOTHING_SPAN = 20  # the EMA's time constant stays under 1/20 of the points: no lag on short runs
+
+
+def smoothing_for(points: int, smoothing: float) -> float:
+    """`smoothing` scaled to the number of points: the EMA's time constant 1 / (1 - s) is kept below
+    points / SMOOTHING_SPAN, so 15 points are not smoothed at all and 200 get the full `smoothing`."""
+    if points <= SMOOTHING_SPAN:
+        return 0.0
+    return min(smoothing, 1 - SMOOTHING_SPAN / points)
+
+
+def is_schedule(metric: str) -> bool:
+    """A schedule the trainer sets (the learning rate), never smoothed."""
+    name = metric.lower().replace("_", " ").replace("-", " ")
+    return "learning rate" in name or name in ("lr", "actor/lr", "critic/lr") or name.endswith("/lr")
 
 
 VALIDATION_KEYS = ("{} value", "eval_{}", "val/{}", "val-{}")  # Megatron, HF Trainer, VeRL styles
@@ -91,6 +109,22 @@ def table_for_plot(
         for rec in piece.others:
             table.add(rec)
     return table
+
+
+PLOT_REQUIREMENT = "matplotlib>=3.7"
+
+
+def _matplotlib() -> tuple[Any, Any]:
+    """(Figure, FigureCanvasAgg); a missing matplotlib is a MissingDependencyError saying what to install."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"drawing a PNG needs matplotlib, which this Python lacks ({e}): "
+            f"pip install '{PLOT_REQUIREMENT}' (a core dependency of ascendfactory-cli)"
+        ) from None
+    return Figure, FigureCanvasAgg
 
 
 def _runs(runs: RunLike | Sequence[RunLike]) -> list[tuple[str, StepTable]]:
@@ -157,10 +191,13 @@ def plot_loss(
     labels: Sequence[str] | None = None,
     title: str | None = None,
     dpi: int = 100,
+    resumed_at: Sequence[int] = (),
 ) -> Path:
-    """Write a PNG with one panel per metric, every run on each panel; returns the path."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """Write a PNG with one panel per metric, every run on each panel; returns the path. Each run is drawn
+    raw and, past a few dozen points, smoothed (`smoothing_for`; a schedule such as the learning rate never);
+    `resumed_at`: the first steps of resumed segments, marked with a dotted line."""
+    Figure, FigureCanvasAgg = _matplotlib()  # noqa: N806 - the classes, named as matplotlib names them
+    from matplotlib.ticker import MaxNLocator
 
     tables = _runs(runs)
     names = list(labels) if labels else [n for n, _ in tables]
@@ -179,9 +216,11 @@ def plot_loss(
                 continue
             colour = colours[i % len(colours)]
             run = names[i] if i < len(names) else label
-            if smoothing > 0:
-                ax.plot(steps, values, color=colour, alpha=0.3, linewidth=1)
-                ax.plot(steps, ema(values, smoothing), color=colour, linewidth=1.8, label=f"{run} (smoothed)")
+            factor = 0.0 if is_schedule(name) else smoothing_for(len(steps), smoothing)
+            if factor > 0:
+                ax.plot(steps, values, color=colour, alpha=0.3, linewidth=1, label=f"{run} (raw)")
+                ax.plot(steps, ema(values, factor), color=colour, linewidth=1.8,
+                        label=f"{run} (smoothed, EMA {factor:.2f})")  # fmt: skip
             else:
                 ax.plot(steps, values, color=colour, linewidth=1.5, label=run)
             drawn = True
@@ -190,6 +229,9 @@ def plot_loss(
             if vsteps:
                 ax.plot(vsteps, vvalues, color=colour, linestyle="--", marker="o", markersize=4,
                         linewidth=1.2, label=f"{run} (validation)")  # fmt: skip
+        for k, step in enumerate(resumed_at):
+            ax.axvline(step, color="grey", linestyle=":", linewidth=1.2, label="resumed" if k == 0 else None)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are whole numbers
         ax.set_xlabel("step")
         ax.set_ylabel(name)
         ax.set_title(name if not title else f"{title}: {name}", loc="left")
@@ -215,8 +257,7 @@ def plot_comparison(
     tolerance: float = 0.02,
 ) -> Path:
     """Two curves on top, their relative difference below with the +-tolerance band."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    Figure, FigureCanvasAgg = _matplotlib()  # noqa: N806 - the classes, named as matplotlib names them
 
     fig = Figure(figsize=(8, 6), layout="constrained")
     FigureCanvasAgg(fig)
@@ -230,7 +271,10 @@ def plot_comparison(
     bottom.plot(steps, rel, color="C3", linewidth=1.2)
     for y in (tolerance * 100, -tolerance * 100):
         bottom.axhline(y, color="grey", linestyle="--", linewidth=1)
-    bottom.set_ylabel("relative diff (%)")
+    from matplotlib.ticker import MaxNLocator
+
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.set_ylabel(f"({labels[0]} - {labels[1]}) / {labels[0]} (%)")
     bottom.set_xlabel("step")
     bottom.grid(True, alpha=0.3)
     out = Path(out_png)

@@ -228,7 +228,12 @@ def throughput_llamafactory(
     tp.steps_used, tp.steps_skipped = [p[0] for p in window], [p[0] for p in points if p not in window]
     if len(window) >= 2 and window[-1][1] > window[0][1]:
         d_tok, d_t = window[-1][2] - window[0][2], window[-1][1] - window[0][1]
-    else:  # one record (the final one): the whole run so far
+    elif starts or window[-1][0] <= 1:  # one step since a resume (total_tokens counts from the start)
+        tp.note = (
+            f"only step {window[-1][0]} logged since the start or resume: too few steps for a throughput"
+        )
+        return tp
+    else:  # one record (the final one) of an unbroken run: the whole run so far
         d_tok, d_t = window[-1][2], window[-1][1]
         tp.formula = "total_tokens / elapsed_s / devices (whole run)"
     if d_t <= 0:

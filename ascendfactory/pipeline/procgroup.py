@@ -47,6 +47,13 @@ def _prctl() -> object | None:
 
 _PRCTL = _prctl()  # resolved once, before any fork: the child only calls it
 
+# A fork with a `preexec_fn` runs the interpreter's at-fork hooks: the "before" hooks, then the fork, then
+# the "after in parent" hooks. A module that registers a pair while another thread sits in that window
+# (logging does: `before=_acquireLock, after_in_parent=_releaseLock`) gets only the second half and prints
+# "Exception ignored in _releaseLock ... cannot release un-acquired lock". So a background import and such
+# a fork never overlap: both hold this lock (`import_in_background`, `start`).
+_FORK_GUARD = threading.Lock()
+
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     if _PRCTL is not None:
@@ -59,16 +66,37 @@ def start(argv: list[str], *, env: dict[str, str], cwd: str | None) -> subproces
     if not argv:
         raise ValueError("empty argv: in-process steps are not started as subprocesses")
     main = threading.current_thread() is threading.main_thread()
-    return subprocess.Popen(
-        argv,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=_die_with_parent if main and _PRCTL is not None else None,  # noqa: PLW1509
-    )
+    with _FORK_GUARD:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if main and _PRCTL is not None else None,  # noqa: PLW1509
+        )
+
+
+def import_guarded(modules: tuple[str, ...]) -> None:
+    """Import `modules` (from any thread) while no `start()` forks (see `_FORK_GUARD`); a module that is
+    not installed is left to whoever uses it to report."""
+    import importlib
+
+    with _FORK_GUARD:
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                pass
+
+
+def import_in_background(modules: tuple[str, ...], *, name: str) -> threading.Thread:
+    """Import `modules` in a daemon thread that no `start()` forks beside (`import_guarded`)."""
+    thread = threading.Thread(target=import_guarded, args=(modules,), name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 def run_tag(output_dir: str) -> str:

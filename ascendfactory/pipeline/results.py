@@ -27,6 +27,7 @@ from ascendfactory.metrics import Record, StepTable, parse_file, plot_loss
 from ascendfactory.metrics.megatron import seq_length_from_log
 from ascendfactory.metrics.plot import nan_points
 from ascendfactory.metrics.throughput import throughput_for
+from ascendfactory.pipeline import procgroup
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogSpec
 from ascendfactory.secrets import mask_text
@@ -34,9 +35,16 @@ from ascendfactory.secrets import mask_text
 
 def write_file(path: str, text: str, *, source: str | None = None) -> str | None:
     """Write `text` to `path` atomically (mode 0600 when it holds a secret value); never overwrite the
-    experiment file being run (None then)."""
+    experiment file being run (None then). A file that already holds `text` is left as it is: its time
+    stays, so the manifest of a step that reads it (a LoRA merge's yaml) still matches on a re-run."""
     if source and os.path.exists(source) and os.path.exists(path) and os.path.samefile(source, path):
         return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == text:
+                return path
+    except (OSError, UnicodeDecodeError):
+        pass
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     private = mask_text(text)[1]  # a framework config holding a credential: readable by its owner only
@@ -90,31 +98,35 @@ def chained_records(paths: Iterable[str], fmt: str, kinds: tuple[str, ...] = ("t
     return list(itertools.chain.from_iterable(_train_records(p, fmt, kinds) for p in paths))
 
 
-def prewarm_plot() -> None:
-    """Import the plotting modules in a background thread (about 0.4 s that would follow training)."""
-    import threading
-
-    def load() -> None:
-        try:
-            import matplotlib.backends.backend_agg  # noqa: F401
-            import matplotlib.figure  # noqa: F401
-        except ImportError:  # no matplotlib: plot() says so when it runs
-            pass
-
-    threading.Thread(target=load, name="af-prewarm-plot", daemon=True).start()
+PLOT_MODULES = ("matplotlib.backends.backend_agg", "matplotlib.figure")
 
 
-def plot(paths: list[str], out_png: str, logs: LogSpec) -> str | None:
+def prewarm_plot(modules: tuple[str, ...] = PLOT_MODULES) -> None:
+    """Import the plotting modules in a background thread (about 0.4 s that would follow training); call
+    it once the train step has started, since a step started meanwhile waits for the import to finish."""
+    procgroup.import_in_background(modules, name="af-prewarm-plot")
+
+
+def plot(paths: list[str], out_png: str, logs: LogSpec, *, label: str | None = None) -> str | None:
     """`training_loss.png` from the joined segments: the plan's `plot_metrics` the log has, else its loss,
-    with the validation loss beside it where the run logged one; None when it logged neither."""
-    records = chained_records(paths, logs.format, ("train", "eval"))
+    with the validation loss beside it where the run logged one; None when it logged neither. `label`:
+    the legend's name of the run (the experiment); a resumed segment's first step is marked."""
+    segments = [_train_records(p, logs.format, ("train", "eval")) for p in paths]
+    records = list(itertools.chain.from_iterable(segments))
+    starts = [
+        min(r.step for r in seg if r.kind == "train")
+        for seg in segments
+        if any(r.kind == "train" for r in seg)
+    ]
     logged = {k for r in records if r.kind == "train" for k in r.metrics}
     panels = [k for k in logs.plot_metrics if k in logged]
     if not panels:
         panels = [k for k in logs.loss_keys if k in logged][:1]
     if not panels:
         return None
-    return str(plot_loss(records, out_png, metric=panels))
+    return str(
+        plot_loss(records, out_png, metric=panels, labels=[label] if label else None, resumed_at=starts[1:])
+    )
 
 
 @dataclass
@@ -150,8 +162,9 @@ class RunSummary:
 
 
 def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummary:
-    """Fill in loss and throughput from the loss rank's logs (joined segments)."""
-    table = StepTable.from_records(chained_records(paths, logs.format))
+    """Fill in loss and throughput from the loss rank's logs (joined segments); progress records too, as
+    `logs summary` reads them (LLaMA-Factory's final record carries the last total_tokens)."""
+    table = StepTable.from_records(chained_records(paths, logs.format, ("train", "progress")))
     key = next((k for k in logs.loss_keys if table.has(k)), None)
     if key:
         steps, values = table.series(key)

@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any
 
 from ascendfactory.checkpoints import get_scheme
-from ascendfactory.errors import InterruptedRunError, StageFailedError
+from ascendfactory.errors import InterruptedRunError, MissingDependencyError, StageFailedError
 from ascendfactory.pipeline import manifest, procgroup, results
 from ascendfactory.pipeline.launch import LogNames, Outcome, read_tail, timestamp
 from ascendfactory.pipeline.launchers import open_step
@@ -257,6 +257,8 @@ class Runner:
         self.progress.step_started(step, loss_rank=loss_rank)
         self.event(f"step {step.name}: running", log_only=f" {mask_argv(step.command_line())}")
         proc.start()
+        if step.role is Role.TRAIN and loss_rank is not None and self.plan.with_role(Role.PLOT) is not None:
+            results.prewarm_plot()  # matplotlib loads while training runs, not after it
         if monitor is not None and proc.pid is not None:
             monitor.attach(proc.pid)
             monitor.start()
@@ -290,8 +292,6 @@ class Runner:
     def _train(self, step: Step, loss_rank: int | None) -> tuple[Step, Outcome]:
         for line in self.tracking.wait():  # the tracker runs exist before training reports to them
             self.event(f"tracker: {line}")
-        if loss_rank is not None and self.plan.with_role(Role.PLOT) is not None:
-            results.prewarm_plot()  # matplotlib loads while training runs, not after it
         policy = self.policy
         attempt = 0
         while True:
@@ -370,7 +370,13 @@ class Runner:
         t0 = time.monotonic()
         paths = self._loss_logs(loss_rank) if loss_rank is not None else []
         out_png = step.outputs[0] if step.outputs else os.path.join(self.plan.output_dir, "training_loss.png")
-        written = results.plot(paths, out_png, self.plan.logs) if paths else None
+        try:
+            written = (
+                results.plot(paths, out_png, self.plan.logs, label=self.plan.exp_name) if paths else None
+            )
+        except MissingDependencyError as e:  # the training is done: the plot is skipped, with what to install
+            self._check_interrupt(step)
+            return self._record(step, "skipped", str(e), time.monotonic() - t0)
         self._check_interrupt(step)  # a signal while plotting (in-process) stops the run here
         if written is None:
             return self._record(step, "skipped", "no loss logged by this node", time.monotonic() - t0)

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ascendfactory.pipeline import procgroup
 from ascendfactory.plan import Tracking
 from ascendfactory.trackers import Sink, Sinks, open_run, run_env
 from ascendfactory.trackers.wandb_sink import new_run_id
@@ -75,6 +76,8 @@ class RunTracking:
 
         def prepare() -> None:  # its warnings come back with its lines, on the runner's thread
             warn, self.warn = self.warn, lambda text: self._lines.append(f"warning: {text}")
+            # imports register at-fork hooks (logging's): never beside the steps' forks (procgroup)
+            procgroup.import_guarded(tuple(s.name for s in self.tracking.specs if s.name in OWN_RUN))
             try:
                 self._lines.extend(self.prepare())
             finally:

@@ -175,3 +175,18 @@ def test_core_install_runs_a_mindspeed_llm_plan(core_env: Path, tmp_path: Path) 
     assert "step preprocess: done" in texts and "step hf2mg: done" in texts
     assert (tmp_path / "out" / "converted_weight_TP1PP1" / "done").exists()
     assert (tmp_path / "out" / "preprocess_data").is_dir()  # created by the runner before the program ran
+
+
+def test_core_install_draws_the_loss_plot(core_env: Path, tmp_path: Path) -> None:
+    """matplotlib is a core dependency: `logs plot` (and every run's plot step) works from `pip install .`."""
+    log = tmp_path / "run_log-N1-0.txt"
+    lines = [
+        f" iteration {i:8d}/      30 | consumed samples: {16 * i:12d} |"
+        " elapsed time per iteration (ms): 90.0 | learning rate: 1.0E-03 | global batch size:    16 |"
+        f" lm loss: {7 - i / 10:.6E} | loss scale: 1.0 |"
+        for i in range(1, 31)
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    done = cli(core_env, "logs", "plot", str(log), "-o", str(tmp_path / "loss.png"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "loss.png").stat().st_size > 1000

@@ -110,6 +110,7 @@ def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
     check_rerun_continues(out, ids)
     states = {s["name"]: s["state"] for s in json.loads((out / ".af" / "summary.json").read_text())["steps"]}
     assert states["preprocess"] == "skipped" and states["hf2mg"] == "skipped" and states["mg2hf"] == "skipped"
+    assert states["train"] == "skipped"  # complete: no torchrun started to find that out
     assert sorted(p.name for p in (out / "saved_checkpoints").iterdir()) == before
 
 

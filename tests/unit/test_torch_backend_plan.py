@@ -145,8 +145,11 @@ def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
 
 
 def test_the_plan_carries_the_errors_auto_resume_does_not_retry(tmp_path):
+    from ascendfactory.backends import ports
+
     unretryable = plan_for(f"--af_output_dir={tmp_path}").policy.unretryable
-    assert unretryable == ("configuration problem", "found NaN in")  # the trainer's NaN check too
+    # the trainer's configuration problems, its NaN check, and a busy port
+    assert unretryable == ("configuration problem", "found NaN in", *ports.UNRETRYABLE)
 
 
 @pytest.mark.parametrize(
@@ -174,3 +177,11 @@ def test_a_device_count_past_any_machine_is_refused_at_once(tmp_path):
     with pytest.raises(ConfigError, match="env.NPUS_PER_NODE"):
         plan_for(f"--af_output_dir={tmp_path}", "--env.NPUS_PER_NODE=999999937")
     assert time.monotonic() - t0 < 1
+
+
+def test_a_finished_run_skips_training_instead_of_starting_torchrun(tmp_path):
+    _fake_checkpoint(str(tmp_path / "saved_checkpoints"), 120, tracker=120)  # the quickstart's train-iters
+    plan = plan_for(f"--af_output_dir={tmp_path}")
+    assert plan.step("train").skip_reason.startswith("complete: saved_checkpoints is at iteration 120 of")
+    longer = plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.train-iters=160")
+    assert not longer.step("train").skipped

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from ascendfactory.backends import inputs as input_paths
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
@@ -29,7 +30,7 @@ from ascendfactory.backends.llamafactory import datasets, environment, rules
 from ascendfactory.backends.llamafactory.model_facts import read_model
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
-from ascendfactory.checkpoints.hf_trainer import newest_complete
+from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import Problem
@@ -148,6 +149,9 @@ class LlamaFactoryBackend(Backend):
         def problem(key: str, message: str, fix: str) -> Problem:
             return ctx.problem(key, message, fix=fix)
 
+        warnings: list[str] = []
+        problems += _top_level_inputs(ctx, training, warnings)
+
         for key, decided_by in OWNED.items():
             if key in training and not (key == "do_train" and training[key] is True):
                 if key == "output_dir" and os.path.abspath(str(training[key])) == out:
@@ -174,13 +178,22 @@ class LlamaFactoryBackend(Backend):
                 )
         accelerator = detect_accelerator()
         device = rules.device_problems(training, accelerator, problem)
-        warnings: list[str] = []
         if strict_paths:
             problems += device
         else:  # --dry-run may be checking a cluster's experiment on a laptop
             warnings += [f"{p.key}: {p.message} ({p.fix} to run it here)" for p in device]
         problems += rules.batch_problems(training, problem)
-        problems += rules.file_problems(training, problem, strict=strict_paths)
+        problems += rules.file_problems(training, problem)
+        absent_model = rules.local_model_dir(training)
+        if absent_model:
+            found = input_paths.missing(
+                ctx,
+                rules.T + "model_name_or_path",
+                absent_model,
+                "model directory {path} not found",
+                "give an HF model directory",
+            )
+            input_paths.route([found], strict=strict_paths, problems=problems, warnings=warnings)
         model = str(training.get("model_name_or_path") or "")
         facts = read_model(os.path.expanduser(model)) if model else None
         problems += rules.model_problems(training, facts, problem)
@@ -188,10 +201,12 @@ class LlamaFactoryBackend(Backend):
             training.get("dataset") or [], training.get("dataset_dir"), out, key=rules.T + "dataset"
         )
         problems += [problem(k, m, f) for k, m, f in data.problems]
-        if strict_paths:
-            problems += [problem(k, m, f) for k, m, f in data.missing]
-        else:
-            warnings += [f"{k}: {m} ({f})" for k, m, f in data.missing]
+        input_paths.route(
+            [problem(k, m, f) for k, m, f in data.missing],
+            strict=strict_paths,
+            problems=problems,
+            warnings=warnings,
+        )
 
         env, env_source = environment.find_env(bc.get("env_dir"), ctx.environ)
         lacking = environment.missing(env)
@@ -221,6 +236,11 @@ class LlamaFactoryBackend(Backend):
         if cfg.ckpt_load_type == 0:
             lf["train_from_scratch"] = True
         resume = newest_complete(out) if cfg.train_auto_resume else None
+        done_at = (
+            finished_at(resume, max_steps=lf.get("max_steps"), num_train_epochs=lf.get("num_train_epochs"))
+            if resume
+            else None
+        )
         if resume is None and cfg.ckpt_load_type == 2 and cfg.user_converted_ckpt_path:
             resume = os.path.abspath(cfg.user_converted_ckpt_path)
         elif cfg.ckpt_load_type == 1 and cfg.user_converted_ckpt_path:
@@ -299,6 +319,12 @@ class LlamaFactoryBackend(Backend):
             },
         )
         inputs = [train_yaml, *([os.path.join(data.dataset_dir, datasets.INFO)] if data.info else [])]
+        complete = (
+            f"complete: {os.path.basename(str(resume))} is at the run's end (step {done_at}); nothing to "
+            "train (raise max_steps or num_train_epochs to train on, or remove the checkpoints to start over)"
+            if done_at is not None
+            else None
+        )
         plan.add(
             Step(
                 name="check",
@@ -312,6 +338,7 @@ class LlamaFactoryBackend(Backend):
                     "LLaMA-Factory's own parser, tokenizer, template and dataset checks, and the sft data "
                     "against cutoff_len (imports LLaMA-Factory: 6-20 s)"
                 ],
+                skip_reason=complete and "the training is complete",
             )
         )
         if world == 1:
@@ -330,7 +357,16 @@ class LlamaFactoryBackend(Backend):
                 master_port=cfg.env.MASTER_PORT,
             )
         plan.add(
-            Step(name="train", role=Role.TRAIN, launch=launch, env=step_env, inputs=inputs, outputs=[out])
+            Step(
+                name="train",
+                role=Role.TRAIN,
+                launch=launch,
+                env=step_env,
+                inputs=inputs,
+                outputs=[out],
+                skip_reason=complete,
+                notes=[f"resumes from {resume} (resume_from_checkpoint)"] if resume and not complete else [],
+            )
         )
         if training.get("finetuning_type", "lora") == "lora" and bc.get("merge_lora", True):
             merged = os.path.join(out, "lora_merged")
@@ -363,6 +399,34 @@ class LlamaFactoryBackend(Backend):
             )
         plan.add(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")]))
         return plan
+
+
+def _top_level_inputs(ctx: PlanContext, training: dict[str, Any], warnings: list[str]) -> list[Problem]:
+    """The 6.5.90x top-level `model_name_or_path` and `dataset` (a file, a directory or a dataset name)
+    fill LLaMA-Factory's keys of the same name when those are not set, as they fill the Megatron backends';
+    both given and different: the backend_config value wins, with a warning. `processed_data_dir` (Megatron
+    preprocessed data) has no LLaMA-Factory meaning: refused."""
+    cfg = ctx.config
+    for key in ("model_name_or_path", "dataset"):
+        top = getattr(cfg, key)
+        if top is None:
+            continue
+        if training.get(key) in (None, ""):
+            training[key] = top
+        elif str(training[key]) != str(top):
+            warnings.append(
+                f"{key}: {top} (top level) is not used: backend_config.training.{key} ({training[key]}) "
+                "wins; remove one of them"
+            )
+    if cfg.processed_data_dir is not None:
+        return [
+            ctx.problem(
+                "processed_data_dir",
+                "Megatron preprocessed data: LLaMA-Factory tokenizes its own data",
+                "remove it; give the raw data as dataset (top level) or backend_config.training.dataset",
+            )
+        ]
+    return []
 
 
 # LLaMA-Factory key -> the environment variable its library reads when the key is not given

@@ -172,23 +172,24 @@ def batch_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
     return out
 
 
-def file_problems(training: dict[str, Any], problem: ProblemFn, *, strict: bool) -> list[Any]:
+def file_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
     out = []
     ds = training.get("deepspeed")
     if isinstance(ds, str) and not os.path.isfile(os.path.expanduser(ds)):
         out.append(
             problem(T + "deepspeed", f"deepspeed config {ds} not found", "give the path of a DeepSpeed json")
         )
+    return out
+
+
+def local_model_dir(training: dict[str, Any]) -> str | None:
+    """`model_name_or_path` when it is written as a local path (`/`, `.`, `~`) that is not a directory
+    here; a hub id (`org/name`) is LLaMA-Factory's to fetch."""
     model = training.get("model_name_or_path")
     if (
-        strict
-        and isinstance(model, str)
-        and (model.startswith(("/", ".", "~")))
+        isinstance(model, str)
+        and model.startswith(("/", ".", "~"))
         and not os.path.isdir(os.path.expanduser(model))
     ):
-        out.append(
-            problem(
-                T + "model_name_or_path", f"model directory {model} not found", "give an HF model directory"
-            )
-        )
-    return out
+        return model
+    return None

@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.megatron.layout import OutputLayout
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
@@ -315,11 +316,14 @@ def read_megatron_run(
     if model_dir and "tokenizer-name-or-path" not in training:
         training["tokenizer-name-or-path"] = model_dir
     arch = resolve_arch(cfg.af_model_name, model_dir)
-    if strict_paths and model_dir and not os.path.isdir(model_dir):
-        problems.append(
-            ctx.problem(
+    absent: list[Problem] = []  # input paths not on this machine: errors, or a dry run's warnings
+    if model_dir and not os.path.isdir(model_dir):
+        absent.append(
+            inputs.missing(
+                ctx,
                 K + "tokenizer-name-or-path",
-                f"directory {model_dir} does not exist",
+                model_dir,
+                "directory {path} does not exist",
                 fix="point it at the HF model directory (config.json, tokenizer, weights)",
             )
         )
@@ -429,14 +433,17 @@ def read_megatron_run(
         lora=any(training.get(k) for k in ("lora-r", "lora-target-modules")),
         warnings=list(report.warnings),
     )
-    _resolve_data(ctx, run, problems, strict_paths)
+    _resolve_data(ctx, run, problems, absent)
+    inputs.route(absent, strict=strict_paths, problems=problems, warnings=run.warnings)
     run.load = _decide_load(ctx, run, problems)
     if problems:
         raise ConfigError(problems)
     return run
 
 
-def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], strict: bool) -> None:
+def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], absent: list[Problem]) -> None:
+    """The data to train on (`run.data_path`) and what preprocessing makes it; input paths not on this
+    machine go to `absent`."""
     cfg = ctx.config
     pre = run.preprocess or {}
     handler = pre.get("handler-name") or (
@@ -477,21 +484,27 @@ def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], s
             return
         prefixes = blend_prefixes(words)
         run.data_path = [w if w not in prefixes else _data_prefix(w, run.data_is_instruction) for w in words]
-        missing = [p for p in blend_prefixes(run.data_path) if strict and not glob.glob(p + "*")]
+        missing = [p for p in blend_prefixes(run.data_path) if not glob.glob(p + "*")]
         if missing:
-            problems.append(
-                ctx.problem(
-                    key, f"no preprocessed data at {', '.join(missing)}", fix="point each prefix at data"
+            absent.append(
+                inputs.missing(
+                    ctx,
+                    key,
+                    missing[0],
+                    f"no preprocessed data at {', '.join(missing)}",
+                    "point each prefix at data",
                 )
             )
         return
     if given:
         run.data_path = _data_prefix(str(given), run.data_is_instruction)
-        if strict and not glob.glob(run.data_path + "*"):
-            problems.append(
-                ctx.problem(
+        if not glob.glob(run.data_path + "*"):
+            absent.append(
+                inputs.missing(
+                    ctx,
                     K + "data-path" if run.training.get("data-path") else "processed_data_dir",
-                    f"no preprocessed data at {given}",
+                    str(given),
+                    "no preprocessed data at {path}",
                     fix="point it at <prefix>_text_document (pt) or the <prefix> of "
                     "<prefix>_packed_*_document files (sft), or remove it to preprocess",
                 )
@@ -508,11 +521,13 @@ def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], s
             )
         )
         return
-    if strict and not os.path.exists(source):
-        problems.append(
-            ctx.problem(
-                "backend_config.preprocess_data.input",
-                f"{source} does not exist",
+    if not os.path.exists(source):
+        absent.append(
+            inputs.missing(
+                ctx,
+                "backend_config.preprocess_data.input" if pre.get("input") else "dataset",
+                str(source),
+                "{path} does not exist",
                 fix="point it at a json, jsonl or parquet file, or a directory of them",
             )
         )

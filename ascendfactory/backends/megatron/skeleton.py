@@ -138,6 +138,7 @@ class MegatronBackend(Backend):
             inputs=inputs,
             outputs=[self.saved_dir(run)],
             notes=[load.reason] if load else [],
+            skip_reason=finished_reason(run),
         )
 
     def saved_dir(self, run: MegatronRun) -> str:
@@ -162,6 +163,19 @@ class MegatronBackend(Backend):
 
     def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
         return {"prompt_type": PROMPT_TYPES.get(arch.model_type_hf, "empty")}
+
+
+def finished_reason(run: MegatronRun) -> str | None:
+    """Why the train step has nothing to do: the checkpoint auto-resume continues is at `train-iters`
+    (None otherwise; starting torchrun would only load it and validate again)."""
+    load, iters = run.load, run.training.get("train-iters")
+    at = load.resume_iteration if load else None
+    if at is None or isinstance(iters, bool) or not isinstance(iters, int) or at < iters:
+        return None
+    return (
+        f"complete: saved_checkpoints is at iteration {at} of train-iters {iters}; nothing to train (raise "
+        "train-iters to train on, or remove saved_checkpoints to start over)"
+    )
 
 
 def process(argv: list[str]) -> Process:

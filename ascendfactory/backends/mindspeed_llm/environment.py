@@ -45,7 +45,10 @@ def checks(environ: Mapping[str, str]) -> list[Check]:
     d, source = find_checkout(None, environ)
     out = [
         *ascend_checks(environ, torch_npu_required=True),
-        module_check("mindspeed"),
+        module_check(
+            "mindspeed",
+            fix="sh install.sh mindspeed-llm (MindSpeed's git checkout; PyPI's mindspeed is a placeholder)",
+        ),
         module_check("transformers"),
     ]
     missing = missing_entry_scripts(d)

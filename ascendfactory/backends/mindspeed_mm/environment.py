@@ -131,7 +131,10 @@ def checks(environ: Mapping[str, str]) -> list[Check]:
     out = [
         Check("Ascend toolkit", "ok" if ok else "missing", detail),
         module_check("torch_npu"),
-        module_check("mindspeed"),
+        module_check(
+            "mindspeed",
+            fix="sh install.sh mindspeed-mm (MindSpeed's git checkout; PyPI's mindspeed is a placeholder)",
+        ),
         module_check("jsonargparse"),
         module_check("transformers"),
     ]

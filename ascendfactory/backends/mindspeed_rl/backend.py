@@ -29,6 +29,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ascendfactory.backends import inputs
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.doctor import Check, ascend_toolkit_status
 from ascendfactory.backends.install import InstallStep, third_party_dir
@@ -338,8 +339,9 @@ class MindSpeedRLBackend(Backend):
             data_path = os.path.join(layout.preprocessed, _dataset_name(str(pre["input"])))
             updates["megatron_training.data_path"] = data_path
         rl = rl.replace_values(updates)
-        if strict:
-            problems += self.paths(ctx, rl, load, given_data=given)
+        inputs.route(
+            self.paths(ctx, rl, load, given_data=given), strict=strict, problems=problems, warnings=warnings
+        )
         return rl, str(absolute(data_path) or "")
 
     def paths(
@@ -349,10 +351,16 @@ class MindSpeedRLBackend(Backend):
         out: list[Problem] = []
         tok = rl.actor.get("tokenizer_name_or_path")
         if isinstance(tok, str) and not os.path.isfile(os.path.join(tok, "config.json")):
+            exists = os.path.isdir(tok)
             out.append(
-                ctx.problem(
+                inputs.missing(
+                    ctx,
                     BC + "megatron_training.tokenizer_name_or_path",
-                    f"{tok} is not an HF model directory with config.json (the tokenizer and vLLM load it)",
+                    tok,
+                    "{path} is not an HF model directory with config.json (the tokenizer and the rollout "
+                    "load it)"
+                    if exists
+                    else "directory {path} does not exist (the tokenizer and the rollout load it)",
                     "point it at the HF model directory",
                 )
             )
@@ -379,9 +387,11 @@ class MindSpeedRLBackend(Backend):
                 )
         elif pre.get("input") and not os.path.exists(str(pre["input"])):
             out.append(
-                ctx.problem(
+                inputs.missing(
+                    ctx,
                     BC + "preprocess_data.input",
-                    f"{pre['input']} does not exist",
+                    str(pre["input"]),
+                    "{path} does not exist",
                     "point it at a json/jsonl/parquet/csv file or a directory of them",
                 )
             )

@@ -12,6 +12,7 @@ plot        training_loss.png from the last rank's log (in-process)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ def _is_switch(parser: Any, key: str) -> bool:
 
 
 # Flags the planner sets itself; a user value for them is folded in, never passed twice.
+TRAINING = "backend_config.training."
 PLANNER_TRAIN_FLAGS = (
     "data-path",
     "tokenizer-name-or-path",
@@ -225,11 +227,15 @@ class TorchBackend(MegatronBackend):
     # -- validation ---------------------------------------------------------------------------------
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
         """The shared reading, plus every training flag the embedded trainer does not know: all at once."""
-        problems = self.flag_name_problems(ctx) + self.value_problems(ctx)
+        names = self.flag_name_problems(ctx)
+        named = {p.key for p in names}  # a misspelt flag is one problem, not also a wrong value
+        problems = names + [p for p in self.value_problems(ctx) if p.key not in named]
         try:
             run = super().read(ctx, strict_paths=strict_paths)
-        except ConfigError as e:
-            raise ConfigError(problems + e.problems) from None
+        except ConfigError as e:  # the argv checks cannot run: name the missing required flags now
+            named = {p.key for p in problems + e.problems}
+            missing = [p for p in self.required_problems(ctx) if p.key not in named]
+            raise ConfigError(problems + e.problems + missing) from None
         if isinstance(run.data_path, list):
             key = "backend_config.training.data-path"
             problems.append(
@@ -259,6 +265,19 @@ class TorchBackend(MegatronBackend):
             )
             for key in (training if isinstance(training, dict) else {})
             if f"--{key}" not in known
+        ]
+
+    def required_problems(self, ctx: PlanContext) -> list[Problem]:
+        """The trainer's required flags the training section lacks (the plan fills the data and the
+        tokenizer, so only those two are left to the argv check)."""
+        from ascendfactory.engine.train.flags import REQUIRED
+
+        training = (ctx.config.backend_config or {}).get("training")
+        training = training if isinstance(training, dict) else {}
+        return [
+            ctx.problem(TRAINING + flag[2:], "is required", f"set {TRAINING + flag[2:]}: <value>")
+            for flag in REQUIRED
+            if flag not in ("--tokenizer-name-or-path", "--data-path") and training.get(flag[2:]) is None
         ]
 
     def value_problems(self, ctx: PlanContext) -> list[Problem]:
@@ -318,7 +337,8 @@ class TorchBackend(MegatronBackend):
                 for p in e.problems:
                     flags = [f.strip().removeprefix("--") for f in p.key.split(",")]
                     key = ", ".join(f"backend_config.{section}.{f}" for f in flags)
-                    problems.append(Problem(key, p.message, p.fix, ctx.loaded.source_of(key.split(", ")[0])))
+                    fix = yaml_fix(p.fix, section)
+                    problems.append(Problem(key, p.message, fix, ctx.loaded.source_of(key.split(", ")[0])))
 
         for step, section, check in (
             ("preprocess", "preprocess_data", lambda a: parse(preprocess_parser(), a)),
@@ -343,3 +363,10 @@ class TorchBackend(MegatronBackend):
             *(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
             *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil")),
         ]
+
+
+def yaml_fix(fix: str, section: str) -> str:
+    """A program's fix in the form the user writes: `add --train-iters <value>` -> `set
+    backend_config.training.train-iters: <value>`; other `--flag` words -> their backend_config key."""
+    fix = re.sub(r"\badd --([a-z][\w-]*) <value>", rf"set backend_config.{section}.\1: <value>", fix)
+    return re.sub(r"(?<![\w-])--([a-z][\w-]*)", rf"backend_config.{section}.\1", fix)

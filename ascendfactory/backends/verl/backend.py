@@ -89,6 +89,12 @@ VERL_TRACKERS: dict[str, TrackerKeys] = {
     "wandb": TrackerKeys(append={"trainer.logger": "wandb"}, set=VERL_NAMES, run_id="{project}--{run_name}"),
     "swanlab": TrackerKeys(append={"trainer.logger": "swanlab"}, set=VERL_NAMES),
 }
+# The 6.5.90x top-level input keys and where verl takes them (its Hydra keys): refused, never ignored.
+TOP_LEVEL_INPUTS = {
+    "model_name_or_path": "actor_rollout_ref.model.path",
+    "dataset": "data.train_files",
+    "processed_data_dir": "data.train_files (verl reads parquet files, no preprocessed prefix)",
+}
 
 
 @register_backend
@@ -163,6 +169,14 @@ class VerlBackend(Backend):
         top_level = ("ckpt_load_type", "user_converted_ckpt_path")
         for key, message, fix in run.problems:
             add(key, message, fix, top=key in top_level)
+        for key, where in TOP_LEVEL_INPUTS.items():
+            if getattr(cfg, key) is not None:
+                add(
+                    key,
+                    "verl does not read this top-level key",
+                    f"give it as backend_config.{where}",
+                    top=True,
+                )
 
         # -- the environment, and the composed config -------------------------------------------------
         env, env_source = environment.find_env(run.options.get("env_dir"), ctx.environ)

@@ -318,6 +318,9 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     return args, [flag for flag in IGNORED if given(args, flag)]
 
 
+REQUIRED = ("--seq-length", "--train-iters", "--lr", "--tokenizer-name-or-path", "--data-path")
+
+
 def _check_values(args: argparse.Namespace) -> list[Problem]:
     p: list[Problem] = []
 
@@ -325,7 +328,7 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         if not ok:
             p.append(Problem(key=flag, message=message, fix=fix, source="command line"))
 
-    for flag in ("--seq-length", "--train-iters", "--lr", "--tokenizer-name-or-path", "--data-path"):
+    for flag in REQUIRED:
         need(flag, getattr(args, _dest(flag)) is not None, "is required", f"add {flag} <value>")
     need(
         "--lr-decay-style",

@@ -137,3 +137,43 @@ def test_bad_keys_are_named_with_a_fix(tmp_path, override, key, words):
         plan_for(tmp_path, override)
     text = str(e.value)
     assert key in text and words in text, text
+
+
+def _trainer_state(tmp_path, step: int, *, max_steps: int, epochs: float = 1.0) -> None:
+    import json
+
+    (tmp_path / f"checkpoint-{step}").mkdir()
+    state = {"global_step": step, "max_steps": max_steps, "num_train_epochs": epochs}
+    (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps(state))
+
+
+def test_a_finished_run_is_recognised_and_training_skipped(tmp_path):
+    _trainer_state(tmp_path, 30, max_steps=30)  # the quickstart's max_steps: 30
+    plan = plan_for(tmp_path)
+    assert plan.step("train").skip_reason.startswith("complete: checkpoint-30 is at the run's end (step 30)")
+    assert plan.step("check").skipped
+    more = plan_for(tmp_path, "--backend_config.training.max_steps=40")
+    assert not more.step("train").skipped
+    assert more.step("train").notes == [f"resumes from {tmp_path / 'checkpoint-30'} (resume_from_checkpoint)"]
+
+
+def test_an_unfinished_checkpoint_resumes(tmp_path):
+    _trainer_state(tmp_path, 20, max_steps=30)
+    assert not plan_for(tmp_path).step("train").skipped
+
+
+def test_top_level_model_and_dataset_mean_what_they_mean_on_torch(tmp_path):
+    model, data = str(REPO / "demo_assets" / "tiny-qwen2"), str(REPO / "cfgs" / "data" / "demo_sft.jsonl")
+    plan = plan_for(
+        tmp_path,
+        "--backend_config.training.model_name_or_path=null",
+        "--backend_config.training.dataset=null",
+        f"--model_name_or_path={model}",
+        f"--dataset={data}",
+    )
+    cfg = lf_yaml(plan)
+    assert cfg["model_name_or_path"] == model and cfg["dataset"] == "demo_sft"
+    both = plan_for(tmp_path, "--model_name_or_path=/elsewhere")
+    assert any(w.startswith("model_name_or_path: /elsewhere (top level) is not used") for w in both.warnings)
+    with pytest.raises(ConfigError, match="LLaMA-Factory tokenizes its own data"):
+        plan_for(tmp_path, "--processed_data_dir=/p")

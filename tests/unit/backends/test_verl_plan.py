@@ -528,3 +528,12 @@ def test_the_plans_log_spec_plots_reward_and_length_and_summarises_verls_console
     assert summary.metrics["response_length/mean"]["last"] == 192 and "actor/kl_loss" in summary.metrics
     assert summary.throughput["formula"] and summary.throughput["value"] > 1000
     assert summary.loss_start == pytest.approx(0.1)  # actor/pg_loss
+
+
+def test_top_level_model_and_dataset_are_refused_with_where_verl_takes_them(tmp_path, machine):
+    path = experiment(tmp_path, grpo(tmp_path), model_name_or_path="/m", dataset="/d.parquet")
+    with pytest.raises(ConfigError) as err:
+        plan_for(path)
+    fixes = {p.key: p.fix for p in err.value.problems}
+    assert fixes["model_name_or_path"] == "give it as backend_config.actor_rollout_ref.model.path"
+    assert fixes["dataset"] == "give it as backend_config.data.train_files"

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from ascendfactory.cli import logs_cmd
 from ascendfactory.cli._output import out
+from ascendfactory.cli.app import main
 
 try:  # the whole app when its other command modules import; else the logs group alone
     from ascendfactory.cli.app import app as _app
@@ -126,3 +127,40 @@ def test_plot_reads_megatron_logs_column_wise(run_log, tmp_path):
     assert mixed.series("global batch size")[1] == [8.0] * 40
     res = invoke("plot", str(tmp_path / "missing.log"), "--format", "megatron")
     assert res.exit_code != 0 and "log file not found" in str(res.exception)  # main() prints it
+
+
+def _megatron_run(root):
+    """An output directory of a 2-rank Megatron run: the loss on rank 1, exp-config.yaml beside logs/."""
+    logs = root / "logs"
+    logs.mkdir(parents=True)
+    (logs / "m-e-20260101_000000-run_log-N1-0.txt").write_text(
+        "using world size: 2\n loading checkpoint from ./w at iteration 1\n"
+    )
+    lines = [
+        f" iteration {i:8d}/      20 | consumed samples: {16 * i:12d} |"
+        " elapsed time per iteration (ms): 100.0 |"
+        f" learning rate: 1.0E-03 | global batch size:    16 | lm loss: {7 - i / 10:.6E} | loss scale: 1.0 |"
+        for i in range(1, 21)
+    ]
+    (logs / "m-e-20260101_000000-run_log-N1-1.txt").write_text("\n".join(lines) + "\n")
+    (root / "exp-config.yaml").write_text(
+        "env: {NNODES: 1, NPUS_PER_NODE: 2}\nbackend_config:\n  training: {seq-length: 128}\n"
+    )
+    return logs
+
+
+def test_summary_of_a_logs_directory_reads_the_loss_rank_and_the_runs_seq_length(tmp_path, capsys):
+    logs = _megatron_run(tmp_path)
+    assert main(["logs", "summary", str(logs)]) == 0
+    printed = capsys.readouterr()
+    assert "run_log-N1-1.txt  [megatron]  steps 1-20" in printed.out
+    assert "seq_length 128 from" in printed.err and "devices 2 from" in printed.err
+    # 16 x 128 tokens per 100 ms over 2 devices
+    assert "throughput tokens/s/p: 10,240.0 tokens/s/device" in printed.out
+
+
+def test_summary_of_rank_0_names_the_rank_that_logs_the_loss(tmp_path, capsys):
+    logs = _megatron_run(tmp_path)
+    assert main(["logs", "summary", str(logs / "m-e-20260101_000000-run_log-N1-0.txt")]) == 0
+    err = capsys.readouterr().err
+    assert "has no training steps: this run prints them in m-e-20260101_000000-run_log-N1-1.txt" in err

@@ -44,3 +44,38 @@ def test_manifests_fingerprint_secrets_without_storing_them(tmp_path):
     other, _ = manifest.step_fingerprint(step, {"HF_TOKEN": "another", "A": "1"})
     same, _ = manifest.step_fingerprint(step, {"HF_TOKEN": SECRET, "A": "1"})
     assert other != same  # a changed secret still re-runs the step
+
+
+def test_show_masks_secret_values(capsys):
+    assert main(["show", QUICK, f"--env.HF_TOKEN={SECRET}"]) == 0
+    printed = capsys.readouterr().out
+    assert SECRET not in printed and "HF_TOKEN: '***'" in printed
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        f"--backend_config.training.hf_token={SECRET}",  # an unknown flag quoting its value
+        f"--backend_config.training.api_key=[1,{SECRET}]",
+        f"--backend_config.bogus.password={SECRET}",  # an unknown section
+    ],
+)
+@pytest.mark.parametrize("fmt", ["text", "json", "shell", None])
+def test_error_messages_never_quote_a_secret_value(tmp_path, capsys, override, fmt):
+    argv = ["train", QUICK, f"--af_output_dir={tmp_path}", override]
+    argv += ["--dry-run", "--format", fmt] if fmt else []  # None: the real run, refused before it starts
+    assert main(argv) == 2
+    printed = capsys.readouterr()
+    assert SECRET not in printed.out + printed.err
+    assert "backend_config." in printed.err
+
+
+def test_mask_known_leaves_short_values_and_other_words_alone():
+    from ascendfactory import secrets
+
+    secrets.remember({"env": {"HF_TOKEN": "abcd1234", "API_KEY": "x1"}, "lr": "abcd1234"})
+    try:
+        assert secrets.mask_known("got 'abcd1234' and abcd12345") == "got '***' and abcd12345"
+        assert secrets.mask_known("world size x1 is fine") == "world size x1 is fine"
+    finally:
+        secrets.forget_known()

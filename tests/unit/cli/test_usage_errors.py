@@ -14,6 +14,8 @@ from ascendfactory.cli.app import main
         (["train"], "Missing argument"),
         (["train", "cfgs/quickstart.yaml", "--format=xml", "--dry-run"], "'xml' is not one of"),
         (["train", "cfgs/quickstart.yaml", "--dry-run=maybe"], "does not take a value"),
+        (["train", "cfgs/quickstart.yaml", "--format", "json"], "add --dry-run"),  # never a real run
+        (["train", "cfgs/quickstart.yaml", "--format=text"], "add --dry-run"),
     ],
 )
 def test_usage_errors_exit_2_with_one_error_line(capsys, argv, words):

@@ -72,6 +72,18 @@ def test_llamafactory_middle_window_and_resume():
     assert tp2.value == pytest.approx(500.0)
 
 
+def test_llamafactory_one_step_after_a_resume_gives_no_throughput():
+    """Rerunning a finished run trained one step: total_tokens counts from the start, elapsed from the
+    resume, which made a 15x figure."""
+    first = [
+        Record(step=s, metrics={"loss": 1.0, "total_tokens": 384.0 * s}, wall_time=0.3 * s)
+        for s in range(1, 21)
+    ]
+    again = [Record(step=21, metrics={"loss": 1.0, "total_tokens": 384.0 * 21}, wall_time=0.4)]
+    tp = throughput_llamafactory(first + again, devices=1)
+    assert tp.value is None and "too few steps" in tp.note
+
+
 def test_rl_throughputs():
     verl = [
         Record(step=i, metrics={"perf/throughput": float(v)}) for i, v in enumerate([10, 100, 100, 100], 1)

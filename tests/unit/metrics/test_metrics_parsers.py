@@ -291,3 +291,20 @@ def test_llamafactory_wall_time_from_tokens_and_throughput():
     )
     (r,) = parse_lines([line])
     assert r.metrics["elapsed_time"] == 3 and abs(r.wall_time - 3.11958) < 1e-4
+
+
+def test_hf_console_steps_count_as_trainer_log_does_when_the_bar_lags():
+    """tqdm redraws at most every 0.1 s: a fast step's loss dict can follow the previous step's bar."""
+    from ascendfactory.metrics.llamafactory import ConsoleDictParser
+
+    def line(bars: str, loss: float) -> str:
+        return bars + "{'loss': '%s', 'grad_norm': '0.5', 'learning_rate': '0.001', 'epoch': '0.02'}" % loss
+
+    parser = ConsoleDictParser()
+    lines = [
+        line("  0%|          | 0/30 [00:00<?, ?it/s]", 6.85),  # step 1, bar not redrawn yet
+        line("  3%|▎         | 1/30 [00:00<00:12,  2.36it/s]", 6.83),  # step 2, bar one behind
+        line("  7%|▋         | 2/30 [00:00<00:09] 10%|█         | 3/30 [00:01<00:08]", 6.80),  # step 3
+    ]
+    steps = [r.step for text in lines for r in parser.feed(text) if r.kind == "train"]
+    assert steps == [1, 2, 3]

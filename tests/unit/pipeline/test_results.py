@@ -131,7 +131,9 @@ def _verl_log(path: str, steps: range) -> None:
 
 def test_plot_draws_the_plans_metrics_the_log_has(tmp_path, monkeypatch):
     drawn = []
-    monkeypatch.setattr(results, "plot_loss", lambda records, out, *, metric: drawn.append(metric) or out)
+    monkeypatch.setattr(
+        results, "plot_loss", lambda records, out, *, metric, **kw: drawn.append(metric) or out
+    )
     path = str(tmp_path / "run.txt")
     _verl_log(path, range(1, 5))
     assert results.plot([path], str(tmp_path / "p.png"), RL_LOGS)
@@ -241,3 +243,89 @@ def test_the_plot_marks_nan_iterations(tmp_path, monkeypatch):
     png = results.plot([path], str(tmp_path / "training_loss.png"), LOGS)
     assert png and Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert marked == [([4, 6], 3)]
+
+
+def test_rewriting_a_plan_file_with_the_same_text_keeps_its_time(tmp_path):
+    """A re-run writes the plan's files again; a LoRA merge's manifest fingerprints its yaml's time."""
+    import os
+
+    from ascendfactory.pipeline.results import write_file
+
+    path = tmp_path / "llamafactory_merge.yaml"
+    write_file(str(path), "a: 1\n")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    write_file(str(path), "a: 1\n")
+    assert path.stat().st_mtime_ns == 1_000_000_000
+    write_file(str(path), "a: 2\n")
+    assert path.read_text() == "a: 2\n" and path.stat().st_mtime_ns != 1_000_000_000
+
+
+def test_without_matplotlib_the_plot_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+
+    import pytest
+
+    from ascendfactory.errors import MissingDependencyError
+    from ascendfactory.metrics.plot import plot_loss
+    from ascendfactory.metrics.record import Record
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as in a core install without it
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    records = [Record(step=i, metrics={"lm loss": 1.0 / i}) for i in range(1, 5)]
+    with pytest.raises(MissingDependencyError, match=r"pip install 'matplotlib>=3.7'"):
+        plot_loss(records, tmp_path / "x.png")
+
+
+def test_matplotlib_is_a_core_dependency():
+    import tomllib
+
+    from tests.conftest import REPO
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("matplotlib") for d in project["dependencies"])
+
+
+def test_the_run_summary_and_logs_summary_give_the_same_llamafactory_throughput(tmp_path):
+    """Both read trainer_log.jsonl's final record (no loss, the last total_tokens) the same way."""
+    import json
+
+    from ascendfactory.metrics import parse_file
+    from ascendfactory.metrics import summarize as logs_summarize
+    from ascendfactory.pipeline.results import RunSummary, summarize
+    from ascendfactory.plan import LogNaming, LogSpec, ThroughputSpec
+
+    path = tmp_path / "trainer_log.jsonl"
+    lines = [
+        {
+            "current_steps": s,
+            "total_steps": 30,
+            "loss": 7.0 - s / 10,
+            "elapsed_time": f"0:00:{s // 2:02d}",
+            "total_tokens": 384 * s + (s * s) % 7,
+        }
+        for s in range(1, 31)
+    ]
+    lines.append({"current_steps": 30, "total_steps": 30, "elapsed_time": "0:00:16", "total_tokens": 11600})
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    spec = LogSpec(
+        format="llamafactory",
+        naming=LogNaming(prefix="x"),
+        loss_rank="first",
+        throughput=ThroughputSpec("llamafactory", devices=1),
+        loss_keys=("loss",),
+    )
+    run = summarize(RunSummary(output_dir=str(tmp_path), steps=[], wall_s=0.0), [str(path)], spec)
+    cli = logs_summarize(parse_file(path, "llamafactory"), format="llamafactory", devices=1)
+    assert run.throughput["value"] == cli.throughput[0].value
+    assert run.throughput["window"] == [cli.throughput[0].steps_used[0], cli.throughput[0].steps_used[-1]]
+
+
+def test_plot_names_the_experiment_and_marks_where_a_resumed_segment_starts(tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(results, "plot_loss", lambda records, out, **kw: seen.update(kw) or out)
+    a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.txt")
+    _verl_log(a, range(1, 6))
+    _verl_log(b, range(4, 9))
+    assert results.plot([a, b], str(tmp_path / "p.png"), RL_LOGS, label="grpo-demo")
+    assert seen["labels"] == ["grpo-demo"] and seen["resumed_at"] == [4]

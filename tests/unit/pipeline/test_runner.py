@@ -277,7 +277,7 @@ def test_a_signal_while_plotting_stops_the_run(tmp_path, monkeypatch, sig):
         ),
     )
 
-    def plot_then_signal(paths, out_png, logs):
+    def plot_then_signal(paths, out_png, logs, **kw):
         os.kill(os.getpid(), sig)
         time.sleep(0.1)
         return out_png

@@ -1,0 +1,69 @@
+"""Input paths that are not on this machine: an error on a real run, a warning on `--dry-run`.
+
+Every backend reports a missing input the same way: the message says what a relative path is relative
+to (the current directory, not the experiment file's folder), and when the path lies inside the output
+directory of another experiment file beside this one (the GRPO quickstart's warm-up model), the fix names
+that file and says to run it first.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import TYPE_CHECKING
+
+from ascendfactory.errors import AscendFactoryError, Problem
+
+if TYPE_CHECKING:
+    from ascendfactory.backends.base import PlanContext
+
+DRY_RUN_NOTE = "a real run stops here"
+
+
+def where(path: str) -> str:
+    """`path` as the user wrote it, with the directory a relative path is resolved against."""
+    if os.path.isabs(os.path.expanduser(path)):
+        return path
+    return f"{path} (relative to the current directory {os.getcwd()})"
+
+
+def producer(ctx: PlanContext, path: str) -> str | None:
+    """The experiment file beside this one whose `af_output_dir` holds `path` (None when none does)."""
+    from ascendfactory.config.load import load_experiment
+
+    target = os.path.abspath(os.path.expanduser(path))
+    source = ctx.loaded.source
+    folder = os.path.dirname(os.path.abspath(source))
+    for candidate in sorted(glob.glob(os.path.join(folder, "*.y*ml"))):
+        if os.path.abspath(candidate) == os.path.abspath(source):
+            continue
+        try:
+            out = os.path.abspath(load_experiment(candidate).config.af_output_dir)
+        except (AscendFactoryError, OSError, ValueError):
+            continue  # an old-style file, a broken one: not a producer we can name
+        if target == out or target.startswith(out + os.sep):
+            return os.path.relpath(candidate) if not os.path.isabs(source) else candidate
+    return None
+
+
+def missing(ctx: PlanContext, key: str, path: str, message: str, fix: str) -> Problem:
+    """A missing input: `message` with `{path}` replaced by the path and what it is relative to."""
+    text = message.replace("{path}", where(path))
+    made_by = producer(ctx, path)
+    if made_by:
+        text += f"; it is an output of {made_by}, which has not run (or wrote elsewhere)"
+        fix = f"run `ascendfactory-cli train {made_by}` first, or {fix}"
+    return ctx.problem(key, text, fix)
+
+
+def route(found: list[Problem], *, strict: bool, problems: list[Problem], warnings: list[str]) -> None:
+    """A real run (`strict`): the findings are problems; a dry run: warnings that say so."""
+    if strict:
+        problems += found
+    else:
+        warnings += [as_warning(p) for p in found]
+
+
+def as_warning(p: Problem) -> str:
+    fix = f"; fix: {p.fix}" if p.fix else ""
+    return f"{p.key}: {p.message} ({DRY_RUN_NOTE}{fix})"
