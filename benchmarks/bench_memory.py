@@ -245,6 +245,11 @@ def main() -> None:
         "axes the trainer honours: "
         + ", ".join(f"{k}={'yes' if v else 'no (left out)'}" for k, v in axes.items())
     )
+    static = 16 * params(model) / 2**20
+    print(
+        f"weights + gradients + Adam moments (fp32, 16 B/parameter): {static:.0f} MB on one rank, divided by "
+        "TP x PP: where the peak is that, activations (and what recompute saves of them) do not show in it"
+    )
     print(f"load average: {os.getloadavg()}")
     rows = grid(a.grid, axes, a.max_procs)
     if a.only:
