@@ -185,3 +185,28 @@ def test_a_finished_run_skips_training_instead_of_starting_torchrun(tmp_path):
     assert plan.step("train").skip_reason.startswith("complete: saved_checkpoints is at iteration 120 of")
     longer = plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.train-iters=160")
     assert not longer.step("train").skipped
+
+
+def test_megatron_recompute_rules_hold_at_plan_time(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.recompute-granularity=full")
+    text = str(e.value)
+    assert (
+        "backend_config.training.recompute-method" in text
+        and "backend_config.training.recompute-num-layers" in text
+    )
+    with pytest.raises(ConfigError) as e:
+        plan_for(
+            f"--af_output_dir={tmp_path}",
+            "--backend_config.training.recompute-granularity=selective",
+            "--backend_config.training.recompute-method=block",
+        )
+    assert "not supported with --recompute-granularity selective" in str(e.value)
+    plan = plan_for(
+        f"--af_output_dir={tmp_path}",
+        "--backend_config.training.recompute-granularity=full",
+        "--backend_config.training.recompute-method=block",
+        "--backend_config.training.recompute-num-layers=1",
+    )
+    argv = train_argv(plan)
+    assert argv[argv.index("--recompute-method") + 1] == "block"

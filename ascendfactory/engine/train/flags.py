@@ -3,8 +3,8 @@
 - HONOURED: flags the embedded trainer implements with Megatron's meaning.
 - ARCHITECTURE: model-shape flags MindSpeed scripts pass; they must agree with the HF config.json
   (`arch.check_architecture`), a mismatch is a ConfigError.
-- IGNORED: purely-performance flags (fused kernels, overlap, recompute, ...): accepted, no effect,
-  listed in one info line.
+- IGNORED: purely-performance flags (fused kernels, overlap, ...): accepted, no effect, listed in one
+  info line.
 - REFUSED: flags that change the numerics in a way this trainer does not implement: ConfigError naming them.
 
 Nothing heavy is imported here, so `--help` stays fast.
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ascendfactory.engine.convert.lora import TARGET_MODULES, check_targets
+from ascendfactory.engine.train.recompute import problems as recompute_problems
 from ascendfactory.errors import ConfigError, Problem
 
 BOOL, VALUE, LIST = "bool", "value", "list"
@@ -118,6 +119,11 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
         "keep training through a NaN loss or gradient norm (by default the run stops at the first one, "
         "naming the iteration)",
     ),
+    # activation recompute, Megatron's flags and rules (engine/train/recompute.py)
+    "--recompute-granularity": (VALUE, None, str, "full (whole layers) | selective (the core attention)"),
+    "--recompute-method": (VALUE, None, str, "full: uniform (every layer, in chunks) | block (first N)"),
+    "--recompute-num-layers": (VALUE, None, int, "full: layers per chunk (uniform) or recomputed (block)"),
+    "--recompute-activations": (BOOL, False, None, "= --recompute-granularity selective"),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.
@@ -163,10 +169,6 @@ IGNORED: dict[str, str] = {
     "--no-bias-swiglu-fusion": BOOL,
     "--no-rope-fusion": BOOL,
     "--use-cpu-initialization": BOOL,
-    "--recompute-activations": BOOL,
-    "--recompute-granularity": VALUE,
-    "--recompute-method": VALUE,
-    "--recompute-num-layers": VALUE,
     "--swap-attention": BOOL,
     "--tokenizer-not-use-fast": BOOL,
     "--padded-samples": BOOL,
@@ -377,6 +379,7 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         value = getattr(args, _dest(flag), None)
         need(flag, value is None or value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
     p += _lora_problems(args)
+    p += recompute_problems(args)
     for flag in ("--eval-iters", "--eval-interval"):
         value = getattr(args, _dest(flag))
         need(flag, value is not None and value >= 0, f"must be >= 0, got {value}", f"give {flag} 0 or more")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,7 @@ import torch.distributed as dist
 
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.train import dataset, logline, monitor, nan_check, step, trackers
+from ascendfactory.engine.train import dataset, logline, memory, monitor, nan_check, recompute, step, trackers
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import (
@@ -74,6 +73,8 @@ class Trainer:
         self.env = init_distributed(args.distributed_timeout_minutes)
         if self.env.device.type == "cpu":
             tune_cpu_allocator()
+        # CPU: every tensor storage from here on is counted for Megatron's memory line (`memory.py`)
+        self.tracker = memory.start_tracker(self.env.device)
         self.is_last_rank = self.env.rank == self.env.world_size - 1
         if ignored_flags:
             self.log0(
@@ -101,7 +102,9 @@ class Trainer:
         self._seed(args.seed + 100 * pp_rank)
 
         self.hf_config.vocab_size = vocab
+        self.hf_config.attention_dropout = args.attention_dropout  # HF attention reads it in training
         self.model = build_stage(self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device)
+        self.set_recompute(args)
         parallelize_hf_decoder(self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp)
         init_random(
             self.model,
@@ -429,26 +432,15 @@ class Trainer:
             "system/samples": float(self.position.consumed_train_samples),
         }
         self.monitor.phase_metrics(metrics, it, log=self.is_last_rank)
-        if not self.memory_reported and self.dp_rank == 0:
+        if not self.memory_reported:
             self.memory_reported = True
-            logline.emit(logline.format_memory_line(self.env.rank, it, self.memory_mb()))
+            # Megatron's report_memory: once, at the first logged iteration, on data-parallel rank 0
+            if self.dp_rank == 0:
+                report = memory.memory_report(self.env.device, self.tracker)
+                logline.emit(logline.format_memory_line(self.env.rank, it, report))
+            memory.stop_tracker(self.tracker)  # reported once: the counting (and its cost) ends here
+            self.tracker = None
         self.interval = Interval()
-
-    def memory_mb(self) -> dict[str, float]:
-        snap = monitor.memory_snapshot(self.env.device)
-        if "allocated" in snap:
-            return {
-                k: round(snap[k] / 2**20, 2)
-                for k in ("allocated", "max_allocated", "reserved", "max_reserved")
-            }
-        rss = round(snap["rss"] / 2**20, 2)  # CPU: resident set size stands in for allocated/reserved
-        peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        return {
-            "allocated": rss,
-            "max_allocated": round(peak, 2),
-            "reserved": rss,
-            "max_reserved": round(peak, 2),
-        }
 
     def state_metrics(self) -> dict[str, Any]:
         """Per-parameter local gradient / Adam moment / weight norms of this rank (monitor_config)."""
@@ -522,6 +514,22 @@ class Trainer:
         self.interval.start += time.perf_counter() - t0  # the log line's time per iteration excludes saving
 
     # ------------------------------------------------------------------ helpers
+    def set_recompute(self, args: Any) -> None:
+        """Megatron's activation recompute on this stage (`recompute.py`): full (the layers in chunks) or
+        selective (the core attention of every layer)."""
+        plan = recompute.RecomputePlan.from_args(args)
+        self.model.recompute = plan
+        if plan.selective:
+            recompute.use_selective(self.hf_config)
+        if plan.granularity:
+            self.log0(plan.describe())
+        unused = recompute.unused(args)
+        if unused:
+            self.log0(
+                f"WARNING: {' '.join(unused)} has no effect without --recompute-granularity "
+                "(Megatron ignores it too)"
+            )
+
     def _seed(self, seed: int) -> None:
         random.seed(seed)
         np.random.seed(seed)
@@ -540,6 +548,7 @@ class Trainer:
         whose peers tear down while it still talks to them aborts ("terminate called without an active
         exception", exit 1) after a successful run."""
         self.monitor.close(ok=finished)
+        memory.stop_tracker(self.tracker)
         if dist.is_initialized():
             if finished:
                 dist.barrier()

@@ -164,3 +164,28 @@ def test_summary_of_rank_0_names_the_rank_that_logs_the_loss(tmp_path, capsys):
     assert main(["logs", "summary", str(logs / "m-e-20260101_000000-run_log-N1-0.txt")]) == 0
     err = capsys.readouterr().err
     assert "has no training steps: this run prints them in m-e-20260101_000000-run_log-N1-1.txt" in err
+
+
+def test_summary_shows_each_ranks_memory_peak(run_log, tmp_path):
+    """Several ranks' Megatron memory reports in one log (torchrun's stdout): one row per rank."""
+    mem = (
+        "[Rank {r}] (after 1 iterations) memory (MB) | allocated: {a} | max allocated: {p} | "
+        "reserved: 900.0 | max reserved: 950.5"
+    )
+    path = tmp_path / "ranks.log"
+    path.write_text(
+        run_log.read_text()
+        + mem.format(r=0, a=100.25, p=321.5)
+        + "\n"
+        + mem.format(r=2, a=90.0, p=210.0)
+        + "\n"
+    )
+    res = invoke("summary", str(path), "--json")
+    assert res.exit_code == 0, res.output
+    by_rank = json.loads(res.output)["memory_by_rank"]
+    assert by_rank["0"]["max_allocated_mb"] == 321.5 and by_rank["2"]["max_allocated_mb"] == 210.0
+    assert by_rank["2"]["step"] == 1 and by_rank["0"]["max_reserved_mb"] == 950.5
+    out.mode = "human"
+    res = invoke("summary", str(path))
+    assert res.exit_code == 0, res.output
+    assert "321.5" in res.output and "210" in res.output and "max allocated" in res.output
