@@ -98,6 +98,14 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--lora-alpha": (VALUE, None, int, "LoRA alpha, the scaling is lora_alpha / lora_r (default 32)"),
     "--lora-load": (VALUE, None, str, "a LoRA checkpoint whose adapters (and state) go over --load"),
     "--lora-ckpt-filter": (BOOL, False, None, "save only the LoRA keys"),
+    # Megatron's memory features
+    "--use-distributed-optimizer": (
+        BOOL,
+        False,
+        None,
+        "Adam state sharded over the data-parallel ranks (reduce-scatter, step on the shard, all-gather); "
+        "optimizer shards in distrib_optim.pt",
+    ),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.
@@ -132,7 +140,6 @@ IGNORED: dict[str, str] = {
     "--use-fused-rotary-pos-emb": BOOL,
     "--use-fused-ring-attention-update": BOOL,
     "--use-mcore-models": BOOL,
-    "--use-distributed-optimizer": BOOL,
     "--overlap-grad-reduce": BOOL,
     "--overlap-param-gather": BOOL,
     "--sequence-parallel": BOOL,
