@@ -51,7 +51,13 @@ def _run(nproc, flags):
     return proc.stdout
 
 
-@pytest.mark.parametrize("name,tp,pp", [("dp2", 1, 1), ("tp2_dp2", 2, 1), ("pp2_dp2", 1, 2)])
+SLOW = pytest.mark.slow  # 4 processes, or several runs: minutes on a loaded 2-core runner
+
+
+@pytest.mark.parametrize(
+    "name,tp,pp",
+    [("dp2", 1, 1), pytest.param("tp2_dp2", 2, 1, marks=SLOW), pytest.param("pp2_dp2", 1, 2, marks=SLOW)],
+)
 def test_same_training_as_single_process(setup, name, tp, pp):
     root, flags, base_out = setup
     nproc = 2 * tp * pp
@@ -96,6 +102,7 @@ def test_checkpoint_files_and_bit_identical_resume(setup):
     assert all(torch.equal(tensors[k], again[k]) for k in ("param", "exp_avg", "exp_avg_sq"))
 
 
+@SLOW
 def test_resume_on_another_dp_size_and_switch_rules(setup):
     root, flags, base_out = setup
     part = root / "part_dp"
@@ -118,6 +125,7 @@ def test_resume_on_another_dp_size_and_switch_rules(setup):
     assert refused.returncode != 0 and "holds the replicated optimizer's state" in refused.stdout + refused.stderr
 
 
+@SLOW
 def test_mg2hf_reads_a_distributed_optimizer_checkpoint(setup):
     root, flags, _ = setup
     save = root / "bf16"
