@@ -71,6 +71,27 @@ def test_same_training_as_single_process(setup, name, tp, pp):
     assert worst <= 2e-5, worst
     rank_dir = "mp_rank_00" if pp == 1 else "mp_rank_00_000"
     assert (root / name / "iter_0000004" / rank_dir / "distrib_optim.pt").is_file()
+    if name == "dp2":
+        _memory_goes_down(root, flags, out)
+
+
+def _memory_line(stdout: str, rank: int) -> dict[str, float]:
+    line = next(x for x in stdout.splitlines() if x.startswith(f"[Rank {rank}] (after 1 iterations) memory"))
+    fields = dict(f.split(": ") for f in line.split(" | ")[1:])
+    return {k.strip(): float(v) for k, v in fields.items()}
+
+
+def _memory_goes_down(root, flags, distributed_out):
+    """The memory line after iteration 1 (the tracker's count of live tensors): the replicated optimizer
+    holds 16 bytes per parameter (fp32 weight, gradient, two moments), the distributed one 4 + 4 + 8 / DP;
+    the peak goes down as well (the replicated path also has its all-reduce buffer)."""
+    plain = _memory_line(_run(2, flags("--save", str(root / "dp2_plain"))), 0)
+    sharded = _memory_line(distributed_out, 0)
+    shards = torch.load(root / "dp2" / "iter_0000004" / "mp_rank_00" / "distrib_optim.pt", weights_only=False)
+    numel = sum(n for _, n in shards["af_param_order"])
+    saved_mb = (plain["allocated"] - sharded["allocated"]) * 2**20
+    assert saved_mb == pytest.approx(8 * (1 - 1 / 2) * numel, rel=0.02)
+    assert sharded["max allocated"] < plain["max allocated"]
 
 
 def test_checkpoint_files_and_bit_identical_resume(setup):

@@ -72,7 +72,8 @@ class DistributedOptimizer:
         self.shard_size = self.padded // dp
         self.lo = dp_rank * self.shard_size
         self.hi = self.lo + self.shard_size
-        self.grad_buffer = torch.zeros(self.padded, dtype=torch.float32, device=device)
+        # made at the first zero_grad, after a checkpoint load (whose temporaries it would otherwise join)
+        self.grad_buffer = torch.zeros(0, dtype=torch.float32, device=device)
         self.divisor = 1  # the pipeline schedule's micro-batch count (its scale_grads sees no .grad)
         # the owned pieces: (param index, start, end) within that parameter's flat local tensor
         self.pieces: list[tuple[int, int, int]] = []
@@ -84,8 +85,8 @@ class DistributedOptimizer:
         for v in self.views:
             v.grad = None
         self.optimizer = self._build_adam(args, device)
-        for p, (a, b) in zip(self.params, zip(self.offsets, self.offsets[1:])):
-            p.register_post_accumulate_grad_hook(self._hook(self.grad_buffer[a:b]))
+        for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
+            p.register_post_accumulate_grad_hook(self._hook(a, b))
 
     def _build_adam(self, args: Any, device: torch.device) -> torch.optim.Optimizer:
         groups: dict[bool, list[torch.Tensor]] = {}
@@ -106,13 +107,12 @@ class DistributedOptimizer:
             fused=True if device.type in ("cpu", "cuda") else None,
         )
 
-    @staticmethod
-    def _hook(view: torch.Tensor) -> Any:
+    def _hook(self, a: int, b: int) -> Any:
         def add_to_buffer(p: torch.Tensor) -> None:
             grad = p.grad
             if hasattr(grad, "placements") and tuple(grad.placements) != tuple(p.placements):
                 grad = grad.redistribute(p.device_mesh, p.placements)  # the TP embedding's replicated grad
-            view.add_(local_tensor(grad).reshape(-1))
+            self.grad_buffer[a:b].add_(local_tensor(grad).reshape(-1))
             p.grad = None
 
         return add_to_buffer
@@ -127,6 +127,8 @@ class DistributedOptimizer:
         return self.optimizer.state
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        if self.grad_buffer.numel() != self.padded:
+            self.grad_buffer = torch.zeros(self.padded, dtype=torch.float32, device=self.device)
         self.grad_buffer.zero_()
         for p in self.params:
             p.grad = None
@@ -140,7 +142,10 @@ class DistributedOptimizer:
         """Sum over DP into the owned part, then the DP mean (and the pipeline's 1 / micro-batches)."""
         owned = self.grad_buffer[self.lo : self.hi]
         if self.dp > 1:
-            dist.reduce_scatter_tensor(owned, self.grad_buffer.clone(), group=self.group)
+            if dist.get_backend(self.group) == "gloo":  # gloo's reduce-scatter copies the whole input
+                dist.all_reduce(self.grad_buffer, group=self.group)  # the same sums, in place
+            else:  # in place: the output is this rank's slice of the input (Megatron's bucket reduce-scatter)
+                dist.reduce_scatter_tensor(owned, self.grad_buffer, group=self.group)
             owned /= self.dp
         if self.divisor != 1:
             owned /= self.divisor
@@ -174,7 +179,7 @@ class DistributedOptimizer:
         for v, (i, s, e) in zip(self.views, self.pieces):
             a = self.offsets[i]
             flat[a + s : a + e].copy_(v.detach())
-        dist.all_gather_into_tensor(flat, flat[self.lo : self.hi].clone(), group=self.group)
+        dist.all_gather_into_tensor(flat, flat[self.lo : self.hi], group=self.group)  # in place too
         with torch.no_grad():
             for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
                 local_tensor(p).view(-1).copy_(flat[a:b])
