@@ -106,6 +106,13 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
         "Adam state sharded over the data-parallel ranks (reduce-scatter, step on the shard, all-gather); "
         "optimizer shards in distrib_optim.pt",
     ),
+    "--sequence-parallel": (
+        BOOL,
+        False,
+        None,
+        "with TP > 1: norms and the hidden states between the TP regions split along the sequence "
+        "(off with TP 1, as Megatron turns it off)",
+    ),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.
@@ -142,7 +149,6 @@ IGNORED: dict[str, str] = {
     "--use-mcore-models": BOOL,
     "--overlap-grad-reduce": BOOL,
     "--overlap-param-gather": BOOL,
-    "--sequence-parallel": BOOL,
     "--no-masked-softmax-fusion": BOOL,
     "--no-gradient-accumulation-fusion": BOOL,
     "--attention-softmax-in-fp32": BOOL,
@@ -360,6 +366,15 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
     for flag in ("--train-iters", "--seq-length", "--global-batch-size"):  # when given (required above)
         value = getattr(args, _dest(flag), None)
         need(flag, value is None or value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
+    need(
+        "--sequence-parallel",
+        not (args.sequence_parallel and args.tensor_model_parallel_size > 1)
+        or not args.seq_length
+        or args.seq_length % args.tensor_model_parallel_size == 0,
+        f"--seq-length {args.seq_length} is not divisible by --tensor-model-parallel-size "
+        f"{args.tensor_model_parallel_size}: sequence parallelism splits the sequence over the TP ranks",
+        f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, or drop --sequence-parallel",
+    )
     p += _lora_problems(args)
     for flag in ("--eval-iters", "--eval-interval"):
         value = getattr(args, _dest(flag))

@@ -88,6 +88,9 @@ class Trainer:
             vocab=vocab,
         )
         self.log0(self.dims.describe())
+        if args.sequence_parallel and self.dims.tp == 1:  # Megatron's validate_args turns it off
+            self.log0("WARNING: --sequence-parallel has no effect with tensor-model-parallel size 1: turned off")
+            args.sequence_parallel = False
         self.mesh = build_mesh(self.dims, self.env.device)
         pp_rank, dp_rank, tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
         self.pp_rank, self.dp_rank = pp_rank, dp_rank
@@ -96,7 +99,9 @@ class Trainer:
 
         self.hf_config.vocab_size = vocab
         self.model = build_stage(self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device)
-        parallelize_hf_decoder(self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp)
+        parallelize_hf_decoder(
+            self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp, sequence_parallel=args.sequence_parallel
+        )
         init_random(
             self.model,
             std=args.init_method_std,
