@@ -3,8 +3,8 @@
 - HONOURED: flags the embedded trainer implements with Megatron's meaning.
 - ARCHITECTURE: model-shape flags MindSpeed scripts pass; they must agree with the HF config.json
   (`arch.check_architecture`), a mismatch is a ConfigError.
-- IGNORED: purely-performance flags (fused kernels, overlap, recompute, ...): accepted, no effect,
-  listed in one info line.
+- IGNORED: purely-performance flags (fused kernels, overlap, ...): accepted, no effect, listed in one
+  info line.
 - REFUSED: flags that change the numerics in a way this trainer does not implement: ConfigError naming them.
 
 Nothing heavy is imported here, so `--help` stays fast.
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ascendfactory.engine.convert.lora import TARGET_MODULES, check_targets
+from ascendfactory.engine.train.recompute import problems as recompute_problems
 from ascendfactory.errors import ConfigError, Problem
 
 BOOL, VALUE, LIST = "bool", "value", "list"
@@ -113,6 +114,11 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
         "with TP > 1: norms and the hidden states between the TP regions split along the sequence "
         "(off with TP 1, as Megatron turns it off)",
     ),
+    # activation recompute, Megatron's flags and rules (engine/train/recompute.py)
+    "--recompute-granularity": (VALUE, None, str, "full (whole layers) | selective (the core attention)"),
+    "--recompute-method": (VALUE, None, str, "full: uniform (every layer, in chunks) | block (first N)"),
+    "--recompute-num-layers": (VALUE, None, int, "full: layers per chunk (uniform) or recomputed (block)"),
+    "--recompute-activations": (BOOL, False, None, "= --recompute-granularity selective"),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.
@@ -156,10 +162,6 @@ IGNORED: dict[str, str] = {
     "--no-bias-swiglu-fusion": BOOL,
     "--no-rope-fusion": BOOL,
     "--use-cpu-initialization": BOOL,
-    "--recompute-activations": BOOL,
-    "--recompute-granularity": VALUE,
-    "--recompute-method": VALUE,
-    "--recompute-num-layers": VALUE,
     "--swap-attention": BOOL,
     "--tokenizer-not-use-fast": BOOL,
     "--padded-samples": BOOL,
@@ -376,6 +378,7 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, or drop --sequence-parallel",
     )
     p += _lora_problems(args)
+    p += recompute_problems(args)
     for flag in ("--eval-iters", "--eval-interval"):
         value = getattr(args, _dest(flag))
         need(flag, value is not None and value >= 0, f"must be >= 0, got {value}", f"give {flag} 0 or more")

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ascendfactory.engine.train.recompute import RecomputePlan, checkpointed
 from ascendfactory.errors import ConfigError, Problem
 
 IGNORE_INDEX = -100
@@ -45,6 +46,7 @@ class StageModel(nn.Module):
         self._rotary_cache: dict[tuple, tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
         # sequence parallelism: the hidden states between the TP regions hold 1/TP of the sequence
         self.sequence_shards = 1
+        self.recompute = RecomputePlan()  # full recompute of the layers (`recompute.py`), set by the trainer
 
     def rotary(self, h: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """(position_ids, (cos, sin)) for the whole sequence `h` is (part of): constants (no gradient),
@@ -64,10 +66,25 @@ class StageModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.model.embed_tokens(x) if self.first else x
         position_ids, position_embeddings = self.rotary(h)
-        for layer in self.model.layers.values():
-            h = layer(
-                h, attention_mask=None, position_ids=position_ids, position_embeddings=position_embeddings
-            )
+        layers = list(self.model.layers.values())
+
+        def run(start: int, end: int) -> Callable[[torch.Tensor], torch.Tensor]:
+            def layers_forward(h: torch.Tensor) -> torch.Tensor:
+                for layer in layers[start:end]:
+                    h = layer(
+                        h,
+                        attention_mask=None,
+                        position_ids=position_ids,
+                        position_embeddings=position_embeddings,
+                    )
+                return h
+
+            return layers_forward
+
+        # Megatron recomputes only in training; pipelining's shape inference runs on meta tensors
+        training = self.training and torch.is_grad_enabled() and h.device.type != "meta"
+        for start, end, recomputed in self.recompute.chunks(len(layers)):
+            h = checkpointed(run(start, end), h) if recomputed and training else run(start, end)(h)
         if self.last:
             h = self.lm_head(self.model.norm(h))
         return h

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.train import dataset, logline, memory, monitor, step
+from ascendfactory.engine.train import dataset, logline, memory, monitor, recompute, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import (
@@ -98,7 +98,9 @@ class Trainer:
         self._seed(args.seed + 100 * pp_rank)
 
         self.hf_config.vocab_size = vocab
+        self.hf_config.attention_dropout = args.attention_dropout  # HF attention reads it in training
         self.model = build_stage(self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device)
+        self.set_recompute(args)
         parallelize_hf_decoder(
             self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp, sequence_parallel=args.sequence_parallel
         )
@@ -519,6 +521,22 @@ class Trainer:
         self.interval.start += time.perf_counter() - t0  # the log line's time per iteration excludes saving
 
     # ------------------------------------------------------------------ helpers
+    def set_recompute(self, args: Any) -> None:
+        """Megatron's activation recompute on this stage (`recompute.py`): full (the layers in chunks) or
+        selective (the core attention of every layer)."""
+        plan = recompute.RecomputePlan.from_args(args)
+        self.model.recompute = plan
+        if plan.selective:
+            recompute.use_selective(self.hf_config)
+        if plan.granularity:
+            self.log0(plan.describe())
+        unused = recompute.unused(args)
+        if unused:
+            self.log0(
+                f"WARNING: {' '.join(unused)} has no effect without --recompute-granularity "
+                "(Megatron ignores it too)"
+            )
+
     def _seed(self, seed: int) -> None:
         random.seed(seed)
         np.random.seed(seed)

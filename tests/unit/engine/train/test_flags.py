@@ -60,6 +60,10 @@ def test_mindspeed_sft_script_flags_parse():
         "--no-load-rng",
         "--recompute-granularity",
         "full",
+        "--recompute-method",
+        "block",
+        "--recompute-num-layers",
+        "2",
         "--log-throughput",
         "--eval-iters",
         "0",
@@ -67,7 +71,7 @@ def test_mindspeed_sft_script_flags_parse():
     args, ignored = flags.parse_args(argv)
     assert args.stage == "sft" and args.bf16 and args.num_query_groups == 4
     assert ignored == [f for f in flags.IGNORED if f in argv]
-    assert "--recompute-granularity" in ignored
+    assert "--recompute-granularity" not in ignored and args.recompute_num_layers == 2  # honoured
 
 
 def test_refused_and_unknown_and_bad_values_all_reported():
