@@ -171,6 +171,10 @@ IGNORED: dict[str, str] = {
     "--manual-gc": BOOL,
     "--manual-gc-interval": VALUE,
     "--no-create-attention-mask-in-dataloader": BOOL,
+    # the interleaved schedule only reorders the same micro-batch computations (same numerics); NOT
+    # implemented here: a run uses plain 1F1B, which holds fewer in-flight activations on the first stages
+    # than Megatron's interleaved schedule, and saves `model` rather than `model0`, `model1`, ...
+    # Megatron's validate_args rules are still enforced (`_vpp_problems`), so a refused layout never queues.
     "--virtual-pipeline-model-parallel-size": VALUE,
     "--num-layers-per-virtual-pipeline-stage": VALUE,
     "--tp-comm-overlap": BOOL,
@@ -223,6 +227,9 @@ _REFUSED_KIND = {
     "--apply-layernorm-1p": BOOL,
     "--apply-query-key-layer-scaling": BOOL,
 }
+
+# HONOURED by this trainer, not by the GRPO actor (engine/rl): its info line lists them as ignored
+NOT_IN_GRPO = ("--use-distributed-optimizer", "--sequence-parallel")
 
 STAGES = ("pt", "sft")
 LORA_DEFAULTS = {"--lora-r": 16, "--lora-alpha": 32}  # MindSpeed-LLM's; None in the parser to see "given"
@@ -377,6 +384,7 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         f"{args.tensor_model_parallel_size}: sequence parallelism splits the sequence over the TP ranks",
         f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, or drop --sequence-parallel",
     )
+    p += _vpp_problems(args)
     p += _lora_problems(args)
     p += recompute_problems(args)
     for flag in ("--eval-iters", "--eval-interval"):
@@ -393,6 +401,41 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         )
     args.stage = stage
     return p
+
+
+def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
+    """Megatron core_r0.8.0 validate_args for --num-layers-per-virtual-pipeline-stage (without
+    --overlap-p2p-comm): PP > 2, layers divisible by PP, layers per stage divisible by layers per chunk."""
+    per_chunk = args.num_layers_per_virtual_pipeline_stage
+    if per_chunk is None:
+        return []
+    pp, layers = args.pipeline_model_parallel_size, args.num_layers
+    flag = "--num-layers-per-virtual-pipeline-stage"
+    if not str(per_chunk).isdigit() or int(per_chunk) < 1:
+        return [Problem(key=flag, message=f"must be an integer >= 1, got {per_chunk}", fix="give a layer count")]
+    out = []
+    if pp <= 2:
+        out.append(
+            Problem(
+                key=flag,
+                message=f"when interleaved schedule is used and p2p communication overlap is disabled, "
+                f"pipeline-model-parallel size should be greater than 2 (got {pp})",
+                fix="use --pipeline-model-parallel-size 3 or more, or drop " + flag,
+                source="command line",
+            )
+        )
+    if layers and (layers % pp or (layers // pp) % int(per_chunk)):
+        out.append(
+            Problem(
+                key=flag,
+                message=f"--num-layers {layers} over {pp} pipeline stages in chunks of {per_chunk}: number of "
+                "layers should be divisible by the pipeline parallel size, and the layers per pipeline "
+                "stage by the layers per virtual pipeline stage",
+                fix="choose a chunk size dividing num_layers / PP",
+                source="command line",
+            )
+        )
+    return out
 
 
 def _lora_problems(args: argparse.Namespace) -> list[Problem]:

@@ -178,3 +178,41 @@ def test_eval_defaults_are_megatrons():
     args, _ = flags.parse_args(BASE)
     assert (args.eval_interval, args.eval_iters, args.split) == (1000, 100, "969,30,1")
     assert "--qlora" in flags.REFUSED and "--lora-r" in flags.HONOURED and "--eval-iters" in flags.HONOURED
+
+
+def test_memory_features_are_honoured():
+    args, ignored = flags.parse_args(
+        BASE + ["--use-distributed-optimizer", "--sequence-parallel", "--tensor-model-parallel-size", "2"]
+    )
+    assert args.use_distributed_optimizer and args.sequence_parallel and ignored == []
+    assert "--use-distributed-optimizer" in flags.HONOURED and "--sequence-parallel" in flags.HONOURED
+
+
+def test_sequence_parallel_needs_a_sequence_divisible_by_tp():
+    argv = list(BASE)
+    i = argv.index("--seq-length")
+    argv[i + 1] = "33"
+    with pytest.raises(ConfigError) as e:
+        flags.parse_args(argv + ["--sequence-parallel", "--tensor-model-parallel-size", "2"])
+    assert "33 is not divisible" in str(e.value) and "--sequence-parallel" in str(e.value)
+    args, _ = flags.parse_args(argv + ["--sequence-parallel"])  # TP 1: accepted, the trainer turns it off
+    assert args.sequence_parallel
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"], "greater than 2"),
+        (
+            ["--pipeline-model-parallel-size", "4", "--num-layers", "12", "--num-layers-per-virtual-pipeline-stage", "2"],
+            "divisible",
+        ),
+        (["--num-layers-per-virtual-pipeline-stage", "x"], "integer"),
+    ],
+)
+def test_virtual_pipeline_rules_of_megatron(extra, needle):
+    with pytest.raises(ConfigError) as e:
+        flags.parse_args(BASE + extra)
+    assert needle in str(e.value)
+    ok = ["--pipeline-model-parallel-size", "4", "--num-layers", "16", "--num-layers-per-virtual-pipeline-stage", "2"]
+    assert flags.parse_args(BASE + ok)[1] == ["--num-layers-per-virtual-pipeline-stage"]
