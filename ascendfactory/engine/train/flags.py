@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ascendfactory.engine.convert.lora import TARGET_MODULES, check_targets
@@ -385,6 +386,7 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, or drop --sequence-parallel",
     )
     p += _vpp_problems(args)
+    p += distributed_optimizer_switch(args)
     p += _lora_problems(args)
     p += recompute_problems(args)
     for flag in ("--eval-iters", "--eval-interval"):
@@ -401,6 +403,52 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         )
     args.stage = stage
     return p
+
+
+def _saved_state_kind(shard: Path) -> str | None:
+    """'distributed' / 'replicated' / None (no optimizer state) for one `model_optim_rng.pt`, from the
+    files and the pickled dict's key names (the zip's data.pkl: no torch import, no tensor read)."""
+    import pickletools
+    import zipfile
+
+    if (shard.parent / "distrib_optim.pt").is_file():
+        return "distributed"
+    try:
+        with zipfile.ZipFile(shard) as z:
+            pkl = z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+        names = {arg for op, arg, _ in pickletools.genops(pkl) if isinstance(arg, str)}
+    except (OSError, zipfile.BadZipFile, StopIteration, ValueError):
+        return None  # not readable here: the trainer checks it when it loads
+    if "opt_param_scheduler" not in names:
+        return None
+    return "replicated" if "state" in names else "distributed"
+
+
+def distributed_optimizer_switch(args: argparse.Namespace) -> list[Problem]:
+    """Megatron's rule, before launch where --load already holds a checkpoint: a resume with the optimizer
+    state keeps the --use-distributed-optimizer setting it was saved with (the trainer checks it again)."""
+    if not args.load or args.finetune or args.no_load_optim:
+        return []
+    root = Path(args.load)
+    try:
+        iteration = int((root / "latest_checkpointed_iteration.txt").read_text().strip())
+    except (OSError, ValueError):
+        return []
+    shards = sorted((root / f"iter_{iteration:07d}").glob("mp_rank_*/model_optim_rng.pt"))
+    kind = _saved_state_kind(shards[0]) if shards else None
+    if kind is None or (kind == "distributed") == bool(args.use_distributed_optimizer):
+        return []
+    now = "uses" if args.use_distributed_optimizer else "does not use"
+    return [
+        Problem(
+            key="--use-distributed-optimizer",
+            message=f"{shards[0].parent} holds the {kind} optimizer's state and this run {now} "
+            "--use-distributed-optimizer: Megatron cannot load one into the other",
+            fix="resume with the same --use-distributed-optimizer setting, or add --no-load-optim (or "
+            "--finetune) to take the weights only",
+            source="command line",
+        )
+    ]
 
 
 def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
