@@ -30,13 +30,16 @@ def setup(tmp_path_factory):
     data = T.make_pretrain_data(root / "data" / "pt")
 
     def flags(*extra, iters=4, tp=1, pp=1, load=None):
+        start = (
+            ["--load", str(root / f"mg_{tp}_{pp}"), "--finetune"] if load is None else ["--load", str(load)]
+        )
         return [
             "--tokenizer-name-or-path", str(root / "hf"), "--data-path", data, "--seq-length", "32",
             "--micro-batch-size", "1", "--global-batch-size", "4", "--train-iters", str(iters),
             "--lr", "5e-3", "--lr-decay-style", "cosine", "--min-lr", "5e-4", "--lr-warmup-iters", "1",
             "--log-interval", "1", "--split", "100,0,0", "--seed", "7",
             "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
-            *(["--load", str(root / f"mg_{tp}_{pp}"), "--finetune"] if load is None else ["--load", str(load)]),
+            *start,
             *extra,
         ]  # fmt: skip
 
@@ -110,10 +113,12 @@ def test_checkpoint_files_and_bit_identical_resume(setup):
     assert [g["step"] for g in main["optimizer"]["optimizer"]["param_groups"]] == [4, 4]
     shards = torch.load(folder / "distrib_optim.pt", weights_only=False)
     assert shards["buckets_coalesced"] is True
-    (key, tensors), = shards[0].items()
+    ((key, tensors),) = shards[0].items()
     numel = sum(n for _, n in shards["af_param_order"])
     assert key == (torch.float32, torch.float32) and tensors["numel_unpadded"] == numel
-    assert all(tensors[k].shape == (numel,) and tensors[k].dtype == torch.float32 for k in ("param", "exp_avg"))
+    assert all(
+        tensors[k].shape == (numel,) and tensors[k].dtype == torch.float32 for k in ("param", "exp_avg")
+    )
     assert float(tensors["exp_avg_sq"].min()) >= 0 and float(tensors["exp_avg_sq"].max()) > 0
 
     resumed = part / "iter_0000004" / "mp_rank_00"
@@ -143,7 +148,10 @@ def test_resume_on_another_dp_size_and_switch_rules(setup):
     plain = root / "plain"
     _run(1, flags("--save", str(plain), "--exit-interval", "2"))
     refused = T.torchrun(2, flags(DO, load=plain), timeout=240)
-    assert refused.returncode != 0 and "holds the replicated optimizer's state" in refused.stdout + refused.stderr
+    assert (
+        refused.returncode != 0
+        and "holds the replicated optimizer's state" in refused.stdout + refused.stderr
+    )
 
 
 @SLOW
@@ -168,4 +176,6 @@ def test_mg2hf_reads_a_distributed_optimizer_checkpoint(setup):
 
     hf = load_file(str(out / "model.safetensors"))
     full = T.megatron_to_hf_full(save)
-    assert torch.equal(hf["model.embed_tokens.weight"].float(), full["model.embed_tokens.weight"][:256].float())
+    assert torch.equal(
+        hf["model.embed_tokens.weight"].float(), full["model.embed_tokens.weight"][:256].float()
+    )

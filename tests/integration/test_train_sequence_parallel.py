@@ -50,7 +50,8 @@ def test_sequence_parallel_is_off_with_tp1(tmp_path):
     data = T.make_pretrain_data(tmp_path / "pt")
     flags = [
         "--tokenizer-name-or-path", str(tmp_path / "hf"), "--data-path", data, "--seq-length", "16",
-        "--train-iters", "1", "--lr", "1e-3", "--log-interval", "1", "--split", "100,0,0", "--sequence-parallel",
+        "--train-iters", "1", "--lr", "1e-3", "--log-interval", "1", "--split", "100,0,0",
+        "--sequence-parallel",
     ]  # fmt: skip
     proc = T.torchrun(1, flags, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]

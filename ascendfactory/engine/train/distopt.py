@@ -1,7 +1,7 @@
 """`--use-distributed-optimizer`: Megatron's DistributedOptimizer (ZeRO-1) for the embedded trainer.
 
-What Megatron core_r0.8.0 does (`megatron/core/optimizer/distrib_optimizer.py`, `distributed/param_and_grad_buffer.py`)
-and how it is done here:
+What Megatron core_r0.8.0 does (`megatron/core/optimizer/distrib_optimizer.py`,
+`distributed/param_and_grad_buffer.py`) and how it is done here:
 - The trained parameters of a rank, in reverse model order (Megatron's buffer order, roughly the order
   backward produces the gradients), form one contiguous gradient buffer, padded to a multiple of DP. Each
   gradient is added into it as soon as autograd has accumulated it (a post-accumulate-grad hook) and then

@@ -383,7 +383,8 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         or args.seq_length % args.tensor_model_parallel_size == 0,
         f"--seq-length {args.seq_length} is not divisible by --tensor-model-parallel-size "
         f"{args.tensor_model_parallel_size}: sequence parallelism splits the sequence over the TP ranks",
-        f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, or drop --sequence-parallel",
+        f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, "
+        "or drop --sequence-parallel",
     )
     p += _vpp_problems(args)
     p += distributed_optimizer_switch(args)
@@ -460,7 +461,9 @@ def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
     pp, layers = args.pipeline_model_parallel_size, args.num_layers
     flag = "--num-layers-per-virtual-pipeline-stage"
     if not str(per_chunk).isdigit() or int(per_chunk) < 1:
-        return [Problem(key=flag, message=f"must be an integer >= 1, got {per_chunk}", fix="give a layer count")]
+        return [
+            Problem(key=flag, message=f"must be an integer >= 1, got {per_chunk}", fix="give a layer count")
+        ]
     out = []
     if pp <= 2:
         out.append(
@@ -476,9 +479,9 @@ def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
         out.append(
             Problem(
                 key=flag,
-                message=f"--num-layers {layers} over {pp} pipeline stages in chunks of {per_chunk}: number of "
-                "layers should be divisible by the pipeline parallel size, and the layers per pipeline "
-                "stage by the layers per virtual pipeline stage",
+                message=f"--num-layers {layers} over {pp} pipeline stages in chunks of {per_chunk}: "
+                "number of layers should be divisible by the pipeline parallel size, and the layers "
+                "per pipeline stage by the layers per virtual pipeline stage",
                 fix="choose a chunk size dividing num_layers / PP",
                 source="command line",
             )

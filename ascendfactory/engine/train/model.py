@@ -141,7 +141,9 @@ def tp_plan(*, sequence_parallel: bool = False) -> dict[str, Any]:
                     desired_input_kwarg_layouts={"hidden_states": Replicate()},
                 ),
                 layer + "post_attention_layernorm": SequenceParallel(),
-                layer + "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                layer + "mlp": PrepareModuleInput(
+                    input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+                ),
                 "model.norm": SequenceParallel(),
             }
         )

@@ -89,7 +89,9 @@ class Trainer:
         )
         self.log0(self.dims.describe())
         if args.sequence_parallel and self.dims.tp == 1:  # Megatron's validate_args turns it off
-            self.log0("WARNING: --sequence-parallel has no effect with tensor-model-parallel size 1: turned off")
+            self.log0(
+                "WARNING: --sequence-parallel has no effect with tensor-model-parallel size 1: turned off"
+            )
             args.sequence_parallel = False
         self.mesh = build_mesh(self.dims, self.env.device)
         pp_rank, dp_rank, tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))

@@ -202,9 +202,19 @@ def test_sequence_parallel_needs_a_sequence_divisible_by_tp():
 @pytest.mark.parametrize(
     "extra,needle",
     [
-        (["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"], "greater than 2"),
         (
-            ["--pipeline-model-parallel-size", "4", "--num-layers", "12", "--num-layers-per-virtual-pipeline-stage", "2"],
+            ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+            "greater than 2",
+        ),
+        (
+            [
+                "--pipeline-model-parallel-size",
+                "4",
+                "--num-layers",
+                "12",
+                "--num-layers-per-virtual-pipeline-stage",
+                "2",
+            ],
             "divisible",
         ),
         (["--num-layers-per-virtual-pipeline-stage", "x"], "integer"),
@@ -214,7 +224,14 @@ def test_virtual_pipeline_rules_of_megatron(extra, needle):
     with pytest.raises(ConfigError) as e:
         flags.parse_args(BASE + extra)
     assert needle in str(e.value)
-    ok = ["--pipeline-model-parallel-size", "4", "--num-layers", "16", "--num-layers-per-virtual-pipeline-stage", "2"]
+    ok = [
+        "--pipeline-model-parallel-size",
+        "4",
+        "--num-layers",
+        "16",
+        "--num-layers-per-virtual-pipeline-stage",
+        "2",
+    ]
     assert flags.parse_args(BASE + ok)[1] == ["--num-layers-per-virtual-pipeline-stage"]
 
 
