@@ -440,10 +440,12 @@ def distributed_optimizer_switch(args: argparse.Namespace) -> list[Problem]:
     if kind is None or (kind == "distributed") == bool(args.use_distributed_optimizer):
         return []
     now = "uses" if args.use_distributed_optimizer else "does not use"
+    where = {"distributed": "distrib_optim.pt", "replicated": "no distrib_optim.pt"}
     return [
         Problem(
             key="--use-distributed-optimizer",
-            message=f"{shards[0].parent} holds the {kind} optimizer's state and this run {now} "
+            message=f"{shards[0].parent} holds the {kind} optimizer's state ({where[kind]}) "
+            f"and this run {now} "
             "--use-distributed-optimizer: Megatron cannot load one into the other",
             fix="resume with the same --use-distributed-optimizer setting, or add --no-load-optim (or "
             "--finetune) to take the weights only",

@@ -258,8 +258,8 @@ def test_distributed_optimizer_switch_refused_before_launch(tmp_path):
     converted = _checkpoint(tmp_path / "c", optimizer=None)
     do = "--use-distributed-optimizer"
     for load, extra, refused in (
-        (replicated, [do], "holds the replicated optimizer's state and this run uses"),
-        (distributed, [], "holds the distributed optimizer's state and this run does not use"),
+        (replicated, [do], "holds the replicated optimizer's state (no distrib_optim.pt) and this run uses"),
+        (distributed, [], "holds the distributed optimizer's state (distrib_optim.pt) and this run does not"),
     ):
         with pytest.raises(ConfigError) as e:
             flags.parse_args(BASE + ["--load", load, *extra])
