@@ -325,6 +325,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # applies to every step
     facts: dict[str, Any] = field(default_factory=dict)  # display only (--dry-run, summary header)
+    # The pre-launch memory estimate (`ascendfactory.memory.report` documents the shape); display only
+    memory: dict[str, Any] | None = None
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)
@@ -370,4 +372,5 @@ class Plan:
                 "retain": self.checkpoints.retain,
             },
             "steps": [s.to_dict() for s in self.steps],
+            "memory": self.memory,
         }

@@ -11,6 +11,8 @@ from ascendfactory.backends.registry import get_backend
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.check import MemoryPolicy, check_memory
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan
 
 
@@ -41,7 +43,25 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
 
         plan.policy = dataclasses.replace(plan.policy, unretryable=backend.unretryable)
     plan.facts.setdefault("devices_source", ctx.devices.source)
+    attach_memory(plan, backend.memory_target(ctx, plan), loaded, dry_run=dry_run)
     return plan
+
+
+def attach_memory(
+    plan: Plan, target: MemoryTarget | None, loaded: LoadedExperiment, *, dry_run: bool
+) -> None:
+    """The pre-launch memory estimate into `plan.memory`; a real run that will not fit is refused here
+    (`memory_check.on_exceed: error`), before anything starts."""
+    if target is None:
+        return
+    mc = loaded.config.memory_check
+    policy = MemoryPolicy(on_exceed=mc.on_exceed, device_memory_gb=mc.device_memory_gb, device=mc.device)
+    try:
+        estimate, warnings = check_memory(target, policy, dry_run=dry_run)
+    except ConfigError as e:
+        raise ConfigError(loaded.locate(e.problems)) from None
+    plan.memory = estimate.to_dict()
+    plan.warnings += warnings
 
 
 def merge_problems(first: list[Problem], later: list[Problem]) -> list[Problem]:

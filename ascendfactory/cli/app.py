@@ -6,7 +6,15 @@ import sys
 
 import typer
 
-from ascendfactory.cli import config_cmd, convert_cmd, info_cmd, logs_cmd, preprocess_cmd, train_cmd
+from ascendfactory.cli import (
+    config_cmd,
+    convert_cmd,
+    estimate_cmd,
+    info_cmd,
+    logs_cmd,
+    preprocess_cmd,
+    train_cmd,
+)
 
 app = typer.Typer(
     name="ascendfactory-cli",
@@ -19,6 +27,7 @@ app = typer.Typer(
 )
 config_cmd.register(app)
 train_cmd.register(app)
+estimate_cmd.register(app)
 convert_cmd.register(app)
 preprocess_cmd.register(app)
 info_cmd.register(app)

@@ -81,6 +81,12 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
     )
     if layout:
         out.markup(f"  layout: {layout}  [dim](devices: {escape(str(f.get('devices_source')))})[/dim]")
+    if plan.memory is not None:
+        from ascendfactory.memory.report import render_lines
+
+        out.markup("  memory (estimate per device):")
+        for line in render_lines(plan.memory):
+            out.markup(f"    {escape(line)}")
     for w in plan.warnings:
         out.markup(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not plan.steps:

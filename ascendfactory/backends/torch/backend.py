@@ -23,6 +23,7 @@ from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, Role, Step
 
 
@@ -53,6 +54,14 @@ class TorchBackend(MegatronBackend):
     order = 0
     stages = ("pt", "sft", "grpo")
     unretryable = ("configuration problem",)  # its trainer: "error (rank N): K configuration problem(s):"
+    memory_engine = "embedded"  # fp32 weights, gradients and AdamW; bf16/fp16 by autocast
+
+    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
+        if ctx.config.stage == "grpo":
+            from ascendfactory.backends.megatron.memory import rl_target
+
+            return rl_target(ctx, plan, engine=self.memory_engine)
+        return super().memory_target(ctx, plan)
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         if ctx.config.stage == "grpo":
