@@ -77,7 +77,7 @@ def estimate_rl(job: RLJob, device_memory: int | None) -> MemoryEstimate:
         stages += [update, rollout]
     if job.rollout == "vllm":
         notes.append(
-            f"rollout engine: gpu_memory_utilization {job.gpu_memory_utilization} of the device's total memory"
+            f"rollout engine: gpu_memory_utilization {job.gpu_memory_utilization} of the device's memory"
             + ("" if device_memory else " (device memory unknown: not counted)")
         )
     else:

@@ -104,7 +104,7 @@ def megatron_target(ctx: Any, plan: Plan, *, engine: str = "megatron") -> Memory
     return MemoryTarget(job=job, keys=dict(KEYS), world_size=job.tp * job.pp * job.dp * job.cp)
 
 
-# -- MindSpeed-RL's experiment (mindspeed-rl, and torch with stage: grpo) -------------------------------------
+# -- MindSpeed-RL's experiment (mindspeed-rl, and torch with stage: grpo) ---------------------------------
 RL = "backend_config."
 RL_KEYS = {
     "recompute": RL + "actor_config.recompute_granularity",
