@@ -1,10 +1,11 @@
 """Per-device peak memory of Hugging Face models trained data-parallel: LLaMA-Factory (DDP or DeepSpeed
 ZeRO 0-3, with and without offload; full, freeze, LoRA, QLoRA) and verl's FSDP workers.
 
-- **ZeRO model states** (DeepSpeed `docs/code-docs/source/memory.rst`, `estimate_zero2_model_states_mem_needs`
-  and `estimate_zero3_model_states_mem_needs`): ZeRO-2 `4P + 16P/N`, optimizer offload `2P`; ZeRO-3
-  `4 x largest layer + 18P/N`, optimizer offload `+ 2P/N`, parameter and optimizer offload `4 x largest
-  layer` alone; ZeRO-1 as ZeRO-2 with whole 16-bit gradients; ZeRO-0 `4P + 16P`. Without DeepSpeed, HF's
+- **ZeRO model states** (DeepSpeed `docs/code-docs/source/memory.rst`, `estimate_zero3_model_states_mem_needs`;
+  the ZeRO paper's stages): ZeRO-0 `4P + 16P`; ZeRO-1 `4P + 16P/N` (fp32 master, fp32 gradients and Adam
+  sharded); ZeRO-2 `2P + 18P/N` (the 16-bit gradients partitioned too; DeepSpeed's own estimator keeps them
+  whole, `4P + 16P/N`, which overstates measured ZeRO-2 peaks), optimizer offload removes the 16P/N; ZeRO-3
+  `4 x largest layer + 18P/N`, parameter and optimizer offload `4 x largest layer` alone. Without DeepSpeed, HF's
   Trainer with AMP keeps fp32 trainable weights, fp32 gradients and AdamW (16 bytes); LLaMA-Factory's
   `pure_bf16` keeps all of them in bf16 (8 bytes).
 - **Frozen weights**: 16-bit (2 bytes), 8-bit (1 byte) or 4-bit NF4 with its constants (0.53 bytes) under
@@ -110,15 +111,20 @@ def _model_states(job: HFJob) -> tuple[float, float, float, float, list[str]]:
         else:
             weights = 2 * trainable / n + 4 * largest
             grads = 2 * trainable / n
-            optim = 0.0 if job.offload_optimizer else 14 * trainable / n
+            optim = 0.0 if job.offload_optimizer else 16 * trainable / n
         live = min(Z3_MAX_LIVE, total) * 2 + 2 * 0.9 * s.hidden**2
-        notes.append(
-            "ZeRO-3: 18P/N + 4 x largest layer (DeepSpeed memory.rst); live parameters capped at 1e9"
-        )
+        notes.append("ZeRO-3: 18P/N + 4 x largest layer (DeepSpeed memory.rst); live parameters capped at 1e9")
         return weights, grads, optim, live, notes
-    weights, grads = 2 * trainable, 2 * trainable
+    # ZeRO-1 shards the fp32 master weights, gradients and moments (16 bytes); ZeRO-2 also the 16-bit
+    # gradients (reduce-scattered in buckets). DeepSpeed's estimator keeps whole 16-bit gradients at ZeRO-2
+    # too (4P + 16P/N); measured ZeRO-2 peaks (ms-swift, Qwen2.5-14B) match partitioned gradients.
+    weights = 2 * trainable
+    grads = 2 * trainable / (n if z >= 2 else 1)
     optim = 0.0 if job.offload_optimizer else (16 * trainable / (n if z >= 1 else 1))
-    notes.append(f"ZeRO-{z}: 4P + 16P/{'N' if z >= 1 else '1'} (DeepSpeed memory.rst)")
+    notes.append(
+        f"ZeRO-{z}: 16-bit weights 2P, 16-bit gradients 2P{'/N' if z >= 2 else ''}, fp32 master + gradients + "
+        f"Adam 16P{'/N' if z >= 1 else ''}"
+    )
     buffers = 2 * min(LF_Z2_BUCKETS, 2 * trainable) if z == 2 else 0.0
     return weights, grads, optim, buffers, notes
 
