@@ -64,6 +64,21 @@ def _fmt(v: object) -> str:
     return "" if v is None else str(v)
 
 
+def _memory_rows(by_rank: dict[int, dict[str, float]]) -> list[dict[str, str]]:
+    """One row per rank: the iteration of its report and its four figures (peak = max allocated)."""
+    return [
+        {
+            "rank": str(rank),
+            "after iterations": str(int(m.get("step", 0))),
+            "allocated": _fmt(m.get("allocated_mb")),
+            "max allocated (peak)": _fmt(m.get("max_allocated_mb")),
+            "reserved": _fmt(m.get("reserved_mb")),
+            "max reserved": _fmt(m.get("max_reserved_mb")),
+        }
+        for rank, m in by_rank.items()
+    ]
+
+
 @app.command("summary", epilog=_epilog(SUMMARY_EXAMPLES))
 def summary(
     files: Annotated[list[Path], typer.Argument(help="Log files (run_log, trainer_log.jsonl, ...).")],
@@ -162,6 +177,8 @@ def summary(
         out.text(f"convergence: {c.message}", style="green" if c.ok else "red")
         if s.checkpoints:
             out.text(f"checkpoints saved at: {', '.join(map(str, s.checkpoints))}")
+        if s.memory_by_rank:
+            out.table(_memory_rows(s.memory_by_rank), title="memory (MB) by rank, Megatron's report_memory")
     if out.mode == "json":
         out.json(results if len(results) != 1 else results[0])
 

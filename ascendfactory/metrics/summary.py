@@ -60,7 +60,9 @@ class Summary:
     throughput: list[tp.Throughput]
     convergence: Convergence
     checkpoints: list[int] = field(default_factory=list)
-    memory: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, float] = field(default_factory=dict)  # the last memory report's fields
+    # Megatron's memory reports by rank (`memory_by_rank`): {rank: {"step", "allocated_mb", ...}}
+    memory_by_rank: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -74,7 +76,28 @@ class Summary:
             "convergence": self.convergence.to_dict(),
             "checkpoints": self.checkpoints,
             "memory": self.memory,
+            "memory_by_rank": {str(k): v for k, v in self.memory_by_rank.items()},
         }
+
+
+def memory_by_rank(records: Iterable[Record]) -> dict[int, dict[str, float]]:
+    """Each rank's memory report (`[Rank R] (after N iterations) memory (MB) | ...`), by rank: the step it
+    was printed at and its MB fields (`allocated_mb`, `max_allocated_mb`, `reserved_mb`, `max_reserved_mb`);
+    a later report of the same rank (a resumed run) keeps the larger peaks."""
+    out: dict[int, dict[str, float]] = {}
+    for rec in records:
+        if rec.kind != "memory" or "memory/rank" not in rec.metrics:
+            continue
+        rank = int(rec.metrics["memory/rank"])
+        fields = {k.removeprefix("memory/"): v for k, v in rec.metrics.items() if k != "memory/rank"}
+        fields["step"] = float(rec.step)
+        old = out.get(rank)
+        if old is not None:
+            for k in ("max_allocated_mb", "max_reserved_mb"):
+                if k in old and k in fields:
+                    fields[k] = max(old[k], fields[k])
+        out[rank] = fields
+    return dict(sorted(out.items()))
 
 
 def auto_throughput(
@@ -150,6 +173,7 @@ def summarize(
         convergence=check_convergence(table, metric=metric),
         checkpoints=[r.step for r in table.others("checkpoint")],
         memory=dict(memory[-1].metrics) if memory else {},
+        memory_by_rank=memory_by_rank(table.all_others("memory")),
     )
 
 

@@ -142,6 +142,10 @@ class StepTable:
         recs = dedupe(self._others)
         return [r for r in recs if kind is None or r.kind == kind]
 
+    def all_others(self, kind: str) -> list[Record]:
+        """Every record of `kind` in file order, none merged (several ranks' memory reports share a step)."""
+        return [r for r in self._others if r.kind == kind]
+
     def slice(self, lo: int | None, hi: int | None) -> StepTable:
         out = StepTable(steps=(lo, hi))
         out.total_steps = self.total_steps

@@ -138,6 +138,8 @@ class RunSummary:
     # `LogSpec.summary_metrics` the log has: first/last value and step, mean, min, max, count
     metrics: dict[str, dict[str, float | int]] = field(default_factory=dict)
     written: dict[str, str] = field(default_factory=dict)
+    # Megatron's memory report of each rank on this node: {rank: {"step", "max_allocated_mb", ...}}
+    memory: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,6 +179,13 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
     return summary
 
 
+def memory_by_rank(paths: list[str], logs: LogSpec) -> dict[int, dict[str, float]]:
+    """The memory reports (`[Rank R] (after N iterations) memory (MB) | ...`) in these logs, by rank."""
+    from ascendfactory.metrics.summary import memory_by_rank as by_rank
+
+    return by_rank(chained_records(paths, logs.format, ("memory",)))
+
+
 def save_summary(summary: RunSummary, path: str) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
@@ -212,5 +221,14 @@ def render_summary(summary: RunSummary, out: Any) -> None:
         out.text("throughput: seq_length unknown (not in the plan's facts nor in the log's arguments)")
     elif tp and tp.get("note"):
         out.text(f"throughput: {tp['note']}")
+    if summary.memory:
+        out.text(
+            "peak memory (MB, max allocated | max reserved): "
+            + "; ".join(
+                f"rank {rank}: {m['max_allocated_mb']:.1f} | {m['max_reserved_mb']:.1f}"
+                for rank, m in summary.memory.items()
+                if "max_allocated_mb" in m and "max_reserved_mb" in m
+            )
+        )
     for what, where in summary.written.items():
         out.text(f"{what}: {where}")

@@ -156,6 +156,7 @@ class Runner:
         summary.written = written
         if loss_rank is not None:
             results.summarize(summary, self._loss_logs(loss_rank), self.plan.logs)
+        summary.memory = results.memory_by_rank(self._rank_logs(), self.plan.logs)
         written["summary"] = results.save_summary(summary, os.path.join(self.manifests, "summary.json"))
         results.render_summary(summary, self.out)
         self.event(f"run finished in {wall_s:.1f}s")
@@ -364,6 +365,22 @@ class Runner:
         return results.loss_logs(
             self.names, self.plan.logs, rank=rank, nnodes=self.policy.nnodes, world_size=world
         )
+
+    def _rank_logs(self) -> list[str]:
+        """This run's log of every training rank on this node (its memory reports)."""
+        train = self.plan.with_role(Role.TRAIN)
+        if train is None or train.launch is None:
+            return []
+        world = train.launch.world_size
+        return [
+            path
+            for rank in train.launch.ranks_here()
+            if os.path.exists(
+                path := self.names.run_log(
+                    self.policy.nnodes, rank, world_size=world, node_rank=self.policy.node_rank
+                )
+            )
+        ]
 
     def _loss_rank(self, train: Step | None) -> int | None:
         """The global rank that prints the loss (`logs.loss_rank`); None when it runs on another node."""

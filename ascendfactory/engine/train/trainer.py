@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,7 @@ import torch.distributed as dist
 
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.train import dataset, logline, monitor, step
+from ascendfactory.engine.train import dataset, logline, memory, monitor, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import (
@@ -67,6 +66,8 @@ class Trainer:
         self.env = init_distributed(args.distributed_timeout_minutes)
         if self.env.device.type == "cpu":
             tune_cpu_allocator()
+        # CPU: every tensor storage from here on is counted for Megatron's memory line (`memory.py`)
+        self.tracker = memory.start_tracker(self.env.device)
         self.is_last_rank = self.env.rank == self.env.world_size - 1
         if ignored_flags:
             self.log0(
@@ -396,24 +397,10 @@ class Trainer:
         self.monitor.phase_metrics(metrics, it, log=self.is_last_rank)
         if not self.memory_reported and self.dp_rank == 0:
             self.memory_reported = True
-            logline.emit(logline.format_memory_line(self.env.rank, it, self.memory_mb()))
+            # Megatron's report_memory: once, at the first logged iteration, on data-parallel rank 0
+            report = memory.memory_report(self.env.device, self.tracker)
+            logline.emit(logline.format_memory_line(self.env.rank, it, report))
         self.interval = Interval()
-
-    def memory_mb(self) -> dict[str, float]:
-        snap = monitor.memory_snapshot(self.env.device)
-        if "allocated" in snap:
-            return {
-                k: round(snap[k] / 2**20, 2)
-                for k in ("allocated", "max_allocated", "reserved", "max_reserved")
-            }
-        rss = round(snap["rss"] / 2**20, 2)  # CPU: resident set size stands in for allocated/reserved
-        peak = max(rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        return {
-            "allocated": rss,
-            "max_allocated": round(peak, 2),
-            "reserved": rss,
-            "max_reserved": round(peak, 2),
-        }
 
     def state_metrics(self) -> dict[str, Any]:
         """Per-parameter local gradient / Adam moment / weight norms of this rank (monitor_config)."""
@@ -505,6 +492,7 @@ class Trainer:
         whose peers tear down while it still talks to them aborts ("terminate called without an active
         exception", exit 1) after a successful run."""
         self.monitor.close()
+        memory.stop_tracker(self.tracker)
         if dist.is_initialized():
             if finished:
                 dist.barrier()

@@ -126,3 +126,28 @@ def test_plot_reads_megatron_logs_column_wise(run_log, tmp_path):
     assert mixed.series("global batch size")[1] == [8.0] * 40
     res = invoke("plot", str(tmp_path / "missing.log"), "--format", "megatron")
     assert res.exit_code != 0 and "log file not found" in str(res.exception)  # main() prints it
+
+
+def test_summary_shows_each_ranks_memory_peak(run_log, tmp_path):
+    """Several ranks' Megatron memory reports in one log (torchrun's stdout): one row per rank."""
+    mem = (
+        "[Rank {r}] (after 1 iterations) memory (MB) | allocated: {a} | max allocated: {p} | "
+        "reserved: 900.0 | max reserved: 950.5"
+    )
+    path = tmp_path / "ranks.log"
+    path.write_text(
+        run_log.read_text()
+        + mem.format(r=0, a=100.25, p=321.5)
+        + "\n"
+        + mem.format(r=2, a=90.0, p=210.0)
+        + "\n"
+    )
+    res = invoke("summary", str(path), "--json")
+    assert res.exit_code == 0, res.output
+    by_rank = json.loads(res.output)["memory_by_rank"]
+    assert by_rank["0"]["max_allocated_mb"] == 321.5 and by_rank["2"]["max_allocated_mb"] == 210.0
+    assert by_rank["2"]["step"] == 1 and by_rank["0"]["max_reserved_mb"] == 950.5
+    out.mode = "human"
+    res = invoke("summary", str(path))
+    assert res.exit_code == 0, res.output
+    assert "321.5" in res.output and "210" in res.output and "max allocated" in res.output

@@ -189,3 +189,34 @@ def test_plot_draws_the_validation_loss_of_a_megatron_log(tmp_path, monkeypatch)
     lines = {line.get_label(): line for line in figures[0].axes[0].get_lines()}
     valid = next(v for k, v in lines.items() if k.endswith("(validation)"))
     assert list(valid.get_xdata()) == [5, 10] and list(valid.get_ydata()) == [1.5, 1.5]
+
+
+def test_run_summary_prints_each_ranks_memory_peak(tmp_path):
+    line = (
+        "[Rank {r}] (after 2 iterations) memory (MB) | allocated: 10.5 | max allocated: {p} | "
+        "reserved: 400.0 | max reserved: 410.0\n"
+    )
+    paths = []
+    for rank, peak in ((0, 123.25), (1, 99.0)):
+        path = tmp_path / f"run_log-N1-{rank}.txt"
+        path.write_text(
+            LINE.format(it=2, n=2, cs=16, ms=100.0, gbs=8, loss=1.0) + "\n" + line.format(r=rank, p=peak)
+        )
+        paths.append(str(path))
+    s = results.RunSummary(output_dir=str(tmp_path), steps=[], wall_s=1.0)
+    s.memory = results.memory_by_rank(paths, LOGS)
+    assert s.memory[0]["max_allocated_mb"] == 123.25 and s.memory[1]["max_allocated_mb"] == 99.0
+
+    class Out:
+        lines: list[str] = []
+
+        def table(self, rows, title=None):
+            pass
+
+        def text(self, line):
+            self.lines.append(line)
+
+    out = Out()
+    results.render_summary(s, out)
+    peaks = "peak memory (MB, max allocated | max reserved): rank 0: 123.2 | 410.0; rank 1: 99.0 | 410.0"
+    assert peaks in out.lines
