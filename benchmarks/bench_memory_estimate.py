@@ -35,11 +35,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GB, GiB = 10**9, 2**30
-MEM_LINE = re.compile(r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| max allocated: ([\d.]+)")
+MEM_LINE = re.compile(
+    r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| max allocated: ([\d.]+)"
+)
 
 # --- 1. the embedded trainer, measured ---------------------------------------------------------------------
-MODEL = {"hidden_size": 256, "intermediate_size": 704, "num_attention_heads": 8, "num_key_value_heads": 2,
-         "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 4096}
+MODEL = {
+    "hidden_size": 256,
+    "intermediate_size": 704,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 4,
+    "vocab_size": 4096,
+    "max_position_embeddings": 4096,
+}
 T = "backend_config.training."
 # (name, processes, {training flag: value}); DP is the rest of the processes
 GRID = [
@@ -61,22 +70,54 @@ GRID = [
     ("pp2-mbs4", 2, {"pipeline-model-parallel-size": 2, "micro-batch-size": 4, "global-batch-size": 16}),
     ("pp2-seq1024", 2, {"pipeline-model-parallel-size": 2, "seq-length": 1024, "global-batch-size": 4}),
     ("pp2-gbs1", 2, {"pipeline-model-parallel-size": 2, "global-batch-size": 1}),
-    ("tp2-pp2", 4, {"tensor-model-parallel-size": 2, "pipeline-model-parallel-size": 2, "global-batch-size": 4}),
+    (
+        "tp2-pp2",
+        4,
+        {"tensor-model-parallel-size": 2, "pipeline-model-parallel-size": 2, "global-batch-size": 4},
+    ),
     ("tp2-dp2", 4, {"tensor-model-parallel-size": 2, "global-batch-size": 2}),
     ("pp2-dp2", 4, {"pipeline-model-parallel-size": 2, "global-batch-size": 8}),
-    ("lora", 1, {"lora-r": 8, "lora-alpha": 16, "lora-target-modules": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]}),
-    ("lora-mbs4", 1, {"lora-r": 8, "lora-alpha": 16, "micro-batch-size": 4,
-                      "lora-target-modules": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]}),
+    (
+        "lora",
+        1,
+        {
+            "lora-r": 8,
+            "lora-alpha": 16,
+            "lora-target-modules": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+        },
+    ),
+    (
+        "lora-mbs4",
+        1,
+        {
+            "lora-r": 8,
+            "lora-alpha": 16,
+            "micro-batch-size": 4,
+            "lora-target-modules": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+        },
+    ),
     ("dp2-bf16-seq1024", 2, {"bf16": True, "seq-length": 1024}),
 ]
 QUICK = ("base", "mbs4", "dp2", "tp2", "pp2")
 # features the trainer may honour (issue 23): measured when its flag list says HONOURED
 FEATURES = [
-    ("recompute-full", 1, {"recompute-granularity": "full", "recompute-method": "uniform", "recompute-num-layers": 1}),
+    (
+        "recompute-full",
+        1,
+        {"recompute-granularity": "full", "recompute-method": "uniform", "recompute-num-layers": 1},
+    ),
     ("recompute-selective", 1, {"recompute-granularity": "selective"}),
     ("distopt-dp2", 2, {"use-distributed-optimizer": True}),
     ("sp-tp2", 2, {"tensor-model-parallel-size": 2, "sequence-parallel": True}),
-    ("vpp2-pp2", 2, {"pipeline-model-parallel-size": 2, "num-layers-per-virtual-pipeline-stage": 1, "global-batch-size": 4}),
+    (
+        "vpp2-pp2",
+        2,
+        {
+            "pipeline-model-parallel-size": 2,
+            "num-layers-per-virtual-pipeline-stage": 1,
+            "global-batch-size": 4,
+        },
+    ),
 ]
 
 
@@ -84,7 +125,12 @@ def make_model(root: Path) -> Path:
     model = root / "model"
     model.mkdir(parents=True, exist_ok=True)
     demo = REPO / "demo_assets" / "tiny-qwen2"
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "generation_config.json",
+    ):
         if (demo / name).exists():
             shutil.copy(demo / name, model / name)
     cfg = json.loads((demo / "config.json").read_text())
@@ -94,12 +140,28 @@ def make_model(root: Path) -> Path:
 
 
 def overrides(model: Path, out: Path, nproc: int, flags: dict, port: int) -> list[str]:
-    base = {"tokenizer-name-or-path": str(model), "train-iters": 2, "log-interval": 2, "save-interval": 1000,
-            "eval-iters": 0, "eval-interval": 1000, "micro-batch-size": 1, "global-batch-size": 2 * nproc,
-            "seq-length": 256, "untie-embeddings-and-output-weights": True}
+    base = {
+        "tokenizer-name-or-path": str(model),
+        "train-iters": 2,
+        "log-interval": 2,
+        "save-interval": 1000,
+        "eval-iters": 0,
+        "eval-interval": 1000,
+        "micro-batch-size": 1,
+        "seq-length": 256,
+        "untie-embeddings-and-output-weights": True,
+    }
     base.update(flags)
-    args = [f"--af_output_dir={out}", f"--env.NPUS_PER_NODE={nproc}", f"--env.MASTER_PORT={port}",
-            "--ckpt_load_type=0", "--train_auto_resume=false", "--convert_mg2hf_at_last=false"]
+    split = base.get("tensor-model-parallel-size", 1) * base.get("pipeline-model-parallel-size", 1)
+    base.setdefault("global-batch-size", 2 * base["micro-batch-size"] * (nproc // split))
+    args = [
+        f"--af_output_dir={out}",
+        f"--env.NPUS_PER_NODE={nproc}",
+        f"--env.MASTER_PORT={port}",
+        "--ckpt_load_type=0",
+        "--train_auto_resume=false",
+        "--convert_mg2hf_at_last=false",
+    ]
     for k, v in base.items():
         if isinstance(v, list):
             args.append(f"--{T}{k}=[{','.join(v)}]")
@@ -113,12 +175,21 @@ def estimate_for(args: list[str]) -> list[dict]:
     from ascendfactory.cli._experiment_args import load_from_args
     from ascendfactory.backends.planner import make_plan
 
-    plan = make_plan(load_from_args([str(REPO / "cfgs" / "quickstart.yaml"), *args], collect=True), dry_run=True)
+    plan = make_plan(
+        load_from_args([str(REPO / "cfgs" / "quickstart.yaml"), *args], collect=True), dry_run=True
+    )
     return plan.memory["stages"], plan.facts
 
 
 def measure(args: list[str], out: Path) -> dict[int, float]:
-    cmd = [sys.executable, "-m", "ascendfactory.cli.app", "train", str(REPO / "cfgs" / "quickstart.yaml"), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ascendfactory.cli.app",
+        "train",
+        str(REPO / "cfgs" / "quickstart.yaml"),
+        *args,
+    ]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
     if done.returncode:
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
@@ -154,17 +225,23 @@ def run_measured(quick: bool, keep: str | None) -> None:
             err = (est - measured) / measured
             errors.append(abs(err))
             rows.append((name, rank, measured, est, err))
-            print(f"{name:<18} rank {rank}  measured {measured / 2**20:8.2f} MiB  estimate {est / 2**20:8.2f} MiB  "
-                  f"{err * 100:+6.1f}%", flush=True)
-    print(f"\n{len(rows)} rank peaks over {len(cases)} layouts: median |error| {statistics.median(errors) * 100:.1f}%, "
-          f"largest {max(errors) * 100:.1f}%  (goal: <= 5%, <= 15%)")
+            print(
+                f"{name:<18} rank {rank}  measured {measured / 2**20:8.2f} MiB  estimate {est / 2**20:8.2f} MiB  "
+                f"{err * 100:+6.1f}%",
+                flush=True,
+            )
+    print(
+        f"\n{len(rows)} rank peaks over {len(cases)} layouts: median |error| {statistics.median(errors) * 100:.1f}%, "
+        f"largest {max(errors) * 100:.1f}%  (goal: <= 5%, <= 15%)"
+    )
     if not keep:
         shutil.rmtree(root, ignore_errors=True)
 
 
 # --- 2. published peaks -------------------------------------------------------------------------------------
-def megatron_theoretical(shape, *, tp, pp, dp, mbs, seq, dist_opt, vpp=None, micro_batches=None, sp=False,
-                         selective=False) -> float:
+def megatron_theoretical(
+    shape, *, tp, pp, dp, mbs, seq, dist_opt, vpp=None, micro_batches=None, sp=False, selective=False
+) -> float:
     """Megatron-LM `report_theoretical_memory` (weights + optimizer for the most loaded shard, Korthikanti
     activations of the first stage; the 'without SP' path unless SP and selective recompute), bytes."""
     h, L, f, a = shape.hidden, shape.layers, shape.ffn, shape.heads
@@ -215,34 +292,76 @@ def published_cases():
 
     llama = shape_from_arch(from_catalog("llama2-7b"))
     src = "NVIDIA/Megatron-LM tools/get_training_info/README.md (PR #482), torch.cuda.max_memory_allocated, seq 2048"
-    for dp, tp, pp, mbs, gbs, meas in ((8, 1, 1, 2, 2048, 69.1), (4, 2, 1, 4, 512, 55.7),
-                                       (4, 1, 2, 2, 2048, 49.8), (1, 8, 1, 4, 128, 28.8)):
-        job = MegatronJob(shape=llama, tp=tp, pp=pp, dp=dp, mbs=mbs, gbs=gbs, seq=2048, distributed_optimizer=True)
-        mt = megatron_theoretical(llama, tp=tp, pp=pp, dp=dp, mbs=mbs, seq=2048, dist_opt=True,
-                                  micro_batches=gbs // (mbs * dp))
-        peers = {"megatron": mt, "deepspeed": None, "accelerate": accelerate_adam(llama.params(), "bf16") / (tp * pp)}
+    for dp, tp, pp, mbs, gbs, meas in (
+        (8, 1, 1, 2, 2048, 69.1),
+        (4, 2, 1, 4, 512, 55.7),
+        (4, 1, 2, 2, 2048, 49.8),
+        (1, 8, 1, 4, 128, 28.8),
+    ):
+        job = MegatronJob(
+            shape=llama, tp=tp, pp=pp, dp=dp, mbs=mbs, gbs=gbs, seq=2048, distributed_optimizer=True
+        )
+        mt = megatron_theoretical(
+            llama, tp=tp, pp=pp, dp=dp, mbs=mbs, seq=2048, dist_opt=True, micro_batches=gbs // (mbs * dp)
+        )
+        peers = {
+            "megatron": mt,
+            "deepspeed": None,
+            "accelerate": accelerate_adam(llama.params(), "bf16") / (tp * pp),
+        }
         yield (f"Llama-2-7B DP{dp} TP{tp} PP{pp} MBS{mbs}", src, job, meas * GB, "allocated", peers)
     qwen14 = shape_from_arch(from_catalog("qwen2.5-14b"))
-    job = MegatronJob(shape=qwen14, tp=4, dp=2, mbs=1, gbs=16, seq=8192, distributed_optimizer=True,
-                      sequence_parallel=True, recompute="selective")
-    mt = megatron_theoretical(qwen14, tp=4, pp=1, dp=2, mbs=1, seq=8192, dist_opt=True, sp=True, selective=True)
-    yield ("Qwen2.5-14B Megatron-SWIFT TP4 DP2 SP selective, 8192", "modelscope/ms-swift Megatron-SWIFT benchmark "
-           "doc (64 GB) / examples/train/megatron/base_to_chat.sh ('8 * 65GiB'), nvidia-smi", job, 64 * GiB,
-           "process", {"megatron": mt, "deepspeed": None, "accelerate": accelerate_adam(qwen14.params(), "bf16") / 4})
+    job = MegatronJob(
+        shape=qwen14,
+        tp=4,
+        dp=2,
+        mbs=1,
+        gbs=16,
+        seq=8192,
+        distributed_optimizer=True,
+        sequence_parallel=True,
+        recompute="selective",
+    )
+    mt = megatron_theoretical(
+        qwen14, tp=4, pp=1, dp=2, mbs=1, seq=8192, dist_opt=True, sp=True, selective=True
+    )
+    yield (
+        "Qwen2.5-14B Megatron-SWIFT TP4 DP2 SP selective, 8192",
+        "modelscope/ms-swift Megatron-SWIFT benchmark "
+        "doc (64 GB) / examples/train/megatron/base_to_chat.sh ('8 * 65GiB'), nvidia-smi",
+        job,
+        64 * GiB,
+        "process",
+        {"megatron": mt, "deepspeed": None, "accelerate": accelerate_adam(qwen14.params(), "bf16") / 4},
+    )
     for stage, meas in ((2, 80), (3, 58)):
-        job = HFJob(shape=qwen14, devices=8, batch=1, seq=8192, finetuning="full", zero=stage,
-                    gradient_checkpointing=True)
+        job = HFJob(
+            shape=qwen14,
+            devices=8,
+            batch=1,
+            seq=8192,
+            finetuning="full",
+            zero=stage,
+            gradient_checkpointing=True,
+        )
         ds = deepspeed_states(qwen14.params(), qwen14.largest_layer(), stage=stage, n=8)
-        yield (f"Qwen2.5-14B swift sft ZeRO-{stage}, 8x A800, packed 8192", "modelscope/ms-swift Megatron-SWIFT "
-               "benchmark doc ('8 * 80GiB' / 58 GiB), nvidia-smi", job, meas * GiB, "process",
-               {"megatron": None, "deepspeed": ds, "accelerate": accelerate_adam(qwen14.params(), "bf16")})
+        yield (
+            f"Qwen2.5-14B swift sft ZeRO-{stage}, 8x A800, packed 8192",
+            "modelscope/ms-swift Megatron-SWIFT benchmark doc ('8 * 80GiB' / 58 GiB), nvidia-smi",
+            job,
+            meas * GiB,
+            "process",
+            {"megatron": None, "deepspeed": ds, "accelerate": accelerate_adam(qwen14.params(), "bf16")},
+        )
 
 
 def run_published() -> None:
     from ascendfactory.memory.devices import RESERVE_FIXED, RESERVE_FRACTION
     from ascendfactory.memory.target import estimate_job
 
-    print(f"{'case':<58} {'measured':>9} {'ours':>9} {'err':>7} | {'Megatron':>9} {'DeepSpeed':>9} {'accelerate':>10}")
+    print(
+        f"{'case':<58} {'measured':>9} {'ours':>9} {'err':>7} | {'Megatron':>9} {'DeepSpeed':>9} {'accelerate':>10}"
+    )
     errors = []
     for label, source, job, measured, kind, peers in published_cases():
         est = estimate_job(job).peak
@@ -254,8 +373,10 @@ def run_published() -> None:
         def cell(v):
             return f"{(v - measured) / measured * 100:+8.1f}%" if v else f"{'-':>9}"
 
-        print(f"{label:<58} {measured / GiB:8.1f}G {est / GiB:8.1f}G {err * 100:+6.1f}% | "
-              f"{cell(peers['megatron'])} {cell(peers['deepspeed'])} {cell(peers['accelerate'])}")
+        print(
+            f"{label:<58} {measured / GiB:8.1f}G {est / GiB:8.1f}G {err * 100:+6.1f}% | "
+            f"{cell(peers['megatron'])} {cell(peers['deepspeed'])} {cell(peers['accelerate'])}"
+        )
         print(f"    source: {source}")
     print(f"\n{len(errors)} published cases: largest |error| {max(errors) * 100:.1f}% (goal: within 15%)")
 
@@ -270,9 +391,15 @@ def run_timing(runs: int) -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="af-memtime-"))
     ms7b = tmp / "ms7b.yaml"
-    ms7b.write_text(render_experiment(backend="mindspeed-llm", model_name="qwen2.5-7b", exp_name="full-4k",
-                                      output_file=str(ms7b)))
-    for label, path in (("quickstart (torch)", REPO / "cfgs" / "quickstart.yaml"), ("mindspeed-llm 7B", ms7b)):
+    ms7b.write_text(
+        render_experiment(
+            backend="mindspeed-llm", model_name="qwen2.5-7b", exp_name="full-4k", output_file=str(ms7b)
+        )
+    )
+    for label, path in (
+        ("quickstart (torch)", REPO / "cfgs" / "quickstart.yaml"),
+        ("mindspeed-llm 7B", ms7b),
+    ):
         loaded = load_from_args([str(path)], collect=True)
         plan = make_plan(loaded, dry_run=True)
         backend = get_backend(loaded.config.backend)
@@ -282,8 +409,10 @@ def run_timing(runs: int) -> None:
             target = backend.memory_target(build_context(loaded), plan)
             check_memory(target, MemoryPolicy(), dry_run=True)
             times.append(time.perf_counter() - t0)
-        print(f"{label:<22} estimate: median {statistics.median(times) * 1000:6.2f} ms "
-              f"(min {min(times) * 1000:.2f}, max {max(times) * 1000:.2f}) over {runs} runs  (goal: < 50 ms)")
+        print(
+            f"{label:<22} estimate: median {statistics.median(times) * 1000:6.2f} ms "
+            f"(min {min(times) * 1000:.2f}, max {max(times) * 1000:.2f}) over {runs} runs  (goal: < 50 ms)"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
 
 

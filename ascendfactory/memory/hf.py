@@ -113,7 +113,9 @@ def _model_states(job: HFJob) -> tuple[float, float, float, float, list[str]]:
             grads = 2 * trainable / n
             optim = 0.0 if job.offload_optimizer else 16 * trainable / n
         live = min(Z3_MAX_LIVE, total) * 2 + 2 * 0.9 * s.hidden**2
-        notes.append("ZeRO-3: 18P/N + 4 x largest layer (DeepSpeed memory.rst); live parameters capped at 1e9")
+        notes.append(
+            "ZeRO-3: 18P/N + 4 x largest layer (DeepSpeed memory.rst); live parameters capped at 1e9"
+        )
         return weights, grads, optim, live, notes
     # ZeRO-1 shards the fp32 master weights, gradients and moments (16 bytes); ZeRO-2 also the 16-bit
     # gradients (reduce-scattered in buckets). DeepSpeed's estimator keeps whole 16-bit gradients at ZeRO-2

@@ -131,6 +131,19 @@ def _states(job: MegatronJob, total: float, trainable: float) -> tuple[float, fl
 
 
 # -- activations ---------------------------------------------------------------------------------------------
+# Bytes a decoder layer keeps per token and per element of (hidden, query, kv, ffn) width, plus per head and
+# per token. Megatron: 16-bit tensors of its fused layer (Korthikanti et al.); the embedded trainer (HF's
+# Qwen2/Llama layer, fp32 weights): counted with autograd's saved-tensor hooks on CPU (`tests/unit/memory`
+# re-measures them): fp32 keeps every tensor in 4 bytes; under bf16 autocast the matmul inputs and outputs
+# are 16-bit while RMSNorm and the residual stream stay fp32.
+LAYER_BYTES = {
+    ("megatron", "16bit"): (8, 4, 4, 6, 4, 0),
+    ("megatron", "fp32"): (16, 8, 8, 12, 4, 0),
+    ("embedded", "fp32"): (24, 8, 8, 16, 4, 8),
+    ("embedded", "16bit"): (26, 4, 4, 8, 4, 8),
+}
+
+
 def layer_activation(job: MegatronJob, *, recompute_core: bool | None = None) -> float:
     """Bytes one decoder layer keeps for backward, for one micro-batch on one device."""
     s, t, b = job.shape, job.tp, job.mbs
@@ -143,15 +156,19 @@ def layer_activation(job: MegatronJob, *, recompute_core: bool | None = None) ->
         s.kv_size,
         s.heads,
     )
-    replicated = 8 * seq * b * h / t_sp
-    attn = 2 * seq * b * (2 * q + 2 * kv) / t
-    mlp = (6 if s.gated_mlp else 4) * seq * b * f / t
+    c_h, c_q, c_kv, c_f, c_a, c_0 = LAYER_BYTES[(job.engine, "fp32" if job.precision == "fp32" else "16bit")]
+    if not s.gated_mlp:
+        c_f = c_f * 2 // 3
+    width = 4 if job.precision == "fp32" else 2
+    replicated = seq * b * (c_h * h + c_0) / t_sp
+    attn = seq * b * (c_q * q + c_kv * kv) / t
+    mlp = c_f * seq * b * f / t
     core = 0.0
     selective = job.recompute == "selective" if recompute_core is None else recompute_core
     if not job.flash_attention and not selective:
-        core = (5 if job.attention_dropout else 2) * a * seq * seq * b / t
+        core = (width + (3 if job.attention_dropout else 0)) * a * seq * seq * b / t
     elif job.flash_attention:
-        core = 4 * seq * b * a / t  # fp32 log-sum-exp
+        core = c_a * seq * b * a / t  # fp32 log-sum-exp
     moe = 4 * seq * b * s.experts + 4 * s.moe_topk * seq * b * h if s.experts else 0.0
     return replicated + attn + mlp + core + moe
 
@@ -159,7 +176,8 @@ def layer_activation(job: MegatronJob, *, recompute_core: bool | None = None) ->
 def layer_input(job: MegatronJob) -> float:
     """What full recompute keeps per recompute group: the group's 16-bit input (sharded with SP)."""
     t_sp = job.tp if job.sequence_parallel else 1
-    return 2 * (job.seq / job.cp) * job.mbs * job.shape.hidden / t_sp
+    width = 4 if job.engine == "embedded" or job.precision == "fp32" else 2
+    return width * (job.seq / job.cp) * job.mbs * job.shape.hidden / t_sp
 
 
 def stored_per_pass(job: MegatronJob, layers: int) -> tuple[float, float]:
@@ -187,10 +205,33 @@ def in_flight(job: MegatronJob, rank: int) -> int:
     return min(p - rank, mb)
 
 
+def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, activations) of a VLM's vision encoder on the first stage: trained
+    with the LLM (MindSpeed-MM's full fine-tuning), sharded by TP, `patches` tokens per sample."""
+    v = job.shape.vision
+    assert v is not None
+    table = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
+    w, g, o = table.get(job.precision, table["bf16"])
+    params = v.params / job.tp
+    shards = job.dp * job.cp if job.distributed_optimizer else 1
+    vit = replace(
+        job,
+        shape=replace(job.shape, hidden=v.hidden, ffn=v.ffn, heads=v.heads, kv_heads=v.heads, head_dim=None),
+        seq=v.patches,
+        cp=1,
+    )
+    acts = v.layers * layer_activation(vit) * in_flight(job, 0)
+    return w * params, g * params, o * params / shards, acts
+
+
 def logits_bytes(job: MegatronJob) -> float:
+    """Megatron: 16-bit logits + the fp32 softmax its vocab-parallel cross entropy keeps (6 bytes); the
+    embedded trainer: `logits.float()` and log-softmax in fp32 beside the logits (8 bytes in fp32, 10 under
+    16-bit autocast)."""
     s = job.shape
     vocab = s.padded_vocab(job.tp, job.vocab_divisible_by)
-    return 6 * (job.seq / job.cp) * job.mbs * vocab / job.tp
+    per = 6 if job.engine == "megatron" else (8 if job.precision == "fp32" else 10)
+    return per * (job.seq / job.cp) * job.mbs * vocab / job.tp
 
 
 def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
@@ -200,6 +241,9 @@ def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
     kept, working = stored_per_pass(job, math.ceil(chunk_layers))
     acts = kept * in_flight(job, rank) + working
     last = rank == job.pp - 1
+    if rank == 0 and job.shape.vision is not None:
+        v_w, v_g, v_o, v_act = vision_encoder(job)
+        weights, grads, optim, acts = weights + v_w, grads + v_g, optim + v_o, acts + v_act
     h_in = layer_input(job)
     if last:
         acts += 2 * h_in  # final norm input and the output layer's input

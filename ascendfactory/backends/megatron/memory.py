@@ -101,7 +101,26 @@ def megatron_target(ctx: Any, plan: Plan, *, engine: str = "megatron") -> Memory
     if arch is None or not isinstance(training, dict) or not arch.layers or not arch.hidden:
         return None
     job = megatron_job(training, plan.facts, arch, engine=engine)
-    return MemoryTarget(job=job, keys=dict(KEYS), world_size=job.tp * job.pp * job.dp * job.cp)
+    notes: tuple[str, ...] = ()
+    if arch.vit_layers:
+        config = _hf_config(plan.facts.get("arch_source"))
+        job = job.with_(shape=shape_from_arch(arch, config=config))
+        notes = (
+            f"vision encoder: {arch.vit_layers} blocks on the first stage, {job.shape.vision.patches} "
+            "patches per sample (an image of about 900x900 pixels)",
+        )
+    return MemoryTarget(job=job, keys=dict(KEYS), world_size=job.tp * job.pp * job.dp * job.cp, notes=notes)
+
+
+def _hf_config(path: Any) -> dict[str, Any]:
+    import json
+
+    try:
+        with open(str(path), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 # -- MindSpeed-RL's experiment (mindspeed-rl, and torch with stage: grpo) ---------------------------------
