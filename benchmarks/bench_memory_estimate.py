@@ -1,11 +1,11 @@
 """How close the pre-launch memory estimate comes to measured peaks, and what it costs.
 
-    python benchmarks/bench_memory_estimate.py measured [--quick] [--keep DIR]   # the embedded trainer on CPU
-    python benchmarks/bench_memory_estimate.py published                          # published peaks, with peers
-    python benchmarks/bench_memory_estimate.py timing [--runs 30]                 # added time of a dry run
+    python benchmarks/bench_memory_estimate.py measured [--quick] [--keep DIR]  # the embedded trainer, CPU
+    python benchmarks/bench_memory_estimate.py published                         # published peaks, peers
+    python benchmarks/bench_memory_estimate.py timing [--runs 30]                # added time of a dry run
 
-1. `measured`: runs the embedded trainer (`ascendfactory-cli train`, torchrun on CPU) over a grid of layouts on
-   a model built here (Qwen2-shaped, random weights, the demo tokenizer), reads each rank's Megatron memory
+1. `measured`: runs the embedded trainer (`ascendfactory-cli train`, torchrun on CPU) over a grid of layouts
+   on a model built here (Qwen2-shaped, random weights, the demo tokenizer), reads each rank's Megatron memory
    line (`max allocated`: the tensor-level tracker's peak over the first two iterations, optimizer state
    included) and sets it beside our estimate for that rank's pipeline stage. Goal: median |error| <= 5%,
    largest <= 15%.
@@ -36,7 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GB, GiB = 10**9, 2**30
 MEM_LINE = re.compile(
-    r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| max allocated: ([\d.]+)"
+    r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| "
+    r"max allocated: ([\d.]+)"
 )
 
 # --- 1. the embedded trainer, measured ---------------------------------------------------------------------
@@ -172,8 +173,8 @@ def overrides(model: Path, out: Path, nproc: int, flags: dict, port: int) -> lis
 
 def estimate_for(args: list[str]) -> list[dict]:
     """Our per-stage estimate for the same experiment (in-process, as `train --dry-run` makes it)."""
-    from ascendfactory.cli._experiment_args import load_from_args
     from ascendfactory.backends.planner import make_plan
+    from ascendfactory.cli._experiment_args import load_from_args
 
     plan = make_plan(
         load_from_args([str(REPO / "cfgs" / "quickstart.yaml"), *args], collect=True), dry_run=True
@@ -226,12 +227,14 @@ def run_measured(quick: bool, keep: str | None) -> None:
             errors.append(abs(err))
             rows.append((name, rank, measured, est, err))
             print(
-                f"{name:<18} rank {rank}  measured {measured / 2**20:8.2f} MiB  estimate {est / 2**20:8.2f} MiB  "
+                f"{name:<18} rank {rank}  measured {measured / 2**20:8.2f} MiB  "
+                f"estimate {est / 2**20:8.2f} MiB  "
                 f"{err * 100:+6.1f}%",
                 flush=True,
             )
     print(
-        f"\n{len(rows)} rank peaks over {len(cases)} layouts: median |error| {statistics.median(errors) * 100:.1f}%, "
+        f"\n{len(rows)} rank peaks over {len(cases)} layouts: "
+        f"median |error| {statistics.median(errors) * 100:.1f}%, "
         f"largest {max(errors) * 100:.1f}%  (goal: <= 5%, <= 15%)"
     )
     if not keep:
@@ -291,7 +294,10 @@ def published_cases():
     from ascendfactory.memory.shape import shape_from_arch
 
     llama = shape_from_arch(from_catalog("llama2-7b"))
-    src = "NVIDIA/Megatron-LM tools/get_training_info/README.md (PR #482), torch.cuda.max_memory_allocated, seq 2048"
+    src = (
+        "NVIDIA/Megatron-LM tools/get_training_info/README.md (PR #482), torch.cuda.max_memory_allocated, "
+        "seq 2048"
+    )
     for dp, tp, pp, mbs, gbs, meas in (
         (8, 1, 1, 2, 2048, 69.1),
         (4, 2, 1, 4, 512, 55.7),
@@ -360,7 +366,8 @@ def run_published() -> None:
     from ascendfactory.memory.target import estimate_job
 
     print(
-        f"{'case':<58} {'measured':>9} {'ours':>9} {'err':>7} | {'Megatron':>9} {'DeepSpeed':>9} {'accelerate':>10}"
+        f"{'case':<58} {'measured':>9} {'ours':>9} {'err':>7} | "
+        f"{'Megatron':>9} {'DeepSpeed':>9} {'accelerate':>10}"
     )
     errors = []
     for label, source, job, measured, kind, peers in published_cases():

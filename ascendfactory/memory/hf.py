@@ -1,12 +1,13 @@
 """Per-device peak memory of Hugging Face models trained data-parallel: LLaMA-Factory (DDP or DeepSpeed
 ZeRO 0-3, with and without offload; full, freeze, LoRA, QLoRA) and verl's FSDP workers.
 
-- **ZeRO model states** (DeepSpeed `docs/code-docs/source/memory.rst`, `estimate_zero3_model_states_mem_needs`;
-  the ZeRO paper's stages): ZeRO-0 `4P + 16P`; ZeRO-1 `4P + 16P/N` (fp32 master, fp32 gradients and Adam
-  sharded); ZeRO-2 `2P + 18P/N` (the 16-bit gradients partitioned too; DeepSpeed's own estimator keeps them
-  whole, `4P + 16P/N`, which overstates measured ZeRO-2 peaks), optimizer offload removes the 16P/N; ZeRO-3
-  `4 x largest layer + 18P/N`, parameter and optimizer offload `4 x largest layer` alone. Without DeepSpeed, HF's
-  Trainer with AMP keeps fp32 trainable weights, fp32 gradients and AdamW (16 bytes); LLaMA-Factory's
+- **ZeRO model states** (DeepSpeed `docs/code-docs/source/memory.rst`,
+  `estimate_zero3_model_states_mem_needs`; the ZeRO paper's stages): ZeRO-0 `4P + 16P`; ZeRO-1 `4P + 16P/N`
+  (fp32 master, fp32 gradients and Adam sharded); ZeRO-2 `2P + 18P/N` (the 16-bit gradients partitioned
+  too; DeepSpeed's own estimator keeps them whole, `4P + 16P/N`, which overstates measured ZeRO-2 peaks),
+  optimizer offload removes the 16P/N; ZeRO-3 `4 x largest layer + 18P/N`, parameter and optimizer offload
+  `4 x largest layer` alone. Without DeepSpeed, HF's Trainer with AMP keeps fp32 trainable weights, fp32
+  gradients and AdamW (16 bytes); LLaMA-Factory's
   `pure_bf16` keeps all of them in bf16 (8 bytes).
 - **Frozen weights**: 16-bit (2 bytes), 8-bit (1 byte) or 4-bit NF4 with its constants (0.53 bytes) under
   QLoRA.
@@ -124,8 +125,8 @@ def _model_states(job: HFJob) -> tuple[float, float, float, float, list[str]]:
     grads = 2 * trainable / (n if z >= 2 else 1)
     optim = 0.0 if job.offload_optimizer else (16 * trainable / (n if z >= 1 else 1))
     notes.append(
-        f"ZeRO-{z}: 16-bit weights 2P, 16-bit gradients 2P{'/N' if z >= 2 else ''}, fp32 master + gradients + "
-        f"Adam 16P{'/N' if z >= 1 else ''}"
+        f"ZeRO-{z}: 16-bit weights 2P, 16-bit gradients 2P{'/N' if z >= 2 else ''}, "
+        f"fp32 master + gradients + Adam 16P{'/N' if z >= 1 else ''}"
     )
     buffers = 2 * min(LF_Z2_BUCKETS, 2 * trainable) if z == 2 else 0.0
     return weights, grads, optim, buffers, notes

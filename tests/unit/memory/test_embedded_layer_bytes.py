@@ -1,5 +1,6 @@
-"""The embedded trainer's per-layer activation bytes (`memory.megatron.LAYER_BYTES`) re-measured: autograd's
-saved-tensor hooks count what one HF Qwen2 decoder layer keeps for backward, in fp32 and under bf16 autocast."""
+"""The embedded trainer's per-layer activation bytes (`memory.megatron.LAYER_BYTES`) re-measured:
+autograd's saved-tensor hooks count what one HF Qwen2 decoder layer keeps for backward, in fp32 and under
+bf16 autocast."""
 
 from __future__ import annotations
 
