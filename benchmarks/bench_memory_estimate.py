@@ -194,8 +194,13 @@ def measure(args: list[str], out: Path) -> dict[int, float]:
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
     if done.returncode:
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    return read_peaks(out)
+
+
+def read_peaks(out: Path) -> dict[int, float]:
+    """Each rank's `max allocated` from the memory lines in `out/logs` (bytes)."""
     peaks = {}
-    for log in (out / "logs").glob("*run_log*"):
+    for log in (out / "logs").glob("*run_log*") if (out / "logs").is_dir() else []:
         for m in MEM_LINE.finditer(log.read_text(errors="replace")):
             peaks[int(m.group(1))] = float(m.group(4)) * 2**20
     return peaks
@@ -207,7 +212,7 @@ def stage_of(rank: int, facts: dict) -> int:
     return rank // (tp * dp)  # Megatron's order: TP fastest, then DP, then PP
 
 
-def run_measured(quick: bool, keep: str | None) -> None:
+def run_measured(quick: bool, keep: str | None, reuse: bool = False) -> None:
     from ascendfactory.engine.train.flags import HONOURED  # what the trainer implements today
 
     root = Path(keep or tempfile.mkdtemp(prefix="af-memest-"))
@@ -217,10 +222,12 @@ def run_measured(quick: bool, keep: str | None) -> None:
     rows, errors = [], []
     for i, (name, nproc, flags) in enumerate(cases):
         out = root / name
-        shutil.rmtree(out, ignore_errors=True)
         args = overrides(model, out, nproc, flags, 29800 + i)
         stages, facts = estimate_for(args)
-        peaks = measure(args, out)
+        peaks = read_peaks(out) if reuse else {}
+        if not peaks:
+            shutil.rmtree(out, ignore_errors=True)
+            peaks = measure(args, out)
         for rank, measured in sorted(peaks.items()):
             est = stages[stage_of(rank, facts)]["total"]
             err = (est - measured) / measured
@@ -429,14 +436,15 @@ def main() -> None:
     sub = p.add_subparsers(dest="what", required=True)
     m = sub.add_parser("measured")
     m.add_argument("--quick", action="store_true")
-    m.add_argument("--keep")
+    m.add_argument("--keep", help="work in this directory and keep it")
+    m.add_argument("--reuse", action="store_true", help="with --keep: read the peaks of runs already there")
     sub.add_parser("published")
     t = sub.add_parser("timing")
     t.add_argument("--runs", type=int, default=30)
     a = p.parse_args()
     os.chdir(REPO)
     if a.what == "measured":
-        run_measured(a.quick, a.keep)
+        run_measured(a.quick, a.keep, a.reuse)
     elif a.what == "published":
         run_published()
     else:

@@ -8,8 +8,8 @@ The advisor (`estimate --suggest`) searches Megatron layouts on the same devices
 recompute, distributed optimizer; CP, GBS and sequence length as given), keeps those that pass
 `parallel.validate_layout` and fit, and ranks them by an estimated step time:
 
-    compute  = FLOPs / (devices x peak x EFFICIENCY)      FLOPs = (6 + 2 if full recompute) x N x tokens
-                                                                   + 12 x L x s x h x tokens (attention)
+    compute  = FLOPs / (devices x peak x EFFICIENCY)   FLOPs = (6, or 8 with full recompute) x N x tokens
+                                                 + (12, or 16 recomputing attention) x L x s x h x tokens
     bubble   = compute x (PP - 1) / (VPP x micro-batches)  (1F1B; interleaving divides it by VPP)
     tp_comm  = 4 all-reduces of s x b x h x 2 bytes per layer and micro-batch, 2(t-1)/t of it on the wire,
                at TP_BANDWIDTH (within a node)
@@ -102,10 +102,11 @@ def _hf_candidates(job: HFJob, keys: dict[str, str]) -> Iterator[tuple[str, Job]
     elif job.devices > 1 and job.finetuning == "full":
         for stage in range((job.zero if job.zero is not None else -1) + 1, 4):
             if stage >= 1:
-                yield _key(keys, "zero", f"ZeRO-{stage}"), job.with_(zero=stage)
+                ds = f"examples/deepspeed/ds_z{stage}_config.json (LLaMA-Factory's ZeRO-{stage})"
+                yield _key(keys, "zero", ds), job.with_(zero=stage)
         if (job.zero or 0) >= 2 and not job.offload_optimizer:
             yield (
-                _key(keys, "offload_optimizer", "ZeRO with optimizer offload"),
+                _key(keys, "offload_optimizer", f"examples/deepspeed/ds_z{job.zero}_offload_config.json"),
                 job.with_(offload_optimizer=True),
             )
     if job.batch > 1:
@@ -183,9 +184,8 @@ def step_time(job: MegatronJob, peak_flops: float = PEAK_FLOPS) -> float:
     tokens = job.gbs * job.seq
     n = s.layers * s.layer_params()
     factor = 8 if job.recompute == "full" else 6
-    flops = (
-        factor * n * tokens + 12 * s.layers * job.seq * s.hidden * tokens + 6 * s.vocab * s.hidden * tokens
-    )
+    attention = (16 if job.recompute in ("full", "selective") else 12) * s.layers * job.seq * s.hidden
+    flops = factor * n * tokens + attention * tokens + 6 * s.vocab * s.hidden * tokens
     compute = flops / (world * peak_flops * EFFICIENCY)
     bubble = compute * (job.pp - 1) / (job.vpp * job.micro_batches)
     per_layer = 4 * 2 * job.seq / job.cp * job.mbs * s.hidden * 2 * (job.tp - 1) / job.tp
@@ -224,9 +224,15 @@ def suggest_layouts(
                             est = estimate_job(cand)
                             if usable is not None and est.peak > usable:
                                 continue
+                            if recompute == "selective" and est.peak >= _peak(base, dist):
+                                continue  # saves nothing here (flash attention keeps no softmax)
                             found.append(Suggestion(cand, est, step_time(cand, peak_flops)))
     found.sort(key=lambda s: (s.step_s, s.estimate.peak))
     return found[:limit]
+
+
+def _peak(job: MegatronJob, dist: bool) -> float:
+    return estimate_job(job.with_(distributed_optimizer=dist)).peak
 
 
 def _divisors(n: int) -> list[int]:

@@ -226,11 +226,11 @@ def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
 
 def logits_bytes(job: MegatronJob) -> float:
     """Megatron: 16-bit logits + the fp32 softmax its vocab-parallel cross entropy keeps (6 bytes); the
-    embedded trainer: `logits.float()` and log-softmax in fp32 beside the logits (8 bytes in fp32, 10 under
-    16-bit autocast)."""
+    embedded trainer (`F.cross_entropy(logits.float())`): at the start of backward the saved fp32
+    log-softmax, the loss's gradient and the log-softmax's input gradient, 4 bytes each (12)."""
     s = job.shape
     vocab = s.padded_vocab(job.tp, job.vocab_divisible_by)
-    per = 6 if job.engine == "megatron" else (8 if job.precision == "fp32" else 10)
+    per = 6 if job.engine == "megatron" else 12
     return per * (job.seq / job.cp) * job.mbs * vocab / job.tp
 
 
