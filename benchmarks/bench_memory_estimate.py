@@ -59,7 +59,7 @@ GRID = [
     ("mbs4-seq1024", 1, {"micro-batch-size": 4, "seq-length": 1024}),
     ("bf16", 1, {"bf16": True}),
     ("bf16-mbs4", 1, {"bf16": True, "micro-batch-size": 4}),
-    ("tied", 1, {"untie-embeddings-and-output-weights": False}),
+    ("tied", 1, {"_model": {"tie_word_embeddings": True}, "untie-embeddings-and-output-weights": False}),
     ("gbs8", 1, {"global-batch-size": 8}),
     ("dp2", 2, {}),
     ("dp2-mbs4", 2, {"micro-batch-size": 4}),
@@ -122,8 +122,8 @@ FEATURES = [
 ]
 
 
-def make_model(root: Path) -> Path:
-    model = root / "model"
+def make_model(root: Path, extra: dict | None = None) -> Path:
+    model = root / ("model-" + "-".join(f"{k}{v}" for k, v in sorted(extra.items())) if extra else "model")
     model.mkdir(parents=True, exist_ok=True)
     demo = REPO / "demo_assets" / "tiny-qwen2"
     for name in (
@@ -135,7 +135,7 @@ def make_model(root: Path) -> Path:
         if (demo / name).exists():
             shutil.copy(demo / name, model / name)
     cfg = json.loads((demo / "config.json").read_text())
-    cfg.update(MODEL, layer_types=["full_attention"] * MODEL["num_hidden_layers"])
+    cfg.update(MODEL, layer_types=["full_attention"] * MODEL["num_hidden_layers"], **(extra or {}))
     (model / "config.json").write_text(json.dumps(cfg, indent=1))
     return model
 
@@ -212,17 +212,20 @@ def stage_of(rank: int, facts: dict) -> int:
     return rank // (tp * dp)  # Megatron's order: TP fastest, then DP, then PP
 
 
-def run_measured(quick: bool, keep: str | None, reuse: bool = False) -> None:
+def run_measured(quick: bool, keep: str | None, reuse: bool = False, only: list[str] | None = None) -> None:
     from ascendfactory.engine.train.flags import HONOURED  # what the trainer implements today
 
     root = Path(keep or tempfile.mkdtemp(prefix="af-memest-"))
     model = make_model(root)
     cases = [c for c in GRID if not quick or c[0] in QUICK]
     cases += [c for c in FEATURES if all(f"--{k}" in HONOURED for k in c[2])]
+    cases = [c for c in cases if only is None or c[0] in only]
     rows, errors = [], []
     for i, (name, nproc, flags) in enumerate(cases):
         out = root / name
-        args = overrides(model, out, nproc, flags, 29800 + i)
+        flags = dict(flags)
+        case_model = make_model(root, flags.pop("_model")) if "_model" in flags else model
+        args = overrides(case_model, out, nproc, flags, 29800 + i)
         stages, facts = estimate_for(args)
         peaks = read_peaks(out) if reuse else {}
         if not peaks:
@@ -438,13 +441,14 @@ def main() -> None:
     m.add_argument("--quick", action="store_true")
     m.add_argument("--keep", help="work in this directory and keep it")
     m.add_argument("--reuse", action="store_true", help="with --keep: read the peaks of runs already there")
+    m.add_argument("--only", help="comma-separated case names")
     sub.add_parser("published")
     t = sub.add_parser("timing")
     t.add_argument("--runs", type=int, default=30)
     a = p.parse_args()
     os.chdir(REPO)
     if a.what == "measured":
-        run_measured(a.quick, a.keep, a.reuse)
+        run_measured(a.quick, a.keep, a.reuse, a.only.split(",") if a.only else None)
     elif a.what == "published":
         run_published()
     else:

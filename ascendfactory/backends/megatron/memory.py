@@ -56,7 +56,7 @@ def megatron_job(
     tr = training
     shape = shape_from_arch(arch)
     untie = tr.get("untie-embeddings-and-output-weights")
-    if untie is not None:
+    if untie is not None and engine == "megatron":  # the embedded trainer builds the HF config's model
         shape = type(shape)(**{**shape.__dict__, "tied": not bool(untie)})
     tp, pp = _int(facts.get("tp"), 1), _int(facts.get("pp"), 1)
     vpp = _int(tr.get("virtual-pipeline-model-parallel-size"), 1)
