@@ -70,7 +70,7 @@ GRID = [
     ("pp2", 2, {"pipeline-model-parallel-size": 2, "global-batch-size": 4}),
     ("pp2-mbs4", 2, {"pipeline-model-parallel-size": 2, "micro-batch-size": 4, "global-batch-size": 16}),
     ("pp2-seq1024", 2, {"pipeline-model-parallel-size": 2, "seq-length": 1024, "global-batch-size": 4}),
-    ("pp2-gbs1", 2, {"pipeline-model-parallel-size": 2, "global-batch-size": 1}),
+    ("pp2-gbs8", 2, {"pipeline-model-parallel-size": 2, "global-batch-size": 8}),
     (
         "tp2-pp2",
         4,

@@ -205,6 +205,18 @@ def in_flight(job: MegatronJob, rank: int) -> int:
     return min(p - rank, mb)
 
 
+def pipelining_buffers(job: MegatronJob, rank: int) -> float:
+    """torch.distributed.pipelining's buffers on one stage: a receive buffer per micro-batch for the
+    activations (every stage but the first) and for their gradients (every stage but the last), fp32
+    hidden states of one micro-batch each; and on the last stage the output layer's fresh gradient, added
+    into the accumulated one at each micro-batch's backward."""
+    unit = 4 * (job.seq / job.cp) * job.mbs * job.shape.hidden / (job.tp if job.sequence_parallel else 1)
+    recv = job.micro_batches * unit * ((rank > 0) + (rank < job.pp - 1))
+    if rank == job.pp - 1 and job.micro_batches > 1:
+        recv += 4 * job.shape.padded_vocab(job.tp, job.vocab_divisible_by) * job.shape.hidden / job.tp
+    return recv
+
+
 def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, activations) of a VLM's vision encoder on the first stage: trained
     with the LLM (MindSpeed-MM's full fine-tuning), sharded by TP, `patches` tokens per sample."""
@@ -250,6 +262,8 @@ def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
     buffers = autocast
     if job.sequence_parallel and job.tp > 1:
         buffers += 2 * job.seq / job.cp * job.mbs * job.shape.hidden  # one all-gathered sequence
+    if job.engine == "embedded" and job.pp > 1:
+        buffers += pipelining_buffers(job, rank)
     return StageMemory(
         stage=f"pp{rank}" if job.pp > 1 else "all",
         weights=weights,
