@@ -208,12 +208,14 @@ def in_flight(job: MegatronJob, rank: int) -> int:
 def pipelining_buffers(job: MegatronJob, rank: int) -> float:
     """torch.distributed.pipelining's buffers on one stage: a receive buffer per micro-batch for the
     activations (every stage but the first) and for their gradients (every stage but the last), fp32
-    hidden states of one micro-batch each; and on the last stage the output layer's fresh gradient, added
-    into the accumulated one at each micro-batch's backward."""
+    hidden states of one micro-batch each, and the tensors a sending stage holds per in-flight
+    micro-batch."""
     unit = 4 * (job.seq / job.cp) * job.mbs * job.shape.hidden / (job.tp if job.sequence_parallel else 1)
     recv = job.micro_batches * unit * ((rank > 0) + (rank < job.pp - 1))
-    if rank == job.pp - 1 and job.micro_batches > 1:
-        recv += 4 * job.shape.padded_vocab(job.tp, job.vocab_divisible_by) * job.shape.hidden / job.tp
+    if rank < job.pp - 1:
+        # measured (bench_memory_estimate.py, PP 2): four hidden-state tensors per in-flight micro-batch on
+        # a stage that sends (its output kept for backward, the send and the gradient's working copies)
+        recv += 4 * unit * in_flight(job, rank)
     return recv
 
 
@@ -239,10 +241,13 @@ def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
 def logits_bytes(job: MegatronJob) -> float:
     """Megatron: 16-bit logits + the fp32 softmax its vocab-parallel cross entropy keeps (6 bytes); the
     embedded trainer (`F.cross_entropy(logits.float())`): at the start of backward the saved fp32
-    log-softmax, the loss's gradient and the log-softmax's input gradient, 4 bytes each (12)."""
+    log-softmax, the loss's gradient and the log-softmax's input gradient, 4 bytes each (12); under PP
+    torch's schedule also keeps the logits themselves until the micro-batch's backward."""
     s = job.shape
     vocab = s.padded_vocab(job.tp, job.vocab_divisible_by)
     per = 6 if job.engine == "megatron" else 12
+    if job.engine == "embedded" and job.pp > 1:  # the schedule keeps the stage output (the logits) too
+        per += 4 if job.precision == "fp32" else 2
     return per * (job.seq / job.cp) * job.mbs * vocab / job.tp
 
 
