@@ -131,5 +131,7 @@ def test_memory_features_never_raise_the_peak(layout, model, gbs_factor):
     # evenly) never raises the peak
     if job.dp % 2 == 0:
         assert estimate_megatron(job.with_(tp=job.tp * 2, dp=job.dp // 2)).peak <= peak * 1.0001
-        if model.layers % (job.pp * 2) == 0:
+        # (not for the embedded trainer: torch.distributed.pipelining allocates a receive buffer for every
+        # micro-batch of the step, so PP can cost memory there; see `pipelining_buffers`)
+        if model.layers % (job.pp * 2) == 0 and job.engine == "megatron":
             assert estimate_megatron(job.with_(pp=job.pp * 2, dp=job.dp // 2)).peak <= peak * 1.0001
