@@ -173,3 +173,28 @@ def test_a_device_count_past_any_machine_is_refused_at_once(tmp_path):
     with pytest.raises(ConfigError, match="env.NPUS_PER_NODE"):
         plan_for(f"--af_output_dir={tmp_path}", "--env.NPUS_PER_NODE=999999937")
     assert time.monotonic() - t0 < 1
+
+
+def test_megatron_recompute_rules_hold_at_plan_time(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.training.recompute-granularity=full")
+    text = str(e.value)
+    assert (
+        "backend_config.training.recompute-method" in text
+        and "backend_config.training.recompute-num-layers" in text
+    )
+    with pytest.raises(ConfigError) as e:
+        plan_for(
+            f"--af_output_dir={tmp_path}",
+            "--backend_config.training.recompute-granularity=selective",
+            "--backend_config.training.recompute-method=block",
+        )
+    assert "not supported with --recompute-granularity selective" in str(e.value)
+    plan = plan_for(
+        f"--af_output_dir={tmp_path}",
+        "--backend_config.training.recompute-granularity=full",
+        "--backend_config.training.recompute-method=block",
+        "--backend_config.training.recompute-num-layers=1",
+    )
+    argv = train_argv(plan)
+    assert argv[argv.index("--recompute-method") + 1] == "block"

@@ -237,6 +237,9 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
     args, ignored_flags = None, []
     try:
         args, ignored_flags = train_flags.parse_args(to_flags(megatron))
+        # honoured by the SFT / pre-training trainer, not implemented by the GRPO actor: its optimizer state
+        # stays replicated and its hidden states whole (listed in the info line, never silently dropped)
+        ignored_flags += [f for f in train_flags.NOT_IN_GRPO if train_flags.given(args, f)]
     except ConfigError as e:
         for p in e.problems:
             names = [f.strip().lstrip("-").replace("-", "_") for f in p.key.split(",")]

@@ -31,7 +31,7 @@ from ascendfactory.engine.rl.data import PromptDataset
 from ascendfactory.engine.rl.metrics import IterationMetrics, Spans
 from ascendfactory.engine.rl.rollout import StaticKVCache, generate
 from ascendfactory.engine.rl.update import Updater, build_experience, log_probs
-from ascendfactory.engine.train import logline, monitor, step
+from ascendfactory.engine.train import logline, monitor, recompute, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import build_stage, init_random, parallelize_hf_decoder, round_params
@@ -149,6 +149,10 @@ class GRPOTrainer:
     # ------------------------------------------------------------------ setup pieces
     def _build(self, model_dims: ModelDims):
         model = build_stage(self.hf_config, layers=[model_dims.num_layers], pp_rank=0, device=self.env.device)
+        # Megatron's activation recompute (the actor's training forward; the reference never trains)
+        model.recompute = recompute.RecomputePlan.from_args(self.args)
+        if model.recompute.selective:
+            recompute.use_selective(self.hf_config)
         parallelize_hf_decoder(model, tp_mesh=self.mesh["tp"], tp=self.dims.tp)
         self._init_random(model)
         return model

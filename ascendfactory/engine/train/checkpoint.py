@@ -33,6 +33,7 @@ import torch.distributed as dist
 from ascendfactory.checkpoints.megatron import parse_tracker, tracker_text
 from ascendfactory.engine.convert import lora, megatron_io
 from ascendfactory.engine.convert.shard_map import hf_local_to_megatron, megatron_to_hf_local
+from ascendfactory.engine.train.distopt import DISTRIB_OPTIM_FILE
 from ascendfactory.errors import ConfigError, ParallelismError, Problem
 
 CHECKPOINT_VERSION = 3.0
@@ -146,6 +147,9 @@ class Checkpointer:
         if not args.no_save_rng:
             rng = [None] * dist.get_world_size(topo.dp_group)
             dist.all_gather_object(rng, _rng_state(self.device), group=topo.dp_group)
+        param_state = None  # the distributed optimizer's shards, gathered on DP rank 0 (a collective)
+        if is_distributed(optimizer) and not args.no_save_optim:
+            param_state = optimizer.parameter_state(self.params_dtype)
         if topo.dp_rank == 0:
             payload = self._payload(model, optimizer, scheduler, scaler, pos, rng)
             shard_dir = (
@@ -154,6 +158,8 @@ class Checkpointer:
             )
             shard_dir.mkdir(parents=True, exist_ok=True)
             torch.save(payload, shard_dir / megatron_io.SHARD_FILE)
+            if param_state is not None:
+                torch.save(param_state, shard_dir / DISTRIB_OPTIM_FILE)
         dist.barrier()
         if os.environ.get(CRASH_ENV) == str(pos.iteration):
             raise RuntimeError(
@@ -187,7 +193,10 @@ class Checkpointer:
             "model": shard,
             "num_floating_point_operations_so_far": pos.floating_point_operations,
         }
-        if not self.args.no_save_optim:
+        if not self.args.no_save_optim and is_distributed(optimizer):  # the rest is in distrib_optim.pt
+            payload["optimizer"] = {**optimizer.state_dict(), "grad_scaler": scaler.state_dict()}
+            payload["opt_param_scheduler"] = scheduler.state_dict()
+        elif not self.args.no_save_optim:
             opt = _optimizer_state(model, optimizer)
             opt["grad_scaler"] = scaler.state_dict()
             if self.params_dtype != torch.float32:  # the model shard is rounded: keep the fp32 masters
@@ -306,11 +315,10 @@ class Checkpointer:
         if args.finetune or release or converted:
             return Position()
         if not args.no_load_optim:
-            _load_optimizer_state(model, optimizer, state["optimizer"])
+            self._load_optimizer(model, optimizer, state, shard_dir)
             scheduler.load_state_dict(state["opt_param_scheduler"])
             if "grad_scaler" in state["optimizer"]:
                 scaler.load_state_dict(state["optimizer"]["grad_scaler"])
-            _load_master_params(model, state["optimizer"].get(MASTER_PARAMS))
         if not args.no_load_rng:
             if "rng_state" not in state:
                 raise ConfigError(
@@ -330,6 +338,30 @@ class Checkpointer:
             consumed_valid_samples=int(getattr(saved, "consumed_valid_samples", 0) or 0),
             floating_point_operations=float(state.get("num_floating_point_operations_so_far", 0)),
         )
+
+    def _load_optimizer(self, model: Any, optimizer: Any, state: dict[str, Any], shard_dir: Path) -> None:
+        """The optimizer state, of the kind this run uses. Megatron (legacy format) cannot switch between the
+        distributed optimizer and the replicated one on a resume (its load fails: a KeyError, or no
+        distrib_optim.pt); only the weights carry over, with --no-load-optim or --finetune."""
+        distributed_file = shard_dir / DISTRIB_OPTIM_FILE
+        saved_distributed = distributed_file.is_file() or "state" not in state.get("optimizer", {})
+        if is_distributed(optimizer) != saved_distributed:
+            raise ConfigError(switch_problem(saved_distributed=saved_distributed, where=str(shard_dir)))
+        if is_distributed(optimizer):
+            if not distributed_file.is_file():
+                raise ConfigError(
+                    Problem(
+                        key="--load",
+                        message=f"{distributed_file} is missing (its model_optim_rng.pt was saved with "
+                        "--use-distributed-optimizer)",
+                        fix="restore the file, or add --no-load-optim to take the weights only",
+                        source="command line",
+                    )
+                )
+            optimizer.load_parameter_state(distributed_file, state["optimizer"])
+        else:
+            _load_optimizer_state(model, optimizer, state["optimizer"])
+            _load_master_params(model, state["optimizer"].get(MASTER_PARAMS))
 
     def _overlay_lora(self, state: dict[str, Any]) -> tuple[dict[str, Any], Path]:
         """MindSpeed-LLM's `--lora-load`: that checkpoint's tensors over the base's, and its iteration,
@@ -417,6 +449,34 @@ class Checkpointer:
         self.loaded = True
         self.tied_output_loaded = tied_output and "lm_head.weight" in local
         round_params(model, self.params_dtype)
+
+
+def is_distributed(optimizer: Any) -> bool:
+    from ascendfactory.engine.train.distopt import DistributedOptimizer
+
+    return isinstance(optimizer, DistributedOptimizer)
+
+
+def switch_problem(*, saved_distributed: bool, where: str) -> Problem:
+    """Megatron's rule for a resume across --use-distributed-optimizer: not with the optimizer state."""
+    if saved_distributed:
+        message = (
+            f"{where} was saved with --use-distributed-optimizer (its optimizer state is in "
+            f"{DISTRIB_OPTIM_FILE}) and this run does not use it: Megatron cannot load that state into the "
+            "replicated optimizer"
+        )
+    else:
+        message = (
+            f"{where} holds the replicated optimizer's state (no {DISTRIB_OPTIM_FILE}) and this run uses "
+            "--use-distributed-optimizer: Megatron cannot load that state into the distributed optimizer"
+        )
+    return Problem(
+        key="--use-distributed-optimizer",
+        message=message,
+        fix="resume with the same --use-distributed-optimizer setting, or add --no-load-optim (or "
+        "--finetune) to take the weights only",
+        source="command line",
+    )
 
 
 def _load_master_params(model: torch.nn.Module, masters: dict[str, torch.Tensor] | None) -> None:

@@ -3,8 +3,8 @@
 - HONOURED: flags the embedded trainer implements with Megatron's meaning.
 - ARCHITECTURE: model-shape flags MindSpeed scripts pass; they must agree with the HF config.json
   (`arch.check_architecture`), a mismatch is a ConfigError.
-- IGNORED: purely-performance flags (fused kernels, overlap, recompute, ...): accepted, no effect,
-  listed in one info line.
+- IGNORED: purely-performance flags (fused kernels, overlap, ...): accepted, no effect, listed in one
+  info line.
 - REFUSED: flags that change the numerics in a way this trainer does not implement: ConfigError naming them.
 
 Nothing heavy is imported here, so `--help` stays fast.
@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ascendfactory.engine.convert.lora import TARGET_MODULES, check_targets
+from ascendfactory.engine.train.recompute import problems as recompute_problems
 from ascendfactory.errors import ConfigError, Problem
 
 BOOL, VALUE, LIST = "bool", "value", "list"
@@ -98,6 +100,26 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--lora-alpha": (VALUE, None, int, "LoRA alpha, the scaling is lora_alpha / lora_r (default 32)"),
     "--lora-load": (VALUE, None, str, "a LoRA checkpoint whose adapters (and state) go over --load"),
     "--lora-ckpt-filter": (BOOL, False, None, "save only the LoRA keys"),
+    # Megatron's memory features
+    "--use-distributed-optimizer": (
+        BOOL,
+        False,
+        None,
+        "Adam state sharded over the data-parallel ranks (reduce-scatter, step on the shard, all-gather); "
+        "optimizer shards in distrib_optim.pt",
+    ),
+    "--sequence-parallel": (
+        BOOL,
+        False,
+        None,
+        "with TP > 1: norms and the hidden states between the TP regions split along the sequence "
+        "(off with TP 1, as Megatron turns it off)",
+    ),
+    # activation recompute, Megatron's flags and rules (engine/train/recompute.py)
+    "--recompute-granularity": (VALUE, None, str, "full (whole layers) | selective (the core attention)"),
+    "--recompute-method": (VALUE, None, str, "full: uniform (every layer, in chunks) | block (first N)"),
+    "--recompute-num-layers": (VALUE, None, int, "full: layers per chunk (uniform) or recomputed (block)"),
+    "--recompute-activations": (BOOL, False, None, "= --recompute-granularity selective"),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.
@@ -132,10 +154,8 @@ IGNORED: dict[str, str] = {
     "--use-fused-rotary-pos-emb": BOOL,
     "--use-fused-ring-attention-update": BOOL,
     "--use-mcore-models": BOOL,
-    "--use-distributed-optimizer": BOOL,
     "--overlap-grad-reduce": BOOL,
     "--overlap-param-gather": BOOL,
-    "--sequence-parallel": BOOL,
     "--no-masked-softmax-fusion": BOOL,
     "--no-gradient-accumulation-fusion": BOOL,
     "--attention-softmax-in-fp32": BOOL,
@@ -143,10 +163,6 @@ IGNORED: dict[str, str] = {
     "--no-bias-swiglu-fusion": BOOL,
     "--no-rope-fusion": BOOL,
     "--use-cpu-initialization": BOOL,
-    "--recompute-activations": BOOL,
-    "--recompute-granularity": VALUE,
-    "--recompute-method": VALUE,
-    "--recompute-num-layers": VALUE,
     "--swap-attention": BOOL,
     "--tokenizer-not-use-fast": BOOL,
     "--padded-samples": BOOL,
@@ -156,6 +172,10 @@ IGNORED: dict[str, str] = {
     "--manual-gc": BOOL,
     "--manual-gc-interval": VALUE,
     "--no-create-attention-mask-in-dataloader": BOOL,
+    # the interleaved schedule only reorders the same micro-batch computations (same numerics); NOT
+    # implemented here: a run uses plain 1F1B, which holds fewer in-flight activations on the first stages
+    # than Megatron's interleaved schedule, and saves `model` rather than `model0`, `model1`, ...
+    # Megatron's validate_args rules are still enforced (`_vpp_problems`), so a refused layout never queues.
     "--virtual-pipeline-model-parallel-size": VALUE,
     "--num-layers-per-virtual-pipeline-stage": VALUE,
     "--tp-comm-overlap": BOOL,
@@ -208,6 +228,9 @@ _REFUSED_KIND = {
     "--apply-layernorm-1p": BOOL,
     "--apply-query-key-layer-scaling": BOOL,
 }
+
+# HONOURED by this trainer, not by the GRPO actor (engine/rl): its info line lists them as ignored
+NOT_IN_GRPO = ("--use-distributed-optimizer", "--sequence-parallel")
 
 STAGES = ("pt", "sft")
 LORA_DEFAULTS = {"--lora-r": 16, "--lora-alpha": 32}  # MindSpeed-LLM's; None in the parser to see "given"
@@ -353,7 +376,20 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
     for flag in ("--train-iters", "--seq-length", "--global-batch-size"):  # when given (required above)
         value = getattr(args, _dest(flag), None)
         need(flag, value is None or value >= 1, f"must be >= 1, got {value}", f"give {flag} 1 or more")
+    need(
+        "--sequence-parallel",
+        not (args.sequence_parallel and args.tensor_model_parallel_size > 1)
+        or not args.seq_length
+        or args.seq_length % args.tensor_model_parallel_size == 0,
+        f"--seq-length {args.seq_length} is not divisible by --tensor-model-parallel-size "
+        f"{args.tensor_model_parallel_size}: sequence parallelism splits the sequence over the TP ranks",
+        f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, "
+        "or drop --sequence-parallel",
+    )
+    p += _vpp_problems(args)
+    p += distributed_optimizer_switch(args)
     p += _lora_problems(args)
+    p += recompute_problems(args)
     for flag in ("--eval-iters", "--eval-interval"):
         value = getattr(args, _dest(flag))
         need(flag, value is not None and value >= 0, f"must be >= 0, got {value}", f"give {flag} 0 or more")
@@ -368,6 +404,91 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         )
     args.stage = stage
     return p
+
+
+def _saved_state_kind(shard: Path) -> str | None:
+    """'distributed' / 'replicated' / None (no optimizer state) for one `model_optim_rng.pt`, from the
+    files and the pickled dict's key names (the zip's data.pkl: no torch import, no tensor read)."""
+    import pickletools
+    import zipfile
+
+    if (shard.parent / "distrib_optim.pt").is_file():
+        return "distributed"
+    try:
+        with zipfile.ZipFile(shard) as z:
+            pkl = z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+        names = {arg for op, arg, _ in pickletools.genops(pkl) if isinstance(arg, str)}
+    except (OSError, zipfile.BadZipFile, StopIteration, ValueError):
+        return None  # not readable here: the trainer checks it when it loads
+    if "opt_param_scheduler" not in names:
+        return None
+    return "replicated" if "state" in names else "distributed"
+
+
+def distributed_optimizer_switch(args: argparse.Namespace) -> list[Problem]:
+    """Megatron's rule, before launch where --load already holds a checkpoint: a resume with the optimizer
+    state keeps the --use-distributed-optimizer setting it was saved with (the trainer checks it again)."""
+    if not args.load or args.finetune or args.no_load_optim:
+        return []
+    root = Path(args.load)
+    try:
+        iteration = int((root / "latest_checkpointed_iteration.txt").read_text().strip())
+    except (OSError, ValueError):
+        return []
+    shards = sorted((root / f"iter_{iteration:07d}").glob("mp_rank_*/model_optim_rng.pt"))
+    kind = _saved_state_kind(shards[0]) if shards else None
+    if kind is None or (kind == "distributed") == bool(args.use_distributed_optimizer):
+        return []
+    now = "uses" if args.use_distributed_optimizer else "does not use"
+    where = {"distributed": "distrib_optim.pt", "replicated": "no distrib_optim.pt"}
+    return [
+        Problem(
+            key="--use-distributed-optimizer",
+            message=f"{shards[0].parent} holds the {kind} optimizer's state ({where[kind]}) "
+            f"and this run {now} "
+            "--use-distributed-optimizer: Megatron cannot load one into the other",
+            fix="resume with the same --use-distributed-optimizer setting, or add --no-load-optim (or "
+            "--finetune) to take the weights only",
+            source="command line",
+        )
+    ]
+
+
+def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
+    """Megatron core_r0.8.0 validate_args for --num-layers-per-virtual-pipeline-stage (without
+    --overlap-p2p-comm): PP > 2, layers divisible by PP, layers per stage divisible by layers per chunk."""
+    per_chunk = args.num_layers_per_virtual_pipeline_stage
+    if per_chunk is None:
+        return []
+    pp, layers = args.pipeline_model_parallel_size, args.num_layers
+    flag = "--num-layers-per-virtual-pipeline-stage"
+    if not str(per_chunk).isdigit() or int(per_chunk) < 1:
+        return [
+            Problem(key=flag, message=f"must be an integer >= 1, got {per_chunk}", fix="give a layer count")
+        ]
+    out = []
+    if pp <= 2:
+        out.append(
+            Problem(
+                key=flag,
+                message=f"when interleaved schedule is used and p2p communication overlap is disabled, "
+                f"pipeline-model-parallel size should be greater than 2 (got {pp})",
+                fix="use --pipeline-model-parallel-size 3 or more, or drop " + flag,
+                source="command line",
+            )
+        )
+    if layers and (layers % pp or (layers // pp) % int(per_chunk)):
+        out.append(
+            Problem(
+                key=flag,
+                message=f"--num-layers {layers} over {pp} pipeline stages in chunks of {per_chunk}: "
+                "number of layers should be divisible by the pipeline parallel size, and the layers "
+                "per pipeline stage by the layers per virtual pipeline stage",
+                fix="choose a chunk size dividing num_layers / PP",
+                source="command line",
+            )
+        )
+    return out
 
 
 def _lora_problems(args: argparse.Namespace) -> list[Problem]:

@@ -14,8 +14,8 @@ moment its last reference dies:
   storage is registered by `data_ptr` with its byte size (tensors made outside the dispatcher, e.g.
   `torch.from_numpy` batches or weights loaded by `torch.load`, are registered when an operator first
   reads them; `seed` registers the model's existing parameters);
-- a `weakref.finalize` on the storage object (PyTorch keeps one Python object per storage while any
-  tensor holds it) subtracts its bytes when it is freed;
+- a weak reference with a callback on the storage object (PyTorch keeps one Python object per storage
+  while any tensor holds it) subtracts its bytes when it is freed;
 - DTensor (TP) calls are let through to DTensor's own dispatch with the mode still active, so the local
   shards' operators are counted; FakeTensor / meta tensors (sharding propagation, pipelining's shape
   inference) hold no memory and are not counted.
@@ -44,8 +44,13 @@ TRACKER_ENV = "AF_CPU_MEMORY_TRACKER"  # "0": no tensor tracker on CPU (the memo
 MB = 1024.0 * 1024.0
 
 
-def _is_plain(t: type) -> bool:
-    return t is torch.Tensor or t is torch.nn.Parameter
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+class _StorageRef(weakref.ref):
+    """A weak reference to a storage that remembers what was counted for it."""
+
+    __slots__ = ("ptr", "size")
 
 
 class StorageTracker(TorchDispatchMode):
@@ -55,42 +60,43 @@ class StorageTracker(TorchDispatchMode):
         super().__init__()
         self.allocated = 0
         self.peak = 0
-        self._live: dict[int, int] = {}  # storage data_ptr -> bytes counted
+        self._live: dict[int, _StorageRef] = {}  # storage data_ptr -> its weak reference
         self._lock = threading.Lock()
         self._fake: type | None = None
 
     # -- registration ---------------------------------------------------------------------------------
     def track(self, t: torch.Tensor) -> None:
         """Count `t`'s storage once (a DTensor: its local shard); no-op for meta / fake / empty tensors."""
-        local = getattr(t, "_local_tensor", None)
-        if local is not None:
-            t = local
-        if t.device.type == "meta" or (self._fake is not None and isinstance(t, self._fake)):
-            return
-        if not _is_plain(type(t)) and not isinstance(t, torch.Tensor):
-            return
-        try:
-            storage = t.untyped_storage()
-        except (RuntimeError, NotImplementedError):  # a subclass without storage (functional wrappers)
-            return
-        ptr, size = storage.data_ptr(), storage.nbytes()
-        if not ptr or not size:
-            return
-        with self._lock:
-            known = self._live.get(ptr)
-            if known == size:
+        if type(t) not in _PLAIN:
+            t = getattr(t, "_local_tensor", None)  # DTensor; FakeTensor and others hold no memory here
+            if t is None or type(t) not in _PLAIN:
                 return
-            if known is None:
-                weakref.finalize(storage, self._free, ptr)
-            self._live[ptr] = size
-            self.allocated += size - (known or 0)
+        if t.is_meta:
+            return
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if not ptr:
+            return
+        size = storage.nbytes()
+        with self._lock:
+            ref = self._live.get(ptr)
+            if ref is not None:
+                if ref.size == size:
+                    return
+                self.allocated += size - ref.size  # resized in place (an out= operator)
+                ref.size = size
+            else:
+                ref = self._live[ptr] = _StorageRef(storage, self._free)
+                ref.ptr, ref.size = ptr, size
+                self.allocated += size
             if self.allocated > self.peak:
                 self.peak = self.allocated
 
-    def _free(self, ptr: int) -> None:
+    def _free(self, ref: _StorageRef) -> None:
         with self._lock:
-            size = self._live.pop(ptr, 0)
-            self.allocated -= size
+            if self._live.get(ref.ptr) is ref:
+                del self._live[ref.ptr]
+                self.allocated -= ref.size
 
     def seed(self, tensors: Any) -> None:
         """Register tensors that exist already (a model's parameters and buffers)."""
@@ -98,31 +104,36 @@ class StorageTracker(TorchDispatchMode):
             if isinstance(t, torch.Tensor):
                 self.track(t)
 
-    def _walk(self, obj: Any) -> None:
-        if isinstance(obj, torch.Tensor):
-            self.track(obj)
-        elif isinstance(obj, (list, tuple)):
-            for x in obj:
-                self._walk(x)
-        elif isinstance(obj, dict):
-            for x in obj.values():
-                self._walk(x)
+    def _walk(self, values: Any) -> None:
+        """Tensors in an operator's arguments or results (tensors, or lists/tuples of them)."""
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                self.track(v)
+            elif isinstance(v, (list, tuple)):
+                for x in v:
+                    if isinstance(x, torch.Tensor):
+                        self.track(x)
 
     # -- the mode -------------------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
-        if not all(_is_plain(t) for t in types):
-            if self._fake is None:
-                from torch._subclasses.fake_tensor import FakeTensor
+        for t in types:
+            if t not in _PLAIN:
+                if self._fake is None:
+                    from torch._subclasses.fake_tensor import FakeTensor
 
-                self._fake = FakeTensor
-            if any(issubclass(t, self._fake) for t in types):
-                return func(*args, **kwargs)  # shape inference: no memory
-            return NotImplemented  # DTensor & co: their dispatch runs the local operators under this mode
+                    self._fake = FakeTensor
+                if any(issubclass(t, self._fake) for t in types):
+                    return func(*args, **kwargs)  # shape inference: no memory
+                return NotImplemented  # DTensor & co: their dispatch runs the local operators in this mode
         self._walk(args)
-        self._walk(kwargs)
+        if kwargs:
+            self._walk(kwargs.values())
         out = func(*args, **kwargs)
-        self._walk(out)
+        if isinstance(out, torch.Tensor):
+            self.track(out)
+        elif isinstance(out, (list, tuple)):
+            self._walk(out)
         return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ascendfactory.engine.train.recompute import RecomputePlan, checkpointed
 from ascendfactory.errors import ConfigError, Problem
 
 IGNORE_INDEX = -100
@@ -43,15 +44,19 @@ class StageModel(nn.Module):
         if self.shares_output:
             self.lm_head.weight = self.model.embed_tokens.weight
         self._rotary_cache: dict[tuple, tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]] = {}
+        # sequence parallelism: the hidden states between the TP regions hold 1/TP of the sequence
+        self.sequence_shards = 1
+        self.recompute = RecomputePlan()  # full recompute of the layers (`recompute.py`), set by the trainer
 
     def rotary(self, h: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """(position_ids, (cos, sin)) for `h`'s sequence length: constants (no gradient), computed once per
-        (length, dtype, device, autocast on/off) and reused by every later micro-batch."""
+        """(position_ids, (cos, sin)) for the whole sequence `h` is (part of): constants (no gradient),
+        computed once per (length, dtype, device, autocast on/off) and reused by every later micro-batch."""
         meta = h.device.type == "meta"  # pipelining's shape inference: never cached
-        key = (h.shape[1], h.dtype, h.device, not meta and torch.is_autocast_enabled(h.device.type))
+        length = h.shape[1] * self.sequence_shards
+        key = (length, h.dtype, h.device, not meta and torch.is_autocast_enabled(h.device.type))
         hit = None if meta else self._rotary_cache.get(key)
         if hit is None:
-            position_ids = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+            position_ids = torch.arange(length, device=h.device).unsqueeze(0)
             with torch.no_grad():
                 hit = position_ids, self.model.rotary_emb(h, position_ids)
             if not meta:
@@ -61,10 +66,25 @@ class StageModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.model.embed_tokens(x) if self.first else x
         position_ids, position_embeddings = self.rotary(h)
-        for layer in self.model.layers.values():
-            h = layer(
-                h, attention_mask=None, position_ids=position_ids, position_embeddings=position_embeddings
-            )
+        layers = list(self.model.layers.values())
+
+        def run(start: int, end: int) -> Callable[[torch.Tensor], torch.Tensor]:
+            def layers_forward(h: torch.Tensor) -> torch.Tensor:
+                for layer in layers[start:end]:
+                    h = layer(
+                        h,
+                        attention_mask=None,
+                        position_ids=position_ids,
+                        position_embeddings=position_embeddings,
+                    )
+                return h
+
+            return layers_forward
+
+        # Megatron recomputes only in training; pipelining's shape inference runs on meta tensors
+        training = self.training and torch.is_grad_enabled() and h.device.type != "meta"
+        for start, end, recomputed in self.recompute.chunks(len(layers)):
+            h = checkpointed(run(start, end), h) if recomputed and training else run(start, end)(h)
         if self.last:
             h = self.lm_head(self.model.norm(h))
         return h
@@ -84,26 +104,55 @@ def build_stage(cfg: Any, *, layers: list[int], pp_rank: int, device: torch.devi
     )
 
 
-def tp_plan() -> dict[str, Any]:
-    """Module FQN pattern -> DTensor style. Embeddings, lm_head: vocab-sharded (logits gathered)."""
-    from torch.distributed.tensor import Replicate
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+def tp_plan(*, sequence_parallel: bool = False) -> dict[str, Any]:
+    """Module FQN pattern -> DTensor style. Embeddings, lm_head: vocab-sharded (logits gathered).
+
+    `sequence_parallel` (Megatron's --sequence-parallel, torchtitan's plan): between the TP regions the
+    hidden states are split along the sequence (Shard(1)): the embedding's output is reduce-scattered,
+    the norms run on the local part (SequenceParallel), attention and MLP all-gather their input
+    (PrepareModuleInput) and their row-parallel outputs are reduce-scattered instead of all-reduced."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
 
     layer = "model.layers.*."
-    return {
-        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
+    between = Shard(1) if sequence_parallel else Replicate()
+    plan: dict[str, Any] = {
+        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=between),
         layer + "self_attn.q_proj": ColwiseParallel(),
         layer + "self_attn.k_proj": ColwiseParallel(),
         layer + "self_attn.v_proj": ColwiseParallel(),
-        layer + "self_attn.o_proj": RowwiseParallel(),
+        layer + "self_attn.o_proj": RowwiseParallel(output_layouts=between),
         layer + "mlp.gate_proj": ColwiseParallel(),
         layer + "mlp.up_proj": ColwiseParallel(),
-        layer + "mlp.down_proj": RowwiseParallel(),
-        "lm_head": ColwiseParallel(output_layouts=Replicate()),
+        layer + "mlp.down_proj": RowwiseParallel(output_layouts=between),
+        "lm_head": ColwiseParallel(input_layouts=between, output_layouts=Replicate()),
     }
+    if sequence_parallel:
+        plan.update(
+            {
+                layer + "input_layernorm": SequenceParallel(),
+                layer + "self_attn": PrepareModuleInput(
+                    input_kwarg_layouts={"hidden_states": Shard(1)},
+                    desired_input_kwarg_layouts={"hidden_states": Replicate()},
+                ),
+                layer + "post_attention_layernorm": SequenceParallel(),
+                layer + "mlp": PrepareModuleInput(
+                    input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+                ),
+                "model.norm": SequenceParallel(),
+            }
+        )
+    return plan
 
 
-def parallelize_hf_decoder(model: StageModel, *, tp_mesh: Any, tp: int) -> StageModel:
+def parallelize_hf_decoder(
+    model: StageModel, *, tp_mesh: Any, tp: int, sequence_parallel: bool = False
+) -> StageModel:
     """Apply `tp_plan()` to the modules this stage has (Llama / Qwen2 / Qwen3 share one plan)."""
     if tp == 1:
         return model
@@ -112,10 +161,12 @@ def parallelize_hf_decoder(model: StageModel, *, tp_mesh: Any, tp: int) -> Stage
     present = {name for name, _ in model.named_modules()}
     plan = {
         k: v
-        for k, v in tp_plan().items()
+        for k, v in tp_plan(sequence_parallel=sequence_parallel).items()
         if k.split(".*.")[0] in present and (k.split(".*.")[0] != "model.layers" or len(model.model.layers))
     }
     parallelize_module(model, tp_mesh, plan)
+    if sequence_parallel:
+        model.sequence_shards = tp
     if model.shares_output:
         model.lm_head.weight = model.model.embed_tokens.weight
     return model

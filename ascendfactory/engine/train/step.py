@@ -218,15 +218,42 @@ def grad_norm_and_clip(
     gradients enter the norm (default all); every one is clipped. Megatron leaves out parameters marked
     `shared` (the last-stage copy of tied embeddings), so a tied weight counts once.
     Returns (norm before clipping, found inf/nan)."""
+    sharded = shard_mask([p.grad for p in params]) if sharded is None else sharded
     grads = [local_tensor(p.grad) for p in params]
+    return norm_and_clip(grads, mesh=mesh, clip=clip, unscale=unscale, sharded=sharded, counted=counted)
+
+
+def norm_and_clip(
+    grads: list[torch.Tensor],
+    *,
+    mesh: Any,
+    clip: float,
+    unscale: float,
+    sharded: list[bool],
+    counted: list[bool] | None,
+    dp_group: Any = None,
+) -> tuple[float, bool]:
+    """`grad_norm_and_clip` on local gradient tensors. `dp_group`: the gradients are this rank's part of a
+    data-parallel partition (the distributed optimizer's), so the squared sums are added over DP first."""
     if unscale != 1.0:
         torch._foreach_div_(grads, unscale)
-    dtype = torch.float64 if grads[0].device.type == "cpu" else torch.float32
-    squares = torch.stack(torch._foreach_norm(grads)).to(dtype).pow(2)
+    device = grads[0].device if grads else torch.device("cpu")
+    dtype = torch.float64 if device.type == "cpu" else torch.float32
+    if grads:
+        squares = torch.stack(torch._foreach_norm(grads)).to(dtype).pow(2)
+    else:
+        squares = torch.zeros(0, dtype=dtype, device=device)
     if counted is not None and not all(counted):
         squares = squares * torch.tensor(counted, dtype=dtype, device=squares.device)
-    sharded = shard_mask([p.grad for p in params]) if sharded is None else sharded
-    if any(sharded):
+    if dp_group is not None:  # [sharded part, replicated part], each summed over the DP partition
+        is_shard = torch.tensor(sharded, dtype=torch.bool, device=squares.device)
+        parts = torch.stack([squares[is_shard].sum(), squares[~is_shard].sum()])
+        dist.all_reduce(parts, group=dp_group)
+        shard_sum, replicated = parts[0], parts[1]
+        if mesh["tp"].size() > 1:
+            dist.all_reduce(shard_sum, group=mesh["tp"].get_group())
+        total = shard_sum + replicated
+    elif any(sharded):
         is_shard = torch.tensor(sharded, device=squares.device)
         shard_sum, replicated = squares[is_shard].sum(), squares[~is_shard].sum()
         if mesh["tp"].size() > 1:
@@ -238,7 +265,7 @@ def grad_norm_and_clip(
         dist.all_reduce(total, group=mesh["pp"].get_group())
     norm = float(total.sqrt())
     found_inf = not math.isfinite(norm)
-    if clip > 0 and not found_inf:
+    if clip > 0 and not found_inf and grads:
         coeff = clip / (norm + 1e-6)
         if coeff < 1.0:
             # As a 0-dim tensor in the kernels' math type (float32 for float32/bf16/fp16 gradients, to which

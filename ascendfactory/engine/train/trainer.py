@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.train import dataset, logline, memory, monitor, step
+from ascendfactory.engine.train import dataset, logline, memory, monitor, recompute, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import (
@@ -88,6 +88,11 @@ class Trainer:
             vocab=vocab,
         )
         self.log0(self.dims.describe())
+        if args.sequence_parallel and self.dims.tp == 1:  # Megatron's validate_args turns it off
+            self.log0(
+                "WARNING: --sequence-parallel has no effect with tensor-model-parallel size 1: turned off"
+            )
+            args.sequence_parallel = False
         self.mesh = build_mesh(self.dims, self.env.device)
         pp_rank, dp_rank, tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
         self.pp_rank, self.dp_rank = pp_rank, dp_rank
@@ -95,8 +100,12 @@ class Trainer:
         self._seed(args.seed + 100 * pp_rank)
 
         self.hf_config.vocab_size = vocab
+        self.hf_config.attention_dropout = args.attention_dropout  # HF attention reads it in training
         self.model = build_stage(self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device)
-        parallelize_hf_decoder(self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp)
+        self.set_recompute(args)
+        parallelize_hf_decoder(
+            self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp, sequence_parallel=args.sequence_parallel
+        )
         init_random(
             self.model,
             std=args.init_method_std,
@@ -135,7 +144,7 @@ class Trainer:
         self.counted = None  # Megatron leaves the last-stage copy out of the gradient norm
         if self.tied_group is not None and pp_rank == self.dims.pp - 1:
             self.counted = [p is not self.tied_param for p in self.params]
-        self.optimizer = step.build_optimizer(self.model, args, self.env.device)
+        self.optimizer = self.build_optimizer()
         self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
         self.scaler = step.LossScaler.from_args(args)
         self.runner = step.StepRunner(
@@ -248,20 +257,7 @@ class Trainer:
                 self.runner.scale = self.scaler.scale
                 with step.autocast(self.env.device, self.args):
                     local_loss = self.runner.forward_backward(tokens, labels)
-                step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
-                if self.tied_param is not None and self.tied_param.requires_grad:
-                    step.all_reduce_tied_grads(self.tied_param, self.tied_group)
-                state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
-                if self.sharded is None:
-                    self.sharded = step.shard_mask([p.grad for p in self.params])
-                grad_norm, found_inf = step.grad_norm_and_clip(
-                    self.params,
-                    mesh=self.mesh,
-                    clip=self.args.clip_grad,
-                    unscale=self.scaler.scale,
-                    sharded=self.sharded,
-                    counted=self.counted,
-                )
+                state, (grad_norm, found_inf) = self.reduce_and_clip_grads()
                 if not found_inf:
                     self.optimizer.step()
                     self.scheduler.step(self.optimizer, self.dims.global_batch_size)
@@ -282,6 +278,59 @@ class Trainer:
                 logline.emit("\n".join(n for n, p in self.model.named_parameters() if p.requires_grad))
                 self.args.exit_interval = self.position.iteration
         return loss, None if found_inf else grad_norm, found_inf
+
+    def build_optimizer(self) -> Any:
+        """AdamW over the trained parameters; with --use-distributed-optimizer its state sharded over DP."""
+        if not self.args.use_distributed_optimizer:
+            return step.build_optimizer(self.model, self.args, self.env.device)
+        from ascendfactory.engine.train.distopt import DistributedOptimizer
+
+        optimizer = DistributedOptimizer(
+            [(n, p) for n, p in self.model.named_parameters() if p.requires_grad],
+            args=self.args,
+            dp_group=self.mesh["dp"].get_group(),
+            dp=self.dims.dp,
+            dp_rank=self.dp_rank,
+            device=self.env.device,
+        )
+        optimizer.divisor = self.dims.num_microbatches if self.dims.pp > 1 else 1
+        return optimizer
+
+    def reduce_and_clip_grads(self) -> tuple[dict[str, Any] | None, tuple[float, bool]]:
+        """DP gradient reduction (all-reduce, or the distributed optimizer's reduce-scatter), the tied
+        embedding's sum, then the global norm and clipping. Returns (monitor state or None, (norm, inf))."""
+        tied = self.tied_param is not None and self.tied_param.requires_grad
+        if self.args.use_distributed_optimizer:
+            opt = self.optimizer
+            if tied:  # before the DP reduction: a sum, so the order does not change the result
+                index = next(i for i, p in enumerate(opt.params) if p is self.tied_param)
+                dist.all_reduce(opt.param_grad(index), group=self.tied_group)
+            opt.reduce_scatter_grads()
+            state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
+            sharded, counted = opt.owned_masks(self.tied_param if self.counted is not None else None)
+            return state, step.norm_and_clip(
+                opt.owned_grads(),
+                mesh=self.mesh,
+                clip=self.args.clip_grad,
+                unscale=self.scaler.scale,
+                sharded=sharded,
+                counted=counted,
+                dp_group=self.mesh["dp"].get_group(),
+            )
+        step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
+        if tied:
+            step.all_reduce_tied_grads(self.tied_param, self.tied_group)
+        state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
+        if self.sharded is None:
+            self.sharded = step.shard_mask([p.grad for p in self.params])
+        return state, step.grad_norm_and_clip(
+            self.params,
+            mesh=self.mesh,
+            clip=self.args.clip_grad,
+            unscale=self.scaler.scale,
+            sharded=self.sharded,
+            counted=self.counted,
+        )
 
     def evaluate(self, prefix: str, samples: Any, *, continuing: bool) -> None:
         """Megatron's `evaluate_and_print_results`: `--eval-iters` batches of `--global-batch-size` samples,
@@ -474,6 +523,22 @@ class Trainer:
         self.interval.start += time.perf_counter() - t0  # the log line's time per iteration excludes saving
 
     # ------------------------------------------------------------------ helpers
+    def set_recompute(self, args: Any) -> None:
+        """Megatron's activation recompute on this stage (`recompute.py`): full (the layers in chunks) or
+        selective (the core attention of every layer)."""
+        plan = recompute.RecomputePlan.from_args(args)
+        self.model.recompute = plan
+        if plan.selective:
+            recompute.use_selective(self.hf_config)
+        if plan.granularity:
+            self.log0(plan.describe())
+        unused = recompute.unused(args)
+        if unused:
+            self.log0(
+                f"WARNING: {' '.join(unused)} has no effect without --recompute-granularity "
+                "(Megatron ignores it too)"
+            )
+
     def _seed(self, seed: int) -> None:
         random.seed(seed)
         np.random.seed(seed)

@@ -60,6 +60,10 @@ def test_mindspeed_sft_script_flags_parse():
         "--no-load-rng",
         "--recompute-granularity",
         "full",
+        "--recompute-method",
+        "block",
+        "--recompute-num-layers",
+        "2",
         "--log-throughput",
         "--eval-iters",
         "0",
@@ -67,7 +71,7 @@ def test_mindspeed_sft_script_flags_parse():
     args, ignored = flags.parse_args(argv)
     assert args.stage == "sft" and args.bf16 and args.num_query_groups == 4
     assert ignored == [f for f in flags.IGNORED if f in argv]
-    assert "--recompute-granularity" in ignored
+    assert "--recompute-granularity" not in ignored and args.recompute_num_layers == 2  # honoured
 
 
 def test_refused_and_unknown_and_bad_values_all_reported():
@@ -174,3 +178,95 @@ def test_eval_defaults_are_megatrons():
     args, _ = flags.parse_args(BASE)
     assert (args.eval_interval, args.eval_iters, args.split) == (1000, 100, "969,30,1")
     assert "--qlora" in flags.REFUSED and "--lora-r" in flags.HONOURED and "--eval-iters" in flags.HONOURED
+
+
+def test_memory_features_are_honoured():
+    args, ignored = flags.parse_args(
+        BASE + ["--use-distributed-optimizer", "--sequence-parallel", "--tensor-model-parallel-size", "2"]
+    )
+    assert args.use_distributed_optimizer and args.sequence_parallel and ignored == []
+    assert "--use-distributed-optimizer" in flags.HONOURED and "--sequence-parallel" in flags.HONOURED
+
+
+def test_sequence_parallel_needs_a_sequence_divisible_by_tp():
+    argv = list(BASE)
+    i = argv.index("--seq-length")
+    argv[i + 1] = "33"
+    with pytest.raises(ConfigError) as e:
+        flags.parse_args(argv + ["--sequence-parallel", "--tensor-model-parallel-size", "2"])
+    assert "33 is not divisible" in str(e.value) and "--sequence-parallel" in str(e.value)
+    args, _ = flags.parse_args(argv + ["--sequence-parallel"])  # TP 1: accepted, the trainer turns it off
+    assert args.sequence_parallel
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (
+            ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+            "greater than 2",
+        ),
+        (
+            [
+                "--pipeline-model-parallel-size",
+                "4",
+                "--num-layers",
+                "12",
+                "--num-layers-per-virtual-pipeline-stage",
+                "2",
+            ],
+            "divisible",
+        ),
+        (["--num-layers-per-virtual-pipeline-stage", "x"], "integer"),
+    ],
+)
+def test_virtual_pipeline_rules_of_megatron(extra, needle):
+    with pytest.raises(ConfigError) as e:
+        flags.parse_args(BASE + extra)
+    assert needle in str(e.value)
+    ok = [
+        "--pipeline-model-parallel-size",
+        "4",
+        "--num-layers",
+        "16",
+        "--num-layers-per-virtual-pipeline-stage",
+        "2",
+    ]
+    assert flags.parse_args(BASE + ok)[1] == ["--num-layers-per-virtual-pipeline-stage"]
+
+
+def _checkpoint(root, *, optimizer, distributed_file=False):
+    import torch
+
+    folder = root / "iter_0000002" / "mp_rank_00"
+    folder.mkdir(parents=True)
+    state = {"model": {"w": torch.zeros(2)}, "iteration": 2}
+    if optimizer is not None:
+        state.update(optimizer=optimizer, opt_param_scheduler={"num_steps": 8})
+    torch.save(state, folder / "model_optim_rng.pt")
+    if distributed_file:
+        torch.save({"buckets_coalesced": True}, folder / "distrib_optim.pt")
+    (root / "latest_checkpointed_iteration.txt").write_text("2")
+    return str(root)
+
+
+def test_distributed_optimizer_switch_refused_before_launch(tmp_path):
+    replicated = _checkpoint(tmp_path / "r", optimizer={"state": {}, "param_groups": []})
+    distributed = _checkpoint(
+        tmp_path / "d", optimizer={"optimizer": {"param_groups": []}}, distributed_file=True
+    )
+    converted = _checkpoint(tmp_path / "c", optimizer=None)
+    do = "--use-distributed-optimizer"
+    for load, extra, refused in (
+        (replicated, [do], "holds the replicated optimizer's state (no distrib_optim.pt) and this run uses"),
+        (distributed, [], "holds the distributed optimizer's state (distrib_optim.pt) and this run does not"),
+    ):
+        with pytest.raises(ConfigError) as e:
+            flags.parse_args(BASE + ["--load", load, *extra])
+        assert refused in str(e.value) and "--no-load-optim" in str(e.value)
+        flags.parse_args(BASE + ["--load", load, *extra, "--no-load-optim"])  # the weights only: allowed
+        flags.parse_args(BASE + ["--load", load, *extra, "--finetune"])
+    flags.parse_args(BASE + ["--load", replicated])
+    flags.parse_args(BASE + ["--load", distributed, do])
+    flags.parse_args(BASE + ["--load", converted, do])
+    flags.parse_args(BASE + ["--load", converted])

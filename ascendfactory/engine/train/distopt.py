@@ -1,0 +1,269 @@
+"""`--use-distributed-optimizer`: Megatron's DistributedOptimizer (ZeRO-1) for the embedded trainer.
+
+What Megatron core_r0.8.0 does (`megatron/core/optimizer/distrib_optimizer.py`,
+`distributed/param_and_grad_buffer.py`) and how it is done here:
+- The trained parameters of a rank, in reverse model order (Megatron's buffer order, roughly the order
+  backward produces the gradients), form one contiguous gradient buffer, padded to a multiple of DP. Each
+  gradient is added into it as soon as autograd has accumulated it (a post-accumulate-grad hook) and then
+  dropped, so the parameters' own `.grad` never hold a second full copy (Megatron's `main_grad`).
+- Data-parallel rank r owns the r-th 1/DP of the buffer. After the backward the buffer is reduce-scattered
+  (sum, then / DP): each rank holds the averaged gradients of its part only.
+- Adam's moments exist only for the owned part: the optimizer steps on views of the owned pieces of the
+  model's fp32 weights (the embedded trainer's weights are the fp32 masters, also under `--bf16`, where the
+  forward casts them under autocast), then the updated parts are all-gathered so every rank has the
+  whole model again.
+- Gradient norm: the squared norms of the owned pieces, summed over DP (and TP for TP-sharded tensors, and
+  PP), as `grad_norm_and_clip` does for the replicated gradients; clipping scales the owned pieces.
+
+Bytes per trained parameter (weights + gradients + Adam state): 4 + 4 + 8 without it, 4 + 4 + 8 / DP with it
+(Megatron's "fp32 param, fp32 grads" row: 16 vs 8 + 8/d). Megatron's bf16 row (18 vs 6 + 12/d) keeps bf16
+model weights beside sharded fp32 masters; this trainer has no bf16 weight copy, so its bf16 runs follow the
+fp32 row.
+
+Checkpoints (legacy torch format, `checkpointing.py`): `model_optim_rng.pt` keeps the model, args, RNG and
+scheduler, and its `optimizer` entry is the DistributedOptimizer's `state_dict()`: `{"optimizer":
+{"param_groups": [...]}, "grad_scaler": ...}` without any parameter state; that goes, gathered on DP rank 0,
+into `distrib_optim.pt` in the same folder: `{"buckets_coalesced": True, 0: {(params_dtype, torch.float32):
+{"param", "exp_avg", "exp_avg_sq": fp32 [numel], "numel_unpadded": numel}}}` (`get_parameter_state_dp_zero`).
+The flat tensors follow this trainer's buffer order (HF parameter names, listed under `af_param_order`), not
+Megatron's own module order, so the file is for this trainer's resume; mg->hf reads only the model entry.
+Because the world tensors are unpadded, a resume may change DP (as Megatron's dp-zero gather/scatter allows).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ascendfactory.engine.train.model import local_tensor
+from ascendfactory.errors import ConfigError, Problem
+
+DISTRIB_OPTIM_FILE = "distrib_optim.pt"
+ORDER_KEY = "af_param_order"  # [(name, numel)] of the flat tensors, checked on load
+STATE_KEYS = ("param", "exp_avg", "exp_avg_sq")
+
+
+class DistributedOptimizer:
+    """AdamW whose state covers this data-parallel rank's 1/DP of the trained parameters."""
+
+    def __init__(
+        self,
+        named_params: list[tuple[str, torch.nn.Parameter]],
+        *,
+        args: Any,
+        dp_group: Any,
+        dp: int,
+        dp_rank: int,
+        device: torch.device,
+    ):
+        self.group, self.dp, self.dp_rank, self.device = dp_group, dp, dp_rank, device
+        self.named = list(reversed(named_params))  # Megatron's buffer order: params[::-1]
+        self.params = [p for _, p in self.named]
+        locals_ = [local_tensor(p) for p in self.params]
+        self.offsets = [0]
+        for t in locals_:
+            self.offsets.append(self.offsets[-1] + t.numel())
+        self.numel = self.offsets[-1]
+        self.padded = math.ceil(self.numel / dp) * dp
+        self.shard_size = self.padded // dp
+        self.lo = dp_rank * self.shard_size
+        self.hi = self.lo + self.shard_size
+        # made at the first zero_grad, after a checkpoint load (whose temporaries it would otherwise join)
+        self.grad_buffer = torch.zeros(0, dtype=torch.float32, device=device)
+        self.divisor = 1  # the pipeline schedule's micro-batch count (its scale_grads sees no .grad)
+        # the owned pieces: (param index, start, end) within that parameter's flat local tensor
+        self.pieces: list[tuple[int, int, int]] = []
+        for i, (a, b) in enumerate(zip(self.offsets, self.offsets[1:])):
+            s, e = max(a, self.lo), min(b, self.hi)
+            if s < e:
+                self.pieces.append((i, s - a, e - a))
+        self.views = [locals_[i].detach().view(-1)[s:e] for i, s, e in self.pieces]
+        for v in self.views:
+            v.grad = None
+        self.optimizer = self._build_adam(args, device)
+        for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
+            p.register_post_accumulate_grad_hook(self._hook(a, b))
+
+    def _build_adam(self, args: Any, device: torch.device) -> torch.optim.Optimizer:
+        groups: dict[bool, list[torch.Tensor]] = {}
+        for (i, _, _), v in zip(self.pieces, self.views):
+            name, p = self.named[i]
+            groups.setdefault(name.endswith(".bias") or p.ndim == 1, []).append(v)
+        if not groups:  # this rank owns nothing (more DP ranks than elements): an empty group keeps lr
+            groups[False] = [torch.zeros(0, device=device)]
+        param_groups = [
+            {"params": vs, "weight_decay": 0.0 if no_decay else args.weight_decay}
+            for no_decay, vs in sorted(groups.items())
+        ]
+        return torch.optim.AdamW(
+            param_groups,
+            lr=0.0,
+            betas=(args.adam_beta1, args.adam_beta2),
+            eps=args.adam_eps,
+            fused=True if device.type in ("cpu", "cuda") else None,
+        )
+
+    def _hook(self, a: int, b: int) -> Any:
+        def add_to_buffer(p: torch.Tensor) -> None:
+            grad = p.grad
+            if hasattr(grad, "placements") and tuple(grad.placements) != tuple(p.placements):
+                grad = grad.redistribute(p.device_mesh, p.placements)  # the TP embedding's replicated grad
+            self.grad_buffer[a:b].add_(local_tensor(grad).reshape(-1))
+            p.grad = None
+
+        return add_to_buffer
+
+    # ------------------------------------------------------------ the optimizer interface the loop uses
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        if self.grad_buffer.numel() != self.padded:
+            self.grad_buffer = torch.zeros(self.padded, dtype=torch.float32, device=self.device)
+        self.grad_buffer.zero_()
+        for p in self.params:
+            p.grad = None
+
+    def param_grad(self, index: int) -> torch.Tensor:
+        """The full (not yet reduced) gradient of parameter `index` in the buffer, shaped like its shard."""
+        a, b = self.offsets[index], self.offsets[index + 1]
+        return self.grad_buffer[a:b].view_as(local_tensor(self.params[index]))
+
+    def reduce_scatter_grads(self) -> None:
+        """Sum over DP into the owned part, then the DP mean (and the pipeline's 1 / micro-batches)."""
+        owned = self.grad_buffer[self.lo : self.hi]
+        if self.dp > 1:
+            if dist.get_backend(self.group) == "gloo":  # gloo's reduce-scatter copies the whole input
+                dist.all_reduce(self.grad_buffer, group=self.group)  # the same sums, in place
+            else:  # in place: the output is this rank's slice of the input (Megatron's bucket reduce-scatter)
+                dist.reduce_scatter_tensor(owned, self.grad_buffer, group=self.group)
+            owned /= self.dp
+        if self.divisor != 1:
+            owned /= self.divisor
+        for v, (i, s, e) in zip(self.views, self.pieces):
+            a = self.offsets[i]
+            v.grad = self.grad_buffer[a + s : a + e]
+
+    def owned_grads(self) -> list[torch.Tensor]:
+        return [v.grad for v in self.views]
+
+    def owned_masks(self, excluded: torch.nn.Parameter | None) -> tuple[list[bool], list[bool]]:
+        """Per owned piece: a TP shard (its squared norm is summed over TP)? counted in the norm (not the
+        last stage's copy of a tied embedding, `excluded`)? The buffer holds each gradient in its
+        parameter's placement, so a DTensor parameter sharded over TP means a sharded gradient."""
+        sharded, counted = [], []
+        for i, _, _ in self.pieces:
+            p = self.params[i]
+            sharded.append(hasattr(p, "placements") and any(pl.is_shard() for pl in p.placements))
+            counted.append(p is not excluded)
+        return sharded, counted
+
+    def step(self) -> None:
+        """Adam on the owned pieces (in place in the model's weights), then all-gather the weights."""
+        self.optimizer.step()
+        self.all_gather_params()
+
+    def all_gather_params(self) -> None:
+        if self.dp == 1:
+            return
+        flat = self.grad_buffer  # free after the step: reused as the gather buffer, as Megatron reuses it
+        for v, (i, s, e) in zip(self.views, self.pieces):
+            a = self.offsets[i]
+            flat[a + s : a + e].copy_(v.detach())
+        dist.all_gather_into_tensor(flat, flat[self.lo : self.hi], group=self.group)  # in place too
+        with torch.no_grad():
+            for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
+                local_tensor(p).view(-1).copy_(flat[a:b])
+        flat.zero_()
+
+    # ------------------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Megatron's DistributedOptimizer.state_dict(): the param groups without any parameter state
+        (Adam's step count kept per group, as Apex's FusedAdam keeps it)."""
+        groups = []
+        for g in self.optimizer.param_groups:
+            entry = {k: v for k, v in g.items() if k != "params"}
+            entry["step"] = self._step_count()
+            groups.append(entry)
+        return {"optimizer": {"param_groups": groups}}
+
+    def _step_count(self) -> int:
+        for v in self.views:
+            s = self.optimizer.state.get(v)
+            if s and "step" in s:
+                return int(s["step"])
+        return 0
+
+    def parameter_state(self, params_dtype: torch.dtype) -> dict[Any, Any] | None:
+        """`get_parameter_state_dp_zero`: the owned fp32 weights and moments of every DP rank gathered into
+        unpadded world tensors on DP rank 0 (None on the other ranks)."""
+        local = torch.zeros(3, self.shard_size, dtype=torch.float32, device=self.device)
+        for v, (i, s, e) in zip(self.views, self.pieces):
+            a = self.offsets[i] + s - self.lo
+            local[0, a : a + e - s] = v.detach()
+            st = self.optimizer.state.get(v) or {}
+            if "exp_avg" in st:
+                local[1, a : a + e - s] = st["exp_avg"]
+                local[2, a : a + e - s] = st["exp_avg_sq"]
+        if self.dp > 1:
+            world = torch.empty(self.dp * 3 * self.shard_size, dtype=torch.float32, device=self.device)
+            dist.all_gather_into_tensor(world, local.view(-1), group=self.group)
+            world = world.view(self.dp, 3, self.shard_size)
+        else:
+            world = local.unsqueeze(0)
+        if self.dp_rank != 0:
+            return None
+        flat = world.permute(1, 0, 2).reshape(3, -1)[:, : self.numel].cpu()
+        tensors: dict[str, Any] = {k: flat[j].clone() for j, k in enumerate(STATE_KEYS)}
+        tensors["numel_unpadded"] = self.numel
+        return {
+            "buckets_coalesced": True,
+            0: {(params_dtype, torch.float32): tensors},
+            ORDER_KEY: [(n, local_tensor(p).numel()) for n, p in self.named],
+        }
+
+    def load_parameter_state(self, path: Path, state_dict: dict[str, Any] | None) -> None:
+        """`load_parameter_state` + `load_state_dict`: the owned slices of the world tensors into the model
+        weights and fresh Adam state, the step count and hyper-parameters from the param groups."""
+        saved = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        order = [(n, local_tensor(p).numel()) for n, p in self.named]
+        if [tuple(x) for x in saved.get(ORDER_KEY, [])] != order:
+            raise ConfigError(
+                Problem(
+                    key="--load",
+                    message=f"{path} holds the optimizer state of other parameters "
+                    "(another model, layout or set of LoRA targets)",
+                    fix="resume with the flags the checkpoint was saved with, or add --no-load-optim",
+                    source="command line",
+                )
+            )
+        (tensors,) = saved[0].values()
+        groups = (state_dict or {}).get("optimizer", {}).get("param_groups", [])
+        step = int(groups[0].get("step", 0)) if groups else 0
+        with torch.no_grad():
+            for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
+                local_tensor(p).view(-1).copy_(tensors["param"][a:b])
+            for v, (i, s, e) in zip(self.views, self.pieces):
+                a = self.offsets[i]
+                if step:
+                    self.optimizer.state[v] = {
+                        "step": torch.tensor(float(step), dtype=torch.float32, device=_step_device(v)),
+                        "exp_avg": tensors["exp_avg"][a + s : a + e].to(v.device).clone(),
+                        "exp_avg_sq": tensors["exp_avg_sq"][a + s : a + e].to(v.device).clone(),
+                    }
+        for group, saved_group in zip(self.optimizer.param_groups, groups):
+            group.update({k: v for k, v in saved_group.items() if k in group and k not in ("params", "step")})
+
+
+def _step_device(t: torch.Tensor) -> torch.device:
+    """Where AdamW keeps `step`: on the parameter's device for the fused kernel (CPU, CUDA), else the CPU."""
+    return t.device if t.device.type in ("cpu", "cuda") else torch.device("cpu")
