@@ -5,7 +5,8 @@ iterations) on a Qwen2-shaped model built offline like the demo model (default: 
 weights; `--quick`: a tiny one); the peak is `max allocated` of Megatron's memory line (printed after
 iteration 2, whose backward already holds the Adam moments), which on CPU is the trainer's tensor-level
 tracker (`ascendfactory/engine/train/memory.py`). Printed per row: the
-peak of every rank, the step time (`time/train_step/execute`, median of the iterations after the first),
+peak of every rank, the step time (`time/train_step/execute` of iteration 2: past the first, and the last
+one the tracker counts, as it stops at the memory line),
 and for a recompute row the measured saving against the same layout without recompute next to the saving
 Megatron's per-layer activation formulas predict (Korthikanti et al., as Megatron's
 `report_theoretical_memory`): no recompute keeps s*b*h*(34 + 5*a*s/h) bytes per layer in 16-bit, selective
@@ -189,14 +190,16 @@ def run(row: Row, work: Path, hf: Path, data: str, model: dict) -> dict:
     if proc.returncode:
         raise SystemExit(f"{row.label()} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     reports = memory_by_rank(parse_lines(proc.stdout.splitlines(), "megatron"))
-    steps = [
-        float(line.split("time/train_step/execute:")[1].split("|")[0])
+    steps = {  # iteration -> seconds of its forward, backward and optimizer step
+        int(line.split("iteration")[1].split("|")[0]): float(
+            line.split("time/train_step/execute:")[1].split("|")[0]
+        )
         for line in proc.stdout.splitlines()
-        if "time/train_step/execute:" in line
-    ]
+        if "[metrics]" in line and "time/train_step/execute:" in line
+    }
     return {
         "peaks": {rank: m["max_allocated_mb"] for rank, m in reports.items()},
-        "step_s": statistics.median(steps[1:] or steps),
+        "step_s": steps[2],  # the second iteration: past the warm-up, still counted by the tracker
         "wall_s": time.perf_counter() - t0,
     }
 
@@ -244,6 +247,11 @@ def main() -> None:
     print(
         "axes the trainer honours: "
         + ", ".join(f"{k}={'yes' if v else 'no (left out)'}" for k, v in axes.items())
+    )
+    static = 16 * params(model) / 2**20
+    print(
+        f"weights + gradients + Adam moments (fp32, 16 B/parameter): {static:.0f} MB on one rank, divided by "
+        "TP x PP: where the peak is that, activations (and what recompute saves of them) do not show in it"
     )
     print(f"load average: {os.getloadavg()}")
     rows = grid(a.grid, axes, a.max_procs)

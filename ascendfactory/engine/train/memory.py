@@ -25,7 +25,8 @@ libraries (gloo) allocate outside PyTorch's allocator: the device allocator does
 scratch of a fused kernel either. `reserved` / `max reserved` on CPU are the process RSS and its peak
 (what the process holds from the operating system, the role the caching allocator's reserve plays).
 
-Overhead: one Python call per operator (measured by `benchmarks/bench_memory.py --tracker-overhead`).
+Overhead: one Python call per operator (`benchmarks/bench_memory.py` measures it). The trainer counts
+only until Megatron's line is printed (the first logged iteration), so later iterations pay nothing.
 `AF_CPU_MEMORY_TRACKER=0` turns the tracker off; the line then reports RSS for all four fields.
 """
 
@@ -152,9 +153,12 @@ def start_tracker(device: torch.device) -> StorageTracker | None:
 
 
 def stop_tracker(tracker: StorageTracker | None) -> None:
+    """Leave the mode (its figures stay readable) and drop its weak references (no more callbacks)."""
     if tracker is not None and _TrackerHolder.active is tracker:
         _TrackerHolder.active = None
         tracker.__exit__(None, None, None)
+        with tracker._lock:
+            tracker._live.clear()
 
 
 def _rss_bytes() -> tuple[float, float]:

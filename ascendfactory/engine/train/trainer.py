@@ -444,11 +444,14 @@ class Trainer:
             "system/samples": float(self.position.consumed_train_samples),
         }
         self.monitor.phase_metrics(metrics, it, log=self.is_last_rank)
-        if not self.memory_reported and self.dp_rank == 0:
+        if not self.memory_reported:
             self.memory_reported = True
             # Megatron's report_memory: once, at the first logged iteration, on data-parallel rank 0
-            report = memory.memory_report(self.env.device, self.tracker)
-            logline.emit(logline.format_memory_line(self.env.rank, it, report))
+            if self.dp_rank == 0:
+                report = memory.memory_report(self.env.device, self.tracker)
+                logline.emit(logline.format_memory_line(self.env.rank, it, report))
+            memory.stop_tracker(self.tracker)  # reported once: the counting (and its cost) ends here
+            self.tracker = None
         self.interval = Interval()
 
     def state_metrics(self) -> dict[str, Any]:
