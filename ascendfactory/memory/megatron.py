@@ -241,14 +241,17 @@ def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
 def logits_bytes(job: MegatronJob) -> float:
     """Megatron: 16-bit logits + the fp32 softmax its vocab-parallel cross entropy keeps (6 bytes); the
     embedded trainer (`F.cross_entropy(logits.float())`): at the start of backward the saved fp32
-    log-softmax, the loss's gradient and the log-softmax's input gradient, 4 bytes each (12); under PP
-    torch's schedule also keeps the logits themselves until the micro-batch's backward."""
+    log-softmax, the loss's gradient and the log-softmax's input gradient, 4 bytes each (12), over the whole
+    vocabulary (its TP plan gathers the lm_head's output); under PP torch's schedule also keeps the logits
+    themselves until the micro-batch's backward."""
     s = job.shape
     vocab = s.padded_vocab(job.tp, job.vocab_divisible_by)
-    per = 6 if job.engine == "megatron" else 12
-    if job.engine == "embedded" and job.pp > 1:  # the schedule keeps the stage output (the logits) too
+    if job.engine == "megatron":
+        return 6 * (job.seq / job.cp) * job.mbs * vocab / job.tp
+    per = 12
+    if job.pp > 1:  # the schedule keeps the stage output (the logits) too
         per += 4 if job.precision == "fp32" else 2
-    return per * (job.seq / job.cp) * job.mbs * vocab / job.tp
+    return per * (job.seq / job.cp) * job.mbs * vocab  # lm_head's output is gathered over TP (Replicate)
 
 
 def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
@@ -256,28 +259,40 @@ def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
     weights, grads, optim, autocast = _states(job, total, trainable)
     chunk_layers = layers / job.vpp if job.vpp > 1 else layers
     kept, working = stored_per_pass(job, math.ceil(chunk_layers))
-    acts = kept * in_flight(job, rank) + working
     last = rank == job.pp - 1
+    logits = logits_bytes(job) if last else 0.0
+    # a recomputed layer's working set exists during its backward, after the loss's tensors are freed
+    acts = kept * in_flight(job, rank) + max(0.0, working - logits)
     if rank == 0 and job.shape.vision is not None:
         v_w, v_g, v_o, v_act = vision_encoder(job)
         weights, grads, optim, acts = weights + v_w, grads + v_g, optim + v_o, acts + v_act
-    h_in = layer_input(job)
     if last:
-        acts += 2 * h_in  # final norm input and the output layer's input
-    buffers = autocast
-    if job.sequence_parallel and job.tp > 1:
-        buffers += 2 * job.seq / job.cp * job.mbs * job.shape.hidden  # one all-gathered sequence
-    if job.engine == "embedded" and job.pp > 1:
-        buffers += pipelining_buffers(job, rank)
+        acts += 2 * layer_input(job)  # final norm input and the output layer's input
+    if job.engine == "embedded" and job.pp == 1 and job.micro_batches == 1 and not job.distributed_optimizer:
+        # no accumulation: gradients appear as backward frees the activations (zero_grad sets them to
+        # None), so only what exceeds the activations and logits adds to the peak
+        grads = max(0.0, grads - acts - logits)
     return StageMemory(
         stage=f"pp{rank}" if job.pp > 1 else "all",
         weights=weights,
         gradients=grads,
         optimizer=optim,
         activations=acts,
-        logits=logits_bytes(job) if last else 0.0,
-        buffers=buffers,
+        logits=logits,
+        buffers=autocast + _buffers(job, rank),
     )
+
+
+def _buffers(job: MegatronJob, rank: int) -> float:
+    out = 0.0
+    if job.sequence_parallel and job.tp > 1:
+        out += 2 * job.seq / job.cp * job.mbs * job.shape.hidden  # one all-gathered sequence
+    if job.engine == "embedded" and job.pp > 1:
+        out += pipelining_buffers(job, rank)
+    if job.engine == "embedded" and job.tp > 1 and rank == job.pp - 1 and job.micro_batches > 1:
+        # measured: the vocab-sharded lm_head's fresh gradient, added into the accumulated one
+        out += 4 * job.shape.padded_vocab(job.tp, job.vocab_divisible_by) * job.shape.hidden / job.tp
+    return out
 
 
 def assumptions(job: MegatronJob) -> list[str]:

@@ -287,6 +287,27 @@ class TorchBackend(MegatronBackend):
                     ]
         return problems
 
+    @staticmethod
+    def schedule_problems(ctx: PlanContext, run: MegatronRun) -> list[Problem]:
+        """torch.distributed.pipelining's 1F1B needs at least as many micro-batches per step as stages
+        (Megatron's schedule takes fewer; ours stops with 'Number of microbatches ... must be greater than or
+        equal to the number of stages')."""
+        gbs, mbs = run.training.get("global-batch-size"), run.training.get("micro-batch-size", 1)
+        if run.pp <= 1 or not isinstance(gbs, int) or not isinstance(mbs, int) or not run.dp or not mbs:
+            return []
+        micro = gbs // (mbs * run.dp)
+        if micro >= run.pp:
+            return []
+        return [
+            ctx.problem(
+                "backend_config.training.global-batch-size",
+                f"gives {micro} micro-batch(es) per step (global-batch-size {gbs} / (micro-batch-size {mbs} "
+                f"x data parallel {run.dp})), fewer than the {run.pp} pipeline stages; the embedded "
+                "trainer's pipeline schedule needs at least one per stage",
+                fix=f"set backend_config.training.global-batch-size: {run.pp * mbs * run.dp} or more",
+            )
+        ]
+
     def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         """Every planned argv parsed by its program's own parser (values, ranges, refused features)."""
         from ascendfactory.engine.argv_check import parse
@@ -294,7 +315,7 @@ class TorchBackend(MegatronBackend):
         from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
         from ascendfactory.engine.train import flags as trainer_flags
 
-        problems: list[Problem] = []
+        problems: list[Problem] = self.schedule_problems(ctx, run)
 
         def collect(section: str, check: Any, argv: list[str]) -> None:
             try:

@@ -81,14 +81,18 @@ def test_layer_activation_by_hand():
 
 
 def test_full_recompute_keeps_layer_inputs():
-    job = MegatronJob(shape=SHAPE, seq=32, mbs=2, recompute="full", recompute_num_layers=2)
-    plain = MegatronJob(shape=SHAPE, seq=32, mbs=2)
+    # PP 2 (two layers a stage), two micro-batches in flight on stage 0, recompute groups of two layers
+    job = MegatronJob(shape=SHAPE, pp=2, seq=32, mbs=2, gbs=4, recompute="full", recompute_num_layers=2)
+    plain = job.with_(recompute="none")
     s, p = estimate_megatron(job).stages[0], estimate_megatron(plain).stages[0]
     sbh = 32 * 2 * 64
-    # two groups of two layers: their inputs (2sbh each), plus one group re-created during backward
-    assert s.activations - p.activations == pytest.approx(
-        2 * 2 * sbh + 2 * layer_activation(plain) - 4 * layer_activation(plain)
-    )
+    full = layer_activation(plain)
+    # each in-flight pass keeps its group's 16-bit input (2sbh), plus one group re-created in backward
+    assert s.activations == pytest.approx(2 * 2 * sbh + 2 * full)
+    assert p.activations == pytest.approx(2 * 2 * full)
+    # on the last stage the re-created group comes after the loss's logits are freed: the larger counts
+    last = estimate_megatron(job).stages[1]
+    assert last.activations == pytest.approx(2 * sbh + max(0.0, 2 * full - last.logits) + 2 * 2 * sbh)
 
 
 def test_in_flight_micro_batches():
