@@ -365,6 +365,8 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)  # applies to every step
     facts: dict[str, Any] = field(default_factory=dict)  # display only (--dry-run, summary header)
     tracking: Tracking | None = None  # `report_to`: trackers the runner opens, continues and reports to
+    # The pre-launch memory estimate (`ascendfactory.memory.report` documents the shape); display only
+    memory: dict[str, Any] | None = None
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)
@@ -418,4 +420,5 @@ class Plan:
                 if self.tracking
                 else {}
             ),
+            "memory": self.memory,
         }

@@ -8,6 +8,7 @@ the tool asks of it:
     checks(environ) -> list[Check]           `doctor --backend <name>`: what this machine lacks for it
     install_steps(environ) -> list[...]      `install.sh <name>` / `doctor --install-plan <name>`
     template_values(arch, devices) -> dict   values its experiment templates (`experiments/*.yaml`) use
+    memory_target(ctx, plan) -> MemoryTarget the job the pre-launch memory estimate models
     legacy_keys                              old-style flat keys (TP, GBS, ...) -> dotted destinations
 """
 
@@ -26,6 +27,7 @@ from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, RunPolicy
 from ascendfactory.secrets import mask_secrets
 
@@ -106,6 +108,11 @@ class Backend:
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:  # pragma: no cover - interface
         """`strict_paths`: missing input paths are errors (a real run) or warnings (`--dry-run`)."""
         raise NotImplementedError
+
+    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
+        """The job the pre-launch memory estimate models (None: this backend has no model yet). Called after
+        `plan` succeeded, so the keys it reads are validated."""
+        return None
 
     def checks(self, environ: Mapping[str, str]) -> list[Any]:
         """Doctor checks specific to this backend (`backends.doctor.Check` records)."""

@@ -14,6 +14,8 @@ from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.topology import with_platform
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.check import MemoryPolicy, check_memory
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan
 
 
@@ -62,6 +64,7 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     plan.facts["topology"]["NPUS_PER_NODE"] = {"value": ctx.devices.count, "source": ctx.devices.source}
     if loaded.platform:
         plan.facts["platform"] = loaded.platform
+    attach_memory(plan, backend.memory_target(ctx, plan), loaded, dry_run=dry_run)
     return plan
 
 
@@ -75,6 +78,23 @@ def _check_port(loaded: LoadedExperiment, plan: Plan, *, dry_run: bool) -> None:
         plan.warnings.append(f"{ports.KEY}: {message} (a real run stops here; fix: {fix})")
         return
     raise ConfigError(Problem(key=ports.KEY, message=message, fix=fix, source=loaded.source_of(ports.KEY)))
+
+
+def attach_memory(
+    plan: Plan, target: MemoryTarget | None, loaded: LoadedExperiment, *, dry_run: bool
+) -> None:
+    """The pre-launch memory estimate into `plan.memory`; a real run that will not fit is refused here
+    (`memory_check.on_exceed: error`), before anything starts."""
+    if target is None:
+        return
+    mc = loaded.config.memory_check
+    policy = MemoryPolicy(on_exceed=mc.on_exceed, device_memory_gb=mc.device_memory_gb, device=mc.device)
+    try:
+        estimate, warnings = check_memory(target, policy, dry_run=dry_run)
+    except ConfigError as e:
+        raise ConfigError(loaded.locate(e.problems)) from None
+    plan.memory = estimate.to_dict()
+    plan.warnings += warnings
 
 
 def merge_problems(first: list[Problem], later: list[Problem]) -> list[Problem]:

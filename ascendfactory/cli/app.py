@@ -9,6 +9,7 @@ import typer
 from ascendfactory.cli import (
     config_cmd,
     convert_cmd,
+    estimate_cmd,
     info_cmd,
     logs_cmd,
     preprocess_cmd,
@@ -27,6 +28,7 @@ app = typer.Typer(
 )
 config_cmd.register(app)
 train_cmd.register(app)
+estimate_cmd.register(app)
 convert_cmd.register(app)
 preprocess_cmd.register(app)
 info_cmd.register(app)

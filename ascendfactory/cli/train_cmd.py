@@ -99,6 +99,12 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
         out.markup(f"  topology{escape(where)}:")
         for key, t in topology.items():
             out.markup(f"    {key}={escape(str(t['value']))}  [dim]<- {escape(t['source'])}[/dim]")
+    if plan.memory is not None:
+        from ascendfactory.memory.report import render_lines
+
+        out.markup("  memory (estimate per device):")
+        for line in render_lines(plan.memory):
+            out.markup(f"    {escape(line)}")
     for w in plan.warnings:
         out.markup(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not plan.steps:

@@ -102,6 +102,36 @@ class AutoResumeConfig(BaseModel):
     backoff_s: Float = Field(5.0, ge=0, le=3600, description="Seconds to wait before each restart.")
 
 
+class MemoryCheckConfig(BaseModel):
+    """The pre-launch memory estimate (`ascendfactory-cli estimate`, the `memory` section of `--dry-run`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    on_exceed: Literal["error", "warn", "off"] = Field(
+        "error",
+        description="What a real run does when the estimated per-device peak (plus the reserve) exceeds "
+        "the device memory: error (stop before anything starts, with the cheapest fixes), warn, or off.",
+    )
+    device_memory_gb: Float | None = Field(
+        None, gt=0, description="Memory of one device in GiB; overrides npu-smi / nvidia-smi and `device`."
+    )
+    device: str | None = Field(
+        None,
+        description="A known device when this machine has none to probe (the cluster's): "
+        "ascend-910b1..b4, ascend-910, a100-40gb, a100-80gb, a800-80gb, h100-80gb, h100-nvl, h800-80gb, "
+        "h20, h200, l40s (`ascendfactory/memory/devices.py` cites each size).",
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, v: str | None) -> str | None:
+        from ascendfactory.memory.devices import DEVICES
+
+        if v is not None and v.lower() not in DEVICES:
+            raise ValueError(f"unknown device '{v}'; known: {', '.join(DEVICES)}")
+        return v
+
+
 class ExperimentConfig(BaseModel):
     """One experiment: what to train, with which backend, where the outputs go."""
 
@@ -216,6 +246,10 @@ class ExperimentConfig(BaseModel):
         "SQLite store under {af_output_dir}/trackers, W&B offline, SwanLab local. Each backend reaches them "
         "through its framework's own keys; a key the user wrote in the framework's spelling wins. "
         "ascendfactory/config/report_to.py documents every setting.",
+    )
+    memory_check: MemoryCheckConfig = Field(
+        default_factory=MemoryCheckConfig,
+        description="Pre-launch memory estimate: on_exceed (error|warn|off), device_memory_gb, device.",
     )
     backend_config: dict[str, Any] = Field(
         default_factory=dict,

@@ -210,3 +210,17 @@ def test_megatron_recompute_rules_hold_at_plan_time(tmp_path):
     )
     argv = train_argv(plan)
     assert argv[argv.index("--recompute-method") + 1] == "block"
+
+
+def test_fewer_micro_batches_than_pipeline_stages_is_refused_before_launch(tmp_path):
+    """torch's 1F1B schedule stops with 'Number of microbatches (1) must be greater than or equal to the
+    number of stages (2)' after the queue; the plan says it first, in the key the user edits."""
+    from ascendfactory.errors import ConfigError
+
+    T = "--backend_config.training."
+    args = [f"--af_output_dir={tmp_path}", "--env.NPUS_PER_NODE=2", f"{T}pipeline-model-parallel-size=2"]
+    with pytest.raises(ConfigError) as e:
+        plan_for(*args, f"{T}global-batch-size=1", f"{T}micro-batch-size=1")
+    (problem,) = [p for p in e.value.problems if "micro-batch(es)" in p.message]
+    assert problem.key == "backend_config.training.global-batch-size" and "2 or more" in problem.fix
+    assert plan_for(*args, f"{T}global-batch-size=2", f"{T}micro-batch-size=1").facts["pp"] == 2

@@ -114,6 +114,11 @@ class LlamaFactoryBackend(Backend):
     def template_values(self, arch: Any, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
         return {"lf_template": TEMPLATES.get(arch.model_type_hf, "default")}
 
+    def memory_target(self, ctx: PlanContext, plan: Plan) -> Any:
+        from ascendfactory.backends.llamafactory.memory import lf_target
+
+        return lf_target(ctx, plan)
+
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
 

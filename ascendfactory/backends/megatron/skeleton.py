@@ -21,6 +21,7 @@ from ascendfactory.backends.megatron.run import MegatronRun, read_megatron_run
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import (
     CheckpointSpec,
     LogNaming,
@@ -94,6 +95,7 @@ class MegatronBackend(Backend):
         "hf_save_dir": "null",
     }
     absolute_paths: ClassVar[bool] = False  # plan paths made absolute (programs run in another cwd)
+    memory_engine: ClassVar[str] = "megatron"  # whose bytes per parameter the memory estimate uses
 
     # -- the skeleton ---------------------------------------------------------------------------------
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
@@ -119,6 +121,11 @@ class MegatronBackend(Backend):
 
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
         return read_megatron_run(ctx, strict_paths=strict_paths)
+
+    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
+        from ascendfactory.backends.megatron.memory import megatron_target
+
+        return megatron_target(ctx, plan, engine=self.memory_engine)
 
     def facts(self, run: MegatronRun) -> dict[str, Any]:
         return run.facts()

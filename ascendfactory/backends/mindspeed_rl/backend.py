@@ -173,6 +173,11 @@ class MindSpeedRLBackend(Backend):
         )
         return plan
 
+    def memory_target(self, ctx: PlanContext, plan: Plan) -> Any:
+        from ascendfactory.backends.megatron.memory import rl_target
+
+        return rl_target(ctx, plan, engine="megatron")
+
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
 

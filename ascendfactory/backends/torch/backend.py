@@ -30,6 +30,7 @@ from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, Role, Step
 
 
@@ -77,6 +78,15 @@ class TorchBackend(MegatronBackend):
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         return GRPO_TRACKERS if stage == "grpo" else TORCH_TRACKERS
+
+    memory_engine = "embedded"  # fp32 weights, gradients and AdamW; bf16/fp16 by autocast
+
+    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
+        if ctx.config.stage == "grpo":
+            from ascendfactory.backends.megatron.memory import rl_target
+
+            return rl_target(ctx, plan, engine=self.memory_engine)
+        return super().memory_target(ctx, plan)
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         if ctx.config.stage == "grpo":
@@ -321,6 +331,27 @@ class TorchBackend(MegatronBackend):
                     ]
         return problems
 
+    @staticmethod
+    def schedule_problems(ctx: PlanContext, run: MegatronRun) -> list[Problem]:
+        """torch.distributed.pipelining's 1F1B needs at least as many micro-batches per step as stages
+        (Megatron's schedule takes fewer; ours stops with 'Number of microbatches ... must be greater than or
+        equal to the number of stages')."""
+        gbs, mbs = run.training.get("global-batch-size"), run.training.get("micro-batch-size", 1)
+        if run.pp <= 1 or not isinstance(gbs, int) or not isinstance(mbs, int) or not run.dp or not mbs:
+            return []
+        micro = gbs // (mbs * run.dp)
+        if micro >= run.pp:
+            return []
+        return [
+            ctx.problem(
+                "backend_config.training.global-batch-size",
+                f"gives {micro} micro-batch(es) per step (global-batch-size {gbs} / (micro-batch-size {mbs} "
+                f"x data parallel {run.dp})), fewer than the {run.pp} pipeline stages; the embedded "
+                "trainer's pipeline schedule needs at least one per stage",
+                fix=f"set backend_config.training.global-batch-size: {run.pp * mbs * run.dp} or more",
+            )
+        ]
+
     def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         """Every planned argv parsed by its program's own parser (values, ranges, refused features)."""
         from ascendfactory.engine.argv_check import parse
@@ -328,7 +359,7 @@ class TorchBackend(MegatronBackend):
         from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
         from ascendfactory.engine.train import flags as trainer_flags
 
-        problems: list[Problem] = []
+        problems: list[Problem] = self.schedule_problems(ctx, run)
 
         def collect(section: str, check: Any, argv: list[str]) -> None:
             try:

@@ -129,6 +129,11 @@ class VerlBackend(Backend):
         rollout_tp = max(t for t in (1, 2, 4, 8) if heads % t == 0 and devices % t == 0)
         return {"rollout_tp": rollout_tp}
 
+    def memory_target(self, ctx: PlanContext, plan: Plan) -> Any:
+        from ascendfactory.backends.verl.memory import verl_target
+
+        return verl_target(ctx, plan)
+
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ, detect_accelerator())
 

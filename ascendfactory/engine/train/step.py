@@ -129,7 +129,9 @@ class StepRunner:
             if self.pp_rank == 0:
                 self.pipeline.step(tokens)
             elif self.pp_rank == self.pp - 1:
-                self.pipeline.step(target=labels, losses=losses)
+                # return_outputs=False: torch's schedule would otherwise keep every micro-batch's logits
+                # on the last stage until the step ends (Megatron keeps one micro-batch's)
+                self.pipeline.step(target=labels, losses=losses, return_outputs=False)
             else:
                 self.pipeline.step()
             return torch.stack([x.detach() for x in losses]).mean() / self.scale if losses else None

@@ -184,6 +184,7 @@ def test_models_and_experiments_list():
 FROZEN = {
     "config": {"--backend", "--af_model_name", "--exp_name", "--output_file_path", "--force"},
     "train": {"--dry-run", "--format", "--verbose"},
+    "estimate": {"--json", "--suggest"},
     "convert": set(),
     "preprocess": set(),
     "models": {"--json"},

@@ -1,0 +1,79 @@
+"""The pre-launch memory check: estimate the plan's job against the device, refuse what will not fit.
+
+`on_exceed` (the experiment's `memory_check.on_exceed`): `error` stops a real run before anything starts
+(a `ConfigError`, exit 2) naming the stage, its largest component and the cheapest fixes with their
+estimates; `warn` prints the same as a warning; `off` skips the check (the estimate is still shown by
+`--dry-run` and `estimate`). A dry run never refuses: it shows the verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.devices import DeviceMemory, resolve_device_memory
+from ascendfactory.memory.fixes import cheapest_fixes
+from ascendfactory.memory.report import MemoryEstimate, gib
+from ascendfactory.memory.target import MemoryTarget, estimate_job
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    on_exceed: str = "error"  # error | warn | off
+    device_memory_gb: float | None = None
+    device: str | None = None
+    probe: bool = True
+
+
+def estimate_target(target: MemoryTarget, device: DeviceMemory) -> MemoryEstimate:
+    est = estimate_job(target.job, device.bytes)
+    est.device_memory, est.device, est.device_source, est.reserve = (
+        device.bytes,
+        device.name,
+        device.source,
+        device.reserve,
+    )
+    est.assumptions += list(target.notes)
+    if device.bytes is not None:
+        est.assumptions.append(
+            f"reserve {gib(device.reserve)} GiB: 2 GiB runtime context + 5% allocator fragmentation"
+        )
+    return est
+
+
+def check_memory(
+    target: MemoryTarget, policy: MemoryPolicy, *, dry_run: bool, key: str = "memory_check"
+) -> tuple[MemoryEstimate, list[str]]:
+    """(the estimate, warnings); raises ConfigError on a real run that will not fit with on_exceed=error."""
+    device = resolve_device_memory(
+        memory_gb=policy.device_memory_gb, device=policy.device, probe=policy.probe
+    )
+    est = estimate_target(target, device)
+    if est.fits is not False or policy.on_exceed == "off":
+        return est, []
+    message, fix = refusal(target, est)
+    if policy.on_exceed == "warn" or dry_run:
+        return est, [f"{message}; {fix}"]
+    raise ConfigError([Problem(key=key, message=message, fix=fix)])
+
+
+def refusal(target: MemoryTarget, est: MemoryEstimate) -> tuple[str, str]:
+    stage = est.peak_stage
+    largest = stage.largest()
+    message = (
+        f"the job needs {gib(est.peak)} GiB per device on stage {stage.stage} (largest: {largest} "
+        f"{gib(getattr(stage, largest))} GiB) + {gib(est.reserve)} GiB reserve, more than the "
+        f"{gib(est.device_memory or 0)} GiB of {est.device or 'the device'} ({est.device_source})"
+    )
+    fixes = cheapest_fixes(target, est.device_memory, est.usable)
+    if not fixes:
+        return (
+            message,
+            "use more devices or a smaller model; or memory_check.on_exceed: warn if you know better",
+        )
+    listed = "; ".join(
+        f"{f.change} -> {gib(f.estimate.peak)} GiB"
+        + ("" if f.estimate.peak <= (est.usable or 0) else " (still over)")
+        for f in fixes
+    )
+    return message, f"cheapest first: {listed} (or memory_check.on_exceed: warn)"

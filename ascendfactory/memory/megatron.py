@@ -1,0 +1,324 @@
+"""Per-device peak memory of a Megatron-style training job, by pipeline stage.
+
+Used for `torch` (the embedded trainer), `mindspeed-llm`, `mindspeed-mm`'s LLM and `mindspeed-rl`'s actor.
+The terms, each a formula someone can check by hand (`tests/unit/memory/test_megatron_memory.py` does):
+
+- **Model states** (Megatron-LM's README, "Distributed Optimizer"; `theoretical_memory_usage.py`): bytes per
+  trainable parameter as (weights, gradients, optimizer) = bf16 (2, 4, 12), fp16 (2, 2, 16), fp32 (4, 4, 8);
+  `--use-distributed-optimizer` divides the optimizer part by DP x CP. A frozen parameter (LoRA's base
+  model) holds only its weight. The embedded trainer keeps fp32 weights and runs bf16/fp16 under autocast:
+  (4, 4, 8) plus the autocast copies (2 bytes per parameter, a buffer held while a micro-batch runs).
+- **Activations per layer and micro-batch** (Korthikanti et al. 2022, Table 2, for the layer Megatron builds
+  today: RMSNorm, SwiGLU, grouped-query attention, no dropout): norm inputs, QKV input and fc1 input
+  `8sbh` (divided by TP only with sequence parallelism), Q, K, V and the attention output
+  `2sb(2q + 2kv)/t`, the gated MLP `6sbf/t`; without flash attention the softmax probabilities `2as^2b/t`
+  (plus mask and dropout output `3as^2b/t` with attention dropout); selective recompute drops the `as^2`
+  terms; full recompute keeps `2sbh` (/t with SP) per recompute group and re-creates one group's activations
+  during its backward. Context parallelism divides `s` by CP.
+- **In-flight micro-batches** under 1F1B on stage r of p: `min(p - r, M)`; interleaved (VPP = m chunks):
+  `min(2(p - r - 1) + (m - 1)p + 1, Mm)` chunk passes of `L/(pm)` layers (Megatron's warm-up count + 1).
+- **Logits** on the last stage, one micro-batch: the 16-bit logits and the fp32 softmax the vocab-parallel
+  cross entropy keeps, `(2 + 4)sbV/t` over the padded vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ascendfactory.memory.report import MemoryEstimate, StageMemory
+from ascendfactory.memory.shape import ModelShape
+
+# bytes per trainable parameter: (weights, gradients, optimizer before sharding)
+MEGATRON_STATES = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp32": (4, 4, 8)}
+EMBEDDED_STATES = {"bf16": (4, 4, 8), "fp16": (4, 4, 8), "fp32": (4, 4, 8)}
+LORA_TARGET_DIMS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+
+
+@dataclass(frozen=True)
+class MegatronJob:
+    """One Megatron-style training layout (every field as the framework's flags mean it)."""
+
+    shape: ModelShape
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1  # model chunks per pipeline rank (--virtual-pipeline-model-parallel-size)
+    mbs: int = 1
+    gbs: int = 1
+    seq: int = 4096
+    precision: str = "bf16"  # bf16 | fp16 | fp32
+    distributed_optimizer: bool = False
+    sequence_parallel: bool = False
+    recompute: str = "none"  # none | selective | full
+    recompute_method: str = "uniform"  # uniform | block
+    recompute_num_layers: int = 1
+    flash_attention: bool = True
+    attention_dropout: bool = False
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = ()
+    num_layer_list: tuple[int, ...] | None = None
+    vocab_divisible_by: int = 128
+    engine: str = "megatron"  # megatron | embedded (our trainer: fp32 weights, autocast)
+    label: str = ""
+
+    @property
+    def micro_batches(self) -> int:
+        return max(1, self.gbs // max(1, self.mbs * self.dp))
+
+    def stage_layers(self) -> list[int]:
+        if self.num_layer_list:
+            return list(self.num_layer_list)
+        base, extra = divmod(self.shape.layers, self.pp)
+        return [base + (1 if r < extra else 0) for r in range(self.pp)]
+
+    def with_(self, **changes: object) -> MegatronJob:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def estimate_megatron(job: MegatronJob) -> MemoryEstimate:
+    stages = [_stage(job, r, n) for r, n in enumerate(job.stage_layers())]
+    return MemoryEstimate(stages=stages, assumptions=assumptions(job), model=f"megatron/{job.engine}")
+
+
+# -- model states ------------------------------------------------------------------------------------------
+def stage_params(job: MegatronJob, rank: int, layers: int) -> tuple[float, float]:
+    """(all parameters, trainable parameters) held by one device of pipeline stage `rank`."""
+    s, t = job.shape, job.tp
+    first, last = rank == 0, rank == job.pp - 1
+    dense = s.attention_params() / t + 2 * s.hidden
+    mlp = s.mlp_params() / (t * (job.ep if s.experts else 1))
+    per_layer = dense + mlp
+    emb = s.padded_vocab(t, job.vocab_divisible_by) * s.hidden / t
+    total = layers * per_layer
+    if first:
+        total += emb
+    if last:
+        total += s.hidden  # final norm
+        if not s.tied or job.pp > 1:  # an untied output layer, or the last stage's copy of a tied one
+            total += emb
+    if job.lora_rank <= 0:
+        return total, total
+    return total + layers * lora_params(job), layers * lora_params(job)
+
+
+def lora_params(job: MegatronJob) -> float:
+    """LoRA A and B of one layer's targets (default: all four linear layers), sharded by TP on one side."""
+    s, r, t = job.shape, job.lora_rank, job.tp
+    dims = {
+        "linear_qkv": (s.hidden, s.q_size + 2 * s.kv_size),
+        "linear_proj": (s.q_size, s.hidden),
+        "linear_fc1": (s.hidden, (2 if s.gated_mlp else 1) * s.ffn),
+        "linear_fc2": (s.ffn, s.hidden),
+    }
+    targets = [d for d in (job.lora_targets or LORA_TARGET_DIMS) if d in dims]
+    return sum(r * (i + o / t) for i, o in (dims[d] for d in targets))
+
+
+def _states(job: MegatronJob, total: float, trainable: float) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, autocast buffer) bytes."""
+    table = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
+    w, g, o = table.get(job.precision, table["bf16"])
+    shards = job.dp * job.cp if job.distributed_optimizer else 1
+    frozen = total - trainable
+    weights = w * trainable + (2 if job.precision != "fp32" else 4) * frozen
+    if job.engine == "embedded":
+        weights = w * total
+    autocast = 2 * total if job.engine == "embedded" and job.precision != "fp32" else 0.0
+    return weights, g * trainable, o * trainable / shards, autocast
+
+
+# -- activations ---------------------------------------------------------------------------------------------
+# Bytes a decoder layer keeps per token and per element of (hidden, query, kv, ffn) width, plus per head and
+# per token. Megatron: 16-bit tensors of its fused layer (Korthikanti et al.); the embedded trainer (HF's
+# Qwen2/Llama layer, fp32 weights): counted with autograd's saved-tensor hooks on CPU (`tests/unit/memory`
+# re-measures them): fp32 keeps every tensor in 4 bytes; under bf16 autocast the matmul inputs and outputs
+# are 16-bit while RMSNorm and the residual stream stay fp32.
+LAYER_BYTES = {
+    ("megatron", "16bit"): (8, 4, 4, 6, 4, 0),
+    ("megatron", "fp32"): (16, 8, 8, 12, 4, 0),
+    ("embedded", "fp32"): (24, 8, 8, 16, 4, 8),
+    ("embedded", "16bit"): (26, 4, 4, 8, 4, 8),
+}
+
+
+def layer_activation(job: MegatronJob, *, recompute_core: bool | None = None) -> float:
+    """Bytes one decoder layer keeps for backward, for one micro-batch on one device."""
+    s, t, b = job.shape, job.tp, job.mbs
+    seq = job.seq / job.cp
+    t_sp = t if job.sequence_parallel else 1
+    h, f, q, kv, a = (
+        s.hidden,
+        (s.moe_ffn * max(s.moe_topk, 1) if s.experts else s.ffn),
+        s.q_size,
+        s.kv_size,
+        s.heads,
+    )
+    c_h, c_q, c_kv, c_f, c_a, c_0 = LAYER_BYTES[(job.engine, "fp32" if job.precision == "fp32" else "16bit")]
+    if not s.gated_mlp:
+        c_f = c_f * 2 // 3
+    width = 4 if job.precision == "fp32" else 2
+    replicated = seq * b * (c_h * h + c_0) / t_sp
+    attn = seq * b * (c_q * q + c_kv * kv) / t
+    mlp = c_f * seq * b * f / t
+    core = 0.0
+    selective = job.recompute == "selective" if recompute_core is None else recompute_core
+    if not job.flash_attention and not selective:
+        core = (width + (3 if job.attention_dropout else 0)) * a * seq * seq * b / t
+    elif job.flash_attention:
+        core = c_a * seq * b * a / t  # fp32 log-sum-exp
+    moe = 4 * seq * b * s.experts + 4 * s.moe_topk * seq * b * h if s.experts else 0.0
+    return replicated + attn + mlp + core + moe
+
+
+def layer_input(job: MegatronJob) -> float:
+    """What full recompute keeps per recompute group: the group's 16-bit input (sharded with SP)."""
+    t_sp = job.tp if job.sequence_parallel else 1
+    width = 4 if job.engine == "embedded" or job.precision == "fp32" else 2
+    return width * (job.seq / job.cp) * job.mbs * job.shape.hidden / t_sp
+
+
+def stored_per_pass(job: MegatronJob, layers: int) -> tuple[float, float]:
+    """(bytes kept by one micro-batch pass over `layers` layers, the recompute working set on top)."""
+    full = layer_activation(job)
+    if job.recompute == "selective" and layers:
+        # the attention core is re-created in backward, one layer at a time
+        return layers * full, layer_activation(job, recompute_core=False) - full
+    if job.recompute != "full" or layers == 0:
+        return layers * full, 0.0
+    k = max(1, min(job.recompute_num_layers, layers))
+    if job.recompute_method == "block":
+        return k * layer_input(job) + (layers - k) * full, full
+    groups = math.ceil(layers / k)
+    return groups * layer_input(job), k * full
+
+
+def in_flight(job: MegatronJob, rank: int) -> int:
+    """Micro-batch passes whose activations a stage holds at its peak (1F1B / interleaved 1F1B)."""
+    p, m, mb = job.pp, job.vpp, job.micro_batches
+    if p == 1:
+        return 1
+    if m > 1:
+        return min(2 * (p - rank - 1) + (m - 1) * p + 1, mb * m)
+    return min(p - rank, mb)
+
+
+def pipelining_buffers(job: MegatronJob, rank: int) -> float:
+    """torch.distributed.pipelining's buffers on one stage: a receive buffer per micro-batch for the
+    activations (every stage but the first) and for their gradients (every stage but the last), fp32
+    hidden states of one micro-batch each, and the tensors a sending stage holds per in-flight
+    micro-batch."""
+    unit = 4 * (job.seq / job.cp) * job.mbs * job.shape.hidden / (job.tp if job.sequence_parallel else 1)
+    recv = job.micro_batches * unit * ((rank > 0) + (rank < job.pp - 1))
+    if rank < job.pp - 1:
+        # measured (bench_memory_estimate.py, PP 2): four hidden-state tensors per in-flight micro-batch on
+        # a stage that sends (its output kept for backward, the send and the gradient's working copies)
+        recv += 4 * unit * in_flight(job, rank)
+    return recv
+
+
+def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, activations) of a VLM's vision encoder on the first stage: trained
+    with the LLM (MindSpeed-MM's full fine-tuning), sharded by TP, `patches` tokens per sample."""
+    v = job.shape.vision
+    assert v is not None
+    table = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
+    w, g, o = table.get(job.precision, table["bf16"])
+    params = v.params / job.tp
+    shards = job.dp * job.cp if job.distributed_optimizer else 1
+    vit = replace(
+        job,
+        shape=replace(job.shape, hidden=v.hidden, ffn=v.ffn, heads=v.heads, kv_heads=v.heads, head_dim=None),
+        seq=v.patches,
+        cp=1,
+    )
+    acts = v.layers * layer_activation(vit) * in_flight(job, 0)
+    return w * params, g * params, o * params / shards, acts
+
+
+def logits_bytes(job: MegatronJob) -> float:
+    """Megatron: 16-bit logits + the fp32 softmax its vocab-parallel cross entropy keeps (6 bytes); the
+    embedded trainer (`F.cross_entropy(logits.float())`): at the start of backward the saved fp32
+    log-softmax, the loss's gradient and the log-softmax's input gradient, 4 bytes each (12), over the whole
+    vocabulary (its TP plan gathers the lm_head's output); under PP torch's schedule also keeps the logits
+    themselves until the micro-batch's backward."""
+    s = job.shape
+    vocab = s.padded_vocab(job.tp, job.vocab_divisible_by)
+    if job.engine == "megatron":
+        return 6 * (job.seq / job.cp) * job.mbs * vocab / job.tp
+    per = 12
+    if job.pp > 1:  # the schedule keeps the stage output (the logits) too
+        per += 4 if job.precision == "fp32" else 2
+    return per * (job.seq / job.cp) * job.mbs * vocab  # lm_head's output is gathered over TP (Replicate)
+
+
+def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
+    total, trainable = stage_params(job, rank, layers)
+    weights, grads, optim, autocast = _states(job, total, trainable)
+    chunk_layers = layers / job.vpp if job.vpp > 1 else layers
+    kept, working = stored_per_pass(job, math.ceil(chunk_layers))
+    last = rank == job.pp - 1
+    logits = logits_bytes(job) if last else 0.0
+    # a recomputed layer's working set exists during its backward, after the loss's tensors are freed
+    acts = kept * in_flight(job, rank) + max(0.0, working - logits)
+    if rank == 0 and job.shape.vision is not None:
+        v_w, v_g, v_o, v_act = vision_encoder(job)
+        weights, grads, optim, acts = weights + v_w, grads + v_g, optim + v_o, acts + v_act
+    if last:
+        acts += 2 * layer_input(job)  # final norm input and the output layer's input
+    if job.engine == "embedded" and job.pp == 1 and job.micro_batches == 1 and not job.distributed_optimizer:
+        # no accumulation: gradients appear as backward frees the activations (zero_grad sets them to
+        # None), so only what exceeds the activations and logits adds to the peak
+        grads = max(0.0, grads - acts - logits)
+    return StageMemory(
+        stage=f"pp{rank}" if job.pp > 1 else "all",
+        weights=weights,
+        gradients=grads,
+        optimizer=optim,
+        activations=acts,
+        logits=logits,
+        buffers=autocast + _buffers(job, rank),
+    )
+
+
+def _buffers(job: MegatronJob, rank: int) -> float:
+    out = 0.0
+    if job.sequence_parallel and job.tp > 1:
+        out += 2 * job.seq / job.cp * job.mbs * job.shape.hidden  # one all-gathered sequence
+    if job.engine == "embedded" and job.pp > 1:
+        out += pipelining_buffers(job, rank)
+    if job.engine == "embedded" and job.tp > 1 and rank == job.pp - 1 and job.micro_batches > 1:
+        # measured: the vocab-sharded lm_head's fresh gradient, added into the accumulated one
+        out += 4 * job.shape.padded_vocab(job.tp, job.vocab_divisible_by) * job.shape.hidden / job.tp
+    return out
+
+
+def assumptions(job: MegatronJob) -> list[str]:
+    s = job.shape
+    states = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
+    w, g, o = states.get(job.precision, states["bf16"])
+    out = [
+        f"{s.name}: {s.layers} layers, hidden {s.hidden}, ffn {s.ffn}, heads {s.heads}/{s.kv_heads} kv, "
+        f"vocab {s.vocab} padded to {s.padded_vocab(job.tp, job.vocab_divisible_by)}"
+        + (", tied embeddings" if s.tied else ""),
+        f"layout TP{job.tp} PP{job.pp}"
+        + (f" VPP{job.vpp}" if job.vpp > 1 else "")
+        + f" CP{job.cp} DP{job.dp}"
+        + (f" EP{job.ep}" if job.ep > 1 else "")
+        + f", MBS {job.mbs}, GBS {job.gbs} ({job.micro_batches} micro-batches per step), seq {job.seq}",
+        f"{job.precision} ({job.engine}): {w}+{g}+{o} bytes per trainable parameter (weights, gradients, "
+        "optimizer)"
+        + (f", optimizer sharded over DPxCP={job.dp * job.cp}" if job.distributed_optimizer else ""),
+        f"recompute {job.recompute}"
+        + (f" ({job.recompute_method}, {job.recompute_num_layers} layers)" if job.recompute == "full" else "")
+        + (", sequence parallel" if job.sequence_parallel else "")
+        + (", flash attention" if job.flash_attention else ", no flash attention: softmax kept (as^2 terms)"),
+        "activations: RMSNorm + SwiGLU + GQA layer without dropout (Korthikanti et al. Table 2, adapted); "
+        "1F1B holds min(PP - stage, micro-batches) passes",
+        "logits: 16-bit output + fp32 softmax of the vocab-parallel cross entropy, one micro-batch",
+    ]
+    if job.lora_rank:
+        out.append(f"LoRA rank {job.lora_rank}: base weights frozen (no gradients or optimizer state)")
+    return out

@@ -1,0 +1,86 @@
+"""The embedded trainer's per-layer activation bytes (`memory.megatron.LAYER_BYTES`) re-measured:
+autograd's saved-tensor hooks count what one HF Qwen2 decoder layer keeps for backward, in fp32 and under
+bf16 autocast."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from ascendfactory.memory.megatron import MegatronJob, layer_activation  # noqa: E402
+from ascendfactory.memory.shape import ModelShape  # noqa: E402
+
+
+def saved_bytes(*, hidden, ffn, heads, kv_heads, head_dim, seq, dtype) -> tuple[float, float]:
+    """(bytes the layer saves for backward, bytes of the shared rotary cos/sin among them)."""
+    cfg = transformers.AutoConfig.for_model(
+        "qwen2",
+        hidden_size=hidden,
+        intermediate_size=ffn,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        num_hidden_layers=1,
+        vocab_size=128,
+        max_position_embeddings=4096,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg)
+    hidden_states = torch.randn(1, seq, hidden, requires_grad=True)
+    pos = torch.arange(seq).unsqueeze(0)
+    cos_sin = model.model.rotary_emb(hidden_states, pos)
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    ctx = torch.autocast("cpu", dtype=dtype) if dtype else torch.autocast("cpu", enabled=False)
+    with ctx, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.model.layers[0](
+            hidden_states, position_embeddings=cos_sin, attention_mask=None, position_ids=pos
+        )
+    skip = {p.untyped_storage().data_ptr() for p in model.parameters()} | {
+        hidden_states.untyped_storage().data_ptr()
+    }
+    total = sum(n for ptr, n in seen.items() if ptr not in skip)
+    weights = sum(p.numel() for p in model.model.layers[0].parameters() if p.dim() == 2)
+    autocast_copies = 2 * weights if dtype else 0  # autocast's bf16 copies of the weights (a buffer of ours)
+    rotary = sum(t.numel() * t.element_size() for t in cos_sin)
+    return total - autocast_copies - rotary, rotary
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "dims", [(256, 704, 8, 2, 32), (512, 704, 8, 2, 64), (256, 1408, 8, 8, 32), (256, 704, 16, 2, 64)]
+)
+def test_embedded_layer_bytes_match_the_hf_layer(precision, dims):
+    hidden, ffn, heads, kv, head_dim = dims
+    seq = 128
+    measured, _ = saved_bytes(
+        hidden=hidden,
+        ffn=ffn,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        seq=seq,
+        dtype=torch.bfloat16 if precision == "bf16" else None,
+    )
+    shape = ModelShape(
+        name="t",
+        layers=1,
+        hidden=hidden,
+        ffn=ffn,
+        heads=heads,
+        kv_heads=kv,
+        vocab=128,
+        tied=False,
+        head_dim=head_dim,
+    )
+    job = MegatronJob(shape=shape, seq=seq, mbs=1, engine="embedded", precision=precision)
+    layer_input = 4 * seq * hidden  # the fp32 residual the first RMSNorm keeps (the previous layer's output)
+    assert layer_activation(job) == pytest.approx(measured + layer_input, rel=0.01)
