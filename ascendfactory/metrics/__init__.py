@@ -15,9 +15,10 @@ Library API (what `train` and `logs` use)::
     export_records(make_records, "csv" | "jsonl" | "tensorboard", dest) -> int
     dedupe(records) -> list[Record]                     # resumed segments: later step wins
 
-Formats (`--format`): megatron (MindSpeed-LLM mcore/FSDP2, ModelLink, MindSpeed-MM,
-Megatron-DeepSpeed), mindspeed_rl, llamafactory (trainer_log.jsonl), hf_console, verl, verl_jsonl,
-roll. Parsers stream: a file is read in chunks and never loaded whole. Launcher prefixes
+Formats (`--format`; open: `register_format(LogFormat(...))` adds one, and `throughput.register_formula`
+a throughput formula): megatron (MindSpeed-LLM mcore/FSDP2, ModelLink, MindSpeed-MM, Megatron-DeepSpeed),
+mindspeed_rl, llamafactory (trainer_log.jsonl), hf_console, verl, verl_jsonl, roll. Parsers stream: a file
+is read in chunks and never loaded whole. Launcher prefixes
 (`3: `, `[default7]: `, `[rank7]: `, `(TaskRunner pid=N) `), ANSI colours and interleaved stderr
 lines are tolerated. Nothing here imports torch; matplotlib and tensorboard are imported only by
 `plot_loss` and the tensorboard export.
@@ -26,7 +27,15 @@ lines are tolerated. Nothing here imports torch; matplotlib and tensorboard are 
 from ascendfactory.metrics.compare import Comparison, compare
 from ascendfactory.metrics.convergence import Convergence, check_convergence
 from ascendfactory.metrics.export import export_records
-from ascendfactory.metrics.formats import FORMATS, detect_format, format_names, parse_file, parse_lines
+from ascendfactory.metrics.formats import (
+    LogFormat,
+    detect_format,
+    format_names,
+    parse_file,
+    parse_lines,
+    register_format,
+    registered_formats,
+)
 from ascendfactory.metrics.hardware import PEAKS, flops_per_token, peak_for
 from ascendfactory.metrics.plot import ema, plot_loss
 from ascendfactory.metrics.record import Record, dedupe
@@ -43,7 +52,7 @@ from ascendfactory.metrics.throughput import (
 )
 
 __all__ = [
-    "FORMATS",
+    "LogFormat",
     "PEAKS",
     "Comparison",
     "Convergence",
@@ -60,6 +69,8 @@ __all__ = [
     "export_records",
     "flops_per_token",
     "format_names",
+    "register_format",
+    "registered_formats",
     "parse_file",
     "parse_lines",
     "peak_for",

@@ -24,8 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ascendfactory.metrics import Record, StepTable, parse_file, plot_loss
-from ascendfactory.metrics.megatron import seq_length_from_log
-from ascendfactory.metrics.throughput import throughput_for
+from ascendfactory.metrics.throughput import get_formula
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogSpec
 from ascendfactory.secrets import mask_text
@@ -167,13 +166,12 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
                 "count": len(values),
             }
     spec = logs.throughput
+    formula = get_formula(spec.formula)
     seq = spec.seq_length
-    if seq is None and spec.formula == "megatron":
-        seq = next((s for p in paths if (s := seq_length_from_log(p))), None)
+    if seq is None:
+        seq = next((s for p in paths if (s := formula.seq_from_log(p))), None)
     if table.steps:
-        summary.throughput = throughput_for(
-            spec.formula, table, seq_length=seq, devices=spec.devices
-        ).to_dict()
+        summary.throughput = formula.summary(table, seq_length=seq, devices=spec.devices).to_dict()
     return summary
 
 
