@@ -18,10 +18,10 @@ from ascendfactory.backends.mindspeed_llm.converters import (
 )
 from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute
 from ascendfactory.backends.mindspeed_rl.layout import DATA_CONFIG, TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.plan import (
-    PROGRAMS_DIR,
     Plan,
     Process,
     Ray,

@@ -28,13 +28,13 @@ from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.verl import composer, environment, prompts, rules
 from ascendfactory.backends.verl import run as verl_run
+from ascendfactory.backends.verl.programs import PROGRAMS_DIR
 from ascendfactory.backends.verl.schema import get_path
 from ascendfactory.checkpoints.verl import TRACKER
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import BackendNotRunnableError, Problem
 from ascendfactory.plan import (
-    PROGRAMS_DIR,
     CheckpointSpec,
     LogNaming,
     LogSpec,
