@@ -1,5 +1,6 @@
 """The steps of a MindSpeed-RL plan: preprocess (cli/preprocess_data.py), hf2mg (MindSpeed-LLM's converter),
-train (the Ray launch of cli/train_grpo.py), mg2hf; and what the backend found for them (`Found`, `Load`).
+train (the Ray launch of cli/train_grpo.py), mg2hf; and what the backend found for them (`Found`). The load
+decision they follow is `msrl.load.Load`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_command,
     mg2hf_options,
 )
-from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.mindspeed_rl.layout import DATA_CONFIG, TRAIN_CONFIG, RLLayout
 from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
+from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
+from ascendfactory.backends.msrl.layout import DATA_CONFIG, TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.msrl.load import Load
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.plan import (
@@ -65,15 +67,6 @@ class Found:
     llm_found: bool
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Load:
-    path: str | None
-    flags: dict[str, bool]
-    reason: str
-    ref_path: str | None = None  # integrated mode: the reference model's weights when they differ
-    convert: bool = True  # the hf2mg output is needed
 
 
 def preprocess_step(

@@ -8,7 +8,7 @@ API (stable: the `mindspeed-rl` backend and the embedded backend's `stage: grpo`
     sections = load_yaml(text)                              # == cfg.sections (the round trip)
 
 `ctx` is the planner's `PlanContext` (the experiment, devices per node). `keys`: the `keys.KeySet` to check
-against; None picks it by `environment.choose_version` (`backend_config.mindspeed_rl_version`, else the
+against; None picks it by `checkout.choose_version` (`backend_config.mindspeed_rl_version`, else the
 checkout's own config classes, else the newest shipped list with a warning); pass `keys.shipped("2.3.0")`
 (or `keys.latest()`) to check without looking for a checkout. `cluster_checks=False` leaves out what only
 concerns an Ascend cluster (the NPUs the placement groups need, the rollout's vLLM limits), for a backend
@@ -49,8 +49,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.mindspeed_rl import keys as keyfiles
-from ascendfactory.backends.mindspeed_rl.experiment import (
+from ascendfactory.backends.msrl import keys as keyfiles
+from ascendfactory.backends.msrl.experiment import (
     RL_SECTIONS,
     Derived,
     MindSpeedRLConfig,
@@ -59,7 +59,7 @@ from ascendfactory.backends.mindspeed_rl.experiment import (
     normed,
     ordered,
 )
-from ascendfactory.backends.mindspeed_rl.keys import Expr, KeySet
+from ascendfactory.backends.msrl.keys import Expr, KeySet
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import ConfigError, Problem
 
@@ -153,7 +153,7 @@ class _Reader:
         self.problem(
             f"{section}.{key}",
             f"not a {cls} key of MindSpeed-RL {self.ks.version}{hint}; {upstream} (on the cluster)",
-            f"use a key of {cls} (ascendfactory/backends/mindspeed_rl/keys/{self.ks.rules_version}.txt), "
+            f"use a key of {cls} (ascendfactory/backends/msrl/keys/{self.ks.rules_version}.txt), "
             "or remove it",
         )
 
@@ -214,7 +214,7 @@ def read_config(
     ctx: PlanContext, *, keys: KeySet | None = None, cluster_checks: bool = True
 ) -> MindSpeedRLConfig:
     """Read, fill and check `ctx.config.backend_config`; raise ConfigError listing every problem."""
-    from ascendfactory.backends.mindspeed_rl import numbers, rules
+    from ascendfactory.backends.msrl import numbers, rules
 
     bc = dict(ctx.config.backend_config or {})
     version_problems: list[Problem] = []
@@ -231,7 +231,7 @@ def read_config(
         )
         explicit = None
     if keys is None:
-        from ascendfactory.backends.mindspeed_rl.environment import choose_version, find_checkout
+        from ascendfactory.backends.msrl.checkout import choose_version, find_checkout
 
         checkout, _ = find_checkout(ctx.config.scripts_dir, ctx.environ)
         choice = choose_version(str(explicit) if explicit else None, checkout)

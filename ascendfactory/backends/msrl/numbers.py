@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.mindspeed_rl.keys import KeySet
-from ascendfactory.backends.mindspeed_rl.naming import HOME, spelled
+from ascendfactory.backends.msrl.keys import KeySet
+from ascendfactory.backends.msrl.naming import HOME, spelled
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.mindspeed_rl.experiment import Derived
+    from ascendfactory.backends.msrl.experiment import Derived
 
 
 def _int(value: Any) -> int | None:
@@ -23,7 +23,7 @@ def derive(
     ks: KeySet, sections: Mapping[str, Any], views: Mapping[str, Any], *, nnodes: int, npus_per_node: int
 ) -> tuple[Derived | None, list[tuple[str, str, str]]]:
     """The derived numbers, or None with (key, message, fix) for each value they cannot be computed from."""
-    from ascendfactory.backends.mindspeed_rl.experiment import Derived
+    from ascendfactory.backends.msrl.experiment import Derived
 
     actor, ref, reward, rl, gen = (views[k] for k in ("actor", "ref", "reward", "rl", "generate"))
     sampling = views["sampling"]

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.mindspeed_rl.experiment import MindSpeedRLConfig
-from ascendfactory.backends.mindspeed_rl.layout import RLLayout
+from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
+from ascendfactory.backends.msrl.layout import RLLayout
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.plan import CheckpointSpec, LogNaming, LogSpec, Plan, ThroughputSpec, safe_name
 

@@ -6,9 +6,10 @@
     mg2hf       python -m ascendfactory.engine.convert           mg -> hf, converted_mg2hf_weight/
     plot        training_loss.png: the verifier rewards and the response length, from rank 0's log
 
-The experiment is read by the mindspeed-rl backend's reader (`backends/mindspeed_rl/config.py`: MindSpeed-RL's
-keys and config-time rules of `mindspeed_rl_version`, default the newest shipped list; its cluster-only
-checks left out) and planned with its load decision, output tree (seed 000) and yaml renderer; then the
+The experiment is the shared MindSpeed-RL experiment (`backends/msrl/`, which registers no backend): read by
+`msrl/config.py` (MindSpeed-RL's keys and config-time rules of `mindspeed_rl_version`, default the newest
+shipped list; its cluster-only checks left out) and planned with `msrl/load.py`'s load decision, the output
+tree (seed 000) and the yaml renderer; then the
 rendered yaml goes through the embedded trainer's own reader (`engine/rl/config.py`), which refuses by name
 what it does not implement, and the dataset keys through the table below.
 """
@@ -20,11 +21,11 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.megatron.run import to_flags
-from ascendfactory.backends.mindspeed_rl import keys as keyfiles
-from ascendfactory.backends.mindspeed_rl.backend import MindSpeedRLBackend
-from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
-from ascendfactory.backends.mindspeed_rl.layout import TRAIN_CONFIG, RLLayout
-from ascendfactory.backends.mindspeed_rl.shell import grpo_plan
+from ascendfactory.backends.msrl import keys as keyfiles
+from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
+from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.msrl.load import decide_load, fill
+from ascendfactory.backends.msrl.shell import grpo_plan
 from ascendfactory.config.catalog import resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (
@@ -93,10 +94,9 @@ def plan_grpo(backend: Any, ctx: PlanContext, *, strict_paths: bool) -> Plan:
         raise ConfigError(e.problems) from None
     warnings = [w for w in rl.warnings]
     layout = RLLayout(os.path.abspath(cfg.af_output_dir))
-    msrl = MindSpeedRLBackend()
-    load = msrl.load(ctx, rl, layout, problems, warnings)
+    load = decide_load(ctx, rl, layout, problems, warnings)
     user_data = rl.value("megatron_training.data_path") or rl.value("actor_config.data_path")
-    rl, data_path = msrl.fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
+    rl, data_path = fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
     model_dir = str(absolute(rl.actor.get("tokenizer_name_or_path") or ""))
     arch = None
     try:
