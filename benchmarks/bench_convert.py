@@ -19,13 +19,15 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+
 SIZES = dict(
     num_layers=8, hidden_size=1024, num_heads=16, num_kv_heads=8, intermediate_size=2816, vocab_size=32000
 )
 
 
 def build(workdir: Path) -> Path:
-    from ascendfactory.engine.convert.tiny import build_tiny_model
+    from tests.support.tiny_model import build_tiny_model
 
     src = workdir / "hf"
     if not (src / "config.json").is_file():
