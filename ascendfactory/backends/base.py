@@ -87,8 +87,10 @@ class Backend:
     stages: ClassVar[tuple[str, ...]]
     launcher: ClassVar[str]  # how its training launches: torchrun | ray | process (shown by `experiments`)
     order: ClassVar[int] = 100  # where it is listed (help texts, `experiments`, messages)
-    # Top-level keys `config` writes for this backend (with their schema descriptions), and their values.
+    # Top-level keys `config` writes for this backend, and their values; each is commented with its line in
+    # `run_option_comments` (what the key means for this framework), else the schema's description.
     run_options: ClassVar[dict[str, Any]] = {}
+    run_option_comments: ClassVar[dict[str, str]] = {}
     # Old-style flat keys -> dotted destinations; other flat keys go to `legacy_rest` (None: an error).
     legacy_keys: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     legacy_rest: ClassVar[str | None] = None

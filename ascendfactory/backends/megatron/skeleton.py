@@ -75,6 +75,18 @@ class MegatronBackend(Backend):
         "convert_mg2hf_at_last": "true",
         "hf_save_dir": "null",
     }
+    run_option_comments: ClassVar[dict[str, str]] = {
+        "ckpt_load_type": "0: load no weights (random init). 1: load weights only (--finetune "
+        "--no-load-optim --no-load-rng). 2: load weights + optimizer + RNG (true resume from "
+        "user_converted_ckpt_path).",
+        "user_converted_ckpt_path": "Megatron weights to load: converted HF weights (ckpt_load_type 1) or a "
+        "training output directory (ckpt_load_type 2). Given => the hf2mg conversion step is skipped.",
+        "train_auto_resume": "Fault recovery: when training fails, and whenever the same command is run "
+        "again, resume from the newest complete checkpoint in {af_output_dir}/saved_checkpoints. Highest "
+        "load priority: it wins over user_converted_ckpt_path once saved_checkpoints holds a checkpoint.",
+        "save_total_limit": "Keep the newest N iter_* checkpoints (0 keeps all). The checkpoint named by "
+        "latest_checkpointed_iteration.txt is never deleted.",
+    }
     absolute_paths: ClassVar[bool] = False  # plan paths made absolute (programs run in another cwd)
 
     # -- the skeleton ---------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ class MindSpeedRLBackend(Backend):
     launcher = "ray"
     order = 4
     run_options: ClassVar[dict[str, Any]] = {**MegatronBackend.run_options, "stage": "grpo"}
+    run_option_comments = MegatronBackend.run_option_comments  # Megatron checkpoints (iter_*), load flags
     # MindSpeed-RL's configuration errors (validate_rl_args, BaseConfig.update): a restart cannot fix them.
     unretryable = (
         "is missing, causing the setup to fail",
