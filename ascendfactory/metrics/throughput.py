@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ascendfactory.metrics.megatron import ELAPSED_MS, GBS, seq_length_from_line
+from ascendfactory.metrics.mindspeed_rl import TPS_KEYS
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
 
@@ -272,11 +273,7 @@ def throughput_mindspeed_rl(
     records: Iterable[Record] | StepTable, *, skip_first: int | None = None
 ) -> list[Throughput]:
     table = StepTable.from_records(records)
-    return [
-        throughput_mean(table, k, skip_first=skip_first)
-        for k in ("e2e_tps", "update_tps", "vllm_tps")
-        if table.has(k)
-    ]
+    return [throughput_mean(table, k, skip_first=skip_first) for k in TPS_KEYS if table.has(k)]
 
 
 @dataclass(frozen=True)

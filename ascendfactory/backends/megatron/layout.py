@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class OutputLayout:
-    """Paths under `af_output_dir` for the Megatron-style backends (torch, mindspeed-llm)."""
+    """Paths under `af_output_dir` for the Megatron-style backends (torch, mindspeed-llm, mindspeed-mm)."""
 
     root: str
 
