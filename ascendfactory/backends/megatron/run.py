@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.layout import OutputLayout
+from ascendfactory.backends.megatron.layout import OutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.config.suggest import did_you_mean
@@ -177,7 +177,7 @@ class MegatronRun:
     hf2mg: dict[str, Any]
     mg2hf: dict[str, Any] | None  # None = final conversion disabled
     report: LayoutReport
-    layout: OutputLayout
+    layout: OutputTree
     nnodes: int
     nproc_per_node: int
     node_rank: int
@@ -418,7 +418,7 @@ def read_megatron_run(
         hf2mg=hf2mg,
         mg2hf=mg2hf,
         report=report,
-        layout=OutputLayout(cfg.af_output_dir),
+        layout=OutputTree(cfg.af_output_dir),
         nnodes=env.NNODES,
         nproc_per_node=ctx.devices.count,
         node_rank=env.NODE_RANK,

@@ -32,7 +32,7 @@ from ascendfactory.backends.mindspeed_llm.converters import (
 from ascendfactory.backends.mindspeed_rl import environment, steps
 from ascendfactory.backends.mindspeed_rl.steps import Found
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, read_config, render_yaml
-from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import decide_load, fill
 from ascendfactory.backends.msrl.shell import grpo_plan
 from ascendfactory.backends.registry import register_backend
@@ -78,7 +78,7 @@ class MindSpeedRLBackend(Backend):
             raise ConfigError(problems + e.problems) from None
         warnings = [*found.warnings, *rl.warnings]
         out = os.path.abspath(cfg.af_output_dir)
-        layout = RLLayout(out)
+        layout = RLOutputTree(out)
         d = rl.derived
         arch = self.arch(ctx, rl, problems)
         load = decide_load(ctx, rl, layout, problems, warnings)
@@ -232,7 +232,9 @@ class MindSpeedRLBackend(Backend):
         return out
 
     # -- the plan's shell and steps ------------------------------------------------------------------------
-    def shell(self, ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, warnings: list[str]) -> Plan:
+    def shell(
+        self, ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, warnings: list[str]
+    ) -> Plan:
         d = rl.derived
         return grpo_plan(
             ctx,

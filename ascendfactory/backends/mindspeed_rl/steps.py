@@ -19,7 +19,7 @@ from ascendfactory.backends.mindspeed_llm.converters import (
 )
 from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.msrl.layout import DATA_CONFIG, TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.msrl.layout import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import Load
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
@@ -72,7 +72,7 @@ class Found:
 def preprocess_step(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     found: Found,
     data_path: str | None,
     plan: Plan,
@@ -123,7 +123,7 @@ def preprocess_step(
 def hf2mg_step(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     found: Found,
     load: Load,
     arch: ModelArch | None,
@@ -169,7 +169,9 @@ def hf2mg_step(
     )
 
 
-def train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, found: Found, load: Load) -> Step:
+def train_step(
+    ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, found: Found, load: Load
+) -> Step:
     cfg, d = ctx.config, rl.derived
     driver = (
         ctx.python,
@@ -228,7 +230,7 @@ def train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, found:
 def mg2hf_step(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     found: Found,
     arch: ModelArch | None,
     disabled: bool,

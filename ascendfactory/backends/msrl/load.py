@@ -22,7 +22,7 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.msrl.layout import RLLayout
+from ascendfactory.backends.msrl.layout import RLOutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.errors import Problem
 
@@ -45,7 +45,7 @@ class Load:
 def decide_load(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     problems: list[Problem],
     warnings: list[str],
 ) -> Load:
@@ -100,7 +100,7 @@ def decide_load(
 def fill(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     load: Load,
     problems: list[Problem],
     warnings: list[str],

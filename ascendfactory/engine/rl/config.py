@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from ascendfactory.engine.rl import keys as K
-from ascendfactory.engine.rl.keys import KL_PENALTIES, Sampling
+from ascendfactory.engine.rl import subset as K
+from ascendfactory.engine.rl.subset import KL_PENALTIES, Sampling
 from ascendfactory.engine.rl.verifiers import check_names
 from ascendfactory.errors import ConfigError, Problem
 
@@ -165,8 +165,8 @@ def _where(key: str, train: dict[str, Any], actor: dict[str, Any]) -> str:
     return f"actor_config.{key}" if key in actor else f"megatron_training.{key}"
 
 
-def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
-    """Validate the composed yaml against the subset in `keys.py`; ConfigError lists every problem."""
+def read_trainer_yaml(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
+    """Validate the composed yaml against the subset in `subset.py`; ConfigError lists every problem."""
     from ascendfactory.engine.train import flags as train_flags
 
     problems: list[Problem] = []
@@ -307,7 +307,8 @@ def _section(cfg, name, honoured, ignored, fixed, bad) -> dict[str, Any]:
             bad(
                 f"{name}.{key}",
                 "not in the embedded GRPO trainer's subset",
-                "remove it (the subset is in ascendfactory/engine/rl/keys.py), or use backend: mindspeed-rl",
+                "remove it (the subset is in ascendfactory/engine/rl/subset.py), or use backend: "
+                "mindspeed-rl",
             )
     return out
 
@@ -388,3 +389,6 @@ def _check_rl(rl, gen, sampling, args, bad) -> None:
                 f"{sampling['max_tokens']} leaves no room for the prompt in seq_length {args.seq_length}",
                 "lower max_tokens or raise seq_length",
             )
+
+
+read_config = read_trainer_yaml  # the old name (backends/msrl/config.read_config is the experiment's reader)
