@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from ascendfactory.backends.base import Backend, PlanContext
+from ascendfactory.backends.base import Backend, OwnedKey, PlanContext
 from ascendfactory.backends.megatron.run import MegatronRun, read_megatron_run
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch
@@ -59,6 +59,16 @@ LEGACY_KEYS: dict[str, tuple[str, ...]] = {
 PROMPT_TYPES = {"qwen25": "qwen", "qwen3": "qwen", "llama2": "llama3", "glm4": "glm4"}
 LOSS_ON_LAST_NODE = "the loss is printed by the last rank, which runs on the last node"
 MG2HF_DISABLED = "final conversion disabled (convert_ckpt_mg2hf: null or convert_mg2hf_at_last: false)"
+
+
+def owned_save(
+    saved: str, readers: str = "resume, retention and the final conversion read it"
+) -> dict[str, OwnedKey]:
+    """The training key every Megatron-style backend owns: `save` is {af_output_dir}/saved_checkpoints (a
+    user `save` elsewhere is refused by `owned_key_problems`, the same in torch, mindspeed-llm and -mm)."""
+    return {
+        "save": OwnedKey(os.path.abspath(saved), "af_output_dir", f"training saves into {saved} ({readers})")
+    }
 
 
 class MegatronBackend(Backend):

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.doctor import Check, module_check
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, process
+from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, T, owned_save, process
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.engine.train.flags import LORA_DEFAULTS
@@ -217,6 +217,7 @@ class TorchBackend(MegatronBackend):
                     fix="give one prefix here (blends run on backend mindspeed-llm)",
                 )
             )
+        problems += owned_key_problems(ctx, T, run.training, owned_save(run.layout.saved_checkpoints))
         self.raise_if(problems)
         return run
 
