@@ -197,7 +197,7 @@ class AutoParser:
 
 
 def make_parser(format: str | None = None) -> LineParser:
-    return AutoParser() if format in (None, "", "auto") else get_format(format).parser()
+    return AutoParser() if not format or format == "auto" else get_format(format).parser()
 
 
 def _run(parser: LineParser, lines: Iterable[str], fields: frozenset[str] | None) -> Iterator[Record]:
@@ -255,7 +255,7 @@ def parse_file(
             )
         )
     wanted = frozenset(fields) if fields is not None else None
-    if format in (None, "", "auto"):
+    if not format or format == "auto":
         detected = detect_format(path, max_lines=DETECT_BUFFER * 32)
         parser = get_format(detected).parser() if detected else AutoParser()
     else:

@@ -201,7 +201,7 @@ def render_summary(summary: RunSummary, out: Any) -> None:
         )
     tp = summary.throughput
     if tp and tp.get("value") is not None:
-        window = tp.get("window")
+        window = tp.get("window") or ["?", "?"]
         out.text(
             f"throughput: {tp['value']:,.1f} {tp['unit']} (steps {window[0]}-{window[1]}, first "
             f"{len(tp.get('steps_skipped') or [])} skipped; {tp['formula']})"
