@@ -1,8 +1,9 @@
 """Parallel layout arithmetic and validation, in one place, before any process starts.
 
-`ParallelDims.from_config(...)` resolves the degrees (DP is "the rest"), and `validate_layout` checks the
-rules of Megatron / MindSpeed-LLM (spec mindspeed.md section 6, seed 002), returning every problem at once,
-each with the numbers and a concrete fix, plus warnings that do not stop the run.
+`ParallelDims(world_size, tp, pp, cp)` derives the data-parallel degree (DP is "the rest"), and
+`validate_layout(LayoutInput(...))` checks the rules of Megatron / MindSpeed-LLM (spec mindspeed.md section 6,
+seed 002), returning every problem at once, each with the numbers and a concrete fix, plus warnings that do
+not stop the run.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def nearest_multiples(value: int, unit: int) -> list[int]:
 
 
 def validate_layout(inp: LayoutInput) -> LayoutReport:
-    """Check a layout; every violated rule becomes one Problem naming the key, the numbers and a fix."""
+    """Check a layout; every violated rule becomes one Problem naming the key, the numbers and a fix (the
+    rules of `LAYOUT_RULES`, in order, after the degrees are checked to be positive)."""
     k = {
         "tp": "tensor-model-parallel-size",
         "pp": "pipeline-model-parallel-size",
@@ -117,6 +119,16 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
     if report.problems:
         return report
 
+    for rule in LAYOUT_RULES:
+        report.problems += rule(inp, k, dims)
+    report.warnings += _layout_warnings(inp, k)
+    return report
+
+
+def _degree_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) -> list[Problem]:
+    """TP x PP x CP divides the world size; TP x CP divides the heads; TP divides the KV heads."""
+    problems: list[Problem] = []
+    add = problems.append
     mp = dims.model_parallel
     if inp.world_size % mp:
         fits = [
@@ -157,7 +169,13 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                 fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}",
             )
         )
+    return problems
 
+
+def _layer_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) -> list[Problem]:
+    """The layers split over the pipeline stages (evenly, or by num-layer-list)."""
+    problems: list[Problem] = []
+    add = problems.append
     if inp.num_layer_list:
         nll = inp.num_layer_list
         if len(nll) != inp.pp:
@@ -208,7 +226,13 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                 fix=f"use PP in {{{_fmt(pps)}}}{split}",
             )
         )
+    return problems
 
+
+def _batch_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) -> list[Problem]:
+    """The global batch is a whole number of micro batches on every data-parallel rank."""
+    problems: list[Problem] = []
+    add = problems.append
     dp = dims.dp
     if dp and inp.gbs is not None:
         unit = inp.mbs * dp
@@ -223,7 +247,13 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                     f"{' or '.join(map(str, nearest_multiples(inp.gbs, unit)))}",
                 )
             )
+    return problems
 
+
+def _sequence_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) -> list[Problem]:
+    """The sequence fits the model's positions and splits over CP."""
+    problems: list[Problem] = []
+    add = problems.append
     if inp.seq_length > inp.max_position_embeddings:
         add(
             Problem(
@@ -241,15 +271,23 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
                 fix=f"use a multiple of {inp.cp}",
             )
         )
+    return problems
 
+
+def _layout_warnings(inp: LayoutInput, k: dict[str, str]) -> list[str]:
+    """What does not stop the run: no CP for a long sequence, sequence parallel without TP."""
+    warnings: list[str] = []
     if inp.seq_length > CP_RECOMMENDED_ABOVE and inp.cp < 2:
-        report.warnings.append(
+        warnings.append(
             f"{k['seq']}={inp.seq_length} > {CP_RECOMMENDED_ABOVE} with {k['cp']}={inp.cp}: "
             f"context parallel (CP >= 2) is recommended for sequences this long"
         )
     if inp.sequence_parallel and inp.tp == 1:
-        report.warnings.append(f"{k['sp']} is set with {k['tp']}=1: it has no effect (Megatron turns it off)")
-    return report
+        warnings.append(f"{k['sp']} is set with {k['tp']}=1: it has no effect (Megatron turns it off)")
+    return warnings
+
+
+LAYOUT_RULES = (_degree_problems, _layer_problems, _batch_problems, _sequence_problems)
 
 
 def even_split(n: int, parts: int) -> list[int]:

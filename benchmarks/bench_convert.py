@@ -4,7 +4,10 @@
 
 Builds a random Llama-style model of a few hundred MB locally (bf16, no hub), then times, `--runs` times
 each and interleaved: (a) the converter in-process with verification on (the default), (b) with `--no-verify`,
-(c) the floor: read every tensor with safetensors, write TP*PP torch.save files holding the same tensors.
+(c) the floor: read every tensor with safetensors, write TP*PP torch.save files holding the same tensors,
+(d) both as whole processes (`python -m ascendfactory.engine.convert`: start-up and first-use costs, such as
+an import torch makes on its first meta-device `cat`, count), and (e) with `--peer DIR`, MindSpeed-LLM's own
+`convert_ckpt_v2.py` from that checkout on the same model, as a process.
 Prints medians, the ratios of the medians to the floor's (goal: within 1.5x) and the load average before
 and after the timed runs (the machine may be shared).
 """
@@ -15,9 +18,12 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
 
 SIZES = dict(
     num_layers=8, hidden_size=1024, num_heads=16, num_kv_heads=8, intermediate_size=2816, vocab_size=32000
@@ -25,7 +31,7 @@ SIZES = dict(
 
 
 def build(workdir: Path) -> Path:
-    from ascendfactory.engine.convert.tiny import build_tiny_model
+    from tests.support.tiny_model import build_tiny_model
 
     src = workdir / "hf"
     if not (src / "config.json").is_file():
@@ -48,10 +54,9 @@ def floor(src: Path, out: Path, files: int) -> None:
         torch.save({"model": g}, out / f"shard_{i}.pt")
 
 
-def convert(src: Path, out: Path, tp: int, pp: int, verify: bool) -> None:
-    from ascendfactory.engine.convert.__main__ import main
-
-    argv = [
+def convert_argv(src: Path, out: Path, tp: int, pp: int) -> list[str]:
+    """MindSpeed-LLM's converter flags, which ours takes too."""
+    return [
         "--load-model-type",
         "hf",
         "--save-model-type",
@@ -64,9 +69,22 @@ def convert(src: Path, out: Path, tp: int, pp: int, verify: bool) -> None:
         str(tp),
         "--target-pipeline-parallel-size",
         str(pp),
+        "--model-type-hf",
+        "llama2",
     ]
-    if main(argv + ([] if verify else ["--no-verify"])) != 0:
+
+
+def convert(src: Path, out: Path, tp: int, pp: int, verify: bool) -> None:
+    from ascendfactory.engine.convert.__main__ import main
+
+    if main(convert_argv(src, out, tp, pp) + ([] if verify else ["--no-verify"])) != 0:
         raise SystemExit("conversion failed")
+
+
+def process(argv: list[str]) -> None:
+    """A whole process, as a user runs it (start-up and first-use costs included)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def timed(fn, out: Path) -> float:
@@ -84,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tp", type=int, default=2)
     p.add_argument("--pp", type=int, default=2)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/bench_convert"))
+    p.add_argument("--peer", type=Path, help="a MindSpeed-LLM checkout: its convert_ckpt_v2.py is timed too")
     a = p.parse_args(argv)
     import logging
 
@@ -99,7 +118,24 @@ def main(argv: list[str] | None = None) -> int:
         "floor (read + torch.save)": lambda o: floor(src, o, a.tp * a.pp),
         "convert hf->mg --no-verify": lambda o: convert(src, o, a.tp, a.pp, verify=False),
         "convert hf->mg (verify on)": lambda o: convert(src, o, a.tp, a.pp, verify=True),
+        "process --no-verify": lambda o: process(
+            [
+                sys.executable,
+                "-m",
+                "ascendfactory.engine.convert",
+                *convert_argv(src, o, a.tp, a.pp),
+                "--no-verify",
+            ]
+        ),
+        "process (verify on)": lambda o: process(
+            [sys.executable, "-m", "ascendfactory.engine.convert", *convert_argv(src, o, a.tp, a.pp)]
+        ),
     }
+    if a.peer:
+        peer = str(a.peer / "convert_ckpt_v2.py")
+        cases["peer convert_ckpt_v2.py"] = lambda o: process(
+            [sys.executable, peer, *convert_argv(src, o, a.tp, a.pp)]
+        )
     for fn in cases.values():  # warm-up: page cache, imports
         timed(fn, out)
     times: dict[str, list[float]] = {k: [] for k in cases}

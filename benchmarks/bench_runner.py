@@ -28,14 +28,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "pipeline"))
-import runner_fakes as fakes  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
 from ascendfactory.pipeline.plan import RankLayout, Step  # noqa: E402
 
 from ascendfactory.cli._output import out  # noqa: E402
 from ascendfactory.pipeline.launch import LogNames  # noqa: E402
 from ascendfactory.pipeline.monitor import DEFAULT_INTERVAL_S, DeviceMonitor  # noqa: E402
 from ascendfactory.pipeline.runner import run_experiment  # noqa: E402
+from tests.support import runner_fakes as fakes  # noqa: E402
 
 PASS = [sys.executable, "-c", "pass"]
 

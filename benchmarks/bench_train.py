@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ascendfactory.engine.train import testing as T  # noqa: E402
 from ascendfactory.engine.train.logline import parse_log_line  # noqa: E402
+from tests.support import training as T  # noqa: E402
 
 MODEL = dict(
     hidden_size=256,

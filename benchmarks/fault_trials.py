@@ -28,6 +28,8 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tests.support.ports import free_port  # noqa: E402
+
 CLI = [sys.executable, "-m", "ascendfactory.cli.app"]
 TAG = "AF_RUN_TAG"
 
@@ -187,14 +189,6 @@ def ray_trial(fault: str, work: Path, port: int) -> dict:
         "rerun_exit": again_exits,
         "completed": again_exits == [0, 0] and completed(work / f"{name}-node0"),
     }
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+LOGS = REPO / "tests" / "data" / "logs"  # real log samples, vendored (tests/data/logs/README.md)
 
 
 @pytest.fixture

@@ -34,6 +34,43 @@ from ascendfactory.secrets import mask_secrets
 EXP_CONFIG = "exp-config.yaml"
 
 
+@dataclass(frozen=True)
+class OwnedKey:
+    """A framework key the plan sets itself: its planned value, the generic key a user changes instead, and
+    the refusal's message (default: `the plan sets it to <value>`)."""
+
+    value: Any
+    decided_by: str
+    message: str = ""
+
+
+def owned_key_problems(
+    ctx: PlanContext, prefix: str, given: Mapping[str, Any], owned: Mapping[str, OwnedKey]
+) -> list[Problem]:
+    """The one owned-key rule every backend applies: a user value for a key the plan owns is accepted when
+    it is the planned value (paths compared absolute) and refused otherwise, naming the key that decides it.
+    Never dropped silently."""
+    problems = []
+    for key, own in owned.items():
+        value = given.get(key)
+        if value in (None, "") or _same(value, own.value):
+            continue
+        problems.append(
+            ctx.problem(
+                prefix + key,
+                own.message or f"the plan sets it to {own.value}",
+                fix=f"remove {prefix}{key}, or change {own.decided_by}",
+            )
+        )
+    return problems
+
+
+def _same(value: Any, planned: Any) -> bool:
+    if isinstance(value, str) and isinstance(planned, str):
+        return os.path.abspath(os.path.expanduser(value)) == os.path.abspath(planned)
+    return bool(value == planned)
+
+
 @dataclass
 class PlanContext:
     """Facts about this machine, gathered by the planner (not by the backend)."""
@@ -89,8 +126,10 @@ class Backend:
     stages: ClassVar[tuple[str, ...]]
     launcher: ClassVar[str]  # how its training launches: torchrun | ray | process (shown by `experiments`)
     order: ClassVar[int] = 100  # where it is listed (help texts, `experiments`, messages)
-    # Top-level keys `config` writes for this backend (with their schema descriptions), and their values.
+    # Top-level keys `config` writes for this backend, and their values; each is commented with its line in
+    # `run_option_comments` (what the key means for this framework), else the schema's description.
     run_options: ClassVar[dict[str, Any]] = {}
+    run_option_comments: ClassVar[dict[str, str]] = {}
     # Old-style flat keys -> dotted destinations; other flat keys go to `legacy_rest` (None: an error).
     legacy_keys: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     legacy_rest: ClassVar[str | None] = None

@@ -10,12 +10,15 @@ from ascendfactory.backends import ports
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.registry import get_backend
 from ascendfactory.backends.report_to import add_tracking, with_tracker_keys
+from ascendfactory.checkpoints import scheme_names
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.topology import with_platform
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.target import MemoryTarget
+from ascendfactory.metrics.formats import find_format, format_names
+from ascendfactory.metrics.throughput import formula_names
 from ascendfactory.plan import Plan
 
 
@@ -51,6 +54,9 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     add_tracking(plan, loaded, trackers)
     if loaded.problems:
         raise ConfigError(loaded.locate(loaded.problems))
+    unknown = unregistered_names(plan, backend.name)
+    if unknown:
+        raise ConfigError(unknown)
     import dataclasses
 
     unretryable = (*(plan.policy.unretryable or backend.unretryable), *ports.UNRETRYABLE)
@@ -95,6 +101,41 @@ def attach_memory(
         raise ConfigError(loaded.locate(e.problems)) from None
     plan.memory = estimate.to_dict()
     plan.warnings += warnings
+
+
+def unregistered_names(plan: Plan, backend: str) -> list[Problem]:
+    """The log formats, throughput formula and checkpoint scheme a plan names that no module registered:
+    found here, at plan time, instead of when the run starts, saves or ends."""
+    logs, problems = plan.logs, []
+
+    def refuse(what: str, name: str, register: str, known: list[str]) -> None:
+        problems.append(
+            Problem(
+                key="backend",
+                message=f"backend '{backend}' plans {what} '{name}', which no module registered",
+                fix=f"register it with {register} in the backend's package, or use one of: "
+                + ", ".join(known),
+            )
+        )
+
+    for fmt in (logs.format, logs.console_format):
+        if fmt is not None and find_format(fmt) is None:
+            refuse("log format", fmt, "ascendfactory.metrics.formats.register_format", format_names())
+    if logs.throughput.formula not in formula_names():
+        refuse(
+            "throughput formula",
+            logs.throughput.formula,
+            "ascendfactory.metrics.throughput.register_formula",
+            formula_names(),
+        )
+    if plan.checkpoints is not None and plan.checkpoints.scheme not in scheme_names():
+        refuse(
+            "checkpoint scheme",
+            plan.checkpoints.scheme,
+            "ascendfactory.checkpoints.register_scheme",
+            scheme_names(),
+        )
+    return problems
 
 
 def merge_problems(first: list[Problem], later: list[Problem]) -> list[Problem]:

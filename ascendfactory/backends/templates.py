@@ -66,7 +66,8 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
     backend_config = env.get_template(f"{exp_name}.yaml").render(**values).rstrip() + "\n"
     fields = ExperimentConfig.model_fields
     doc = {k: f.description or "" for k, f in fields.items()}
-    run_options = [(k, v, fields[k].description) for k, v in chosen.run_options.items()]
+    comments = chosen.run_option_comments
+    run_options = [(k, v, comments.get(k) or fields[k].description) for k, v in chosen.run_options.items()]
     output_dir = (
         f"./outputs/{model_name}-{exp_name}" if is_demo else f"/path/to/save_dir/{model_name}-{exp_name}"
     )

@@ -1,6 +1,6 @@
 """Checkpoint schemes: how a framework's save directory is read (newest complete checkpoint, tracker repair,
-retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme; the runner only calls
-`get_scheme(name)`.
+retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme, in an open registry
+(`register_scheme(name, scheme)`: a backend's module adds its own); the runner only calls `get_scheme(name)`.
 
     megatron     iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt + latest_checkpointed_iteration.txt
     hf_trainer   checkpoint-N/ (complete with trainer_state.json), no tracker
@@ -22,14 +22,28 @@ class CheckpointScheme(Protocol):
         """Remove the oldest complete checkpoints beyond the newest `keep`; returns the removed paths."""
 
 
-SCHEMES: dict[str, CheckpointScheme] = {
-    "megatron": megatron.SCHEME,
-    "hf_trainer": hf_trainer.SCHEME,
-    "verl": verl.SCHEME,
-}
+_SCHEMES: dict[str, CheckpointScheme] = {}
+
+
+def register_scheme(name: str, scheme: CheckpointScheme) -> CheckpointScheme:
+    """Add a checkpoint scheme under `name` (a backend's module calls this at import); the name is new."""
+    old = _SCHEMES.get(name)
+    if old is not None and old is not scheme:
+        raise ValueError(f"checkpoint scheme {name!r} is already registered")
+    _SCHEMES[name] = scheme
+    return scheme
+
+
+def scheme_names() -> list[str]:
+    return list(_SCHEMES)
 
 
 def get_scheme(name: str) -> CheckpointScheme:
-    if name not in SCHEMES:
-        raise KeyError(f"unknown checkpoint scheme '{name}'; known: {', '.join(SCHEMES)}")
-    return SCHEMES[name]
+    if name not in _SCHEMES:
+        raise KeyError(f"unknown checkpoint scheme '{name}'; known: {', '.join(_SCHEMES)}")
+    return _SCHEMES[name]
+
+
+register_scheme("megatron", megatron.SCHEME)
+register_scheme("hf_trainer", hf_trainer.SCHEME)
+register_scheme("verl", verl.SCHEME)

@@ -32,7 +32,6 @@ from ascendfactory.checkpoints.numbered import numbered_dirs
 TRACKER = "latest_checkpointed_iteration.txt"
 PREFIX = "global_step_"
 _STEP = re.compile(r"^global_step_(\d+)$")
-_SHARD = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
 MEGATRON_MANIFEST = "ckpt_contents.json"
 
 

@@ -43,8 +43,8 @@ FormatOpt = Annotated[
     Optional[str],
     typer.Option(
         "--format",
-        help="Log format; detected from the first lines when left out. One of: megatron, "
-        "mindspeed_rl, llamafactory, hf_console, verl, verl_jsonl, roll.",
+        help="Log format; detected from the first lines when left out. A registered format's name: megatron, "
+        "mindspeed_rl, llamafactory, verl and the others a backend registers (an unknown name lists them).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]

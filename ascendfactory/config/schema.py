@@ -156,25 +156,26 @@ class ExperimentConfig(BaseModel):
 
     stage: str | None = Field(
         None,
-        description="Training stage, one of the backend's stages. MindSpeed-LLM / torch: pt "
-        "(pretrain_gpt.py) or sft (posttrain_gpt.py --stage sft), default backend_config.training.stage, "
-        "else sft; llamafactory: pt, sft, dpo; verl: ppo, grpo, dapo; mindspeed-rl: grpo.",
+        description="Training stage, one of the backend's stages (`ascendfactory-cli experiments` lists "
+        "them). MindSpeed-LLM / torch: pt (pretrain_gpt.py) or sft (posttrain_gpt.py --stage sft), default "
+        "backend_config.training.stage, else sft; torch also grpo; mindspeed-mm: pt, sft; llamafactory: "
+        "pt, sft, dpo; verl: ppo, grpo, dapo; mindspeed-rl: grpo.",
     )
     ckpt_load_type: Annotated[Literal[0, 1, 2], BeforeValidator(_not_a_bool)] = Field(
         1,
-        description="0: load no weights (random init). 1: load weights only (--finetune --no-load-optim "
-        "--no-load-rng). 2: load weights + optimizer + RNG (true resume from user_converted_ckpt_path).",
+        description="0: load no weights (random init). 1: load the weights only (a fine-tuning start). "
+        "2: load weights + optimizer + RNG (true resume from user_converted_ckpt_path).",
     )
     user_converted_ckpt_path: str | None = Field(
         None,
-        description="Megatron weights to load: converted HF weights (ckpt_load_type 1) or a training "
-        "output directory (ckpt_load_type 2). Given => the hf2mg conversion step is skipped.",
+        description="Weights in the backend's training format to load: converted HF weights (ckpt_load_type "
+        "1) or a saved checkpoint (ckpt_load_type 2). Given => the weight conversion step is skipped.",
     )
     train_auto_resume: bool = Field(
         False,
         description="Fault recovery: when training fails, and whenever the same command is run again, "
-        "resume from the newest complete checkpoint in {af_output_dir}/saved_checkpoints. Highest load "
-        "priority: it wins over user_converted_ckpt_path once saved_checkpoints holds a checkpoint.",
+        "resume from the newest complete checkpoint the run saved under {af_output_dir}. Highest load "
+        "priority: it wins over user_converted_ckpt_path once the run has saved a checkpoint.",
     )
     auto_resume: AutoResumeConfig = Field(
         default_factory=AutoResumeConfig, description="Retry policy for train_auto_resume."
@@ -182,8 +183,8 @@ class ExperimentConfig(BaseModel):
     save_total_limit: Int = Field(
         0,
         ge=0,
-        description="Keep the newest N iter_* checkpoints (0 keeps all). The checkpoint named by "
-        "latest_checkpointed_iteration.txt is never deleted.",
+        description="Keep the newest N complete checkpoints (0 keeps all). The checkpoint a resume would "
+        "load is never deleted.",
     )
     convert_mg2hf_at_last: bool = Field(True, description="Convert the final checkpoint to HF safetensors.")
     hf_save_dir: str | None = Field(
@@ -206,8 +207,8 @@ class ExperimentConfig(BaseModel):
     )
     scripts_dir: str | None = Field(
         None,
-        description="Framework checkout to run in (the MindSpeed-LLM or MindSpeed-MM directory). Default: "
-        "env var AF_MINDSPEED_LLM_DIR / AF_MINDSPEED_MM_DIR.",
+        description="Framework checkout to run in (the MindSpeed-LLM, MindSpeed-MM or MindSpeed-RL "
+        "directory). Default: env var AF_MINDSPEED_LLM_DIR / AF_MINDSPEED_MM_DIR / AF_MINDSPEED_RL_DIR.",
     )
     check_data_fit: bool = Field(
         True,

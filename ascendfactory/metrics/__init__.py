@@ -15,59 +15,62 @@ Library API (what `train` and `logs` use)::
     export_records(make_records, "csv" | "jsonl" | "tensorboard", dest) -> int
     dedupe(records) -> list[Record]                     # resumed segments: later step wins
 
-Formats (`--format`): megatron (MindSpeed-LLM mcore/FSDP2, ModelLink, MindSpeed-MM,
-Megatron-DeepSpeed), mindspeed_rl, llamafactory (trainer_log.jsonl), hf_console, verl, verl_jsonl,
-roll. Parsers stream: a file is read in chunks and never loaded whole. Launcher prefixes
+Formats (`--format`; open: `register_format(LogFormat(...))` adds one, and `throughput.register_formula`
+a throughput formula): megatron (MindSpeed-LLM mcore/FSDP2, ModelLink, MindSpeed-MM, Megatron-DeepSpeed),
+mindspeed_rl, llamafactory (trainer_log.jsonl), hf_console, verl, verl_jsonl, roll. Parsers stream: a file
+is read in chunks and never loaded whole. Launcher prefixes
 (`3: `, `[default7]: `, `[rank7]: `, `(TaskRunner pid=N) `), ANSI colours and interleaved stderr
 lines are tolerated. Nothing here imports torch; matplotlib and tensorboard are imported only by
 `plot_loss` and the tensorboard export.
 """
 
-from ascendfactory.metrics.compare import Comparison, compare
-from ascendfactory.metrics.convergence import Convergence, check_convergence
-from ascendfactory.metrics.export import export_records
-from ascendfactory.metrics.formats import FORMATS, detect_format, format_names, parse_file, parse_lines
-from ascendfactory.metrics.hardware import PEAKS, flops_per_token, peak_for
-from ascendfactory.metrics.plot import ema, plot_loss
-from ascendfactory.metrics.record import Record, dedupe
-from ascendfactory.metrics.summary import Summary, summarize
-from ascendfactory.metrics.table import StepTable
-from ascendfactory.metrics.tail import LiveTail
-from ascendfactory.metrics.throughput import (
-    Throughput,
-    throughput_llamafactory,
-    throughput_mindspeed,
-    throughput_mindspeed_mm,
-    throughput_mindspeed_rl,
-    throughput_verl,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    "FORMATS",
-    "PEAKS",
-    "Comparison",
-    "Convergence",
-    "LiveTail",
-    "Record",
-    "StepTable",
-    "Summary",
-    "Throughput",
-    "check_convergence",
-    "compare",
-    "dedupe",
-    "detect_format",
-    "ema",
-    "export_records",
-    "flops_per_token",
-    "format_names",
-    "parse_file",
-    "parse_lines",
-    "peak_for",
-    "plot_loss",
-    "summarize",
-    "throughput_llamafactory",
-    "throughput_mindspeed",
-    "throughput_mindspeed_mm",
-    "throughput_mindspeed_rl",
-    "throughput_verl",
-]
+# Where each public name lives. Loaded on first use (PEP 562), so that importing one module of this
+# package (the planner reads the format and formula registries) does not import all of them.
+_HOME = {
+    "Comparison": "compare",
+    "compare": "compare",
+    "Convergence": "convergence",
+    "check_convergence": "convergence",
+    "export_records": "export",
+    "LogFormat": "formats",
+    "detect_format": "formats",
+    "format_names": "formats",
+    "parse_file": "formats",
+    "parse_lines": "formats",
+    "register_format": "formats",
+    "registered_formats": "formats",
+    "PEAKS": "hardware",
+    "flops_per_token": "hardware",
+    "peak_for": "hardware",
+    "ema": "plot",
+    "plot_loss": "plot",
+    "Record": "record",
+    "dedupe": "record",
+    "Summary": "summary",
+    "summarize": "summary",
+    "StepTable": "table",
+    "LiveTail": "tail",
+    "Throughput": "throughput",
+    "throughput_llamafactory": "throughput",
+    "throughput_mindspeed": "throughput",
+    "throughput_mindspeed_mm": "throughput",
+    "throughput_mindspeed_rl": "throughput",
+    "throughput_verl": "throughput",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ascendfactory.metrics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"ascendfactory.metrics.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

@@ -1,4 +1,5 @@
-"""The format registry, format detection, and the two entry points `parse_file` / `parse_lines`.
+"""The format registry (open: `register_format`), format detection, and the entry points `parse_file` /
+`parse_lines`.
 
 Every format is a push parser (`feed(line) -> records`, `flush() -> records`), so the same code
 serves whole files, iterables of lines and the live follower (`tail.LiveTail`). With `format=None`
@@ -34,18 +35,49 @@ class LineParser(Protocol):
 
 @dataclass(frozen=True)
 class LogFormat:
+    """A log format: `sniff(line)` recognises one of its lines, `parser()` makes a fresh push parser.
+
+    `priority` orders detection (lower is sniffed first: the most specific markers first)."""
+
     name: str
     description: str
     sniff: Callable[[str], bool]
     parser: Callable[[], LineParser]
     aliases: tuple[str, ...] = ()
+    priority: int = 100
 
 
-# Detection order: the most specific markers first.
-FORMATS: tuple[LogFormat, ...] = (
-    LogFormat(roll.NAME, "ROLL `metrics_tag: {...}` tracker lines", roll.sniff, roll.RollParser),
+_REGISTRY: dict[str, LogFormat] = {}
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def register_format(fmt: LogFormat) -> LogFormat:
+    """Add a log format (a backend's module calls this at import). Its name and aliases must be new."""
+    taken = {_key(a): f.name for f in _REGISTRY.values() if f is not fmt for a in (f.name, *f.aliases)}
+    clash = [n for n in (fmt.name, *fmt.aliases) if _key(n) in taken]
+    if clash:
+        raise ValueError(f"log format name {clash[0]!r} is already registered by {taken[_key(clash[0])]!r}")
+    _REGISTRY[fmt.name] = fmt
+    return fmt
+
+
+def registered_formats() -> list[LogFormat]:
+    """Every registered format in detection order (`priority`, then registration order)."""
+    return sorted(_REGISTRY.values(), key=lambda f: f.priority)
+
+
+for _builtin in (
+    LogFormat(roll.NAME, "ROLL `metrics_tag: {...}` tracker lines", roll.sniff, roll.RollParser, priority=10),
     LogFormat(
-        verl.JSONL_NAME, "VeRL file-logger JSONL", verl.sniff_jsonl, verl.VerlJsonlParser, ("verl-file",)
+        verl.JSONL_NAME,
+        "VeRL file-logger JSONL",
+        verl.sniff_jsonl,
+        verl.VerlJsonlParser,
+        ("verl-file",),
+        priority=20,
     ),
     LogFormat(
         llamafactory.NAME,
@@ -53,6 +85,7 @@ FORMATS: tuple[LogFormat, ...] = (
         llamafactory.sniff,
         llamafactory.TrainerLogParser,
         ("llama-factory", "lf", "trainer_log"),
+        priority=30,
     ),
     LogFormat(
         mindspeed_rl.NAME,
@@ -60,6 +93,7 @@ FORMATS: tuple[LogFormat, ...] = (
         mindspeed_rl.sniff,
         mindspeed_rl.MindSpeedRLParser,
         ("msrl",),
+        priority=40,
     ),
     LogFormat(
         megatron.NAME,
@@ -67,28 +101,41 @@ FORMATS: tuple[LogFormat, ...] = (
         megatron.sniff,
         megatron.MegatronParser,
         ("mindspeed-llm", "mindspeed_llm", "modellink", "mindspeed-mm", "mindspeed_mm", "megatron-deepspeed"),
+        priority=50,
     ),
-    LogFormat(verl.NAME, "VeRL console `step:N - key:value` lines", verl.sniff, verl.VerlConsoleParser),
+    LogFormat(
+        verl.NAME, "VeRL console `step:N - key:value` lines", verl.sniff, verl.VerlConsoleParser, priority=60
+    ),
     LogFormat(
         llamafactory.CONSOLE_NAME,
         "HF Trainer console dicts (LLaMA-Factory stdout)",
         llamafactory.sniff_console,
         llamafactory.ConsoleDictParser,
         ("llamafactory-console",),
+        priority=70,
     ),
-)
+):
+    register_format(_builtin)
 
 
 def format_names() -> list[str]:
-    return [f.name for f in FORMATS]
+    return [f.name for f in registered_formats()]
+
+
+def find_format(name: str) -> LogFormat | None:
+    """A format by name or alias (case-insensitive, `-` and `_` alike); None when none is registered."""
+    key = _key(name)
+    for fmt in registered_formats():
+        if key == _key(fmt.name) or key in (_key(a) for a in fmt.aliases):
+            return fmt
+    return None
 
 
 def get_format(name: str) -> LogFormat:
     """Look a format up by name or alias (case-insensitive, `-` and `_` alike)."""
-    key = name.strip().lower().replace("-", "_")
-    for fmt in FORMATS:
-        if key == fmt.name or key in (a.replace("-", "_") for a in fmt.aliases):
-            return fmt
+    fmt = find_format(name)
+    if fmt is not None:
+        return fmt
     raise ConfigError(
         Problem(
             key="--format",
@@ -99,7 +146,7 @@ def get_format(name: str) -> LogFormat:
 
 
 def sniff_line(line: str) -> LogFormat | None:
-    for fmt in FORMATS:
+    for fmt in registered_formats():
         if fmt.sniff(line):
             return fmt
     return None
@@ -150,7 +197,7 @@ class AutoParser:
 
 
 def make_parser(format: str | None = None) -> LineParser:
-    return AutoParser() if format in (None, "", "auto") else get_format(format).parser()
+    return AutoParser() if not format or format == "auto" else get_format(format).parser()
 
 
 def _run(parser: LineParser, lines: Iterable[str], fields: frozenset[str] | None) -> Iterator[Record]:
@@ -208,7 +255,7 @@ def parse_file(
             )
         )
     wanted = frozenset(fields) if fields is not None else None
-    if format in (None, "", "auto"):
+    if not format or format == "auto":
         detected = detect_format(path, max_lines=DETECT_BUFFER * 32)
         parser = get_format(detected).parser() if detected else AutoParser()
     else:

@@ -32,10 +32,6 @@ def strip_prefix(line: str) -> str:
     return line[m.end() :] if m else line
 
 
-def clean_line(line: str) -> str:
-    return strip_prefix(strip_ansi(line)).rstrip("\r\n")
-
-
 def normalise_block(block: bytes) -> bytes:
     """The bytes form of `_decode`: drop a cut `\r`, ANSI codes, and make every `\r` a line break.
 

@@ -206,18 +206,3 @@ def seq_length_from_line(line: str) -> int | None:
     """`seq_length` from one line of Megatron's arguments dump (`  seq_length ....... 4096`)."""
     m = _SEQ_ARG.match(line)
     return int(m.group(1)) if m else None
-
-
-def seq_length_from_log(path: str, *, max_lines: int = 5000) -> int | None:
-    """`seq_length` from Megatron's arguments dump at the top of a run log."""
-    import itertools
-
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in itertools.islice(f, max_lines):
-                found = seq_length_from_line(line)
-                if found is not None:
-                    return found
-    except OSError:
-        return None
-    return None

@@ -15,6 +15,7 @@ from ascendfactory.metrics.megatron import iteration_record, parse_fields
 from ascendfactory.metrics.record import Record
 
 NAME = "mindspeed_rl"
+TPS_KEYS = ("e2e_tps", "update_tps", "vllm_tps")  # its throughputs, per device: end to end, update, rollout
 
 _HEAD = re.compile(r"iteration:\s*(\d+)\s*/\s*(\d+)")
 _NONE: tuple[Record, ...] = ()

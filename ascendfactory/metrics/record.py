@@ -18,12 +18,9 @@ timestamp, seconds since the run started for LLaMA-Factory's `elapsed_time`, els
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-KINDS = ("train", "eval", "test", "progress", "summary", "memory", "checkpoint_start", "checkpoint")
 
 
 @dataclass(slots=True)
@@ -140,10 +137,6 @@ def dedupe(records: Iterable[Record]) -> list[Record]:
         latest.pop(key, None)  # re-insert so order reflects the later segment
         latest[key] = rec
     return sorted(latest.values(), key=lambda r: r.step)
-
-
-def finite(values: Iterable[float]) -> list[float]:
-    return [v for v in values if math.isfinite(v)]
 
 
 def labelled_values(text: str, sep: str, aliases: dict[str, str] | None = None) -> dict[str, float]:

@@ -12,17 +12,21 @@ table picks an explicit range; every result lists the steps it used and the ones
 - LLaMA-Factory: delta total_tokens / delta elapsed_time / devices over a middle window.
 - VeRL: mean `perf/throughput` (already tokens/s per device). ROLL: mean `system/tps`.
 - MindSpeed-RL: mean `e2e_tps`, `update_tps`, `vllm_tps` (already per device).
+Each formula is a `Formula` in an open registry (`register_formula`, `get_formula`): its run-summary figure,
+its live tokens/s for the progress line, its step time and where it finds seq_length in a log.
 TFLOP/s/device is the logged figure (`throughput per GPU (TFLOP/s/GPU)`, `TFLOPs`) or
 tokens/s/p x `flops_per_token`; MFU = TFLOP/s / the device's peak (`hardware.PEAKS`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ascendfactory.metrics.megatron import ELAPSED_MS, GBS
+from ascendfactory.metrics.megatron import ELAPSED_MS, GBS, seq_length_from_line
+from ascendfactory.metrics.mindspeed_rl import TPS_KEYS
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
 
@@ -274,41 +278,122 @@ def throughput_mindspeed_rl(
     records: Iterable[Record] | StepTable, *, skip_first: int | None = None
 ) -> list[Throughput]:
     table = StepTable.from_records(records)
-    return [
-        throughput_mean(table, k, skip_first=skip_first)
-        for k in ("e2e_tps", "update_tps", "vllm_tps")
-        if table.has(k)
-    ]
+    return [throughput_mean(table, k, skip_first=skip_first) for k in TPS_KEYS if table.has(k)]
+
+
+@dataclass(frozen=True)
+class LiveInputs:
+    """What the live progress line knows while training runs: the newest value of each metric the loss
+    rank logged, the mean step time over the last iterations, and the plan's seq_length and devices."""
+
+    latest: Mapping[str, float]
+    mean_step_ms: float | None
+    seq_length: int | None
+    devices: int | None
+
+
+def _no_live(_: LiveInputs) -> float | None:
+    return None
+
+
+def _no_step_time(_: Mapping[str, float]) -> float | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A throughput formula, named by a plan's `ThroughputSpec.formula` (`register_formula` adds one).
+
+    `summary(table, seq_length=, devices=)`: the run summary's figure over the whole log. `live(inputs)`:
+    tokens/s per device for the progress line (None where the formula needs the whole log).
+    `step_ms(metrics)`: one record's step time in ms (the progress line's ETA). `seq_from_line(line)`: the
+    sequence length from a log line, when the plan does not know it (Megatron's arguments dump)."""
+
+    name: str
+    summary: Callable[..., Throughput]
+    live: Callable[[LiveInputs], float | None] = _no_live
+    step_ms: Callable[[Mapping[str, float]], float | None] = _no_step_time
+    seq_from_line: Callable[[str], int | None] | None = None
+
+    def seq_from_log(self, path: str, *, max_lines: int = 5000) -> int | None:
+        """The sequence length from the first `max_lines` lines of a log (None if unknown here)."""
+        if self.seq_from_line is None:
+            return None
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in itertools.islice(f, max_lines):
+                    found = self.seq_from_line(line)
+                    if found is not None:
+                        return found
+        except OSError:
+            return None
+        return None
+
+
+_FORMULAS: dict[str, Formula] = {}
+
+
+def register_formula(formula: Formula) -> Formula:
+    """Add a throughput formula (a backend's module calls this at import). Its name must be new."""
+    old = _FORMULAS.get(formula.name)
+    if old is not None and old is not formula:
+        raise ValueError(f"throughput formula {formula.name!r} is already registered")
+    _FORMULAS[formula.name] = formula
+    return formula
+
+
+def formula_names() -> list[str]:
+    return list(_FORMULAS)
+
+
+def get_formula(name: str) -> Formula:
+    if name not in _FORMULAS:
+        raise ValueError(f"unknown throughput formula '{name}'; known: {', '.join(_FORMULAS)}")
+    return _FORMULAS[name]
 
 
 def throughput_for(
     formula: str, records: Iterable[Record] | StepTable, *, seq_length: int | None, devices: int | None
 ) -> Throughput:
     """The run summary's throughput by formula name (a plan's `ThroughputSpec.formula`)."""
-    table = StepTable.from_records(records)
-    if formula == "megatron":
-        return throughput_mindspeed(table, seq_length=seq_length, devices=devices)
-    if formula == "mindspeed_mm":
-        return throughput_mindspeed_mm(table, devices=devices)
-    if formula == "llamafactory":
-        return throughput_llamafactory(table, devices=devices)
-    if formula == "verl":
-        return throughput_verl(table)
-    if formula == "mindspeed_rl":
-        found = throughput_mindspeed_rl(table)
-        return found[0] if found else throughput_mean(table, "e2e_tps")
-    raise ValueError(f"unknown throughput formula '{formula}'")
+    return get_formula(formula).summary(
+        StepTable.from_records(records), seq_length=seq_length, devices=devices
+    )
 
 
-def live_tokens_per_s(
-    formula: str,
-    *,
-    gbs: float | None,
-    seq_length: int | None,
-    devices: int | None,
-    mean_elapsed_ms: float | None,
-) -> float | None:
-    """What the progress line shows while training runs (None where the formula needs the whole log)."""
-    if formula != "megatron" or not (gbs and seq_length and devices and mean_elapsed_ms):
+def _elapsed_ms(metrics: Mapping[str, float]) -> float | None:
+    return metrics.get(ELAPSED_MS)
+
+
+def _megatron_live(i: LiveInputs) -> float | None:
+    gbs = i.latest.get(GBS)
+    if not (gbs and i.seq_length and i.devices and i.mean_step_ms):
         return None
-    return gbs * seq_length / (devices * mean_elapsed_ms) * 1000
+    return gbs * i.seq_length / (i.devices * i.mean_step_ms) * 1000
+
+
+def _mindspeed_rl_summary(table: StepTable, **_: object) -> Throughput:
+    found = throughput_mindspeed_rl(table)
+    return found[0] if found else throughput_mean(table, "e2e_tps")
+
+
+for _builtin in (
+    Formula(
+        "megatron",
+        lambda table, *, seq_length, devices: throughput_mindspeed(
+            table, seq_length=seq_length, devices=devices
+        ),
+        live=_megatron_live,
+        step_ms=_elapsed_ms,
+        seq_from_line=seq_length_from_line,
+    ),
+    Formula(
+        "mindspeed_mm",
+        lambda table, *, devices, **_: throughput_mindspeed_mm(table, devices=devices),
+        step_ms=_elapsed_ms,
+    ),
+    Formula("llamafactory", lambda table, *, devices, **_: throughput_llamafactory(table, devices=devices)),
+    Formula("verl", lambda table, **_: throughput_verl(table)),
+    Formula("mindspeed_rl", _mindspeed_rl_summary),
+):
+    register_formula(_builtin)

@@ -49,7 +49,7 @@ class LogNames:
 
     @classmethod
     def for_run(cls, logs_dir: str, model_name: str, exp_name: str, stamp: str | None = None) -> LogNames:
-        """The Megatron backends' names: prefix `<af_model_name>-<exp_name>`, default tails."""
+        """Names with the default tails and the prefix `<af_model_name>-<exp_name>` (the runner's tests)."""
         return cls(
             logs_dir, LogNaming(prefix=f"{safe_name(model_name)}-{safe_name(exp_name)}"), stamp or timestamp()
         )

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from typing import IO
 
@@ -140,7 +141,7 @@ class DeviceMonitor(threading.Thread):
     def device_of(self, local: int) -> int:
         return self.devices[local] if self.devices and local < len(self.devices) else local
 
-    def sample(self, files: dict[int, IO[str]]) -> None:
+    def sample(self, files: Mapping[int, IO[str]]) -> None:
         """Take one sample and append it to each rank's file."""
         stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
         device_lines: dict[int, list[str]] = {}

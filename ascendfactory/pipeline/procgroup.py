@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -36,11 +36,12 @@ RUN_TAG = "AF_RUN_TAG"  # "<abs output dir>|<runner pid>|<runner start time>", i
 PR_SET_PDEATHSIG = 1
 
 
-def _prctl() -> object | None:
+def _prctl() -> Callable[..., int] | None:
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
     except (OSError, AttributeError):
         return None
 

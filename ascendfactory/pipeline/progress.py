@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.metrics.formats import make_parser
-from ascendfactory.metrics.megatron import ELAPSED_MS, GBS, seq_length_from_line
-from ascendfactory.metrics.throughput import live_tokens_per_s
+from ascendfactory.metrics.throughput import Formula, LiveInputs, get_formula
 from ascendfactory.plan import LogSpec, Role, Step
 
 
@@ -33,20 +32,23 @@ class TrainStats:
     total: int | None = None
     loss: float | None = None
     elapsed_ms: deque[float] = field(default_factory=lambda: deque(maxlen=10))
-    gbs: float | None = None
+    latest: dict[str, float] = field(default_factory=dict)  # the newest value of each logged metric
     seq_length: int | None = None
     devices: int | None = None
-    formula: str = "megatron"
+    formula: Formula | None = None  # the plan's throughput formula (live tokens/s, step time, seq_length)
 
     def tokens_per_s_per_device(self) -> float | None:
         """The plan's throughput formula over the last iterations (None where it needs the whole log)."""
+        if self.formula is None:
+            return None
         ms = sum(self.elapsed_ms) / len(self.elapsed_ms) if self.elapsed_ms else None
-        return live_tokens_per_s(
-            self.formula,
-            gbs=self.gbs,
-            seq_length=self.seq_length,
-            devices=self.devices,
-            mean_elapsed_ms=ms if ms and ms > 0 else None,
+        return self.formula.live(
+            LiveInputs(
+                latest=self.latest,
+                mean_step_ms=ms if ms and ms > 0 else None,
+                seq_length=self.seq_length,
+                devices=self.devices,
+            )
         )
 
     def eta_s(self) -> float | None:
@@ -112,7 +114,7 @@ class Progress:
         self.loss_rank: int | None = None
         self.logs = logs
         tp = logs.throughput
-        self.stats = TrainStats(seq_length=tp.seq_length, devices=tp.devices, formula=tp.formula)
+        self.stats = TrainStats(seq_length=tp.seq_length, devices=tp.devices, formula=get_formula(tp.formula))
         self.done_fraction: float | None = None  # a non-training step's progress, when it prints one
         self._lock = threading.Lock()
         self._parser = make_parser(logs.console_format or logs.format)
@@ -183,9 +185,9 @@ class Progress:
 
     def _parse(self, text: str) -> bool:
         """Update the stats from a loss-rank line; True when it was a training iteration."""
-        s = self.stats
-        if s.seq_length is None:
-            s.seq_length = seq_length_from_line(text)
+        s, formula = self.stats, self.stats.formula
+        if s.seq_length is None and formula is not None and formula.seq_from_line is not None:
+            s.seq_length = formula.seq_from_line(text)
         found = False
         for rec in self._parser.feed(text):
             if rec.kind != "train":
@@ -194,9 +196,10 @@ class Progress:
             s.iteration, s.total = rec.step, rec.total_steps or s.total
             # this line's loss, or none: an older loss is never shown as the current one
             s.loss = next((rec.metrics[k] for k in self.logs.loss_keys if k in rec.metrics), None)
-            if ELAPSED_MS in rec.metrics:
-                s.elapsed_ms.append(rec.metrics[ELAPSED_MS])
-            s.gbs = rec.metrics.get(GBS, s.gbs)
+            step_ms = formula.step_ms(rec.metrics) if formula is not None else None
+            if step_ms is not None:
+                s.elapsed_ms.append(step_ms)
+            s.latest.update(rec.metrics)
         return found
 
     def _plain_progress(self) -> str | None:

@@ -24,9 +24,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ascendfactory.metrics import Record, StepTable, parse_file, plot_loss
-from ascendfactory.metrics.megatron import seq_length_from_log
 from ascendfactory.metrics.plot import nan_points
-from ascendfactory.metrics.throughput import throughput_for
+from ascendfactory.metrics.throughput import get_formula
 from ascendfactory.pipeline import procgroup
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogSpec
@@ -195,13 +194,12 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
                 "count": len(values),
             }
     spec = logs.throughput
+    formula = get_formula(spec.formula)
     seq = spec.seq_length
-    if seq is None and spec.formula == "megatron":
-        seq = next((s for p in paths if (s := seq_length_from_log(p))), None)
+    if seq is None:
+        seq = next((s for p in paths if (s := formula.seq_from_log(p))), None)
     if table.steps:
-        summary.throughput = throughput_for(
-            spec.formula, table, seq_length=seq, devices=spec.devices
-        ).to_dict()
+        summary.throughput = formula.summary(table, seq_length=seq, devices=spec.devices).to_dict()
     return summary
 
 
@@ -244,7 +242,7 @@ def render_summary(summary: RunSummary, out: Any) -> None:
         )
     tp = summary.throughput
     if tp and tp.get("value") is not None:
-        window = tp.get("window")
+        window = tp.get("window") or ["?", "?"]
         out.text(
             f"throughput: {tp['value']:,.1f} {tp['unit']} (steps {window[0]}-{window[1]}, first "
             f"{len(tp.get('steps_skipped') or [])} skipped; {tp['formula']})"

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 from ascendfactory.checkpoints import get_scheme
 from ascendfactory.errors import InterruptedRunError, MissingDependencyError, StageFailedError
@@ -97,7 +97,7 @@ class Runner:
         self.results: list[StepResult] = []
         self.started_at = time.time()
         self._saved = threading.Event()
-        self._log = None
+        self._log: IO[str] | None = None
         self._live = live
         self.tracking = RunTracking(plan.tracking, warn=lambda text: self.event(f"warning: {text}"))
 
@@ -106,7 +106,7 @@ class Runner:
         t0 = time.monotonic()
         os.makedirs(self.plan.logs_dir, exist_ok=True)
         procgroup.become_subreaper()  # every process of the run stays ours, whatever session it moves to
-        self._log = open(self.names.runner, "a", encoding="utf-8", buffering=1)
+        self._log = log = open(self.names.runner, "a", encoding="utf-8", buffering=1)
         self.progress = Progress(self.out.console, self.plan.logs, live=self._live, verbose=self.verbose)
         try:
             with trap_signals(self.interrupt):
@@ -146,7 +146,7 @@ class Runner:
             raise
         finally:
             self.progress.close()
-            self._log.close()
+            log.close()
         return 0
 
     def finish(self, wall_s: float, loss_rank: int | None) -> None:

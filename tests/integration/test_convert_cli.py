@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def qwen3_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ascendfactory.engine.convert.tiny import build_tiny_model
+    from tests.support.tiny_model import build_tiny_model
 
     return build_tiny_model(
         tmp_path_factory.mktemp("hf") / "qwen3", "qwen3", seed=3, num_heads=8, num_kv_heads=4

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +25,6 @@ WARMUP = REPO / "cfgs" / "quickstart_grpo_sft.yaml"
 GRPO = REPO / "cfgs" / "quickstart_grpo.yaml"
 ITERS = 14
 PARSED = ("grpo/score/mean", "response_length/mean", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_cli(args: list[str], timeout: float = 400) -> subprocess.CompletedProcess:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,17 +22,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.ports import free_port
+
 pytest.importorskip("ray")
 pytestmark = pytest.mark.integration
 
 STANDIN = Path(__file__).parent / "mindspeed_rl_standin"
 CLI = [sys.executable, "-m", "ascendfactory.cli.app"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def experiment(tmp_path: Path, node_rank: int, port: int) -> Path:

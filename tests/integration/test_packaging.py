@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SHARED
+from tests.conftest import LOGS, REPO
 
 pytestmark = pytest.mark.integration
 
@@ -107,9 +107,7 @@ def test_core_install_has_no_torch_and_finds_its_data(core_env: Path, tmp_path: 
 
 
 def test_core_install_reads_logs(core_env: Path, tmp_path: Path) -> None:
-    log = SHARED / "logs" / "verl_grpo_console_ray.txt"
-    if not log.exists():
-        pytest.skip("shared/logs not beside the checkout")
+    log = LOGS / "verl_grpo_console_ray.txt"
     done = cli(core_env, "logs", "summary", str(log), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,17 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
 CLI = [sys.executable, "-m", "ascendfactory.cli.app"]
 QUICK = REPO / "cfgs" / "quickstart.yaml"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def overrides(out: Path, model: Path, *extra: str) -> list[str]:

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,16 +19,12 @@ import psutil
 import pytest
 import yaml
 
+from tests.support.ports import free_port
+
 pytest.importorskip("ray")
 pytestmark = pytest.mark.integration
 
 CLI = [sys.executable, str(Path(__file__).parent / "ray_contract" / "cli.py")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def experiment(tmp_path: Path, name: str, *, nnodes: int, node_rank: int, port: int, **options) -> Path:

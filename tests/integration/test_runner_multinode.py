@@ -13,10 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "pipeline"))
-import runner_fakes as fakes  # noqa: E402
-
 from ascendfactory.plan import Role  # noqa: E402
+from tests.support import runner_fakes as fakes
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +51,7 @@ def _start_node(
         },
         "steps": [fakes.step_spec(s) for s in (hf2mg, train, plot)],
         "facts": {"world_size": 2},
-        "fakes_dir": str(Path(fakes.__file__).resolve().parent),
+        "root": str(Path(fakes.__file__).resolve().parents[2]),
     }
     path = tmp_path / f"node{node_rank}.json"
     path.write_text(json.dumps(spec))

@@ -7,17 +7,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "pipeline"))
-import runner_fakes as fakes  # noqa: E402
-from runner_fakes import run_experiment  # noqa: E402
-
 from ascendfactory.backends import planner  # noqa: E402
 from ascendfactory.errors import StageFailedError  # noqa: E402
+from tests.support import runner_fakes as fakes
+from tests.support.runner_fakes import run_experiment
 
 pytestmark = pytest.mark.integration
 

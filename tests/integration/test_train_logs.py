@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ascendfactory.engine.train import testing as T
 from ascendfactory.engine.train.logline import parse_log_line
+from tests.support import training as T
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from ascendfactory.engine.convert import lora
-from ascendfactory.engine.train import testing as T
 from ascendfactory.metrics import parse_lines
+from tests.support import training as T
 
 pytestmark = pytest.mark.integration
 

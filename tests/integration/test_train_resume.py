@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ascendfactory.engine.train import testing as T
 from ascendfactory.engine.train.checkpoint import CRASH_ENV
+from tests.support import training as T
 
 pytestmark = pytest.mark.integration
 

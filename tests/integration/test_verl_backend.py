@@ -34,7 +34,7 @@ PY = environment.python_of(ENV)
 needs_verl = pytest.mark.skipif(
     bool(environment.missing(ENV)), reason=f"no verl environment at {ENV}: sh install.sh verl"
 )
-COMPOSE = REPO / "ascendfactory" / "programs" / "verl_compose.py"
+COMPOSE = REPO / "ascendfactory" / "backends" / "verl" / "programs" / "verl_compose.py"
 
 
 def template(tmp_path: Path, exp: str) -> Path:

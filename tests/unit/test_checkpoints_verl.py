@@ -113,7 +113,7 @@ def test_retention_does_nothing_without_a_valid_tracker_or_a_limit(tmp_path):
 
 
 def test_the_merge_program_picks_the_trackers_complete_actor_else_the_newest(tmp_path, capsys):
-    from ascendfactory.programs import verl_merge
+    from ascendfactory.backends.verl.programs import verl_merge
 
     assert verl_merge.main([str(tmp_path), "--backend", "fsdp"]) == 2  # nothing to merge: a clear exit
     assert "no complete actor checkpoint" in capsys.readouterr().out

@@ -28,6 +28,7 @@ from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.llamafactory import datasets, environment, rules
 from ascendfactory.backends.llamafactory.model_facts import read_model
+from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
@@ -35,7 +36,6 @@ from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import Problem
 from ascendfactory.plan import (
-    PROGRAMS_DIR,
     CheckpointSpec,
     LogNaming,
     LogSpec,

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.venv import FrameworkEnv, python_of, site_packages
-from ascendfactory.plan import PROGRAMS_DIR
 
 VERSION = "0.9.5"  # the newest on the registry; the key lists in args/ are generated from it
 # torch is installed first (AF_TORCH_SPEC; the CPU wheel on machines without an accelerator) and kept;

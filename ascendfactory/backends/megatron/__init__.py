@@ -1,4 +1,4 @@
-"""What the Megatron-style backends (`torch`, `mindspeed-llm`; later `mindspeed-rl`) share.
+"""What the Megatron-style backends (`torch`, `mindspeed-llm`, `mindspeed-mm`) share.
 
     run.py       reading `backend_config` (preprocess_data, convert_ckpt_hf2mg, training, convert_ckpt_mg2hf),
                  the parallel layout, the data and checkpoint-loading decisions, flags as argv

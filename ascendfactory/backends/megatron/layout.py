@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class OutputLayout:
-    """Paths under `af_output_dir` for the Megatron-style backends (torch, mindspeed-llm)."""
+class OutputTree:
+    """Paths under `af_output_dir` for the Megatron-style backends (torch, mindspeed-llm, mindspeed-mm)."""
 
     root: str
 
@@ -49,3 +49,6 @@ class OutputLayout:
     @property
     def manifest_dir(self) -> str:
         return self._p(".af")
+
+
+OutputLayout = OutputTree  # the old name ("layout" also means the parallel layout)

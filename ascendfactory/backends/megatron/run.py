@@ -26,7 +26,7 @@ from typing import Any
 
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.layout import OutputLayout
+from ascendfactory.backends.megatron.layout import OutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.config.suggest import did_you_mean
@@ -178,7 +178,7 @@ class MegatronRun:
     hf2mg: dict[str, Any]
     mg2hf: dict[str, Any] | None  # None = final conversion disabled
     report: LayoutReport
-    layout: OutputLayout
+    layout: OutputTree
     nnodes: int
     nproc_per_node: int
     node_rank: int
@@ -272,6 +272,69 @@ def read_megatron_run(
     """
     cfg = ctx.config
     problems: list[Problem] = []
+    training, preprocess, hf2mg, mg2hf = _read_sections(ctx, extra_keys, problems)
+    model_dir = training.get("tokenizer-name-or-path") or cfg.model_name_or_path
+    if not isinstance(model_dir, str):  # a number or a list: reported as a path problem above
+        model_dir = None
+    if model_dir and "tokenizer-name-or-path" not in training:
+        training["tokenizer-name-or-path"] = model_dir
+    arch = resolve_arch(cfg.af_model_name, model_dir)
+    absent: list[Problem] = []  # input paths not on this machine: errors, or a dry run's warnings
+    if model_dir and not os.path.isdir(model_dir):
+        absent.append(
+            inputs.missing(
+                ctx,
+                K + "tokenizer-name-or-path",
+                model_dir,
+                "directory {path} does not exist",
+                fix="point it at the HF model directory (config.json, tokenizer, weights)",
+            )
+        )
+    stage = cfg.stage or training.get("stage") or "sft"
+    if stage not in ("pt", "sft"):
+        problems.append(
+            ctx.problem(
+                "stage",
+                f"'{stage}' is not a stage of this backend",
+                fix="use pt (pre-training) or sft (fine-tuning)",
+            )
+        )
+    tp, pp, cp, nll, report = _layout(ctx, training, arch, problems)
+    env = cfg.env
+    run = MegatronRun(
+        arch=arch,
+        model_dir=model_dir,
+        stage=stage,
+        training=training,
+        preprocess=preprocess,
+        hf2mg=hf2mg,
+        mg2hf=mg2hf,
+        report=report,
+        layout=OutputTree(cfg.af_output_dir),
+        nnodes=env.NNODES,
+        nproc_per_node=ctx.devices.count,
+        node_rank=env.NODE_RANK,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        num_layer_list=nll,
+        lora=any(training.get(k) for k in ("lora-r", "lora-target-modules")),
+        warnings=list(report.warnings),
+    )
+    _resolve_data(ctx, run, problems, absent)
+    inputs.route(absent, strict=strict_paths, problems=problems, warnings=run.warnings)
+    run.load = _decide_load(ctx, run, problems)
+    if problems:
+        raise ConfigError(problems)
+    return run
+
+
+def _read_sections(
+    ctx: PlanContext, extra_keys: tuple[str, ...], problems: list[Problem]
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any], dict[str, Any] | None]:
+    """(training, preprocess_data, convert_ckpt_hf2mg, convert_ckpt_mg2hf or None when disabled), with the
+    problems of unknown sections, paths and the preprocess worker count."""
+    cfg = ctx.config
     bc = dict(cfg.backend_config or {})
     for section in bc:
         if section not in SECTIONS and section not in extra_keys:
@@ -309,52 +372,48 @@ def read_megatron_run(
                 fix="e.g. workers: 4 (the output is the same for every count)",
             )
         )
+    return training, preprocess, hf2mg, mg2hf
 
-    model_dir = training.get("tokenizer-name-or-path") or cfg.model_name_or_path
-    if not isinstance(model_dir, str):  # a number or a list: reported as a path problem above
-        model_dir = None
-    if model_dir and "tokenizer-name-or-path" not in training:
-        training["tokenizer-name-or-path"] = model_dir
-    arch = resolve_arch(cfg.af_model_name, model_dir)
-    absent: list[Problem] = []  # input paths not on this machine: errors, or a dry run's warnings
-    if model_dir and not os.path.isdir(model_dir):
-        absent.append(
-            inputs.missing(
-                ctx,
-                K + "tokenizer-name-or-path",
-                model_dir,
-                "directory {path} does not exist",
-                fix="point it at the HF model directory (config.json, tokenizer, weights)",
-            )
-        )
 
-    stage = cfg.stage or training.get("stage") or "sft"
-    if stage not in ("pt", "sft"):
-        problems.append(
-            ctx.problem(
-                "stage",
-                f"'{stage}' is not a stage of this backend",
-                fix="use pt (pre-training) or sft (fine-tuning)",
-            )
-        )
+def _positive_int(
+    ctx: PlanContext, training: dict[str, Any], key: str, default: int | None, problems: list[Problem]
+) -> int | None:
+    """A positive integer training key (every one read here is a size or a count); `default` if bad."""
+    value = training.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            problems.append(ctx.problem(K + key, f"must be an integer (got {value!r})"))
+            return default
+    if value < 1:
+        problems.append(ctx.problem(K + key, f"must be 1 or more (got {value})", fix=f"set {K + key} >= 1"))
+        return default
+    return value
+
+
+_LAYOUT_KEYS = (
+    ("tp", "tensor-model-parallel-size"),
+    ("pp", "pipeline-model-parallel-size"),
+    ("cp", "context-parallel-size"),
+    ("mbs", "micro-batch-size"),
+    ("gbs", "global-batch-size"),
+    ("seq", "seq-length"),
+    ("max_pos", "max-position-embeddings"),
+    ("nll", "num-layer-list"),
+    ("sp", "sequence-parallel"),
+)
+
+
+def _layout(
+    ctx: PlanContext, training: dict[str, Any], arch: ModelArch, problems: list[Problem]
+) -> tuple[int, int, int, list[int] | None, LayoutReport]:
+    """(tp, pp, cp, num-layer-list, the layout report): the sizes read, then `validate_layout`'s rules."""
 
     def intval(key: str, default: int | None) -> int | None:
-        """A positive integer key (every one read here is a size or a count)."""
-        value = training.get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            try:
-                value = int(str(value))
-            except ValueError:
-                problems.append(ctx.problem(K + key, f"must be an integer (got {value!r})"))
-                return default
-        if value < 1:
-            problems.append(
-                ctx.problem(K + key, f"must be 1 or more (got {value})", fix=f"set {K + key} >= 1")
-            )
-            return default
-        return value
+        return _positive_int(ctx, training, key, default, problems)
 
     tp = intval("tensor-model-parallel-size", 1) or 1
     pp = intval("pipeline-model-parallel-size", 1) or 1
@@ -374,7 +433,7 @@ def read_megatron_run(
                 fix="e.g. 3,5",
             )
         )
-    env = cfg.env
+    env = ctx.config.env
     report = validate_layout(
         LayoutInput(
             world_size=env.NNODES * ctx.devices.count,
@@ -390,20 +449,7 @@ def read_megatron_run(
             max_position_embeddings=max_pos,
             num_layer_list=nll,
             sequence_parallel=bool(training.get("sequence-parallel")),
-            keys={
-                name: K + key
-                for name, key in (
-                    ("tp", "tensor-model-parallel-size"),
-                    ("pp", "pipeline-model-parallel-size"),
-                    ("cp", "context-parallel-size"),
-                    ("mbs", "micro-batch-size"),
-                    ("gbs", "global-batch-size"),
-                    ("seq", "seq-length"),
-                    ("max_pos", "max-position-embeddings"),
-                    ("nll", "num-layer-list"),
-                    ("sp", "sequence-parallel"),
-                )
-            }
+            keys={name: K + key for name, key in _LAYOUT_KEYS}
             | {
                 "world": f"env.NNODES({env.NNODES}) x devices per node"
                 f"({ctx.devices.count}, from {ctx.devices.source})"
@@ -412,33 +458,7 @@ def read_megatron_run(
     )
     for p in report.problems:
         problems.append(Problem(key=p.key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(p.key)))
-
-    run = MegatronRun(
-        arch=arch,
-        model_dir=model_dir,
-        stage=stage,
-        training=training,
-        preprocess=preprocess,
-        hf2mg=hf2mg,
-        mg2hf=mg2hf,
-        report=report,
-        layout=OutputLayout(cfg.af_output_dir),
-        nnodes=env.NNODES,
-        nproc_per_node=ctx.devices.count,
-        node_rank=env.NODE_RANK,
-        tp=tp,
-        pp=pp,
-        cp=cp,
-        num_layer_list=nll,
-        lora=any(training.get(k) for k in ("lora-r", "lora-target-modules")),
-        warnings=list(report.warnings),
-    )
-    _resolve_data(ctx, run, problems, absent)
-    inputs.route(absent, strict=strict_paths, problems=problems, warnings=run.warnings)
-    run.load = _decide_load(ctx, run, problems)
-    if problems:
-        raise ConfigError(problems)
-    return run
+    return tp, pp, cp, nll, report
 
 
 def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], absent: list[Problem]) -> None:

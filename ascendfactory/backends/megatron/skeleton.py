@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ascendfactory.backends.base import Backend, PlanContext
+from ascendfactory.backends.base import Backend, OwnedKey, PlanContext
 from ascendfactory.backends.megatron.run import MegatronRun, read_megatron_run
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
@@ -79,6 +79,16 @@ MEGATRON_TRACKERS: dict[str, TrackerKeys] = {
 }
 
 
+def owned_save(
+    saved: str, readers: str = "resume, retention and the final conversion read it"
+) -> dict[str, OwnedKey]:
+    """The training key every Megatron-style backend owns: `save` is {af_output_dir}/saved_checkpoints (a
+    user `save` elsewhere is refused by `owned_key_problems`, the same in torch, mindspeed-llm and -mm)."""
+    return {
+        "save": OwnedKey(os.path.abspath(saved), "af_output_dir", f"training saves into {saved} ({readers})")
+    }
+
+
 class MegatronBackend(Backend):
     stages = ("pt", "sft")
     tracker_keys: ClassVar[Mapping[str, Any]] = MEGATRON_TRACKERS
@@ -93,6 +103,18 @@ class MegatronBackend(Backend):
         "save_total_limit": 0,
         "convert_mg2hf_at_last": "true",
         "hf_save_dir": "null",
+    }
+    run_option_comments: ClassVar[dict[str, str]] = {
+        "ckpt_load_type": "0: load no weights (random init). 1: load weights only (--finetune "
+        "--no-load-optim --no-load-rng). 2: load weights + optimizer + RNG (true resume from "
+        "user_converted_ckpt_path).",
+        "user_converted_ckpt_path": "Megatron weights to load: converted HF weights (ckpt_load_type 1) or a "
+        "training output directory (ckpt_load_type 2). Given => the hf2mg conversion step is skipped.",
+        "train_auto_resume": "Fault recovery: when training fails, and whenever the same command is run "
+        "again, resume from the newest complete checkpoint in {af_output_dir}/saved_checkpoints. Highest "
+        "load priority: it wins over user_converted_ckpt_path once saved_checkpoints holds a checkpoint.",
+        "save_total_limit": "Keep the newest N iter_* checkpoints (0 keeps all). The checkpoint named by "
+        "latest_checkpointed_iteration.txt is never deleted.",
     }
     absolute_paths: ClassVar[bool] = False  # plan paths made absolute (programs run in another cwd)
     memory_engine: ClassVar[str] = "megatron"  # whose bytes per parameter the memory estimate uses

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep, third_party_dir
 from ascendfactory.backends.megatron.run import (
@@ -30,7 +30,7 @@ from ascendfactory.backends.megatron.run import (
     read_megatron_run,
     to_flags,
 )
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, process
+from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, owned_save, process
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.args import unknown_keys
 from ascendfactory.backends.mindspeed_llm.converters import (
@@ -204,16 +204,7 @@ class MindSpeedLLMBackend(MegatronBackend):
                     fix="set it (or model_name_or_path) to the HF model directory",
                 )
             )
-        save = run.training.get("save")
-        if save and local_path(save) != os.path.abspath(run.layout.saved_checkpoints):
-            problems.append(
-                ctx.problem(
-                    K + "save",
-                    f"training saves into {run.layout.saved_checkpoints} "
-                    "(resume, retention and the final conversion read it)",
-                    fix="remove backend_config.training.save, or change af_output_dir",
-                )
-            )
+        problems += owned_key_problems(ctx, K, run.training, owned_save(run.layout.saved_checkpoints))
         if run.lora and run.load and run.load.load and run.training.get("finetune") is False:
             problems.append(
                 ctx.problem(

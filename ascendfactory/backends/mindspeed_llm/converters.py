@@ -9,7 +9,7 @@ master). The choice, in order:
 
 Output locations differ: v1 mg->hf writes into `<save-dir>/mg2hf/` and reads the HF config (and, unless
 `--load-hf-from-config`, the HF weights) from `<save-dir>`; v2 writes into `--save-dir` itself and copies
-the config from `--hf-cfg-dir`. The backend evens this out (`ascendfactory/programs/v1_mg2hf_output.py`).
+the config from `--hf-cfg-dir`. The backend evens this out (`mindspeed_llm/programs/v1_mg2hf_output.py`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ascendfactory.backends.mindspeed_llm.programs import PROGRAMS_DIR
 from ascendfactory.config.catalog import ModelArch
 
 SCRIPTS = {"v1": "convert_ckpt.py", "v2": "convert_ckpt_v2.py"}
-V1_OUTPUT_TOOL = "ascendfactory.programs.v1_mg2hf_output"  # stages the HF config, moves <save-dir>/mg2hf/ up
+# stages the HF config, moves <save-dir>/mg2hf/ up; run by path in MindSpeed-LLM's environment
+V1_OUTPUT_TOOL = os.path.join(PROGRAMS_DIR, "v1_mg2hf_output.py")
 NAMES_KIND = {"v1": "convert_v1", "v2": "convert_v2"}
 # --model-type-hf: the catalog holds the v2 spelling; v1 converts Qwen2/2.5 and Llama as llama2
 # (with --add-qkv-bias for Qwen), per the MindSpeed-LLM 2.1.0 examples.
@@ -182,7 +184,6 @@ def mg2hf_command(
     )
     argv = [
         python,
-        "-m",
         V1_OUTPUT_TOOL,
         "--stage-hf-config",
         hf_dir,

@@ -25,7 +25,7 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
-from ascendfactory.backends.megatron.layout import OutputLayout
+from ascendfactory.backends.megatron.layout import OutputTree
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
 from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
@@ -98,7 +98,7 @@ class MindSpeedMMBackend(MegatronBackend):
         user = dict(sections.get("training") or {})
         problems += training_problems(ctx, user, gen)
         tp, pp, cp, mbs, gbs, gbs_reason = read_layout(ctx, preset, user, problems)
-        layout = OutputLayout(os.path.abspath(ctx.config.af_output_dir))
+        layout = OutputTree(os.path.abspath(ctx.config.af_output_dir))
         mm = MMRun(
             site=site,
             generation=gen,

@@ -7,8 +7,8 @@ import dataclasses
 import os
 from typing import Any
 
-from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.skeleton import T
+from ascendfactory.backends.base import PlanContext, owned_key_problems
+from ascendfactory.backends.megatron.skeleton import T, owned_save
 from ascendfactory.backends.mindspeed_mm import rules
 from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
 from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names
@@ -53,17 +53,10 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
                     "or remove it",
                 )
             )
-    save = user.get("save")
     saved = os.path.abspath(os.path.join(ctx.config.af_output_dir, "saved_checkpoints"))
-    if save and os.path.abspath(str(save)) != saved:
-        problems.append(
-            ctx.problem(
-                T + "save",
-                f"training saves into {saved} (resume, retention and mm_to_hf read it)",
-                fix="remove backend_config.training.save, or change af_output_dir",
-            )
-        )
-    return problems
+    return problems + owned_key_problems(
+        ctx, T, user, owned_save(saved, "resume, retention and mm_to_hf read it")
+    )
 
 
 def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem]:

@@ -9,27 +9,19 @@
     mg2hf       python convert_ckpt.py ... mg -> hf from saved_checkpoints into converted_mg2hf_weight/
     plot        training_loss.png: the verifier reward and the response length, from node 0's log
 
-The experiment is read and checked by `config.read_config` (MindSpeed-RL's keys and rules of the version in
-use); this module adds what concerns this machine and the run: the checkouts, the paths, the load decision,
-the files, the steps. Programs run with their checkout as cwd, so every path the plan writes is absolute.
-
-Load decision (one rule, as for the Megatron backends; resume as MindSpeed-RL's docs/zh/algorithms/grpo.md):
-1. `train_auto_resume: true` and saved_checkpoints holds a complete checkpoint: actor_config.load is it, with
-   finetune / no_load_optim / no_load_rng false; in integrated mode the reference model keeps loading the
-   original weights (rl_config.integrated_mode_config.ref_model_load_path).
-2. else `ckpt_load_type`: 0 no weights; 1 the converted weights (user_converted_ckpt_path, or the hf2mg
-   output) with finetune, no_load_optim, no_load_rng true; 2 user_converted_ckpt_path as a resume.
-3. `actor_config.load` given replaces the path (no conversion); the user's own finetune / no_load_* win.
+The experiment is the shared MindSpeed-RL experiment of `backends/msrl/` (also planned by `torch` with
+`stage: grpo`): read and checked by `msrl.config.read_config` (MindSpeed-RL's keys and rules of the version
+in use), its load decision and filled yaml from `msrl.load`. This module adds what concerns this machine and
+MindSpeed-RL's own programs: the checkouts, the cluster, the steps. Programs run with their checkout as cwd,
+so every path the plan writes is absolute.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ascendfactory.backends import inputs
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.doctor import Check, ascend_toolkit_status
 from ascendfactory.backends.install import InstallStep, third_party_dir
@@ -38,13 +30,13 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
 )
 from ascendfactory.backends.mindspeed_rl import environment, steps
-from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
-from ascendfactory.backends.mindspeed_rl.layout import TRAIN_CONFIG, RLLayout
-from ascendfactory.backends.mindspeed_rl.shell import grpo_plan
-from ascendfactory.backends.mindspeed_rl.steps import Found, Load
+from ascendfactory.backends.mindspeed_rl.steps import Found
+from ascendfactory.backends.msrl.config import MindSpeedRLConfig, read_config, render_yaml
+from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
+from ascendfactory.backends.msrl.load import decide_load, fill
+from ascendfactory.backends.msrl.shell import grpo_plan
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
-from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (
@@ -56,8 +48,6 @@ from ascendfactory.plan import (
 BC = "backend_config."
 PLACEHOLDER_RL = "<MINDSPEED_RL_DIR>"
 PLACEHOLDER_LLM = "<MINDSPEED_LLM_DIR>"
-LOAD_FLAGS = ("finetune", "no_load_optim", "no_load_rng")
-PATH_KEYS = ("tokenizer_name_or_path", "data_path", "load", "save")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
@@ -94,6 +84,7 @@ class MindSpeedRLBackend(Backend):
     order = 4
     tracker_keys = MSRL_TRACKERS
     run_options: ClassVar[dict[str, Any]] = {**MegatronBackend.run_options, "stage": "grpo"}
+    run_option_comments = MegatronBackend.run_option_comments  # Megatron checkpoints (iter_*), load flags
     # MindSpeed-RL's configuration errors (validate_rl_args, BaseConfig.update): a restart cannot fix them.
     unretryable = (
         "is missing, causing the setup to fail",
@@ -113,12 +104,12 @@ class MindSpeedRLBackend(Backend):
             raise ConfigError(problems + e.problems) from None
         warnings = [*found.warnings, *rl.warnings]
         out = os.path.abspath(cfg.af_output_dir)
-        layout = RLLayout(out)
+        layout = RLOutputTree(out)
         d = rl.derived
         arch = self.arch(ctx, rl, problems)
-        load = self.load(ctx, rl, layout, problems, warnings)
+        load = decide_load(ctx, rl, layout, problems, warnings)
         user_data = rl.value("megatron_training.data_path") or rl.value("actor_config.data_path")
-        rl, data_path = self.fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
+        rl, data_path = fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
         problems += self.cluster(ctx, rl, warnings, strict=strict_paths)
         mg2hf_off = rl.mg2hf is None
         if d.nnodes > 1 and not cfg.shared_filesystem and not mg2hf_off and d.tp * d.pp > d.npus_per_node:
@@ -234,187 +225,6 @@ class MindSpeedRLBackend(Backend):
         except ConfigError:
             return None
 
-    # -- the load decision ---------------------------------------------------------------------------------
-    def load(
-        self,
-        ctx: PlanContext,
-        rl: MindSpeedRLConfig,
-        layout: RLLayout,
-        problems: list[Problem],
-        warnings: list[str],
-    ) -> Load:
-        cfg, d = ctx.config, rl.derived
-        converted = layout.converted(d.tp, d.pp)
-        explicit = rl.value("actor_config.load") or rl.value("megatron_training.load")
-        user = cfg.user_converted_ckpt_path
-        original = absolute(explicit or user or converted)
-        saved = layout.saved_checkpoints
-        state = inspect(saved) if os.path.isdir(saved) else None
-        if cfg.train_auto_resume and state is not None and state.resumable:
-            return Load(
-                saved,
-                {f: False for f in LOAD_FLAGS},
-                f"train_auto_resume: newest complete checkpoint {iteration_name(int(state.tracker))} in "
-                "saved_checkpoints (optimizer and RNG too)",
-                ref_path=original if cfg.ckpt_load_type != 0 else None,
-                convert=not (explicit or user) and cfg.ckpt_load_type != 0,
-            )
-        if cfg.ckpt_load_type == 0:
-            warnings.append("ckpt_load_type 0: GRPO starts from random weights (nothing is loaded)")
-            return Load(
-                explicit and absolute(explicit), {}, "ckpt_load_type 0: no weights loaded", convert=False
-            )
-        if cfg.ckpt_load_type == 2:
-            if not (user or explicit):
-                problems.append(
-                    ctx.problem(
-                        "user_converted_ckpt_path",
-                        "ckpt_load_type 2 (resume) needs the saved checkpoint to resume from",
-                        "set user_converted_ckpt_path to a saved_checkpoints directory, or use "
-                        "ckpt_load_type 1",
-                    )
-                )
-            if rl.integrated and not rl.value("rl_config.integrated_mode_config.ref_model_load_path"):
-                warnings.append(
-                    "ckpt_load_type 2: the reference model loads the resumed actor weights; set "
-                    "rl_config.integrated_mode_config.ref_model_load_path to the original converted weights "
-                    "(MindSpeed-RL's resume instructions)"
-                )
-            return Load(
-                absolute(explicit or user),
-                {f: False for f in LOAD_FLAGS},
-                "ckpt_load_type 2: weights, optimizer and RNG from user_converted_ckpt_path",
-                convert=False,
-            )
-        return Load(
-            original,
-            {f: True for f in LOAD_FLAGS},
-            "ckpt_load_type 1: weights only (finetune, no_load_optim, no_load_rng)",
-            convert=not (explicit or user),
-        )
-
-    # -- filling the yaml ----------------------------------------------------------------------------------
-    def fill(
-        self,
-        ctx: PlanContext,
-        rl: MindSpeedRLConfig,
-        layout: RLLayout,
-        load: Load,
-        problems: list[Problem],
-        warnings: list[str],
-        *,
-        strict: bool,
-    ) -> tuple[MindSpeedRLConfig, str]:
-        """The plan's values in the yaml: paths made absolute, the data prefix, load and save."""
-        given = bool(rl.value("megatron_training.data_path") or rl.value("actor_config.data_path"))
-        updates: dict[str, Any] = {}
-        for section in ("megatron_training", "actor_config", "ref_config", "reward_config"):
-            for key in PATH_KEYS:
-                value = rl.value(f"{section}.{key}")
-                if isinstance(value, str) and value:
-                    updates[f"{section}.{key}"] = absolute(value)
-        save = rl.value("actor_config.save") or rl.value("megatron_training.save")
-        if save and absolute(save) != layout.saved_checkpoints:
-            problems.append(
-                ctx.problem(
-                    BC + ("actor_config.save" if rl.value("actor_config.save") else "megatron_training.save"),
-                    f"the actor saves into {layout.saved_checkpoints} (resume, retention and the final "
-                    "conversion read it)",
-                    "remove it, or change af_output_dir",
-                )
-            )
-        updates["actor_config.save"] = layout.saved_checkpoints
-        updates["megatron_training.save"] = None
-        user_flags = {f for f in LOAD_FLAGS if rl.value(f"actor_config.{f}") is not None}
-        if load.path is not None:
-            updates["actor_config.load"] = load.path
-            updates["megatron_training.load"] = None
-            for flag, value in load.flags.items():
-                if flag not in user_flags or load.ref_path is not None:  # a resume sets them all
-                    updates[f"actor_config.{flag}"] = value
-        if load.ref_path is not None and rl.integrated:
-            if not rl.value("rl_config.integrated_mode_config.ref_model_load_path"):
-                updates["rl_config.integrated_mode_config.ref_model_load_path"] = load.ref_path
-        ref_given = rl.value("rl_config.integrated_mode_config.ref_model_load_path")
-        if isinstance(ref_given, str):
-            updates["rl_config.integrated_mode_config.ref_model_load_path"] = absolute(ref_given)
-        data_path = rl.value("megatron_training.data_path") or rl.value("actor_config.data_path")
-        pre = rl.preprocess
-        if not data_path and pre and pre.get("input"):
-            data_path = os.path.join(layout.preprocessed, _dataset_name(str(pre["input"])))
-            updates["megatron_training.data_path"] = data_path
-        rl = rl.replace_values(updates)
-        inputs.route(
-            self.paths(ctx, rl, load, given_data=given), strict=strict, problems=problems, warnings=warnings
-        )
-        return rl, str(absolute(data_path) or "")
-
-    def paths(
-        self, ctx: PlanContext, rl: MindSpeedRLConfig, load: Load, *, given_data: bool
-    ) -> list[Problem]:
-        """A real run's inputs: the tokenizer directory, the data files, the weights to load."""
-        out: list[Problem] = []
-        tok = rl.actor.get("tokenizer_name_or_path")
-        if isinstance(tok, str) and not os.path.isfile(os.path.join(tok, "config.json")):
-            exists = os.path.isdir(tok)
-            out.append(
-                inputs.missing(
-                    ctx,
-                    BC + "megatron_training.tokenizer_name_or_path",
-                    tok,
-                    "{path} is not an HF model directory with config.json (the tokenizer and the rollout "
-                    "load it)"
-                    if exists
-                    else "directory {path} does not exist (the tokenizer and the rollout load it)",
-                    "point it at the HF model directory",
-                )
-            )
-        pre = rl.preprocess or {}
-        if given_data:
-            prefix = str(rl.actor.get("data_path"))
-            keys = ["input_ids", "attention_mask", *(rl.actor.get("dataset_additional_keys") or [])]
-            lacking = [
-                f"{prefix}_packed_{k}_document.{ext}"
-                for k in keys
-                for ext in ("bin", "idx")
-                if not os.path.isfile(f"{prefix}_packed_{k}_document.{ext}")
-            ]
-            if lacking:
-                out.append(
-                    ctx.problem(
-                        BC + "megatron_training.data_path",
-                        f"preprocessed data missing: {', '.join(lacking[:4])}"
-                        + (f" (+{len(lacking) - 4} more)" if len(lacking) > 4 else "")
-                        + " (MindSpeed-RL reads <prefix>_packed_<key>_document.bin/.idx)",
-                        "point data_path at the prefix cli/preprocess_data.py wrote, or remove it to "
-                        "preprocess",
-                    )
-                )
-        elif pre.get("input") and not os.path.exists(str(pre["input"])):
-            out.append(
-                inputs.missing(
-                    ctx,
-                    BC + "preprocess_data.input",
-                    str(pre["input"]),
-                    "{path} does not exist",
-                    "point it at a json/jsonl/parquet/csv file or a directory of them",
-                )
-            )
-        if load.path and not load.convert and load.path != rl.actor.get("save"):
-            state = inspect(load.path) if os.path.isdir(load.path) else None
-            if state is None or state.tracker is None:
-                out.append(
-                    ctx.problem(
-                        BC + "actor_config.load",
-                        f"{load.path} has no latest_checkpointed_iteration.txt (not Megatron weights)",
-                        "convert the HF weights first (leave user_converted_ckpt_path and actor_config.load "
-                        "unset), or point it at converted weights",
-                    )
-                )
-            else:
-                out += _tp_pp_matches(ctx, load.path, state.tracker, rl.derived.tp, rl.derived.pp)
-        return out
-
     # -- the cluster ----------------------------------------------------------------------------------------
     def cluster(
         self, ctx: PlanContext, rl: MindSpeedRLConfig, warnings: list[str], *, strict: bool
@@ -453,7 +263,9 @@ class MindSpeedRLBackend(Backend):
         return out
 
     # -- the plan's shell and steps ------------------------------------------------------------------------
-    def shell(self, ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, warnings: list[str]) -> Plan:
+    def shell(
+        self, ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, warnings: list[str]
+    ) -> Plan:
         d = rl.derived
         return grpo_plan(
             ctx,
@@ -468,26 +280,3 @@ class MindSpeedRLBackend(Backend):
                 **{k: v for k, v in d.to_dict().items() if k not in ("verifier_weights",)},
             },
         )
-
-
-def _dataset_name(source: str) -> str:
-    return os.path.splitext(os.path.basename(source.rstrip("/")))[0] or "dataset"
-
-
-def _tp_pp_matches(ctx: PlanContext, root: str, tracker: int | str, tp: int, pp: int) -> list[Problem]:
-    """The mp_rank_TT[_PPP] folders of the loaded iteration fit the actor's TP and PP."""
-    it = "release" if tracker == "release" else iteration_name(int(tracker))
-    ranks = [os.path.basename(p) for p in glob.glob(os.path.join(root, it, "mp_rank_*"))]
-    if not ranks:
-        return []
-    want = {f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "") for t in range(tp) for p in range(pp)}
-    if set(ranks) >= want and len(ranks) == tp * pp:
-        return []
-    return [
-        ctx.problem(
-            BC + "actor_config.load",
-            f"{root}/{it} holds {len(ranks)} shard folders ({', '.join(sorted(ranks)[:4])}...), not the "
-            f"{tp * pp} of the actor's TP {tp} x PP {pp}",
-            "convert the weights with the actor's TP and PP (target-tensor/pipeline-parallel-size)",
-        )
-    ]

@@ -10,10 +10,8 @@ has no converter of its own since 2.1.0; its docs send users to MindSpeed-LLM at
 `AF_MINDSPEED_LLM_DIR`, else `<third-party>/MindSpeed-LLM-a2c0733` (cloned by `install.sh mindspeed-rl`), else
 `<third-party>/MindSpeed-LLM` (`install.sh mindspeed-llm`).
 
-The version whose keys and rules apply (`keys.KeySet`), in order: `backend_config.mindspeed_rl_version`
-(a shipped version: 2.1.0, 2.2.0, 2.3.0, master); else the checkout's own config classes, read from its
-source (named after the shipped version they equal, else checked with their own keys and the closest
-version's rules); else the newest shipped version, with a warning.
+Which MindSpeed-RL version is in use, and where its checkout is, is decided by `msrl/checkout.py` (reading
+the experiment needs it too).
 """
 
 from __future__ import annotations
@@ -21,13 +19,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ascendfactory.backends.doctor import Check, ascend_checks, module_check
 from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.mindspeed_rl import keys as keyfiles
+from ascendfactory.backends.msrl.checkout import (
+    choose_version,
+    find_checkout,
+    missing_entry_scripts,
+)
 
-ENTRY_SCRIPTS = ("cli/train_grpo.py", "cli/preprocess_data.py")
 # The pins of MindSpeed-RL 2.3.0's docs/install_guide.md (branch 2.3.0): the newest release.
 PINNED_RL = ("2.3.0", "09b8c1253af02abf62f9056e3a4e5cba78b03d7a")
 PINNED_LLM = "a2c0733b9c8674e240a0a7607ed3f973115cc6b7"
@@ -44,26 +44,8 @@ LLM_FIX = (
 )
 
 
-def install_dir(environ: Mapping[str, str] | None = None) -> str:
-    return os.path.join(third_party_dir(environ), "MindSpeed-RL")
-
-
 def llm_install_dir(environ: Mapping[str, str] | None = None) -> str:
     return os.path.join(third_party_dir(environ), f"MindSpeed-LLM-{PINNED_LLM[:7]}")
-
-
-def find_checkout(scripts_dir: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
-    """(absolute directory, where it came from), by the precedence in the module docstring."""
-    if scripts_dir:
-        return os.path.abspath(os.path.expanduser(scripts_dir)), "scripts_dir"
-    env_dir = environ.get("AF_MINDSPEED_RL_DIR")
-    if env_dir:
-        return os.path.abspath(os.path.expanduser(env_dir)), "env AF_MINDSPEED_RL_DIR"
-    return install_dir(environ), "install.sh location"
-
-
-def missing_entry_scripts(directory: str) -> list[str]:
-    return [s for s in ENTRY_SCRIPTS if not os.path.isfile(os.path.join(directory, s))]
 
 
 def find_converter_dir(environ: Mapping[str, str]) -> tuple[str, str]:
@@ -81,45 +63,6 @@ def find_converter_dir(environ: Mapping[str, str]) -> tuple[str, str]:
         if any(os.path.isfile(os.path.join(path, s)) for s in ("convert_ckpt.py", "convert_ckpt_v2.py")):
             return path, source
     return candidates[0]
-
-
-@dataclass(frozen=True)
-class VersionChoice:
-    keys: keyfiles.KeySet
-    reason: str
-    guessed: bool = False  # no checkout and no explicit version: the newest shipped one
-
-
-def choose_version(explicit: str | None, checkout: str | None) -> VersionChoice:
-    """The key set in use, by the precedence in the module docstring. `explicit` must be shipped."""
-    if explicit:
-        return VersionChoice(keyfiles.shipped(explicit), f"backend_config.mindspeed_rl_version: {explicit}")
-    if checkout and not missing_entry_scripts(checkout):
-        try:
-            ks = keyfiles.from_checkout(checkout)
-        except (OSError, ValueError, StopIteration, SyntaxError) as e:
-            latest = keyfiles.latest()
-            return VersionChoice(
-                latest,
-                f"could not read the config classes of {checkout} ({e}); checking against "
-                f"MindSpeed-RL {latest.version}",
-                guessed=True,
-            )
-        if ks.version == "checkout":
-            return VersionChoice(
-                ks,
-                f"keys read from {checkout} (they match no shipped version; the rules of "
-                f"{ks.closest}, the closest, apply)",
-            )
-        return VersionChoice(ks, f"{checkout} has the keys of MindSpeed-RL {ks.version}")
-    latest = keyfiles.latest()
-    return VersionChoice(
-        latest,
-        f"no MindSpeed-RL checkout found: checking against MindSpeed-RL {latest.version}, the newest "
-        f"shipped key list; set backend_config.mindspeed_rl_version (one of "
-        f"{', '.join(keyfiles.shipped_versions())}) to check against another",
-        guessed=True,
-    )
 
 
 # -- doctor ---------------------------------------------------------------------------------------------

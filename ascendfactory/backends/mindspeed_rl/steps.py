@@ -1,5 +1,6 @@
 """The steps of a MindSpeed-RL plan: preprocess (cli/preprocess_data.py), hf2mg (MindSpeed-LLM's converter),
-train (the Ray launch of cli/train_grpo.py), mg2hf; and what the backend found for them (`Found`, `Load`).
+train (the Ray launch of cli/train_grpo.py), mg2hf; and what the backend found for them (`Found`). The load
+decision they follow is `msrl.load.Load`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_command,
     mg2hf_options,
 )
-from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.mindspeed_rl.layout import DATA_CONFIG, TRAIN_CONFIG, RLLayout
+from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
+from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
+from ascendfactory.backends.msrl.layout import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
+from ascendfactory.backends.msrl.load import Load
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.plan import (
-    PROGRAMS_DIR,
     Plan,
     Process,
     Ray,
@@ -67,19 +69,10 @@ class Found:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
-class Load:
-    path: str | None
-    flags: dict[str, bool]
-    reason: str
-    ref_path: str | None = None  # integrated mode: the reference model's weights when they differ
-    convert: bool = True  # the hf2mg output is needed
-
-
 def preprocess_step(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     found: Found,
     data_path: str | None,
     plan: Plan,
@@ -130,7 +123,7 @@ def preprocess_step(
 def hf2mg_step(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     found: Found,
     load: Load,
     arch: ModelArch | None,
@@ -176,7 +169,9 @@ def hf2mg_step(
     )
 
 
-def train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, found: Found, load: Load) -> Step:
+def train_step(
+    ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, found: Found, load: Load
+) -> Step:
     cfg, d = ctx.config, rl.derived
     driver = (
         ctx.python,
@@ -235,7 +230,7 @@ def train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, found:
 def mg2hf_step(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     found: Found,
     arch: ModelArch | None,
     disabled: bool,

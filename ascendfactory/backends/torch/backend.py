@@ -16,13 +16,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.doctor import Check, module_check
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
 from ascendfactory.backends.megatron.skeleton import (
     MEGATRON_TRACKERS,
     MG2HF_DISABLED,
     MegatronBackend,
+    T,
+    owned_save,
     process,
 )
 from ascendfactory.backends.registry import register_backend
@@ -257,6 +259,7 @@ class TorchBackend(MegatronBackend):
                     fix="give one prefix here (blends run on backend mindspeed-llm)",
                 )
             )
+        problems += owned_key_problems(ctx, T, run.training, owned_save(run.layout.saved_checkpoints))
         self.raise_if(problems)
         return run
 

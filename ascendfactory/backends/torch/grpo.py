@@ -6,11 +6,12 @@
     mg2hf       python -m ascendfactory.engine.convert           mg -> hf, converted_mg2hf_weight/
     plot        training_loss.png: the verifier rewards and the response length, from rank 0's log
 
-The experiment is read by the mindspeed-rl backend's reader (`backends/mindspeed_rl/config.py`: MindSpeed-RL's
-keys and config-time rules of `mindspeed_rl_version`, default the newest shipped list; its cluster-only
-checks left out) and planned with its load decision, output tree (seed 000) and yaml renderer; then the
-rendered yaml goes through the embedded trainer's own reader (`engine/rl/config.py`), which refuses by name
-what it does not implement, and the dataset keys through the table below.
+The experiment is the shared MindSpeed-RL experiment (`backends/msrl/`, which registers no backend): read by
+`msrl/config.py` (MindSpeed-RL's keys and config-time rules of `mindspeed_rl_version`, default the newest
+shipped list; its cluster-only checks left out) and planned with `msrl/load.py`'s load decision, the output
+tree (seed 000) and the yaml renderer; then the rendered yaml goes through the embedded trainer's own reader
+(`engine/rl/config.read_trainer_yaml`), which refuses by name what it does not implement, and the dataset
+keys through the table below.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.megatron.run import to_flags
-from ascendfactory.backends.mindspeed_rl import keys as keyfiles
-from ascendfactory.backends.mindspeed_rl.backend import MindSpeedRLBackend
-from ascendfactory.backends.mindspeed_rl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
-from ascendfactory.backends.mindspeed_rl.layout import TRAIN_CONFIG, RLLayout
-from ascendfactory.backends.mindspeed_rl.shell import grpo_plan
+from ascendfactory.backends.msrl import keys as keyfiles
+from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
+from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
+from ascendfactory.backends.msrl.load import decide_load, fill
+from ascendfactory.backends.msrl.shell import grpo_plan
 from ascendfactory.config.catalog import resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (
@@ -92,11 +93,10 @@ def plan_grpo(backend: Any, ctx: PlanContext, *, strict_paths: bool) -> Plan:
     except ConfigError as e:
         raise ConfigError(e.problems) from None
     warnings = [w for w in rl.warnings]
-    layout = RLLayout(os.path.abspath(cfg.af_output_dir))
-    msrl = MindSpeedRLBackend()
-    load = msrl.load(ctx, rl, layout, problems, warnings)
+    layout = RLOutputTree(os.path.abspath(cfg.af_output_dir))
+    load = decide_load(ctx, rl, layout, problems, warnings)
     user_data = rl.value("megatron_training.data_path") or rl.value("actor_config.data_path")
-    rl, data_path = msrl.fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
+    rl, data_path = fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
     model_dir = str(absolute(rl.actor.get("tokenizer_name_or_path") or ""))
     arch = None
     try:
@@ -131,10 +131,10 @@ def plan_grpo(backend: Any, ctx: PlanContext, *, strict_paths: bool) -> Plan:
 # -- checks -------------------------------------------------------------------------------------------------
 def _trainer_problems(ctx: PlanContext, rl: MindSpeedRLConfig) -> list[Problem]:
     """What the embedded trainer's reader refuses in the yaml it will read (keys outside its subset)."""
-    from ascendfactory.engine.rl.config import read_config as read_for_trainer
+    from ascendfactory.engine.rl.config import read_trainer_yaml
 
     try:
-        read_for_trainer(rl.sections, source="")
+        read_trainer_yaml(rl.sections, source="")
     except ConfigError as e:
         out = []
         for p in e.problems:
@@ -226,7 +226,7 @@ def _batch_problems(ctx: PlanContext, rl: MindSpeedRLConfig) -> list[Problem]:
 
 
 # -- the plan ------------------------------------------------------------------------------------------------
-def _shell(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, warnings: list[str]) -> Plan:
+def _shell(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, warnings: list[str]) -> Plan:
     d = rl.derived
     return grpo_plan(
         ctx,
@@ -283,7 +283,7 @@ def _preprocess_step(ctx: PlanContext, rl: MindSpeedRLConfig, data_path: str | N
 
 
 def _hf2mg_step(
-    ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, load: Any, arch: Any, model_dir: str
+    ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, load: Any, arch: Any, model_dir: str
 ) -> Step:
     cfg, d = ctx.config, rl.derived
     reason = None
@@ -318,7 +318,7 @@ def _hf2mg_step(
     )
 
 
-def _train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, load: Any) -> Step:
+def _train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, load: Any) -> Step:
     cfg = ctx.config
     entry = ["-m", "ascendfactory.engine.rl", "--config-path", layout.root, "--config-name", TRAIN_CONFIG]
     entry += ["--af-metrics-dir", layout.logs]
@@ -346,7 +346,9 @@ def _train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, load:
     )
 
 
-def _mg2hf_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLLayout, arch: Any, model_dir: str) -> Step:
+def _mg2hf_step(
+    ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, arch: Any, model_dir: str
+) -> Step:
     cfg = ctx.config
     if rl.mg2hf is None:
         return Step(

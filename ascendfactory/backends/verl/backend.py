@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -29,13 +29,13 @@ from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.backends.verl import composer, environment, prompts, rules
 from ascendfactory.backends.verl import run as verl_run
+from ascendfactory.backends.verl.programs import PROGRAMS_DIR
 from ascendfactory.backends.verl.schema import get_path
 from ascendfactory.checkpoints.verl import TRACKER
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import BackendNotRunnableError, Problem
 from ascendfactory.plan import (
-    PROGRAMS_DIR,
     CheckpointSpec,
     LogNaming,
     LogSpec,
@@ -110,6 +110,15 @@ class VerlBackend(Backend):
         "ckpt_load_type": 1,
         "train_auto_resume": "true",
         "save_total_limit": 0,
+    }
+    run_option_comments: ClassVar[dict[str, str]] = {
+        "ckpt_load_type": "1: start from the HF weights at actor_rollout_ref.model.path (or "
+        "user_converted_ckpt_path). 2: resume from user_converted_ckpt_path, a global_step_N directory "
+        "(trainer.resume_mode: resume_path). 0 is refused: verl always loads weights.",
+        "train_auto_resume": "Fault recovery: trainer.resume_mode auto, from the newest global_step_N in "
+        "{af_output_dir}/saved_checkpoints; when training fails, and whenever the same command is run again.",
+        "save_total_limit": "Keep the newest N global_step_N checkpoints (trainer.max_actor_ckpt_to_keep and "
+        "max_critic_ckpt_to_keep); 0 keeps all.",
     }
     # verl's own messages for configuration errors a restart cannot fix (validate_config, Hydra, the
     # config classes), and a cluster without the devices asked for.

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.verl import schema as sc
+from ascendfactory.backends.verl.programs import PROGRAMS_DIR
 from ascendfactory.backends.verl.run import OWNED, VerlRun
-from ascendfactory.plan import PROGRAMS_DIR
 
 COMPOSE_PROGRAM = os.path.join(PROGRAMS_DIR, "verl_compose.py")
 TIMEOUT_S = 120.0

@@ -123,7 +123,7 @@ def hf_local_to_megatron(
         else:
             gate, up = parts[target.gate], parts[target.up]
             if alloc is None:
-                fused = torch.cat([gate, up], dim=0)
+                fused = tensor_ops.cat([gate, up], dim=0)
             else:
                 fused = torch.cat(
                     [gate, up], dim=0, out=alloc((gate.shape[0] + up.shape[0], *gate.shape[1:]), gate.dtype)
@@ -178,7 +178,7 @@ def hf_locals_to_full(
                     raise ConversionKeyError(f"replicated tensor '{name}' differs between TP rank 0 and {r}")
             full = parts[0]
         else:
-            full = parts[0] if len(parts) == 1 else torch.cat(parts, dim=dim)
+            full = parts[0] if len(parts) == 1 else tensor_ops.cat(parts, dim=dim)
         if pat in _VOCAB and vocab_size is not None:
             full = tensor_ops.unpad_vocab(full, vocab_size)
         out[name] = full

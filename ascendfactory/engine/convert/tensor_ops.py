@@ -13,6 +13,28 @@ import torch
 __all__ = ["chunk", "merge_gate_up", "merge_qkv", "pad_vocab", "split_gate_up", "split_qkv", "unpad_vocab"]
 
 
+def cat(parts: list[torch.Tensor] | tuple[torch.Tensor, ...], dim: int = 0) -> torch.Tensor:
+    """`torch.cat`, except on the meta device (verification reads names, shapes and dtypes only): there the
+    result is made from the shapes. torch's own meta `cat` is a Python reference that imports torch._dynamo
+    on first use, which costs a fresh process over a second."""
+    if not parts or not parts[0].is_meta:
+        return torch.cat(parts, dim=dim)
+    first = parts[0]
+    d = dim % first.dim()
+    for p in parts[1:]:
+        if (
+            p.dtype != first.dtype
+            or p.dim() != first.dim()
+            or any(a != b for i, (a, b) in enumerate(zip(p.shape, first.shape)) if i != d)
+        ):
+            raise ValueError(
+                f"cat: {tuple(p.shape)} {p.dtype} does not fit {tuple(first.shape)} {first.dtype}"
+            )
+    shape = list(first.shape)
+    shape[d] = sum(p.shape[d] for p in parts)
+    return torch.empty(shape, dtype=first.dtype, device="meta")
+
+
 def _check_numel(what: str, before: int, after: int) -> None:
     if before != after:
         raise ValueError(f"{what}: element count changed from {before} to {after}")
@@ -60,7 +82,7 @@ def merge_qkv(
     kg = k.reshape(num_kv_heads, head_dim, *tail)
     vg = v.reshape(num_kv_heads, head_dim, *tail)
     if out is None:
-        qkv = torch.cat([qg, kg, vg], dim=1).reshape(-1, *tail)
+        qkv = cat([qg, kg, vg], dim=1).reshape(-1, *tail)
     else:
         torch.cat([qg, kg, vg], dim=1, out=out.view(num_kv_heads, (per_group + 2) * head_dim, *tail))
         qkv = out
@@ -113,7 +135,7 @@ def merge_gate_up(gate: torch.Tensor, up: torch.Tensor, *, tp: int = 1, rank: in
     if gate.shape != up.shape:
         raise ValueError(f"merge_gate_up: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ")
     g, u = (chunk(gate, tp, rank), chunk(up, tp, rank)) if tp > 1 else (gate, up)
-    fc1 = torch.cat([g, u], dim=0)
+    fc1 = cat([g, u], dim=0)
     _check_numel("merge_gate_up", 2 * gate.numel() // tp, fc1.numel())
     return fc1
 

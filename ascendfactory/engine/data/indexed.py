@@ -230,11 +230,6 @@ class IndexedDataset:
             np.memmap(bpath, mode="r", dtype=np.uint8) if nbytes else np.zeros(0, dtype=np.uint8)
         )
 
-    @property
-    def sequence_lengths(self) -> np.ndarray:
-        """Tokens per sequence (megatron-core's name for `sizes`)."""
-        return self.sizes
-
     def __len__(self) -> int:
         return int(self.sizes.shape[0])
 

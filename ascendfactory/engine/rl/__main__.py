@@ -50,10 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     trainer, source, finished = None, "", False
     try:
-        from ascendfactory.engine.rl.config import load_yaml, read_config
+        from ascendfactory.engine.rl.config import load_yaml, read_trainer_yaml
 
         raw, source = load_yaml(args.config_path, args.config_name, args.overrides)
-        cfg = read_config(raw, source)
+        cfg = read_trainer_yaml(raw, source)
         from ascendfactory.engine.rl.trainer import GRPOTrainer
 
         trainer = GRPOTrainer(cfg, metrics_dir=args.af_metrics_dir, tensorboard_dir=args.af_tensorboard_dir)

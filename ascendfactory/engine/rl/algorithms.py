@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ascendfactory.engine.rl.keys import KL_PENALTIES
+from ascendfactory.engine.rl.subset import KL_PENALTIES
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

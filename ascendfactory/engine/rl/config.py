@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from ascendfactory.engine.rl import keys as K
-from ascendfactory.engine.rl.keys import KL_PENALTIES, Sampling
+from ascendfactory.engine.rl import subset as K
+from ascendfactory.engine.rl.subset import KL_PENALTIES, Sampling
 from ascendfactory.engine.rl.verifiers import check_names
 from ascendfactory.errors import ConfigError, Problem
 
@@ -165,15 +166,56 @@ def _where(key: str, train: dict[str, Any], actor: dict[str, Any]) -> str:
     return f"actor_config.{key}" if key in actor else f"megatron_training.{key}"
 
 
-def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
-    """Validate the composed yaml against the subset in `keys.py`; ConfigError lists every problem."""
-    from ascendfactory.engine.train import flags as train_flags
-
+def read_trainer_yaml(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
+    """Validate the composed yaml against the subset in `subset.py`; ConfigError lists every problem."""
     problems: list[Problem] = []
 
     def bad(key: str, message: str, fix: str = "") -> None:
         problems.append(Problem(key=key, message=message, fix=fix, source=source))
 
+    _section_problems(cfg, bad)
+    train, actor = _norm(cfg.get("megatron_training") or {}), _norm(cfg.get("actor_config") or {})
+    merged = _megatron(cfg, source, problems)
+    given_keys = (
+        set(train) | set(actor) | set(_norm(((cfg.get("model") or {}).get(merged.get("model")) or {})))
+    )
+    _rl_key_problems(merged, given_keys, train, actor, bad)
+    args, ignored_flags = _parse_megatron(merged, given_keys, train, actor, bad)
+
+    rl = _section(cfg, "rl_config", K.RL_HONOURED, K.RL_IGNORED, K.RL_FIXED, bad)
+    gen = _section(cfg, "generate_config", K.GENERATE_HONOURED, K.GENERATE_IGNORED, K.GENERATE_FIXED, bad)
+    sampling = _sampling(gen, bad)
+    _check_rl(rl, gen, sampling, args, bad)
+    if problems:
+        raise ConfigError(problems)
+    assert args is not None
+    ignored = [f"rl_config.{k}" for k in (cfg.get("rl_config") or {}) if k in K.RL_IGNORED]
+    ignored += [f"generate_config.{k}" for k in (cfg.get("generate_config") or {}) if k in K.GENERATE_IGNORED]
+    return GRPOConfig(
+        args=args,
+        ignored_flags=ignored_flags,
+        ignored_keys=ignored,
+        rl=rl,
+        sampling=Sampling(
+            max_tokens=int(sampling["max_tokens"]),
+            temperature=float(sampling["temperature"]),
+            top_k=int(sampling["top_k"] or -1),
+            top_p=float(sampling["top_p"]),
+            min_p=float(sampling["min_p"]),
+        ),
+        sampling_seed=int(args.seed if sampling["seed"] is None else sampling["seed"]),
+        rollout_dtype=str(gen["dtype"]),
+        max_model_len=int(gen["max_model_len"]),
+        source=source,
+        raw=cfg,
+    )
+
+
+Bad = Callable[..., None]
+
+
+def _section_problems(cfg: dict[str, Any], bad: Bad) -> None:
+    """Sections this trainer does not read, and the profiling / dump switches it cannot honour."""
     for section in cfg:
         if section not in K.KNOWN_SECTIONS:
             why = (
@@ -189,11 +231,11 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
             if isinstance(body, dict) and body.get(switch):
                 bad(f"{section}.{switch}", "profiling and dumps are not supported here", fix="set it false")
 
-    train, actor = _norm(cfg.get("megatron_training") or {}), _norm(cfg.get("actor_config") or {})
-    merged = _megatron(cfg, source, problems)
-    given_keys = (
-        set(train) | set(actor) | set(_norm(((cfg.get("model") or {}).get(merged.get("model")) or {})))
-    )
+
+def _rl_key_problems(
+    merged: dict[str, Any], given_keys: set[str], train: dict[str, Any], actor: dict[str, Any], bad: Bad
+) -> None:
+    """The MindSpeed-RL-only Megatron keys, dropout and LoRA: what this trainer refuses by name."""
     rl_keys = {k: v for k, v in merged.items() if k in K.MEGATRON_RL}
     if rl_keys.get("stage", K.STAGE) != K.STAGE:
         bad(
@@ -229,6 +271,14 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
             "LoRA is not supported by the embedded GRPO trainer (the whole actor is trained)",
             "remove it, or use backend: mindspeed-rl",
         )
+
+
+def _parse_megatron(
+    merged: dict[str, Any], given_keys: set[str], train: dict[str, Any], actor: dict[str, Any], bad: Bad
+) -> tuple[Any, list[str]]:
+    """The Megatron keys through the SFT trainer's own flag parser; its problems named as yaml keys."""
+    from ascendfactory.engine.train import flags as train_flags
+
     megatron = {
         k: v
         for k, v in merged.items()
@@ -250,9 +300,11 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
                 default = K.MEGATRON_DEFAULTS[defaulted[0]]
                 message += f" (MindSpeed-RL's default {default!r}: the experiment does not set it)"
             bad(key, message, p.fix.replace("--", "").replace("-", "_") if p.fix else "")
+    return args, ignored_flags
 
-    rl = _section(cfg, "rl_config", K.RL_HONOURED, K.RL_IGNORED, K.RL_FIXED, bad)
-    gen = _section(cfg, "generate_config", K.GENERATE_HONOURED, K.GENERATE_IGNORED, K.GENERATE_FIXED, bad)
+
+def _sampling(gen: dict[str, Any], bad: Bad) -> dict[str, Any]:
+    """generate_config.sampling_config over the defaults (popped from `gen`)."""
     sampling_raw = _norm(gen.pop("sampling_config", None) or {})
     sampling = {k: v for k, (v, _) in K.SAMPLING.items()}
     for key, value in sampling_raw.items():
@@ -264,30 +316,7 @@ def read_config(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
             )
         else:
             sampling[key] = value
-    _check_rl(rl, gen, sampling, args, bad)
-    if problems:
-        raise ConfigError(problems)
-    assert args is not None
-    ignored = [f"rl_config.{k}" for k in (cfg.get("rl_config") or {}) if k in K.RL_IGNORED]
-    ignored += [f"generate_config.{k}" for k in (cfg.get("generate_config") or {}) if k in K.GENERATE_IGNORED]
-    return GRPOConfig(
-        args=args,
-        ignored_flags=ignored_flags,
-        ignored_keys=ignored,
-        rl=rl,
-        sampling=Sampling(
-            max_tokens=int(sampling["max_tokens"]),
-            temperature=float(sampling["temperature"]),
-            top_k=int(sampling["top_k"] or -1),
-            top_p=float(sampling["top_p"]),
-            min_p=float(sampling["min_p"]),
-        ),
-        sampling_seed=int(args.seed if sampling["seed"] is None else sampling["seed"]),
-        rollout_dtype=str(gen["dtype"]),
-        max_model_len=int(gen["max_model_len"]),
-        source=source,
-        raw=cfg,
-    )
+    return sampling
 
 
 def _section(cfg, name, honoured, ignored, fixed, bad) -> dict[str, Any]:
@@ -310,7 +339,8 @@ def _section(cfg, name, honoured, ignored, fixed, bad) -> dict[str, Any]:
             bad(
                 f"{name}.{key}",
                 "not in the embedded GRPO trainer's subset",
-                "remove it (the subset is in ascendfactory/engine/rl/keys.py), or use backend: mindspeed-rl",
+                "remove it (the subset is in ascendfactory/engine/rl/subset.py), or use backend: "
+                "mindspeed-rl",
             )
     return out
 
@@ -391,3 +421,6 @@ def _check_rl(rl, gen, sampling, args, bad) -> None:
                 f"{sampling['max_tokens']} leaves no room for the prompt in seq_length {args.seq_length}",
                 "lower max_tokens or raise seq_length",
             )
+
+
+read_config = read_trainer_yaml  # the old name (backends/msrl/config.read_config is the experiment's reader)

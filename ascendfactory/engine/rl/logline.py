@@ -36,7 +36,6 @@ SPECIAL_TIMINGS = (
     "timing/critic_model",
     "timing/update_critic",
 )
-TPS_KEYS = ("e2e_tps", "update_tps", "vllm_tps")
 
 
 def order_metrics(trainer: dict[str, float], data: dict[str, float]) -> dict[str, float]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ascendfactory.engine.rl.keys import Sampling
+from ascendfactory.engine.rl.subset import Sampling
 
 
 class StaticKVCache:

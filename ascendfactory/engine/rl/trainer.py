@@ -16,6 +16,7 @@ import os
 import random
 import time
 from contextlib import nullcontext
+from typing import Any
 
 import numpy as np
 import torch
@@ -90,24 +91,7 @@ class GRPOTrainer:
         self.optimizer = step.build_optimizer(self.model, args, self.env.device)
         self.scheduler = LRSchedule.from_args(args, self.gbs * self.n)
         self.scaler = step.LossScaler.from_args(args)
-        mg_args = model_dims.megatron_args(
-            tp=self.dims.tp,
-            pp=1,
-            num_layer_list=None,
-            padded_vocab_size=vocab,
-            params_dtype=self.params_dtype,
-            make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
-        )
-        self.topo = Topology(
-            tp=self.dims.tp,
-            pp=1,
-            tp_rank=self.tp_rank,
-            pp_rank=0,
-            dp_rank=self.dp_rank,
-            layer_offset=0,
-            dp_group=self.mesh["dp"].get_group(),
-        )
-        self.mg_args = mg_args
+        self.mg_args, self.topo = self._checkpoint_layout(model_dims, vocab)
         self.checkpointer = self._checkpointer(args)
         self.dataset = PromptDataset(
             args.data_path[0],
@@ -147,6 +131,27 @@ class GRPOTrainer:
         self.metrics_file = setup.metrics_file(metrics_dir) if on and metrics_dir else None
 
     # ------------------------------------------------------------------ setup pieces
+    def _checkpoint_layout(self, model_dims: ModelDims, vocab: int) -> tuple[Any, Topology]:
+        """The Megatron args the checkpoints record, and this rank's place (TP x DP, one stage)."""
+        mg_args = model_dims.megatron_args(
+            tp=self.dims.tp,
+            pp=1,
+            num_layer_list=None,
+            padded_vocab_size=vocab,
+            params_dtype=self.params_dtype,
+            make_vocab_size_divisible_by=self.args.make_vocab_size_divisible_by,
+        )
+        topo = Topology(
+            tp=self.dims.tp,
+            pp=1,
+            tp_rank=self.tp_rank,
+            pp_rank=0,
+            dp_rank=self.dp_rank,
+            layer_offset=0,
+            dp_group=self.mesh["dp"].get_group(),
+        )
+        return mg_args, topo
+
     def _build(self, model_dims: ModelDims):
         model = build_stage(self.hf_config, layers=[model_dims.num_layers], pp_rank=0, device=self.env.device)
         # Megatron's activation recompute (the actor's training forward; the reference never trains)

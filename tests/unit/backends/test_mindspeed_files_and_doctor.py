@@ -12,8 +12,8 @@ from ascendfactory.backends.doctor import ascend_toolkit_status
 from ascendfactory.backends.install import run_install
 from ascendfactory.backends.mindspeed_llm.environment import checks as mindspeed_llm_checks
 from ascendfactory.backends.mindspeed_llm.environment import install_plan as mindspeed_llm_plan
+from ascendfactory.backends.mindspeed_llm.programs import v1_mg2hf_output as files
 from ascendfactory.cli.app import app
-from ascendfactory.programs import v1_mg2hf_output as files
 
 
 def hf_dir(root: Path) -> Path:

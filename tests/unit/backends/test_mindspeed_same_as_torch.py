@@ -164,3 +164,21 @@ def test_torch_lora_4k_file_plans_mindspeed_llms_lora_commands(
         }
         assert tuple(map(os.path.abspath, merge["lora-load"])) == (os.path.abspath(saved),)
         assert tuple(map(os.path.abspath, merge["load-dir"])) == tuple(map(os.path.abspath, base))
+
+
+@pytest.mark.parametrize("backend", ["torch", "mindspeed-llm"])
+def test_torch_and_mindspeed_apply_the_same_owned_key_rule_to_save(
+    tmp_path: Path, clean_env, backend
+) -> None:
+    """A user `save` elsewhere is refused by both (torch used to drop it silently); the planned one passes."""
+    from ascendfactory.errors import ConfigError
+
+    tree = experiment(tmp_path)
+    tree["backend_config"]["training"]["save"] = str(tmp_path / "elsewhere")
+    with pytest.raises(ConfigError) as e:
+        plan(tmp_path, tree, backend)
+    (problem,) = [p for p in e.value.problems if p.key == "backend_config.training.save"]
+    assert "training saves into" in problem.message and "af_output_dir" in problem.fix
+    tree["backend_config"]["training"]["save"] = str(tmp_path / "out" / "saved_checkpoints")
+    argv = plan(tmp_path, tree, backend).step("train").argv
+    assert os.path.abspath(argv[argv.index("--save") + 1]) == str(tmp_path / "out" / "saved_checkpoints")

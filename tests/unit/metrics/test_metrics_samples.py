@@ -1,8 +1,6 @@
-"""Every real log sample in <repo>/../shared/logs parses to the numbers it contains."""
+"""Every real log sample in tests/data/logs parses to the numbers it contains."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +12,7 @@ from ascendfactory.metrics import (
     throughput_mindspeed,
     throughput_mindspeed_mm,
 )
-
-LOGS = Path(__file__).resolve().parents[3] / ".." / "shared" / "logs"
-pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared log samples not found at {LOGS}")
+from tests.conftest import LOGS
 
 
 def _records(name: str, fmt: str | None = None):

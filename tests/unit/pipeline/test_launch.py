@@ -7,11 +7,10 @@ import sys
 import time
 from pathlib import Path
 
-import runner_fakes as fakes
-
 from ascendfactory.pipeline.launch import LogNames, Tee, read_tail
 from ascendfactory.pipeline.launchers import TorchrunLauncher, open_step
 from ascendfactory.plan import RunPolicy, Torchrun
+from tests.support import runner_fakes as fakes
 
 
 def test_log_names_follow_the_documented_pattern(tmp_path):

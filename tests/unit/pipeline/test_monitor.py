@@ -9,11 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-import runner_fakes as fakes
-
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.pipeline.launchers import MonitorTargets
 from ascendfactory.pipeline.monitor import DeviceMonitor, parse_npu_smi, parse_nvidia_smi, visible_devices
+from tests.support import runner_fakes as fakes
 
 NPU_SMI = """\
 +------------------------------------------------------------------------------------------------+

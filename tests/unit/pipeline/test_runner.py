@@ -13,13 +13,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-import runner_fakes as fakes
 import yaml
-from runner_fakes import run_experiment
 
 from ascendfactory.backends import planner
 from ascendfactory.errors import StageFailedError
 from ascendfactory.plan import Process, Role, Step
+from tests.support import runner_fakes as fakes
+from tests.support.runner_fakes import run_experiment
 
 
 @pytest.fixture

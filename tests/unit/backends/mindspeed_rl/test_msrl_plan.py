@@ -10,12 +10,13 @@ import pytest
 from msrl_helpers import DELETE, experiment
 
 from ascendfactory.backends.mindspeed_rl import environment
-from ascendfactory.backends.mindspeed_rl.config import load_yaml
+from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
+from ascendfactory.backends.msrl.config import load_yaml
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.checkpoints.megatron import write_tracker
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
-from ascendfactory.plan import PROGRAMS_DIR, Plan
+from ascendfactory.plan import Plan
 
 V = {"backend_config": {"mindspeed_rl_version": "master"}}
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from msrl_helpers import DELETE, context
 
-from ascendfactory.backends.mindspeed_rl import keys as keyfiles
-from ascendfactory.backends.mindspeed_rl.config import read_config
-from ascendfactory.backends.mindspeed_rl.rules import RULES
+from ascendfactory.backends.msrl import keys as keyfiles
+from ascendfactory.backends.msrl.config import read_config
+from ascendfactory.backends.msrl.rules import RULES
 from ascendfactory.errors import ConfigError
 
 

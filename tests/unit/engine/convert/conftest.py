@@ -11,7 +11,7 @@ from convert_testlib import VARIANTS, variant_id
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], Path]:
     """Each variant saved once: 4 layers, hidden 64, 8 heads / 4 KV heads, vocab 250 (pads under TP 4)."""
-    from ascendfactory.engine.convert.tiny import build_tiny_model
+    from tests.support.tiny_model import build_tiny_model
 
     root = tmp_path_factory.mktemp("tiny_hf")
     return {

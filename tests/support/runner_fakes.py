@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import pickle
-import socket
 import sys
 import textwrap
 from pathlib import Path
@@ -35,6 +34,7 @@ from ascendfactory.plan import (
     ThroughputSpec,
     Torchrun,
 )
+from tests.support.ports import free_port
 
 FAKE_TRAINER = textwrap.dedent("""
     import argparse, os, shutil, sys, time
@@ -166,12 +166,6 @@ def write_script(directory: Path, name: str, source: str) -> str:
     path = directory / name
     path.write_text(source, encoding="utf-8")
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def loaded(out_dir: Path, source: Path | None = None, **overrides: object) -> LoadedExperiment:
@@ -306,8 +300,8 @@ DRIVER = textwrap.dedent("""
     import base64, json, pickle, sys
     from pathlib import Path
     spec = json.load(open(sys.argv[1]))
-    sys.path.insert(0, spec["fakes_dir"])
-    import runner_fakes as fakes
+    sys.path.insert(0, spec["root"])
+    from tests.support import runner_fakes as fakes
     from ascendfactory.errors import AscendFactoryError
     config = dict(spec["config"])
     loaded = fakes.loaded(config.pop("af_output_dir"), **config)
@@ -329,10 +323,10 @@ def step_spec(step: Step) -> str:
 
 
 def driver_spec(config: dict[str, object], steps: list[Step], **extra: object) -> dict[str, object]:
-    """The JSON the DRIVER reads: experiment keys, the steps, and where this module is."""
+    """The JSON the DRIVER reads: experiment keys, the steps, and the repository root (for tests.support)."""
     return {
         "config": config,
         "steps": [step_spec(s) for s in steps],
-        "fakes_dir": str(Path(__file__).resolve().parent),
+        "root": str(Path(__file__).resolve().parents[2]),
         **extra,
     }

@@ -8,18 +8,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.mindspeed_rl.experiment import MindSpeedRLConfig
-from ascendfactory.backends.mindspeed_rl.layout import RLLayout
+from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
+from ascendfactory.backends.msrl.layout import RLOutputTree
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
+from ascendfactory.metrics.mindspeed_rl import TPS_KEYS
 from ascendfactory.plan import CheckpointSpec, LogNaming, LogSpec, Plan, ThroughputSpec, safe_name
-
-TPS_METRICS = ("e2e_tps", "update_tps", "vllm_tps")
 
 
 def grpo_plan(
     ctx: PlanContext,
     rl: MindSpeedRLConfig,
-    layout: RLLayout,
+    layout: RLOutputTree,
     *,
     reward_metrics: tuple[str, ...],
     warnings: list[str],
@@ -36,7 +35,7 @@ def grpo_plan(
         throughput=ThroughputSpec("mindspeed_rl", seq_length=d.seq_length, devices=d.world_size),
         loss_keys=("actor/pg_loss", "actor/kl_loss"),
         plot_metrics=shown,
-        summary_metrics=(*shown, *TPS_METRICS),
+        summary_metrics=(*shown, *TPS_KEYS),
     )
     path, text = ctx.exp_config_file(layout.root)
     return Plan(

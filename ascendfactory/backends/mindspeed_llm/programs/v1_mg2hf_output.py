@@ -1,6 +1,6 @@
 """Runs MindSpeed-LLM's v1 converter (mg -> hf) so that its output lands where the v2 converter's does.
 
-    python -m ascendfactory.programs.v1_mg2hf_output --stage-hf-config HF_DIR --collect-mg2hf OUT \
+    python v1_mg2hf_output.py --stage-hf-config HF_DIR --collect-mg2hf OUT \
         -- PROGRAM [ARGS...]
 
 --stage-hf-config HF   copy HF's config and tokenizer files (not its weights) into OUT before the program,

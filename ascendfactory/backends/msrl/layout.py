@@ -22,7 +22,7 @@ METRICS_LOG = "grpo_metrics-{time}.log"
 
 
 @dataclass(frozen=True)
-class RLLayout:
+class RLOutputTree:
     root: str
 
     def _p(self, *parts: str) -> str:
@@ -66,3 +66,6 @@ class RLLayout:
     def hydra_dir(self, step: str) -> str:
         """Where Hydra writes its `.hydra/` record of a step (not outputs/<date>/ in MindSpeed-RL's dir)."""
         return self._p(".af", "hydra", step)
+
+
+RLLayout = RLOutputTree  # the old name ("layout" also means the parallel layout)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tests.support.ports import free_port
 
 TINY = {
     "hidden_size": 64,
@@ -134,12 +135,6 @@ def make_sft_data(prefix: str | Path, *, vocab: int = 256, samples: int = 32, se
     for b in builders.values():
         b.finalize()
     return str(prefix)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(

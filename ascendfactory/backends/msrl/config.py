@@ -8,7 +8,7 @@ API (stable: the `mindspeed-rl` backend and the embedded backend's `stage: grpo`
     sections = load_yaml(text)                              # == cfg.sections (the round trip)
 
 `ctx` is the planner's `PlanContext` (the experiment, devices per node). `keys`: the `keys.KeySet` to check
-against; None picks it by `environment.choose_version` (`backend_config.mindspeed_rl_version`, else the
+against; None picks it by `checkout.choose_version` (`backend_config.mindspeed_rl_version`, else the
 checkout's own config classes, else the newest shipped list with a warning); pass `keys.shipped("2.3.0")`
 (or `keys.latest()`) to check without looking for a checkout. `cluster_checks=False` leaves out what only
 concerns an Ascend cluster (the NPUs the placement groups need, the rollout's vLLM limits), for a backend
@@ -46,11 +46,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.mindspeed_rl import keys as keyfiles
-from ascendfactory.backends.mindspeed_rl.experiment import (
+from ascendfactory.backends.msrl import keys as keyfiles
+from ascendfactory.backends.msrl.experiment import (
     RL_SECTIONS,
     Derived,
     MindSpeedRLConfig,
@@ -59,7 +59,7 @@ from ascendfactory.backends.mindspeed_rl.experiment import (
     normed,
     ordered,
 )
-from ascendfactory.backends.mindspeed_rl.keys import Expr, KeySet
+from ascendfactory.backends.msrl.keys import Expr, KeySet
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import ConfigError, Problem
 
@@ -153,7 +153,7 @@ class _Reader:
         self.problem(
             f"{section}.{key}",
             f"not a {cls} key of MindSpeed-RL {self.ks.version}{hint}; {upstream} (on the cluster)",
-            f"use a key of {cls} (ascendfactory/backends/mindspeed_rl/keys/{self.ks.rules_version}.txt), "
+            f"use a key of {cls} (ascendfactory/backends/msrl/keys/{self.ks.rules_version}.txt), "
             "or remove it",
         )
 
@@ -214,108 +214,17 @@ def read_config(
     ctx: PlanContext, *, keys: KeySet | None = None, cluster_checks: bool = True
 ) -> MindSpeedRLConfig:
     """Read, fill and check `ctx.config.backend_config`; raise ConfigError listing every problem."""
-    from ascendfactory.backends.mindspeed_rl import numbers, rules
+    from ascendfactory.backends.msrl import numbers, rules
 
     bc = dict(ctx.config.backend_config or {})
-    version_problems: list[Problem] = []
-    explicit = bc.get("mindspeed_rl_version")
-    if explicit is not None and explicit not in keyfiles.shipped_versions():
-        version_problems.append(
-            ctx.problem(
-                BC + "mindspeed_rl_version",
-                f"{explicit!r} is not a MindSpeed-RL version with a shipped key list",
-                "use one of: "
-                + ", ".join(keyfiles.shipped_versions())
-                + " (or remove it to follow the checkout)",
-            )
-        )
-        explicit = None
-    if keys is None:
-        from ascendfactory.backends.mindspeed_rl.environment import choose_version, find_checkout
-
-        checkout, _ = find_checkout(ctx.config.scripts_dir, ctx.environ)
-        choice = choose_version(str(explicit) if explicit else None, checkout)
-        ks, reason = choice.keys, choice.reason
-        guessed = choice.guessed
-    else:
-        ks, reason, guessed = keys, f"MindSpeed-RL {keys.version} (given)", False
+    ks, reason, guessed, version_problems = _key_set(ctx, bc, keys)
     r = _Reader(ctx, ks)
     r.problems += version_problems
     if guessed:
         r.warnings.append(reason)
-
-    # 1. sections
-    for name in bc:
-        if name not in RL_SECTIONS and name not in AF_SECTIONS:
-            r.problem(
-                name,
-                "not a section of a MindSpeed-RL experiment"
-                f"{did_you_mean(name, (*RL_SECTIONS, *AF_SECTIONS))} (MindSpeed-RL would silently ignore it)",
-                "sections are: " + ", ".join((*RL_SECTIONS, *AF_SECTIONS)),
-            )
-    sections: dict[str, Any] = {}
-    for name in MEGATRON_SECTIONS:
-        if name in bc:
-            sections[name] = r.check_keys(name, bc[name], "MegatronConfig")
-    rl_config = r.check_keys("rl_config", bc.get("rl_config"), "RLConfig")
-    generate_config = r.check_keys("generate_config", bc.get("generate_config"), "GenerateConfig")
-    _check_subdicts(r, rl_config, generate_config)
-    if "profiler_config" in bc:
-        prof = bc["profiler_config"]
-        if isinstance(prof, Mapping):
-            for sub in prof:
-                if sub != "integrated":
-                    r.problem(
-                        f"profiler_config.{sub}",
-                        "cli/train_grpo.py reads only profiler_config.integrated (this key would be ignored)",
-                        "move the keys under profiler_config.integrated",
-                    )
-            r.check_keys(
-                "profiler_config",
-                prof.get("integrated"),
-                "ProfilerConfig",
-                prefix="profiler_config.integrated",
-            )
-        else:
-            r.problem("profiler_config", "must be a mapping: {integrated: {...ProfilerConfig keys}}")
-        sections["profiler_config"] = prof
-    if "msprobe_config" in bc:
-        sections["msprobe_config"] = r.check_keys("msprobe_config", bc["msprobe_config"], "MsprobeConfig")
-    preprocess = None
-    if bc.get("preprocess_data") is not None:
-        preprocess = normed(r.check_keys("preprocess_data", bc["preprocess_data"], "DataHandlerConfig"))
-    converter = bc.get("converter") or "v1"
-    if converter not in CONVERTERS:
-        r.problem(
-            "converter",
-            f"{converter!r} is not a converter",
-            "use v1 (convert_ckpt.py, as MindSpeed-RL's docs) or v2 (convert_ckpt_v2.py)",
-        )
-        converter = "v1"
-    hf2mg, mg2hf = _converter_sections(r, bc, converter)
-    if not ctx.config.convert_mg2hf_at_last:
-        mg2hf = None
-
-    # 2. what the reader fills in
-    integrated = rl_config.get(
-        "use_integrated_worker", ks.classes["RLConfig"].keys.get("use_integrated_worker")
-    )
-    mt = sections.setdefault("megatron_training", {})
-    if not isinstance(mt, dict):
-        mt = sections["megatron_training"] = {}
-    sections.setdefault("actor_config", {})
-    if not any(norm(k) == "stage" for k in mt):
-        mt["stage"] = GRPO_STAGE
-    if not any(norm(k) == "tokenizer_name_or_path" for k in mt) and ctx.config.model_name_or_path:
-        mt["tokenizer_name_or_path"] = ctx.config.model_name_or_path
-    model_name, model_generated = _model_section(r, bc, sections, integrated)
-    if integrated is not False:
-        resource = rl_config.setdefault("actor_resource", {})
-        if isinstance(resource, dict) and resource.get("num_npus") is None:
-            resource["num_npus"] = ctx.world_size  # every NPU of the cluster
-    sections["rl_config"] = rl_config
-    sections["generate_config"] = generate_config
-    sections = ordered(sections)
+    # 1. sections; 2. what the reader fills in
+    read = _read_sections(ctx, r, bc)
+    sections, model_name, model_generated = _fill(ctx, r, bc, ks, read)
 
     # 3. the views MindSpeed-RL builds, the derived numbers, the rules
     views = build_views(ks, sections, model_name)
@@ -333,10 +242,10 @@ def read_config(
         version_reason=reason,
         sections=sections,
         model_name=model_name,
-        preprocess=preprocess,
-        hf2mg=hf2mg,
-        mg2hf=mg2hf,
-        converter=converter,
+        preprocess=read.preprocess,
+        hf2mg=read.hf2mg,
+        mg2hf=read.mg2hf,
+        converter=read.converter,
         derived=derived,
         model_generated=model_generated,
         **views,
@@ -350,6 +259,128 @@ def read_config(
     if r.problems:
         raise ConfigError(r.problems)
     return replace(cfg, warnings=tuple(r.warnings))
+
+
+def _key_set(
+    ctx: PlanContext, bc: Mapping[str, Any], keys: KeySet | None
+) -> tuple[KeySet, str, bool, list[Problem]]:
+    """(the key set in use, why, whether it was guessed, a problem with mindspeed_rl_version)."""
+    version_problems: list[Problem] = []
+    explicit = bc.get("mindspeed_rl_version")
+    if explicit is not None and explicit not in keyfiles.shipped_versions():
+        version_problems.append(
+            ctx.problem(
+                BC + "mindspeed_rl_version",
+                f"{explicit!r} is not a MindSpeed-RL version with a shipped key list",
+                "use one of: "
+                + ", ".join(keyfiles.shipped_versions())
+                + " (or remove it to follow the checkout)",
+            )
+        )
+        explicit = None
+    if keys is not None:
+        return keys, f"MindSpeed-RL {keys.version} (given)", False, version_problems
+    from ascendfactory.backends.msrl.checkout import choose_version, find_checkout
+
+    checkout, _ = find_checkout(ctx.config.scripts_dir, ctx.environ)
+    choice = choose_version(str(explicit) if explicit else None, checkout)
+    return choice.keys, choice.reason, choice.guessed, version_problems
+
+
+@dataclass
+class _Sections:
+    """The sections as read and key-checked, before the reader fills anything in."""
+
+    sections: dict[str, Any]
+    rl_config: dict[str, Any]
+    generate_config: dict[str, Any]
+    preprocess: dict[str, Any] | None
+    converter: str
+    hf2mg: dict[str, Any]
+    mg2hf: dict[str, Any] | None
+
+
+def _read_sections(ctx: PlanContext, r: _Reader, bc: Mapping[str, Any]) -> _Sections:
+    for name in bc:
+        if name not in RL_SECTIONS and name not in AF_SECTIONS:
+            r.problem(
+                name,
+                "not a section of a MindSpeed-RL experiment"
+                f"{did_you_mean(name, (*RL_SECTIONS, *AF_SECTIONS))} (MindSpeed-RL would silently ignore it)",
+                "sections are: " + ", ".join((*RL_SECTIONS, *AF_SECTIONS)),
+            )
+    sections: dict[str, Any] = {}
+    for name in MEGATRON_SECTIONS:
+        if name in bc:
+            sections[name] = r.check_keys(name, bc[name], "MegatronConfig")
+    rl_config = r.check_keys("rl_config", bc.get("rl_config"), "RLConfig")
+    generate_config = r.check_keys("generate_config", bc.get("generate_config"), "GenerateConfig")
+    _check_subdicts(r, rl_config, generate_config)
+    if "profiler_config" in bc:
+        sections["profiler_config"] = _profiler_section(r, bc["profiler_config"])
+    if "msprobe_config" in bc:
+        sections["msprobe_config"] = r.check_keys("msprobe_config", bc["msprobe_config"], "MsprobeConfig")
+    preprocess = None
+    if bc.get("preprocess_data") is not None:
+        preprocess = normed(r.check_keys("preprocess_data", bc["preprocess_data"], "DataHandlerConfig"))
+    converter = bc.get("converter") or "v1"
+    if converter not in CONVERTERS:
+        r.problem(
+            "converter",
+            f"{converter!r} is not a converter",
+            "use v1 (convert_ckpt.py, as MindSpeed-RL's docs) or v2 (convert_ckpt_v2.py)",
+        )
+        converter = "v1"
+    hf2mg, mg2hf = _converter_sections(r, bc, converter)
+    if not ctx.config.convert_mg2hf_at_last:
+        mg2hf = None
+    return _Sections(sections, rl_config, generate_config, preprocess, converter, hf2mg, mg2hf)
+
+
+def _profiler_section(r: _Reader, prof: Any) -> Any:
+    if isinstance(prof, Mapping):
+        for sub in prof:
+            if sub != "integrated":
+                r.problem(
+                    f"profiler_config.{sub}",
+                    "cli/train_grpo.py reads only profiler_config.integrated (this key would be ignored)",
+                    "move the keys under profiler_config.integrated",
+                )
+        r.check_keys(
+            "profiler_config",
+            prof.get("integrated"),
+            "ProfilerConfig",
+            prefix="profiler_config.integrated",
+        )
+    else:
+        r.problem("profiler_config", "must be a mapping: {integrated: {...ProfilerConfig keys}}")
+    return prof
+
+
+def _fill(
+    ctx: PlanContext, r: _Reader, bc: Mapping[str, Any], ks: KeySet, read: _Sections
+) -> tuple[dict[str, Any], str | None, bool]:
+    """What the reader fills in: the stage, the tokenizer, the model entry, the actor's NPUs."""
+    sections, rl_config = read.sections, read.rl_config
+    integrated = rl_config.get(
+        "use_integrated_worker", ks.classes["RLConfig"].keys.get("use_integrated_worker")
+    )
+    mt = sections.setdefault("megatron_training", {})
+    if not isinstance(mt, dict):
+        mt = sections["megatron_training"] = {}
+    sections.setdefault("actor_config", {})
+    if not any(norm(k) == "stage" for k in mt):
+        mt["stage"] = GRPO_STAGE
+    if not any(norm(k) == "tokenizer_name_or_path" for k in mt) and ctx.config.model_name_or_path:
+        mt["tokenizer_name_or_path"] = ctx.config.model_name_or_path
+    model_name, model_generated = _model_section(r, bc, sections, integrated)
+    if integrated is not False:
+        resource = rl_config.setdefault("actor_resource", {})
+        if isinstance(resource, dict) and resource.get("num_npus") is None:
+            resource["num_npus"] = ctx.world_size  # every NPU of the cluster
+    sections["rl_config"] = rl_config
+    sections["generate_config"] = read.generate_config
+    return ordered(sections), model_name, model_generated
 
 
 def _check_subdicts(r: _Reader, rl_config: dict[str, Any], generate_config: dict[str, Any]) -> None:

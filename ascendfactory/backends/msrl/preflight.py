@@ -22,11 +22,11 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.mindspeed_rl.naming import Finding, gkey, mkey, rkey
+from ascendfactory.backends.msrl.naming import Finding, gkey, mkey, rkey
 from ascendfactory.config.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.mindspeed_rl.experiment import MindSpeedRLConfig
+    from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
 
 GRPO_STAGE = "ray_grpo"
 # Handlers whose output has one key per dataset_additional_keys entry besides input_ids/attention_mask.

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.mindspeed_rl.keys import ORDER, KeySet
+from ascendfactory.backends.msrl.keys import ORDER, KeySet
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.mindspeed_rl.experiment import MindSpeedRLConfig
+    from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
 
 RING, ULYSSES = "megatron_cp_algo", "ulysses_cp_algo"
 # Where a Megatron key belongs when the user has not written it (MindSpeed-RL's own example yamls).

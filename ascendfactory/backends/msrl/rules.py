@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.mindspeed_rl.naming import (
+from ascendfactory.backends.msrl.naming import (
     RING,
     ULYSSES,
     Finding,
@@ -27,7 +27,7 @@ from ascendfactory.backends.mindspeed_rl.naming import (
 )
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.mindspeed_rl.experiment import MindSpeedRLConfig
+    from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
 
 
 def _r1(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
@@ -678,7 +678,7 @@ RULES: tuple[Rule, ...] = (
 
 def check(cfg: MindSpeedRLConfig, bc: Mapping[str, Any], *, cluster: bool = True) -> list[Finding]:
     """Every rule of the version in use, then the pre-flight checks (`preflight.py`); every finding."""
-    from ascendfactory.backends.mindspeed_rl import preflight
+    from ascendfactory.backends.msrl import preflight
 
     found: list[Finding] = []
     for rule in RULES:

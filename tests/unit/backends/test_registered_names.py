@@ -1,0 +1,100 @@
+"""The contract between a plan and the open registries: every registered backend's plan names a log format,
+a throughput formula and a checkpoint scheme that some module registered, and a name nobody registered is
+refused at plan time (a `--dry-run`), naming the backend, instead of when the real run needs it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ascendfactory.backends import planner
+from ascendfactory.backends.registry import all_backends, get_backend
+from ascendfactory.backends.templates import offered_models, render_experiment
+from ascendfactory.checkpoints import get_scheme
+from ascendfactory.config.load import load_experiment
+from ascendfactory.errors import ConfigError
+from ascendfactory.metrics.formats import get_format
+from ascendfactory.metrics.throughput import get_formula
+from ascendfactory.plan import ThroughputSpec
+from tests.conftest import REPO
+
+QUICK = REPO / "cfgs" / "quickstart.yaml"
+
+
+@pytest.mark.parametrize("backend", [b.name for b in all_backends()])
+def test_every_backend_plans_names_that_are_registered(tmp_path, monkeypatch, backend):
+    monkeypatch.setenv("AF_VERL_ENV", str(tmp_path / "no-verl-env"))
+    b = get_backend(backend)
+    for exp in b.experiments():
+        path = tmp_path / f"{exp}.yaml"
+        model = offered_models(backend)[0]
+        path.write_text(
+            render_experiment(backend=backend, model_name=model, exp_name=exp, output_file=str(path))
+        )
+        plan = planner.make_plan(load_experiment(path, []), dry_run=True)
+        assert planner.unregistered_names(plan, backend) == []
+        get_format(plan.logs.format).parser()  # each name resolves to a working object
+        if plan.logs.console_format:
+            get_format(plan.logs.console_format).parser()
+        assert get_formula(plan.logs.throughput.formula).name == plan.logs.throughput.formula
+        if plan.checkpoints is not None:
+            get_scheme(plan.checkpoints.scheme)
+
+
+class Misspelling:
+    """The torch backend, but its plan names what nobody registered."""
+
+    def __init__(self, change) -> None:
+        self.inner, self.change = get_backend("torch"), change
+        self.name, self.unretryable = "misspelt", ()
+
+    def plan(self, ctx, *, strict_paths=True):
+        plan = self.inner.plan(ctx, strict_paths=strict_paths)
+        self.change(plan)
+        return plan
+
+
+def _logs(**changes):
+    return lambda plan: setattr(plan, "logs", dataclasses.replace(plan.logs, **changes))
+
+
+@pytest.mark.parametrize(
+    "change,what,name",
+    [
+        (_logs(format="megatorn"), "log format", "megatorn"),
+        (_logs(console_format="nemo_console"), "log format", "nemo_console"),
+        (_logs(throughput=ThroughputSpec("nemo")), "throughput formula", "nemo"),
+        (
+            lambda plan: setattr(plan, "checkpoints", dataclasses.replace(plan.checkpoints, scheme="nemo")),
+            "checkpoint scheme",
+            "nemo",
+        ),
+    ],
+)
+def test_a_name_nobody_registered_is_refused_at_plan_time(tmp_path, monkeypatch, change, what, name):
+    monkeypatch.setattr(planner, "get_backend", lambda *a, **k: Misspelling(change))
+    loaded = load_experiment(QUICK, [f"--af_output_dir={tmp_path}"])
+    with pytest.raises(ConfigError) as e:
+        planner.make_plan(loaded, dry_run=True)
+    (problem,) = e.value.problems
+    assert problem.key == "backend"
+    assert f"backend 'misspelt' plans {what} '{name}'" in problem.message
+    assert "register" in problem.fix
+
+
+def test_registering_a_taken_name_is_refused_and_a_new_one_is_found():
+    from ascendfactory.metrics import formats, throughput
+
+    megatron = formats.get_format("megatron")
+    with pytest.raises(ValueError, match="already registered"):
+        formats.register_format(dataclasses.replace(megatron, name="other", aliases=("modellink",)))
+    with pytest.raises(ValueError, match="already registered"):
+        throughput.register_formula(dataclasses.replace(get_formula("verl")))
+    fmt = dataclasses.replace(megatron, name="test_only_format", aliases=(), priority=1000)
+    try:
+        formats.register_format(fmt)
+        assert formats.get_format("test-only-format") is fmt
+        assert formats.registered_formats()[-1] is fmt  # the lowest priority is sniffed last
+    finally:
+        formats._REGISTRY.pop("test_only_format")
