@@ -71,13 +71,14 @@ class RunTracking:
     def start(self) -> None:
         """`prepare` in the background (MLflow creates its store in seconds): the steps before training run
         meanwhile; `wait` joins it before the train step."""
-        if not self.active or self._thread is not None:
+        if not self.active or self._thread is not None or self.tracking is None:
             return
+        # imports register at-fork hooks (logging's): never beside the steps' forks (procgroup)
+        clients = tuple(s.name for s in self.tracking.specs if s.name in OWN_RUN)
 
         def prepare() -> None:  # its warnings come back with its lines, on the runner's thread
             warn, self.warn = self.warn, lambda text: self._lines.append(f"warning: {text}")
-            # imports register at-fork hooks (logging's): never beside the steps' forks (procgroup)
-            procgroup.import_guarded(tuple(s.name for s in self.tracking.specs if s.name in OWN_RUN))
+            procgroup.import_guarded(clients)
             try:
                 self._lines.extend(self.prepare())
             finally:
