@@ -253,7 +253,7 @@ def compare_cmd(
     from ascendfactory.cli._output import out
     from ascendfactory.errors import ConfigError, Problem
     from ascendfactory.metrics import parse_file
-    from ascendfactory.metrics.megatron import seq_length_from_log
+    from ascendfactory.metrics.throughput import get_formula
     from ascendfactory.metrics.vocabulary import align as align_runs
     from ascendfactory.metrics.vocabulary import common_records
 
@@ -263,7 +263,9 @@ def compare_cmd(
             Problem(key="--align", message=f"unknown alignment {align!r}", fix="use step or tokens")
         )
     ra, rb = (
-        common_records(parse_file(f, format), seq_length=seq_length or seq_length_from_log(str(f)))
+        common_records(
+            parse_file(f, format), seq_length=seq_length or get_formula("megatron").seq_from_log(str(f))
+        )
         for f in (a, b)
     )
     cmp = align_runs(ra, rb, metric=metric, by=align, tolerance=tolerance)  # type: ignore[arg-type]

@@ -54,6 +54,9 @@ class Misspelling:
         self.change(plan)
         return plan
 
+    def __getattr__(self, name):  # the rest of the backend interface (trackers, memory target): torch's
+        return getattr(self.inner, name)
+
 
 def _logs(**changes):
     return lambda plan: setattr(plan, "logs", dataclasses.replace(plan.logs, **changes))
