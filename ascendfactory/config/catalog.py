@@ -130,3 +130,12 @@ def resolve_arch(model_name: str, model_dir: str | None) -> ModelArch:
         if arch is not None:
             return arch
     return from_catalog(model_name)
+
+
+def arch_or_none(model_name: str, model_dir: object) -> ModelArch | None:
+    """`resolve_arch`, or None when neither a readable config.json nor the catalog knows the model (for
+    figures that are shown when they can be made, such as the memory estimate)."""
+    try:
+        return resolve_arch(model_name, model_dir if isinstance(model_dir, str) and model_dir else None)
+    except ConfigError:
+        return None

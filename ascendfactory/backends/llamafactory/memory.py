@@ -9,8 +9,7 @@ import json
 import os
 from typing import Any
 
-from ascendfactory.config.catalog import from_catalog, from_hf_dir
-from ascendfactory.errors import ConfigError
+from ascendfactory.config.catalog import arch_or_none
 from ascendfactory.memory.hf import HFJob
 from ascendfactory.memory.shape import shape_from_arch
 from ascendfactory.memory.target import MemoryTarget
@@ -58,11 +57,8 @@ def deepspeed_stage(path: Any) -> tuple[int | None, bool, bool, str | None]:
 def lf_target(ctx: Any, plan: Plan) -> MemoryTarget | None:
     tr = (ctx.config.backend_config or {}).get("training") or {}
     model = tr.get("model_name_or_path") or ctx.config.model_name_or_path
-    arch = None
-    try:
-        arch = from_hf_dir(model, ctx.config.af_model_name) if isinstance(model, str) else None
-        arch = arch or from_catalog(ctx.config.af_model_name)
-    except ConfigError:
+    arch = arch_or_none(ctx.config.af_model_name, model)
+    if arch is None:
         return None
     stage, off_opt, off_param, note = deepspeed_stage(tr.get("deepspeed"))
     quant = tr.get("quantization_bit")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ascendfactory.config.catalog import ModelArch, from_catalog, from_hf_dir
-from ascendfactory.errors import ConfigError
+from ascendfactory.config.catalog import ModelArch, arch_or_none
 from ascendfactory.memory.megatron import MegatronJob
 from ascendfactory.memory.shape import shape_from_arch
 from ascendfactory.memory.target import MemoryTarget
@@ -36,14 +35,10 @@ KEYS = {
 def plan_arch(plan: Plan, model_name: str) -> ModelArch | None:
     """The architecture the plan was made for: its config.json (facts' `arch_source`) or the catalog."""
     source = plan.facts.get("arch_source")
-    try:
-        if isinstance(source, str) and source.endswith("config.json"):
-            arch = from_hf_dir(os.path.dirname(source), model_name)
-            if arch is not None:
-                return arch
-        return from_catalog(model_name)
-    except ConfigError:
-        return None
+    model_dir = (
+        os.path.dirname(source) if isinstance(source, str) and source.endswith("config.json") else None
+    )
+    return arch_or_none(model_name, model_dir)
 
 
 def _int(value: Any, default: int) -> int:
@@ -149,18 +144,9 @@ def rl_target(ctx: Any, plan: Plan, *, engine: str) -> MemoryTarget | None:
     actor = {**(bc.get("megatron_training") or {}), **(bc.get("actor_config") or {})}
     gen = bc.get("generate_config") or {}
     f = plan.facts
-    model_dir = actor.get("tokenizer_name_or_path")
-    arch = None
-    if isinstance(model_dir, str):
-        try:
-            arch = from_hf_dir(model_dir, ctx.config.af_model_name)
-        except ConfigError:
-            arch = None
+    arch = arch_or_none(ctx.config.af_model_name, actor.get("tokenizer_name_or_path"))
     if arch is None:
-        try:
-            arch = from_catalog(ctx.config.af_model_name)
-        except ConfigError:
-            return None
+        return None
     training = {k.replace("_", "-"): v for k, v in actor.items()}
     training["global-batch-size"] = f.get("mini_batch_samples") or training.get("global-batch-size")
     training["seq-length"] = f.get("seq_length") or training.get("seq-length")

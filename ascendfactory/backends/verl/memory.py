@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendfactory.config.catalog import from_catalog, from_hf_dir
-from ascendfactory.errors import ConfigError
+from ascendfactory.config.catalog import arch_or_none
 from ascendfactory.memory.hf import HFJob
 from ascendfactory.memory.rl import RLJob
 from ascendfactory.memory.shape import shape_from_arch
@@ -38,10 +37,8 @@ def verl_target(ctx: Any, plan: Plan) -> MemoryTarget | None:
     bc = ctx.config.backend_config or {}
     arr = bc.get("actor_rollout_ref") or {}
     model = _get(arr, "model", "path")
-    try:
-        arch = from_hf_dir(model, ctx.config.af_model_name) if isinstance(model, str) else None
-        arch = arch or from_catalog(ctx.config.af_model_name)
-    except ConfigError:
+    arch = arch_or_none(ctx.config.af_model_name, model)
+    if arch is None:
         return None
     data = bc.get("data") or {}
     seq = int(data.get("max_prompt_length") or 512) + int(data.get("max_response_length") or 512)

@@ -133,7 +133,9 @@ def test_memory_features_never_raise_the_peak(layout, model, gbs_factor):
         assert estimate_megatron(job.with_(sequence_parallel=True)).peak <= peak
     # doubling TP or PP (DP halves, same devices; at least PP micro-batches either way, layers split
     # evenly) never raises the peak
-    if job.dp % 2 == 0:
+    # (the embedded trainer under PP excepted: torch.distributed.pipelining allocates a receive buffer for
+    # every micro-batch of the step, and halving DP doubles the micro-batches)
+    if job.dp % 2 == 0 and (job.engine == "megatron" or job.pp == 1):
         assert estimate_megatron(job.with_(tp=job.tp * 2, dp=job.dp // 2)).peak <= peak * 1.0001
         # (not for the embedded trainer: torch.distributed.pipelining allocates a receive buffer for every
         # micro-batch of the step, so PP can cost memory there; see `pipelining_buffers`)
