@@ -198,3 +198,30 @@ def test_megatron_recompute_rules_hold_at_plan_time(tmp_path):
     )
     argv = train_argv(plan)
     assert argv[argv.index("--recompute-method") + 1] == "block"
+
+
+def test_virtual_pipeline_at_plan_time(tmp_path):
+    """hf2mg converts for the trainer's virtual pipeline; Megatron's micro-batch rule for the interleaved
+    schedule is checked once DP is known (PP 3, DP 1 here)."""
+    from ascendfactory.engine.train import testing as T
+
+    T.make_tiny_model(tmp_path / "hf6", family="qwen2", num_hidden_layers=6)
+    common = (
+        f"--af_output_dir={tmp_path}",
+        "--env.NPUS_PER_NODE=3",
+        f"--backend_config.training.tokenizer-name-or-path={tmp_path / 'hf6'}",
+        "--backend_config.training.pipeline-model-parallel-size=3",
+        "--backend_config.training.virtual-pipeline-model-parallel-size=2",
+        "--backend_config.training.micro-batch-size=1",
+    )
+    with pytest.raises(ConfigError) as e:
+        plan_for(*common, "--backend_config.training.global-batch-size=4")
+    assert "backend_config.training.global-batch-size" in str(e.value)
+    assert "number of microbatches (4) is not divisible by pipeline-model-parallel-size (3)" in str(e.value)
+    plan = plan_for(*common, "--backend_config.training.global-batch-size=6")
+    argv = plan.step("hf2mg").argv
+    assert argv[argv.index("--num-layers-per-virtual-pipeline-stage") + 1] == "1"
+    argv = train_argv(plan)
+    assert argv[argv.index("--virtual-pipeline-model-parallel-size") + 1] == "2"
+    plan = plan_for(*common[:4], "--backend_config.training.global-batch-size=4")  # no VPP: no rule
+    assert "--num-layers-per-virtual-pipeline-stage" not in plan.step("hf2mg").argv
