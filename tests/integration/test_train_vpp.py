@@ -1,5 +1,5 @@
 """Virtual pipeline (interleaved 1F1B): PP 3 with 2 model chunks of 1 layer per rank trains exactly as plain
-PP 3 (same losses, same final weights); checkpoints hold Megatron's `model0`, `model1`; resume is exact.
+PP 3 (same losses, same final weights), tied embeddings included; checkpoints hold Megatron's `model0`, `model1`; resume is exact.
 
 Megatron core_r0.8.0 needs PP > 2 for the interleaved schedule (without --overlap-p2p-comm) and a
 micro-batch count divisible by PP: 6 layers, GBS 3, MBS 1.
@@ -23,7 +23,8 @@ VPP = ["--num-layers-per-virtual-pipeline-stage", "1"]
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("vpp")
-    T.make_tiny_model(root / "hf", family="qwen2", num_hidden_layers=6)
+    # tied embeddings: the embedding in rank 0's first chunk, its output copy in the last rank's last chunk
+    T.make_tiny_model(root / "hf", family="qwen2", num_hidden_layers=6, tie_word_embeddings=True)
     data = T.make_pretrain_data(root / "data" / "pt")
     for name, extra in (("mg_pp3", []), ("mg_vpp", VPP)):
         argv = ["--load-dir", root / "hf", "--save-dir", root / name, "--target-pipeline-parallel-size", 3]
@@ -69,6 +70,8 @@ def test_vpp_matches_plain_pp_and_saves_model_chunks(setup):
             held = shard[f"model{c}"]["decoder.layers.0.self_attention.linear_proj.weight"]
             assert torch.equal(held, b[f"model.layers.{c * 3 + r}.self_attn.o_proj.weight"])
         assert shard["args"].virtual_pipeline_model_parallel_size == 2
+        assert ("embedding.word_embeddings.weight" in shard["model0"]) == (r == 0)
+        assert ("output_layer.weight" in shard["model1"]) == (r == 2)
 
 
 def test_vpp_resume_is_exact(setup):
