@@ -1,5 +1,6 @@
 """Virtual pipeline (interleaved 1F1B): PP 3 with 2 model chunks of 1 layer per rank trains exactly as plain
-PP 3 (same losses, same final weights), tied embeddings included; checkpoints hold Megatron's `model0`, `model1`; resume is exact.
+PP 3 (same losses, same final weights), tied embeddings included; checkpoints hold Megatron's `model0`,
+`model1`; resume is exact.
 
 Megatron core_r0.8.0 needs PP > 2 for the interleaved schedule (without --overlap-p2p-comm) and a
 micro-batch count divisible by PP: 6 layers, GBS 3, MBS 1.
