@@ -41,9 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ascendfactory.engine.train import flags as train_flags  # noqa: E402
-from ascendfactory.engine.train import testing as T  # noqa: E402
 from ascendfactory.metrics import parse_lines  # noqa: E402
 from ascendfactory.metrics.summary import memory_by_rank  # noqa: E402
+from tests.support import training as T  # noqa: E402
 
 MODELS = {
     "medium": dict(  # ~63M parameters, ~250 MB of fp32 weights

@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from ascendfactory.engine.train import testing as T
+from tests.support import training as T
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ascendfactory.engine.train import testing as T
 from ascendfactory.metrics import parse_lines
 from ascendfactory.metrics.summary import memory_by_rank
+from tests.support import training as T
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ascendfactory.engine.train import testing as T
+from tests.support import training as T
 
 pytestmark = pytest.mark.integration
 

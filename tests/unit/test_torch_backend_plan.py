@@ -224,3 +224,30 @@ def test_fewer_micro_batches_than_pipeline_stages_is_refused_before_launch(tmp_p
     (problem,) = [p for p in e.value.problems if "micro-batch(es)" in p.message]
     assert problem.key == "backend_config.training.global-batch-size" and "2 or more" in problem.fix
     assert plan_for(*args, f"{T}global-batch-size=2", f"{T}micro-batch-size=1").facts["pp"] == 2
+
+
+def test_virtual_pipeline_at_plan_time(tmp_path):
+    """hf2mg converts for the trainer's virtual pipeline; Megatron's micro-batch rule for the interleaved
+    schedule is checked once DP is known (PP 3, DP 1 here)."""
+    from tests.support import training as T
+
+    T.make_tiny_model(tmp_path / "hf6", family="qwen2", num_hidden_layers=6)
+    common = (
+        f"--af_output_dir={tmp_path}",
+        "--env.NPUS_PER_NODE=3",
+        f"--backend_config.training.tokenizer-name-or-path={tmp_path / 'hf6'}",
+        "--backend_config.training.pipeline-model-parallel-size=3",
+        "--backend_config.training.virtual-pipeline-model-parallel-size=2",
+        "--backend_config.training.micro-batch-size=1",
+    )
+    with pytest.raises(ConfigError) as e:
+        plan_for(*common, "--backend_config.training.global-batch-size=4")
+    assert "backend_config.training.global-batch-size" in str(e.value)
+    assert "number of microbatches (4) is not divisible by pipeline-model-parallel-size (3)" in str(e.value)
+    plan = plan_for(*common, "--backend_config.training.global-batch-size=6")
+    argv = plan.step("hf2mg").argv
+    assert argv[argv.index("--num-layers-per-virtual-pipeline-stage") + 1] == "1"
+    argv = train_argv(plan)
+    assert argv[argv.index("--virtual-pipeline-model-parallel-size") + 1] == "2"
+    plan = plan_for(*common[:4], "--backend_config.training.global-batch-size=4")  # no VPP: no rule
+    assert "--num-layers-per-virtual-pipeline-stage" not in plan.step("hf2mg").argv

@@ -142,6 +142,7 @@ class TorchBackend(MegatronBackend):
             "target-tensor-parallel-size": run.tp,
             "target-pipeline-parallel-size": run.pp,
             "num-layer-list": ",".join(map(str, run.num_layer_list)) if run.num_layer_list else None,
+            "num-layers-per-virtual-pipeline-stage": _virtual_chunk_layers(run),
             "model-type-hf": run.arch.model_type_hf,
             "params-dtype": "bf16"
             if run.training.get("bf16")
@@ -386,6 +387,7 @@ class TorchBackend(MegatronBackend):
             argv = planned.argv
             module = next(a for a in argv if a.startswith("ascendfactory.engine."))
             collect(section, check, argv[argv.index(module) + 1 :])
+        problems += _interleaved_problems(ctx, run)
         self.raise_if(problems)
         from ascendfactory.backends.torch.data_fit import add_data_fit
 
@@ -404,3 +406,41 @@ def yaml_fix(fix: str, section: str) -> str:
     backend_config.training.train-iters: <value>`; other `--flag` words -> their backend_config key."""
     fix = re.sub(r"\badd --([a-z][\w-]*) <value>", rf"set backend_config.{section}.\1: <value>", fix)
     return re.sub(r"(?<![\w-])--([a-z][\w-]*)", rf"backend_config.{section}.\1", fix)
+
+
+def _virtual_chunk_layers(run: MegatronRun) -> int | None:
+    """hf2mg's --num-layers-per-virtual-pipeline-stage: the training run's virtual pipeline (None without
+    one), so the converted checkpoint holds the model chunks (`model0`, `model1`, ...) the trainer loads."""
+    t = run.training
+    per_chunk = t.get("num-layers-per-virtual-pipeline-stage")
+    chunks = t.get("virtual-pipeline-model-parallel-size")
+    try:
+        if per_chunk is None and chunks:
+            per_chunk = run.arch.layers // run.pp // int(chunks)
+        per_chunk = int(per_chunk) if per_chunk is not None else None
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None  # the trainer's parser names the bad value
+    if not per_chunk or run.pp < 2 or run.arch.layers // run.pp <= per_chunk:
+        return None
+    return per_chunk
+
+
+def _interleaved_problems(ctx: PlanContext, run: MegatronRun) -> list[Problem]:
+    """Megatron's rule for the interleaved schedule, known once DP is: the micro-batches of an iteration
+    (GBS / (MBS x DP)) divisible by PP."""
+    if _virtual_chunk_layers(run) is None or not run.dp:
+        return []
+    mbs = int(run.training.get("micro-batch-size") or 1)
+    gbs = int(run.training.get("global-batch-size") or mbs * run.dp)
+    if gbs % (mbs * run.dp) or (gbs // (mbs * run.dp)) % run.pp == 0:
+        return []
+    key = "backend_config.training.global-batch-size"
+    return [
+        Problem(
+            key=key,
+            message=f"number of microbatches ({gbs // (mbs * run.dp)}) is not divisible by pipeline-model-"
+            f"parallel-size ({run.pp}) when using interleaved schedule (MBS {mbs}, DP {run.dp})",
+            fix=f"use a global batch size that is a multiple of {mbs * run.dp * run.pp} (MBS x DP x PP)",
+            source=ctx.loaded.source_of(key),
+        )
+    ]

@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-pipeline-parallel-size", type=int, default=1, help="PP of the Megatron output")
     p.add_argument("--num-layer-list", default=None, help="layers per pipeline stage, e.g. 3,5 (uneven PP)")
     p.add_argument(
+        "--num-layers-per-virtual-pipeline-stage",
+        type=int,
+        default=None,
+        help="hf->mg: virtual pipeline (interleaved 1F1B) with this many layers per model chunk; each "
+        "shard then holds model0, model1, ... (mg->hf reads such checkpoints without this flag)",
+    )
+    p.add_argument(
         "--model-type-hf",
         default=None,
         choices=["llama2", "qwen25", "qwen3"],
@@ -148,8 +155,48 @@ def _validate(a: argparse.Namespace) -> None:
                 )
             )
     problems += _lora_problems(a)
+    problems += _vpp_problems(a)
     if problems:
         raise ConfigError(problems)
+
+
+def _vpp_problems(a: argparse.Namespace) -> list[Problem]:
+    """--num-layers-per-virtual-pipeline-stage: hf->mg only, >= 1, not with --num-layer-list (MindSpeed-LLM's
+    converter: `num_layer_list and vpp cannot be configured at the same time`). The layer divisibility is
+    checked with the model's layer count (`megatron_io.virtual_stages`)."""
+    per_chunk, flag = a.num_layers_per_virtual_pipeline_stage, "--num-layers-per-virtual-pipeline-stage"
+    if per_chunk is None:
+        return []
+    problems = []
+    if (a.load_model_type, a.save_model_type) != ("hf", "mg"):
+        problems.append(
+            Problem(
+                key=flag,
+                message=f"is for hf -> mg; this is {a.load_model_type} -> {a.save_model_type}",
+                fix="drop it (mg -> hf reads model0, model1, ... by itself; mg -> mg writes no virtual "
+                "pipeline: convert mg -> hf -> mg for one)",
+                source="command line",
+            )
+        )
+    if per_chunk < 1:
+        problems.append(
+            Problem(
+                key=flag,
+                message=f"must be >= 1, got {per_chunk}",
+                fix="give 1 or more",
+                source="command line",
+            )
+        )
+    if a.num_layer_list:
+        problems.append(
+            Problem(
+                key=flag,
+                message="num_layer_list and vpp cannot be configured at the same time",
+                fix="drop --num-layer-list (virtual pipeline stages are even) or this flag",
+                source="command line",
+            )
+        )
+    return problems
 
 
 def _lora_problems(a: argparse.Namespace) -> list[Problem]:

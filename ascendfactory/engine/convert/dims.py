@@ -125,8 +125,11 @@ class ModelDims:
         params_dtype: Any,
         make_vocab_size_divisible_by: int = 1,
         iteration: int = 1,
+        virtual_stage_layers: int | None = None,
     ) -> argparse.Namespace:
-        """The `args` Namespace stored with every converted shard (the contract's fields and a few more)."""
+        """The `args` Namespace stored with every converted shard (the contract's fields and a few more).
+        `virtual_stage_layers`: Megatron's --num-layers-per-virtual-pipeline-stage (None: no virtual
+        pipeline); the chunk count is stored as virtual_pipeline_model_parallel_size (Megatron's)."""
         fam = self.fam
         return argparse.Namespace(
             num_layers=self.num_layers,
@@ -143,6 +146,10 @@ class ModelDims:
             tensor_model_parallel_size=tp,
             pipeline_model_parallel_size=pp,
             num_layer_list=",".join(map(str, num_layer_list)) if num_layer_list else None,
+            num_layers_per_virtual_pipeline_stage=virtual_stage_layers,
+            virtual_pipeline_model_parallel_size=(
+                self.num_layers // pp // virtual_stage_layers if virtual_stage_layers else None
+            ),
             untie_embeddings_and_output_weights=not self.tie_word_embeddings,
             add_qkv_bias=fam.qkv_bias,
             qk_layernorm=fam.qk_norm,

@@ -134,6 +134,35 @@ def layer_offsets(counts: Sequence[int]) -> list[int]:
     return out
 
 
+def model_key(chunk: int, vpp: int) -> str:
+    """The shard dict's key of model chunk `chunk`: `model` without virtual pipeline, else `model0`,
+    `model1`, ... (Megatron's checkpointing.py saves `model%d` for each chunk when there are several)."""
+    return "model" if vpp == 1 else f"model{chunk}"
+
+
+def virtual_stages(num_layers: int, pp: int, per_chunk: int) -> list[list[tuple[int, int]]]:
+    """Per PP rank, per model chunk: (first global layer, layer count) with a virtual pipeline of
+    `per_chunk` layers per chunk (Megatron's --num-layers-per-virtual-pipeline-stage).
+
+    Megatron's layer offset (core_r0.8.0 `get_transformer_layer_offset`): chunk c of PP rank r is virtual
+    stage c * PP + r and holds layers (c * PP + r) * per_chunk ... + per_chunk - 1. ConfigError unless the
+    layers divide by PP and the layers per stage by `per_chunk` (Megatron's validate_args rules)."""
+    if per_chunk < 1 or num_layers % pp or (num_layers // pp) % per_chunk:
+        raise ConfigError(
+            Problem(
+                key="--num-layers-per-virtual-pipeline-stage",
+                message=f"{per_chunk} with {num_layers} layers over PP {pp}: the number of layers must be "
+                "divisible by the pipeline parallel size, and the layers per pipeline stage by the layers "
+                "per virtual pipeline stage",
+                fix="choose a value dividing num_layers / PP"
+                + (f" ({num_layers // pp})" if num_layers % pp == 0 else ", and a PP dividing num_layers"),
+                source="command line",
+            )
+        )
+    vpp = num_layers // pp // per_chunk
+    return [[((c * pp + r) * per_chunk, per_chunk) for c in range(vpp)] for r in range(pp)]
+
+
 def discover_layout(root: str | Path, iteration: int) -> tuple[int, int]:
     """(TP, PP) of a checkpoint from its `mp_rank_*` folder names; ConfigError if incomplete."""
     it_dir = iteration_dir(root, iteration)

@@ -17,6 +17,7 @@ from ascendfactory.engine.convert.shard_map import hf_locals_to_full, megatron_t
 from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
 
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
+_CHUNK = re.compile(r"^model(\d+)$")
 
 
 def _stage_layers(model_sd: dict[str, Any]) -> int:
@@ -34,6 +35,14 @@ class LoraMerge:
     alpha: float
     load: str | None = None  # the LoRA training output; None: the adapters are in the checkpoint itself
     targets: tuple[str, ...] = ()  # --lora-target-modules, when given: the adapters found must be these
+
+
+def _chunk_count(shard: dict[str, Any]) -> int:
+    """Model chunks in a shard: 1 (`model`), or N for Megatron's virtual-pipeline keys model0..model{N-1}."""
+    chunks = sorted(int(m.group(1)) for k in shard if isinstance(k, str) and (m := _CHUNK.match(k)))
+    if chunks and chunks != list(range(len(chunks))):
+        raise ConversionKeyError(f"model chunk keys are not model0..model{{N-1}}: {chunks}")
+    return len(chunks) or 1
 
 
 class MegatronSource:
@@ -60,6 +69,7 @@ class MegatronSource:
         self.iteration = mio.read_tracker(self.root)
         self.tp, self.pp = mio.discover_layout(self.root, self.iteration)
         first = self._load(0, 0)
+        self.vpp = _chunk_count(first)
         self.args = first.get("args")
         if self.args is None:
             raise ConfigError(
@@ -109,15 +119,16 @@ class MegatronSource:
     def _load(self, tp_rank: int, pp_rank: int) -> dict[str, Any]:
         return mio.load_shard(self.root, self.iteration, tp_rank, pp_rank, self.pp)
 
-    def _model(self, tp_rank: int, pp_rank: int) -> dict[str, torch.Tensor]:
+    def _model(self, tp_rank: int, pp_rank: int, chunk: int = 0) -> dict[str, torch.Tensor]:
         shard = self._load(tp_rank, pp_rank)
-        if "model" not in shard:
+        key = mio.model_key(chunk, self.vpp)
+        if key not in shard:
             keys = ", ".join(sorted(shard)[:8])
             raise ConversionKeyError(
-                f"shard tp {tp_rank} pp {pp_rank} has no 'model' entry (keys: {keys}); "
-                "virtual-pipeline checkpoints (model0, model1, ...) are not supported"
+                f"shard tp {tp_rank} pp {pp_rank} has no '{key}' entry (keys: {keys}); "
+                f"shard tp 0 pp 0 has {self.vpp} model chunk(s)"
             )
-        model = shard["model"]
+        model = shard[key]
         if self.lora is None:
             if any(lora_ops.is_lora_key(k) for k in model):
                 found = sorted(lora_ops.adapter_targets(model)) or ["?"]
@@ -136,7 +147,7 @@ class MegatronSource:
         override = None
         if self._lora_root is not None:
             lshard = mio.load_shard(self._lora_root, self._lora_iteration, tp_rank, pp_rank, self.pp)
-            override = {k: v for k, v in lshard.get("model", {}).items() if v is not None}
+            override = {k: v for k, v in lshard.get(key, {}).items() if v is not None}
             if not lora_ops.adapter_targets(override):
                 raise ConfigError(
                     Problem(
@@ -164,14 +175,18 @@ class MegatronSource:
     ) -> tuple[int, int, dict[str, torch.Tensor]]:
         """(first global layer, layer count, full HF tensors) of stage `pp_rank`; stages are read in order.
 
+        With a virtual pipeline the stages are the virtual ones: stage v is model chunk v // PP of PP rank
+        v % PP (Megatron's interleaved layer assignment), so reading them in order walks the layers in order.
+
         `meta=True` maps tensors on the meta device: names, shapes and dtypes without reading any weight data
         (replicated tensors are then not compared across ranks).
         """
         if pp_rank != self._next_stage:
             raise ValueError(f"stages are read in order: expected {self._next_stage}, got {pp_rank}")
+        chunk, pp_rank = divmod(pp_rank, self.pp)
         locals_, n_layers = [], None
         for r in range(self.tp):
-            model = self._model(r, pp_rank)
+            model = self._model(r, pp_rank, chunk)
             if meta:
                 model = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in model.items()}
             n = _stage_layers(model)
@@ -197,7 +212,7 @@ class MegatronSource:
     ) -> Iterator[tuple[int, int, dict[str, torch.Tensor]]]:
         """Every stage in order (see `stage`); checks the layer total against the saved args at the end."""
         self._offset, self._next_stage = 0, 0
-        for s in range(self.pp):
+        for s in range(self.pp * self.vpp):
             yield self.stage(s, dtype, meta=meta)
         if self._offset != self.dims.num_layers:
             raise ConversionKeyError(

@@ -102,47 +102,47 @@ def resolve_family(hf_cfg: dict[str, Any] | None, model_type_hf: str | None) -> 
 
 def write_stage(
     save_dir: Path,
-    full: dict[str, torch.Tensor],
+    parts: list[tuple[dict[str, torch.Tensor], int, bool]],
     *,
     dims: ModelDims,
     tp: int,
     pp: int,
     pp_rank: int,
-    offset: int,
     padded: int,
     args: argparse.Namespace,
     pool: BufferPool | None = None,
 ) -> None:
-    """Cut one stage's full HF tensors into TP shards and save each as soon as it is built.
+    """Cut one PP rank's full HF tensors into TP shards and save each as soon as it is built.
 
+    `parts`: one (full HF tensors, first global layer, holds a tied output copy) per model chunk: one chunk
+    is saved as `model`, several (virtual pipeline) as `model0`, `model1`, ... (`mio.model_key`).
     Fused tensors are built in place and cut ones copied into `pool` buffers, reused by the next shard;
     tensors that own their storage (e.g. memory-mapped from the safetensors files) are saved as they are.
     """
     pool = pool or BufferPool()
-    keep_output = tied_output_stage(dims, pp_rank, pp)
-    if keep_output and "lm_head.weight" not in full:
-        raise ConversionKeyError(
-            "internal: the last stage of a tied model with PP > 1 needs the embedding as lm_head.weight"
-        )
+    for full, _, keep_output in parts:
+        if keep_output and "lm_head.weight" not in full:
+            raise ConversionKeyError(
+                "internal: the last stage of a tied model with PP > 1 needs the embedding as lm_head.weight"
+            )
     for r in range(tp):
-        local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded)
-        model = hf_local_to_megatron(
-            local,
-            cfg=dims,
-            tp=tp,
-            tp_rank=r,
-            layer_offset=offset,
-            alloc=pool.take,
-            keep_tied_output=keep_output,
-        )
-        payload = {
-            "model": {k: pool.own(v) for k, v in model.items()},
-            "args": args,
-            "checkpoint_version": 3.0,
-            "iteration": CONVERTED_ITERATION,
-        }
+        payload: dict[str, Any] = {}
+        for c, (full, offset, keep_output) in enumerate(parts):
+            local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded)
+            model = hf_local_to_megatron(
+                local,
+                cfg=dims,
+                tp=tp,
+                tp_rank=r,
+                layer_offset=offset,
+                alloc=pool.take,
+                keep_tied_output=keep_output,
+            )
+            payload[mio.model_key(c, len(parts))] = {k: pool.own(v) for k, v in model.items()}
+            del model, local
+        payload |= {"args": args, "checkpoint_version": 3.0, "iteration": CONVERTED_ITERATION}
         mio.save_shard(save_dir, CONVERTED_ITERATION, r, pp_rank, pp, payload)
-        del payload, model, local
+        del payload
         pool.release()
 
 
@@ -164,6 +164,16 @@ def _target_layout(dims: ModelDims, a: argparse.Namespace) -> tuple[int, int, li
     return tp, pp, counts, dims.padded_vocab_size(tp, a.make_vocab_size_divisible_by)
 
 
+def _chunks(
+    dims: ModelDims, a: argparse.Namespace, pp: int, counts: list[int]
+) -> list[list[tuple[int, int]]]:
+    """Per PP rank, per model chunk: (first layer, count); one chunk per rank without a virtual pipeline."""
+    per_chunk = getattr(a, "num_layers_per_virtual_pipeline_stage", None)
+    if per_chunk is None:
+        return [[(o, n)] for o, n in zip(mio.layer_offsets(counts), counts)]
+    return mio.virtual_stages(dims.num_layers, pp, per_chunk)
+
+
 def _progress(what: str, i: int, n: int, t0: float, detail: str) -> None:
     log.info("%s: stage %d/%d %s (%.1fs)", what, i + 1, n, detail, time.perf_counter() - t0)
 
@@ -174,6 +184,7 @@ def hf_to_mg(a: argparse.Namespace) -> None:
     family = resolve_family(hf_cfg, a.model_type_hf)
     dims = ModelDims.from_hf_config(hf_cfg, family)
     tp, pp, counts, padded = _target_layout(dims, a)
+    chunks = _chunks(dims, a, pp, counts)
     reader = HFReader(a.load_dir)
     names = reader.keys()
     kept = [
@@ -194,20 +205,25 @@ def hf_to_mg(a: argparse.Namespace) -> None:
         padded_vocab_size=padded,
         params_dtype=dtype,
         make_vocab_size_divisible_by=a.make_vocab_size_divisible_by,
+        virtual_stage_layers=chunks[0][0][1] if len(chunks[0]) > 1 else None,
     )
     save = Path(a.save_dir)
     save.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     pool = BufferPool()
-    for s, offset in enumerate(mio.layer_offsets(counts)):
-        full = reader.read(_stage_names(kept, dims, offset, counts[s], s, pp), dtype)
-        if tied_output_stage(dims, s, pp):
-            full["lm_head.weight"] = reader.get("model.embed_tokens.weight", dtype)
-        write_stage(
-            save, full, dims=dims, tp=tp, pp=pp, pp_rank=s, offset=offset, padded=padded, args=args, pool=pool
-        )
-        _progress("hf->mg", s, pp, t0, f"layers {offset}-{offset + counts[s] - 1}: {tp} TP shards written")
-        del full
+    stages = pp * len(chunks[0])
+    for s, rank_chunks in enumerate(chunks):
+        parts = []
+        for c, (offset, count) in enumerate(rank_chunks):
+            v = c * pp + s  # the virtual stage: its place in the whole model
+            full = reader.read(_stage_names(kept, dims, offset, count, v, stages), dtype)
+            if tied_output_stage(dims, v, stages):
+                full["lm_head.weight"] = reader.get("model.embed_tokens.weight", dtype)
+            parts.append((full, offset, tied_output_stage(dims, v, stages)))
+        write_stage(save, parts, dims=dims, tp=tp, pp=pp, pp_rank=s, padded=padded, args=args, pool=pool)
+        spans = ", ".join(f"{o}-{o + n - 1}" for o, n in rank_chunks)
+        _progress("hf->mg", s, pp, t0, f"layers {spans}: {tp} TP shards written")
+        del parts, full
     _remove_stale_shards(save, tp, pp)
     mio.write_tracker(save, CONVERTED_ITERATION)
     if a.verify:
@@ -255,13 +271,22 @@ def mg_to_hf(a: argparse.Namespace) -> None:
     writer = HFShardWriter(save, parse_size(a.max_shard_size))
     expected: verify.Signature = {}
     t0 = time.perf_counter()
-    log.info("mg->hf: %s iteration %d, TP %d, PP %d", src.root, src.iteration, src.tp, src.pp)
+    log.info(
+        "mg->hf: %s iteration %d, TP %d, PP %d, %d model chunk(s) per stage",
+        src.root,
+        src.iteration,
+        src.tp,
+        src.pp,
+        src.vpp,
+    )
     try:
         for s, (offset, n, full) in enumerate(src.stages(dtype)):
             for name, t in full.items():
                 writer.add(name, _owned(t))
             expected.update(verify.signature(full))
-            _progress("mg->hf", s, src.pp, t0, f"layers {offset}-{offset + n - 1}: {len(full)} tensors")
+            _progress(
+                "mg->hf", s, src.pp * src.vpp, t0, f"layers {offset}-{offset + n - 1}: {len(full)} tensors"
+            )
         files = writer.finish()
     except BaseException:
         writer.abort()
@@ -340,12 +365,11 @@ def mg_to_mg(a: argparse.Namespace) -> None:
                 stage["lm_head.weight"] = embedding[0]
             write_stage(
                 save,
-                stage,
+                [(stage, offsets[target], tied_output_stage(dims, target, pp))],
                 dims=dims,
                 tp=tp,
                 pp=pp,
                 pp_rank=target,
-                offset=offsets[target],
                 padded=padded,
                 args=args,
                 pool=pool,

@@ -61,6 +61,11 @@ class Topology:
     dp_rank: int
     layer_offset: int
     dp_group: Any
+    chunks: tuple[tuple[int, int], ...] = ()  # virtual pipeline: (first layer, count) of each model chunk
+
+    def chunk_spans(self) -> list[tuple[int | None, int]]:
+        """(first layer, count) per model chunk; one chunk (count unknown: -1) without a virtual pipeline."""
+        return list(self.chunks) or [(self.layer_offset, -1)]
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
@@ -181,7 +186,7 @@ class Checkpointer:
         from ascendfactory.engine.train.model import local_state
 
         local = {k: v.detach().cpu().clone() for k, v in local_state(model).items()}
-        shard = self.to_megatron(local)
+        models = self.chunked_to_megatron(local)
         saved_args = argparse.Namespace(**{**vars(self.args), **vars(self.mg_args)})
         saved_args.consumed_train_samples = pos.consumed_train_samples
         saved_args.consumed_valid_samples = pos.consumed_valid_samples
@@ -190,7 +195,7 @@ class Checkpointer:
             "args": saved_args,
             "checkpoint_version": CHECKPOINT_VERSION,
             "iteration": pos.iteration,
-            "model": shard,
+            **models,
             "num_floating_point_operations_so_far": pos.floating_point_operations,
         }
         if not self.args.no_save_optim and is_distributed(optimizer):  # the rest is in distrib_optim.pt
@@ -223,7 +228,28 @@ class Checkpointer:
     def lora_targets(self) -> list[str]:
         return list(getattr(self.args, "lora_target_modules", None) or [])
 
-    def to_megatron(self, local: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def chunked_to_megatron(self, local: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+        """{'model': shard}, or with a virtual pipeline {'model0': ..., 'model1': ...} (Megatron's keys),
+        each chunk's layers numbered from 0, the embedding in the first chunk and the head in the last."""
+        spans = self.topo.chunk_spans()
+        if len(spans) == 1:
+            return {"model": self.to_megatron(local)}
+        return {
+            megatron_io.model_key(c, len(spans)): self.to_megatron(
+                _chunk_part(local, spans, c),
+                layer_offset=offset,
+                tied_output=self.tied_output and c == len(spans) - 1,
+            )
+            for c, (offset, _) in enumerate(spans)
+        }
+
+    def to_megatron(
+        self,
+        local: dict[str, torch.Tensor],
+        *,
+        layer_offset: int | None = None,
+        tied_output: bool | None = None,
+    ) -> dict[str, torch.Tensor]:
         """This rank's local parameters -> its Megatron shard, in the run's params dtype (bf16 with --bf16).
 
         LoRA (MindSpeed-LLM's PEFT layout): target modules' weights as `X.base_layer.*`, then the adapters
@@ -231,14 +257,15 @@ class Checkpointer:
         from ascendfactory.engine.train.lora import checkpoint_name, is_adapter
 
         topo = self.topo
+        offset = topo.layer_offset if layer_offset is None else layer_offset
         base = {checkpoint_name(k): v for k, v in local.items() if not is_adapter(k)}
         shard = hf_local_to_megatron(
             base,
             cfg=self.mg_args,
             tp=topo.tp,
             tp_rank=topo.tp_rank,
-            layer_offset=topo.layer_offset,
-            keep_tied_output=self.tied_output,
+            layer_offset=offset,
+            keep_tied_output=self.tied_output if tied_output is None else tied_output,
         )
         if self.lora_targets:
             adapters = lora.local_to_megatron(
@@ -246,7 +273,7 @@ class Checkpointer:
                 cfg=self.mg_args,
                 tp=topo.tp,
                 tp_rank=topo.tp_rank,
-                layer_offset=topo.layer_offset,
+                layer_offset=offset,
             )
             shard = lora.with_adapters(lora.to_peft_layout(shard, self.lora_targets), adapters)
             if self.args.lora_ckpt_filter:
@@ -392,7 +419,8 @@ class Checkpointer:
             )
         shard_dir = megatron_io.checkpoint_dir(root, value, topo.tp_rank, topo.pp_rank, topo.pp)
         extra = torch.load(shard_dir / megatron_io.SHARD_FILE, map_location="cpu", weights_only=False)
-        if not lora.adapter_targets(extra.get("model", {})):
+        keys = [k for k in extra if k == "model" or (k.startswith("model") and k[5:].isdigit())]
+        if not any(lora.adapter_targets(extra[k]) for k in keys):
             raise ConfigError(
                 Problem(
                     key="--lora-load",
@@ -402,16 +430,49 @@ class Checkpointer:
                 )
             )
         self.log(f" loading checkpoint from {root} at iteration {value}")
-        merged = {**state, **{k: v for k, v in extra.items() if k != "model"}}
-        merged["model"] = {**state["model"], **extra["model"]}
+        merged = {**state, **{k: v for k, v in extra.items() if k not in keys}}
+        for k in keys:  # `model`, or each chunk's `model0`, `model1`, ...
+            merged[k] = {**state.get(k, {}), **extra[k]}
         return merged, shard_dir
+
+    def _chunk_states(self, state: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+        """(Megatron model dict, first global layer) per model chunk this run holds; ConfigError when the
+        checkpoint's chunks (`model` or `model0`, `model1`, ...) are not this run's virtual pipeline."""
+        spans = self.topo.chunk_spans()
+        keys = [megatron_io.model_key(c, len(spans)) for c in range(len(spans))]
+        if all(k in state for k in keys) and not (len(spans) == 1 and "model0" in state):
+            return [(state[k], offset) for k, (offset, _) in zip(keys, spans)]
+        saved = sorted(k for k in state if k == "model" or (k.startswith("model") and k[5:].isdigit()))
+        raise ConfigError(
+            Problem(
+                key="--load",
+                message=f"{self.args.load} holds model chunks {', '.join(saved) or 'none'} but this run "
+                f"has {', '.join(keys)} (virtual pipeline: {len(spans)} chunk(s) per stage)",
+                fix="resume with the --num-layers-per-virtual-pipeline-stage it was saved with, or convert "
+                "it (mg -> hf, then hf -> mg with this run's layout)",
+                source="command line",
+            )
+        )
 
     def _load_model(self, model: torch.nn.Module, state: dict[str, Any]) -> None:
         from ascendfactory.engine.train.lora import is_adapter
         from ascendfactory.engine.train.model import load_local_state, round_params
 
+        local: dict[str, torch.Tensor] = {}
+        for chunk, offset in self._chunk_states(state):
+            local.update(self._chunk_local(chunk, offset))
+        tied_output = self.tied_output
+        load_local_state(
+            model, local, missing_ok=lambda n: is_adapter(n) or (tied_output and n == "lm_head.weight")
+        )
+        self.loaded = True
+        self.tied_output_loaded = tied_output and "lm_head.weight" in local
+        round_params(model, self.params_dtype)
+
+    def _chunk_local(self, chunk: dict[str, Any], offset: int) -> dict[str, torch.Tensor]:
+        """One model chunk's Megatron tensors (PEFT layout with LoRA) -> this rank's local HF tensors."""
         topo = self.topo
-        base, adapters = lora.from_peft_layout(state["model"])
+        base, adapters = lora.from_peft_layout(chunk)
         if adapters and not self.lora_targets:
             raise ConfigError(
                 Problem(
@@ -435,20 +496,31 @@ class Checkpointer:
                 )
             )
         local = megatron_to_hf_local(
-            base, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
+            base, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=offset
         )
         local.update(
             lora.megatron_to_local(
-                adapters, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=topo.layer_offset
+                adapters, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=offset
             )
         )
-        tied_output = self.tied_output
-        load_local_state(
-            model, local, missing_ok=lambda n: is_adapter(n) or (tied_output and n == "lm_head.weight")
-        )
-        self.loaded = True
-        self.tied_output_loaded = tied_output and "lm_head.weight" in local
-        round_params(model, self.params_dtype)
+        return local
+
+
+def _chunk_part(local: dict[str, torch.Tensor], spans: list[tuple[int, int]], chunk: int) -> dict[str, Any]:
+    """The local HF tensors of model chunk `chunk`: its layers, the embedding (first chunk), the final norm
+    and lm_head (last chunk)."""
+    offset, count = spans[chunk]
+    out = {}
+    for name, t in local.items():
+        if name.startswith("model.layers."):
+            keep = offset <= int(name.split(".")[2]) < offset + count
+        elif name.startswith("model.embed_tokens."):
+            keep = chunk == 0
+        else:
+            keep = chunk == len(spans) - 1
+        if keep:
+            out[name] = t
+    return out
 
 
 def is_distributed(optimizer: Any) -> bool:

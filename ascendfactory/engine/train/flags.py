@@ -135,6 +135,20 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
         "with TP > 1: norms and the hidden states between the TP regions split along the sequence "
         "(off with TP 1, as Megatron turns it off)",
     ),
+    # virtual pipeline: Megatron's interleaved 1F1B (torch.distributed.pipelining ScheduleInterleaved1F1B)
+    "--num-layers-per-virtual-pipeline-stage": (
+        VALUE,
+        None,
+        int,
+        "layers per model chunk: each PP rank holds num_layers / PP / N chunks, chunk c of rank r being "
+        "virtual stage c x PP + r; checkpoints hold model0, model1, ...",
+    ),
+    "--virtual-pipeline-model-parallel-size": (
+        VALUE,
+        None,
+        int,
+        "model chunks per PP rank (= num_layers / PP / --num-layers-per-virtual-pipeline-stage)",
+    ),
     # activation recompute, Megatron's flags and rules (engine/train/recompute.py)
     "--recompute-granularity": (VALUE, None, str, "full (whole layers) | selective (the core attention)"),
     "--recompute-method": (VALUE, None, str, "full: uniform (every layer, in chunks) | block (first N)"),
@@ -192,12 +206,6 @@ IGNORED: dict[str, str] = {
     "--manual-gc": BOOL,
     "--manual-gc-interval": VALUE,
     "--no-create-attention-mask-in-dataloader": BOOL,
-    # the interleaved schedule only reorders the same micro-batch computations (same numerics); NOT
-    # implemented here: a run uses plain 1F1B, which holds fewer in-flight activations on the first stages
-    # than Megatron's interleaved schedule, and saves `model` rather than `model0`, `model1`, ...
-    # Megatron's validate_args rules are still enforced (`_vpp_problems`), so a refused layout never queues.
-    "--virtual-pipeline-model-parallel-size": VALUE,
-    "--num-layers-per-virtual-pipeline-stage": VALUE,
     "--tp-comm-overlap": BOOL,
     "--use-ascend-mc2": BOOL,
     "--reuse-fp32-param": BOOL,
@@ -250,7 +258,12 @@ _REFUSED_KIND = {
 }
 
 # HONOURED by this trainer, not by the GRPO actor (engine/rl): its info line lists them as ignored
-NOT_IN_GRPO = ("--use-distributed-optimizer", "--sequence-parallel")
+NOT_IN_GRPO = (
+    "--use-distributed-optimizer",
+    "--sequence-parallel",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--virtual-pipeline-model-parallel-size",
+)
 
 STAGES = ("pt", "sft")
 LORA_DEFAULTS = {"--lora-r": 16, "--lora-alpha": 32}  # MindSpeed-LLM's; None in the parser to see "given"
@@ -477,39 +490,66 @@ def distributed_optimizer_switch(args: argparse.Namespace) -> list[Problem]:
     ]
 
 
+def virtual_chunk_layers(args: argparse.Namespace, num_layers: int) -> int | None:
+    """Layers per model chunk of the virtual pipeline (None without one), from either flag; 0 when
+    --virtual-pipeline-model-parallel-size does not divide the layers (`megatron_io.virtual_stages` then
+    refuses it)."""
+    pp, per_chunk = args.pipeline_model_parallel_size, args.num_layers_per_virtual_pipeline_stage
+    chunks = args.virtual_pipeline_model_parallel_size
+    if per_chunk is None and chunks:
+        per_chunk = num_layers // pp // chunks if num_layers % (pp * chunks) == 0 else 0
+    return per_chunk
+
+
 def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
-    """Megatron core_r0.8.0 validate_args for --num-layers-per-virtual-pipeline-stage (without
-    --overlap-p2p-comm): PP > 2, layers divisible by PP, layers per stage divisible by layers per chunk."""
-    per_chunk = args.num_layers_per_virtual_pipeline_stage
-    if per_chunk is None:
+    """Megatron core_r0.8.0 validate_args for a virtual pipeline (without --overlap-p2p-comm): PP > 2,
+    layers divisible by PP, layers per stage divisible by layers per chunk; MindSpeed-LLM: not with
+    --num-layer-list. The micro-batch count (divisible by PP) is checked where DP is known (ParallelDims)."""
+    per_chunk, chunks = args.num_layers_per_virtual_pipeline_stage, args.virtual_pipeline_model_parallel_size
+    if per_chunk is None and chunks is None:
         return []
-    pp, layers = args.pipeline_model_parallel_size, args.num_layers
-    flag = "--num-layers-per-virtual-pipeline-stage"
-    if not str(per_chunk).isdigit() or int(per_chunk) < 1:
+    flag = (
+        "--num-layers-per-virtual-pipeline-stage"
+        if per_chunk is not None
+        else ("--virtual-pipeline-model-parallel-size")
+    )
+    value = per_chunk if per_chunk is not None else chunks
+    if value < 1:
         return [
-            Problem(key=flag, message=f"must be an integer >= 1, got {per_chunk}", fix="give a layer count")
+            Problem(
+                key=flag, message=f"must be >= 1, got {value}", fix="give 1 or more", source="command line"
+            )
         ]
+    pp, layers = args.pipeline_model_parallel_size, args.num_layers
     out = []
+
+    def bad(message: str, fix: str) -> None:
+        out.append(Problem(key=flag, message=message, fix=fix, source="command line"))
+
     if pp <= 2:
-        out.append(
-            Problem(
-                key=flag,
-                message=f"when interleaved schedule is used and p2p communication overlap is disabled, "
-                f"pipeline-model-parallel size should be greater than 2 (got {pp})",
-                fix="use --pipeline-model-parallel-size 3 or more, or drop " + flag,
-                source="command line",
-            )
+        bad(
+            "when interleaved schedule is used and p2p communication overlap is disabled, "
+            f"pipeline-model-parallel size should be greater than 2 (got {pp})",
+            "use --pipeline-model-parallel-size 3 or more, or drop " + flag,
         )
-    if layers and (layers % pp or (layers // pp) % int(per_chunk)):
-        out.append(
-            Problem(
-                key=flag,
-                message=f"--num-layers {layers} over {pp} pipeline stages in chunks of {per_chunk}: "
-                "number of layers should be divisible by the pipeline parallel size, and the layers "
-                "per pipeline stage by the layers per virtual pipeline stage",
-                fix="choose a chunk size dividing num_layers / PP",
-                source="command line",
+    if args.num_layer_list:
+        bad(
+            "Dynamic pipeline model is not support work with virtual pipeline (--num-layer-list)",
+            "drop --num-layer-list (virtual pipeline stages are even) or " + flag,
+        )
+    if per_chunk is not None and chunks is not None and layers and layers % pp == 0:
+        if layers // pp != per_chunk * chunks:
+            bad(
+                f"{per_chunk} layers per chunk x {chunks} chunks != {layers} layers / PP {pp}",
+                "give only one of the two virtual-pipeline flags",
             )
+    per = virtual_chunk_layers(args, layers) if layers else None
+    if layers and (layers % pp or not per or (layers // pp) % per):
+        bad(
+            f"--num-layers {layers} over {pp} pipeline stages in chunks of {per or f'1/{chunks}'}: "
+            "number of layers should be divisible by the pipeline parallel size, and the layers "
+            "per pipeline stage by the layers per virtual pipeline stage",
+            "choose a chunk size dividing num_layers / PP",
         )
     return out
 

@@ -23,7 +23,7 @@ IGNORE_INDEX = -100
 class StageModel(nn.Module):
     """Embeddings (first stage), decoder layers `layer_ids`, final norm + lm_head (last stage)."""
 
-    def __init__(self, cfg: Any, *, layer_ids: range, first: bool, last: bool, device: torch.device):
+    def __init__(self, cfg: Any, *, layer_ids: Any, first: bool, last: bool, device: torch.device):
         super().__init__()
         from transformers import AutoModelForCausalLM
 
@@ -64,9 +64,13 @@ class StageModel(nn.Module):
         return hit
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.model.embed_tokens(x) if self.first else x
+        return self.run_part(x, list(self.model.layers.values()), embed=self.first, head=self.last)
+
+    def run_part(self, x: torch.Tensor, layers: list[nn.Module], *, embed: bool, head: bool) -> torch.Tensor:
+        """Embedding (`embed`), then `layers` (with the recompute plan), then the final norm and lm_head
+        (`head`): the whole stage, or one model chunk of it (`StageChunk`)."""
+        h = self.model.embed_tokens(x) if embed else x
         position_ids, position_embeddings = self.rotary(h)
-        layers = list(self.model.layers.values())
 
         def run(start: int, end: int) -> Callable[[torch.Tensor], torch.Tensor]:
             def layers_forward(h: torch.Tensor) -> torch.Tensor:
@@ -85,23 +89,55 @@ class StageModel(nn.Module):
         training = self.training and torch.is_grad_enabled() and h.device.type != "meta"
         for start, end, recomputed in self.recompute.chunks(len(layers)):
             h = checkpointed(run(start, end), h) if recomputed and training else run(start, end)(h)
-        if self.last:
+        if head:
             h = self.lm_head(self.model.norm(h))
         return h
 
+    def chunks(self, spans: list[tuple[int, int]]) -> list[StageChunk]:
+        """The stage's model chunks of a virtual pipeline: (first global layer, count) each, in order; the
+        embedding goes with the first chunk, the norm and lm_head with the last (Megatron's pre/post
+        process of virtual stages 0 and PP x VPP - 1)."""
+        return [
+            StageChunk(
+                self, range(o, o + n), embed=self.first and c == 0, head=self.last and c == len(spans) - 1
+            )
+            for c, (o, n) in enumerate(spans)
+        ]
 
-def build_stage(cfg: Any, *, layers: list[int], pp_rank: int, device: torch.device) -> StageModel:
-    """This PP rank's stage. With tied embeddings and PP > 1 the last stage has its own lm_head (Megatron)."""
+
+class StageChunk(nn.Module):
+    """One model chunk of a virtual pipeline (interleaved 1F1B): some of a `StageModel`'s layers (and its
+    embedding or head), sharing their parameters, so the stage's optimizer, TP plan, LoRA and checkpoint
+    see one model; `parameters()` are this chunk's only, as pipelining scales and steps them per chunk."""
+
+    def __init__(self, stage: StageModel, layer_ids: range, *, embed: bool, head: bool):
+        super().__init__()
+        self.embed, self.head = embed, head
+        self.layers = nn.ModuleList([stage.model.layers[str(i)] for i in layer_ids])
+        self.embed_tokens = stage.model.embed_tokens if embed else None
+        self.norm = stage.model.norm if head else None
+        self.lm_head = stage.lm_head if head else None
+        self.__dict__["stage"] = stage  # not a submodule: its other chunks' parameters are not this one's
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stage.run_part(x, list(self.layers), embed=self.embed, head=self.head)
+
+
+def build_stage(
+    cfg: Any,
+    *,
+    layers: list[int],
+    pp_rank: int,
+    device: torch.device,
+    spans: list[tuple[int, int]] | None = None,
+) -> StageModel:
+    """This PP rank's stage. With tied embeddings and PP > 1 the last stage has its own lm_head (Megatron).
+    `spans`: the (first layer, count) of each model chunk with a virtual pipeline (all held by the stage)."""
     pp = len(layers)
     offset = sum(layers[:pp_rank])
     cfg._attn_implementation = "sdpa"  # causal SDPA without a mask tensor
-    return StageModel(
-        cfg,
-        layer_ids=range(offset, offset + layers[pp_rank]),
-        first=pp_rank == 0,
-        last=pp_rank == pp - 1,
-        device=device,
-    )
+    ids = [i for o, n in spans for i in range(o, o + n)] if spans else range(offset, offset + layers[pp_rank])
+    return StageModel(cfg, layer_ids=ids, first=pp_rank == 0, last=pp_rank == pp - 1, device=device)
 
 
 def tp_plan(*, sequence_parallel: bool = False) -> dict[str, Any]:

@@ -55,6 +55,16 @@ class ParallelDims:
                 f"times data parallel size ({dp})",
                 f"use a multiple of {mbs * dp}",
             )
+        virtual = getattr(args, "num_layers_per_virtual_pipeline_stage", None) or getattr(
+            args, "virtual_pipeline_model_parallel_size", None
+        )
+        if virtual and gbs % (mbs * dp) == 0 and (gbs // (mbs * dp)) % pp:
+            bad(  # Megatron's rule for the interleaved schedule (core_r0.8.0 validate_args)
+                "--global-batch-size",
+                f"number of microbatches ({gbs // (mbs * dp)}) is not divisible by pipeline-model-parallel-"
+                f"size ({pp}) when using interleaved schedule",
+                f"use a global batch size that is a multiple of {mbs * dp * pp} (MBS x DP x PP)",
+            )
         if num_heads % tp:
             bad(
                 "--tensor-model-parallel-size",

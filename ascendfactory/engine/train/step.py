@@ -108,17 +108,36 @@ class StepRunner:
         pp: int,
         pp_rank: int,
         schedule: str = "1F1B",
+        chunk_spans: list[tuple[int, int]] | None = None,
     ):
+        """`chunk_spans`: (first layer, count) of this rank's model chunks with a virtual pipeline: Megatron's
+        interleaved 1F1B (ScheduleInterleaved1F1B), chunk c being pipeline stage c * PP + pp_rank."""
         self.model, self.mesh, self.device, self.n = model, mesh, device, num_microbatches
         self.pp, self.pp_rank = pp, pp_rank
         self.scale = 1.0
         self.pipeline = None
         if pp > 1:
-            from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+            from torch.distributed.pipelining import (
+                PipelineStage,
+                Schedule1F1B,
+                ScheduleGPipe,
+                ScheduleInterleaved1F1B,
+            )
 
-            stage = PipelineStage(model, pp_rank, pp, device, group=mesh["pp"].get_group())
-            cls = ScheduleGPipe if schedule.lower() == "gpipe" else Schedule1F1B
-            self.pipeline = cls(stage, n_microbatches=num_microbatches, loss_fn=self._scaled_loss)
+            group = mesh["pp"].get_group()
+            if chunk_spans and len(chunk_spans) > 1:
+                vpp = len(chunk_spans)
+                stages = [
+                    PipelineStage(chunk, c * pp + pp_rank, pp * vpp, device, group=group)
+                    for c, chunk in enumerate(model.chunks(chunk_spans))
+                ]
+                self.pipeline = ScheduleInterleaved1F1B(
+                    stages, n_microbatches=num_microbatches, loss_fn=self._scaled_loss
+                )
+            else:
+                stage = PipelineStage(model, pp_rank, pp, device, group=group)
+                cls = ScheduleGPipe if schedule.lower() == "gpipe" else Schedule1F1B
+                self.pipeline = cls(stage, n_microbatches=num_microbatches, loss_fn=self._scaled_loss)
 
     def _scaled_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return loss_fn(logits, labels) * self.scale

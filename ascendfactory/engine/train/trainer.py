@@ -28,7 +28,17 @@ import torch.distributed as dist
 
 from ascendfactory.engine.convert import megatron_io
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.train import dataset, logline, memory, monitor, nan_check, recompute, step, trackers
+from ascendfactory.engine.train import (
+    dataset,
+    flags,
+    logline,
+    memory,
+    monitor,
+    nan_check,
+    recompute,
+    step,
+    trackers,
+)
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.model import (
@@ -104,11 +114,14 @@ class Trainer:
         pp_rank, dp_rank, tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
         self.pp_rank, self.dp_rank = pp_rank, dp_rank
         layers = megatron_io.layers_per_stage(model_dims.num_layers, self.dims.pp, args.num_layer_list)
+        self.chunk_spans = self.virtual_spans(args, model_dims.num_layers, pp_rank)
         self._seed(args.seed + 100 * pp_rank)
 
         self.hf_config.vocab_size = vocab
         self.hf_config.attention_dropout = args.attention_dropout  # HF attention reads it in training
-        self.model = build_stage(self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device)
+        self.model = build_stage(
+            self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device, spans=self.chunk_spans
+        )
         self.set_recompute(args)
         parallelize_hf_decoder(
             self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp, sequence_parallel=args.sequence_parallel
@@ -162,6 +175,7 @@ class Trainer:
             device=self.env.device,
             pp=self.dims.pp,
             pp_rank=pp_rank,
+            chunk_spans=self.chunk_spans,
         )
 
         self.samples = dataset.build_samples(
@@ -189,6 +203,7 @@ class Trainer:
             padded_vocab_size=vocab,
             params_dtype=self.params_dtype,
             make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
+            virtual_stage_layers=self.chunk_spans[0][1] if self.chunk_spans else None,
         )
         topo = Topology(
             tp=self.dims.tp,
@@ -197,6 +212,7 @@ class Trainer:
             pp_rank=pp_rank,
             dp_rank=dp_rank,
             layer_offset=sum(layers[:pp_rank]),
+            chunks=tuple(self.chunk_spans or ()),
             dp_group=self.mesh["dp"].get_group(),
         )
         self.checkpointer = Checkpointer(
@@ -561,6 +577,18 @@ class Trainer:
         self.interval.start += time.perf_counter() - t0  # the log line's time per iteration excludes saving
 
     # ------------------------------------------------------------------ helpers
+    def virtual_spans(self, args: Any, num_layers: int, pp_rank: int) -> list[tuple[int, int]] | None:
+        """(first layer, count) of this rank's model chunks with a virtual pipeline (Megatron's
+        interleaved assignment, `megatron_io.virtual_stages`); None without one or with one chunk."""
+        per_chunk = flags.virtual_chunk_layers(args, num_layers)
+        if per_chunk is None:
+            return None
+        spans = megatron_io.virtual_stages(num_layers, self.dims.pp, per_chunk)[pp_rank]
+        if len(spans) == 1:
+            return None
+        self.log0(f"virtual pipeline: {len(spans)} model chunks of {per_chunk} layer(s) per stage")
+        return spans
+
     def set_recompute(self, args: Any) -> None:
         """Megatron's activation recompute on this stage (`recompute.py`): full (the layers in chunks) or
         selective (the core attention of every layer)."""

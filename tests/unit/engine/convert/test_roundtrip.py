@@ -225,3 +225,53 @@ def test_params_dtype_and_no_hf_cfg_dir(tiny_models, tmp_path):
     assert (cfg.model_type, cfg.num_key_value_heads, cfg.vocab_size) == ("llama", 4, 250)
     expected = {k: v.to(torch.bfloat16) for k, v in load_hf(src).items()}
     assert_bit_identical(load_hf(tmp_path / "hf"), expected)
+
+
+@pytest.mark.parametrize(("tp", "pp", "per_chunk"), [(1, 2, 1), (2, 2, 1), (1, 1, 2)], ids=str)
+def test_virtual_pipeline_hf_mg_hf_is_bit_identical(tiny_models, tmp_path, tp, pp, per_chunk):
+    """hf -> mg with a virtual pipeline writes Megatron's model-chunk keys: chunk c of PP rank r holds the
+    layers of virtual stage c * PP + r (numbered from 0 in each chunk); mg -> hf reads them back exactly."""
+    variant = VARIANTS[0]
+    src = tiny_models[variant]
+    layers = json.loads((src / "config.json").read_text())["num_hidden_layers"]
+    vpp = layers // pp // per_chunk
+    hf_to_mg(src, tmp_path / "mg", tp, pp, None, "--num-layers-per-virtual-pipeline-stage", str(per_chunk))
+    for r in range(pp):
+        shard = mio.load_shard(tmp_path / "mg", 1, tp - 1, r, pp)
+        assert [k for k in shard if k.startswith("model")] == [f"model{c}" for c in range(vpp)]
+        for c in range(vpp):
+            chunk = shard[f"model{c}"]
+            numbers = {int(k.split(".")[2]) for k in chunk if k.startswith("decoder.layers.")}
+            assert numbers == set(range(per_chunk))
+            v = c * pp + r
+            assert ("embedding.word_embeddings.weight" in chunk) == (v == 0)
+            assert ("decoder.final_layernorm.weight" in chunk) == (v == pp * vpp - 1)
+        assert shard["args"].virtual_pipeline_model_parallel_size == vpp
+    # the layers really are interleaved: chunk c of PP rank r holds global layer (c * PP + r) * per_chunk
+    if tp == 1:
+        whole = load_hf(src)
+        for r in range(pp):
+            shard = mio.load_shard(tmp_path / "mg", 1, 0, r, pp)
+            for c in range(vpp):
+                held = shard[f"model{c}"]["decoder.layers.0.self_attention.linear_proj.weight"]
+                expected = whole[f"model.layers.{(c * pp + r) * per_chunk}.self_attn.o_proj.weight"]
+                assert torch.equal(held, expected), (r, c)
+    mg_to_hf(tmp_path / "mg", tmp_path / "hf", src)
+    assert_bit_identical(load_hf(src), load_hf(tmp_path / "hf"))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--num-layers-per-virtual-pipeline-stage", "3", "--target-pipeline-parallel-size", "2"],
+        ["--num-layers-per-virtual-pipeline-stage", "1", "--num-layer-list", "1,3"]
+        + ["--target-pipeline-parallel-size", "2"],
+        ["--num-layers-per-virtual-pipeline-stage", "1", "--save-model-type", "hf"],
+    ],
+)
+def test_virtual_pipeline_bad_layouts_are_refused(tiny_models, tmp_path, capsys, argv):
+    src = tiny_models[VARIANTS[0]]
+    code = main(["--load-dir", str(src), "--save-dir", str(tmp_path / "mg"), *argv])
+    assert code != 0
+    assert "--num-layers-per-virtual-pipeline-stage" in capsys.readouterr().err
+    assert not (tmp_path / "mg" / "latest_checkpointed_iteration.txt").exists()

@@ -217,7 +217,23 @@ def test_sequence_parallel_needs_a_sequence_divisible_by_tp():
             ],
             "divisible",
         ),
-        (["--num-layers-per-virtual-pipeline-stage", "x"], "integer"),
+        (["--num-layers-per-virtual-pipeline-stage", "x"], "--num-layers-per-virtual-pipeline-stage"),
+        (["--pipeline-model-parallel-size", "4", "--virtual-pipeline-model-parallel-size", "0"], ">= 1"),
+        (
+            ["--pipeline-model-parallel-size", "4", "--num-layers", "16"]
+            + ["--virtual-pipeline-model-parallel-size", "3"],
+            "divisible",
+        ),
+        (
+            ["--pipeline-model-parallel-size", "4", "--num-layers", "16", "--num-layer-list", "4,4,4,4"]
+            + ["--virtual-pipeline-model-parallel-size", "2"],
+            "not support work with virtual pipeline",
+        ),
+        (
+            ["--pipeline-model-parallel-size", "4", "--num-layers", "16"]
+            + ["--virtual-pipeline-model-parallel-size", "4", "--num-layers-per-virtual-pipeline-stage", "2"],
+            "2 layers per chunk x 4 chunks != 16 layers / PP 4",
+        ),
     ],
 )
 def test_virtual_pipeline_rules_of_megatron(extra, needle):
@@ -232,7 +248,12 @@ def test_virtual_pipeline_rules_of_megatron(extra, needle):
         "--num-layers-per-virtual-pipeline-stage",
         "2",
     ]
-    assert flags.parse_args(BASE + ok)[1] == ["--num-layers-per-virtual-pipeline-stage"]
+    args, ignored = flags.parse_args(BASE + ok)
+    assert ignored == [] and flags.virtual_chunk_layers(args, 16) == 2
+    args, _ = flags.parse_args(BASE + ok[:4] + ["--virtual-pipeline-model-parallel-size", "2"])
+    assert flags.virtual_chunk_layers(args, 16) == 2  # 16 layers / PP 4 / 2 chunks
+    args, _ = flags.parse_args(BASE + ok[:4])
+    assert flags.virtual_chunk_layers(args, 16) is None
 
 
 def _checkpoint(root, *, optimizer, distributed_file=False):

@@ -42,3 +42,19 @@ def test_all_problems_reported():
     )
     assert "num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4)." in text
     assert "num_query_groups (2) must be a multiple" in text and "padded vocabulary (250)" in text
+
+
+def test_interleaved_schedule_needs_microbatches_divisible_by_pp():
+    """Megatron's rule for the interleaved schedule, checked once DP is known (here PP 2, DP 2)."""
+    args = _args(pp=2, mbs=1, gbs=6)
+    d = ParallelDims.from_args(args, 4, num_heads=4, num_kv_heads=2, vocab=256)
+    assert d.num_microbatches == 3  # without a virtual pipeline 3 micro-batches over PP 2 are fine
+    args.num_layers_per_virtual_pipeline_stage = 1
+    with pytest.raises(
+        ParallelismError,
+        match=r"number of microbatches \(3\) is not divisible by pipeline-model-parallel-size \(2\) "
+        "when using interleaved schedule",
+    ):
+        ParallelDims.from_args(args, 4, num_heads=4, num_kv_heads=2, vocab=256)
+    args.global_batch_size = 8
+    assert ParallelDims.from_args(args, 4, num_heads=4, num_kv_heads=2, vocab=256).num_microbatches == 4
