@@ -249,5 +249,6 @@ def test_virtual_pipeline_at_plan_time(tmp_path):
     assert argv[argv.index("--num-layers-per-virtual-pipeline-stage") + 1] == "1"
     argv = train_argv(plan)
     assert argv[argv.index("--virtual-pipeline-model-parallel-size") + 1] == "2"
-    plan = plan_for(*common[:4], "--backend_config.training.global-batch-size=4")  # no VPP: no rule
+    no_vpp = (*common[:4], "--backend_config.training.micro-batch-size=1")
+    plan = plan_for(*no_vpp, "--backend_config.training.global-batch-size=4")  # no VPP: no rule
     assert "--num-layers-per-virtual-pipeline-stage" not in plan.step("hf2mg").argv
