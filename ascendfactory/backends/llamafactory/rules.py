@@ -24,33 +24,57 @@ TRUE_STRINGS = ("true", "false", "True", "False")
 ProblemFn = Callable[[str, str, str], Any]
 
 
-# Keys LLaMA-Factory opens as a file or directory: one path, never a list or a mapping.
-PATH_KEYS = frozenset(
+# Text keys LLaMA-Factory's __post_init__ passes through `split_arg`, which takes a comma-separated text or
+# a list (hparams/data_args.py, finetuning_args.py); every other text key is used as one text.
+LIST_KEYS = frozenset(
     {
-        "model_name_or_path",
-        "dataset_dir",
-        "output_dir",
-        "deepspeed",
-        "cache_dir",
-        "tokenized_path",
-        "media_dir",
+        "dataset",
+        "eval_dataset",
+        "interleave_probs",
+        "freeze_trainable_modules",
+        "freeze_extra_modules",
+        "lora_target",
+        "oft_target",
+        "additional_target",
+        "galore_target",
+        "apollo_target",
     }
 )
+KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
+KIND_WORDS |= {"dict": "a mapping", "list": "a list of texts"}
 
 
 def _is_kind(value: Any, kind: str, name: str = "") -> bool:
+    """Whether `value` has the type LLaMA-Factory's dataclass declares (`kind`: int, float, bool, str, dict,
+    list, `a|b` for a union, other). Its parser (HfArgumentParser.parse_dict) passes yaml values to the
+    dataclasses unchecked, so a wrong type fails later, where the value is used, or trains wrongly."""
+    if "|" in kind:
+        return any(_is_kind(value, part, name) for part in kind.split("|"))
     if kind == "bool":
         return isinstance(value, bool) or value in TRUE_STRINGS
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if name in PATH_KEYS:
+    if kind == "dict":
+        return isinstance(value, dict)
+    if kind == "list":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == "str":
+        if name in LIST_KEYS:
+            return isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(v, str) for v in value)
+            )
         return isinstance(value, str)
-    # a text key: a string, a number or a flat list (LLaMA-Factory splits comma lists and keeps lists)
-    return not isinstance(value, dict) and not (
-        isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)
-    )
+    # other (a class of transformers' own): a text or a mapping, as yaml can write it
+    return isinstance(value, (str, dict))
+
+
+def kind_words(kind: str, name: str = "") -> str:
+    words = [KIND_WORDS.get(k, k) for k in kind.split("|")]
+    if kind == "str" and name in LIST_KEYS:
+        words.append("a list of texts")
+    return " or ".join(words)
 
 
 def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
@@ -71,7 +95,10 @@ def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
         if value is None:
             continue
         if not _is_kind(value, spec.kind, name):
-            out.append(problem(T + name, f"{value!r} is not a {spec.kind}", f"give a {spec.kind} value"))
+            words = kind_words(spec.kind, name)
+            out.append(problem(T + name, f"{value!r} is not {words}", f"give {words}"))
+        elif value == "" and "dict" in spec.kind.split("|"):
+            out.append(problem(T + name, "is an empty text", "give a mapping, or the path of a json file"))
         elif spec.choices and str(value) not in spec.choices and not isinstance(value, bool):
             out.append(
                 problem(
@@ -146,7 +173,7 @@ def device_problems(training: dict[str, Any], accelerator: str, problem: Problem
         return []
     return [
         problem(T + key, f"{key}: true, but this machine has no GPU or NPU", f"set {key}: false on CPU")
-        for key in ("bf16", "fp16")
+        for key in ("bf16", "fp16", "pure_bf16")
         if training.get(key) in (True, "true", "True")
     ]
 
@@ -172,13 +199,22 @@ def batch_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
     return out
 
 
+# Keys whose text is the path of a file LLaMA-Factory or transformers opens while parsing (a DeepSpeed or
+# FSDP json, transformers' AcceleratorConfig.from_json_file, LLaMA-Factory's new-tokens yaml).
+FILE_KEYS = {
+    "deepspeed": "a DeepSpeed json",
+    "fsdp_config": "an FSDP json",
+    "accelerator_config": "an accelerator json",
+    "new_special_tokens_config": "a yaml of new special tokens",
+}
+
+
 def file_problems(training: dict[str, Any], problem: ProblemFn, *, strict: bool) -> list[Any]:
     out = []
-    ds = training.get("deepspeed")
-    if isinstance(ds, str) and not os.path.isfile(os.path.expanduser(ds)):
-        out.append(
-            problem(T + "deepspeed", f"deepspeed config {ds} not found", "give the path of a DeepSpeed json")
-        )
+    for key, what in FILE_KEYS.items():
+        path = training.get(key)
+        if isinstance(path, str) and not os.path.isfile(os.path.expanduser(path)):
+            out.append(problem(T + key, f"file {path!r} not found", f"give the path of {what}"))
     model = training.get("model_name_or_path")
     if (
         strict
