@@ -24,6 +24,9 @@ DEFAULTS: dict[str, Any] = {
     "eval_steps": None,
     "lr_scheduler_type": "linear",
     "warmup_steps": 0,
+    "warmup_ratio": None,
+    "ddp_backend": None,
+    "adapter_name_or_path": None,
     "dataloader_num_workers": 0,
     "dataloader_prefetch_factor": None,
     "load_best_model_at_end": False,
@@ -144,7 +147,7 @@ COMBOS: tuple[Combo, ...] = (
             "give a seed in 0 .. 4294967295",
             "numpy.random.seed, called by transformers.set_seed in get_train_args",
         )
-        for k in ("seed", "data_seed")
+        for k in ("seed",)
     ),
     *(
         Combo(
@@ -156,7 +159,34 @@ COMBOS: tuple[Combo, ...] = (
         )
         for k in ("ref_model_quantization_bit", "reward_model_quantization_bit")
     ),
-    Combo("warmup_steps", lambda g: g("warmup_steps") < 0, "is negative", "set warmup_steps >= 0", TA),
+    Combo(
+        "warmup_ratio",
+        lambda g: g("warmup_ratio") is not None and g("warmup_ratio") < 0,
+        "is negative",
+        "set warmup_ratio >= 0",
+        TA + " (warmup_ratio becomes warmup_steps)",
+    ),
+    Combo(
+        "ddp_backend",
+        lambda g: g("ddp_backend") == "",
+        "is an empty text, which transformers takes as a backend to start",
+        "remove ddp_backend (or name one: nccl, gloo, hccl, ...)",
+        "transformers TrainingArguments._setup_devices",
+    ),
+    Combo(
+        "adapter_name_or_path",
+        lambda g: g("adapter_name_or_path") is not None and g("finetuning_type") != "lora",
+        "is only for finetuning_type: lora",
+        "set finetuning_type: lora, or remove adapter_name_or_path",
+        "llamafactory/hparams/parser.py _verify_model_args",
+    ),
+    Combo(
+        "warmup_steps",
+        lambda g: g("warmup_ratio") is None and g("warmup_steps") < 0,  # a warmup_ratio replaces it
+        "is negative",
+        "set warmup_steps >= 0",
+        TA,
+    ),
     Combo(
         "dataloader_prefetch_factor",
         lambda g: g("dataloader_num_workers") == 0 and g("dataloader_prefetch_factor") is not None,

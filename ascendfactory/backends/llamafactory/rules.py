@@ -19,7 +19,6 @@ from ascendfactory.config.suggest import did_you_mean
 
 T = "backend_config.training."
 STAGES = ("pt", "sft", "dpo")  # what this backend plans (LLaMA-Factory also has rm, ppo, kto)
-TRUE_STRINGS = ("true", "false", "True", "False")
 
 ProblemFn = Callable[[str, str, str], Any]
 
@@ -41,7 +40,7 @@ LIST_KEYS = frozenset(
     }
 )
 KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
-KIND_WORDS |= {"dict": "a mapping", "list": "a list of texts"}
+KIND_WORDS |= {"dict": "a mapping", "list": "a list of texts", "other": "a text or a mapping"}
 
 
 def _is_kind(value: Any, kind: str, name: str = "") -> bool:
@@ -50,8 +49,8 @@ def _is_kind(value: Any, kind: str, name: str = "") -> bool:
     dataclasses unchecked, so a wrong type fails later, where the value is used, or trains wrongly."""
     if "|" in kind:
         return any(_is_kind(value, part, name) for part in kind.split("|"))
-    if kind == "bool":
-        return isinstance(value, bool) or value in TRUE_STRINGS
+    if kind == "bool":  # a quoted 'false' would stay a text, which Python reads as true
+        return isinstance(value, bool)
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "float":
@@ -153,7 +152,8 @@ def model_problems(training: dict[str, Any], facts: ModelFacts | None, problem: 
         )
     target = training.get("lora_target")
     if training.get("finetuning_type", "lora") == "lora" and target and facts.weight_names:
-        wanted = [t.strip() for t in str(target).split(",") if t.strip()]
+        parts = target if isinstance(target, list) else str(target).split(",")  # split_arg's two forms
+        wanted = [str(t).strip() for t in parts if str(t).strip()]
         modules = facts.linear_modules
         unknown = [t for t in wanted if t != "all" and t not in modules]
         if unknown:
@@ -173,8 +173,8 @@ def device_problems(training: dict[str, Any], accelerator: str, problem: Problem
         return []
     return [
         problem(T + key, f"{key}: true, but this machine has no GPU or NPU", f"set {key}: false on CPU")
-        for key in ("bf16", "fp16", "pure_bf16")
-        if training.get(key) in (True, "true", "True")
+        for key in ("bf16", "fp16", "pure_bf16", "bf16_full_eval")
+        if training.get(key) is True
     ]
 
 
@@ -190,12 +190,32 @@ def batch_facts(training: dict[str, Any], world_size: int) -> dict[str, int]:
     }
 
 
+# Counts LLaMA-Factory's parser takes at any value but that fail or train nothing later (stricter rules of
+# ours, listed in the README): the key and what a value below 1 does.
+POSITIVE = {
+    "per_device_train_batch_size": "torch's DataLoader refuses a batch size below 1",
+    "gradient_accumulation_steps": "the Trainer divides the steps per epoch by it",
+    "cutoff_len": "every example is truncated to nothing",
+    "lora_rank": "peft's LoraConfig refuses r below 1 when the model loads",
+}
+
+
 def batch_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
     out = []
-    for key in ("per_device_train_batch_size", "gradient_accumulation_steps"):
+    for key, why in POSITIVE.items():
         value = training.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            out.append(problem(T + key, f"{value} is not a positive count", f"set {key} >= 1"))
+            out.append(problem(T + key, f"{value} is not a positive count ({why})", f"set {key} >= 1"))
+    epochs, steps = training.get("num_train_epochs", 3.0), training.get("max_steps", -1)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (epochs, steps))
+    if numbers and steps <= 0 and epochs <= 0:
+        out.append(
+            problem(
+                T + "num_train_epochs",
+                f"{epochs} is not positive and max_steps is not set: the Trainer would run no step",
+                "set num_train_epochs > 0, or max_steps >= 1",
+            )
+        )
     return out
 
 
