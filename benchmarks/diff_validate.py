@@ -8,7 +8,8 @@ our verdict (the checks `train` runs before its first step, in-process) and the 
 exactly what our plan hands it (run in the framework's own environment, one process per batch). Prints
 cases, the four cells (both accept / both refuse / we accept, the framework refuses / we refuse, the
 framework accepts), agreement %, and the cases in the two disagreement cells. Exit 1 when a case is in
-"we accept, the framework refuses" or a refused case's message names no key the case changed.
+"we accept, the framework refuses", a refused case's message names no key the case changed, or a refusal
+in "we refuse, the framework accepts" is not a row of the README's table of stricter rules.
 Backends whose framework is not installed here are listed as not run, with the reason.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.diffval.backends import ADAPTERS  # noqa: E402
-from tests.diffval.judge import CELLS, Report, run_backend  # noqa: E402
+from tests.diffval.judge import CELLS, Report, run_backend, stricter_rules, uncovered  # noqa: E402
 
 
 def show(report: Report, limit: int) -> None:
@@ -44,6 +45,12 @@ def show(report: Report, limit: int) -> None:
         print("-- unnamed: " + row.line())
     for case_id in report.mismatched_payloads[:limit]:
         print(f"-- payload mismatch: {case_id}")
+    missing = uncovered(report, stricter_rules())
+    print(
+        f"   we-refuse-only refusals missing from the README's stricter rules: {len(missing)}"
+    )
+    for row, message in missing[:limit]:
+        print(f"-- not in the README table: {row.case.id}: {message}")
 
 
 def main() -> int:
@@ -62,7 +69,12 @@ def main() -> int:
                 print(f"\n== {backend}: not run: {e}")
                 continue
         show(report, a.show)
-        failed |= bool(report.cell("we_accept_only") or report.unnamed or report.mismatched_payloads)
+        failed |= bool(
+            report.cell("we_accept_only")
+            or report.unnamed
+            or report.mismatched_payloads
+            or uncovered(report, stricter_rules())
+        )
     return 1 if failed else 0
 
 

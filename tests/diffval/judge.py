@@ -9,13 +9,14 @@ we_refuse_only     we refuse and the framework accepts: fixed, or a stricter rul
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.diffval.backends import ADAPTERS, Adapter
+from tests.diffval.backends import ADAPTERS, REPO, Adapter
 from tests.diffval.cases import Base, Case, make_case
 from tests.diffval.ours import Ours, verdict
 
@@ -133,3 +134,46 @@ def make_cases(backend: str, *, cases: int, seed: int, workdir: Path) -> list[Ca
     adapter = ADAPTERS[backend]
     bases = adapter.bases(workdir)
     return [make_case(backend, bases, adapter.keys_of, seed, i) for i in range(cases)]
+
+
+STRICTER_HEADING = "### Rules stricter than the framework"
+
+
+@dataclass(frozen=True)
+class Stricter:
+    backend: str
+    keys: tuple[str, ...]  # ("*",): any key
+    words: str  # what our message says
+
+    def covers(self, backend: str, key: str, message: str) -> bool:
+        short = key.removeprefix("backend_config.").removeprefix("training.")
+        return (
+            backend == self.backend and (self.keys == ("*",) or short in self.keys) and self.words in message
+        )
+
+
+def stricter_rules(readme: str | None = None) -> list[Stricter]:
+    """The README's table of rules stricter than the frameworks' (backend | key | `words` | why)."""
+    text = readme if readme is not None else (REPO / "README.md").read_text(encoding="utf-8")
+    table = text.split(STRICTER_HEADING, 1)[1] if STRICTER_HEADING in text else ""
+    rules = []
+    for line in table.splitlines():
+        if not line.startswith("|"):
+            if rules:
+                break
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        words = re.findall(r"`([^`]+)`", cells[2]) if len(cells) >= 4 else []
+        if words and cells[0] not in ("backend", "---"):
+            rules.append(Stricter(cells[0], tuple(k.strip() for k in cells[1].split(",")), words[0]))
+    return rules
+
+
+def uncovered(report: Report, rules: list[Stricter]) -> list[tuple[Row, str]]:
+    """Each refusal of ours in "we refuse, the framework accepts" that no stricter rule lists."""
+    out = []
+    for row in report.cell("we_refuse_only"):
+        for key, message in zip(row.ours.keys, row.ours.messages):
+            if not any(r.covers(report.backend, key, message) for r in rules):
+                out.append((row, message))
+    return out
