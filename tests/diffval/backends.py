@@ -64,6 +64,8 @@ LF_T = ("backend_config", "training")
 LF_OWNED = {"output_dir", "resume_from_checkpoint", "overwrite_output_dir", "do_train", "stage", "plot_loss"}
 LF_OWNED |= {"dataset", "dataset_dir", "save_total_limit", "hf_hub_token", "train_from_scratch"}
 LF_OWNED |= {"model_name_or_path"}
+# What the plan writes when the experiment does not (llamafactory/backend.py, setdefault).
+LF_PLAN_DEFAULTS = {"logging_steps": 1, "report_to": "none", "include_num_input_tokens_seen": True}
 
 
 class LlamaFactory(Adapter):
@@ -106,7 +108,9 @@ class LlamaFactory(Adapter):
         args = copy.deepcopy(payload)
         for m in mutations:
             if m.path[:2] == LF_T and len(m.path) == 3:
-                if m.value == DELETE:
+                if m.value == DELETE and m.path[2] in LF_PLAN_DEFAULTS:
+                    args[m.path[2]] = LF_PLAN_DEFAULTS[m.path[2]]
+                elif m.value == DELETE:
                     args.pop(m.path[2], None)
                 else:
                     args[m.path[2]] = m.value

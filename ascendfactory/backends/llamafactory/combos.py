@@ -204,7 +204,7 @@ COMBOS: tuple[Combo, ...] = (
     Combo(
         "eval_strategy",
         lambda g: _evaluates(g) and g("eval_dataset") is None and g("val_size") <= 1e-6,
-        "evaluates, but there is no eval_dataset and val_size is 0",
+        "evaluates (eval_strategy, do_eval or do_predict), but there is no eval_dataset and val_size is 0",
         "set eval_dataset or val_size (> 0), or eval_strategy: no",
         "llamafactory/hparams/parser.py get_train_args",
     ),

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ascendfactory.backends.llamafactory.args import Key, templates, train_keys
+from ascendfactory.backends.llamafactory.args import Key, mapping_fields, templates, train_keys
 from ascendfactory.backends.llamafactory.environment import VERSION
 from ascendfactory.backends.llamafactory.model_facts import ModelFacts
 from ascendfactory.config.suggest import did_you_mean
@@ -96,6 +96,10 @@ def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
         if not _is_kind(value, spec.kind, name):
             words = kind_words(spec.kind, name)
             out.append(problem(T + name, f"{value!r} is not {words}", f"give {words}"))
+        elif isinstance(value, dict) and set(value) - mapping_fields(VERSION).get(name, set(value)):
+            fields = sorted(mapping_fields(VERSION)[name])
+            unknown = ", ".join(sorted(map(str, set(value) - set(fields))))
+            out.append(problem(T + name, f"has no field {unknown}", "use: " + ", ".join(fields)))
         elif value == "" and "dict" in spec.kind.split("|"):
             out.append(problem(T + name, "is an empty text", "give a mapping, or the path of a json file"))
         elif spec.choices and str(value) not in spec.choices and not isinstance(value, bool):
@@ -173,7 +177,7 @@ def device_problems(training: dict[str, Any], accelerator: str, problem: Problem
         return []
     return [
         problem(T + key, f"{key}: true, but this machine has no GPU or NPU", f"set {key}: false on CPU")
-        for key in ("bf16", "fp16", "pure_bf16", "bf16_full_eval")
+        for key in ("bf16", "fp16", "pure_bf16", "bf16_full_eval", "tf32")
         if training.get(key) is True
     ]
 

@@ -53,6 +53,7 @@ def refusal(tmp_path, *overrides: str) -> str:
         ((f"{T}fsdp_config=[1, 2]",), "fsdp_config", "is not a mapping or a text"),
         ((f"{T}include_for_metrics=abc",), "include_for_metrics", "is not a list of texts"),
         ((f"{T}accelerator_config=''",), "accelerator_config", "empty text"),
+        ((f"{T}accelerator_config={{a: 1}}",), "accelerator_config", "has no field a"),
         ((f"{T}fsdp_config=/nowhere/fsdp.json",), "fsdp_config", "not found"),
         ((f"{T}new_special_tokens_config=''",), "new_special_tokens_config", "not found"),
         # stricter than the parser: each fails or trains nothing later (README table)
@@ -94,3 +95,18 @@ def test_a_package_the_parser_requires_is_looked_up_in_the_environment():
 
 def test_a_wrong_type_is_left_to_the_kind_check():
     assert combos.problems({"seed": "abc", "image_max_pixels": [1]}, None) == []
+
+
+def test_device_only_keys_are_refused_on_a_machine_without_an_accelerator():
+    from ascendfactory.backends.llamafactory.rules import device_problems
+
+    def problem(key, message, fix):
+        return key
+
+    training = {"tf32": True, "bf16_full_eval": True, "pure_bf16": True, "fp16": False}
+    assert device_problems(training, "cpu", problem) == [
+        "backend_config.training.pure_bf16",
+        "backend_config.training.bf16_full_eval",
+        "backend_config.training.tf32",
+    ]
+    assert device_problems(training, "cuda", problem) == []
