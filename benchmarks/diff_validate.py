@@ -29,7 +29,10 @@ from tests.diffval.judge import CELLS, Report, run_backend, stricter_rules, unco
 def show(report: Report, limit: int) -> None:
     n = len(report.rows)
     cells = "  ".join(f"{c} {len(report.cell(c))}" for c in CELLS)
+    undecided = len(report.cell("undecided"))
     print(f"\n== {report.backend}: {n} cases  {cells}  agreement {report.agreement:.1f}%")
+    if undecided:
+        print(f"   undecided here (the framework's answer needs a package this machine lacks): {undecided}")
     print(
         f"   ours {report.ours_s:.1f} s ({1000 * report.ours_s / max(1, n):.0f} ms/case), framework "
         f"{report.theirs_s:.1f} s; refusals not naming a mutated key: {len(report.unnamed)}; "
@@ -46,9 +49,7 @@ def show(report: Report, limit: int) -> None:
     for case_id in report.mismatched_payloads[:limit]:
         print(f"-- payload mismatch: {case_id}")
     missing = uncovered(report, stricter_rules())
-    print(
-        f"   we-refuse-only refusals missing from the README's stricter rules: {len(missing)}"
-    )
+    print(f"   we-refuse-only refusals missing from the README's stricter rules: {len(missing)}")
     for row, message in missing[:limit]:
         print(f"-- not in the README table: {row.case.id}: {message}")
 

@@ -27,11 +27,13 @@ CELLS = ("both_accept", "both_refuse", "we_accept_only", "we_refuse_only")
 class Row:
     case: Case
     ours: Ours
-    theirs_ok: bool
+    theirs_ok: bool | None
     theirs_error: str | None
 
     @property
     def cell(self) -> str:
+        if self.theirs_ok is None:
+            return "undecided"  # the framework's answer depends on a package this machine lacks
         if self.ours.accepted:
             return "both_accept" if self.theirs_ok else "we_accept_only"
         return "we_refuse_only" if self.theirs_ok else "both_refuse"
@@ -61,7 +63,7 @@ class Report:
     @property
     def agreement(self) -> float:
         agree = len(self.cell("both_accept")) + len(self.cell("both_refuse"))
-        return 100.0 * agree / max(1, len(self.rows))
+        return 100.0 * agree / max(1, len(self.rows) - len(self.cell("undecided")))
 
 
 def run_backend(backend: str, *, cases: int, seed: int, workdir: Path) -> Report:
@@ -105,10 +107,10 @@ def _base_payload(adapter: Adapter, base: Base, workdir: Path) -> Any:
     return adapter.payload(ours.plan)
 
 
-def ask_framework(argv: list[str], items: list[tuple[str, Any]]) -> dict[str, tuple[bool, str | None]]:
+def ask_framework(argv: list[str], items: list[tuple[str, Any]]) -> dict[str, tuple[bool | None, str | None]]:
     """Send every payload to one framework process; a process that dies is restarted after the case it
     died on (that case is a refusal: the framework's own code crashed on it)."""
-    answers: dict[str, tuple[bool, str | None]] = {}
+    answers: dict[str, tuple[bool | None, str | None]] = {}
     todo = list(items)
     while todo:
         text = "".join(json.dumps({"id": i, "args": p}, default=str) + "\n" for i, p in todo)
@@ -116,7 +118,7 @@ def ask_framework(argv: list[str], items: list[tuple[str, Any]]) -> dict[str, tu
         for line in done.stdout.splitlines():
             if line.startswith("{"):
                 got = json.loads(line)
-                answers[got["id"]] = (bool(got["ok"]), got.get("error"))
+                answers[got["id"]] = (got["ok"] if got["ok"] is None else bool(got["ok"]), got.get("error"))
         left = [(i, p) for i, p in todo if i not in answers]
         if left and len(left) == len(todo) and done.returncode != 0 and not done.stdout.strip():
             raise RuntimeError(f"the framework's judge failed: {done.stderr[-2000:]}")

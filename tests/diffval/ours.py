@@ -32,6 +32,8 @@ class Ours:
         """A problem names the key, a key inside it, or the mapping it sits in."""
         if any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.keys):
             return True
+        if any(key in m for m in self.messages):  # named inside a message about another key
+            return True
         leaf = key.rsplit(".", 1)[-1]  # a rule across keys names the other key in its message
         return any(re.search(rf"(?<![\w.-]){re.escape(leaf)}(?![\w-])", m) for m in self.messages)
 

@@ -210,7 +210,9 @@ def check_types(v: View) -> Iterator[Finding]:
         wrong = (
             (want == "bool" and not isinstance(value, bool))
             or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
-            or (want == "string" and isinstance(value, (dict, bool)))  # lists: verl's file keys take them
+            or (want == "string" and isinstance(value, (dict, bool)))
+            or (want == "string" and isinstance(value, list) and not o.key.endswith("_files"))  # file lists
+            or (o.key.endswith("._target_") and not isinstance(value, str))  # Hydra instantiates a class
             or (want == "list" and not isinstance(value, (list, str)))
         )
         if wrong:

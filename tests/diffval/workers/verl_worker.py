@@ -91,6 +91,9 @@ class Composer:
 
 
 NAME = "ppo_trainer"
+# validate_config asks the installed vLLM for its LoRA limit: without vLLM here the verdict is the
+# environment's, not the experiment's (a real run's check step asks the GPU node's vLLM).
+UNDECIDED = "vllm version None not supported"
 
 
 def main() -> int:
@@ -125,7 +128,8 @@ def main() -> int:
                 except Exception as e:  # noqa: BLE001 - the framework's refusal is the answer
                     text = [t for t in str(e).strip().splitlines() if t.strip()]
                     error = f"{type(e).__name__}: {' | '.join(text[:2])}"[:300]
-                out.write(json.dumps({"id": request["id"], "ok": error is None, "error": error}) + "\n")
+                ok = error is None if not (error and UNDECIDED in error) else None
+                out.write(json.dumps({"id": request["id"], "ok": ok, "error": error}) + "\n")
                 out.flush()
     return 0
 

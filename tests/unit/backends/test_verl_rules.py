@@ -261,3 +261,21 @@ def test_every_broken_rule_is_reported_at_once():
 def test_the_table_names_where_verl_enforces_each_rule():
     assert len({r.name for r in rules.RULES}) == len(rules.RULES)
     assert all(r.source for r in rules.RULES)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        # found by benchmarks/diff_validate.py: verl's Hydra instantiate / config dataclasses refuse these
+        (A + "optim._target_", 1),
+        (A + "fsdp_config._target_", [1, 2]),
+        (A + "loss_agg_mode", ["token-mean"]),
+    ],
+)
+def test_a_value_of_the_wrong_type_for_a_class_path_or_a_text_is_named(key, value):
+    found = rules.run(view({key: value}))
+    assert {k for k, _, _ in found} == {key} and any("a string" in m for _, m, _ in found), found
+
+
+def test_file_keys_still_take_lists():
+    assert rules.run(view({"data.train_files": ["/a.parquet", "/b.parquet"]})) == []
