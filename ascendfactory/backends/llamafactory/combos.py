@@ -34,6 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "bf16": False,
     "finetuning_type": "lora",
     "quantization_bit": None,
+    "quantization_device_map": None,
     "use_galore": False,
     "use_apollo": False,
     "use_badam": False,
@@ -265,6 +266,13 @@ COMBOS: tuple[Combo, ...] = (
         lambda g: g("infer_backend") not in ("huggingface", None),
         "is only for LLaMA-Factory's API, chat and web commands, not train",
         "remove infer_backend (or set it to huggingface)",
+        "llamafactory/hparams/parser.py get_train_args",
+    ),
+    Combo(
+        "quantization_device_map",
+        lambda g: g("quantization_device_map") == "auto",
+        "auto cannot be used for training (a device map for a quantized model)",
+        "remove quantization_device_map",
         "llamafactory/hparams/parser.py get_train_args",
     ),
     Combo(

@@ -212,7 +212,7 @@ def check_types(v: View) -> Iterator[Finding]:
             or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
             or (want == "string" and isinstance(value, (dict, bool)))
             or (want == "string" and isinstance(value, list) and not o.key.endswith("_files"))  # file lists
-            or (o.key.endswith("._target_") and not isinstance(value, str))  # Hydra instantiates a class
+            or (o.key.endswith("._target_") and not (isinstance(value, str) and value))  # a class path
             or (want == "list" and not isinstance(value, (list, str)))
         )
         if wrong:

@@ -40,6 +40,7 @@ def refusal(tmp_path, *overrides: str) -> str:
         ((f"{T}video_max_pixels=2",), "video_max_pixels", "below video_min_pixels"),
         ((f"{T}export_quantization_bit=4",), "export_quantization_bit", "export_quantization_dataset"),
         ((f"{T}infer_backend=sglang",), "infer_backend", "not train"),
+        ((f"{T}quantization_device_map=auto",), "quantization_device_map", "cannot be used for training"),
         ((f"{T}finetuning_type=full", f"{T}quantization_bit=4"), "quantization_bit", "lora or oft"),
         ((f"{T}use_galore=true",), "finetuning_type", "cannot be used with use_galore"),
         ((f"{T}interleave_probs='0.5'",), "interleave_probs", "mix_strategy is concat"),
