@@ -476,6 +476,24 @@ def check_rollout_parallel(v: View) -> Iterator[Finding]:
         )
 
 
+FSDP_SCHEDULES = ("constant", "cosine")  # verl/workers/config/optimizer.py FSDPOptimizerConfig.__post_init__
+
+
+def check_fsdp_schedule(v: View) -> Iterator[Finding]:
+    if v.megatron:
+        return  # McoreOptimizerConfig has its own styles
+    for prefix in (A + "optim.", *(("critic.optim.",) if v.need_critic else ())):
+        for key in ("warmup_style", "lr_scheduler_type"):
+            value = v.get(prefix + key)
+            if (value is not None or key == "lr_scheduler_type") and value not in FSDP_SCHEDULES:
+                yield (
+                    prefix + key,
+                    f"is {value!r}: verl's FSDP optimizer takes " + " or ".join(FSDP_SCHEDULES),
+                    f"set {prefix}{key}: cosine or constant"
+                    + (", or remove it" if key == "warmup_style" else ""),
+                )
+
+
 def check_rollout_engine(v: View) -> Iterator[Finding]:
     name = v.get(R + "name")
     if name not in ROLLOUT_NAMES:
@@ -525,6 +543,7 @@ RULES: tuple[Rule, ...] = (
         "only on the workers: engine_workers.py; the inference engine",
         check_rollout_parallel,
     ),
+    Rule("fsdp_schedule", "FSDPOptimizerConfig.__post_init__ (via validate_config)", check_fsdp_schedule),
     Rule("rollout_engine", "only on the workers: get_rollout_class", check_rollout_engine),
     Rule("separate_async", "only in the trainer: trainer_separate_async.py", check_separate_async),
 )

@@ -280,3 +280,17 @@ def test_a_value_of_the_wrong_type_for_a_class_path_or_a_text_is_named(key, valu
 
 def test_file_keys_still_take_lists():
     assert rules.run(view({"data.train_files": ["/a.parquet", "/b.parquet"]})) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (A + "optim.warmup_style", ""),
+        (A + "optim.warmup_style", "linear"),
+        (A + "optim.lr_scheduler_type", "x"),
+    ],
+)
+def test_the_fsdp_optimizer_takes_constant_or_cosine(key, value):
+    found = rules.run(view({key: value}))
+    assert [k for k, _, _ in found] == [key] and "constant or cosine" in found[0][1], found
+    assert rules.run(view({key: "cosine"})) == []
