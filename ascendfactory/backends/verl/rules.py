@@ -15,11 +15,12 @@ A rule is `Rule(name, source, check)`: `check(view)` yields `(key, message, fix)
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.verl.schema import MISSING, REQUIRED, Override, Schema, get_path
+from ascendfactory.backends.verl.schema import MISSING, REQUIRED, Override, Schema, get_path, parse_literal
 
 Finding = tuple[str, str, str]  # (dotted key, message, fix)
 A = "actor_rollout_ref.actor."
@@ -167,7 +168,12 @@ def _num(v: Any) -> str:
 
 
 # -- types ----------------------------------------------------------------------------------------------
+_SELECT = re.compile(r"\$\{oc\.select:[\w.]+,([^${}]+)\}")  # ${oc.select:other.key,fallback}
+
+
 def _type_of(default: Any) -> str | None:
+    if isinstance(default, str) and (m := _SELECT.fullmatch(default)):
+        return _type_of(parse_literal(m.group(1)))  # the fallback's type (the other key has the same)
     if isinstance(default, bool):
         return "bool"
     if isinstance(default, (int, float)):

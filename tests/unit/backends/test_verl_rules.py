@@ -294,3 +294,10 @@ def test_the_fsdp_optimizer_takes_constant_or_cosine(key, value):
     found = rules.run(view({key: value}))
     assert [k for k, _, _ in found] == [key] and "constant or cosine" in found[0][1], found
     assert rules.run(view({key: "cosine"})) == []
+
+
+def test_a_default_that_selects_another_key_has_its_fallbacks_type():
+    key = A + "profiler.tool_config.precision_debugger.strict"  # ${oc.select:global_profiler...,False}
+    found = rules.run(view({key: [1, 2]}))
+    assert [k for k, _, _ in found] == [key] and "a bool" in found[0][1], found
+    assert rules.run(view({key: True})) == []
