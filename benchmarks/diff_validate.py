@@ -35,7 +35,8 @@ def show(report: Report, limit: int) -> None:
         print(f"   undecided here (the framework's answer needs a package this machine lacks): {undecided}")
     print(
         f"   ours {report.ours_s:.1f} s ({1000 * report.ours_s / max(1, n):.0f} ms/case), framework "
-        f"{report.theirs_s:.1f} s; refusals not naming a mutated key: {len(report.unnamed)}; "
+        f"{report.theirs_s:.1f} s; our checks crashed: {len(report.crashed)}; "
+        f"refusals not naming a mutated key: {len(report.unnamed)}; "
         f"payload mismatches: {len(report.mismatched_payloads)}"
     )
     for cell in ("we_accept_only", "we_refuse_only"):
@@ -44,6 +45,8 @@ def show(report: Report, limit: int) -> None:
             print(f"-- {cell} ({len(rows)}):")
             for row in rows[:limit]:
                 print("  " + row.line())
+    for row in report.crashed[:limit]:
+        print("-- our checks crashed: " + row.line())
     for row in report.unnamed[:limit]:
         print("-- unnamed: " + row.line())
     for case_id in report.mismatched_payloads[:limit]:
@@ -72,6 +75,7 @@ def main() -> int:
         show(report, a.show)
         failed |= bool(
             report.cell("we_accept_only")
+            or report.crashed
             or report.unnamed
             or report.mismatched_payloads
             or uncovered(report, stricter_rules())

@@ -61,6 +61,11 @@ class Report:
         return [r for r in self.cell("both_refuse") if not any(r.ours.names(m.key) for m in r.case.mutations)]
 
     @property
+    def crashed(self) -> list[Row]:
+        """Cases where our own checks raised instead of answering (a traceback for the user)."""
+        return [r for r in self.rows if r.ours.keys == ["(crash)"]]
+
+    @property
     def agreement(self) -> float:
         agree = len(self.cell("both_accept")) + len(self.cell("both_refuse"))
         return 100.0 * agree / max(1, len(self.rows) - len(self.cell("undecided")))

@@ -59,6 +59,10 @@ def verdict(case: Case, workdir: Path, *, dry_run: bool = False) -> Ours:
         )
     except AscendFactoryError as e:  # a backend that cannot run here (verl on CPU) after its checks passed
         return Ours(True, messages=[str(e)[:200]], seconds=time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001 - a crash of our checks is a defect the harness reports
+        return Ours(
+            False, ["(crash)"], [f"(crash) {type(e).__name__}: {e}"], seconds=time.perf_counter() - t0
+        )
     finally:
         with contextlib.suppress(OSError):
             os.remove(path)

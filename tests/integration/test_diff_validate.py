@@ -24,6 +24,7 @@ def test_we_never_accept_what_the_framework_refuses(backend: str, tmp_path: Path
     assert len(report.rows) == SAMPLE[backend]
     assert report.cell("both_accept") and report.cell("both_refuse")  # the sample reaches both verdicts
     assert not report.cell("we_accept_only"), "\n".join(r.line() for r in report.cell("we_accept_only"))
+    assert not report.crashed, "\n".join(r.line() for r in report.crashed)
     assert not report.unnamed, "\n".join(r.line() for r in report.unnamed)
     assert not report.mismatched_payloads, report.mismatched_payloads
     missing = uncovered(report, stricter_rules())

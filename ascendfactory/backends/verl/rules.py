@@ -355,7 +355,8 @@ def check_sampling_temperature(v: View) -> Iterator[Finding]:
 
 def check_router_replay(v: View) -> Iterator[Finding]:
     strategy = v.get(A + "strategy")
-    engine = {"megatron": "megatron", "veomni": "veomni"}.get(strategy, "fsdp_config")
+    engines = {"megatron": "megatron", "veomni": "veomni"}
+    engine = engines.get(strategy, "fsdp_config") if isinstance(strategy, str) else "fsdp_config"
     if v.get(A + f"{engine}.router_replay.mode") == "R2" and v.flag(
         "algorithm.rollout_correction.bypass_mode"
     ):

@@ -301,3 +301,8 @@ def test_a_default_that_selects_another_key_has_its_fallbacks_type():
     found = rules.run(view({key: [1, 2]}))
     assert [k for k, _, _ in found] == [key] and "a bool" in found[0][1], found
     assert rules.run(view({key: True})) == []
+
+
+def test_a_mapping_for_the_actor_strategy_is_named_not_a_crash():
+    found = rules.run(view({A + "strategy": {"a": 1}}))  # found by the harness: a TypeError before
+    assert [k for k, _, _ in found] == [A + "strategy"], found
