@@ -185,7 +185,8 @@ class Verl(Adapter):
         return texts
 
     def comparable(self, payload: Any) -> Any:
-        return sorted(payload)
+        # a deleted last child leaves `key: {}` in the experiment, which Hydra merges as no change
+        return sorted(t for t in payload if not t.endswith("={}"))
 
     def worker(self) -> list[str] | None:
         from ascendfactory.backends.verl import environment
