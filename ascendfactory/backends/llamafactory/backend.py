@@ -26,11 +26,12 @@ from ascendfactory.backends import inputs as input_paths
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
-from ascendfactory.backends.llamafactory import datasets, environment, rules
+from ascendfactory.backends.llamafactory import combos, datasets, environment, rules
 from ascendfactory.backends.llamafactory.model_facts import read_model
 from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.venv import package_version
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
@@ -223,6 +224,13 @@ class LlamaFactoryBackend(Backend):
                 )
             else:
                 warnings.append(f"{what}: {environment.INSTALL_FIX}")
+        installed = None if lacking else (lambda dist: package_version(env, dist) is not None)
+        named = {p.key for p in problems}
+        problems += [
+            problem(rules.T + k, m, f)
+            for k, m, f in combos.problems(training, installed)
+            if rules.T + k not in named
+        ]
         self.raise_if(problems)
 
         # -- the LLaMA-Factory yaml ------------------------------------------------------------------------

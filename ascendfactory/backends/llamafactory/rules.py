@@ -12,45 +12,68 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ascendfactory.backends.llamafactory.args import Key, templates, train_keys
+from ascendfactory.backends.llamafactory.args import Key, mapping_fields, templates, train_keys
 from ascendfactory.backends.llamafactory.environment import VERSION
 from ascendfactory.backends.llamafactory.model_facts import ModelFacts
 from ascendfactory.config.suggest import did_you_mean
 
 T = "backend_config.training."
 STAGES = ("pt", "sft", "dpo")  # what this backend plans (LLaMA-Factory also has rm, ppo, kto)
-TRUE_STRINGS = ("true", "false", "True", "False")
 
 ProblemFn = Callable[[str, str, str], Any]
 
 
-# Keys LLaMA-Factory opens as a file or directory: one path, never a list or a mapping.
-PATH_KEYS = frozenset(
+# Text keys LLaMA-Factory's __post_init__ passes through `split_arg`, which takes a comma-separated text or
+# a list (hparams/data_args.py, finetuning_args.py); every other text key is used as one text.
+LIST_KEYS = frozenset(
     {
-        "model_name_or_path",
-        "dataset_dir",
-        "output_dir",
-        "deepspeed",
-        "cache_dir",
-        "tokenized_path",
-        "media_dir",
+        "dataset",
+        "eval_dataset",
+        "interleave_probs",
+        "freeze_trainable_modules",
+        "freeze_extra_modules",
+        "lora_target",
+        "oft_target",
+        "additional_target",
+        "galore_target",
+        "apollo_target",
     }
 )
+KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
+KIND_WORDS |= {"dict": "a mapping", "list": "a list of texts", "other": "a text or a mapping"}
 
 
 def _is_kind(value: Any, kind: str, name: str = "") -> bool:
-    if kind == "bool":
-        return isinstance(value, bool) or value in TRUE_STRINGS
+    """Whether `value` has the type LLaMA-Factory's dataclass declares (`kind`: int, float, bool, str, dict,
+    list, `a|b` for a union, other). Its parser (HfArgumentParser.parse_dict) passes yaml values to the
+    dataclasses unchecked, so a wrong type fails later, where the value is used, or trains wrongly."""
+    if "|" in kind:
+        return any(_is_kind(value, part, name) for part in kind.split("|"))
+    if kind == "bool":  # a quoted 'false' would stay a text, which Python reads as true
+        return isinstance(value, bool)
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if name in PATH_KEYS:
+    if kind == "dict":
+        return isinstance(value, dict)
+    if kind == "list":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == "str":
+        if name in LIST_KEYS:
+            return isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(v, str) for v in value)
+            )
         return isinstance(value, str)
-    # a text key: a string, a number or a flat list (LLaMA-Factory splits comma lists and keeps lists)
-    return not isinstance(value, dict) and not (
-        isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)
-    )
+    # other (a class of transformers' own): a text or a mapping, as yaml can write it
+    return isinstance(value, (str, dict))
+
+
+def kind_words(kind: str, name: str = "") -> str:
+    words = [KIND_WORDS.get(k, k) for k in kind.split("|")]
+    if kind == "str" and name in LIST_KEYS:
+        words.append("a list of texts")
+    return " or ".join(words)
 
 
 def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
@@ -71,7 +94,14 @@ def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
         if value is None:
             continue
         if not _is_kind(value, spec.kind, name):
-            out.append(problem(T + name, f"{value!r} is not a {spec.kind}", f"give a {spec.kind} value"))
+            words = kind_words(spec.kind, name)
+            out.append(problem(T + name, f"{value!r} is not {words}", f"give {words}"))
+        elif isinstance(value, dict) and set(value) - mapping_fields(VERSION).get(name, set(value)):
+            fields = sorted(mapping_fields(VERSION)[name])
+            unknown = ", ".join(sorted(map(str, set(value) - set(fields))))
+            out.append(problem(T + name, f"has no field {unknown}", "use: " + ", ".join(fields)))
+        elif value == "" and "dict" in spec.kind.split("|"):
+            out.append(problem(T + name, "is an empty text", "give a mapping, or the path of a json file"))
         elif spec.choices and str(value) not in spec.choices and not isinstance(value, bool):
             out.append(
                 problem(
@@ -126,7 +156,8 @@ def model_problems(training: dict[str, Any], facts: ModelFacts | None, problem: 
         )
     target = training.get("lora_target")
     if training.get("finetuning_type", "lora") == "lora" and target and facts.weight_names:
-        wanted = [t.strip() for t in str(target).split(",") if t.strip()]
+        parts = target if isinstance(target, list) else str(target).split(",")  # split_arg's two forms
+        wanted = [str(t).strip() for t in parts if str(t).strip()]
         modules = facts.linear_modules
         unknown = [t for t in wanted if t != "all" and t not in modules]
         if unknown:
@@ -146,8 +177,8 @@ def device_problems(training: dict[str, Any], accelerator: str, problem: Problem
         return []
     return [
         problem(T + key, f"{key}: true, but this machine has no GPU or NPU", f"set {key}: false on CPU")
-        for key in ("bf16", "fp16")
-        if training.get(key) in (True, "true", "True")
+        for key in ("bf16", "fp16", "pure_bf16", "bf16_full_eval", "tf32")
+        if training.get(key) is True
     ]
 
 
@@ -163,22 +194,51 @@ def batch_facts(training: dict[str, Any], world_size: int) -> dict[str, int]:
     }
 
 
+# Counts LLaMA-Factory's parser takes at any value but that fail or train nothing later (stricter rules of
+# ours, listed in the README): the key and what a value below 1 does.
+POSITIVE = {
+    "per_device_train_batch_size": "torch's DataLoader refuses a batch size below 1",
+    "gradient_accumulation_steps": "the Trainer divides the steps per epoch by it",
+    "cutoff_len": "every example is truncated to nothing",
+    "lora_rank": "peft's LoraConfig refuses r below 1 when the model loads",
+}
+
+
 def batch_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
     out = []
-    for key in ("per_device_train_batch_size", "gradient_accumulation_steps"):
+    for key, why in POSITIVE.items():
         value = training.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            out.append(problem(T + key, f"{value} is not a positive count", f"set {key} >= 1"))
+            out.append(problem(T + key, f"{value} is not a positive count ({why})", f"set {key} >= 1"))
+    epochs, steps = training.get("num_train_epochs", 3.0), training.get("max_steps", -1)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (epochs, steps))
+    if numbers and steps <= 0 and epochs <= 0:
+        out.append(
+            problem(
+                T + "num_train_epochs",
+                f"{epochs} is not positive and max_steps is not set: the Trainer would run no step",
+                "set num_train_epochs > 0, or max_steps >= 1",
+            )
+        )
     return out
+
+
+# Keys whose text is the path of a file LLaMA-Factory or transformers opens while parsing (a DeepSpeed or
+# FSDP json, transformers' AcceleratorConfig.from_json_file, LLaMA-Factory's new-tokens yaml).
+FILE_KEYS = {
+    "deepspeed": "a DeepSpeed json",
+    "fsdp_config": "an FSDP json",
+    "accelerator_config": "an accelerator json",
+    "new_special_tokens_config": "a yaml of new special tokens",
+}
 
 
 def file_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
     out = []
-    ds = training.get("deepspeed")
-    if isinstance(ds, str) and not os.path.isfile(os.path.expanduser(ds)):
-        out.append(
-            problem(T + "deepspeed", f"deepspeed config {ds} not found", "give the path of a DeepSpeed json")
-        )
+    for key, what in FILE_KEYS.items():
+        path = training.get(key)
+        if isinstance(path, str) and not os.path.isfile(os.path.expanduser(path)):
+            out.append(problem(T + key, f"file {path!r} not found", f"give the path of {what}"))
     return out
 
 

@@ -32,7 +32,7 @@ from ascendfactory.backends.megatron.run import (
 )
 from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, owned_save, process
 from ascendfactory.backends.mindspeed_llm import environment
-from ascendfactory.backends.mindspeed_llm.args import unknown_keys
+from ascendfactory.backends.mindspeed_llm.args import unknown_keys, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
@@ -186,9 +186,9 @@ class MindSpeedLLMBackend(MegatronBackend):
                     )
                 )
                 continue
-            problems += unknown_keys(
-                options, kind, prefix=f"backend_config.{section}.", source_of=ctx.loaded.source_of
-            )
+            where = {"prefix": f"backend_config.{section}.", "source_of": ctx.loaded.source_of}
+            problems += unknown_keys(options, kind, **where)
+            problems += value_problems(options, kind, **where)
         return problems
 
     @staticmethod

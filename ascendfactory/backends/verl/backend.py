@@ -1,5 +1,7 @@
 """The `verl` backend: `python -m verl.trainer.main_ppo` on a Ray cluster, in verl's own environment.
 
+    check   (CHECK)   programs/verl_check.py: verl's own Hydra composition, validate_config and
+                      OmegaConf.resolve on the same overrides, what main_ppo runs before ray.init
     train   (TRAIN)   programs/ray_node.py on every node: node 0 starts the Ray head, waits for the nodes and
                       the resources verl will ask for, runs `python -m verl.trainer.main_ppo <overrides>`,
                       and stops the cluster it started; the others join it
@@ -51,6 +53,7 @@ from ascendfactory.secrets import mask_secrets
 
 BC = "backend_config."
 MERGE_PROGRAM = os.path.join(PROGRAMS_DIR, "verl_merge.py")
+CHECK_PROGRAM = os.path.join(PROGRAMS_DIR, "verl_check.py")
 DRIVER = ("-m", "verl.trainer.main_ppo")
 # Ray resources verl asks for (0.9.1): every worker process's placement-group bundle holds
 # `max_colocate_count` (3) CPUs and one device (single_controller/ray/base.py, STRICT_PACK per node);
@@ -310,6 +313,16 @@ class VerlBackend(Backend):
         step_env = _step_env(env, accelerator, out, node_rank, cfg.tensorboard, ctx.environ)
         device_resource = "NPU" if accelerator == "npu" else "GPU"
         driver = (py, *DRIVER, *run.texts())
+        plan.add(
+            Step(
+                name="check",
+                role=Role.CHECK,
+                launch=Process((py, CHECK_PROGRAM, *run.texts())),
+                env=step_env,
+                skip_reason=None if node_rank == 0 else "verl's own checks run on NODE_RANK 0",
+                notes=["verl's own Hydra composition and validate_config, before Ray starts (imports verl)"],
+            )
+        )
         plan.add(
             Step(
                 name="train",

@@ -15,11 +15,12 @@ A rule is `Rule(name, source, check)`: `check(view)` yields `(key, message, fix)
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.verl.schema import MISSING, REQUIRED, Override, Schema, get_path
+from ascendfactory.backends.verl.schema import MISSING, REQUIRED, Override, Schema, get_path, parse_literal
 
 Finding = tuple[str, str, str]  # (dotted key, message, fix)
 A = "actor_rollout_ref.actor."
@@ -167,7 +168,12 @@ def _num(v: Any) -> str:
 
 
 # -- types ----------------------------------------------------------------------------------------------
+_SELECT = re.compile(r"\$\{oc\.select:[\w.]+,([^${}]+)\}")  # ${oc.select:other.key,fallback}
+
+
 def _type_of(default: Any) -> str | None:
+    if isinstance(default, str) and (m := _SELECT.fullmatch(default)):
+        return _type_of(parse_literal(m.group(1)))  # the fallback's type (the other key has the same)
     if isinstance(default, bool):
         return "bool"
     if isinstance(default, (int, float)):
@@ -210,7 +216,9 @@ def check_types(v: View) -> Iterator[Finding]:
         wrong = (
             (want == "bool" and not isinstance(value, bool))
             or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
-            or (want == "string" and isinstance(value, (dict, bool)))  # lists: verl's file keys take them
+            or (want == "string" and isinstance(value, (dict, bool)))
+            or (want == "string" and isinstance(value, list) and not o.key.endswith("_files"))  # file lists
+            or (o.key.endswith("._target_") and not (isinstance(value, str) and value))  # a class path
             or (want == "list" and not isinstance(value, (list, str)))
         )
         if wrong:
@@ -347,7 +355,8 @@ def check_sampling_temperature(v: View) -> Iterator[Finding]:
 
 def check_router_replay(v: View) -> Iterator[Finding]:
     strategy = v.get(A + "strategy")
-    engine = {"megatron": "megatron", "veomni": "veomni"}.get(strategy, "fsdp_config")
+    engines = {"megatron": "megatron", "veomni": "veomni"}
+    engine = engines.get(strategy, "fsdp_config") if isinstance(strategy, str) else "fsdp_config"
     if v.get(A + f"{engine}.router_replay.mode") == "R2" and v.flag(
         "algorithm.rollout_correction.bypass_mode"
     ):
@@ -474,6 +483,24 @@ def check_rollout_parallel(v: View) -> Iterator[Finding]:
         )
 
 
+FSDP_SCHEDULES = ("constant", "cosine")  # verl/workers/config/optimizer.py FSDPOptimizerConfig.__post_init__
+
+
+def check_fsdp_schedule(v: View) -> Iterator[Finding]:
+    if v.megatron:
+        return  # McoreOptimizerConfig has its own styles
+    for prefix in (A + "optim.", *(("critic.optim.",) if v.need_critic else ())):
+        for key in ("warmup_style", "lr_scheduler_type"):
+            value = v.get(prefix + key)
+            if (value is not None or key == "lr_scheduler_type") and value not in FSDP_SCHEDULES:
+                yield (
+                    prefix + key,
+                    f"is {value!r}: verl's FSDP optimizer takes " + " or ".join(FSDP_SCHEDULES),
+                    f"set {prefix}{key}: cosine or constant"
+                    + (", or remove it" if key == "warmup_style" else ""),
+                )
+
+
 def check_rollout_engine(v: View) -> Iterator[Finding]:
     name = v.get(R + "name")
     if name not in ROLLOUT_NAMES:
@@ -523,6 +550,7 @@ RULES: tuple[Rule, ...] = (
         "only on the workers: engine_workers.py; the inference engine",
         check_rollout_parallel,
     ),
+    Rule("fsdp_schedule", "FSDPOptimizerConfig.__post_init__ (via validate_config)", check_fsdp_schedule),
     Rule("rollout_engine", "only on the workers: get_rollout_class", check_rollout_engine),
     Rule("separate_async", "only in the trainer: trainer_separate_async.py", check_separate_async),
 )

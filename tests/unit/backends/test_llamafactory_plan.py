@@ -122,7 +122,7 @@ def test_load_types_map_to_llamafactory_keys(tmp_path):
             "backend_config.training.learnin_rate",
             "learning_rate",
         ),
-        ("--backend_config.training.max_steps=ten", "backend_config.training.max_steps", "not a int"),
+        ("--backend_config.training.max_steps=ten", "backend_config.training.max_steps", "not an integer"),
         ("--backend_config.training.template=qwen25", "backend_config.training.template", "did you mean"),
         (
             "--backend_config.training.per_device_train_batch_size=0",

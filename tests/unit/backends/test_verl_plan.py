@@ -142,10 +142,13 @@ def test_grpo_plan_runs_main_ppo_on_ray_with_the_plans_keys(tmp_path, machine):
     )
     out = tmp_path / "out"
     assert [(s.name, s.role.value) for s in plan.steps] == [
+        ("check", "check"),
         ("train", "train"),
         ("merge", "export"),
         ("plot", "plot"),
     ]
+    check = plan.step("check").argv
+    assert check[1].endswith("verl_check.py") and check[2:] == overrides_of(plan)  # the driver's overrides
     launch = plan.step("train").launch
     assert launch.kind == "ray" and launch.python == "/nonexistent/verl-env/bin/python"
     assert launch.driver[:3] == ("/nonexistent/verl-env/bin/python", "-m", "verl.trainer.main_ppo")

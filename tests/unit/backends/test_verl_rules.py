@@ -261,3 +261,48 @@ def test_every_broken_rule_is_reported_at_once():
 def test_the_table_names_where_verl_enforces_each_rule():
     assert len({r.name for r in rules.RULES}) == len(rules.RULES)
     assert all(r.source for r in rules.RULES)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        # found by benchmarks/diff_validate.py: verl's Hydra instantiate / config dataclasses refuse these
+        (A + "optim._target_", 1),
+        (A + "fsdp_config._target_", [1, 2]),
+        (A + "checkpoint._target_", ""),
+        (A + "loss_agg_mode", ["token-mean"]),
+    ],
+)
+def test_a_value_of_the_wrong_type_for_a_class_path_or_a_text_is_named(key, value):
+    found = rules.run(view({key: value}))
+    assert {k for k, _, _ in found} == {key} and any("a string" in m for _, m, _ in found), found
+
+
+def test_file_keys_still_take_lists():
+    assert rules.run(view({"data.train_files": ["/a.parquet", "/b.parquet"]})) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (A + "optim.warmup_style", ""),
+        (A + "optim.warmup_style", "linear"),
+        (A + "optim.lr_scheduler_type", "x"),
+    ],
+)
+def test_the_fsdp_optimizer_takes_constant_or_cosine(key, value):
+    found = rules.run(view({key: value}))
+    assert [k for k, _, _ in found] == [key] and "constant or cosine" in found[0][1], found
+    assert rules.run(view({key: "cosine"})) == []
+
+
+def test_a_default_that_selects_another_key_has_its_fallbacks_type():
+    key = A + "profiler.tool_config.precision_debugger.strict"  # ${oc.select:global_profiler...,False}
+    found = rules.run(view({key: [1, 2]}))
+    assert [k for k, _, _ in found] == [key] and "a bool" in found[0][1], found
+    assert rules.run(view({key: True})) == []
+
+
+def test_a_mapping_for_the_actor_strategy_is_named_not_a_crash():
+    found = rules.run(view({A + "strategy": {"a": 1}}))  # found by the harness: a TypeError before
+    assert [k for k, _, _ in found] == [A + "strategy"], found

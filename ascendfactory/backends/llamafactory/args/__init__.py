@@ -3,6 +3,7 @@
 
     train_<version>.txt       every key `llamafactory-cli train` accepts, its kind and its choices
     templates_<version>.txt   the chat template names
+    mappings_<version>.txt    the fields a mapping key may hold (the dataclass it becomes)
 """
 
 from __future__ import annotations
@@ -38,3 +39,12 @@ def train_keys(version: str) -> dict[str, Key]:
 @lru_cache(maxsize=None)
 def templates(version: str) -> frozenset[str]:
     return frozenset(line.strip() for line in _lines(f"templates_{version}.txt"))
+
+
+@lru_cache(maxsize=None)
+def mapping_fields(version: str) -> dict[str, frozenset[str]]:
+    out = {}
+    for line in _lines(f"mappings_{version}.txt"):
+        key, fields = (line.split("\t") + [""])[:2]
+        out[key] = frozenset(f for f in fields.split("|") if f)
+    return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,32 @@ PROGRAMS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Spec:
+    """The value argparse takes for one flag (from its add_argument call): `kind` flag (no value), int,
+    float, str or other (a converter function); `nargs` ('' one value, '+', '*', '?', a number, append);
+    `choices`."""
+
+    kind: str
+    nargs: str = ""
+    choices: tuple[str, ...] = ()
+
+
 @lru_cache(maxsize=None)
+def specs(kind: str) -> dict[str, Spec]:
+    """name (no leading dashes) -> Spec, for `kind`: training, preprocess, convert_v1, convert_v2."""
+    out = {}
+    for line in (_HERE / NAMES_FILES[kind]).read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, flag_kind, nargs, choices = (line.split("\t") + ["", "", ""])[:4]
+        out[name.strip()] = Spec(flag_kind or "str", nargs, tuple(c for c in choices.split("|") if c))
+    return out
+
+
 def valid_names(kind: str) -> frozenset[str]:
     """The argument names (no leading dashes) of `kind`: training, preprocess, convert_v1, convert_v2."""
-    lines = (_HERE / NAMES_FILES[kind]).read_text(encoding="utf-8").splitlines()
-    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+    return frozenset(specs(kind))
 
 
 def nearest(word: str, names: frozenset[str], n: int = 3) -> list[str]:
@@ -78,3 +100,71 @@ def unknown_keys(
             )
         )
     return problems
+
+
+KIND_WORDS = {"int": "an integer", "float": "a number", "str": "one text or number", "other": "one value"}
+
+
+def _scalar_ok(value: Any, spec: Spec) -> bool:
+    if isinstance(value, (dict, list, tuple)) or value is None:
+        return False
+    if spec.kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if spec.kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return not isinstance(value, bool) and str(value) != ""  # argparse gets the text
+
+
+def value_problem(value: Any, spec: Spec) -> str | None:
+    """Why argparse (with the flag's own type, nargs and choices) refuses `value` as our argv writes it
+    (`megatron.run.to_flags`: true -> `--flag`, false/null -> omitted, a list -> its values), or None."""
+    if value is None or value is False:
+        return None  # omitted
+    if spec.kind == "flag":
+        return None if value is True else f"is {value!r}, but --flag takes no value: true or false"
+    if value is True:
+        return None if spec.nargs in ("?", "*") else f"is true, but the flag needs {KIND_WORDS[spec.kind]}"
+    many = spec.nargs in ("+", "*", "append") or spec.nargs.isdigit()
+    items = list(value) if isinstance(value, (list, tuple)) and many else [value]
+    if isinstance(value, (list, tuple)) and not many:
+        return f"is a list, but the flag takes {KIND_WORDS[spec.kind]}"
+    if isinstance(value, dict):
+        return "is a mapping, but the flag takes " + ("values" if many else KIND_WORDS[spec.kind])
+    if spec.nargs == "+" and not items:
+        return "is an empty list, but the flag needs at least one value"
+    if spec.nargs.isdigit() and len(items) != int(spec.nargs):
+        return f"has {len(items)} values, but the flag takes {spec.nargs}"
+    bad = [v for v in items if not _scalar_ok(v, spec)]
+    if bad:
+        return f"{bad[0]!r} is not {KIND_WORDS[spec.kind]}"
+    if spec.choices:
+        off = [v for v in items if str(v) not in spec.choices]
+        if off:
+            return f"{off[0]!r} is not one of its choices"
+    return None
+
+
+def value_problems(
+    options: dict[str, Any], kind: str, *, prefix: str, source_of: Callable[[str], str]
+) -> list[Problem]:
+    """One Problem per known key whose value the program's argparse refuses (type=, nargs, choices)."""
+    table = specs(kind)
+    out = []
+    for key, value in options.items():
+        spec = table.get(key)
+        why = value_problem(value, spec) if spec else None
+        if why:
+            fix = (
+                "use one of: " + ", ".join(spec.choices)
+                if "choices" in why
+                else "give " + ("true or false" if spec.kind == "flag" else KIND_WORDS[spec.kind])
+            )
+            out.append(
+                Problem(
+                    key=f"{prefix}{key}",
+                    source=source_of(f"{prefix}{key}"),
+                    message=f"{why} ({PROGRAMS[kind]}'s argparse: args/{NAMES_FILES[kind]})",
+                    fix=fix,
+                )
+            )
+    return out

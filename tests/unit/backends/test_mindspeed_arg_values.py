@@ -1,0 +1,62 @@
+"""mindspeed-llm: every flag's value checked against its argparse `type=`, `nargs` and `choices`, read from
+MindSpeed-LLM's and Megatron-LM's source (args/*.txt, scripts/gen_mindspeed_args.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ascendfactory.backends.mindspeed_llm.args import Spec, specs, value_problem
+from tests.unit.backends.test_mindspeed_llm import plan_for, problems_of, train_flags
+
+K = "backend_config."
+
+
+def test_the_lists_carry_each_flags_type_nargs_and_choices() -> None:
+    training, pre = specs("training"), specs("preprocess")
+    assert training["tensor-model-parallel-size"] == Spec("int")
+    assert training["lr"].kind == "float" and training["bf16"].kind == "flag"
+    assert training["data-path"].nargs == "*"
+    assert "qwen" in training["prompt-type"].choices and pre["handler-name"] == Spec("str")
+    assert "qwen" in pre["prompt-type"].choices
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "words"),
+    [
+        # the defects the issue names: one name each, never a mapping or a list
+        ("preprocess_data", "prompt-type", {"name": "qwen"}, "is a mapping"),
+        ("training", "prompt-type", {"name": "qwen"}, "is a mapping"),
+        ("preprocess_data", "handler-name", ["AlpacaStyleInstructionHandler"], "is a list"),
+        ("training", "prompt-type", "qwen25", "not one of its choices"),
+        ("training", "micro-batch-size", "1", "is not an integer"),
+        ("training", "micro-batch-size", 1.5, "integer"),
+        ("training", "lr", "fast", "is not a number"),
+        ("training", "bf16", "yes", "takes no value"),
+        ("training", "seq-length", True, "integer"),
+        ("training", "lora-r", True, "needs an integer"),
+        ("training", "save", "", "not one text or number"),
+    ],
+)
+def test_a_value_argparse_refuses_is_named(tmp_path: Path, clean_env, section, key, value, words) -> None:
+    found = problems_of(tmp_path, {"backend_config": {section: {key: value}}})
+    assert words in found[f"{K}{section}.{key}"], found
+
+
+def test_values_argparse_takes_pass_and_reach_the_argv(tmp_path: Path, clean_env) -> None:
+    plan = plan_for(
+        tmp_path,
+        {"backend_config": {"training": {"prompt-type": "qwen", "lr": 1, "bf16": False, "seed": 7}}},
+    )
+    flags = train_flags(plan)
+    assert flags["prompt-type"] == ["qwen"] and flags["lr"] == ["1"] and "bf16" not in flags
+
+
+def test_nargs_rules() -> None:
+    many, one, fixed = Spec("str", "+"), Spec("int"), Spec("int", "2")
+    assert value_problem(["a", "b"], many) is None and value_problem("a", many) is None
+    assert "at least one" in value_problem([], many)
+    assert "is a list" in value_problem([1, 2], one)
+    assert value_problem([1, 2], fixed) is None and "takes 2" in value_problem([1], fixed)
+    assert value_problem(None, one) is None and value_problem(False, one) is None  # omitted from argv
