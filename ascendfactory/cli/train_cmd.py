@@ -39,6 +39,8 @@ def register(app: typer.Typer) -> None:
 
         _format_needs_dry_run(ctx, dry_run)
         loaded = load_from_args(args, collect=True)
+        if not dry_run and not loaded.problems:
+            _stop_a_dead_run(loaded.config.af_output_dir)
         plan = make_plan(loaded, dry_run=dry_run)
         if dry_run:
             from ascendfactory.pipeline.manifest import annotate_plan
@@ -61,6 +63,20 @@ def _format_needs_dry_run(ctx: typer.Context, dry_run: bool) -> None:
         raise typer.BadParameter(
             "prints the plan of a dry run: add --dry-run (a real run has no --format)",
             param_hint="'--format'",
+        )
+
+
+def _stop_a_dead_run(output_dir: str) -> None:
+    """What a killed earlier run left in `output_dir` (its torchrun agent still holding `env.MASTER_PORT`)
+    is stopped before planning, so the plan's port check sees the port as this run will find it."""
+    from ascendfactory.cli._output import out
+    from ascendfactory.pipeline.procgroup import stop_dead_runs
+
+    stale = stop_dead_runs(output_dir)
+    if stale:
+        out.warn(
+            f"stopped {len(stale)} process(es) a killed earlier run left in {output_dir} "
+            f"(pids {', '.join(map(str, stale))}) before starting"
         )
 
 

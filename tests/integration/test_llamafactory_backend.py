@@ -307,13 +307,30 @@ def test_kill_9_mid_run_then_the_same_command_resumes_with_identical_losses(tmp_
 
 @needs_env
 def test_llamafactorys_own_check_stops_the_run_before_training(tmp_path, demo_model):
+    # what only LLaMA-Factory itself finds: a tokenizer.json it cannot load (our checks read config.json)
+    import shutil
+
+    broken = tmp_path / "broken-model"
+    shutil.copytree(demo_model, broken)
+    (broken / "tokenizer.json").write_text("{not json")
+    exp = experiment(tmp_path, broken, "tokcheck")
+    proc = train(exp)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "step 'check' failed" in proc.stderr
+    assert not (tmp_path / "tokcheck" / "trainer_log.jsonl").exists()
+
+
+@needs_env
+def test_deepspeed_missing_from_the_environment_is_refused_before_any_step(tmp_path, demo_model):
+    # LLaMA-Factory's parser requires the deepspeed package for a `deepspeed` config; the plan looks it up
+    # in LLaMA-Factory's environment (the differential harness's rule) before anything runs
     ds = tmp_path / "ds.json"
     ds.write_text("{}")
     exp = experiment(tmp_path, demo_model, "dscheck", bc={"training": {"deepspeed": str(ds)}})
     proc = train(exp)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert "step 'check' failed" in proc.stderr and "deepspeed" in proc.stderr.lower()
-    assert not (tmp_path / "dscheck" / "trainer_log.jsonl").exists()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "deepspeed" in proc.stderr.lower() and "nothing was run" in proc.stderr
+    assert not (tmp_path / "dscheck" / "logs").exists()
 
 
 @needs_env
