@@ -27,7 +27,7 @@ from ascendfactory.backends.megatron.skeleton import (
     owned_save,
     process,
 )
-from ascendfactory.backends.mindspeed_rl.backend import MSRL_TRACKERS
+from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
