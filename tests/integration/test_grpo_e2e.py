@@ -1,7 +1,7 @@
 """GRPO on the embedded backend, for real, through the installed CLI: the quickstart's warm-up SFT and GRPO on
 two CPU processes (the mean reward rises), the log lines and `logs summary`, kill -9 of a rank with
 train_auto_resume (final weights bit-identical to the uninterrupted run), and one process (DP 1) and TP 2
-against the quickstart's DP 2 run (same metrics)."""
+against the quickstart's DP 2 run (same metrics), and `report_to: [wandb]` read back from the offline run."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
+from tests.integration.tracker_readback import run_ids, wandb_segments, wandb_series
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -248,3 +250,46 @@ def test_one_process_and_tensor_parallel_match_the_data_parallel_run(tmp_path, q
     assert tp2[0]["response_length/mean"] == dp2[0]["response_length/mean"]
     for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy"):
         assert tp2[0][key] == pytest.approx(dp2[0][key], rel=2e-2), key
+
+
+# -- report_to: [wandb] ----------------------------------------------------------------------------------
+# The runner maps it to MindSpeed-RL's `rl_config.use_wandb` / `wandb_*`; rank 0 of the GRPO trainer logs
+# every iteration's scalars into the offline W&B run the runner named (`WANDB_RUN_ID`), read back with
+# wandb's own record reader (tracker_readback.py).
+TRACKED_ITERS = 3
+
+
+def tiny_grpo_args(out: Path, model: Path) -> list[str]:
+    """The quickstart's GRPO arguments with three iterations, saved once at the end."""
+    args = [a for a in grpo_args(out, model) if "train_iters=" not in a and "save_interval=" not in a]
+    return [
+        *args,
+        f"--backend_config.megatron_training.train_iters={TRACKED_ITERS}",
+        f"--backend_config.megatron_training.save_interval={TRACKED_ITERS}",
+        "--report_to=[wandb]",
+    ]
+
+
+def test_grpo_reports_every_iterations_scalars_to_an_offline_wandb_run(tmp_path, warm):
+    out = tmp_path / "grpo"
+    proc = run_cli(tiny_grpo_args(out, warm))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rl = yaml.safe_load((out / "mindspeed_rl_grpo.yaml").read_text())["rl_config"]
+    assert rl["use_wandb"] is True and rl["wandb_project"] == "tiny-demo"
+    assert rl["wandb_exp_name"] == "quickstart-grpo" and rl["wandb_save_dir"] == str(out / "trackers")
+
+    [log] = (out / "logs").glob("grpo_metrics-*.log")
+    lines = metric_lines(log)
+    assert [m["step"] for m in lines] == list(range(1, TRACKED_ITERS + 1))
+    segments = wandb_segments(out / "trackers")
+    wandb_id = run_ids(out)["wandb"]["run_id"]
+    assert segments and {s.run_id for s in segments} == {wandb_id}  # the trainer continued the runner's id
+    trainer = next(s for s in segments if s.history)
+    assert trainer.project == "tiny-demo" and trainer.name == "quickstart-grpo"
+    for key in ("grpo/score/mean", "response_length/mean", "actor/pg_loss", "actor/kl_loss", "e2e_tps"):
+        logged = {m["step"]: m[key] for m in lines}
+        assert wandb_series(segments, key) == pytest.approx(logged, abs=1e-4), key  # the line has 4 decimals
+    assert sorted(wandb_series(segments, "system/tps")) == list(range(1, TRACKED_ITERS + 1))
+    assert trainer.config["rl_config.n_samples_per_prompt"] == "8"  # the resolved yaml as parameters
+    assert trainer.config["rl_config.use_wandb"] == "True"
+    assert trainer.config["megatron_training.train_iters"] == str(TRACKED_ITERS)

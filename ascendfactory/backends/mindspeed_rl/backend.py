@@ -35,8 +35,8 @@ from ascendfactory.backends.msrl.config import MindSpeedRLConfig, read_config, r
 from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import decide_load, fill
 from ascendfactory.backends.msrl.shell import grpo_plan
+from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (
@@ -49,30 +49,6 @@ BC = "backend_config."
 PLACEHOLDER_RL = "<MINDSPEED_RL_DIR>"
 PLACEHOLDER_LLM = "<MINDSPEED_LLM_DIR>"
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
-
-
-# MindSpeed-RL's tracker switches (config_cls/rl_config.py RLConfig): use_tensorboard, use_wandb with
-# wandb_project / wandb_exp_name / wandb_save_dir, and (master) use_swanlab with swanlab_*; no MLflow.
-MSRL_TRACKERS: dict[str, TrackerKeys] = {
-    "tensorboard": TrackerKeys(set={"rl_config.use_tensorboard": True}),
-    "wandb": TrackerKeys(
-        set={
-            "rl_config.use_wandb": True,
-            "rl_config.wandb_project": "{project}",
-            "rl_config.wandb_exp_name": "{run_name}",
-            "rl_config.wandb_save_dir": "{location}",
-        }
-    ),
-    "swanlab": TrackerKeys(
-        set={
-            "rl_config.use_swanlab": True,
-            "rl_config.swanlab_project": "{project}",
-            "rl_config.swanlab_exp_name": "{run_name}",
-            "rl_config.swanlab_mode": "{mode}",
-            "rl_config.swanlab_save_dir": "{location}",
-        }
-    ),
-}
 
 
 @register_backend

@@ -27,6 +27,7 @@ from ascendfactory.backends.megatron.skeleton import (
     owned_save,
     process,
 )
+from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
@@ -58,14 +59,15 @@ PLANNER_TRAIN_FLAGS = (
 
 
 # The embedded trainer: Megatron's TensorBoard and W&B flags, and MLflow / SwanLab by `--af-report-to` (their
-# settings and the run to continue from their own variables); its GRPO trainer: MindSpeed-RL's
-# TensorBoard switch.
+# settings and the run to continue from their own variables).
 TORCH_TRACKERS: dict[str, TrackerKeys] = {
     **MEGATRON_TRACKERS,
     "mlflow": TrackerKeys(append={"training.af-report-to": "mlflow"}),
     "swanlab": TrackerKeys(append={"training.af-report-to": "swanlab"}),
 }
-GRPO_TRACKERS: dict[str, TrackerKeys] = {"tensorboard": TrackerKeys(set={"rl_config.use_tensorboard": True})}
+# Its GRPO trainer: MindSpeed-RL's switches, as the mindspeed-rl backend maps them (engine/rl/trackers.py
+# reads them); MindSpeed-RL has no MLflow integration, so neither has the GRPO trainer.
+GRPO_TRACKERS: dict[str, TrackerKeys] = {k: MSRL_TRACKERS[k] for k in ("tensorboard", "wandb", "swanlab")}
 
 
 @register_backend

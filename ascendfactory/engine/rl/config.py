@@ -19,6 +19,7 @@ import yaml
 
 from ascendfactory.engine.rl import subset as K
 from ascendfactory.engine.rl.subset import KL_PENALTIES, Sampling
+from ascendfactory.engine.rl.trackers import problems as tracker_problems
 from ascendfactory.engine.rl.verifiers import check_names
 from ascendfactory.errors import ConfigError, Problem
 
@@ -186,6 +187,8 @@ def read_trainer_yaml(cfg: dict[str, Any], source: str = "") -> GRPOConfig:
     gen = _section(cfg, "generate_config", K.GENERATE_HONOURED, K.GENERATE_IGNORED, K.GENERATE_FIXED, bad)
     sampling = _sampling(gen, bad)
     _check_rl(rl, gen, sampling, args, bad)
+    for key, message, fix in tracker_problems(rl):
+        bad(key, message, fix)
     if problems:
         raise ConfigError(problems)
     assert args is not None

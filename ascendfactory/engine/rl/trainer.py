@@ -25,7 +25,7 @@ import torch.distributed as dist
 from ascendfactory.engine.convert.dims import ModelDims
 from ascendfactory.engine.rl import logline as rl_log
 from ascendfactory.engine.rl import reference as ref
-from ascendfactory.engine.rl import setup, verifiers
+from ascendfactory.engine.rl import setup, trackers, verifiers
 from ascendfactory.engine.rl.algorithms import group_norm_advantages
 from ascendfactory.engine.rl.config import GRPOConfig
 from ascendfactory.engine.rl.data import PromptDataset
@@ -39,6 +39,7 @@ from ascendfactory.engine.train.model import build_stage, init_random, paralleli
 from ascendfactory.engine.train.parallel import ParallelDims, build_mesh, init_distributed, tune_cpu_allocator
 from ascendfactory.engine.train.schedule import LRSchedule
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.trackers import Sinks
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": None}
 
@@ -129,8 +130,17 @@ class GRPOTrainer:
         on = self.is_first
         self.monitor = setup.tensorboard(tensorboard_dir) if on and self.rl["use_tensorboard"] else None
         self.metrics_file = setup.metrics_file(metrics_dir) if on and metrics_dir else None
+        self.sinks = (
+            trackers.open_sinks(self.rl, save=args.save, params=self._params(), warn=logline.emit)
+            if on
+            else Sinks()
+        )
 
     # ------------------------------------------------------------------ setup pieces
+    def _params(self) -> dict[str, Any]:
+        """The trackers' run parameters: the yaml read, rl_config with MindSpeed-RL's defaults filled in."""
+        return {**self.cfg.raw, "rl_config": dict(self.rl)}
+
     def _checkpoint_layout(self, model_dims: ModelDims, vocab: int) -> tuple[Any, Topology]:
         """The Megatron args the checkpoints record, and this rank's place (TP x DP, one stage)."""
         mg_args = model_dims.megatron_args(
@@ -300,6 +310,7 @@ class GRPOTrainer:
             with open(self.metrics_file, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
         system = {**m.phases, "system/tps": m.system_tps, "system/samples": float(it * self.gbs * self.n)}
+        self.sinks.log_metrics({**m.line, **system}, it)
         if self.monitor is not None:
             self.monitor.scalars({f"train/{k}": v for k, v in m.line.items()}, it, it * self.gbs)
             self.monitor.phase_metrics(system, it, log=True)
@@ -378,6 +389,7 @@ class GRPOTrainer:
             with rec.execute():
                 self.checkpointer.save(self.model, self.optimizer, self.scheduler, self.scaler, self.position)
         self.saved_iteration = self.position.iteration
+        self.sinks.log_metrics(rec.metrics, self.position.iteration)
         if self.monitor is not None:
             self.monitor.phase_metrics(rec.metrics, self.position.iteration, log=False)
 
@@ -398,6 +410,8 @@ class GRPOTrainer:
         exception", exit 1) after a successful run."""
         if getattr(self, "monitor", None) is not None:
             self.monitor.close()
+        if getattr(self, "sinks", None) is not None:
+            self.sinks.close(ok=finished)
         if dist.is_initialized():
             if finished:
                 dist.barrier()

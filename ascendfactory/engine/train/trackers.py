@@ -49,10 +49,18 @@ def unknown_trackers(args: Any) -> list[str]:
 def open_sinks(args: Any, *, params: Mapping[str, Any], warn: Callable[[str], None]) -> Sinks:
     """One sink per tracker asked for, each with the run's parameters logged (secrets masked). A tracker
     that cannot be opened is reported through `warn` and left out: training goes on."""
-    sinks = []
     for name in unknown_trackers(args):
         warn(f"warning: --af-report-to {name}: not a tracker of this trainer (mlflow, swanlab); ignored")
-    for spec, run_id in specs_from_args(args, os.environ):
+    return open_specs(specs_from_args(args, os.environ), params=params, warn=warn)
+
+
+def open_specs(
+    specs: list[tuple[TrackerSpec, str | None]], *, params: Mapping[str, Any], warn: Callable[[str], None]
+) -> Sinks:
+    """A sink per (tracker, run id to continue), the parameters logged (secrets masked); a tracker that
+    cannot be opened is reported through `warn` and left out."""
+    sinks = []
+    for spec, run_id in specs:
         try:
             sinks.append(open_run(spec, run_id=run_id))
         except Exception as e:  # noqa: BLE001 - a tracker never stops training

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ascendfactory.backends.msrl.layout import TRAIN_CONFIG
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
@@ -85,9 +86,43 @@ def test_mindspeed_llm_gets_megatrons_flags_and_refuses_mlflow(tmp_path, checkou
     assert "mindspeed-llm reaches: tensorboard, wandb" in problems[0][1]
 
 
-def test_the_embedded_grpo_trainer_reaches_tensorboard_only(tmp_path):
-    problems = refused(plan, REPO / "cfgs" / "quickstart_grpo.yaml", tmp_path, "--report_to=[mlflow]")
+GRPO_QUICK = REPO / "cfgs" / "quickstart_grpo.yaml"
+
+
+def rl_config(p) -> dict:
+    """The rl_config of the MindSpeed-RL yaml the embedded GRPO trainer reads."""
+    path = next(f for f in p.files if f.endswith(f"/{TRAIN_CONFIG}.yaml"))
+    return yaml.safe_load(p.files[path])["rl_config"]
+
+
+def test_the_embedded_grpo_trainer_gets_mindspeed_rls_wandb_and_swanlab_switches(tmp_path):
+    p = plan(GRPO_QUICK, tmp_path, "--report_to={project: team, run_name: r1, wandb: , swanlab: }")
+    out = os.path.abspath(tmp_path / "out")
+    rl = rl_config(p)
+    assert rl["use_wandb"] is True and rl["wandb_project"] == "team" and rl["wandb_exp_name"] == "r1"
+    assert rl["wandb_save_dir"] == f"{out}/trackers"
+    assert rl["use_swanlab"] is True and rl["swanlab_project"] == "team" and rl["swanlab_exp_name"] == "r1"
+    assert rl["swanlab_mode"] == "local" and rl["swanlab_save_dir"] == f"{out}/trackers/swanlog"
+    assert p.env["WANDB_MODE"] == "offline" and p.env["SWANLAB_MODE"] == "local"
+    assert [s.name for s in p.tracking.specs] == ["wandb", "swanlab"]
+
+
+def test_the_embedded_grpo_trainers_own_spelling_wins(tmp_path):
+    p = plan(
+        GRPO_QUICK,
+        tmp_path,
+        "--report_to=[wandb]",
+        "--backend_config.rl_config.wandb_project=mine",
+        "--backend_config.rl_config.use_wandb=true",
+    )
+    rl = rl_config(p)
+    assert rl["wandb_project"] == "mine" and rl["use_wandb"] is True and "use_swanlab" not in rl
+
+
+def test_the_embedded_grpo_trainer_refuses_mlflow_as_mindspeed_rl_does(tmp_path):
+    problems = refused(plan, GRPO_QUICK, tmp_path, "--report_to=[mlflow]")
     assert problems and "backend torch cannot report to mlflow" in problems[0][1]
+    assert "torch reaches: tensorboard, wandb, swanlab" in problems[0][1]
 
 
 # -- LLaMA-Factory ----------------------------------------------------------------------------------------

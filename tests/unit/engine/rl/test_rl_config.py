@@ -135,8 +135,18 @@ def test_refused_by_name(changes, key, text):
 
 
 def test_every_problem_at_once():
-    found = problems(with_(rl_config__use_wandb=True, actor_config__lora_r=8, rl_config__epochs=0))
-    assert {"rl_config.use_wandb", "actor_config.lora_r", "rl_config.epochs"} <= set(found)
+    found = problems(with_(rl_config__use_kl_in_reward=True, actor_config__lora_r=8, rl_config__epochs=0))
+    assert {"rl_config.use_kl_in_reward", "actor_config.lora_r", "rl_config.epochs"} <= set(found)
+
+
+@pytest.mark.parametrize("tracker", ["wandb", "swanlab"])
+def test_a_tracker_switched_on_needs_its_project(tracker):
+    found = problems(with_(**{f"rl_config__use_{tracker}": True}))
+    assert f"use_{tracker} is true" in found[f"rl_config.{tracker}_project"]
+    cfg = read_config(
+        with_(**{f"rl_config__use_{tracker}": True, f"rl_config__{tracker}_project": "p"}), "exp.yaml"
+    )
+    assert cfg.rl[f"use_{tracker}"] is True and cfg.rl[f"{tracker}_exp_name"] == ""
 
 
 def test_actor_config_wins_and_model_entry_is_beneath():
