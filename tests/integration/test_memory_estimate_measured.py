@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
