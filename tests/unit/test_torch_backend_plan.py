@@ -252,3 +252,10 @@ def test_virtual_pipeline_at_plan_time(tmp_path):
     no_vpp = (*common[:4], "--backend_config.training.micro-batch-size=1")
     plan = plan_for(*no_vpp, "--backend_config.training.global-batch-size=4")  # no VPP: no rule
     assert "--num-layers-per-virtual-pipeline-stage" not in plan.step("hf2mg").argv
+
+
+def test_a_mapping_given_as_the_preprocess_input_is_named_on_a_dry_run(tmp_path):
+    """Found by the fuzz property: the dry run's missing-input check ran os.path.exists on a mapping."""
+    with pytest.raises(ConfigError) as e:
+        plan_for(f"--af_output_dir={tmp_path}", "--backend_config.preprocess_data.input={a: 1}")
+    assert [p.key for p in e.value.problems] == ["backend_config.preprocess_data.input"]

@@ -541,7 +541,7 @@ def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], a
             )
         )
         return
-    if not os.path.exists(source):
+    if isinstance(source, str) and not os.path.exists(source):  # not a text: named by _path_problems
         absent.append(
             inputs.missing(
                 ctx,
