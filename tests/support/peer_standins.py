@@ -1,0 +1,74 @@
+"""Run a framework script on this CPU machine with stand-ins for the Ascend-only packages it imports.
+
+    python tests/support/peer_standins.py SCRIPT [ARGS...]
+
+MindSpeed-LLM's entry scripts import `torch_npu`, `torchair` and (through MindSpeed's patches) `apex` at
+start-up, before any argument is read. The stand-ins are empty modules: any attribute is an inert class, so
+importing and patching go through while nothing they stand for runs. They hold no rule and no value the
+script could read as data; a script whose result depended on them would fail, not pass. They make the
+peer's start-up cheaper than on an NPU machine (no CANN, no op compilation), never dearer.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import runpy
+import sys
+import types
+
+STANDINS = ("torch_npu", "torchair", "acl", "apex", "transformer_engine")
+
+
+class _InertMeta(type):
+    def __getattr__(cls, name: str) -> type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Inert
+
+    def __call__(cls, *args: object, **kwargs: object) -> type:
+        return Inert
+
+
+class Inert(metaclass=_InertMeta):
+    """What every attribute of a stand-in module is: callable, subscriptable by attribute, inert."""
+
+
+class StandInModule(types.ModuleType):
+    __path__: list[str] = []
+
+    def __getattr__(self, name: str) -> type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Inert
+
+
+class StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+        if name.split(".")[0] in STANDINS:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
+        module = StandInModule(spec.name)
+        # MindSpeed's op builders read the package's location at import
+        module.__file__ = f"/standin/{spec.name.replace('.', '/')}/__init__.py"
+        return module
+
+    def exec_module(self, module) -> None:  # type: ignore[no-untyped-def]
+        return None
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    script = os.path.abspath(sys.argv[1])
+    sys.meta_path.insert(0, StandInFinder())
+    sys.argv = [script, *sys.argv[2:]]
+    sys.path.insert(0, os.path.dirname(script))
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
