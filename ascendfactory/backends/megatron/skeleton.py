@@ -125,6 +125,7 @@ class MegatronBackend(Backend):
         cfg = ctx.config
         out = os.path.abspath(cfg.af_output_dir) if self.absolute_paths else cfg.af_output_dir
         plan = megatron_plan(ctx, run, output_dir=out, facts=self.facts(run))
+        plan.logs = self.log_spec(ctx, run, plan.logs)
         shared = cfg.shared_filesystem and run.nnodes > 1
         plan.add(self.preprocess_step(ctx, run, shared))
         plan.add(self.hf2mg_step(ctx, run, shared))
@@ -138,7 +139,7 @@ class MegatronBackend(Backend):
                 skip_reason=None if run.node_rank == run.nnodes - 1 else LOSS_ON_LAST_NODE,
             )
         )
-        self.check(ctx, run, plan, strict_paths=strict_paths)
+        self.finish_plan(ctx, run, plan, strict_paths=strict_paths)
         return plan
 
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
@@ -152,8 +153,13 @@ class MegatronBackend(Backend):
     def facts(self, run: MegatronRun) -> dict[str, Any]:
         return run.facts()
 
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
-        """Checks that need the built steps; raise ConfigError."""
+    def log_spec(self, ctx: PlanContext, run: MegatronRun, logs: LogSpec) -> LogSpec:
+        """The training log's spec: Megatron's (`megatron_plan`) unless the framework logs otherwise."""
+        return logs
+
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+        """Called once the steps are built: checks that need them (raise ConfigError), and what the
+        framework adds to the plan besides the Megatron steps (files, step inputs)."""
 
     def train_step(self, ctx: PlanContext, run: MegatronRun) -> Step:
         entry, env, cwd, inputs = self.train_entry(ctx, run)

@@ -138,7 +138,7 @@ class MindSpeedLLMBackend(MegatronBackend):
             "mindspeed_llm_dir": found.site.directory,
         }
 
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         found: Found = run.framework
         self.raise_if(self.missing_converter(found.site, found.converter, plan, strict_paths))
 

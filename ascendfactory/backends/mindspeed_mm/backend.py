@@ -53,7 +53,7 @@ from ascendfactory.config.catalog import ModelArch
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.parallel import LayoutReport, ParallelDims
-from ascendfactory.plan import Plan, Role, Step, ThroughputSpec
+from ascendfactory.plan import LogSpec, Plan, Role, Step, ThroughputSpec
 
 LEGACY = ("TP", "PP", "CP", "MBS", "GBS", "SEQ_LEN", "LR", "MIN_LR", "TRAIN_ITERS", "SEED", "SAVE_INTERVAL")
 
@@ -252,18 +252,21 @@ class MindSpeedMMBackend(MegatronBackend):
         }
 
     # -- the plan ----------------------------------------------------------------------------------------
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def log_spec(self, ctx: PlanContext, run: MegatronRun, logs: LogSpec) -> LogSpec:
+        """Megatron's log lines with MindSpeed-MM's loss key and throughput (samples/s, no sequence)."""
+        return dataclasses.replace(
+            logs,
+            loss_keys=("loss",),
+            throughput=ThroughputSpec("mindspeed_mm", seq_length=None, devices=ctx.world_size),
+        )
+
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         """Called by the skeleton once the steps are built: adds what MindSpeed-MM needs besides the
-        Megatron plan: the json files (before any step), their paths as train inputs, the log spec."""
+        Megatron plan: the json files (before any step) and their paths as train inputs."""
         mm: MMRun = run.framework
         for section, path in mm.config_files.items():
             doc = {"data": mm.data, "model": mm.model, "tool": mm.tool}[section]
             plan.files[path] = json.dumps(doc, indent=4, ensure_ascii=False) + "\n"
-        plan.logs = dataclasses.replace(
-            plan.logs,
-            loss_keys=("loss",),
-            throughput=ThroughputSpec("mindspeed_mm", seq_length=None, devices=ctx.world_size),
-        )
         train = plan.with_role(Role.TRAIN)
         if train is not None:
             train.inputs = [*train.inputs, *mm.config_files.values()]
