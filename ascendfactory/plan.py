@@ -346,6 +346,14 @@ class RunPolicy:
     # Text in the failing log that means a restart cannot help (a configuration error): not auto-resumed.
     unretryable: tuple[str, ...] = ()
 
+    @property
+    def collective_timeout_s(self) -> int:
+        """The collective (process-group) timeout of every torchrun: `node_wait_timeout_s`, so a hung peer
+        fails the job within the time the nodes wait for each other. The runner passes it to every torchrun
+        as `AF_DISTRIBUTED_TIMEOUT_S` (read by the embedded trainers); a backend whose framework has its own
+        knob sets that from `PlanContext.collective_timeout_s`."""
+        return int(self.node_wait_timeout_s)
+
 
 @dataclass
 class Plan:

@@ -91,6 +91,15 @@ class PlanContext:
     def world_size(self) -> int:
         return self.config.env.NNODES * self.devices.count
 
+    def collective_timeout_s(self) -> int | None:
+        """The collective timeout a framework's own knob gets (`--distributed-timeout-minutes`,
+        LLaMA-Factory's `ddp_timeout`): `RunPolicy.collective_timeout_s` when the experiment sets
+        `node_wait_timeout_s`, else None (the framework keeps its own default: Megatron 10 minutes,
+        LLaMA-Factory 30). A value the user gives the framework's knob in backend_config wins."""
+        if "node_wait_timeout_s" not in self.config.model_fields_set:
+            return None
+        return self.run_policy().collective_timeout_s
+
     def run_policy(self) -> RunPolicy:
         """The runner's policy for this experiment (node place, waits, auto-resume)."""
         cfg = self.config

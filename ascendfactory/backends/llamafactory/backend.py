@@ -158,6 +158,9 @@ def _train_config(ctx: PlanContext, run: LFRun) -> TrainConfig:
         lf["save_total_limit"] = cfg.save_total_limit
     if cfg.ckpt_load_type == 0:
         lf["train_from_scratch"] = True
+    timeout = ctx.collective_timeout_s()  # node_wait_timeout_s, when set; a user ddp_timeout wins
+    if timeout is not None:
+        lf.setdefault("ddp_timeout", timeout)
     resume = newest_complete(out) if cfg.train_auto_resume else None
     done_at = (
         finished_at(resume, max_steps=lf.get("max_steps"), num_train_epochs=lf.get("num_train_epochs"))

@@ -12,6 +12,7 @@ A subclass supplies the programs: `preprocess_step`, `hf2mg_step`, `train_entry`
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -219,6 +220,17 @@ def process(argv: list[str]) -> Process:
 
 def skipped(name: str, role: Role, reason: str) -> Step:
     return Step(name=name, role=role, skip_reason=reason)
+
+
+TIMEOUT_FLAG = "distributed-timeout-minutes"
+
+
+def timeout_flag(ctx: PlanContext) -> dict[str, int]:
+    """Megatron's `--distributed-timeout-minutes` from the experiment's collective timeout
+    (`PlanContext.collective_timeout_s`, whole minutes rounded up); empty: Megatron's default. For the
+    frameworks that run Megatron (the embedded trainer reads AF_DISTRIBUTED_TIMEOUT_S, to the second)."""
+    seconds = ctx.collective_timeout_s()
+    return {} if seconds is None else {TIMEOUT_FLAG: max(1, math.ceil(seconds / 60))}
 
 
 def torchrun_launch(ctx: PlanContext, run: MegatronRun, entry: list[str]) -> Torchrun:

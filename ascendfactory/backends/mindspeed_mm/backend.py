@@ -27,7 +27,7 @@ from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.megatron.layout import OutputTree
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend
+from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
 from ascendfactory.backends.mindspeed_mm.experiment import (
@@ -134,7 +134,7 @@ class MindSpeedMMBackend(MegatronBackend):
         problems += sourced(ctx, convert.overwrite_problems(hf_dir, mm.hf2mg, mm.mg2hf))
         load = decide_load(ctx, mm, run, problems)
         run.load = load
-        self.fill_flags(mm, load)
+        self.fill_flags(mm, load, timeout_flag(ctx))
         for key, message, fix in input_findings(
             ctx,
             data=data,
@@ -186,10 +186,12 @@ class MindSpeedMMBackend(MegatronBackend):
         )
 
     @staticmethod
-    def fill_flags(mm: MMRun, load: Any) -> None:
+    def fill_flags(mm: MMRun, load: Any, timeout: dict[str, int]) -> None:
         """The example's flags with the plan's values, then the user's: the layout, the json files, the load
-        decision and the save directory."""
+        decision, the save directory and the collective timeout (node_wait_timeout_s, when set)."""
         flags = mm.flags
+        for flag, value in timeout.items():
+            flags.set(flag, value)
         values = {"TP": mm.tp, "PP": mm.pp, "CP": mm.cp, "MBS": mm.mbs, "GBS": mm.gbs}
         for var, flag in VARIABLE_FLAGS.items():
             flags.set(flag, values[var])
