@@ -1,8 +1,7 @@
 """`node_wait_timeout_s` is the collective timeout of every torchrun the product launches, each framework in
 its own terms: AF_DISTRIBUTED_TIMEOUT_S (the embedded trainers, set by the runner on every torchrun),
-Megatron's
-`--distributed-timeout-minutes` (mindspeed-llm, mindspeed-mm), LLaMA-Factory's `ddp_timeout`. Unset, each
-framework keeps its own default; a value the user gives the framework's own key wins."""
+Megatron's `--distributed-timeout-minutes` (mindspeed-llm, mindspeed-mm), LLaMA-Factory's `ddp_timeout`.
+Unset, each framework keeps its own default; a value the user gives the framework's own key wins."""
 
 from __future__ import annotations
 
