@@ -73,12 +73,16 @@ def _same(value: Any, planned: Any) -> bool:
 
 @dataclass
 class PlanContext:
-    """Facts about this machine, gathered by the planner (not by the backend)."""
+    """Facts about this machine, gathered by the planner (not by the backend): the experiment, the devices
+    per node, the python that runs our programs, the environment, the logical CPUs and the working directory
+    (relative paths in the experiment are relative to it)."""
 
     loaded: LoadedExperiment
     devices: DeviceCount
     python: str
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
+    cwd: str = field(default_factory=os.getcwd)
 
     @property
     def config(self) -> ExperimentConfig:

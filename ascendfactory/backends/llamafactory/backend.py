@@ -254,7 +254,7 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
     cfg, out, env = ctx.config, run.out, run.env
     train_yaml = os.path.join(out, TRAIN_YAML)
     py, cli = environment.python_of(env), environment.cli_of(env)
-    step_env = {**_step_env(env, run.accelerator, train.nproc, ctx.environ), **train.secret_env}
+    step_env = {**_step_env(env, run.accelerator, train.nproc, ctx), **train.secret_env}
     inputs = [train_yaml, *([os.path.join(run.data.dataset_dir, datasets.INFO)] if run.data.info else [])]
     complete = train.complete
     check = Step(
@@ -353,10 +353,11 @@ def _yaml(data: dict[str, Any], what: str) -> str:
     )
 
 
-def _step_env(env: str, accelerator: str, nproc: int, environ: Mapping[str, str]) -> dict[str, str]:
+def _step_env(env: str, accelerator: str, nproc: int, ctx: PlanContext) -> dict[str, str]:
     """The environment's bin first on PATH (LLaMA-Factory starts `torchrun` by its bare name); on CPU a
     thread count per process (OpenMP contention made a loaded 2-core box 10-25x slower, same losses)."""
+    environ = ctx.environ
     out = {"PATH": os.path.join(env, "bin") + os.pathsep + environ.get("PATH", os.defpath)}
     if accelerator == "cpu" and "OMP_NUM_THREADS" not in environ:
-        out["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, nproc) // 2))
+        out["OMP_NUM_THREADS"] = str(max(1, ctx.cpu_count // max(1, nproc) // 2))
     return out

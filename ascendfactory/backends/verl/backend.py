@@ -301,7 +301,7 @@ def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlR
         user_converted_ckpt_path=cfg.user_converted_ckpt_path,
         save_total_limit=cfg.save_total_limit,
         tensorboard=cfg.tensorboard,
-        cwd=os.getcwd(),
+        cwd=ctx.cwd,
     )
     top_level = ("ckpt_load_type", "user_converted_ckpt_path")
     for key, message, fix in run.problems:
@@ -365,7 +365,7 @@ def _check_resources(
         )
     nnodes, per_node = ctx.config.env.NNODES, ctx.devices.count
     checked.need_cpus = _cpu_need(config, nnodes, per_node)
-    offered = run.num_cpus if run.num_cpus is not None else float(os.cpu_count() or 1)
+    offered = run.num_cpus if run.num_cpus is not None else float(ctx.cpu_count)
     short = _cpu_shortage(checked.need_cpus, offered, nnodes, per_node, user_set=run.num_cpus is not None)
     if short:  # this machine's CPUs matter only where it would run
         if (strict_paths and accelerator != "cpu") or run.num_cpus is not None:
