@@ -346,6 +346,14 @@ class RunPolicy:
     # Text in the failing log that means a restart cannot help (a configuration error): not auto-resumed.
     unretryable: tuple[str, ...] = ()
 
+    @property
+    def collective_timeout_s(self) -> int:
+        """The collective (process-group) timeout of every torchrun: `node_wait_timeout_s`, so a hung peer
+        fails the job within the time the nodes wait for each other. The runner passes it to every torchrun
+        as `AF_DISTRIBUTED_TIMEOUT_S` (read by the embedded trainers); a backend whose framework has its own
+        knob sets that from `PlanContext.collective_timeout_s`."""
+        return int(self.node_wait_timeout_s)
+
 
 @dataclass
 class Plan:
@@ -396,10 +404,18 @@ class Plan:
             "env": self.env,
             "warnings": self.warnings,
             "files": sorted(self.files),
+            "policy": {
+                **asdict(self.policy),
+                "unretryable": list(self.policy.unretryable),
+                "collective_timeout_s": self.policy.collective_timeout_s,
+            },
             "logs": {
                 "format": self.logs.format,
+                "naming": asdict(self.logs.naming),
                 "loss_rank": self.logs.loss_rank,
+                "loss_keys": list(self.logs.loss_keys),
                 "throughput": self.logs.throughput.formula,
+                **({"console_format": self.logs.console_format} if self.logs.console_format else {}),
                 **({"metrics_file": self.logs.metrics_file} if self.logs.metrics_file else {}),
                 **({"plot_metrics": list(self.logs.plot_metrics)} if self.logs.plot_metrics else {}),
                 **({"summary_metrics": list(self.logs.summary_metrics)} if self.logs.summary_metrics else {}),
@@ -410,6 +426,7 @@ class Plan:
                 "root": self.checkpoints.root,
                 "scheme": self.checkpoints.scheme,
                 "retain": self.checkpoints.retain,
+                "saved_marker": self.checkpoints.saved_marker,
             },
             "steps": [s.to_dict() for s in self.steps],
             **(

@@ -73,12 +73,16 @@ def _same(value: Any, planned: Any) -> bool:
 
 @dataclass
 class PlanContext:
-    """Facts about this machine, gathered by the planner (not by the backend)."""
+    """Facts about this machine, gathered by the planner (not by the backend): the experiment, the devices
+    per node, the python that runs our programs, the environment, the logical CPUs and the working directory
+    (relative paths in the experiment are relative to it)."""
 
     loaded: LoadedExperiment
     devices: DeviceCount
     python: str
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
+    cwd: str = field(default_factory=os.getcwd)
 
     @property
     def config(self) -> ExperimentConfig:
@@ -90,6 +94,15 @@ class PlanContext:
     @property
     def world_size(self) -> int:
         return self.config.env.NNODES * self.devices.count
+
+    def collective_timeout_s(self) -> int | None:
+        """The collective timeout a framework's own knob gets (`--distributed-timeout-minutes`,
+        LLaMA-Factory's `ddp_timeout`): `RunPolicy.collective_timeout_s` when the experiment sets
+        `node_wait_timeout_s`, else None (the framework keeps its own default: Megatron 10 minutes,
+        LLaMA-Factory 30). A value the user gives the framework's knob in backend_config wins."""
+        if "node_wait_timeout_s" not in self.config.model_fields_set:
+            return None
+        return self.run_policy().collective_timeout_s
 
     def run_policy(self) -> RunPolicy:
         """The runner's policy for this experiment (node place, waits, auto-resume)."""

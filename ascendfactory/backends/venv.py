@@ -6,6 +6,10 @@ framework takes seconds). Where the environment is, in order: `backend_config.en
 else the framework's variable (`AF_VERL_ENV`, ...), else where `sh install.sh <backend>` creates it,
 `<AF_ENVS_DIR or ~/.ascendfactory/envs>/<name>`. Any virtualenv or conda prefix with `bin/python` works
 (a cluster image that already has the framework: point the variable at its prefix).
+
+A framework run from a git checkout instead (MindSpeed-LLM, -MM, -RL) has a `FrameworkCheckout` record:
+the experiment's `scripts_dir`, else the framework's variable, else where `sh install.sh <backend>` clones
+it, `<AF_THIRD_PARTY_DIR or ~/.ascendfactory/third-party>/<directory>`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep, envs_dir
+from ascendfactory.backends.install import InstallStep, envs_dir, third_party_dir
+
+
+@dataclass(frozen=True)
+class FrameworkCheckout:
+    """Where a framework's git checkout is (module docstring) and the files that make a directory one."""
+
+    directory: str  # the directory name install.sh clones into, under AF_THIRD_PARTY_DIR
+    variable: str  # the environment variable that points at an existing checkout
+    entry_files: tuple[str, ...]  # files the plan runs (relative to the checkout)
+
+    def install_dir(self, environ: Mapping[str, str] | None = None) -> str:
+        return os.path.join(third_party_dir(environ), self.directory)
+
+    def find(self, scripts_dir: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+        """(absolute directory, where it came from): scripts_dir, the variable, install.sh's location."""
+        if scripts_dir:
+            return os.path.abspath(os.path.expanduser(scripts_dir)), "scripts_dir"
+        if environ.get(self.variable):
+            return os.path.abspath(os.path.expanduser(environ[self.variable])), f"env {self.variable}"
+        return self.install_dir(environ), "install.sh location"
+
+    def missing(self, directory: str) -> list[str]:
+        """The entry files `directory` lacks (all of them: it is no checkout)."""
+        return [f for f in self.entry_files if not os.path.isfile(os.path.join(directory, f))]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Only typer is imported here; the parsers, matplotlib and tensorboard load inside
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -134,30 +134,12 @@ def summary(
 ) -> None:
     """Per-metric count/min/max/mean over a step range, throughput and a convergence verdict."""
     from ascendfactory.cli._output import out
-    from ascendfactory.errors import ConfigError, Problem
-    from ascendfactory.metrics import detect_format, parse_file, peak_for, summarize
-    from ascendfactory.metrics.hardware import device_names
+    from ascendfactory.metrics import detect_format, parse_file, summarize
     from ascendfactory.metrics.locate import loss_sibling, run_facts
-    from ascendfactory.metrics.summary import parse_steps
 
     _set_json(json_out)
-    try:
-        step_range = parse_steps(steps)
-    except ValueError:
-        raise ConfigError(
-            Problem(key="--steps", message=f"bad step range {steps!r}", fix="use A:B, A: or :B")
-        ) from None
-    if device and peak_tflops is None:
-        peak = peak_for(device)
-        if peak is None:
-            raise ConfigError(
-                Problem(
-                    key="--device",
-                    message=f"unknown device {device!r}",
-                    fix="use one of: " + ", ".join(device_names()) + " or pass --peak-tflops",
-                )
-            )
-        peak_tflops = peak.bf16_tflops
+    step_range = _step_range(steps)
+    peak_tflops = _peak_tflops(device, peak_tflops)
     results = []
     for given in files:
         path = _log_of(given)
@@ -185,49 +167,89 @@ def summary(
                     f"{path.name} has no training steps: this run prints them in {sibling.name} "
                     "(a Megatron run logs the loss on its last rank)"
                 )
-        if out.mode == "json":
-            continue
-        span = f"steps {s.steps[0]}-{s.steps[1]}" if s.steps else "no training steps"
-        out.text(
-            f"{path}  [{fmt or 'unknown format'}]  {span} ({s.num_steps} logged"
-            + (f" of {s.total_steps})" if s.total_steps else ")")
-        )
-        rows = [
-            {
-                "metric": k,
-                "count": v.count,
-                "min": _fmt(v.min),
-                "max": _fmt(v.max),
-                "mean": _fmt(v.mean),
-                "last": _fmt(v.last),
-            }
-            for k, v in {
-                **s.stats,
-                **{f"eval: {k}": v for k, v in s.eval_stats.items() if k not in _BOOKKEEPING},
-            }.items()
-        ]
-        out.table(rows, columns=["metric", "count", "min", "max", "mean", "last"])
-        for t in s.throughput:
-            used = f"steps {t.steps_used[0]}-{t.steps_used[-1]}" if t.steps_used else "no steps"
-            value = "n/a" if t.value is None else f"{t.value:,.1f} {t.unit}"
-            out.text(f"throughput {t.metric}: {value}  ({t.formula}; {used}, skipped {len(t.steps_skipped)})")
-            extra = {
-                k: v
-                for k, v in t.details.items()
-                if k in ("tflops_per_device", "mfu", "samples_per_s", "tokens_per_s") and v is not None
-            }
-            if extra:
-                out.text("  " + ", ".join(f"{k}={_fmt(v)}" for k, v in extra.items()))
-            if t.note:
-                out.warn(t.note)
-        c = s.convergence
-        out.text(f"convergence: {c.message}", style="green" if c.ok else "red")
-        if s.checkpoints:
-            out.text(f"checkpoints saved at: {', '.join(map(str, s.checkpoints))}")
-        if s.memory_by_rank:
-            out.table(_memory_rows(s.memory_by_rank), title="memory (MB) by rank, Megatron's report_memory")
+        if out.mode != "json":
+            _print_summary(path, fmt, s)
     if out.mode == "json":
         out.json(results if len(results) != 1 else results[0])
+
+
+def _step_range(steps: str | None) -> Any:
+    """`--steps A:B` parsed (a ConfigError naming the flag when it is not a range)."""
+    from ascendfactory.errors import ConfigError, Problem
+    from ascendfactory.metrics.summary import parse_steps
+
+    try:
+        return parse_steps(steps)
+    except ValueError:
+        raise ConfigError(
+            Problem(key="--steps", message=f"bad step range {steps!r}", fix="use A:B, A: or :B")
+        ) from None
+
+
+def _peak_tflops(device: str | None, peak_tflops: float | None) -> float | None:
+    """The peak TFLOP/s for MFU: `--peak-tflops`, else `--device`'s bf16 peak (unknown: a ConfigError)."""
+    from ascendfactory.errors import ConfigError, Problem
+    from ascendfactory.metrics import peak_for
+    from ascendfactory.metrics.hardware import device_names
+
+    if not device or peak_tflops is not None:
+        return peak_tflops
+    peak = peak_for(device)
+    if peak is None:
+        raise ConfigError(
+            Problem(
+                key="--device",
+                message=f"unknown device {device!r}",
+                fix="use one of: " + ", ".join(device_names()) + " or pass --peak-tflops",
+            )
+        )
+    return peak.bf16_tflops
+
+
+def _print_summary(path: Path, fmt: str | None, s: Any) -> None:
+    """One file's summary for a person: the step span, the metric table, throughput, convergence,
+    checkpoints and memory by rank."""
+    from ascendfactory.cli._output import out
+
+    span = f"steps {s.steps[0]}-{s.steps[1]}" if s.steps else "no training steps"
+    out.text(
+        f"{path}  [{fmt or 'unknown format'}]  {span} ({s.num_steps} logged"
+        + (f" of {s.total_steps})" if s.total_steps else ")")
+    )
+    rows = [
+        {
+            "metric": k,
+            "count": v.count,
+            "min": _fmt(v.min),
+            "max": _fmt(v.max),
+            "mean": _fmt(v.mean),
+            "last": _fmt(v.last),
+        }
+        for k, v in {
+            **s.stats,
+            **{f"eval: {k}": v for k, v in s.eval_stats.items() if k not in _BOOKKEEPING},
+        }.items()
+    ]
+    out.table(rows, columns=["metric", "count", "min", "max", "mean", "last"])
+    for t in s.throughput:
+        used = f"steps {t.steps_used[0]}-{t.steps_used[-1]}" if t.steps_used else "no steps"
+        value = "n/a" if t.value is None else f"{t.value:,.1f} {t.unit}"
+        out.text(f"throughput {t.metric}: {value}  ({t.formula}; {used}, skipped {len(t.steps_skipped)})")
+        extra = {
+            k: v
+            for k, v in t.details.items()
+            if k in ("tflops_per_device", "mfu", "samples_per_s", "tokens_per_s") and v is not None
+        }
+        if extra:
+            out.text("  " + ", ".join(f"{k}={_fmt(v)}" for k, v in extra.items()))
+        if t.note:
+            out.warn(t.note)
+    c = s.convergence
+    out.text(f"convergence: {c.message}", style="green" if c.ok else "red")
+    if s.checkpoints:
+        out.text(f"checkpoints saved at: {', '.join(map(str, s.checkpoints))}")
+    if s.memory_by_rank:
+        out.table(_memory_rows(s.memory_by_rank), title="memory (MB) by rank, Megatron's report_memory")
 
 
 @app.command("compare", epilog=_epilog(COMPARE_EXAMPLES))

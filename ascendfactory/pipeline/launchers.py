@@ -81,7 +81,7 @@ class TorchrunLauncher:
         return self.launch.command(rendezvous_timeout_s=self.policy.node_wait_timeout_s)
 
     def env(self) -> dict[str, str]:
-        return {DIST_TIMEOUT_ENV: str(int(self.policy.node_wait_timeout_s))}
+        return {DIST_TIMEOUT_ENV: str(self.policy.collective_timeout_s)}
 
     def log_paths(self, step: Step, names: LogNames) -> dict[int | None, str]:
         t = self.launch

@@ -464,7 +464,17 @@ def _layout(
 def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], absent: list[Problem]) -> None:
     """The data to train on (`run.data_path`) and what preprocessing makes it; input paths not on this
     machine go to `absent`."""
-    cfg = ctx.config
+    _handler(ctx, run, problems)
+    given = run.training.get("data-path") or ctx.config.processed_data_dir
+    if given:
+        _preprocessed_data(ctx, run, given, problems, absent)
+    else:
+        _data_to_preprocess(ctx, run, problems, absent)
+
+
+def _handler(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> None:
+    """The preprocessing handler (the stage's default), checked against the stage; whether the data is
+    instruction data."""
     pre = run.preprocess or {}
     handler = pre.get("handler-name") or (
         "GeneralPretrainHandler" if run.stage == "pt" else "AlpacaStyleInstructionHandler"
@@ -488,41 +498,21 @@ def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], a
         )
     run.data_is_instruction = handler in INSTRUCTION_HANDLERS
 
-    given = run.training.get("data-path") or cfg.processed_data_dir
-    words = blend_words(given) if given else None
-    if words:
-        key = K + "data-path" if run.training.get("data-path") else "processed_data_dir"
-        wrong = blend_problem(words)
-        if wrong:
-            problems.append(
-                ctx.problem(
-                    key,
-                    f"{' '.join(words)!r} is not a Megatron data blend: {wrong}",
-                    fix="give one prefix, or weight/prefix pairs (e.g. [0.3, /data/a, 0.7, /data/b])",
-                )
-            )
-            return
-        prefixes = blend_prefixes(words)
-        run.data_path = [w if w not in prefixes else _data_prefix(w, run.data_is_instruction) for w in words]
-        missing = [p for p in blend_prefixes(run.data_path) if not glob.glob(p + "*")]
-        if missing:
-            absent.append(
-                inputs.missing(
-                    ctx,
-                    key,
-                    missing[0],
-                    f"no preprocessed data at {', '.join(missing)}",
-                    "point each prefix at data",
-                )
-            )
-        return
-    if given:
+
+def _preprocessed_data(
+    ctx: PlanContext, run: MegatronRun, given: Any, problems: list[Problem], absent: list[Problem]
+) -> None:
+    """`training.data-path` or `processed_data_dir`: one prefix (or a directory of one), or a Megatron
+    blend of weight/prefix pairs; each prefix must have files on this machine."""
+    key = K + "data-path" if run.training.get("data-path") else "processed_data_dir"
+    words = blend_words(given)
+    if not words:
         run.data_path = _data_prefix(str(given), run.data_is_instruction)
         if not glob.glob(run.data_path + "*"):
             absent.append(
                 inputs.missing(
                     ctx,
-                    K + "data-path" if run.training.get("data-path") else "processed_data_dir",
+                    key,
                     str(given),
                     "no preprocessed data at {path}",
                     fix="point it at <prefix>_text_document (pt) or the <prefix> of "
@@ -530,7 +520,38 @@ def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], a
                 )
             )
         return
-    source = pre.get("input") or cfg.dataset
+    wrong = blend_problem(words)
+    if wrong:
+        problems.append(
+            ctx.problem(
+                key,
+                f"{' '.join(words)!r} is not a Megatron data blend: {wrong}",
+                fix="give one prefix, or weight/prefix pairs (e.g. [0.3, /data/a, 0.7, /data/b])",
+            )
+        )
+        return
+    prefixes = blend_prefixes(words)
+    run.data_path = [w if w not in prefixes else _data_prefix(w, run.data_is_instruction) for w in words]
+    missing = [p for p in blend_prefixes(run.data_path) if not glob.glob(p + "*")]
+    if missing:
+        absent.append(
+            inputs.missing(
+                ctx,
+                key,
+                missing[0],
+                f"no preprocessed data at {', '.join(missing)}",
+                "point each prefix at data",
+            )
+        )
+
+
+def _data_to_preprocess(
+    ctx: PlanContext, run: MegatronRun, problems: list[Problem], absent: list[Problem]
+) -> None:
+    """No preprocessed data given: `preprocess_data.input` (or the top-level `dataset`) is tokenized with
+    the model's tokenizer into `{preprocess_dir}/<name>` (or `output-prefix`)."""
+    pre = run.preprocess or {}
+    source = pre.get("input") or ctx.config.dataset
     if not source:
         problems.append(
             ctx.problem(

@@ -12,6 +12,7 @@ A subclass supplies the programs: `preprocess_step`, `hf2mg_step`, `train_entry`
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -125,6 +126,7 @@ class MegatronBackend(Backend):
         cfg = ctx.config
         out = os.path.abspath(cfg.af_output_dir) if self.absolute_paths else cfg.af_output_dir
         plan = megatron_plan(ctx, run, output_dir=out, facts=self.facts(run))
+        plan.logs = self.log_spec(ctx, run, plan.logs)
         shared = cfg.shared_filesystem and run.nnodes > 1
         plan.add(self.preprocess_step(ctx, run, shared))
         plan.add(self.hf2mg_step(ctx, run, shared))
@@ -138,7 +140,7 @@ class MegatronBackend(Backend):
                 skip_reason=None if run.node_rank == run.nnodes - 1 else LOSS_ON_LAST_NODE,
             )
         )
-        self.check(ctx, run, plan, strict_paths=strict_paths)
+        self.finish_plan(ctx, run, plan, strict_paths=strict_paths)
         return plan
 
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
@@ -152,8 +154,13 @@ class MegatronBackend(Backend):
     def facts(self, run: MegatronRun) -> dict[str, Any]:
         return run.facts()
 
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
-        """Checks that need the built steps; raise ConfigError."""
+    def log_spec(self, ctx: PlanContext, run: MegatronRun, logs: LogSpec) -> LogSpec:
+        """The training log's spec: Megatron's (`megatron_plan`) unless the framework logs otherwise."""
+        return logs
+
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+        """Called once the steps are built: checks that need them (raise ConfigError), and what the
+        framework adds to the plan besides the Megatron steps (files, step inputs)."""
 
     def train_step(self, ctx: PlanContext, run: MegatronRun) -> Step:
         entry, env, cwd, inputs = self.train_entry(ctx, run)
@@ -213,6 +220,17 @@ def process(argv: list[str]) -> Process:
 
 def skipped(name: str, role: Role, reason: str) -> Step:
     return Step(name=name, role=role, skip_reason=reason)
+
+
+TIMEOUT_FLAG = "distributed-timeout-minutes"
+
+
+def timeout_flag(ctx: PlanContext) -> dict[str, int]:
+    """Megatron's `--distributed-timeout-minutes` from the experiment's collective timeout
+    (`PlanContext.collective_timeout_s`, whole minutes rounded up); empty: Megatron's default. For the
+    frameworks that run Megatron (the embedded trainer reads AF_DISTRIBUTED_TIMEOUT_S, to the second)."""
+    seconds = ctx.collective_timeout_s()
+    return {} if seconds is None else {TIMEOUT_FLAG: max(1, math.ceil(seconds / 60))}
 
 
 def torchrun_launch(ctx: PlanContext, run: MegatronRun, entry: list[str]) -> Torchrun:

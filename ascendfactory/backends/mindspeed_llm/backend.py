@@ -30,7 +30,14 @@ from ascendfactory.backends.megatron.run import (
     read_megatron_run,
     to_flags,
 )
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, owned_save, process
+from ascendfactory.backends.megatron.skeleton import (
+    MG2HF_DISABLED,
+    TIMEOUT_FLAG,
+    MegatronBackend,
+    owned_save,
+    process,
+    timeout_flag,
+)
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.args import unknown_keys, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
@@ -57,6 +64,7 @@ STEP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # every MindSpeed-LLM example e
 PLANNER_TRAIN_KEYS = ("data-path", "tokenizer-name-or-path", "load", "save", "stage")
 # Planner values the user's own training value replaces.
 USER_WINS = (
+    TIMEOUT_FLAG,
     "split",
     "finetune",
     "no-load-optim",
@@ -138,7 +146,7 @@ class MindSpeedLLMBackend(MegatronBackend):
             "mindspeed_llm_dir": found.site.directory,
         }
 
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         found: Found = run.framework
         self.raise_if(self.missing_converter(found.site, found.converter, plan, strict_paths))
 
@@ -336,6 +344,7 @@ class MindSpeedLLMBackend(MegatronBackend):
                 }
             )
         planned["distributed-backend"] = "nccl"
+        planned.update(timeout_flag(ctx))  # node_wait_timeout_s, when the experiment sets it
         for key, value in planned.items():
             if key in USER_WINS and key in user:
                 continue

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Mapping
 
 from ascendfactory.backends.doctor import Check, ascend_checks, module_check
-from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.venv import FrameworkCheckout
 
 ENTRY_SCRIPTS = ("pretrain_gpt.py", "posttrain_gpt.py", "preprocess_data.py")
 CONVERTER_SCRIPTS = ("convert_ckpt.py", "convert_ckpt_v2.py")
@@ -22,22 +23,10 @@ INSTALL_FIX = (
 )
 
 
-def install_dir(environ: Mapping[str, str] | None = None) -> str:
-    return os.path.join(third_party_dir(environ), "MindSpeed-LLM")
-
-
-def find_checkout(scripts_dir: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
-    """(absolute directory, where it came from), by the precedence in the module docstring."""
-    if scripts_dir:
-        return os.path.abspath(os.path.expanduser(scripts_dir)), "scripts_dir"
-    env_dir = environ.get("AF_MINDSPEED_LLM_DIR")
-    if env_dir:
-        return os.path.abspath(os.path.expanduser(env_dir)), "env AF_MINDSPEED_LLM_DIR"
-    return install_dir(environ), "install.sh location"
-
-
-def missing_entry_scripts(directory: str) -> list[str]:
-    return [s for s in ENTRY_SCRIPTS if not os.path.isfile(os.path.join(directory, s))]
+CHECKOUT = FrameworkCheckout("MindSpeed-LLM", "AF_MINDSPEED_LLM_DIR", ENTRY_SCRIPTS)
+install_dir = CHECKOUT.install_dir
+find_checkout = CHECKOUT.find  # (absolute directory, where it came from): the module docstring's order
+missing_entry_scripts = CHECKOUT.missing
 
 
 def checks(environ: Mapping[str, str]) -> list[Check]:

@@ -27,7 +27,7 @@ from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.megatron.layout import OutputTree
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend
+from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
 from ascendfactory.backends.mindspeed_mm.experiment import (
@@ -53,7 +53,7 @@ from ascendfactory.config.catalog import ModelArch
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.parallel import LayoutReport, ParallelDims
-from ascendfactory.plan import Plan, Role, Step, ThroughputSpec
+from ascendfactory.plan import LogSpec, Plan, Role, Step, ThroughputSpec
 
 LEGACY = ("TP", "PP", "CP", "MBS", "GBS", "SEQ_LEN", "LR", "MIN_LR", "TRAIN_ITERS", "SEED", "SAVE_INTERVAL")
 
@@ -134,7 +134,7 @@ class MindSpeedMMBackend(MegatronBackend):
         problems += sourced(ctx, convert.overwrite_problems(hf_dir, mm.hf2mg, mm.mg2hf))
         load = decide_load(ctx, mm, run, problems)
         run.load = load
-        self.fill_flags(mm, load)
+        self.fill_flags(mm, load, timeout_flag(ctx))
         for key, message, fix in input_findings(
             ctx,
             data=data,
@@ -186,10 +186,12 @@ class MindSpeedMMBackend(MegatronBackend):
         )
 
     @staticmethod
-    def fill_flags(mm: MMRun, load: Any) -> None:
+    def fill_flags(mm: MMRun, load: Any, timeout: dict[str, int]) -> None:
         """The example's flags with the plan's values, then the user's: the layout, the json files, the load
-        decision and the save directory."""
+        decision, the save directory and the collective timeout (node_wait_timeout_s, when set)."""
         flags = mm.flags
+        for flag, value in timeout.items():
+            flags.set(flag, value)
         values = {"TP": mm.tp, "PP": mm.pp, "CP": mm.cp, "MBS": mm.mbs, "GBS": mm.gbs}
         for var, flag in VARIABLE_FLAGS.items():
             flags.set(flag, values[var])
@@ -252,18 +254,21 @@ class MindSpeedMMBackend(MegatronBackend):
         }
 
     # -- the plan ----------------------------------------------------------------------------------------
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def log_spec(self, ctx: PlanContext, run: MegatronRun, logs: LogSpec) -> LogSpec:
+        """Megatron's log lines with MindSpeed-MM's loss key and throughput (samples/s, no sequence)."""
+        return dataclasses.replace(
+            logs,
+            loss_keys=("loss",),
+            throughput=ThroughputSpec("mindspeed_mm", seq_length=None, devices=ctx.world_size),
+        )
+
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         """Called by the skeleton once the steps are built: adds what MindSpeed-MM needs besides the
-        Megatron plan: the json files (before any step), their paths as train inputs, the log spec."""
+        Megatron plan: the json files (before any step) and their paths as train inputs."""
         mm: MMRun = run.framework
         for section, path in mm.config_files.items():
             doc = {"data": mm.data, "model": mm.model, "tool": mm.tool}[section]
             plan.files[path] = json.dumps(doc, indent=4, ensure_ascii=False) + "\n"
-        plan.logs = dataclasses.replace(
-            plan.logs,
-            loss_keys=("loss",),
-            throughput=ThroughputSpec("mindspeed_mm", seq_length=None, devices=ctx.world_size),
-        )
         train = plan.with_role(Role.TRAIN)
         if train is not None:
             train.inputs = [*train.inputs, *mm.config_files.values()]

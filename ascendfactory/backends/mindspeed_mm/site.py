@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import ascend_toolkit_status
-from ascendfactory.backends.install import third_party_dir
 from ascendfactory.backends.mindspeed_mm.facts import GENERATIONS, RELEASES, presets
+from ascendfactory.backends.venv import FrameworkCheckout
 from ascendfactory.errors import Problem
 
 PLACEHOLDER = "<MINDSPEED_MM_DIR>"
@@ -39,21 +38,10 @@ INSTALL_FIX = (
 )
 
 
-def install_dir(environ: Mapping[str, str] | None = None) -> str:
-    return os.path.join(third_party_dir(environ), "MindSpeed-MM")
-
-
-def find_checkout(scripts_dir: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
-    """(absolute directory, where it came from), by the precedence in the module docstring."""
-    if scripts_dir:
-        return os.path.abspath(os.path.expanduser(scripts_dir)), "scripts_dir"
-    if environ.get(ENV_DIR):
-        return os.path.abspath(os.path.expanduser(environ[ENV_DIR])), f"env {ENV_DIR}"
-    return install_dir(environ), "install.sh location"
-
-
-def missing_files(directory: str) -> list[str]:
-    return [f for f in ENTRY_FILES if not os.path.isfile(os.path.join(directory, f))]
+CHECKOUT = FrameworkCheckout("MindSpeed-MM", ENV_DIR, ENTRY_FILES)
+install_dir = CHECKOUT.install_dir
+find_checkout = CHECKOUT.find  # (absolute directory, where it came from): the module docstring's order
+missing_files = CHECKOUT.missing
 
 
 def checkout_generation(directory: str) -> str:

@@ -213,7 +213,7 @@ class MindSpeedRLBackend(Backend):
                 f"env.MASTER_ADDR is {env.MASTER_ADDR}{reach}: MindSpeed-RL's docs ask for node 0's own IP "
                 "on the cluster network (HCCL), never localhost"
             )
-        cpus = os.cpu_count() or 0
+        cpus = ctx.cpu_count
         if d.cpus_per_node > cpus:
             text = (
                 f"rl_config.num_cpus_for_placement_group: each node needs {d.cpus_per_node:g} CPUs "

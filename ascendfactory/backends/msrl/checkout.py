@@ -13,32 +13,18 @@ version's rules); else the newest shipped version, with a warning.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ascendfactory.backends.install import third_party_dir
 from ascendfactory.backends.msrl import keys as keyfiles
+from ascendfactory.backends.venv import FrameworkCheckout
 
 ENTRY_SCRIPTS = ("cli/train_grpo.py", "cli/preprocess_data.py")
 
 
-def install_dir(environ: Mapping[str, str] | None = None) -> str:
-    return os.path.join(third_party_dir(environ), "MindSpeed-RL")
-
-
-def find_checkout(scripts_dir: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
-    """(absolute directory, where it came from), by the precedence in the module docstring."""
-    if scripts_dir:
-        return os.path.abspath(os.path.expanduser(scripts_dir)), "scripts_dir"
-    env_dir = environ.get("AF_MINDSPEED_RL_DIR")
-    if env_dir:
-        return os.path.abspath(os.path.expanduser(env_dir)), "env AF_MINDSPEED_RL_DIR"
-    return install_dir(environ), "install.sh location"
-
-
-def missing_entry_scripts(directory: str) -> list[str]:
-    return [s for s in ENTRY_SCRIPTS if not os.path.isfile(os.path.join(directory, s))]
+CHECKOUT = FrameworkCheckout("MindSpeed-RL", "AF_MINDSPEED_RL_DIR", ENTRY_SCRIPTS)
+install_dir = CHECKOUT.install_dir
+find_checkout = CHECKOUT.find  # (absolute directory, where it came from): the module docstring's order
+missing_entry_scripts = CHECKOUT.missing
 
 
 @dataclass(frozen=True)

@@ -358,7 +358,7 @@ class TorchBackend(MegatronBackend):
             )
         ]
 
-    def check(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
         """Every planned argv parsed by its program's own parser (values, ranges, refused features)."""
         from ascendfactory.engine.argv_check import parse
         from ascendfactory.engine.convert.__main__ import build_parser as convert_parser

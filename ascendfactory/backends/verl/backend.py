@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import yaml
@@ -152,205 +153,52 @@ class VerlBackend(Backend):
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
         return environment.install_steps(environ)
 
-    # -- plan -----------------------------------------------------------------------------------------
+    # -- plan: read -> VerlRun -> composed and checked (Checked) -> plan shell -> steps --------------------
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
-        cfg = ctx.config
-        out = os.path.abspath(cfg.af_output_dir)
         accelerator = detect_accelerator()
-        device = accelerator if accelerator in ("npu", "cuda") else "cpu"
-        nnodes, per_node = cfg.env.NNODES, ctx.devices.count
-        world = nnodes * per_node
-        problems: list[Problem] = list(self.stage_problems(ctx, cfg.stage))
-        warnings: list[str] = []
-
-        def add(key: str, message: str, fix: str, *, top: bool = False) -> None:
-            problems.append(ctx.problem(key if top else BC + key, message, fix=fix))
-
-        bc = cfg.backend_config
-        run = verl_run.read(
-            bc,
-            stage=cfg.stage,
-            af_model_name=cfg.af_model_name,
-            exp_name=cfg.exp_name,
-            output_dir=out,
-            nnodes=nnodes,
-            devices_per_node=per_node,
-            device=device,
-            train_auto_resume=cfg.train_auto_resume,
-            ckpt_load_type=cfg.ckpt_load_type,
-            user_converted_ckpt_path=cfg.user_converted_ckpt_path,
-            save_total_limit=cfg.save_total_limit,
-            tensorboard=cfg.tensorboard,
-            cwd=os.getcwd(),
-        )
-        top_level = ("ckpt_load_type", "user_converted_ckpt_path")
-        for key, message, fix in run.problems:
-            add(key, message, fix, top=key in top_level)
-        for key, where in TOP_LEVEL_INPUTS.items():
-            if getattr(cfg, key) is not None:
-                add(
-                    key,
-                    "verl does not read this top-level key",
-                    f"give it as backend_config.{where}",
-                    top=True,
-                )
-
-        # -- the environment, and the composed config -------------------------------------------------
-        env, env_source = environment.find_env(run.options.get("env_dir"), ctx.environ)
-        lacking = environment.missing(env)
-        if lacking:
-            what = f"verl environment {env} ({env_source}) lacks {', '.join(lacking)}"
-            if strict_paths:
-                add("env_dir", what, environment.INSTALL_FIX)
-            else:
-                warnings.append(f"{what}: {environment.INSTALL_FIX}; checked against the shipped key lists")
-        py = environment.python_of(env)
-        composition = composer.compose(None if lacking else py, run, dict(ctx.environ))
-        warnings += composition.warnings
-        for key, message, fix in composition.problems:
-            add(key, message, fix)
-        config = composition.config
-
-        # -- rules --------------------------------------------------------------------------------------
-        model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
-        heads, kv_heads = _heads(model_path, cfg.af_model_name)
-        view = rules.View(config, user=run.user, schema=run.schema, heads=heads, kv_heads=kv_heads)
-        already = {p.key for p in problems}
-        for key, message, fix in rules.run(view):
-            if BC + key not in already:
-                add(key, message, fix)
-
-        # -- data, model, Ray resources, rollout engine ---------------------------------------------------
-        facts: dict[str, Any] = {}
-        data_facts, data_problems, data_warnings = prompts.check(
-            config, view.int("data.train_batch_size"), strict=strict_paths
-        )
-        facts.update(data_facts)
-        for key, message, fix in data_problems:
-            add(key, message, fix)
-        warnings += data_warnings
-        if model_path and not os.path.isdir(os.path.expanduser(model_path)):
-            warnings.append(
-                f"{BC}actor_rollout_ref.model.path: '{model_path}' is not a directory here; verl "
-                "will look it up as a Hugging Face hub id on every node"
-            )
-        need_cpus = _cpu_need(config, nnodes, per_node)
-        offered = run.num_cpus if run.num_cpus is not None else float(os.cpu_count() or 1)
-        short = _cpu_shortage(need_cpus, offered, nnodes, per_node, user_set=run.num_cpus is not None)
-        if short:  # this machine's CPUs matter only where it would run
-            if (strict_paths and accelerator != "cpu") or run.num_cpus is not None:
-                add("ray_kwargs.ray_init.num_cpus", *short)
-            else:
-                warnings.append(f"{BC}ray_kwargs.ray_init.num_cpus: {short[0]} ({short[1]})")
-        rollout_name = get_path(config, ["actor_rollout_ref", "rollout", "name"])
-        if strict_paths and not lacking and accelerator != "cpu":
-            engines = environment.rollout_engines(env)
-            if rollout_name in environment.ROLLOUT_DISTRIBUTIONS and rollout_name not in engines:
-                add(
-                    "actor_rollout_ref.rollout.name",
-                    f"is {rollout_name}, which is not installed in the verl environment {env}",
-                    f"install {environment.ROLLOUT_DISTRIBUTIONS[rollout_name]} into it"
-                    + (" (with vllm-ascend on NPU)" if accelerator == "npu" else ""),
-                )
-        self.raise_if(problems)
+        found = Findings(ctx, list(self.stage_problems(ctx, ctx.config.stage)))
+        run = _read(ctx, accelerator, found)
+        checked = _compose(ctx, run, strict_paths, found)
+        _check_rules(checked, found)
+        _check_resources(ctx, checked, accelerator, strict_paths, found)
+        self.raise_if(found.problems)
         if strict_paths and accelerator == "cpu":
             raise BackendNotRunnableError(NO_ACCELERATOR)
         if accelerator == "cpu":
-            warnings.append(
+            found.warnings.append(
                 "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
                 "(verl 0.9.1 has no CPU platform; its rollouts need vLLM/SGLang on an accelerator)"
             )
-
-        # -- the plan -----------------------------------------------------------------------------------
-        seq = _int(config, "data.max_prompt_length") + _int(config, "data.max_response_length")
-        node_rank = cfg.env.NODE_RANK
-        tail = f"run_log-N{{nnodes}}-WS{world}" + ("" if node_rank == 0 else "-node{node_rank}")
-        logs = LogSpec(
-            format="verl",
-            naming=LogNaming(
-                prefix=f"verl_{safe_name(cfg.exp_name)}-{safe_name(cfg.af_model_name)}-{seq}-{device}",
-                run_log=tail,
-                device_info=f"npu_info-N{{nnodes}}-WS{world}-node{{node_rank}}",
-            ),
-            loss_rank="first",
-            throughput=ThroughputSpec("verl", devices=world),
-            loss_keys=("actor/pg_loss", "actor/loss"),
-            plot_metrics=PLOT_METRICS,
-            summary_metrics=SUMMARY_METRICS,
+        plan = _plan_shell(self.name, ctx, checked, _device(accelerator), found.warnings)
+        step_env = _step_env(
+            checked.env,
+            accelerator,
+            plan.output_dir,
+            ctx.config.env.NODE_RANK,
+            ctx.config.tensorboard,
+            ctx.environ,
         )
-        root = os.path.join(out, verl_run.CHECKPOINT_DIR)
-        files = {os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by)}
-        _, experiment_text = ctx.exp_config_file(out)  # the resolved experiment, beside the manifests
-        files[os.path.join(out, ".af", "experiment.yaml")] = experiment_text
-        plan = Plan(
-            backend=self.name,
-            exp_name=cfg.exp_name,
-            model_name=cfg.af_model_name,
-            output_dir=out,
-            logs=logs,
-            checkpoints=CheckpointSpec(root=root, scheme="verl", retain=cfg.save_total_limit),
-            policy=ctx.run_policy(),
-            files=files,
-            source=ctx.loaded.source,
-            warnings=warnings,
-            env=cfg.env.extra_vars(),
-            facts={
-                "world_size": world,
-                "nnodes": nnodes,
-                "devices_per_node": per_node,
-                "devices_source": ctx.devices.source,
-                "verl_env": f"{env} ({env_source})",
-                "model_engine": run.engine,
-                "composed_by": composition.by,
-                **({"compose_s": composition.seconds} if composition.seconds is not None else {}),
-                "resume": run.resume,
-                "reference_policy": view.need_ref,
-                "critic": view.need_critic,
-                "ray_cpus_needed": need_cpus,
-                **facts,
-            },
-        )
-        step_env = _step_env(env, accelerator, out, node_rank, cfg.tensorboard, ctx.environ)
-        device_resource = "NPU" if accelerator == "npu" else "GPU"
-        driver = (py, *DRIVER, *run.texts())
+        plan.add(_check_step(ctx, checked, step_env))
+        plan.add(_train_step(ctx, checked, accelerator, step_env))
         plan.add(
-            Step(
-                name="check",
-                role=Role.CHECK,
-                launch=Process((py, CHECK_PROGRAM, *run.texts())),
-                env=step_env,
-                skip_reason=None if node_rank == 0 else "verl's own checks run on NODE_RANK 0",
-                notes=["verl's own Hydra composition and validate_config, before Ray starts (imports verl)"],
+            self._merge_step(
+                checked.config,
+                run,
+                _checkpoint_root(ctx),
+                checked.python,
+                step_env,
+                ctx.config,
+                checked.facts,
             )
         )
-        plan.add(
-            Step(
-                name="train",
-                role=Role.TRAIN,
-                launch=Ray(
-                    python=py,
-                    driver=driver,
-                    nnodes=nnodes,
-                    node_rank=node_rank,
-                    head_address=cfg.env.MASTER_ADDR,
-                    port=cfg.env.MASTER_PORT,
-                    resources=(("CPU", float(need_cpus)), (device_resource, float(world))),
-                    node_resources=(("CPU", run.num_cpus),) if run.num_cpus is not None else (),
-                    job_id=safe_name(cfg.exp_name),
-                ),
-                env=step_env,
-                outputs=[root],
-                mkdirs=[root],
-                notes=[f"resume: {run.resume}", f"config composed by {composition.by}"],
-            )
-        )
-        plan.add(self._merge_step(config, run, root, py, step_env, cfg, facts))
         plan.add(
             Step(
                 name="plot",
                 role=Role.PLOT,
-                outputs=[os.path.join(out, "training_loss.png")],
-                skip_reason=None if node_rank == 0 else "verl prints its metrics on the first node",
+                outputs=[os.path.join(plan.output_dir, "training_loss.png")],
+                skip_reason=None
+                if ctx.config.env.NODE_RANK == 0
+                else "verl prints its metrics on the first node",
             )
         )
         return plan
@@ -391,6 +239,244 @@ class VerlBackend(Backend):
             skip_reason=skip,
             notes=notes,
         )
+
+
+@dataclass
+class Findings:
+    """The problems and warnings the plan gathers before it refuses or plans (every problem at once)."""
+
+    ctx: PlanContext
+    problems: list[Problem]
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, key: str, message: str, fix: str, *, top: bool = False) -> None:
+        """A problem with `key` under backend_config (`top`: a top-level key)."""
+        self.problems.append(self.ctx.problem(key if top else BC + key, message, fix=fix))
+
+
+@dataclass
+class Checked:
+    """The run composed into verl's own config, with what the checks found out on the way."""
+
+    run: verl_run.VerlRun
+    env: str  # the verl environment
+    env_source: str  # where its path came from
+    lacking: list[str]  # what the environment lacks (a dry run goes on with the shipped key lists)
+    composition: composer.Composition
+    view: rules.View  # the composed config as the rules read it
+    need_cpus: int = 0  # the Ray CPUs verl asks for
+    facts: dict[str, Any] = field(default_factory=dict)  # the data's facts (prompts.check)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.composition.config
+
+    @property
+    def python(self) -> str:
+        return environment.python_of(self.env)
+
+
+def _device(accelerator: str) -> str:
+    return accelerator if accelerator in ("npu", "cuda") else "cpu"
+
+
+def _checkpoint_root(ctx: PlanContext) -> str:
+    return os.path.join(os.path.abspath(ctx.config.af_output_dir), verl_run.CHECKPOINT_DIR)
+
+
+def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlRun:
+    """backend_config read into verl's overrides (`run.read`); the top-level inputs verl does not read."""
+    cfg = ctx.config
+    run = verl_run.read(
+        cfg.backend_config,
+        stage=cfg.stage,
+        af_model_name=cfg.af_model_name,
+        exp_name=cfg.exp_name,
+        output_dir=os.path.abspath(cfg.af_output_dir),
+        nnodes=cfg.env.NNODES,
+        devices_per_node=ctx.devices.count,
+        device=_device(accelerator),
+        train_auto_resume=cfg.train_auto_resume,
+        ckpt_load_type=cfg.ckpt_load_type,
+        user_converted_ckpt_path=cfg.user_converted_ckpt_path,
+        save_total_limit=cfg.save_total_limit,
+        tensorboard=cfg.tensorboard,
+        cwd=ctx.cwd,
+    )
+    top_level = ("ckpt_load_type", "user_converted_ckpt_path")
+    for key, message, fix in run.problems:
+        found.add(key, message, fix, top=key in top_level)
+    for key, where in TOP_LEVEL_INPUTS.items():
+        if getattr(cfg, key) is not None:
+            found.add(
+                key, "verl does not read this top-level key", f"give it as backend_config.{where}", top=True
+            )
+    return run
+
+
+def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found: Findings) -> Checked:
+    """The verl environment (what it lacks: a problem on a real run), and the overrides composed against
+    verl's own config (in that environment when it is complete, else against the shipped key lists)."""
+    env, env_source = environment.find_env(run.options.get("env_dir"), ctx.environ)
+    lacking = environment.missing(env)
+    if lacking:
+        what = f"verl environment {env} ({env_source}) lacks {', '.join(lacking)}"
+        if strict_paths:
+            found.add("env_dir", what, environment.INSTALL_FIX)
+        else:
+            found.warnings.append(f"{what}: {environment.INSTALL_FIX}; checked against the shipped key lists")
+    py = environment.python_of(env)
+    composition = composer.compose(None if lacking else py, run, dict(ctx.environ))
+    found.warnings += composition.warnings
+    for key, message, fix in composition.problems:
+        found.add(key, message, fix)
+    config = composition.config
+    model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
+    heads, kv_heads = _heads(model_path, ctx.config.af_model_name)
+    view = rules.View(config, user=run.user, schema=run.schema, heads=heads, kv_heads=kv_heads)
+    return Checked(run, env, env_source, lacking, composition, view)
+
+
+def _check_rules(checked: Checked, found: Findings) -> None:
+    """verl's rules over the composed config (a key already named is not named twice)."""
+    already = {p.key for p in found.problems}
+    for key, message, fix in rules.run(checked.view):
+        if BC + key not in already:
+            found.add(key, message, fix)
+
+
+def _check_resources(
+    ctx: PlanContext, checked: Checked, accelerator: str, strict_paths: bool, found: Findings
+) -> None:
+    """The data (prompt lengths), the model path, the Ray CPUs and the rollout engine."""
+    config, run = checked.config, checked.run
+    data_facts, data_problems, data_warnings = prompts.check(
+        config, checked.view.int("data.train_batch_size"), strict=strict_paths
+    )
+    checked.facts.update(data_facts)
+    for key, message, fix in data_problems:
+        found.add(key, message, fix)
+    found.warnings += data_warnings
+    model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
+    if model_path and not os.path.isdir(os.path.expanduser(model_path)):
+        found.warnings.append(
+            f"{BC}actor_rollout_ref.model.path: '{model_path}' is not a directory here; verl "
+            "will look it up as a Hugging Face hub id on every node"
+        )
+    nnodes, per_node = ctx.config.env.NNODES, ctx.devices.count
+    checked.need_cpus = _cpu_need(config, nnodes, per_node)
+    offered = run.num_cpus if run.num_cpus is not None else float(ctx.cpu_count)
+    short = _cpu_shortage(checked.need_cpus, offered, nnodes, per_node, user_set=run.num_cpus is not None)
+    if short:  # this machine's CPUs matter only where it would run
+        if (strict_paths and accelerator != "cpu") or run.num_cpus is not None:
+            found.add("ray_kwargs.ray_init.num_cpus", *short)
+        else:
+            found.warnings.append(f"{BC}ray_kwargs.ray_init.num_cpus: {short[0]} ({short[1]})")
+    rollout_name = get_path(config, ["actor_rollout_ref", "rollout", "name"])
+    if strict_paths and not checked.lacking and accelerator != "cpu":
+        engines = environment.rollout_engines(checked.env)
+        if rollout_name in environment.ROLLOUT_DISTRIBUTIONS and rollout_name not in engines:
+            found.add(
+                "actor_rollout_ref.rollout.name",
+                f"is {rollout_name}, which is not installed in the verl environment {checked.env}",
+                f"install {environment.ROLLOUT_DISTRIBUTIONS[rollout_name]} into it"
+                + (" (with vllm-ascend on NPU)" if accelerator == "npu" else ""),
+            )
+
+
+def _plan_shell(backend: str, ctx: PlanContext, checked: Checked, device: str, warnings: list[str]) -> Plan:
+    """The plan without its steps: logs, checkpoints, policy, the files it writes, facts."""
+    cfg, config, run = ctx.config, checked.config, checked.run
+    out = os.path.abspath(cfg.af_output_dir)
+    nnodes, per_node = cfg.env.NNODES, ctx.devices.count
+    world = nnodes * per_node
+    seq = _int(config, "data.max_prompt_length") + _int(config, "data.max_response_length")
+    tail = f"run_log-N{{nnodes}}-WS{world}" + ("" if cfg.env.NODE_RANK == 0 else "-node{node_rank}")
+    logs = LogSpec(
+        format="verl",
+        naming=LogNaming(
+            prefix=f"verl_{safe_name(cfg.exp_name)}-{safe_name(cfg.af_model_name)}-{seq}-{device}",
+            run_log=tail,
+            device_info=f"npu_info-N{{nnodes}}-WS{world}-node{{node_rank}}",
+        ),
+        loss_rank="first",
+        throughput=ThroughputSpec("verl", devices=world),
+        loss_keys=("actor/pg_loss", "actor/loss"),
+        plot_metrics=PLOT_METRICS,
+        summary_metrics=SUMMARY_METRICS,
+    )
+    composition = checked.composition
+    files = {os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by)}
+    _, experiment_text = ctx.exp_config_file(out)  # the resolved experiment, beside the manifests
+    files[os.path.join(out, ".af", "experiment.yaml")] = experiment_text
+    return Plan(
+        backend=backend,
+        exp_name=cfg.exp_name,
+        model_name=cfg.af_model_name,
+        output_dir=out,
+        logs=logs,
+        checkpoints=CheckpointSpec(root=_checkpoint_root(ctx), scheme="verl", retain=cfg.save_total_limit),
+        policy=ctx.run_policy(),
+        files=files,
+        source=ctx.loaded.source,
+        warnings=warnings,
+        env=cfg.env.extra_vars(),
+        facts={
+            "world_size": world,
+            "nnodes": nnodes,
+            "devices_per_node": per_node,
+            "devices_source": ctx.devices.source,
+            "verl_env": f"{checked.env} ({checked.env_source})",
+            "model_engine": run.engine,
+            "composed_by": composition.by,
+            **({"compose_s": composition.seconds} if composition.seconds is not None else {}),
+            "resume": run.resume,
+            "reference_policy": checked.view.need_ref,
+            "critic": checked.view.need_critic,
+            "ray_cpus_needed": checked.need_cpus,
+            **checked.facts,
+        },
+    )
+
+
+def _check_step(ctx: PlanContext, checked: Checked, step_env: dict[str, str]) -> Step:
+    """verl's own composition and validate_config, on node 0 before Ray starts."""
+    return Step(
+        name="check",
+        role=Role.CHECK,
+        launch=Process((checked.python, CHECK_PROGRAM, *checked.run.texts())),
+        env=step_env,
+        skip_reason=None if ctx.config.env.NODE_RANK == 0 else "verl's own checks run on NODE_RANK 0",
+        notes=["verl's own Hydra composition and validate_config, before Ray starts (imports verl)"],
+    )
+
+
+def _train_step(ctx: PlanContext, checked: Checked, accelerator: str, step_env: dict[str, str]) -> Step:
+    """ray_node.py on every node; node 0 runs verl's main_ppo once the cluster holds what it asks for."""
+    cfg, run, py = ctx.config, checked.run, checked.python
+    nnodes = cfg.env.NNODES
+    world = nnodes * ctx.devices.count
+    root = _checkpoint_root(ctx)
+    device_resource = "NPU" if accelerator == "npu" else "GPU"
+    return Step(
+        name="train",
+        role=Role.TRAIN,
+        launch=Ray(
+            python=py,
+            driver=(py, *DRIVER, *run.texts()),
+            nnodes=nnodes,
+            node_rank=cfg.env.NODE_RANK,
+            head_address=cfg.env.MASTER_ADDR,
+            port=cfg.env.MASTER_PORT,
+            resources=(("CPU", float(checked.need_cpus)), (device_resource, float(world))),
+            node_resources=(("CPU", run.num_cpus),) if run.num_cpus is not None else (),
+            job_id=safe_name(cfg.exp_name),
+        ),
+        env=step_env,
+        outputs=[root],
+        mkdirs=[root],
+        notes=[f"resume: {run.resume}", f"config composed by {checked.composition.by}"],
+    )
 
 
 def _int(config: dict[str, Any], key: str) -> int:

@@ -111,6 +111,7 @@ def read(
     tensorboard: Mapping[str, Any] | None,
     cwd: str,
 ) -> VerlRun:
+    """The run's overrides in their three kinds (the module docstring), and every problem found."""
     problems: list[tuple[str, str, str]] = []
     bc = dict(backend_config)
     engine = str(bc.get("model_engine", "dp"))
@@ -120,12 +121,49 @@ def read(
         )
         engine = "dp"
     schema = sc.load(engine)
-    sections = set(schema.children(""))
     options = {k: bc.pop(k) for k in list(bc) if k in OPTIONS}
+    problems += _unknown_sections(bc, schema)
+    user = _user_overrides(bc, schema, cwd, problems)
+    user, num_cpus = _ray_init(user, problems)
+    out = os.path.abspath(output_dir)
+    resume = _resume(out, train_auto_resume, ckpt_load_type, user_converted_ckpt_path, problems)
+    owned_values: dict[str, Any] = {
+        "trainer.default_local_dir": os.path.join(out, CHECKPOINT_DIR),
+        "trainer.nnodes": nnodes,
+        "trainer.n_gpus_per_node": devices_per_node,
+        "trainer.resume_mode": resume.mode,
+        "trainer.device": device,
+    }
+    if resume.path:
+        owned_values["trainer.resume_from_path"] = resume.path
+    if save_total_limit > 0:
+        owned_values["trainer.max_actor_ckpt_to_keep"] = save_total_limit
+        owned_values["trainer.max_critic_ckpt_to_keep"] = save_total_limit
+    if ckpt_load_type == 1 and user_converted_ckpt_path:
+        _converted_weights(user, os.path.abspath(user_converted_ckpt_path), problems)
+    problems += _owned_problems(user, owned_values)
+    filled = [Override(k, v, source="plan") for k, v in owned_values.items()]
+    filled += _defaults(user, stage, af_model_name, exp_name, tensorboard, problems)
+    return VerlRun(
+        engine=engine,
+        schema=schema,
+        user=user,
+        filled=filled,
+        options=options,
+        num_cpus=num_cpus,
+        resume=resume.text,
+        problems=problems,
+    )
+
+
+def _unknown_sections(bc: dict[str, Any], schema: sc.Schema) -> list[tuple[str, str, str]]:
+    """Top-level keys that are neither verl's sections nor our OPTIONS (taken out of `bc`)."""
+    import difflib
+
+    sections = set(schema.children(""))
+    problems = []
     for key in list(bc):
         if key.lstrip("+") not in sections:
-            import difflib
-
             close = difflib.get_close_matches(key, [*sections, *OPTIONS], n=2, cutoff=0.6)
             problems.append(
                 (
@@ -139,6 +177,14 @@ def read(
                 )
             )
             bc.pop(key)
+    return problems
+
+
+def _user_overrides(
+    bc: dict[str, Any], schema: sc.Schema, cwd: str, problems: list[tuple[str, str, str]]
+) -> list[Override]:
+    """`bc` flattened into overrides (local paths absolute), less the keys Hydra cannot name and the
+    sections given a value (each a problem)."""
     user = _absolute_paths(ov.flatten(bc, schema), cwd)
     for o in [o for o in user if not all(HYDRA_KEY.match(part) for part in o.key.split("."))]:
         problems.append(
@@ -160,8 +206,14 @@ def read(
             )
         )
         user.remove(o)
+    return user
 
-    # ray_kwargs.ray_init: num_cpus goes to `ray start`, arguments ray.init refuses on a cluster are errors
+
+def _ray_init(
+    user: list[Override], problems: list[tuple[str, str, str]]
+) -> tuple[list[Override], float | None]:
+    """ray_kwargs.ray_init: num_cpus goes to `ray start` (returned), arguments ray.init refuses on a
+    cluster are errors; the other overrides are returned as they are."""
     num_cpus = None
     kept = []
     for o in user:
@@ -190,15 +242,26 @@ def read(
             )
             continue
         kept.append(o)
-    user = kept
+    return kept, num_cpus
 
-    # what AscendFactory decides
-    out = os.path.abspath(output_dir)
-    resume_mode, resume_path, resume_text = (
-        "disable",
-        None,
-        "disabled: training starts from actor_rollout_ref.model.path",
-    )
+
+@dataclass(frozen=True)
+class Resume:
+    """verl's resume mode, the checkpoint it names (resume_path only) and the mode in words."""
+
+    mode: str
+    path: str | None
+    text: str
+
+
+def _resume(
+    out: str,
+    train_auto_resume: bool,
+    ckpt_load_type: int,
+    user_converted_ckpt_path: str | None,
+    problems: list[tuple[str, str, str]],
+) -> Resume:
+    """The resume mode the generic keys decide (auto, a given global_step_N, or none)."""
     if ckpt_load_type == 0:
         problems.append(
             (
@@ -208,14 +271,12 @@ def read(
             )
         )
     if train_auto_resume:
-        resume_mode, resume_text = (
-            "auto",
-            f"auto: verl resumes from the newest checkpoint in {out}/{CHECKPOINT_DIR}",
+        return Resume(
+            "auto", None, f"auto: verl resumes from the newest checkpoint in {out}/{CHECKPOINT_DIR}"
         )
-    elif ckpt_load_type == 2 and user_converted_ckpt_path:
-        resume_mode, resume_path = "resume_path", os.path.abspath(user_converted_ckpt_path)
-        resume_text = f"resume_path: {resume_path}"
-        if "global_step_" not in os.path.basename(resume_path.rstrip("/")):
+    if ckpt_load_type == 2 and user_converted_ckpt_path:
+        path = os.path.abspath(user_converted_ckpt_path)
+        if "global_step_" not in os.path.basename(path.rstrip("/")):
             problems.append(
                 (
                     "user_converted_ckpt_path",
@@ -224,31 +285,29 @@ def read(
                     "point it at .../global_step_N",
                 )
             )
-    owned_values: dict[str, Any] = {
-        "trainer.default_local_dir": os.path.join(out, CHECKPOINT_DIR),
-        "trainer.nnodes": nnodes,
-        "trainer.n_gpus_per_node": devices_per_node,
-        "trainer.resume_mode": resume_mode,
-        "trainer.device": device,
-    }
-    if resume_path:
-        owned_values["trainer.resume_from_path"] = resume_path
-    if save_total_limit > 0:
-        owned_values["trainer.max_actor_ckpt_to_keep"] = save_total_limit
-        owned_values["trainer.max_critic_ckpt_to_keep"] = save_total_limit
-    if ckpt_load_type == 1 and user_converted_ckpt_path:
-        given = next((o for o in user if o.key == "actor_rollout_ref.model.path"), None)
-        path = os.path.abspath(user_converted_ckpt_path)
-        if given is not None and os.path.abspath(str(given.value)) != path:
-            problems.append(
-                (
-                    "user_converted_ckpt_path",
-                    f"names weights ({path}) other than actor_rollout_ref.model.path ({given.value})",
-                    "keep one of the two",
-                )
+        return Resume("resume_path", path, f"resume_path: {path}")
+    return Resume("disable", None, "disabled: training starts from actor_rollout_ref.model.path")
+
+
+def _converted_weights(user: list[Override], path: str, problems: list[tuple[str, str, str]]) -> None:
+    """ckpt_load_type 1: the converted weights become actor_rollout_ref.model.path (unless it names others:
+    a problem)."""
+    given = next((o for o in user if o.key == "actor_rollout_ref.model.path"), None)
+    if given is not None and os.path.abspath(str(given.value)) != path:
+        problems.append(
+            (
+                "user_converted_ckpt_path",
+                f"names weights ({path}) other than actor_rollout_ref.model.path ({given.value})",
+                "keep one of the two",
             )
-        elif given is None:
-            user.append(Override("actor_rollout_ref.model.path", path, source="user_converted_ckpt_path"))
+        )
+    elif given is None:
+        user.append(Override("actor_rollout_ref.model.path", path, source="user_converted_ckpt_path"))
+
+
+def _owned_problems(user: list[Override], owned_values: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """User values for the keys the plan owns (taken out of `user`): a different one is a problem."""
+    problems = []
     for o in list(user):
         if o.key in OWNED:
             decided_by, fix = OWNED[o.key]
@@ -261,8 +320,20 @@ def read(
                     (o.key, f"is {o.value!r}; the plan sets it from {decided_by} ({ours!r})", fix)
                 )
             user.remove(o)
-    filled = [Override(k, v, source="plan") for k, v in owned_values.items()]
+    return problems
 
+
+def _defaults(
+    user: list[Override],
+    stage: str | None,
+    af_model_name: str,
+    exp_name: str,
+    tensorboard: Mapping[str, Any] | None,
+    problems: list[tuple[str, str, str]],
+) -> list[Override]:
+    """The defaults a user may change: project and experiment names, the loggers (console always, the
+    user's `trainer.logger` merged in and taken out of `user`) and the stage's advantage estimator."""
+    filled = []
     set_keys = {o.key for o in user}
     if "trainer.project_name" not in set_keys:
         filled.append(Override("trainer.project_name", af_model_name, source="af_model_name"))
@@ -292,16 +363,7 @@ def read(
                 "remove it, or use stage ppo for another estimator",
             )
         )
-    return VerlRun(
-        engine=engine,
-        schema=schema,
-        user=user,
-        filled=filled,
-        options=options,
-        num_cpus=num_cpus,
-        resume=resume_text,
-        problems=problems,
-    )
+    return filled
 
 
 def _absolute_paths(user: list[Override], cwd: str) -> list[Override]:

@@ -79,6 +79,8 @@ class Interval:
 
 class Trainer:
     def __init__(self, args: Any, ignored_flags: list[str]):
+        """Megatron's set-up order: the process group, the parallel layout, the model (LoRA, dtype), the
+        optimizer and schedules, the data, the checkpointer, the monitor."""
         self.args = args
         self.env = init_distributed(args.distributed_timeout_minutes)
         if self.env.device.type == "cpu":
@@ -91,6 +93,20 @@ class Trainer:
                 "INFO: performance flags accepted and ignored by the embedded torch backend: "
                 + " ".join(ignored_flags)
             )
+        model_dims, vocab = self._set_up_layout(args)
+        layers = self._set_up_model(args, model_dims, vocab)
+        self._set_up_optimizer(args)
+        self._set_up_data(args)
+        self._set_up_checkpointer(args, model_dims, vocab, layers)
+        self._set_up_monitor(args, model_dims, vocab)
+        self.position = Position()
+        self.interval = Interval()
+        self.saved_iteration = -1
+        self.memory_reported = False
+
+    def _set_up_layout(self, args: Any) -> tuple[ModelDims, int]:
+        """The HF config (checked against what the trainer supports), the parallel degrees, the device mesh
+        and this rank's place in it; returns the model's dimensions and the padded vocabulary."""
         from transformers import AutoConfig
 
         self.hf_config = AutoConfig.from_pretrained(args.tokenizer_name_or_path)
@@ -111,8 +127,13 @@ class Trainer:
             )
             args.sequence_parallel = False
         self.mesh = build_mesh(self.dims, self.env.device)
-        pp_rank, dp_rank, tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
-        self.pp_rank, self.dp_rank = pp_rank, dp_rank
+        self.pp_rank, self.dp_rank, self.tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
+        return model_dims, vocab
+
+    def _set_up_model(self, args: Any, model_dims: ModelDims, vocab: int) -> list[int]:
+        """This stage's layers, built, TP-sharded, initialised (LoRA applied) and rounded to the params
+        dtype; the tied-embedding group under PP. Returns the layers per stage."""
+        pp_rank, tp_rank = self.pp_rank, self.tp_rank
         layers = megatron_io.layers_per_stage(model_dims.num_layers, self.dims.pp, args.num_layer_list)
         self.chunk_spans = self.virtual_spans(args, model_dims.num_layers, pp_rank)
         self._seed(args.seed + 100 * pp_rank)
@@ -164,6 +185,10 @@ class Trainer:
         self.counted = None  # Megatron leaves the last-stage copy out of the gradient norm
         if self.tied_group is not None and pp_rank == self.dims.pp - 1:
             self.counted = [p is not self.tied_param for p in self.params]
+        return layers
+
+    def _set_up_optimizer(self, args: Any) -> None:
+        """The optimizer, the learning-rate and loss-scale schedules, the NaN check and the step runner."""
         self.optimizer = self.build_optimizer()
         self.scheduler = LRSchedule.from_args(args, self.dims.global_batch_size)
         self.scaler = step.LossScaler.from_args(args)
@@ -174,20 +199,22 @@ class Trainer:
             num_microbatches=self.dims.num_microbatches,
             device=self.env.device,
             pp=self.dims.pp,
-            pp_rank=pp_rank,
+            pp_rank=self.pp_rank,
             chunk_spans=self.chunk_spans,
         )
 
+    def _set_up_data(self, args: Any) -> None:
+        """The training samples and this rank's batches; Megatron's valid/test sample counts:
+        (train_iters // eval_interval + 1) * eval_iters batches of validation, eval_iters batches of test;
+        an empty part turns its evaluation off."""
         self.samples = dataset.build_samples(
             args,
             num_samples=args.train_iters * self.dims.global_batch_size,
             pad_id=dataset.pad_id_from(args.tokenizer_name_or_path),
         )
         self.batches = dataset.BatchPlan(
-            self.dims.micro_batch_size, self.dims.global_batch_size, self.dims.dp, dp_rank
+            self.dims.micro_batch_size, self.dims.global_batch_size, self.dims.dp, self.dp_rank
         )
-        # Megatron's valid/test sample counts: (train_iters // eval_interval + 1) * eval_iters batches
-        # of validation, eval_iters batches of test; an empty part turns its evaluation off.
         self.valid = self.test = None
         if args.eval_iters > 0:
             gbs, pad = self.dims.global_batch_size, dataset.pad_id_from(args.tokenizer_name_or_path)
@@ -196,6 +223,9 @@ class Trainer:
                 args, num_samples=evals * args.eval_iters * gbs, pad_id=pad, part=1
             )
             self.test = dataset.build_samples(args, num_samples=args.eval_iters * gbs, pad_id=pad, part=2)
+
+    def _set_up_checkpointer(self, args: Any, model_dims: ModelDims, vocab: int, layers: list[int]) -> None:
+        """The Megatron checkpoint writer and reader for this rank's shard."""
         mg_args = model_dims.megatron_args(
             tp=self.dims.tp,
             pp=self.dims.pp,
@@ -208,16 +238,19 @@ class Trainer:
         topo = Topology(
             tp=self.dims.tp,
             pp=self.dims.pp,
-            tp_rank=tp_rank,
-            pp_rank=pp_rank,
-            dp_rank=dp_rank,
-            layer_offset=sum(layers[:pp_rank]),
+            tp_rank=self.tp_rank,
+            pp_rank=self.pp_rank,
+            dp_rank=self.dp_rank,
+            layer_offset=sum(layers[: self.pp_rank]),
             chunks=tuple(self.chunk_spans or ()),
             dp_group=self.mesh["dp"].get_group(),
         )
         self.checkpointer = Checkpointer(
             args=args, megatron_args=mg_args, topo=topo, device=self.env.device, log=self.log0
         )
+
+    def _set_up_monitor(self, args: Any, model_dims: ModelDims, vocab: int) -> None:
+        """The FLOPs per iteration (the log line's TFLOPS) and the monitor with its tracker sinks."""
         self.flops_dims = logline.FlopsDims(
             num_layers=model_dims.num_layers,
             hidden_size=model_dims.hidden_size,
@@ -238,10 +271,6 @@ class Trainer:
             mon_cfg, tb_cfg, rank=self.env.rank, print_fn=logline.emit, sinks=sinks
         )
         self.monitor.write_config(config)
-        self.position = Position()
-        self.interval = Interval()
-        self.saved_iteration = -1
-        self.memory_reported = False
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
