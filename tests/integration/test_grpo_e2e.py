@@ -127,6 +127,7 @@ def test_logs_summary_reports_the_three_tps_means(quickstart):
         assert re.search(rf"throughput {key}: [\d,.]+ tokens/s/device", proc.stdout), proc.stdout[-2000:]
 
 
+@pytest.mark.slow  # a killed and a resumed GRPO run; the torch trainer's kill -9 resume stays in CI
 def test_kill9_of_a_rank_resumes_to_bit_identical_weights(tmp_path, warm, quickstart):
     import psutil
 
@@ -197,6 +198,7 @@ def run_engine(
     return metric_lines(next(out.glob("grpo_metrics-*.log")))
 
 
+@pytest.mark.slow  # two more GRPO runs (about 2 min); `pytest -m slow`
 def test_one_process_and_tensor_parallel_match_the_data_parallel_run(tmp_path, quickstart):
     """DP 1 sees the quickstart's (DP 2) samples in the same micro-batches; TP 2 shards the model."""
     dp2 = metric_lines(next((quickstart / "logs").glob("grpo_metrics-*.log")))[:2]

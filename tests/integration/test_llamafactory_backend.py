@@ -205,14 +205,15 @@ def test_sft_lora_trains_merges_and_leaves_the_documented_tree(tmp_path, demo_mo
 @pytest.mark.parametrize(
     "stage,bc",
     [
-        (
+        pytest.param(  # slow: full fine-tuning runs in the data-fit and resume tests
             "sft",
             {
                 "merge_lora": False,
                 "training": {"finetuning_type": "full", "learning_rate": 1.0e-4, "lora_target": None},
             },
+            marks=pytest.mark.slow,
         ),
-        ("pt", {"merge_lora": False, "training": {"dataset": "__PT__"}}),
+        pytest.param("pt", {"merge_lora": False, "training": {"dataset": "__PT__"}}, marks=pytest.mark.slow),
         (
             "dpo",
             {
@@ -334,6 +335,7 @@ def test_deepspeed_missing_from_the_environment_is_refused_before_any_step(tmp_p
 
 
 @needs_env
+@pytest.mark.slow  # three 40-step runs (about 1 min); the one-process kill -9 resume stays in CI
 def test_a_two_process_cpu_run_killed_resumes_on_one_process_with_identical_losses(tmp_path, demo_model):
     steps = {"training": {"max_steps": 40, "save_steps": 10}, "merge_lora": False}
     reference = experiment(tmp_path, demo_model, "ref2", nproc=2, bc=json.loads(json.dumps(steps)))

@@ -117,7 +117,11 @@ def reference_weights(tmp_path_factory, demo_model):
 
 
 # (checkpoint to wait for, extra random delay before the kill): the kill lands at different moments of a run
-TRIALS = [("6", 0.0), ("12", 0.4), ("6", 1.5)]
+TRIALS = [  # the first in CI; the other kill points are `slow`
+    ("6", 0.0),
+    pytest.param("12", 0.4, marks=pytest.mark.slow),
+    pytest.param("6", 1.5, marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize("after,delay", TRIALS)

@@ -130,7 +130,9 @@ def test_two_cli_invocations_form_one_ray_cluster(tmp_path):
     assert no_ray_process_left(port)
 
 
-@pytest.mark.parametrize("dies", [1, 0], ids=["worker-dies", "head-dies"])
+@pytest.mark.parametrize(
+    "dies", [1, pytest.param(0, marks=pytest.mark.slow)], ids=["worker-dies", "head-dies"]
+)  # head-dies: slow
 def test_a_dead_node_stops_the_other_with_a_clear_error(tmp_path, dies):
     port = free_port()
     procs = [
@@ -168,7 +170,9 @@ def test_a_dead_node_stops_the_other_with_a_clear_error(tmp_path, dies):
     assert no_ray_process_left(port)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)], ids=["sigint", "sigterm"]
+)  # sigterm: slow (the runner's SIGTERM handling has its own torchrun test in CI)
 def test_an_interrupt_stops_the_cluster_this_run_started_and_nothing_else(tmp_path, sig):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # a bystander
     port = free_port()

@@ -53,6 +53,8 @@ LAYOUTS = {  # name: (processes, converted checkpoint (tp, pp, num_layer_list), 
     ),
 }
 
+CI_LAYOUTS = ("pp2_uneven", "tp2_pp2")  # dp2 and tp2 alone are `slow`: tp2_pp2 holds both kinds of split
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
@@ -82,7 +84,9 @@ def world(tmp_path_factory):
     return run, base, root
 
 
-@pytest.mark.parametrize("name", list(LAYOUTS))
+@pytest.mark.parametrize(
+    "name", [n if n in CI_LAYOUTS else pytest.param(n, marks=pytest.mark.slow) for n in LAYOUTS]
+)
 def test_layout_matches_single_process(world, name):
     run, (base_out, base_w), root = world
     nproc, layout, extra = LAYOUTS[name]
