@@ -8,6 +8,7 @@ that file and says to run it first.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 from typing import TYPE_CHECKING
@@ -29,21 +30,29 @@ def where(path: str) -> str:
 
 def producer(ctx: PlanContext, path: str) -> str | None:
     """The experiment file beside this one whose `af_output_dir` holds `path` (None when none does)."""
-    from ascendfactory.config.load import load_experiment
-
     target = os.path.abspath(os.path.expanduser(path))
     source = ctx.loaded.source
-    folder = os.path.dirname(os.path.abspath(source))
-    for candidate in sorted(glob.glob(os.path.join(folder, "*.y*ml"))):
-        if os.path.abspath(candidate) == os.path.abspath(source):
-            continue
-        try:
-            out = os.path.abspath(load_experiment(candidate).config.af_output_dir)
-        except (AscendFactoryError, OSError, ValueError):
-            continue  # an old-style file, a broken one: not a producer we can name
+    for candidate, out in _outputs_beside(os.path.abspath(source)):
         if target == out or target.startswith(out + os.sep):
             return os.path.relpath(candidate) if not os.path.isabs(source) else candidate
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _outputs_beside(source: str) -> tuple[tuple[str, str], ...]:
+    """(file, its absolute output directory) for each experiment file in `source`'s folder but itself;
+    read once per process however many inputs are missing."""
+    from ascendfactory.config.load import load_experiment
+
+    found = []
+    for candidate in sorted(glob.glob(os.path.join(os.path.dirname(source), "*.y*ml"))):
+        if os.path.abspath(candidate) == source:
+            continue
+        try:
+            found.append((candidate, os.path.abspath(load_experiment(candidate).config.af_output_dir)))
+        except (AscendFactoryError, OSError, ValueError):
+            continue  # an old-style file, a broken one: not a producer we can name
+    return tuple(found)
 
 
 def missing(ctx: PlanContext, key: str, path: str, message: str, fix: str) -> Problem:

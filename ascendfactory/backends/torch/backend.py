@@ -305,7 +305,7 @@ class TorchBackend(MegatronBackend):
 
         bc = ctx.config.backend_config or {}
         problems: list[Problem] = []
-        for section, parser in (
+        for section, build in (
             ("preprocess_data", preprocess_parser),
             ("convert_ckpt_hf2mg", convert_parser),
             ("training", train_parser),
@@ -314,11 +314,12 @@ class TorchBackend(MegatronBackend):
             options = bc.get(section)
             if not isinstance(options, dict):
                 continue
+            parser = build()  # once per section: building the trainer's (~300 flags) costs more than parsing
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
-                    _, left = parse_known(parser(), to_flags({key: value}), values_only=True)
+                    _, left = parse_known(parser, to_flags({key: value}), values_only=True)
                     if left:  # a switch given a value, or a list where one value goes
-                        switch = _is_switch(parser(), key)
+                        switch = _is_switch(parser, key)
                         problems.append(
                             ctx.problem(
                                 f"backend_config.{section}.{key}",
