@@ -14,6 +14,7 @@ import sys
 import pytest
 import torch
 
+from ascendfactory.engine.train import megatron_buffer
 from tests.support import training as T
 
 pytestmark = pytest.mark.integration
@@ -91,8 +92,8 @@ def _memory_goes_down(root, flags, distributed_out):
     the peak goes down as well (the replicated path also has its all-reduce buffer)."""
     plain = _memory_line(_run(2, flags("--save", str(root / "dp2_plain"))), 0)
     sharded = _memory_line(distributed_out, 0)
-    shards = torch.load(root / "dp2" / "iter_0000004" / "mp_rank_00" / "distrib_optim.pt", weights_only=False)
-    numel = sum(n for _, n in shards["af_param_order"])
+    main = torch.load(root / "dp2" / "iter_0000004" / "mp_rank_00" / "model_optim_rng.pt", weights_only=False)
+    numel = sum(t.numel() for t in main["model"].values())  # all trained (fp32, tied: no output_layer)
     saved_mb = (plain["allocated"] - sharded["allocated"]) * 2**20
     assert saved_mb == pytest.approx(8 * (1 - 1 / 2) * numel, rel=0.02)
     assert sharded["max allocated"] < plain["max allocated"]
@@ -117,11 +118,23 @@ def test_checkpoint_files_and_bit_identical_resume(setup):
     assert [g["step"] for g in main["optimizer"]["optimizer"]["param_groups"]] == [4, 4]
     shards = torch.load(folder / "distrib_optim.pt", weights_only=False)
     assert shards["buckets_coalesced"] is True
+    assert set(shards) == {"buckets_coalesced", 0}  # Megatron's keys only: one buffer, no extra entries
     ((key, tensors),) = shards[0].items()
-    numel = sum(n for _, n in shards["af_param_order"])
+    # Megatron's layout: the model's parameters in reverse registration order, 64-element aligned
+    layout = megatron_buffer.build_layout(
+        [(n, main["model"][n].numel()) for n in sorted(main["model"], key=megatron_buffer.registration_key)],
+        dp=2,
+    )
+    numel = layout.numel_unpadded
     assert key == (torch.float32, torch.float32) and tensors["numel_unpadded"] == numel
+    assert set(tensors) == {"param", "exp_avg", "exp_avg_sq", "numel_unpadded"}
     assert all(
         tensors[k].shape == (numel,) and tensors[k].dtype == torch.float32 for k in ("param", "exp_avg")
+    )
+    assert torch.equal(tensors["param"], megatron_buffer.to_world(main["model"], layout))  # fp32 run
+    first = layout.world_start["decoder.final_layernorm.weight"]  # reversed: the last registered first
+    assert first == 0 and layout.world_start["embedding.word_embeddings.weight"] == max(
+        layout.world_start.values()
     )
     assert float(tensors["exp_avg_sq"].min()) >= 0 and float(tensors["exp_avg_sq"].max()) > 0
 

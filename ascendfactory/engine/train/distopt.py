@@ -33,7 +33,6 @@ Because the world tensors are unpadded, a resume may change DP (as Megatron's dp
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,7 +42,6 @@ from ascendfactory.engine.train.model import local_tensor
 from ascendfactory.errors import ConfigError, Problem
 
 DISTRIB_OPTIM_FILE = "distrib_optim.pt"
-ORDER_KEY = "af_param_order"  # [(name, numel)] of the flat tensors, checked on load
 STATE_KEYS = ("param", "exp_avg", "exp_avg_sq")
 
 
@@ -203,9 +201,10 @@ class DistributedOptimizer:
                 return int(s["step"])
         return 0
 
-    def parameter_state(self, params_dtype: torch.dtype) -> dict[Any, Any] | None:
-        """`get_parameter_state_dp_zero`: the owned fp32 weights and moments of every DP rank gathered into
-        unpadded world tensors on DP rank 0 (None on the other ranks)."""
+    def gather_state(self) -> dict[str, torch.Tensor] | None:
+        """`get_parameter_state_dp_zero`'s gather: the owned fp32 weights and Adam moments of every DP rank
+        on DP rank 0, as {name: [3, *local shape]} (param, exp_avg, exp_avg_sq) in this trainer's HF names;
+        None on the other ranks. The checkpointer lays them out as Megatron's file (`megatron_buffer`)."""
         local = torch.zeros(3, self.shard_size, dtype=torch.float32, device=self.device)
         for v, (i, s, e) in zip(self.views, self.pieces):
             a = self.offsets[i] + s - self.lo
@@ -223,42 +222,38 @@ class DistributedOptimizer:
         if self.dp_rank != 0:
             return None
         flat = world.permute(1, 0, 2).reshape(3, -1)[:, : self.numel].cpu()
-        tensors: dict[str, Any] = {k: flat[j].clone() for j, k in enumerate(STATE_KEYS)}
-        tensors["numel_unpadded"] = self.numel
         return {
-            "buckets_coalesced": True,
-            0: {(params_dtype, torch.float32): tensors},
-            ORDER_KEY: [(n, local_tensor(p).numel()) for n, p in self.named],
+            name: flat[:, a:b].reshape(3, *local_tensor(p).shape)
+            for (name, p), a, b in zip(self.named, self.offsets, self.offsets[1:])
         }
 
-    def load_parameter_state(self, path: Path, state_dict: dict[str, Any] | None) -> None:
-        """`load_parameter_state` + `load_state_dict`: the owned slices of the world tensors into the model
-        weights and fresh Adam state, the step count and hyper-parameters from the param groups."""
-        saved = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        order = [(n, local_tensor(p).numel()) for n, p in self.named]
-        if [tuple(x) for x in saved.get(ORDER_KEY, [])] != order:
+    def load_state(self, named: dict[str, torch.Tensor], state_dict: dict[str, Any] | None) -> None:
+        """`load_parameter_state_from_dp_zero` + `load_state_dict`: `named` = {name: [3, *local shape]} as
+        `gather_state` gives; each rank takes its owned slices into the model weights and fresh Adam state,
+        the step count and hyper-parameters from the param groups (`state_dict`)."""
+        missing = [n for n, _ in self.named if n not in named]
+        if missing:
             raise ConfigError(
                 Problem(
                     key="--load",
-                    message=f"{path} holds the optimizer state of other parameters "
-                    "(another model, layout or set of LoRA targets)",
+                    message=f"the checkpoint's {DISTRIB_OPTIM_FILE} has no state for "
+                    + ", ".join(missing[:3]),
                     fix="resume with the flags the checkpoint was saved with, or add --no-load-optim",
                     source="command line",
                 )
             )
-        (tensors,) = saved[0].values()
         groups = (state_dict or {}).get("optimizer", {}).get("param_groups", [])
         step = int(groups[0].get("step", 0)) if groups else 0
         with torch.no_grad():
-            for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
-                local_tensor(p).view(-1).copy_(tensors["param"][a:b])
+            for name, p in self.named:
+                local_tensor(p).copy_(named[name][0])
             for v, (i, s, e) in zip(self.views, self.pieces):
-                a = self.offsets[i]
+                flat = named[self.named[i][0]].reshape(3, -1)
                 if step:
                     self.optimizer.state[v] = {
                         "step": torch.tensor(float(step), dtype=torch.float32, device=_step_device(v)),
-                        "exp_avg": tensors["exp_avg"][a + s : a + e].to(v.device).clone(),
-                        "exp_avg_sq": tensors["exp_avg_sq"][a + s : a + e].to(v.device).clone(),
+                        "exp_avg": flat[1, s:e].to(v.device).clone(),
+                        "exp_avg_sq": flat[2, s:e].to(v.device).clone(),
                     }
         for group, saved_group in zip(self.optimizer.param_groups, groups):
             group.update({k: v for k, v in saved_group.items() if k in group and k not in ("params", "step")})
