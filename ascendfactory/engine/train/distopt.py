@@ -22,12 +22,11 @@ fp32 row.
 
 Checkpoints (legacy torch format, `checkpointing.py`): `model_optim_rng.pt` keeps the model, args, RNG and
 scheduler, and its `optimizer` entry is the DistributedOptimizer's `state_dict()`: `{"optimizer":
-{"param_groups": [...]}, "grad_scaler": ...}` without any parameter state; that goes, gathered on DP rank 0,
-into `distrib_optim.pt` in the same folder: `{"buckets_coalesced": True, 0: {(params_dtype, torch.float32):
-{"param", "exp_avg", "exp_avg_sq": fp32 [numel], "numel_unpadded": numel}}}` (`get_parameter_state_dp_zero`).
-The flat tensors follow this trainer's buffer order (HF parameter names, listed under `af_param_order`), not
-Megatron's own module order, so the file is for this trainer's resume; mg->hf reads only the model entry.
-Because the world tensors are unpadded, a resume may change DP (as Megatron's dp-zero gather/scatter allows).
+{"param_groups": [...]}, "grad_scaler": ...}` without any parameter state; that goes, gathered on DP rank 0
+(`gather_state`, as `get_parameter_state_dp_zero` gathers), into `distrib_optim.pt` in the same folder,
+laid out as Megatron's own buffers lay it out (`distopt_file`, `megatron_buffer`): Megatron's loader finds
+each tensor where it expects it. This trainer's own buffer (HF parameters, padded to a multiple of DP only)
+decides nothing in the file, so a resume may change DP (as Megatron's dp-zero gather/scatter allows).
 """
 
 from __future__ import annotations

@@ -190,6 +190,7 @@ IGNORED: dict[str, str] = {
     "--use-mcore-models": BOOL,
     "--overlap-grad-reduce": BOOL,
     "--overlap-param-gather": BOOL,
+    "--no-overlap-p2p-communication": BOOL,  # only the PP > 2 rule for a virtual pipeline (_vpp_problems)
     "--no-masked-softmax-fusion": BOOL,
     "--no-gradient-accumulation-fusion": BOOL,
     "--attention-softmax-in-fp32": BOOL,
@@ -502,7 +503,8 @@ def virtual_chunk_layers(args: argparse.Namespace, num_layers: int) -> int | Non
 
 
 def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
-    """Megatron core_r0.8.0 validate_args for a virtual pipeline (without --overlap-p2p-comm): PP > 2,
+    """Megatron core_r0.8.0 validate_args for a virtual pipeline: PP > 1, or PP > 2 with
+    --no-overlap-p2p-communication (`overlap_p2p_comm` is on by default: a store_false flag),
     layers divisible by PP, layers per stage divisible by layers per chunk; MindSpeed-LLM: not with
     --num-layer-list. The micro-batch count (divisible by PP) is checked where DP is known (ParallelDims)."""
     per_chunk, chunks = args.num_layers_per_virtual_pipeline_stage, args.virtual_pipeline_model_parallel_size
@@ -526,11 +528,17 @@ def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
     def bad(message: str, fix: str) -> None:
         out.append(Problem(key=flag, message=message, fix=fix, source="command line"))
 
-    if pp <= 2:
+    if pp < 2:
+        bad(
+            f"when interleaved schedule is used, pipeline-model-parallel size should be greater than 1 (got {pp})",
+            "use --pipeline-model-parallel-size 2 or more, or drop " + flag,
+        )
+    elif pp == 2 and args.no_overlap_p2p_communication:
         bad(
             "when interleaved schedule is used and p2p communication overlap is disabled, "
             f"pipeline-model-parallel size should be greater than 2 (got {pp})",
-            "use --pipeline-model-parallel-size 3 or more, or drop " + flag,
+            "use --pipeline-model-parallel-size 3 or more, drop --no-overlap-p2p-communication, or drop "
+            + flag,
         )
     if args.num_layer_list:
         bad(

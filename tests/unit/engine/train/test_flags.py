@@ -202,10 +202,12 @@ def test_sequence_parallel_needs_a_sequence_divisible_by_tp():
 @pytest.mark.parametrize(
     "extra,needle",
     [
-        (
-            ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+        (  # core_r0.8.0: PP > 2 only without p2p overlap (on by default), else PP > 1
+            ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"]
+            + ["--no-overlap-p2p-communication"],
             "greater than 2",
         ),
+        (["--num-layers-per-virtual-pipeline-stage", "1"], "greater than 1"),
         (
             [
                 "--pipeline-model-parallel-size",
@@ -254,6 +256,16 @@ def test_virtual_pipeline_rules_of_megatron(extra, needle):
     assert flags.virtual_chunk_layers(args, 16) == 2  # 16 layers / PP 4 / 2 chunks
     args, _ = flags.parse_args(BASE + ok[:4])
     assert flags.virtual_chunk_layers(args, 16) is None
+    pp2 = [
+        "--pipeline-model-parallel-size",
+        "2",
+        "--num-layers",
+        "16",
+        "--num-layers-per-virtual-pipeline-stage",
+        "2",
+    ]
+    args, _ = flags.parse_args(BASE + pp2)  # PP 2 with p2p overlap (Megatron's default): accepted
+    assert flags.virtual_chunk_layers(args, 16) == 2
 
 
 def _checkpoint(root, *, optimizer, distributed_file=False):
