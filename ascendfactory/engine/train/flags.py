@@ -225,6 +225,20 @@ IGNORED: dict[str, str] = {
     "--lora-modules-to-save": LIST,  # defined but read nowhere by MindSpeed-LLM 2.1.0 / master
 }
 
+# Why an IGNORED flag that promises less memory does not change memory or numerics here (printed with the
+# info line when one is given; facts from MindSpeed's source).
+IGNORED_WHY: dict[str, str] = {
+    "--swap-attention": "MindSpeed copies the attention layers' saved activations to pinned host memory "
+    "during the forward and prefetches them back for the backward (the same values: no numeric change); "
+    "this trainer does not offload, so on CPU (host = device) nothing could be saved and on a GPU/NPU the "
+    "activations stay on the device: use --recompute-granularity to lower the activation peak",
+    "--reuse-fp32-param": "MindSpeed (bf16 only) folds the bf16 model weights into the fp32 master copy "
+    "(fp32 = bf16 + residual, bit-exact), saving the separate bf16 copy; this trainer keeps only fp32 "
+    "weights (autocast casts per operation), so there is no second copy to fold and nothing changes",
+    "--no-overlap-p2p-communication": "the pipeline's sends and receives are not overlapped here either; "
+    "it only makes a virtual pipeline need PP > 2, as in Megatron",
+}
+
 # Flags that change the numerics in a way this trainer does not implement: refused, naming the flag.
 REFUSED: dict[str, str] = {
     "--qlora": "QLoRA",
@@ -530,7 +544,8 @@ def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
 
     if pp < 2:
         bad(
-            f"when interleaved schedule is used, pipeline-model-parallel size should be greater than 1 (got {pp})",
+            "when interleaved schedule is used, pipeline-model-parallel size should be greater than 1 "
+            f"(got {pp})",
             "use --pipeline-model-parallel-size 2 or more, or drop " + flag,
         )
     elif pp == 2 and args.no_overlap_p2p_communication:

@@ -91,6 +91,9 @@ class Trainer:
                 "INFO: performance flags accepted and ignored by the embedded torch backend: "
                 + " ".join(ignored_flags)
             )
+        for flag in ignored_flags:
+            if flag in flags.IGNORED_WHY:
+                self.log0(f"INFO: {flag}: {flags.IGNORED_WHY[flag]}")
         from transformers import AutoConfig
 
         self.hf_config = AutoConfig.from_pretrained(args.tokenizer_name_or_path)

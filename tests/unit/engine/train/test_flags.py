@@ -17,6 +17,14 @@ def test_lists_are_disjoint():
     assert set(flags.known_flags()) == set().union(*lists)
 
 
+def test_memory_flags_that_stay_ignored_say_why():
+    assert set(flags.IGNORED_WHY) <= set(flags.IGNORED)
+    for flag in ("--swap-attention", "--reuse-fp32-param"):
+        assert "MindSpeed" in flags.IGNORED_WHY[flag] and "this trainer" in flags.IGNORED_WHY[flag]
+    _, ignored = flags.parse_args(BASE + ["--swap-attention", "--reuse-fp32-param"])
+    assert ignored == ["--swap-attention", "--reuse-fp32-param"]
+
+
 def test_mindspeed_sft_script_flags_parse():
     argv = BASE + [
         "--finetune",
