@@ -196,3 +196,36 @@ def test_mg2hf_reads_a_distributed_optimizer_checkpoint(setup):
     assert torch.equal(
         hf["model.embed_tokens.weight"].float(), full["model.embed_tokens.weight"][:256].float()
     )
+
+
+MONITOR = """\
+monitor_config:
+  monitor_on: true
+  step_interval: 1
+  local_norm_format: log
+  device_local_norm_format: log
+  optimizer_state_format: log
+"""
+
+
+def _monitor_values(stdout: str, iteration: int) -> dict[str, float]:
+    line = next(x for x in stdout.splitlines() if x.startswith(f"[Rank 1] iteration {iteration} |"))
+    fields = line.rstrip(" |").split(" | ")[1:]
+    return {k: float(v) for k, v in (f.split(": ") for f in fields)}
+
+
+def test_monitor_norms_under_the_distributed_optimizer(setup):
+    """monitor_config's per-parameter gradient and Adam moment norms: the gradients and moments exist only
+    as each DP rank's owned pieces; summed over DP they give the replicated optimizer's numbers."""
+    root, flags, _ = setup
+    cfg = root / "monitor.yaml"
+    cfg.write_text(MONITOR)
+    plain = _run(2, flags("--af-monitor-config", str(cfg), iters=2))
+    sharded = _run(2, flags(DO, "--af-monitor-config", str(cfg), iters=2))
+    for it in (1, 2):
+        ref, got = _monitor_values(plain, it), _monitor_values(sharded, it)
+        assert set(got) == set(ref)
+        assert any(k.startswith("local_norm/model.layers.0.") for k in got)
+        assert any(k.startswith("adam_v_norm/") for k in got) == (it == 2)  # moments after the first step
+        for k, v in ref.items():
+            assert got[k] == pytest.approx(v, rel=1e-4, abs=1e-8), k

@@ -153,6 +153,18 @@ class DistributedOptimizer:
     def owned_grads(self) -> list[torch.Tensor]:
         return [v.grad for v in self.views]
 
+    def param_norms(self, pieces: list[torch.Tensor | None]) -> list[float]:
+        """Per parameter (in `named` order): the norm of its whole value on this TP/PP rank, from one tensor
+        per owned piece (a gradient or an Adam moment; None counts as zero) of every DP rank: the squared
+        norms of the pieces summed over DP (a collective)."""
+        sq = torch.zeros(len(self.params), dtype=torch.float32, device=self.device)
+        for t, (i, _, _) in zip(pieces, self.pieces):
+            if t is not None:
+                sq[i] += t.detach().float().pow(2).sum()
+        if self.dp > 1:
+            dist.all_reduce(sq, group=self.group)
+        return sq.sqrt().tolist()
+
     def owned_masks(self, excluded: torch.nn.Parameter | None) -> tuple[list[bool], list[bool]]:
         """Per owned piece: a TP shard (its squared norm is summed over TP)? counted in the norm (not the
         last stage's copy of a tied embedding, `excluded`)? The buffer holds each gradient in its
