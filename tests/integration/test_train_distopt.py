@@ -116,6 +116,13 @@ def test_checkpoint_files_and_bit_identical_resume(setup):
     main = torch.load(folder / "model_optim_rng.pt", weights_only=False)
     assert "state" not in main["optimizer"] and "fp32_from_fp16_params" not in main["optimizer"]
     assert [g["step"] for g in main["optimizer"]["optimizer"]["param_groups"]] == [4, 4]
+    # Megatron's groups, in its order (the embedding's stage: decay first) and with the keys its scheduler
+    # reads (wd_mult scales the weight decay; a loader pairs groups by position)
+    groups = main["optimizer"]["optimizer"]["param_groups"]
+    assert [(g["wd_mult"], g["lr_mult"], g["is_expert_parallel"]) for g in groups] == [
+        (1.0, 1.0, False),
+        (0.0, 1.0, False),
+    ]
     shards = torch.load(folder / "distrib_optim.pt", weights_only=False)
     assert shards["buckets_coalesced"] is True
     assert set(shards) == {"buckets_coalesced", 0}  # Megatron's keys only: one buffer, no extra entries

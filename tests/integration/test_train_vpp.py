@@ -137,6 +137,8 @@ def test_pp2_vpp_with_distributed_optimizer(tmp_path):
         )
         again = torch.load(part / "iter_0000004" / folder / "distrib_optim.pt", weights_only=False)
         assert set(full) == {"buckets_coalesced", 0, 1}
+        groups = shard["optimizer"]["optimizer"]["param_groups"]  # rank 1's first parameter: a layer norm
+        assert [g["wd_mult"] for g in groups] == ([1.0, 0.0] if r == 0 else [0.0, 1.0])
         for c in range(2):
             model = shard[f"model{c}"]
             shared = "embedding.word_embeddings.weight" if (r, c) == (0, 0) else "output_layer.weight"

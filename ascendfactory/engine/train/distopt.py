@@ -32,6 +32,7 @@ decides nothing in the file, so a resume may change DP (as Megatron's dp-zero ga
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -86,15 +87,24 @@ class DistributedOptimizer:
             p.register_post_accumulate_grad_hook(self._hook(a, b))
 
     def _build_adam(self, args: Any, device: torch.device) -> torch.optim.Optimizer:
-        groups: dict[bool, list[torch.Tensor]] = {}
+        kinds = group_kinds(self.named)
+        owned: dict[bool, list[torch.Tensor]] = {k: [] for k in kinds}
         for (i, _, _), v in zip(self.pieces, self.views):
             name, p = self.named[i]
-            groups.setdefault(name.endswith(".bias") or p.ndim == 1, []).append(v)
-        if not groups:  # this rank owns nothing (more DP ranks than elements): an empty group keeps lr
-            groups[False] = [torch.zeros(0, device=device)]
+            owned[name.endswith(".bias") or p.ndim == 1].append(v)
         param_groups = [
-            {"params": vs, "weight_decay": 0.0 if no_decay else args.weight_decay}
-            for no_decay, vs in sorted(groups.items())
+            {
+                "params": owned[no_decay] or [torch.zeros(0, device=device)],  # owns none: a placeholder
+                "weight_decay": 0.0 if no_decay else args.weight_decay,
+                # Megatron's group keys, which its scheduler reads (wd_mult scales the weight decay)
+                "wd_mult": 0.0 if no_decay else 1.0,
+                "lr_mult": 1.0,
+                "is_expert_parallel": False,
+                "is_decoupled_lr": False,
+                "max_lr": args.lr,
+                "min_lr": args.min_lr,
+            }
+            for no_decay in kinds
         ]
         return torch.optim.AdamW(
             param_groups,
@@ -268,6 +278,18 @@ class DistributedOptimizer:
                     }
         for group, saved_group in zip(self.optimizer.param_groups, groups):
             group.update({k: v for k, v in saved_group.items() if k in group and k not in ("params", "step")})
+
+
+def group_kinds(named: Sequence[tuple[str, torch.Tensor]]) -> list[bool]:
+    """Megatron's param groups (`optimizer/__init__.py` `_get_param_groups`): one per weight-decay kind
+    (True: no decay, for biases and 1-D weights), in the order the chunk's `named_parameters()` first meets
+    it: the embedding (decay) where it trains, else a layer's first parameter, its input norm (no decay).
+    Every rank has all of them (the DistributedOptimizer keeps empty ones), so a loader pairs them."""
+    kinds = {name.endswith(".bias") or p.ndim == 1 for name, p in named}
+    if len(kinds) < 2:
+        return sorted(kinds) or [False]
+    embedding = any(name.endswith("embed_tokens.weight") for name, _ in named)
+    return [False, True] if embedding else [True, False]
 
 
 def _step_device(t: torch.Tensor) -> torch.device:

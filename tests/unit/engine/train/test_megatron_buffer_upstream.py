@@ -57,7 +57,7 @@ def megatron():
     sys.path.remove(ROOT)
 
 
-def _gpt_model(hf_cfg):
+def _gpt_model(hf_cfg, pre_process=True):
     import torch.nn.functional as F
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
@@ -82,6 +82,7 @@ def _gpt_model(hf_cfg):
         max_sequence_length=hf_cfg.max_position_embeddings,
         position_embedding_type="rope",
         share_embeddings_and_output_weights=False,
+        pre_process=pre_process,
     )
 
 
@@ -208,3 +209,21 @@ def test_dp_zero_file_is_megatrons(models, monkeypatch, bucket_size):
     assert torch.equal(entry["param"], mb.to_world(by_name, lay))
     assert torch.equal(entry["exp_avg"], mb.to_world({n: t * 2 for n, t in by_name.items()}, lay))
     assert torch.equal(entry["exp_avg_sq"], mb.to_world({n: t**2 for n, t in by_name.items()}, lay))
+
+
+@pytest.mark.parametrize("first_stage", [True, False])
+def test_param_group_order_is_megatrons(megatron, tmp_path, first_stage):
+    """`distopt.group_kinds` against Megatron's `_get_param_groups` (the groups of model_optim_rng.pt's
+    optimizer entry, which Megatron's loader pairs by position): the embedding's stage starts with the
+    decay group, a later stage with the no-decay group (its first parameter is a layer norm)."""
+    from megatron.core.optimizer import _get_param_groups
+
+    from ascendfactory.engine.train.distopt import group_kinds
+
+    hf = T.make_tiny_model(tmp_path / "hf", family="qwen2", num_hidden_layers=2)
+    model = _gpt_model(hf.config, pre_process=first_stage)
+    for name, p in model.named_parameters():
+        p.requires_grad_(not (name.endswith("layernorm.bias") or name.endswith("final_layernorm.bias")))
+    theirs = [g["wd_mult"] == 0.0 for g in _get_param_groups([model], None, None, 1.0, False)]
+    named = [(n, p) for n, p in hf.named_parameters() if first_stage or "embed_tokens" not in n]
+    assert group_kinds(named) == theirs
