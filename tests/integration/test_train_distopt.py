@@ -236,3 +236,33 @@ def test_monitor_norms_under_the_distributed_optimizer(setup):
         assert any(k.startswith("adam_v_norm/") for k in got) == (it == 2)  # moments after the first step
         for k, v in ref.items():
             assert got[k] == pytest.approx(v, rel=1e-4, abs=1e-8), k
+
+
+@SLOW
+def test_lora_adapters_in_megatrons_layout(setup):
+    """With LoRA only the adapters train: distrib_optim.pt holds PEFT's `lora_A`/`lora_B` tensors in
+    Megatron's buffer order (`lora_A` registered before `lora_B`), and a resume is exact."""
+    root, flags, _ = setup
+    lora = ["--lora-target-modules", "linear_qkv", "linear_fc2", "--lora-r", "4", "--lora-alpha", "8"]
+    full, part = root / "lora_full", root / "lora_part"
+    ref = T.losses_from_log(_run(2, flags(DO, *lora, "--save", str(full))))
+    _run(2, flags(DO, *lora, "--save", str(part), "--exit-interval", "2"))
+    assert T.losses_from_log(_run(2, flags(DO, *lora, "--save", str(part), load=part))) == {
+        k: v for k, v in ref.items() if k > 2
+    }
+    folder = "iter_0000004/mp_rank_00"
+    model = torch.load(full / folder / "model_optim_rng.pt", weights_only=False)["model"]
+    adapters = {k: v for k, v in model.items() if ".lora_" in k}
+    assert len(adapters) == 2 * 2 * 2  # 2 layers x 2 targets x (A, B)
+    layout = megatron_buffer.build_layout(
+        [(n, adapters[n].numel()) for n in sorted(adapters, key=megatron_buffer.registration_key)], dp=2
+    )
+    entry = torch.load(full / folder / "distrib_optim.pt", weights_only=False)[0][
+        (torch.float32, torch.float32)
+    ]
+    assert entry["numel_unpadded"] == layout.numel_unpadded
+    assert torch.equal(entry["param"], megatron_buffer.to_world(adapters, layout))
+    again = torch.load(part / folder / "distrib_optim.pt", weights_only=False)[0][
+        (torch.float32, torch.float32)
+    ]
+    assert all(torch.equal(entry[k], again[k]) for k in ("param", "exp_avg", "exp_avg_sq"))

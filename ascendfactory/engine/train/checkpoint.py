@@ -305,7 +305,10 @@ class Checkpointer:
                 tp_rank=topo.tp_rank,
                 layer_offset=offset,
             )
-            shard = lora.with_adapters(lora.to_peft_layout(shard, self.lora_targets), adapters)
+            if shard or not adapters:
+                shard = lora.with_adapters(lora.to_peft_layout(shard, self.lora_targets), adapters)
+            else:  # only adapters (the optimizer state of a LoRA run): in their PEFT names
+                shard = adapters
             if self.args.lora_ckpt_filter:
                 shard = lora.filter_lora(shard)
         dtype = self.params_dtype
