@@ -2,8 +2,8 @@
 PP 3 (same losses, same final weights), tied embeddings included; checkpoints hold Megatron's `model0`,
 `model1`; resume is exact.
 
-Megatron core_r0.8.0 needs PP > 2 for the interleaved schedule (without --overlap-p2p-comm) and a
-micro-batch count divisible by PP: 6 layers, GBS 3, MBS 1.
+Megatron core_r0.8.0 needs PP > 1 for the interleaved schedule (PP > 2 with --no-overlap-p2p-communication)
+and a micro-batch count divisible by PP: 6 layers, GBS 3, MBS 1 (PP 2: the slow test at the end).
 """
 
 from __future__ import annotations
