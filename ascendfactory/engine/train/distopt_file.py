@@ -20,6 +20,7 @@ from ascendfactory.engine.train import megatron_buffer as mb
 from ascendfactory.engine.train.distopt import DISTRIB_OPTIM_FILE, STATE_KEYS
 from ascendfactory.errors import ConfigError, Problem
 
+OLD_ORDER_KEY = "af_param_order"  # files of earlier versions of this trainer: HF buffer order
 ToChunks = Callable[[dict[str, torch.Tensor]], dict[str, dict[str, torch.Tensor]]]
 ToLocal = Callable[[dict[str, torch.Tensor], int], dict[str, torch.Tensor]]
 
@@ -71,6 +72,10 @@ def from_file(
 ) -> dict[str, torch.Tensor]:
     """`load_parameter_state_from_dp_zero`: `current` = this run's trained parameters as Megatron chunks
     (their names and shapes); returns {hf name: [3, *local shape]}."""
+    if OLD_ORDER_KEY in saved:  # the same sizes can hide another order: refuse it by its marker
+        raise ConfigError(
+            _problem(where, "is in this trainer's earlier own order (af_param_order), not Megatron's")
+        )
     out: dict[str, torch.Tensor] = {}
     for c, tensors in enumerate(current.values()):
         layout = spec.layout(c, tensors)
