@@ -208,6 +208,7 @@ def test_mg2hf_reads_a_distributed_optimizer_checkpoint(setup):
 MONITOR = """\
 monitor_config:
   monitor_on: true
+  dump_path: {dump}
   step_interval: 1
   local_norm_format: log
   device_local_norm_format: log
@@ -226,7 +227,7 @@ def test_monitor_norms_under_the_distributed_optimizer(setup):
     as each DP rank's owned pieces; summed over DP they give the replicated optimizer's numbers."""
     root, flags, _ = setup
     cfg = root / "monitor.yaml"
-    cfg.write_text(MONITOR)
+    cfg.write_text(MONITOR.format(dump=root / "dump"))
     plain = _run(2, flags("--af-monitor-config", str(cfg), iters=2))
     sharded = _run(2, flags(DO, "--af-monitor-config", str(cfg), iters=2))
     for it in (1, 2):
