@@ -15,6 +15,9 @@ as s*b*h*(10 + 24/t + 5*a*s/(h*t)). The 5*a*s/h term (attention scores) is left 
 SDPA's fused kernel (like flash attention on a device) keeps no scores, so selective predicts ~0.
 For the distributed optimizer (when the trainer honours `--use-distributed-optimizer`) the prediction is
 the optimizer state (8 bytes per parameter in fp32: two Adam moments) times (1 - 1/DP).
+A virtual pipeline row (PP 2, one layer per chunk) is compared with the same row without it; its prediction
+is Megatron's interleaved-schedule penalty on the first stage's activations (`predicted_saving_mb`), a
+negative saving.
 
 Grid: `--grid full` is the issue's grid (TP 1/2, PP 1/2 with and without VPP, DP 1/2, MBS 1/4, seq
 256/1024, recompute none/selective/full, distributed optimizer on/off, SP on/off), the axes of features the
@@ -104,6 +107,10 @@ class Row:
         return " ".join(parts)
 
     def baseline(self) -> Row:
+        """The row a feature's saving is measured against: a virtual pipeline against the same row
+        without it, any other feature against the row without recompute, distopt and SP."""
+        if self.vpp:
+            return replace(self, vpp=False)
         return replace(self, recompute="none", distopt=False, sp=False)
 
 
@@ -204,8 +211,25 @@ def run(row: Row, work: Path, hf: Path, data: str, model: dict) -> dict:
     }
 
 
+def vpp_chunks(row: Row, model: dict) -> int:
+    return model["num_hidden_layers"] // row.pp // (model["num_hidden_layers"] // (2 * row.pp))
+
+
 def predicted_saving_mb(row: Row, model: dict) -> float | None:
-    """Megatron's per-layer activation formulas: what recompute saves on the most loaded stage (fp32)."""
+    """Megatron's per-layer activation formulas: what recompute saves on the most loaded stage (fp32).
+
+    A virtual pipeline (without recompute): `theoretical_memory_usage.py` `compute_activation_memory`
+    gives the first stage s*b*h*(18 + 4*f/h) bytes per layer for all num_layers (PP micro-batches in
+    flight), times 1 + (p - 1) / (p * v) with v chunks per stage, times min(1, m / p) without them; the
+    saving is minus the difference (x2 for fp32)."""
+    if row.vpp:
+        if row.recompute != "none":
+            return None
+        s, b, h, f = row.seq, row.mbs, model["hidden_size"], model["intermediate_size"]
+        p, m = row.pp, 2  # the run's micro-batches per iteration: GBS = MBS x DP x 2
+        layers = s * b * h * (18 + 4 * f / h) * model["num_hidden_layers"] / row.tp * 2
+        penalty = 1 + (p - 1) / (p * vpp_chunks(row, model))
+        return -layers * (penalty - min(1, m / p)) / 2**20
     if row.recompute == "none":
         return None
     (

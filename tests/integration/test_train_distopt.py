@@ -14,6 +14,7 @@ import sys
 import pytest
 import torch
 
+from ascendfactory.engine.train import megatron_buffer
 from tests.support import training as T
 
 pytestmark = pytest.mark.integration
@@ -91,8 +92,8 @@ def _memory_goes_down(root, flags, distributed_out):
     the peak goes down as well (the replicated path also has its all-reduce buffer)."""
     plain = _memory_line(_run(2, flags("--save", str(root / "dp2_plain"))), 0)
     sharded = _memory_line(distributed_out, 0)
-    shards = torch.load(root / "dp2" / "iter_0000004" / "mp_rank_00" / "distrib_optim.pt", weights_only=False)
-    numel = sum(n for _, n in shards["af_param_order"])
+    main = torch.load(root / "dp2" / "iter_0000004" / "mp_rank_00" / "model_optim_rng.pt", weights_only=False)
+    numel = sum(t.numel() for t in main["model"].values())  # all trained (fp32, tied: no output_layer)
     saved_mb = (plain["allocated"] - sharded["allocated"]) * 2**20
     assert saved_mb == pytest.approx(8 * (1 - 1 / 2) * numel, rel=0.02)
     assert sharded["max allocated"] < plain["max allocated"]
@@ -115,13 +116,32 @@ def test_checkpoint_files_and_bit_identical_resume(setup):
     main = torch.load(folder / "model_optim_rng.pt", weights_only=False)
     assert "state" not in main["optimizer"] and "fp32_from_fp16_params" not in main["optimizer"]
     assert [g["step"] for g in main["optimizer"]["optimizer"]["param_groups"]] == [4, 4]
+    # Megatron's groups, in its order (the embedding's stage: decay first) and with the keys its scheduler
+    # reads (wd_mult scales the weight decay; a loader pairs groups by position)
+    groups = main["optimizer"]["optimizer"]["param_groups"]
+    assert [(g["wd_mult"], g["lr_mult"], g["is_expert_parallel"]) for g in groups] == [
+        (1.0, 1.0, False),
+        (0.0, 1.0, False),
+    ]
     shards = torch.load(folder / "distrib_optim.pt", weights_only=False)
     assert shards["buckets_coalesced"] is True
+    assert set(shards) == {"buckets_coalesced", 0}  # Megatron's keys only: one buffer, no extra entries
     ((key, tensors),) = shards[0].items()
-    numel = sum(n for _, n in shards["af_param_order"])
+    # Megatron's layout: the model's parameters in reverse registration order, 64-element aligned
+    layout = megatron_buffer.build_layout(
+        [(n, main["model"][n].numel()) for n in sorted(main["model"], key=megatron_buffer.registration_key)],
+        dp=2,
+    )
+    numel = layout.numel_unpadded
     assert key == (torch.float32, torch.float32) and tensors["numel_unpadded"] == numel
+    assert set(tensors) == {"param", "exp_avg", "exp_avg_sq", "numel_unpadded"}
     assert all(
         tensors[k].shape == (numel,) and tensors[k].dtype == torch.float32 for k in ("param", "exp_avg")
+    )
+    assert torch.equal(tensors["param"], megatron_buffer.to_world(main["model"], layout))  # fp32 run
+    first = layout.world_start["decoder.final_layernorm.weight"]  # reversed: the last registered first
+    assert first == 0 and layout.world_start["embedding.word_embeddings.weight"] == max(
+        layout.world_start.values()
     )
     assert float(tensors["exp_avg_sq"].min()) >= 0 and float(tensors["exp_avg_sq"].max()) > 0
 
@@ -183,3 +203,67 @@ def test_mg2hf_reads_a_distributed_optimizer_checkpoint(setup):
     assert torch.equal(
         hf["model.embed_tokens.weight"].float(), full["model.embed_tokens.weight"][:256].float()
     )
+
+
+MONITOR = """\
+monitor_config:
+  monitor_on: true
+  dump_path: {dump}
+  step_interval: 1
+  local_norm_format: log
+  device_local_norm_format: log
+  optimizer_state_format: log
+"""
+
+
+def _monitor_values(stdout: str, iteration: int) -> dict[str, float]:
+    line = next(x for x in stdout.splitlines() if x.startswith(f"[Rank 1] iteration {iteration} |"))
+    fields = line.rstrip(" |").split(" | ")[1:]
+    return {k: float(v) for k, v in (f.split(": ") for f in fields)}
+
+
+def test_monitor_norms_under_the_distributed_optimizer(setup):
+    """monitor_config's per-parameter gradient and Adam moment norms: the gradients and moments exist only
+    as each DP rank's owned pieces; summed over DP they give the replicated optimizer's numbers."""
+    root, flags, _ = setup
+    cfg = root / "monitor.yaml"
+    cfg.write_text(MONITOR.format(dump=root / "dump"))
+    plain = _run(2, flags("--af-monitor-config", str(cfg), iters=2))
+    sharded = _run(2, flags(DO, "--af-monitor-config", str(cfg), iters=2))
+    for it in (1, 2):
+        ref, got = _monitor_values(plain, it), _monitor_values(sharded, it)
+        assert set(got) == set(ref)
+        assert any(k.startswith("local_norm/model.layers.0.") for k in got)
+        assert any(k.startswith("adam_v_norm/") for k in got) == (it == 2)  # moments after the first step
+        for k, v in ref.items():
+            assert got[k] == pytest.approx(v, rel=1e-4, abs=1e-8), k
+
+
+@SLOW
+def test_lora_adapters_in_megatrons_layout(setup):
+    """With LoRA only the adapters train: distrib_optim.pt holds PEFT's `lora_A`/`lora_B` tensors in
+    Megatron's buffer order (`lora_A` registered before `lora_B`), and a resume is exact."""
+    root, flags, _ = setup
+    lora = ["--lora-target-modules", "linear_qkv", "linear_fc2", "--lora-r", "4", "--lora-alpha", "8"]
+    full, part = root / "lora_full", root / "lora_part"
+    ref = T.losses_from_log(_run(2, flags(DO, *lora, "--save", str(full))))
+    _run(2, flags(DO, *lora, "--save", str(part), "--exit-interval", "2"))
+    assert T.losses_from_log(_run(2, flags(DO, *lora, "--save", str(part), load=part))) == {
+        k: v for k, v in ref.items() if k > 2
+    }
+    folder = "iter_0000004/mp_rank_00"
+    model = torch.load(full / folder / "model_optim_rng.pt", weights_only=False)["model"]
+    adapters = {k: v for k, v in model.items() if ".lora_" in k}
+    assert len(adapters) == 2 * 2 * 2  # 2 layers x 2 targets x (A, B)
+    layout = megatron_buffer.build_layout(
+        [(n, adapters[n].numel()) for n in sorted(adapters, key=megatron_buffer.registration_key)], dp=2
+    )
+    entry = torch.load(full / folder / "distrib_optim.pt", weights_only=False)[0][
+        (torch.float32, torch.float32)
+    ]
+    assert entry["numel_unpadded"] == layout.numel_unpadded
+    assert torch.equal(entry["param"], megatron_buffer.to_world(adapters, layout))
+    again = torch.load(part / folder / "distrib_optim.pt", weights_only=False)[0][
+        (torch.float32, torch.float32)
+    ]
+    assert all(torch.equal(entry[k], again[k]) for k in ("param", "exp_avg", "exp_avg_sq"))

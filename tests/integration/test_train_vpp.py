@@ -2,8 +2,8 @@
 PP 3 (same losses, same final weights), tied embeddings included; checkpoints hold Megatron's `model0`,
 `model1`; resume is exact.
 
-Megatron core_r0.8.0 needs PP > 2 for the interleaved schedule (without --overlap-p2p-comm) and a
-micro-batch count divisible by PP: 6 layers, GBS 3, MBS 1.
+Megatron core_r0.8.0 needs PP > 1 for the interleaved schedule (PP > 2 with --no-overlap-p2p-communication)
+and a micro-batch count divisible by PP: 6 layers, GBS 3, MBS 1 (PP 2: the slow test at the end).
 """
 
 from __future__ import annotations
@@ -88,3 +88,67 @@ def test_vpp_resume_is_exact(setup):
     assert sorted(T.losses_from_log(second)) == [3, 4]
     got = MegatronSource(part).full_state()
     assert all(torch.equal(got[k], ref[k]) for k in ref)
+
+
+@pytest.mark.slow  # five 2-process runs: about two minutes on a loaded 2-core runner
+def test_pp2_vpp_with_distributed_optimizer(tmp_path):
+    """PP 2 with a virtual pipeline (Megatron core_r0.8.0 allows it: p2p overlap is on by default): the
+    losses of plain PP 2; with --use-distributed-optimizer one Megatron buffer per model chunk in
+    distrib_optim.pt (the tied embedding in its own bucket on both ends), and an exact resume."""
+    from ascendfactory.engine.train import megatron_buffer
+
+    T.make_tiny_model(tmp_path / "hf", family="qwen2", num_hidden_layers=4, tie_word_embeddings=True)
+    for name, extra in (("mg", []), ("mg_v", VPP)):
+        argv = [
+            "--load-dir",
+            tmp_path / "hf",
+            "--save-dir",
+            tmp_path / name,
+            "--target-pipeline-parallel-size",
+            2,
+        ]
+        assert convert([str(a) for a in argv + extra]) == 0
+    data = T.make_pretrain_data(tmp_path / "pt")
+
+    def run(*extra, load):
+        argv = [
+            *("--tokenizer-name-or-path", str(tmp_path / "hf"), "--data-path", data, "--seq-length", "32"),
+            *("--micro-batch-size", "1", "--global-batch-size", "4", "--train-iters", "4", "--lr", "5e-3"),
+            *("--log-interval", "1", "--split", "100,0,0", "--eval-iters", "0", "--seed", "3"),
+            *("--pipeline-model-parallel-size", "2", "--load", str(load), *extra),
+        ]
+        proc = T.torchrun(2, argv, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return T.losses_from_log(proc.stdout)
+
+    do = ["--use-distributed-optimizer", *VPP]
+    plain = run("--finetune", load=tmp_path / "mg")
+    assert run("--finetune", *do, "--save", str(tmp_path / "full"), load=tmp_path / "mg_v") == plain
+    part = tmp_path / "part"
+    run("--finetune", *do, "--save", str(part), "--exit-interval", "2", load=tmp_path / "mg_v")
+    assert run(*do, "--save", str(part), load=part) == {k: v for k, v in plain.items() if k > 2}
+    for r in range(2):
+        folder = f"mp_rank_00_{r:03d}"
+        shard = torch.load(
+            tmp_path / "full" / "iter_0000004" / folder / "model_optim_rng.pt", weights_only=False
+        )
+        full = torch.load(
+            tmp_path / "full" / "iter_0000004" / folder / "distrib_optim.pt", weights_only=False
+        )
+        again = torch.load(part / "iter_0000004" / folder / "distrib_optim.pt", weights_only=False)
+        assert set(full) == {"buckets_coalesced", 0, 1}
+        groups = shard["optimizer"]["optimizer"]["param_groups"]  # rank 1's first parameter: a layer norm
+        assert [g["wd_mult"] for g in groups] == ([1.0, 0.0] if r == 0 else [0.0, 1.0])
+        for c in range(2):
+            model = shard[f"model{c}"]
+            shared = "embedding.word_embeddings.weight" if (r, c) == (0, 0) else "output_layer.weight"
+            layout = megatron_buffer.build_layout(
+                [(n, model[n].numel()) for n in sorted(model, key=megatron_buffer.registration_key)],
+                dp=1,
+                shared_embedding=shared if shared in model else None,
+            )
+            entry = full[c][(torch.float32, torch.float32)]
+            assert entry["numel_unpadded"] == layout.numel_unpadded
+            assert torch.equal(entry["param"], megatron_buffer.to_world(model, layout))  # fp32 weights
+            resumed = again[c][(torch.float32, torch.float32)]
+            assert all(torch.equal(entry[k], resumed[k]) for k in ("param", "exp_avg", "exp_avg_sq"))

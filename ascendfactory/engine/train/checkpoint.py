@@ -33,6 +33,7 @@ import torch.distributed as dist
 from ascendfactory.checkpoints.megatron import parse_tracker, tracker_text
 from ascendfactory.engine.convert import lora, megatron_io
 from ascendfactory.engine.convert.shard_map import hf_local_to_megatron, megatron_to_hf_local
+from ascendfactory.engine.train import distopt_file, megatron_buffer
 from ascendfactory.engine.train.distopt import DISTRIB_OPTIM_FILE
 from ascendfactory.errors import ConfigError, ParallelismError, Problem
 
@@ -154,7 +155,9 @@ class Checkpointer:
             dist.all_gather_object(rng, _rng_state(self.device), group=topo.dp_group)
         param_state = None  # the distributed optimizer's shards, gathered on DP rank 0 (a collective)
         if is_distributed(optimizer) and not args.no_save_optim:
-            param_state = optimizer.parameter_state(self.params_dtype)
+            named = optimizer.gather_state()
+            if named is not None:
+                param_state = distopt_file.to_file(named, self._fp32_chunks, self.distopt_layout())
         if topo.dp_rank == 0:
             payload = self._payload(model, optimizer, scheduler, scaler, pos, rng)
             shard_dir = (
@@ -228,20 +231,46 @@ class Checkpointer:
     def lora_targets(self) -> list[str]:
         return list(getattr(self.args, "lora_target_modules", None) or [])
 
-    def chunked_to_megatron(self, local: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    def chunked_to_megatron(
+        self, local: dict[str, torch.Tensor], *, cast: bool = True
+    ) -> dict[str, dict[str, torch.Tensor]]:
         """{'model': shard}, or with a virtual pipeline {'model0': ..., 'model1': ...} (Megatron's keys),
-        each chunk's layers numbered from 0, the embedding in the first chunk and the head in the last."""
+        each chunk's layers numbered from 0, the embedding in the first chunk and the head in the last.
+        `cast`: in the run's params dtype (the model entry), else as given (the optimizer's fp32 state)."""
         spans = self.topo.chunk_spans()
         if len(spans) == 1:
-            return {"model": self.to_megatron(local)}
+            return {"model": self.to_megatron(local, cast=cast)}
         return {
             megatron_io.model_key(c, len(spans)): self.to_megatron(
                 _chunk_part(local, spans, c),
                 layer_offset=offset,
                 tied_output=self.tied_output and c == len(spans) - 1,
+                cast=cast,
             )
             for c, (offset, _) in enumerate(spans)
         }
+
+    def _fp32_chunks(self, local: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+        return self.chunked_to_megatron(local, cast=False)
+
+    def distopt_layout(self) -> distopt_file.FileLayout:
+        """What Megatron's buffers depend on for this rank: dtypes, DP, bucket sizes (one bucket unless
+        --overlap-grad-reduce) and the tied embedding's own bucket with PP > 1 (`megatron_buffer`)."""
+        topo = self.topo
+        n = len(topo.chunk_spans())
+        dp = dist.get_world_size(topo.dp_group) if dist.is_initialized() else 1
+        tied = not self.mg_args.untie_embeddings_and_output_weights and topo.pp > 1
+        shared: list[str | None] = [None] * n
+        if tied and topo.pp_rank == 0:
+            shared[0] = "embedding.word_embeddings.weight"
+        if tied and topo.pp_rank == topo.pp - 1:
+            shared[-1] = "output_layer.weight"
+        overlap = bool(getattr(self.args, "overlap_grad_reduce", False))
+        sizes = tuple(
+            megatron_buffer.bucket_size_for(overlap_grad_reduce=overlap, dp=dp, pp_rank=topo.pp_rank, chunk=c)
+            for c in range(n)
+        )
+        return distopt_file.FileLayout(distopt_file.buffer_key(self.params_dtype), dp, sizes, tuple(shared))
 
     def to_megatron(
         self,
@@ -249,6 +278,7 @@ class Checkpointer:
         *,
         layer_offset: int | None = None,
         tied_output: bool | None = None,
+        cast: bool = True,
     ) -> dict[str, torch.Tensor]:
         """This rank's local parameters -> its Megatron shard, in the run's params dtype (bf16 with --bf16).
 
@@ -275,10 +305,15 @@ class Checkpointer:
                 tp_rank=topo.tp_rank,
                 layer_offset=offset,
             )
-            shard = lora.with_adapters(lora.to_peft_layout(shard, self.lora_targets), adapters)
+            if shard or not adapters:
+                shard = lora.with_adapters(lora.to_peft_layout(shard, self.lora_targets), adapters)
+            else:  # only adapters (the optimizer state of a LoRA run): in their PEFT names
+                shard = adapters
             if self.args.lora_ckpt_filter:
                 shard = lora.filter_lora(shard)
         dtype = self.params_dtype
+        if not cast:
+            return shard
         return {k: v.to(dtype) if v.is_floating_point() and v.dtype != dtype else v for k, v in shard.items()}
 
     # ---------------------------------------------------------------- load
@@ -385,10 +420,27 @@ class Checkpointer:
                         source="command line",
                     )
                 )
-            optimizer.load_parameter_state(distributed_file, state["optimizer"])
+            self._load_distributed(optimizer, distributed_file, state["optimizer"])
         else:
             _load_optimizer_state(model, optimizer, state["optimizer"])
             _load_master_params(model, state["optimizer"].get(MASTER_PARAMS))
+
+    def _load_distributed(self, optimizer: Any, path: Path, state: dict[str, Any]) -> None:
+        """Megatron's `distrib_optim.pt` -> the distributed optimizer (each rank reads it, mmapped, and takes
+        its own slices, where Megatron scatters them from DP rank 0)."""
+        from ascendfactory.engine.train.model import local_tensor
+
+        saved = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        current = self._fp32_chunks({n: local_tensor(p).detach().cpu() for n, p in optimizer.named})
+        spans = self.topo.chunk_spans()
+        named = distopt_file.from_file(
+            saved,
+            current,
+            lambda chunk, c: self._chunk_local(chunk, spans[c][0] or 0),
+            self.distopt_layout(),
+            where=str(path.parent),
+        )
+        optimizer.load_state(named, state)
 
     def _overlay_lora(self, state: dict[str, Any]) -> tuple[dict[str, Any], Path]:
         """MindSpeed-LLM's `--lora-load`: that checkpoint's tensors over the base's, and its iteration,

@@ -22,18 +22,17 @@ fp32 row.
 
 Checkpoints (legacy torch format, `checkpointing.py`): `model_optim_rng.pt` keeps the model, args, RNG and
 scheduler, and its `optimizer` entry is the DistributedOptimizer's `state_dict()`: `{"optimizer":
-{"param_groups": [...]}, "grad_scaler": ...}` without any parameter state; that goes, gathered on DP rank 0,
-into `distrib_optim.pt` in the same folder: `{"buckets_coalesced": True, 0: {(params_dtype, torch.float32):
-{"param", "exp_avg", "exp_avg_sq": fp32 [numel], "numel_unpadded": numel}}}` (`get_parameter_state_dp_zero`).
-The flat tensors follow this trainer's buffer order (HF parameter names, listed under `af_param_order`), not
-Megatron's own module order, so the file is for this trainer's resume; mg->hf reads only the model entry.
-Because the world tensors are unpadded, a resume may change DP (as Megatron's dp-zero gather/scatter allows).
+{"param_groups": [...]}, "grad_scaler": ...}` without any parameter state; that goes, gathered on DP rank 0
+(`gather_state`, as `get_parameter_state_dp_zero` gathers), into `distrib_optim.pt` in the same folder,
+laid out as Megatron's own buffers lay it out (`distopt_file`, `megatron_buffer`): Megatron's loader finds
+each tensor where it expects it. This trainer's own buffer (HF parameters, padded to a multiple of DP only)
+decides nothing in the file, so a resume may change DP (as Megatron's dp-zero gather/scatter allows).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -43,7 +42,6 @@ from ascendfactory.engine.train.model import local_tensor
 from ascendfactory.errors import ConfigError, Problem
 
 DISTRIB_OPTIM_FILE = "distrib_optim.pt"
-ORDER_KEY = "af_param_order"  # [(name, numel)] of the flat tensors, checked on load
 STATE_KEYS = ("param", "exp_avg", "exp_avg_sq")
 
 
@@ -89,15 +87,24 @@ class DistributedOptimizer:
             p.register_post_accumulate_grad_hook(self._hook(a, b))
 
     def _build_adam(self, args: Any, device: torch.device) -> torch.optim.Optimizer:
-        groups: dict[bool, list[torch.Tensor]] = {}
+        kinds = group_kinds(self.named)
+        owned: dict[bool, list[torch.Tensor]] = {k: [] for k in kinds}
         for (i, _, _), v in zip(self.pieces, self.views):
             name, p = self.named[i]
-            groups.setdefault(name.endswith(".bias") or p.ndim == 1, []).append(v)
-        if not groups:  # this rank owns nothing (more DP ranks than elements): an empty group keeps lr
-            groups[False] = [torch.zeros(0, device=device)]
+            owned[name.endswith(".bias") or p.ndim == 1].append(v)
         param_groups = [
-            {"params": vs, "weight_decay": 0.0 if no_decay else args.weight_decay}
-            for no_decay, vs in sorted(groups.items())
+            {
+                "params": owned[no_decay] or [torch.zeros(0, device=device)],  # owns none: a placeholder
+                "weight_decay": 0.0 if no_decay else args.weight_decay,
+                # Megatron's group keys, which its scheduler reads (wd_mult scales the weight decay)
+                "wd_mult": 0.0 if no_decay else 1.0,
+                "lr_mult": 1.0,
+                "is_expert_parallel": False,
+                "is_decoupled_lr": False,
+                "max_lr": args.lr,
+                "min_lr": args.min_lr,
+            }
+            for no_decay in kinds
         ]
         return torch.optim.AdamW(
             param_groups,
@@ -156,6 +163,18 @@ class DistributedOptimizer:
     def owned_grads(self) -> list[torch.Tensor]:
         return [v.grad for v in self.views]
 
+    def param_norms(self, pieces: list[torch.Tensor | None]) -> list[float]:
+        """Per parameter (in `named` order): the norm of its whole value on this TP/PP rank, from one tensor
+        per owned piece (a gradient or an Adam moment; None counts as zero) of every DP rank: the squared
+        norms of the pieces summed over DP (a collective)."""
+        sq = torch.zeros(len(self.params), dtype=torch.float32, device=self.device)
+        for t, (i, _, _) in zip(pieces, self.pieces):
+            if t is not None:
+                sq[i] += t.detach().float().pow(2).sum()
+        if self.dp > 1:
+            dist.all_reduce(sq, group=self.group)
+        return sq.sqrt().tolist()
+
     def owned_masks(self, excluded: torch.nn.Parameter | None) -> tuple[list[bool], list[bool]]:
         """Per owned piece: a TP shard (its squared norm is summed over TP)? counted in the norm (not the
         last stage's copy of a tied embedding, `excluded`)? The buffer holds each gradient in its
@@ -203,9 +222,10 @@ class DistributedOptimizer:
                 return int(s["step"])
         return 0
 
-    def parameter_state(self, params_dtype: torch.dtype) -> dict[Any, Any] | None:
-        """`get_parameter_state_dp_zero`: the owned fp32 weights and moments of every DP rank gathered into
-        unpadded world tensors on DP rank 0 (None on the other ranks)."""
+    def gather_state(self) -> dict[str, torch.Tensor] | None:
+        """`get_parameter_state_dp_zero`'s gather: the owned fp32 weights and Adam moments of every DP rank
+        on DP rank 0, as {name: [3, *local shape]} (param, exp_avg, exp_avg_sq) in this trainer's HF names;
+        None on the other ranks. The checkpointer lays them out as Megatron's file (`megatron_buffer`)."""
         local = torch.zeros(3, self.shard_size, dtype=torch.float32, device=self.device)
         for v, (i, s, e) in zip(self.views, self.pieces):
             a = self.offsets[i] + s - self.lo
@@ -223,45 +243,53 @@ class DistributedOptimizer:
         if self.dp_rank != 0:
             return None
         flat = world.permute(1, 0, 2).reshape(3, -1)[:, : self.numel].cpu()
-        tensors: dict[str, Any] = {k: flat[j].clone() for j, k in enumerate(STATE_KEYS)}
-        tensors["numel_unpadded"] = self.numel
         return {
-            "buckets_coalesced": True,
-            0: {(params_dtype, torch.float32): tensors},
-            ORDER_KEY: [(n, local_tensor(p).numel()) for n, p in self.named],
+            name: flat[:, a:b].reshape(3, *local_tensor(p).shape)
+            for (name, p), a, b in zip(self.named, self.offsets, self.offsets[1:])
         }
 
-    def load_parameter_state(self, path: Path, state_dict: dict[str, Any] | None) -> None:
-        """`load_parameter_state` + `load_state_dict`: the owned slices of the world tensors into the model
-        weights and fresh Adam state, the step count and hyper-parameters from the param groups."""
-        saved = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        order = [(n, local_tensor(p).numel()) for n, p in self.named]
-        if [tuple(x) for x in saved.get(ORDER_KEY, [])] != order:
+    def load_state(self, named: dict[str, torch.Tensor], state_dict: dict[str, Any] | None) -> None:
+        """`load_parameter_state_from_dp_zero` + `load_state_dict`: `named` = {name: [3, *local shape]} as
+        `gather_state` gives; each rank takes its owned slices into the model weights and fresh Adam state,
+        the step count and hyper-parameters from the param groups (`state_dict`)."""
+        missing = [n for n, _ in self.named if n not in named]
+        if missing:
             raise ConfigError(
                 Problem(
                     key="--load",
-                    message=f"{path} holds the optimizer state of other parameters "
-                    "(another model, layout or set of LoRA targets)",
+                    message=f"the checkpoint's {DISTRIB_OPTIM_FILE} has no state for "
+                    + ", ".join(missing[:3]),
                     fix="resume with the flags the checkpoint was saved with, or add --no-load-optim",
                     source="command line",
                 )
             )
-        (tensors,) = saved[0].values()
         groups = (state_dict or {}).get("optimizer", {}).get("param_groups", [])
         step = int(groups[0].get("step", 0)) if groups else 0
         with torch.no_grad():
-            for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
-                local_tensor(p).view(-1).copy_(tensors["param"][a:b])
+            for name, p in self.named:
+                local_tensor(p).copy_(named[name][0])
             for v, (i, s, e) in zip(self.views, self.pieces):
-                a = self.offsets[i]
+                flat = named[self.named[i][0]].reshape(3, -1)
                 if step:
                     self.optimizer.state[v] = {
                         "step": torch.tensor(float(step), dtype=torch.float32, device=_step_device(v)),
-                        "exp_avg": tensors["exp_avg"][a + s : a + e].to(v.device).clone(),
-                        "exp_avg_sq": tensors["exp_avg_sq"][a + s : a + e].to(v.device).clone(),
+                        "exp_avg": flat[1, s:e].to(v.device).clone(),
+                        "exp_avg_sq": flat[2, s:e].to(v.device).clone(),
                     }
         for group, saved_group in zip(self.optimizer.param_groups, groups):
             group.update({k: v for k, v in saved_group.items() if k in group and k not in ("params", "step")})
+
+
+def group_kinds(named: Sequence[tuple[str, torch.Tensor]]) -> list[bool]:
+    """Megatron's param groups (`optimizer/__init__.py` `_get_param_groups`): one per weight-decay kind
+    (True: no decay, for biases and 1-D weights), in the order the chunk's `named_parameters()` first meets
+    it: the embedding (decay) where it trains, else a layer's first parameter, its input norm (no decay).
+    Every rank has all of them (the DistributedOptimizer keeps empty ones), so a loader pairs them."""
+    kinds = {name.endswith(".bias") or p.ndim == 1 for name, p in named}
+    if len(kinds) < 2:
+        return sorted(kinds) or [False]
+    embedding = any(name.endswith("embed_tokens.weight") for name, _ in named)
+    return [False, True] if embedding else [True, False]
 
 
 def _step_device(t: torch.Tensor) -> torch.device:

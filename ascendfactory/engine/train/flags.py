@@ -190,6 +190,7 @@ IGNORED: dict[str, str] = {
     "--use-mcore-models": BOOL,
     "--overlap-grad-reduce": BOOL,
     "--overlap-param-gather": BOOL,
+    "--no-overlap-p2p-communication": BOOL,  # only the PP > 2 rule for a virtual pipeline (_vpp_problems)
     "--no-masked-softmax-fusion": BOOL,
     "--no-gradient-accumulation-fusion": BOOL,
     "--attention-softmax-in-fp32": BOOL,
@@ -222,6 +223,20 @@ IGNORED: dict[str, str] = {
     "--lora-fusion": BOOL,  # CCLoRA: the same LoRA maths with communication overlapped
     "--lora-register-forward-hook": LIST,  # only for full recompute
     "--lora-modules-to-save": LIST,  # defined but read nowhere by MindSpeed-LLM 2.1.0 / master
+}
+
+# Why an IGNORED flag that promises less memory does not change memory or numerics here (printed with the
+# info line when one is given; facts from MindSpeed's source).
+IGNORED_WHY: dict[str, str] = {
+    "--swap-attention": "MindSpeed copies the attention layers' saved activations to pinned host memory "
+    "during the forward and prefetches them back for the backward (the same values: no numeric change); "
+    "this trainer does not offload, so on CPU (host = device) nothing could be saved and on a GPU/NPU the "
+    "activations stay on the device: use --recompute-granularity to lower the activation peak",
+    "--reuse-fp32-param": "MindSpeed (bf16 only) folds the bf16 model weights into the fp32 master copy "
+    "(fp32 = bf16 + residual, bit-exact), saving the separate bf16 copy; this trainer keeps only fp32 "
+    "weights (autocast casts per operation), so there is no second copy to fold and nothing changes",
+    "--no-overlap-p2p-communication": "the pipeline's sends and receives are not overlapped here either; "
+    "it only makes a virtual pipeline need PP > 2, as in Megatron",
 }
 
 # Flags that change the numerics in a way this trainer does not implement: refused, naming the flag.
@@ -502,7 +517,8 @@ def virtual_chunk_layers(args: argparse.Namespace, num_layers: int) -> int | Non
 
 
 def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
-    """Megatron core_r0.8.0 validate_args for a virtual pipeline (without --overlap-p2p-comm): PP > 2,
+    """Megatron core_r0.8.0 validate_args for a virtual pipeline: PP > 1, or PP > 2 with
+    --no-overlap-p2p-communication (`overlap_p2p_comm` is on by default: a store_false flag),
     layers divisible by PP, layers per stage divisible by layers per chunk; MindSpeed-LLM: not with
     --num-layer-list. The micro-batch count (divisible by PP) is checked where DP is known (ParallelDims)."""
     per_chunk, chunks = args.num_layers_per_virtual_pipeline_stage, args.virtual_pipeline_model_parallel_size
@@ -526,11 +542,18 @@ def _vpp_problems(args: argparse.Namespace) -> list[Problem]:
     def bad(message: str, fix: str) -> None:
         out.append(Problem(key=flag, message=message, fix=fix, source="command line"))
 
-    if pp <= 2:
+    if pp < 2:
+        bad(
+            "when interleaved schedule is used, pipeline-model-parallel size should be greater than 1 "
+            f"(got {pp})",
+            "use --pipeline-model-parallel-size 2 or more, or drop " + flag,
+        )
+    elif pp == 2 and args.no_overlap_p2p_communication:
         bad(
             "when interleaved schedule is used and p2p communication overlap is disabled, "
             f"pipeline-model-parallel size should be greater than 2 (got {pp})",
-            "use --pipeline-model-parallel-size 3 or more, or drop " + flag,
+            "use --pipeline-model-parallel-size 3 or more, drop --no-overlap-p2p-communication, or drop "
+            + flag,
         )
     if args.num_layer_list:
         bad(

@@ -93,6 +93,9 @@ class Trainer:
                 "INFO: performance flags accepted and ignored by the embedded torch backend: "
                 + " ".join(ignored_flags)
             )
+        for flag in ignored_flags:
+            if flag in flags.IGNORED_WHY:
+                self.log0(f"INFO: {flag}: {flags.IGNORED_WHY[flag]}")
         model_dims, vocab = self._set_up_layout(args)
         layers = self._set_up_model(args, model_dims, vocab)
         self._set_up_optimizer(args)
@@ -536,6 +539,8 @@ class Trainer:
 
     def state_metrics(self) -> dict[str, Any]:
         """Per-parameter local gradient / Adam moment / weight norms of this rank (monitor_config)."""
+        if self.args.use_distributed_optimizer:
+            return self.distributed_state_metrics()
         norms = {
             n: float(local_tensor(p.grad).float().norm())
             for n, p in self.model.named_parameters()
@@ -557,6 +562,30 @@ class Trainer:
         return {
             "local_norms": norms,
             "device_norm": float(sum(v * v for v in norms.values()) ** 0.5),
+            "adam": adam,
+            "weights": weights,
+        }
+
+    def distributed_state_metrics(self) -> dict[str, Any]:
+        """`state_metrics` under --use-distributed-optimizer: the gradients and moments exist only as each
+        DP rank's owned pieces, so each parameter's norm is summed from them over DP (the same numbers as
+        the replicated optimizer's averaged gradients); the weights are whole on every rank."""
+        opt = self.optimizer
+        names = [n for n, _ in opt.named]
+        norms = dict(zip(names, opt.param_norms(list(opt.owned_grads()))))
+        adam: dict[str, tuple[float, float]] = {}
+        if self.monitor.cfg["optimizer_state_format"]:
+            states = [opt.state.get(v) or {} for v in opt.views]
+            m = opt.param_norms([s.get("exp_avg") for s in states])
+            v = opt.param_norms([s.get("exp_avg_sq") for s in states])
+            if any(x > 0 for x in v):  # Adam has stepped (the same answer on every DP rank: summed)
+                adam = dict(zip(names, zip(m, v)))
+        weights = {}
+        if self.monitor.cfg["weight_state_format"]:
+            weights = {n: float(local_tensor(p).detach().float().norm()) for n, p in opt.named}
+        return {
+            "local_norms": norms,
+            "device_norm": float(sum(x * x for x in norms.values()) ** 0.5),
             "adam": adam,
             "weights": weights,
         }

@@ -17,6 +17,14 @@ def test_lists_are_disjoint():
     assert set(flags.known_flags()) == set().union(*lists)
 
 
+def test_memory_flags_that_stay_ignored_say_why():
+    assert set(flags.IGNORED_WHY) <= set(flags.IGNORED)
+    for flag in ("--swap-attention", "--reuse-fp32-param"):
+        assert "MindSpeed" in flags.IGNORED_WHY[flag] and "this trainer" in flags.IGNORED_WHY[flag]
+    _, ignored = flags.parse_args(BASE + ["--swap-attention", "--reuse-fp32-param"])
+    assert ignored == ["--swap-attention", "--reuse-fp32-param"]
+
+
 def test_mindspeed_sft_script_flags_parse():
     argv = BASE + [
         "--finetune",
@@ -202,10 +210,12 @@ def test_sequence_parallel_needs_a_sequence_divisible_by_tp():
 @pytest.mark.parametrize(
     "extra,needle",
     [
-        (
-            ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+        (  # core_r0.8.0: PP > 2 only without p2p overlap (on by default), else PP > 1
+            ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"]
+            + ["--no-overlap-p2p-communication"],
             "greater than 2",
         ),
+        (["--num-layers-per-virtual-pipeline-stage", "1"], "greater than 1"),
         (
             [
                 "--pipeline-model-parallel-size",
@@ -254,6 +264,16 @@ def test_virtual_pipeline_rules_of_megatron(extra, needle):
     assert flags.virtual_chunk_layers(args, 16) == 2  # 16 layers / PP 4 / 2 chunks
     args, _ = flags.parse_args(BASE + ok[:4])
     assert flags.virtual_chunk_layers(args, 16) is None
+    pp2 = [
+        "--pipeline-model-parallel-size",
+        "2",
+        "--num-layers",
+        "16",
+        "--num-layers-per-virtual-pipeline-stage",
+        "2",
+    ]
+    args, _ = flags.parse_args(BASE + pp2)  # PP 2 with p2p overlap (Megatron's default): accepted
+    assert flags.virtual_chunk_layers(args, 16) == 2
 
 
 def _checkpoint(root, *, optimizer, distributed_file=False):
