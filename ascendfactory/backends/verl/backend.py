@@ -169,7 +169,7 @@ class VerlBackend(Backend):
                 "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
                 "(verl 0.9.1 has no CPU platform; its rollouts need vLLM/SGLang on an accelerator)"
             )
-        plan = _plan_shell(self.name, ctx, checked, _device(accelerator), found.warnings)
+        plan = _plan_shell(ctx, checked, _device(accelerator), found.warnings)
         step_env = _step_env(
             checked.env,
             accelerator,
@@ -384,12 +384,11 @@ def _check_resources(
             )
 
 
-def _plan_shell(backend: str, ctx: PlanContext, checked: Checked, device: str, warnings: list[str]) -> Plan:
-    """The plan without its steps: logs, checkpoints, policy, the files it writes, facts."""
+def _plan_shell(ctx: PlanContext, checked: Checked, device: str, warnings: list[str]) -> Plan:
+    """The plan without its steps: logs, checkpoints, the files it writes, facts."""
     cfg, config, run = ctx.config, checked.config, checked.run
     out = os.path.abspath(cfg.af_output_dir)
-    nnodes, per_node = cfg.env.NNODES, ctx.devices.count
-    world = nnodes * per_node
+    world = ctx.world_size
     seq = _int(config, "data.max_prompt_length") + _int(config, "data.max_response_length")
     tail = f"run_log-N{{nnodes}}-WS{world}" + ("" if cfg.env.NODE_RANK == 0 else "-node{node_rank}")
     logs = LogSpec(
@@ -406,26 +405,18 @@ def _plan_shell(backend: str, ctx: PlanContext, checked: Checked, device: str, w
         summary_metrics=SUMMARY_METRICS,
     )
     composition = checked.composition
-    files = {os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by)}
     _, experiment_text = ctx.exp_config_file(out)  # the resolved experiment, beside the manifests
-    files[os.path.join(out, ".af", "experiment.yaml")] = experiment_text
-    return Plan(
-        backend=backend,
-        exp_name=cfg.exp_name,
-        model_name=cfg.af_model_name,
-        output_dir=out,
-        logs=logs,
+    files = {
+        os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by),
+        os.path.join(out, ".af", "experiment.yaml"): experiment_text,
+    }
+    return ctx.new_plan(
+        out,
+        logs,
         checkpoints=CheckpointSpec(root=_checkpoint_root(ctx), scheme="verl", retain=cfg.save_total_limit),
-        policy=ctx.run_policy(),
         files=files,
-        source=ctx.loaded.source,
         warnings=warnings,
-        env=cfg.env.extra_vars(),
         facts={
-            "world_size": world,
-            "nnodes": nnodes,
-            "devices_per_node": per_node,
-            "devices_source": ctx.devices.source,
             "verl_env": f"{checked.env} ({checked.env_source})",
             "model_engine": run.engine,
             "composed_by": composition.by,
