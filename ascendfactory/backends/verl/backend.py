@@ -18,8 +18,9 @@ vLLM, SGLang or TensorRT-LLM on a GPU or NPU).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -156,7 +157,7 @@ class VerlBackend(Backend):
     # -- plan: read -> VerlRun -> composed and checked (Checked) -> plan shell -> steps --------------------
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         accelerator = detect_accelerator()
-        found = Findings(ctx, list(self.stage_problems(ctx, ctx.config.stage)))
+        found = Findings(list(self.stage_problems(ctx, ctx.config.stage)))
         run = _read(ctx, accelerator, found)
         checked = _compose(ctx, run, strict_paths, found)
         _check_rules(checked, found)
@@ -245,13 +246,12 @@ class VerlBackend(Backend):
 class Findings:
     """The problems and warnings the plan gathers before it refuses or plans (every problem at once)."""
 
-    ctx: PlanContext
     problems: list[Problem]
     warnings: list[str] = field(default_factory=list)
 
-    def add(self, key: str, message: str, fix: str, *, top: bool = False) -> None:
-        """A problem with `key` under backend_config (`top`: a top-level key)."""
-        self.problems.append(self.ctx.problem(key if top else BC + key, message, fix=fix))
+    def extend(self, problems: Iterable[Problem], *, top: Collection[str] = ()) -> None:
+        """Problems keyed in verl's config, named under backend_config (a key in `top`: a top-level key)."""
+        self.problems += [p if p.key in top else dataclasses.replace(p, key=BC + p.key) for p in problems]
 
 
 @dataclass
@@ -303,14 +303,15 @@ def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlR
         tensorboard=cfg.tensorboard,
         cwd=ctx.cwd,
     )
-    top_level = ("ckpt_load_type", "user_converted_ckpt_path")
-    for key, message, fix in run.problems:
-        found.add(key, message, fix, top=key in top_level)
-    for key, where in TOP_LEVEL_INPUTS.items():
-        if getattr(cfg, key) is not None:
-            found.add(
-                key, "verl does not read this top-level key", f"give it as backend_config.{where}", top=True
-            )
+    found.extend(run.problems, top=("ckpt_load_type", "user_converted_ckpt_path"))
+    found.extend(
+        [
+            Problem(key, "verl does not read this top-level key", f"give it as backend_config.{where}")
+            for key, where in TOP_LEVEL_INPUTS.items()
+            if getattr(cfg, key) is not None
+        ],
+        top=TOP_LEVEL_INPUTS,
+    )
     return run
 
 
@@ -322,14 +323,13 @@ def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found:
     if lacking:
         what = f"verl environment {env} ({env_source}) lacks {', '.join(lacking)}"
         if strict_paths:
-            found.add("env_dir", what, environment.INSTALL_FIX)
+            found.extend([Problem("env_dir", what, environment.INSTALL_FIX)])
         else:
             found.warnings.append(f"{what}: {environment.INSTALL_FIX}; checked against the shipped key lists")
     py = environment.python_of(env)
     composition = composer.compose(None if lacking else py, run, dict(ctx.environ))
     found.warnings += composition.warnings
-    for key, message, fix in composition.problems:
-        found.add(key, message, fix)
+    found.extend(composition.problems)
     config = composition.config
     model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
     heads, kv_heads = _heads(model_path, ctx.config.af_model_name)
@@ -340,9 +340,7 @@ def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found:
 def _check_rules(checked: Checked, found: Findings) -> None:
     """verl's rules over the composed config (a key already named is not named twice)."""
     already = {p.key for p in found.problems}
-    for key, message, fix in rules.run(checked.view):
-        if BC + key not in already:
-            found.add(key, message, fix)
+    found.extend(Problem(*f) for f in rules.run(checked.view) if BC + f[0] not in already)
 
 
 def _check_resources(
@@ -354,8 +352,7 @@ def _check_resources(
         config, checked.view.int("data.train_batch_size"), strict=strict_paths
     )
     checked.facts.update(data_facts)
-    for key, message, fix in data_problems:
-        found.add(key, message, fix)
+    found.extend(data_problems)
     found.warnings += data_warnings
     model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
     if model_path and not os.path.isdir(os.path.expanduser(model_path)):
@@ -369,18 +366,22 @@ def _check_resources(
     short = _cpu_shortage(checked.need_cpus, offered, nnodes, per_node, user_set=run.num_cpus is not None)
     if short:  # this machine's CPUs matter only where it would run
         if (strict_paths and accelerator != "cpu") or run.num_cpus is not None:
-            found.add("ray_kwargs.ray_init.num_cpus", *short)
+            found.extend([Problem("ray_kwargs.ray_init.num_cpus", *short)])
         else:
             found.warnings.append(f"{BC}ray_kwargs.ray_init.num_cpus: {short[0]} ({short[1]})")
     rollout_name = get_path(config, ["actor_rollout_ref", "rollout", "name"])
     if strict_paths and not checked.lacking and accelerator != "cpu":
         engines = environment.rollout_engines(checked.env)
         if rollout_name in environment.ROLLOUT_DISTRIBUTIONS and rollout_name not in engines:
-            found.add(
-                "actor_rollout_ref.rollout.name",
-                f"is {rollout_name}, which is not installed in the verl environment {checked.env}",
-                f"install {environment.ROLLOUT_DISTRIBUTIONS[rollout_name]} into it"
-                + (" (with vllm-ascend on NPU)" if accelerator == "npu" else ""),
+            found.extend(
+                [
+                    Problem(
+                        "actor_rollout_ref.rollout.name",
+                        f"is {rollout_name}, which is not installed in the verl environment {checked.env}",
+                        f"install {environment.ROLLOUT_DISTRIBUTIONS[rollout_name]} into it"
+                        + (" (with vllm-ascend on NPU)" if accelerator == "npu" else ""),
+                    )
+                ]
             )
 
 
