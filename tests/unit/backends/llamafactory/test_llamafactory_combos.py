@@ -7,7 +7,7 @@ import pytest
 
 from ascendfactory.backends.llamafactory import combos
 from ascendfactory.errors import ConfigError
-from tests.unit.backends.test_llamafactory_plan import lf_yaml, plan_for
+from tests.unit.backends.llamafactory.test_llamafactory_plan import lf_yaml, plan_for
 
 T = "--backend_config.training."
 
