@@ -3,8 +3,8 @@
     python benchmarks/fuzz_configs.py [--cases 3000] [--seed 0] [--show 5]
 
 Prints how many generated cases (files plus override lists) ended with a traceback, a hang (> 5 s), an
-unexpected exit code, or a rejection whose message does not name a key the case touched (goal: 0 of each),
-with a few examples of each failure. The generator and the verdict are the fuzz test's
+unexpected exit code, or a rejection (`ConfigError`) whose problems name no key the case touched (goal: 0
+of each), with a few examples of each failure. The generator and the verdict are the fuzz test's
 (`tests/unit/cli/fuzz_configs.py`).
 """
 

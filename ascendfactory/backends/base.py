@@ -28,7 +28,7 @@ from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.target import MemoryTarget
-from ascendfactory.plan import Plan, RunPolicy
+from ascendfactory.plan import CheckpointSpec, LogSpec, Plan, RunPolicy, safe_name
 from ascendfactory.secrets import mask_secrets
 
 EXP_CONFIG = "exp-config.yaml"
@@ -114,6 +114,50 @@ class PlanContext:
             auto_resume=cfg.train_auto_resume,
             max_attempts=cfg.auto_resume.max_attempts,
             backoff_s=cfg.auto_resume.backoff_s,
+        )
+
+    @property
+    def log_prefix(self) -> str:
+        """`<model>-<exp>`, file-name safe: how most frameworks' run logs are named."""
+        return f"{safe_name(self.config.af_model_name)}-{safe_name(self.config.exp_name)}"
+
+    def new_plan(
+        self,
+        output_dir: str,
+        logs: LogSpec,
+        *,
+        checkpoints: CheckpointSpec | None = None,
+        facts: Mapping[str, Any] | None = None,
+        warnings: list[str] | None = None,
+        files: Mapping[str, str] | None = None,
+    ) -> Plan:
+        """The plan shell every backend fills, before its steps: identity, run policy, experiment file,
+        `env` variables and `{output_dir}/exp-config.yaml` (a path in `files` replaces it; the other `files`
+        follow it). `warnings` is kept, not copied. The facts: the common ones first (world_size, nnodes,
+        devices_per_node, devices_source), then `facts`, whose values win (a backend whose run uses another
+        device count gives its own)."""
+        cfg = self.config
+        shell_files = dict([self.exp_config_file(output_dir)])
+        shell_files.update(files or {})
+        common = {
+            "world_size": self.world_size,
+            "nnodes": cfg.env.NNODES,
+            "devices_per_node": self.devices.count,
+            "devices_source": self.devices.source,
+        }
+        return Plan(
+            backend=cfg.backend,
+            exp_name=cfg.exp_name,
+            model_name=cfg.af_model_name,
+            output_dir=output_dir,
+            logs=logs,
+            checkpoints=checkpoints,
+            policy=self.run_policy(),
+            files=shell_files,
+            source=self.loaded.source,
+            warnings=[] if warnings is None else warnings,
+            env=cfg.env.extra_vars(),
+            facts={**common, **(facts or {})},
         )
 
     def exp_config_file(self, output_dir: str) -> tuple[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -50,15 +51,14 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
         ctx = build_context(loaded, environ)
         plan = backend.plan(ctx, strict_paths=not dry_run)
     except ConfigError as e:
-        raise ConfigError(loaded.locate(merge_problems(loaded.problems, e.problems))) from None
+        found = with_sources(loaded, e.problems)
+        raise ConfigError(loaded.locate(merge_problems(loaded.problems, found))) from None
     add_tracking(plan, loaded, trackers)
     if loaded.problems:
         raise ConfigError(loaded.locate(loaded.problems))
     unknown = unregistered_names(plan, backend.name)
     if unknown:
         raise ConfigError(unknown)
-    import dataclasses
-
     unretryable = (*(plan.policy.unretryable or backend.unretryable), *ports.UNRETRYABLE)
     plan.policy = dataclasses.replace(plan.policy, unretryable=tuple(dict.fromkeys(unretryable)))
     _check_port(loaded, plan, dry_run=dry_run)
@@ -136,6 +136,19 @@ def unregistered_names(plan: Plan, backend: str) -> list[Problem]:
             scheme_names(),
         )
     return problems
+
+
+def with_sources(loaded: LoadedExperiment, problems: list[Problem]) -> list[Problem]:
+    """A backend's problems as the user reads them: one whose source is empty gets its key's
+    (`loaded.source_of`: the file, `command line` or a platform variable) when the key is the experiment's;
+    a problem about the machine (`(environment)`, an environment variable) keeps none."""
+    fields = type(loaded.config).model_fields
+    return [
+        dataclasses.replace(p, source=loaded.source_of(p.key))
+        if not p.source and p.key.split(".")[0] in fields
+        else p
+        for p in problems
+    ]
 
 
 def merge_problems(first: list[Problem], later: list[Problem]) -> list[Problem]:

@@ -45,7 +45,6 @@ from ascendfactory.plan import (
     Step,
     ThroughputSpec,
     Torchrun,
-    safe_name,
 )
 
 TEMPLATES = {"qwen25": "qwen", "qwen3": "qwen3", "llama2": "llama3", "glm4": "glm4"}
@@ -113,7 +112,7 @@ class LlamaFactoryBackend(Backend):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         run = read(ctx, detect_accelerator(), strict_paths=strict_paths)
         train = _train_config(ctx, run)
-        plan = _plan_shell(self.name, ctx, run, train)
+        plan = _plan_shell(ctx, run, train)
         for step in _steps(ctx, run, train, plan.files):
             plan.add(step)
         return plan
@@ -207,42 +206,34 @@ def _cpu_resume_on_one_process(ctx: PlanContext, lf: dict[str, Any], nproc: int,
     return 1
 
 
-def _plan_shell(backend: str, ctx: PlanContext, run: LFRun, train: TrainConfig) -> Plan:
-    """The plan without its steps: log and checkpoint specs, policy, the files it writes, facts."""
-    cfg, out, data = ctx.config, run.out, run.data
-    files = dict([ctx.exp_config_file(out)])
-    files[os.path.join(out, TRAIN_YAML)] = _yaml(train.lf, "llamafactory-cli train")
+def _plan_shell(ctx: PlanContext, run: LFRun, train: TrainConfig) -> Plan:
+    """The plan without its steps: log and checkpoint specs, the files it writes, facts."""
+    out, data = run.out, run.data
+    files = {os.path.join(out, TRAIN_YAML): _yaml(train.lf, "llamafactory-cli train")}
     if data.info is not None and data.dataset_dir:
         files[os.path.join(data.dataset_dir, datasets.INFO)] = json.dumps(data.info, indent=2) + "\n"
-    return Plan(
-        backend=backend,
-        exp_name=cfg.exp_name,
-        model_name=cfg.af_model_name,
-        output_dir=out,
-        logs=LogSpec(
-            format="llamafactory",
-            naming=LogNaming(
-                prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}",
-                run_log="run_log-R{rank}_WS{world_size}",
-                device_info="npu_info-R{rank}_WS{world_size}",
-            ),
-            loss_rank="first",
-            throughput=ThroughputSpec("llamafactory", devices=train.world),
-            loss_keys=("loss",),
-            metrics_file=os.path.join(out, "trainer_log.jsonl"),
-            console_format="hf_console",
+    logs = LogSpec(
+        format="llamafactory",
+        naming=LogNaming(
+            prefix=ctx.log_prefix,
+            run_log="run_log-R{rank}_WS{world_size}",
+            device_info="npu_info-R{rank}_WS{world_size}",
         ),
+        loss_rank="first",
+        throughput=ThroughputSpec("llamafactory", devices=train.world),
+        loss_keys=("loss",),
+        metrics_file=os.path.join(out, "trainer_log.jsonl"),
+        console_format="hf_console",
+    )
+    return ctx.new_plan(
+        out,
+        logs,
         checkpoints=CheckpointSpec(root=out, scheme="hf_trainer"),
-        policy=ctx.run_policy(),
         files=files,
-        source=ctx.loaded.source,
         warnings=run.warnings,
-        env=cfg.env.extra_vars(),
         facts={
-            "world_size": train.world,
-            "nnodes": cfg.env.NNODES,
+            "world_size": train.world,  # the processes it runs (a resumed CPU run: one)
             "devices_per_node": train.nproc,
-            "devices_source": ctx.devices.source,
             "llamafactory_env": run.env,
             **rules.batch_facts(train.lf, train.world),
         },

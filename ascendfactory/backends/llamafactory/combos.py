@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ascendfactory.errors import Problem
+
 # The defaults of the dataclass fields these rules read (LLaMA-Factory 0.9.5, transformers 5.6.0);
 # logging_steps is the plan's own default (backend.py writes logging_steps: 1 unless given).
 DEFAULTS: dict[str, Any] = {
@@ -350,27 +352,29 @@ PACKAGES: dict[str, str] = {
 }
 
 
-def problems(training: dict[str, Any], installed: Callable[[str], bool] | None) -> list[tuple[str, str, str]]:
-    """(key, message, fix) for every combination LLaMA-Factory refuses; `installed(distribution)` tells
+def problems(
+    training: dict[str, Any], installed: Callable[[str], bool] | None, *, prefix: str = ""
+) -> list[Problem]:
+    """Every combination LLaMA-Factory refuses, keys named under `prefix`; `installed(distribution)` tells
     whether the LLaMA-Factory environment has a package (None: not known here, not checked)."""
 
     def get(key: str) -> Any:
         return training.get(key, DEFAULTS.get(key))
 
-    out = []
+    out: list[Problem] = []
     for combo in COMBOS:
         try:
             refused = combo.refuses(get)
         except TypeError:  # a value of the wrong type: the kind check names it
             continue
         if refused:
-            out.append((combo.key, combo.message, f"{combo.fix} ({combo.source})"))
+            out.append(Problem(prefix + combo.key, combo.message, f"{combo.fix} ({combo.source})"))
     if installed is not None:
         for key, dist in PACKAGES.items():
             if training.get(key) not in (None, False, "", 0) and not installed(dist):
                 out.append(
-                    (
-                        key,
+                    Problem(
+                        prefix + key,
                         f"needs the {dist} package, which the LLaMA-Factory environment lacks",
                         f"install {dist} into it, or remove {key} (llamafactory/hparams/parser.py)",
                     )

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascendfactory.errors import Problem
+
 INFO = "dataset_info.json"
 DATA_SUFFIXES = (".json", ".jsonl")
 
@@ -30,8 +32,8 @@ class Datasets:
     names: list[str]  # what `dataset` becomes
     dataset_dir: str | None  # what `dataset_dir` becomes (None: leave the user's)
     info: dict[str, Any] | None  # the registry to write into dataset_dir (None: nothing to write)
-    problems: list[tuple[str, str, str]] = field(default_factory=list)  # (key, message, fix)
-    missing: list[tuple[str, str, str]] = field(default_factory=list)  # files not found: errors on a real run
+    problems: list[Problem] = field(default_factory=list)
+    missing: list[Problem] = field(default_factory=list)  # files not found: errors on a real run
 
 
 def is_path(entry: str) -> bool:
@@ -116,7 +118,7 @@ def resolve(dataset: Any, dataset_dir: str | None, out_dir: str, *, key: str = "
         if not is_path(entry):
             if user_info is None:
                 result.missing.append(
-                    (
+                    Problem(
                         key,
                         f"'{entry}' is a dataset name, but {os.path.join(base_dir, INFO)} cannot be read",
                         "set dataset_dir to the folder holding dataset_info.json, "
@@ -127,7 +129,7 @@ def resolve(dataset: Any, dataset_dir: str | None, out_dir: str, *, key: str = "
                 from ascendfactory.config.suggest import did_you_mean
 
                 result.problems.append(
-                    (
+                    Problem(
                         key,
                         f"'{entry}' is not in {os.path.join(base_dir, INFO)}"
                         f"{did_you_mean(entry, list(user_info))}",
@@ -139,19 +141,19 @@ def resolve(dataset: Any, dataset_dir: str | None, out_dir: str, *, key: str = "
         path = os.path.abspath(os.path.expanduser(entry))
         if not os.path.isfile(path):
             result.missing.append(
-                (key, f"data file {path} not found", "give an existing .json or .jsonl file")
+                Problem(key, f"data file {path} not found", "give an existing .json or .jsonl file")
             )
             continue
         try:
             record = first_record(path)
         except (OSError, ValueError) as e:
-            result.problems.append((key, f"{path} is not valid JSON/JSONL: {e}", "fix the file"))
+            result.problems.append(Problem(key, f"{path} is not valid JSON/JSONL: {e}", "fix the file"))
             continue
         entry_info = describe(record) if record else None
         if entry_info is None:
             shape = sorted(record) if record else "no records"
             result.problems.append(
-                (
+                Problem(
                     key,
                     f"{path}: cannot tell its format from its first record ({shape})",
                     "use alpaca (instruction/input/output), sharegpt (conversations or messages), "

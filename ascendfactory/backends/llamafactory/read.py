@@ -60,9 +60,8 @@ def read(ctx: PlanContext, accelerator: str, *, strict_paths: bool) -> LFRun:
     data = datasets.resolve(
         training.get("dataset") or [], training.get("dataset_dir"), out, key=rules.T + "dataset"
     )
-    problems += [ctx.problem(k, m, f) for k, m, f in data.problems]
-    found = [ctx.problem(k, m, f) for k, m, f in data.missing]
-    input_paths.route(found, strict=strict_paths, problems=problems, warnings=warnings)
+    problems += data.problems
+    input_paths.route(data.missing, strict=strict_paths, problems=problems, warnings=warnings)
     env = _environment(ctx, options, training, strict_paths, problems, warnings)
     Backend.raise_if(problems)
     return LFRun(out, options, training, data, env, accelerator, warnings)
@@ -212,9 +211,5 @@ def _environment(
             warnings.append(f"{what}: {environment.INSTALL_FIX}")
     installed = None if lacking else (lambda dist: package_version(env, dist) is not None)
     named = {p.key for p in problems}
-    problems += [
-        ctx.problem(rules.T + k, m, f)
-        for k, m, f in combos.problems(training, installed)
-        if rules.T + k not in named
-    ]
+    problems += [p for p in combos.problems(training, installed, prefix=rules.T) if p.key not in named]
     return env

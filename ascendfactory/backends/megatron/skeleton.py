@@ -33,7 +33,6 @@ from ascendfactory.plan import (
     Step,
     ThroughputSpec,
     Torchrun,
-    safe_name,
 )
 
 T = "backend_config.training."
@@ -252,27 +251,19 @@ def megatron_plan(ctx: PlanContext, run: MegatronRun, *, output_dir: str, facts:
     seq = run.training.get("seq-length")
     logs = LogSpec(
         format="megatron",
-        naming=LogNaming(prefix=f"{safe_name(cfg.af_model_name)}-{safe_name(cfg.exp_name)}"),
+        naming=LogNaming(prefix=ctx.log_prefix),
         loss_rank="last",
         throughput=ThroughputSpec(
             "megatron", seq_length=seq if isinstance(seq, int) else None, devices=run.world_size
         ),
     )
     saved = os.path.join(output_dir, "saved_checkpoints")
-    config_path, config_text = ctx.exp_config_file(output_dir)
-    return Plan(
-        backend=cfg.backend,
-        exp_name=cfg.exp_name,
-        model_name=cfg.af_model_name,
-        output_dir=output_dir,
-        logs=logs,
+    return ctx.new_plan(
+        output_dir,
+        logs,
         checkpoints=CheckpointSpec(
             root=saved, scheme="megatron", retain=cfg.save_total_limit, saved_marker=SAVED_MARKER
         ),
-        policy=ctx.run_policy(),
-        files={config_path: config_text},
-        source=ctx.loaded.source,
         warnings=list(run.warnings),
-        env=cfg.env.extra_vars(),
         facts=facts,
     )

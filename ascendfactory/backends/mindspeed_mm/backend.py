@@ -135,7 +135,7 @@ class MindSpeedMMBackend(MegatronBackend):
         load = decide_load(ctx, mm, run, problems)
         run.load = load
         self.fill_flags(mm, load, timeout_flag(ctx))
-        for key, message, fix in input_findings(
+        for p in input_findings(
             ctx,
             data=data,
             hf_dir=hf_dir,
@@ -143,9 +143,9 @@ class MindSpeedMMBackend(MegatronBackend):
             needs_index=mm.mg2hf is not None,
         ):
             if strict_paths:
-                problems.append(ctx.problem(key, message, fix))
+                problems.append(p)
             else:
-                mm.warnings.append(f"{key}: {message} ({fix})")
+                mm.warnings.append(f"{p.key}: {p.message} ({p.fix})")
         if ctx.config.env.NNODES > 1 and ctx.config.shared_filesystem:
             mm.warnings.append(
                 "multi-node: give each node its own data.json basic_parameters.cache_dir "

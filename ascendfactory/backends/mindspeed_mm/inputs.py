@@ -55,20 +55,21 @@ def hf_dir_findings(hf_dir: str, *, needs_index: bool) -> list[tuple[str, str]]:
 
 def input_findings(
     ctx: PlanContext, *, data: Mapping[str, Any], hf_dir: str, hf2mg_hf_dir: Any, needs_index: bool
-) -> list[tuple[str, str, str]]:
-    """(key, message, fix) for every input the run cannot read."""
+) -> list[Problem]:
+    """A problem for every input the run cannot read."""
     found = [
-        ("backend_config." + MODEL_DIR_KEY, m, f) for m, f in hf_dir_findings(hf_dir, needs_index=needs_index)
+        Problem("backend_config." + MODEL_DIR_KEY, m, f)
+        for m, f in hf_dir_findings(hf_dir, needs_index=needs_index)
     ]
     if isinstance(hf2mg_hf_dir, str) and os.path.abspath(hf2mg_hf_dir) != hf_dir:
         found += [
-            ("backend_config.convert_ckpt_hf2mg.cfg.hf_config.hf_dir", m, f)
+            Problem("backend_config.convert_ckpt_hf2mg.cfg.hf_config.hf_dir", m, f)
             for m, f in hf_dir_findings(os.path.abspath(hf2mg_hf_dir), needs_index=False)
         ]
     dataset_dir = get(data, DATASET_DIR_KEY.split(".", 1)[1])
     if isinstance(dataset_dir, str) and not os.path.isdir(dataset_dir):
         found.append(
-            (
+            Problem(
                 "backend_config." + DATASET_DIR_KEY,
                 f"directory {dataset_dir} does not exist",
                 "point it at the root the dataset's relative image/video paths are joined to",
@@ -78,7 +79,7 @@ def input_findings(
     for path in str(dataset or "").split(","):
         if path and not os.path.exists(path):
             found.append(
-                (
+                Problem(
                     "backend_config.data.dataset_param.basic_parameters.dataset",
                     f"{path} does not exist",
                     "point it at the json dataset (several: comma-separated, no spaces)",

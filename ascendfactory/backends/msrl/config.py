@@ -234,9 +234,9 @@ def read_config(
         ks, sections, views, nnodes=ctx.config.env.NNODES, npus_per_node=ctx.devices.count
     )
     named = {p.key for p in r.problems}
-    for key, message, fix in number_problems:
-        if BC + key not in named:  # a value already reported (its kind) is not reported twice
-            r.problem(key, message, fix)
+    for p in number_problems:
+        if BC + p.key not in named:  # a value already reported (its kind) is not reported twice
+            r.problem(p.key, p.message, p.fix)
     cfg = MindSpeedRLConfig(
         keys=ks,
         version_reason=reason,

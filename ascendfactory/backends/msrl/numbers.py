@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ascendfactory.backends.msrl.keys import KeySet
 from ascendfactory.backends.msrl.naming import HOME, spelled
+from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
     from ascendfactory.backends.msrl.experiment import Derived
@@ -21,8 +22,9 @@ def _int(value: Any) -> int | None:
 
 def derive(
     ks: KeySet, sections: Mapping[str, Any], views: Mapping[str, Any], *, nnodes: int, npus_per_node: int
-) -> tuple[Derived | None, list[tuple[str, str, str]]]:
-    """The derived numbers, or None with (key, message, fix) for each value they cannot be computed from."""
+) -> tuple[Derived | None, list[Problem]]:
+    """The derived numbers, or None with a problem (its key inside backend_config) for each value they
+    cannot be computed from."""
     reader = _Numbers(sections, views)
     found = reader.read()
     if reader.problems or found is None:
@@ -39,7 +41,7 @@ class _Numbers:
             views[k] for k in ("actor", "ref", "reward", "rl", "generate")
         )
         self.sampling = views["sampling"]
-        self.problems: list[tuple[str, str, str]] = []
+        self.problems: list[Problem] = []
         self.integrated = bool(self.rl.get("use_integrated_worker"))
 
     def where(self, view: str, key: str) -> str:
@@ -55,11 +57,11 @@ class _Numbers:
         if value is None and not required:
             return None
         if value is None:
-            self.problems.append((key, f"required: {what}", f"set {key}"))
+            self.problems.append(Problem(key, f"required: {what}", f"set {key}"))
             return None
         if n is None or n < 1:
             self.problems.append(
-                (
+                Problem(
                     key,
                     f"must be a whole number of 1 or more (got {value!r}): {what}",
                     f"set {key} to an integer >= 1",

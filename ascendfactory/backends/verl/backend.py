@@ -18,8 +18,9 @@ vLLM, SGLang or TensorRT-LLM on a GPU or NPU).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -156,7 +157,7 @@ class VerlBackend(Backend):
     # -- plan: read -> VerlRun -> composed and checked (Checked) -> plan shell -> steps --------------------
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         accelerator = detect_accelerator()
-        found = Findings(ctx, list(self.stage_problems(ctx, ctx.config.stage)))
+        found = Findings(list(self.stage_problems(ctx, ctx.config.stage)))
         run = _read(ctx, accelerator, found)
         checked = _compose(ctx, run, strict_paths, found)
         _check_rules(checked, found)
@@ -169,7 +170,7 @@ class VerlBackend(Backend):
                 "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
                 "(verl 0.9.1 has no CPU platform; its rollouts need vLLM/SGLang on an accelerator)"
             )
-        plan = _plan_shell(self.name, ctx, checked, _device(accelerator), found.warnings)
+        plan = _plan_shell(ctx, checked, _device(accelerator), found.warnings)
         step_env = _step_env(
             checked.env,
             accelerator,
@@ -245,13 +246,12 @@ class VerlBackend(Backend):
 class Findings:
     """The problems and warnings the plan gathers before it refuses or plans (every problem at once)."""
 
-    ctx: PlanContext
     problems: list[Problem]
     warnings: list[str] = field(default_factory=list)
 
-    def add(self, key: str, message: str, fix: str, *, top: bool = False) -> None:
-        """A problem with `key` under backend_config (`top`: a top-level key)."""
-        self.problems.append(self.ctx.problem(key if top else BC + key, message, fix=fix))
+    def extend(self, problems: Iterable[Problem], *, top: Collection[str] = ()) -> None:
+        """Problems keyed in verl's config, named under backend_config (a key in `top`: a top-level key)."""
+        self.problems += [p if p.key in top else dataclasses.replace(p, key=BC + p.key) for p in problems]
 
 
 @dataclass
@@ -303,14 +303,15 @@ def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlR
         tensorboard=cfg.tensorboard,
         cwd=ctx.cwd,
     )
-    top_level = ("ckpt_load_type", "user_converted_ckpt_path")
-    for key, message, fix in run.problems:
-        found.add(key, message, fix, top=key in top_level)
-    for key, where in TOP_LEVEL_INPUTS.items():
-        if getattr(cfg, key) is not None:
-            found.add(
-                key, "verl does not read this top-level key", f"give it as backend_config.{where}", top=True
-            )
+    found.extend(run.problems, top=("ckpt_load_type", "user_converted_ckpt_path"))
+    found.extend(
+        [
+            Problem(key, "verl does not read this top-level key", f"give it as backend_config.{where}")
+            for key, where in TOP_LEVEL_INPUTS.items()
+            if getattr(cfg, key) is not None
+        ],
+        top=TOP_LEVEL_INPUTS,
+    )
     return run
 
 
@@ -322,14 +323,13 @@ def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found:
     if lacking:
         what = f"verl environment {env} ({env_source}) lacks {', '.join(lacking)}"
         if strict_paths:
-            found.add("env_dir", what, environment.INSTALL_FIX)
+            found.extend([Problem("env_dir", what, environment.INSTALL_FIX)])
         else:
             found.warnings.append(f"{what}: {environment.INSTALL_FIX}; checked against the shipped key lists")
     py = environment.python_of(env)
     composition = composer.compose(None if lacking else py, run, dict(ctx.environ))
     found.warnings += composition.warnings
-    for key, message, fix in composition.problems:
-        found.add(key, message, fix)
+    found.extend(composition.problems)
     config = composition.config
     model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
     heads, kv_heads = _heads(model_path, ctx.config.af_model_name)
@@ -340,9 +340,7 @@ def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found:
 def _check_rules(checked: Checked, found: Findings) -> None:
     """verl's rules over the composed config (a key already named is not named twice)."""
     already = {p.key for p in found.problems}
-    for key, message, fix in rules.run(checked.view):
-        if BC + key not in already:
-            found.add(key, message, fix)
+    found.extend(Problem(*f) for f in rules.run(checked.view) if BC + f[0] not in already)
 
 
 def _check_resources(
@@ -354,8 +352,7 @@ def _check_resources(
         config, checked.view.int("data.train_batch_size"), strict=strict_paths
     )
     checked.facts.update(data_facts)
-    for key, message, fix in data_problems:
-        found.add(key, message, fix)
+    found.extend(data_problems)
     found.warnings += data_warnings
     model_path = str(get_path(config, ["actor_rollout_ref", "model", "path"], "") or "")
     if model_path and not os.path.isdir(os.path.expanduser(model_path)):
@@ -369,27 +366,30 @@ def _check_resources(
     short = _cpu_shortage(checked.need_cpus, offered, nnodes, per_node, user_set=run.num_cpus is not None)
     if short:  # this machine's CPUs matter only where it would run
         if (strict_paths and accelerator != "cpu") or run.num_cpus is not None:
-            found.add("ray_kwargs.ray_init.num_cpus", *short)
+            found.extend([Problem("ray_kwargs.ray_init.num_cpus", *short)])
         else:
             found.warnings.append(f"{BC}ray_kwargs.ray_init.num_cpus: {short[0]} ({short[1]})")
     rollout_name = get_path(config, ["actor_rollout_ref", "rollout", "name"])
     if strict_paths and not checked.lacking and accelerator != "cpu":
         engines = environment.rollout_engines(checked.env)
         if rollout_name in environment.ROLLOUT_DISTRIBUTIONS and rollout_name not in engines:
-            found.add(
-                "actor_rollout_ref.rollout.name",
-                f"is {rollout_name}, which is not installed in the verl environment {checked.env}",
-                f"install {environment.ROLLOUT_DISTRIBUTIONS[rollout_name]} into it"
-                + (" (with vllm-ascend on NPU)" if accelerator == "npu" else ""),
+            found.extend(
+                [
+                    Problem(
+                        "actor_rollout_ref.rollout.name",
+                        f"is {rollout_name}, which is not installed in the verl environment {checked.env}",
+                        f"install {environment.ROLLOUT_DISTRIBUTIONS[rollout_name]} into it"
+                        + (" (with vllm-ascend on NPU)" if accelerator == "npu" else ""),
+                    )
+                ]
             )
 
 
-def _plan_shell(backend: str, ctx: PlanContext, checked: Checked, device: str, warnings: list[str]) -> Plan:
-    """The plan without its steps: logs, checkpoints, policy, the files it writes, facts."""
+def _plan_shell(ctx: PlanContext, checked: Checked, device: str, warnings: list[str]) -> Plan:
+    """The plan without its steps: logs, checkpoints, the files it writes, facts."""
     cfg, config, run = ctx.config, checked.config, checked.run
     out = os.path.abspath(cfg.af_output_dir)
-    nnodes, per_node = cfg.env.NNODES, ctx.devices.count
-    world = nnodes * per_node
+    world = ctx.world_size
     seq = _int(config, "data.max_prompt_length") + _int(config, "data.max_response_length")
     tail = f"run_log-N{{nnodes}}-WS{world}" + ("" if cfg.env.NODE_RANK == 0 else "-node{node_rank}")
     logs = LogSpec(
@@ -406,26 +406,18 @@ def _plan_shell(backend: str, ctx: PlanContext, checked: Checked, device: str, w
         summary_metrics=SUMMARY_METRICS,
     )
     composition = checked.composition
-    files = {os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by)}
     _, experiment_text = ctx.exp_config_file(out)  # the resolved experiment, beside the manifests
-    files[os.path.join(out, ".af", "experiment.yaml")] = experiment_text
-    return Plan(
-        backend=backend,
-        exp_name=cfg.exp_name,
-        model_name=cfg.af_model_name,
-        output_dir=out,
-        logs=logs,
+    files = {
+        os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by),
+        os.path.join(out, ".af", "experiment.yaml"): experiment_text,
+    }
+    return ctx.new_plan(
+        out,
+        logs,
         checkpoints=CheckpointSpec(root=_checkpoint_root(ctx), scheme="verl", retain=cfg.save_total_limit),
-        policy=ctx.run_policy(),
         files=files,
-        source=ctx.loaded.source,
         warnings=warnings,
-        env=cfg.env.extra_vars(),
         facts={
-            "world_size": world,
-            "nnodes": nnodes,
-            "devices_per_node": per_node,
-            "devices_source": ctx.devices.source,
             "verl_env": f"{checked.env} ({checked.env_source})",
             "model_engine": run.engine,
             "composed_by": composition.by,

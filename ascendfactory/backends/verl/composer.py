@@ -11,6 +11,7 @@ problems in our words, keyed by the dotted verl key.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 from ascendfactory.backends.verl import schema as sc
 from ascendfactory.backends.verl.programs import PROGRAMS_DIR
 from ascendfactory.backends.verl.run import OWNED, VerlRun
+from ascendfactory.errors import Problem
 
 COMPOSE_PROGRAM = os.path.join(PROGRAMS_DIR, "verl_compose.py")
 TIMEOUT_S = 120.0
@@ -28,7 +30,7 @@ TIMEOUT_S = 120.0
 @dataclass
 class Composition:
     config: dict[str, Any]
-    problems: list[tuple[str, str, str]] = field(default_factory=list)  # (key, message, fix)
+    problems: list[Problem] = field(default_factory=list)  # keys in verl's config
     by: str = ""  # what composed it, for --dry-run
     seconds: float | None = None  # how long Hydra took (program start included)
     warnings: list[str] = field(default_factory=list)
@@ -40,12 +42,12 @@ def compose(python: str | None, run: VerlRun, environ: dict[str, str]) -> Compos
     return result
 
 
-def _owned_hint(problem: tuple[str, str, str]) -> tuple[str, str, str]:
+def _owned_hint(problem: Problem) -> Problem:
     """A suggestion that is a key the plan sets says where its value comes from instead."""
-    key, message, fix = problem
     for owned, (decided_by, how) in OWNED.items():
-        if fix.startswith(f"did you mean {owned}?"):
-            return key, message, f"did you mean {owned}? The plan sets that one from {decided_by}: {how}"
+        if problem.fix.startswith(f"did you mean {owned}?"):
+            fix = f"did you mean {owned}? The plan sets that one from {decided_by}: {how}"
+            return dataclasses.replace(problem, fix=fix)
     return problem
 
 
@@ -101,27 +103,30 @@ def _with_hydra(python: str, run: VerlRun, environ: dict[str, str]) -> Compositi
     )
 
 
-def _problem(schema: sc.Schema, found: dict[str, Any]) -> tuple[str, str, str]:
+def _problem(schema: sc.Schema, found: dict[str, Any]) -> Problem:
     key = found.get("key") or "?"
     hydra = (found.get("message") or "").splitlines()[0] if found.get("message") else ""
     kind = found.get("kind")
     if kind == "unknown_key":
         if schema.kind(key) is None:
-            k, message, fix = sc.unknown_key_problem(schema, key)
-            return k, message.split("; Hydra would stop")[0] + f" (Hydra: {hydra})", fix
-        return key, f"refused by Hydra: {hydra}", "check the key against the installed verl version"
+            unknown = sc.unknown_key_problem(schema, key)
+            message = unknown.message.split("; Hydra would stop")[0] + f" (Hydra: {hydra})"
+            return dataclasses.replace(unknown, message=message)
+        return Problem(key, f"refused by Hydra: {hydra}", "check the key against the installed verl version")
     if kind == "append_exists":
-        return (
+        return Problem(
             key,
             f"has a value in verl's config, so '+' is refused (Hydra: {hydra})",
             f"write it as {key} (no '+')",
         )
     if kind == "syntax":
-        return key, f"the value is not valid Hydra override syntax: {hydra}", "quote or simplify the value"
+        return Problem(
+            key, f"the value is not valid Hydra override syntax: {hydra}", "quote or simplify the value"
+        )
     if kind == "interpolation":
-        return (
+        return Problem(
             key,
             f"does not resolve: {hydra}",
             "fix the ${...} reference (a key of verl's config, or oc.env:VAR)",
         )
-    return key, f"Hydra could not compose the config: {hydra}", "fix the value named"
+    return Problem(key, f"Hydra could not compose the config: {hydra}", "fix the value named")

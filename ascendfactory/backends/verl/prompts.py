@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.verl.schema import get_path
+from ascendfactory.errors import Problem
 
 
 @dataclass
@@ -258,11 +259,11 @@ def _whole(value: Any) -> int | None:
 
 def check(
     config: dict[str, Any], tbs: int | None, *, strict: bool
-) -> tuple[dict[str, Any], list[tuple[str, str, str]], list[str]]:
-    """Facts, problems (dotted key, message, fix) and warnings about the prompts of the data files, with
+) -> tuple[dict[str, Any], list[Problem], list[str]]:
+    """Facts, problems (keyed in verl's config) and warnings about the prompts of the data files, with
     what verl does with them: `data.filter_overlong_prompts` drops them, else the agent loop truncates."""
     facts: dict[str, Any] = {}
-    problems: list[tuple[str, str, str]] = []
+    problems: list[Problem] = []
     warnings: list[str] = []
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
     max_len = data.get("max_prompt_length")
@@ -280,7 +281,9 @@ def check(
     for key, samples_key in (("train_files", "train_max_samples"), ("val_files", "val_max_samples")):
         files = as_files(data.get(key))
         if not files:
-            problems.append((f"data.{key}", "no data file given", f"set data.{key} (parquet, json or jsonl)"))
+            problems.append(
+                Problem(f"data.{key}", "no data file given", f"set data.{key} (parquet, json or jsonl)")
+            )
             continue
         samples = data.get(samples_key)
         try:
@@ -301,12 +304,14 @@ def check(
         for path in found.missing:
             text = f"{path} does not exist on this machine"
             if strict:
-                problems.append((f"data.{key}", text, "check the path (verl reads it on every node)"))
+                problems.append(Problem(f"data.{key}", text, "check the path (verl reads it on every node)"))
             else:
                 warnings.append(f"backend_config.data.{key}: {text}")
         for error in found.errors:
             problems.append(
-                (f"data.{key}", error, f"fix the file, or data.prompt_key (now '{data.get('prompt_key')}')")
+                Problem(
+                    f"data.{key}", error, f"fix the file, or data.prompt_key (now '{data.get('prompt_key')}')"
+                )
             )
         if found.missing or found.errors or not found.total:
             continue
@@ -335,7 +340,7 @@ def check(
             )
         elif remain == 0:
             problems.append(
-                (
+                Problem(
                     f"data.{key}",
                     f"{detail}: verl would drop every one and then fail with 'num_samples=0'",
                     f"raise data.max_prompt_length to at least {found.longest}, or use shorter prompts",
@@ -343,7 +348,7 @@ def check(
             )
         elif key == "train_files" and tbs and remain < tbs:
             problems.append(
-                (
+                Problem(
                     f"data.{key}",
                     f"{detail}: verl drops them, and the {remain} left are fewer than "
                     f"data.train_batch_size {tbs}, "

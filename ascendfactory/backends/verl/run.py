@@ -29,6 +29,7 @@ from typing import Any
 from ascendfactory.backends.verl import overrides as ov
 from ascendfactory.backends.verl import schema as sc
 from ascendfactory.backends.verl.schema import Override
+from ascendfactory.errors import Problem
 
 CHECKPOINT_DIR = "saved_checkpoints"
 HYDRA_OVERRIDES = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout")
@@ -83,7 +84,7 @@ class VerlRun:
     options: dict[str, Any]
     num_cpus: float | None  # ray_kwargs.ray_init.num_cpus: each node's `ray start --num-cpus`
     resume: str  # the resume mode, in words
-    problems: list[tuple[str, str, str]] = field(default_factory=list)  # (key, message, fix)
+    problems: list[Problem] = field(default_factory=list)  # keys in verl's config (or top-level ones)
 
     @property
     def overrides(self) -> list[Override]:
@@ -112,12 +113,16 @@ def read(
     cwd: str,
 ) -> VerlRun:
     """The run's overrides in their three kinds (the module docstring), and every problem found."""
-    problems: list[tuple[str, str, str]] = []
+    problems: list[Problem] = []
     bc = dict(backend_config)
     engine = str(bc.get("model_engine", "dp"))
     if engine not in sc.ENGINES:
         problems.append(
-            ("model_engine", f"'{engine}' is not a verl model_engine", "use one of: " + ", ".join(sc.ENGINES))
+            Problem(
+                "model_engine",
+                f"'{engine}' is not a verl model_engine",
+                "use one of: " + ", ".join(sc.ENGINES),
+            )
         )
         engine = "dp"
     schema = sc.load(engine)
@@ -156,7 +161,7 @@ def read(
     )
 
 
-def _unknown_sections(bc: dict[str, Any], schema: sc.Schema) -> list[tuple[str, str, str]]:
+def _unknown_sections(bc: dict[str, Any], schema: sc.Schema) -> list[Problem]:
     """Top-level keys that are neither verl's sections nor our OPTIONS (taken out of `bc`)."""
     import difflib
 
@@ -166,7 +171,7 @@ def _unknown_sections(bc: dict[str, Any], schema: sc.Schema) -> list[tuple[str, 
         if key.lstrip("+") not in sections:
             close = difflib.get_close_matches(key, [*sections, *OPTIONS], n=2, cutoff=0.6)
             problems.append(
-                (
+                Problem(
                     key,
                     f"is neither a section of verl {schema.version}'s config nor an option of this backend",
                     ("did you mean " + " or ".join(close) + "? " if close else "")
@@ -181,14 +186,14 @@ def _unknown_sections(bc: dict[str, Any], schema: sc.Schema) -> list[tuple[str, 
 
 
 def _user_overrides(
-    bc: dict[str, Any], schema: sc.Schema, cwd: str, problems: list[tuple[str, str, str]]
+    bc: dict[str, Any], schema: sc.Schema, cwd: str, problems: list[Problem]
 ) -> list[Override]:
     """`bc` flattened into overrides (local paths absolute), less the keys Hydra cannot name and the
     sections given a value (each a problem)."""
     user = _absolute_paths(ov.flatten(bc, schema), cwd)
     for o in [o for o in user if not all(HYDRA_KEY.match(part) for part in o.key.split("."))]:
         problems.append(
-            (
+            Problem(
                 o.key,
                 "is not a key a Hydra override can name (letters, digits, '_' and '-', not starting with a "
                 "digit or '-')",
@@ -198,7 +203,7 @@ def _user_overrides(
         user.remove(o)
     for o in [o for o in user if schema.kind(o.key) == "node" and not isinstance(o.value, dict)]:
         problems.append(  # Hydra would say only "Error merging override" (or fail on a null)
-            (
+            Problem(
                 o.key,
                 f"is a section of verl's config (keys: {', '.join(schema.children(o.key)[:8])}), not a value "
                 f"(got {o.value!r:.40})",
@@ -209,9 +214,7 @@ def _user_overrides(
     return user
 
 
-def _ray_init(
-    user: list[Override], problems: list[tuple[str, str, str]]
-) -> tuple[list[Override], float | None]:
+def _ray_init(user: list[Override], problems: list[Problem]) -> tuple[list[Override], float | None]:
     """ray_kwargs.ray_init: num_cpus goes to `ray start` (returned), arguments ray.init refuses on a
     cluster are errors; the other overrides are returned as they are."""
     num_cpus = None
@@ -223,7 +226,7 @@ def _ray_init(
                     num_cpus = float(o.value)
                 else:
                     problems.append(
-                        (
+                        Problem(
                             o.key,
                             f"is {o.value!r}: a number of logical CPUs is needed",
                             "set a positive number",
@@ -232,7 +235,7 @@ def _ray_init(
             continue
         if o.key.startswith("ray_kwargs.ray_init.") and o.key.split(".")[2] in RAY_INIT_REFUSED:
             problems.append(
-                (
+                Problem(
                     o.key,
                     "is refused by ray.init when it attaches to a running cluster, and the plan "
                     "starts the cluster "
@@ -259,12 +262,12 @@ def _resume(
     train_auto_resume: bool,
     ckpt_load_type: int,
     user_converted_ckpt_path: str | None,
-    problems: list[tuple[str, str, str]],
+    problems: list[Problem],
 ) -> Resume:
     """The resume mode the generic keys decide (auto, a given global_step_N, or none)."""
     if ckpt_load_type == 0:
         problems.append(
-            (
+            Problem(
                 "ckpt_load_type",
                 "is 0 (no weights), but verl always starts from the weights at actor_rollout_ref.model.path",
                 "use ckpt_load_type 1",
@@ -278,7 +281,7 @@ def _resume(
         path = os.path.abspath(user_converted_ckpt_path)
         if "global_step_" not in os.path.basename(path.rstrip("/")):
             problems.append(
-                (
+                Problem(
                     "user_converted_ckpt_path",
                     f"'{user_converted_ckpt_path}' is not a global_step_N directory, which verl's "
                     "resume_path needs",
@@ -289,13 +292,13 @@ def _resume(
     return Resume("disable", None, "disabled: training starts from actor_rollout_ref.model.path")
 
 
-def _converted_weights(user: list[Override], path: str, problems: list[tuple[str, str, str]]) -> None:
+def _converted_weights(user: list[Override], path: str, problems: list[Problem]) -> None:
     """ckpt_load_type 1: the converted weights become actor_rollout_ref.model.path (unless it names others:
     a problem)."""
     given = next((o for o in user if o.key == "actor_rollout_ref.model.path"), None)
     if given is not None and os.path.abspath(str(given.value)) != path:
         problems.append(
-            (
+            Problem(
                 "user_converted_ckpt_path",
                 f"names weights ({path}) other than actor_rollout_ref.model.path ({given.value})",
                 "keep one of the two",
@@ -305,7 +308,7 @@ def _converted_weights(user: list[Override], path: str, problems: list[tuple[str
         user.append(Override("actor_rollout_ref.model.path", path, source="user_converted_ckpt_path"))
 
 
-def _owned_problems(user: list[Override], owned_values: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def _owned_problems(user: list[Override], owned_values: Mapping[str, Any]) -> list[Problem]:
     """User values for the keys the plan owns (taken out of `user`): a different one is a problem."""
     problems = []
     for o in list(user):
@@ -317,7 +320,7 @@ def _owned_problems(user: list[Override], owned_values: Mapping[str, Any]) -> li
             )
             if not same:
                 problems.append(
-                    (o.key, f"is {o.value!r}; the plan sets it from {decided_by} ({ours!r})", fix)
+                    Problem(o.key, f"is {o.value!r}; the plan sets it from {decided_by} ({ours!r})", fix)
                 )
             user.remove(o)
     return problems
@@ -329,7 +332,7 @@ def _defaults(
     af_model_name: str,
     exp_name: str,
     tensorboard: Mapping[str, Any] | None,
-    problems: list[tuple[str, str, str]],
+    problems: list[Problem],
 ) -> list[Override]:
     """The defaults a user may change: project and experiment names, the loggers (console always, the
     user's `trainer.logger` merged in and taken out of `user`) and the stage's advantage estimator."""
@@ -356,7 +359,7 @@ def _defaults(
         filled.append(Override("algorithm.adv_estimator", estimator, source=f"stage {stage}"))
     elif estimator and given_estimator != estimator:
         problems.append(
-            (
+            Problem(
                 "algorithm.adv_estimator",
                 f"is '{given_estimator}', but stage {stage} is verl's GRPO recipe (adv_estimator "
                 f"{estimator})",

@@ -26,6 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ascendfactory.errors import Problem
+
 KEYS_DIR = Path(__file__).resolve().parent / "keys"
 VERSION = "0.9.1"
 ENGINES = ("dp", "megatron", "torchtitan", "veomni")  # the `model_engine` config group's options
@@ -131,13 +133,13 @@ def set_path(tree: dict[str, Any], parts: list[str], value: Any) -> None:
 @dataclass
 class Composed:
     config: dict[str, Any]
-    problems: list[tuple[str, str, str]]  # (key, message, fix), as Hydra would refuse the overrides
+    problems: list[Problem]  # keys in verl's config, as Hydra would refuse the overrides
 
 
 def compose(schema: Schema, overrides: list[Override], environ: dict[str, str] | None = None) -> Composed:
     """Apply `overrides` to the defaults as Hydra does, then resolve interpolations (see module doc)."""
     config = schema.tree()
-    problems: list[tuple[str, str, str]] = []
+    problems: list[Problem] = []
     for o in overrides:
         kind = schema.kind(o.key)
         if kind is None and not o.plus:
@@ -145,7 +147,7 @@ def compose(schema: Schema, overrides: list[Override], environ: dict[str, str] |
             continue
         if kind == "node" and not isinstance(o.value, dict):
             problems.append(
-                (
+                Problem(
                     o.key,
                     "is a section of verl's config (keys: "
                     f"{', '.join(schema.children(o.key)[:8])}), not a value",
@@ -171,14 +173,14 @@ def merge(into: dict[str, Any], other: dict[str, Any]) -> None:
             into[k] = v
 
 
-def unknown_key_problem(schema: Schema, key: str) -> tuple[str, str, str]:
+def unknown_key_problem(schema: Schema, key: str) -> Problem:
     """Hydra's 'Could not override' in our words: the nearest names, or how to add to an open map."""
     import difflib
 
     open_map = schema.open_map_above(key)
     if open_map:
         rest = key[len(open_map) + 1 :]
-        return (
+        return Problem(
             key,
             f"not in verl {schema.version}'s config: {open_map} is an open map (empty by default), so Hydra "
             f"refuses new keys under it without '+'",
@@ -194,7 +196,7 @@ def unknown_key_problem(schema: Schema, key: str) -> tuple[str, str, str]:
         if close
         else f"keys {where}: {', '.join(candidates[:12])}{', ...' if len(candidates) > 12 else ''}"
     )
-    return (
+    return Problem(
         key,
         f"not in verl {schema.version}'s config (model_engine={schema.engine}); Hydra would stop with "
         f"\"Could not override '{key}'\"",

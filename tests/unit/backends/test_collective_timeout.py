@@ -11,12 +11,12 @@ import yaml
 from ascendfactory.backends.megatron.skeleton import TIMEOUT_FLAG
 from ascendfactory.pipeline.launchers import launcher_for
 from ascendfactory.plan import Plan, RunPolicy, Torchrun
-from tests.unit.backends import mm_helpers
-from tests.unit.backends import test_llamafactory_plan as lf
-from tests.unit.backends import test_mindspeed_llm as llm
-from tests.unit.test_torch_backend_plan import plan_for as torch_plan_for
-from tests.unit.test_torch_grpo_plan import model_dir  # noqa: F401 - a fixture
-from tests.unit.test_torch_grpo_plan import plan_for as grpo_plan_for
+from tests.unit.backends.llamafactory import test_llamafactory_plan as lf
+from tests.unit.backends.mindspeed_llm import test_mindspeed_llm as llm
+from tests.unit.backends.mindspeed_mm import mm_helpers
+from tests.unit.backends.torch.test_torch_backend_plan import plan_for as torch_plan_for
+from tests.unit.backends.torch.test_torch_grpo_plan import model_dir  # noqa: F401 - a fixture
+from tests.unit.backends.torch.test_torch_grpo_plan import plan_for as grpo_plan_for
 
 FLAG = f"--{TIMEOUT_FLAG}"
 

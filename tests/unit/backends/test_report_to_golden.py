@@ -14,8 +14,8 @@ from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
 from tests.conftest import REPO
-from tests.unit.backends import test_verl_plan as verl_helpers
-from tests.unit.backends.mm_helpers import plan_for as mm_plan_for
+from tests.unit.backends.mindspeed_mm.mm_helpers import plan_for as mm_plan_for
+from tests.unit.backends.verl import test_verl_plan as verl_helpers
 
 QUICK = REPO / "cfgs" / "quickstart.yaml"
 LF_QUICK = REPO / "cfgs" / "quickstart_llamafactory.yaml"

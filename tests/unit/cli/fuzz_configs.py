@@ -4,8 +4,8 @@ A case starts from a file `config` writes (every backend and experiment) or a sh
 one to three mutations (a value replaced by something odd, a key deleted, an unknown or integer key added,
 a section made a scalar), optionally corrupts the YAML text byte-wise, and adds command-line overrides.
 `train <file> --dry-run` then runs in-process; the verdict says whether it ended the way a user should see
-it: exit 0, or exit 2 with a message naming a key the case touched; never an escaped exception, an
-"internal error", another exit code, or more than `HANG_S` seconds.
+it: exit 0, or exit 2 with a `ConfigError` whose problems name a key the case touched; never an escaped
+exception, an "internal error", another exit code, or more than `HANG_S` seconds.
 """
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 from hypothesis import strategies as st
 
 from ascendfactory.backends.registry import all_backends
 from ascendfactory.backends.templates import offered_models, render_experiment
+from ascendfactory.cli import _errors as cli_errors
+from ascendfactory.cli._errors import format_error
 from ascendfactory.cli.app import main
 from ascendfactory.config.yamlio import loads
-from ascendfactory.errors import printable
+from ascendfactory.errors import ConfigError, Problem, printable
 
 REPO = Path(__file__).resolve().parents[3]
 HANG_S = 5.0
@@ -210,7 +213,8 @@ class _Hang(Exception):
 
 
 def run_case(case: Case, workdir: Path) -> Verdict:
-    """Write the case, run `train --dry-run` in-process with a timer, and judge what the user saw."""
+    """Write the case, run `train --dry-run` in-process with a timer, and judge what the user saw: the exit
+    code and output, and the keys of the `ConfigError` the CLI rendered (recorded at its error boundary)."""
     path = workdir / "exp.yaml"
     if case.raw is not None:
         path.write_bytes(case.raw)
@@ -218,6 +222,11 @@ def run_case(case: Case, workdir: Path) -> Verdict:
         path.write_text(case.text, encoding="utf-8")
     argv = ["train", str(path), *case.args, *case.overrides, "--dry-run"]
     out, err = io.StringIO(), io.StringIO()
+    rendered: list[BaseException] = []
+
+    def record(e: BaseException) -> str:
+        rendered.append(e)
+        return format_error(e)
 
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Hang
@@ -226,7 +235,11 @@ def run_case(case: Case, workdir: Path) -> Verdict:
     signal.setitimer(signal.ITIMER_REAL, HANG_S)
     t0 = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            mock.patch.object(cli_errors, "format_error", record),
+        ):
             code: int | None = main(argv)
     except _Hang:
         return Verdict("hang", None, time.perf_counter() - t0, err.getvalue()[-500:])
@@ -243,16 +256,26 @@ def run_case(case: Case, workdir: Path) -> Verdict:
         return Verdict("ok", code, seconds)
     if code != 2:
         return Verdict("unexpected_exit", code, seconds, text[-800:])
-    if case.raw is not None and re.search(r"^  - .+?: .+?: ", text, re.M):  # corrupted text: a key or line
-        return Verdict("rejected", code, seconds)
-    if re.search(r"^  - .+?: line \d+, column \d+: not valid YAML", text, re.M):
-        return Verdict("rejected", code, seconds)  # text the YAML dumper wrote and its loader refuses (a lone
-        # surrogate in a key): named by its position
-    if "base" in case.touched and re.search(r"^  - .+?: .+?: ", text, re.M):
-        return Verdict("rejected", code, seconds)  # an old-style file's whole base changed: every key it held
-    if names_a_touched_key(text, _merged_names(case)):
+    problems = [p for e in rendered if isinstance(e, ConfigError) for p in e.problems]
+    if _named(case, problems):
         return Verdict("rejected", code, seconds)
     return Verdict("unnamed", code, seconds, text[-800:])
+
+
+_YAML_POSITION = re.compile(r"line \d+, column \d+")  # the key of a YAML syntax error
+
+
+def _named(case: Case, problems: list[Problem]) -> bool:
+    """The refusal names what the case changed: its position in a file the case corrupted (or in text the YAML
+    dumper wrote and its loader refuses, such as a lone surrogate in a key), any key of an old-style file
+    whose whole base changed, else a key the case touched."""
+    if not problems:
+        return False  # exit 2 without a ConfigError: nothing named
+    if case.raw is not None or "base" in case.touched:
+        return True
+    if any(_YAML_POSITION.fullmatch(p.key) and p.message.startswith("not valid YAML") for p in problems):
+        return True
+    return names_a_touched_key(problems, _merged_names(case))
 
 
 def _merged_names(case: Case) -> list[str]:
@@ -267,41 +290,50 @@ def _merged_names(case: Case) -> list[str]:
     return names
 
 
-def names_a_touched_key(message: str, touched: list[str]) -> bool:
-    """Some key the case changed (or the list it sits in) is named in the message; an override may also be
-    named by its first unknown part (`qwen2` of `--qwen2.5-7b.x=1`), and a deleted entry by its parts where
-    it is referenced (`model 'qwen2.5-7b' has no experiment 'full-4k'` for `qwen2.5-7b.full-4k`)."""
-    for key in touched:
-        if key and printable(key) in message:
+def names_a_touched_key(problems: list[Problem], touched: list[str]) -> bool:
+    """Some problem names a key the case changed: by its key (or the key as the file wrote it, `old (key)`),
+    or a key inside it (a changed `backend`: any key of backend_config); by a parent it goes into whole (a
+    list item by its list, a value inside a mapping the framework reads whole, any part of a command-line
+    override); or, where another key's problem is about it, in its message: as it is, in the framework's
+    own spelling (`--flag`, a key under backend_config) or, for a deleted entry, by its parts where it is
+    used (`model 'qwen2.5-7b' has no experiment 'full-4k'`)."""
+    return any(_names(p, printable(key)) for key in touched for p in problems)
+
+
+def _names(p: Problem, key: str) -> bool:
+    if not key.strip("."):
+        return p.source == "command line"  # an empty override key: named by where it came from
+    if key == "backend" and p.key.startswith("backend_config."):
+        return True  # another backend: the keys it reads (or misses) in backend_config
+    plain = ".".join(part.lstrip("+") for part in key.split("."))  # Hydra's `+key`
+    for named in _keys_of(p):
+        if named in (key, plain) or named.startswith(key + "."):
             return True
-        parts = [printable(p) for p in key.split(".") if p]
-        if not parts:
-            return "command line" in message
-        if any(f"command line: {'.'.join(parts[:i])}:" in message for i in range(1, len(parts) + 1)):
-            return True
-        flag = printable(key).removeprefix(
-            "backend_config.training."
-        )  # a Megatron flag, as its program spells it
-        if (
-            flag != printable(key)
-            and "." not in flag
-            and re.search(rf"--{re.escape(flag)}(?![\w-])", message)
+        if plain.startswith(named + ".") and (
+            p.source == "command line" or named.count(".") >= 2 or _only_items(plain[len(named) + 1 :])
         ):
             return True
-        inner = printable(key).removeprefix("backend_config.")  # the framework's own spelling, or a key in it
-        if inner != printable(key) and re.search(rf"(?<![\w.-]){re.escape(inner)}(?![\w-])", message):
-            return True
-        plain = ".".join(part.lstrip("+") for part in printable(key).split("."))  # Hydra's `+key`
-        for named in re.findall(r"^  - .*?: ([^\s:]+): ", message, re.M):  # a value inside a mapping that
-            if plain.startswith(named + ".") and named.count(".") >= 2:  # goes whole to the framework
-                return True
-        quoted = re.findall(r"'([^'\n]*)'", message)  # a deleted entry, named where it is used
-        if any(printable(key) == f"{a}.{b}" for a, b in zip(quoted, quoted[1:])):
-            return True
-        while parts:
-            if ".".join(parts) in message:
-                return True
-            if not parts[-1].isdigit():  # a list item is named by its list; a key only by itself
-                break
-            parts.pop()
-    return False
+    return _in_message(printable(p.message) + " " + printable(p.fix), key)
+
+
+def _keys_of(p: Problem) -> list[str]:
+    """The key a problem names, and the key as an old-style file wrote it (`base.x-y (x_y)`)."""
+    written = re.fullmatch(r"(.+) \((.+)\)", p.key)
+    return [printable(k) for k in (written.groups() if written else (p.key,))]
+
+
+def _only_items(rest: str) -> bool:
+    return all(part.isdigit() for part in rest.split("."))
+
+
+def _in_message(message: str, key: str) -> bool:
+    if re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-])", message):
+        return True
+    flag = key.removeprefix("backend_config.training.")  # a Megatron flag, as its program spells it
+    if flag != key and "." not in flag and re.search(rf"--{re.escape(flag)}(?![\w-])", message):
+        return True
+    inner = key.removeprefix("backend_config.")  # the framework's own spelling, or a key in it
+    if inner != key and re.search(rf"(?<![\w.-]){re.escape(inner)}(?![\w-])", message):
+        return True
+    quoted = re.findall(r"'([^'\n]*)'", message)  # a deleted entry, named where it is used
+    return any(key == f"{a}.{b}" for a, b in zip(quoted, quoted[1:]))

@@ -13,6 +13,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ascendfactory.errors import Problem
 from tests.unit.cli.fuzz_configs import bases, cases, names_a_touched_key, run_case
 
 BASES = bases()
@@ -33,27 +34,36 @@ def test_any_experiment_ends_in_a_named_answer(tmp_path_factory, data):
     )
 
 
-def test_the_verdict_names_a_key_only_when_the_message_does():
+def test_the_verdict_names_a_key_only_when_a_problem_does():
     deleted = ["qwen2.5-7b.full-4k"]
-    assert names_a_touched_key("<exp_name>: model 'qwen2.5-7b' has no experiment 'full-4k'", deleted)
-    assert not names_a_touched_key("<exp_name>: model 'qwen2.5-7b' has no experiments", deleted)
-    assert names_a_touched_key("data.train_path: not a file", ["data.train_path"])
-    assert names_a_touched_key("env.NPUS_PER_NODE.3: bad", ["env.NPUS_PER_NODE.3"])  # an item by its list
-    assert not names_a_touched_key("something went wrong", ["env.NPUS_PER_NODE"])
+    assert names_a_touched_key(
+        [Problem("<exp_name>", "model 'qwen2.5-7b' has no experiment 'full-4k'")], deleted
+    )
+    assert not names_a_touched_key([Problem("<exp_name>", "model 'qwen2.5-7b' has no experiments")], deleted)
+    assert names_a_touched_key([Problem("data.train_path", "not a file")], ["data.train_path"])
+    assert names_a_touched_key([Problem("env.NPUS_PER_NODE", "bad")], ["env.NPUS_PER_NODE.3"])  # by its list
+    assert not names_a_touched_key([Problem("config", "something went wrong")], ["env.NPUS_PER_NODE"])
+    assert not names_a_touched_key([Problem("env.NNODES", "bad")], ["env.NPUS_PER_NODE"])
+    assert names_a_touched_key(
+        [Problem("base.save-total-limit (save_total_limit)", "bad")], ["save_total_limit"]
+    )
 
 
 def test_a_backend_key_may_be_named_in_the_frameworks_spelling():
     touched = ["backend_config.algorithm"]
-    assert names_a_touched_key("critic.model.path: algorithm.adv_estimator is 'gae'", touched)
-    assert not names_a_touched_key("critic.model.path: no algorithms here", touched)
-    assert not names_a_touched_key("critic.model.path: my_algorithm is off", touched)
+    assert names_a_touched_key([Problem("critic.model.path", "algorithm.adv_estimator is 'gae'")], touched)
+    assert not names_a_touched_key([Problem("critic.model.path", "no algorithms here")], touched)
+    assert not names_a_touched_key([Problem("critic.model.path", "my_algorithm is off")], touched)
     assert names_a_touched_key(
-        "training.lora-r: LoRA is off without --lora-target-modules",
+        [Problem("training.lora-r", "LoRA is off without --lora-target-modules")],
         ["backend_config.training.lora-target-modules"],
     )
-    assert not names_a_touched_key("--lora-target-modules-x", ["backend_config.training.lora-target-modules"])
+    assert not names_a_touched_key(
+        [Problem("x", "--lora-target-modules-x")], ["backend_config.training.lora-target-modules"]
+    )
     hydra = ["backend_config.reward.+reward_kwargs.overlong_buffer_cfg.enable"]
     assert names_a_touched_key(
-        "  - f.yaml: backend_config.reward.reward_kwargs: not valid Hydra syntax", hydra
+        [Problem("backend_config.reward.reward_kwargs", "not valid Hydra syntax", source="f.yaml")], hydra
     )
-    assert not names_a_touched_key("  - f.yaml: backend_config.reward: not valid", hydra)
+    assert not names_a_touched_key([Problem("backend_config.reward", "not valid", source="f.yaml")], hydra)
+    assert names_a_touched_key([Problem("backend_config.reward", "bad", source="command line")], hydra)

@@ -27,7 +27,7 @@ from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from tests.conftest import REPO
 from tests.unit.backends.flag_pairs import pairs
-from tests.unit.backends.mm_helpers import make_mm_checkout
+from tests.unit.backends.mindspeed_mm.mm_helpers import make_mm_checkout
 
 GOLDEN = REPO / "cfgs" / "golden"
 

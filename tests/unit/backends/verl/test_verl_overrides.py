@@ -83,7 +83,7 @@ def test_compose_names_every_unknown_key_with_a_suggestion_or_the_plus_fix():
             Override("data.train_batch_size", 8),
         ],
     )
-    by_key = {k: (m, f) for k, m, f in found.problems}
+    by_key = {p.key: (p.message, p.fix) for p in found.problems}
     assert set(by_key) == {
         "trainer.n_gpu_per_node",
         "actor_rollout_ref.model.override_config.attn_implementation",

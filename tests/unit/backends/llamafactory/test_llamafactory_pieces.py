@@ -48,7 +48,7 @@ def test_names_resolve_against_the_users_dataset_info_and_merge_with_paths(tmp_p
     assert got.info["mine"]["file_name"] == str(ddir / "mine.json")  # made absolute for the new dir
     bad = datasets.resolve("mien", str(ddir), str(tmp_path / "out"))
     assert bad.info is None and len(bad.problems) == 1
-    assert "'mien' is not in" in bad.problems[0][1] and "mine" in bad.problems[0][1]
+    assert "'mien' is not in" in bad.problems[0].message and "mine" in bad.problems[0].message
     only_names = datasets.resolve("mine", str(ddir), str(tmp_path / "out"))
     assert only_names.dataset_dir is None and only_names.problems == []
 
@@ -56,8 +56,8 @@ def test_names_resolve_against_the_users_dataset_info_and_merge_with_paths(tmp_p
 def test_unknown_shapes_and_missing_files_are_problems(tmp_path):
     odd = write_jsonl(tmp_path / "odd.jsonl", [{"question": "q", "answer": "a"}])
     got = datasets.resolve(f"{odd},{tmp_path / 'nope.jsonl'}", None, str(tmp_path))
-    assert [p[1].split(":")[0] for p in got.problems] == [str(odd)]
-    assert [p[1] for p in got.missing] == [f"data file {tmp_path / 'nope.jsonl'} not found"]
+    assert [p.message.split(":")[0] for p in got.problems] == [str(odd)]
+    assert [p.message for p in got.missing] == [f"data file {tmp_path / 'nope.jsonl'} not found"]
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=5), max_size=6))

@@ -88,7 +88,7 @@ def train_flags(plan: Plan) -> dict[str, list[str]]:
 
 # -- argument names -----------------------------------------------------------------------------------
 def test_names_files_carry_their_source_and_the_example_flags() -> None:
-    here = Path(__file__).resolve().parents[3] / "ascendfactory" / "backends" / "mindspeed_llm" / "args"
+    here = Path(__file__).resolve().parents[4] / "ascendfactory" / "backends" / "mindspeed_llm" / "args"
     for kind, filename in NAMES_FILES.items():
         header = [line for line in (here / filename).read_text().splitlines() if line.startswith("#")]
         assert any("Ascend/MindSpeed-LLM @" in line for line in header), filename

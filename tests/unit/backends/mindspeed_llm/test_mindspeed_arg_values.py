@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ascendfactory.backends.mindspeed_llm.args import Spec, specs, value_problem
-from tests.unit.backends.test_mindspeed_llm import plan_for, problems_of, train_flags
+from tests.unit.backends.mindspeed_llm.test_mindspeed_llm import plan_for, problems_of, train_flags
 
 K = "backend_config."
 

@@ -146,5 +146,5 @@ def test_install_skips_what_is_there(tmp_path: Path, capsys) -> None:
 
 
 def test_install_sh_runs_the_mindspeed_plan() -> None:
-    text = (Path(__file__).resolve().parents[3] / "install.sh").read_text()
+    text = (Path(__file__).resolve().parents[4] / "install.sh").read_text()
     assert 'doctor --install-plan "$BACKEND" --run' in text

@@ -7,7 +7,7 @@ import pytest
 
 from ascendfactory.backends.llamafactory import combos
 from ascendfactory.errors import ConfigError
-from tests.unit.backends.test_llamafactory_plan import lf_yaml, plan_for
+from tests.unit.backends.llamafactory.test_llamafactory_plan import lf_yaml, plan_for
 
 T = "--backend_config.training."
 
@@ -90,7 +90,7 @@ def test_a_package_the_parser_requires_is_looked_up_in_the_environment():
     training = {"enable_liger_kernel": True, "use_galore": False}
     assert combos.problems(training, None) == []  # environment not known: not checked
     found = combos.problems(training, lambda dist: dist != "liger-kernel")
-    assert [key for key, _, _ in found] == ["enable_liger_kernel"] and "liger-kernel" in found[0][1]
+    assert [p.key for p in found] == ["enable_liger_kernel"] and "liger-kernel" in found[0].message
     assert combos.problems(training, lambda dist: True) == []
 
 

@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from tests.unit.backends.mm_helpers import QWEN25_VL_7B, make_hf_dir, plan_for, problems_of, real_site
+from tests.unit.backends.mindspeed_mm.mm_helpers import (
+    QWEN25_VL_7B,
+    make_hf_dir,
+    plan_for,
+    problems_of,
+    real_site,
+)
 
 T = "backend_config.training."
 D = "backend_config.data.dataset_param."

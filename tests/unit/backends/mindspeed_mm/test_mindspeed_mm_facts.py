@@ -25,7 +25,7 @@ from ascendfactory.backends.mindspeed_mm.facts import (
 from ascendfactory.backends.mindspeed_mm.site import checkout_generation, megatron_version
 from ascendfactory.errors import ConfigError
 from tests.conftest import REPO
-from tests.unit.backends.mm_helpers import make_mm_checkout, plan_for
+from tests.unit.backends.mindspeed_mm.mm_helpers import make_mm_checkout, plan_for
 
 FACTS = REPO / "ascendfactory" / "backends" / "mindspeed_mm" / "facts"
 sys.path.insert(0, str(REPO / "scripts"))

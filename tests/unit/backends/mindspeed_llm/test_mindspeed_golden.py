@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from ascendfactory.cli.app import app
 from tests.unit.backends.flag_pairs import pairs
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 GOLDEN = REPO / "cfgs" / "golden"
 HF = str(REPO / "model_from_hf/qwen2.5_7b_hf")
 
