@@ -272,6 +272,7 @@ def tiny_grpo_args(out: Path, model: Path) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # one more GRPO run; the SFT tracker runs (test_trackers_e2e) and the unit tests stay in CI
 def test_grpo_reports_every_iterations_scalars_to_an_offline_wandb_run(tmp_path, warm):
     out = tmp_path / "grpo"
     proc = run_cli(tiny_grpo_args(out, warm))

@@ -266,6 +266,7 @@ def test_other_stages_train(tmp_path, demo_model, stage, bc):
 
 
 @needs_env
+@pytest.mark.slow  # the two-node test below runs two processes with one log per rank in CI
 def test_two_processes_run_through_torchrun_with_one_log_per_rank(tmp_path, demo_model):
     exp = experiment(tmp_path, demo_model, "ddp", nproc=2, bc={"merge_lora": False})
     proc = train(exp)
