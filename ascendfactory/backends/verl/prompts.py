@@ -320,42 +320,59 @@ def check(
         if not found.counted:
             warnings.append(f"backend_config.data.{key}: {found.total} prompts; lengths {found.how}")
             continue
-        facts[f"{short}_prompts_over_max_prompt_length"] = found.over
-        facts[f"{short}_longest_prompt_tokens"] = found.longest
-        detail = (
-            f"{found.over} of {found.total} prompts are longer than data.max_prompt_length {max_len} tokens "
-            f"(longest {found.longest}; chat template applied, counted with {found.how})"
-        )
-        remain = found.remaining if filtering else found.total
-        if key == "train_files" and tbs:
-            facts["steps_per_epoch"] = remain // tbs
-            facts["total_training_steps"] = total_steps(config, remain // tbs)
-        if not found.over:
-            continue
-        if not filtering:
-            warnings.append(
-                f"backend_config.data.{key}: {detail}; with data.filter_overlong_prompts false verl "
-                "left-truncates them at "
-                "rollout"
-            )
-        elif remain == 0:
-            problems.append(
-                Problem(
-                    f"data.{key}",
-                    f"{detail}: verl would drop every one and then fail with 'num_samples=0'",
-                    f"raise data.max_prompt_length to at least {found.longest}, or use shorter prompts",
-                )
-            )
-        elif key == "train_files" and tbs and remain < tbs:
-            problems.append(
-                Problem(
-                    f"data.{key}",
-                    f"{detail}: verl drops them, and the {remain} left are fewer than "
-                    f"data.train_batch_size {tbs}, "
-                    "so not one training step would run",
-                    f"raise data.max_prompt_length (longest {found.longest}) or lower data.train_batch_size",
-                )
-            )
-        else:
-            warnings.append(f"backend_config.data.{key}: {detail}; verl drops them: {remain} remain")
+        _judge_lengths(key, found, max_len, filtering, tbs, config, facts, problems, warnings)
     return facts, problems, warnings
+
+
+def _judge_lengths(
+    key: str,
+    found: Count,
+    max_len: int,
+    filtering: bool,
+    tbs: int | None,
+    config: dict[str, Any],
+    facts: dict[str, Any],
+    problems: list[Problem],
+    warnings: list[str],
+) -> None:
+    """One data file's counted prompts against `data.max_prompt_length`: the facts, and what verl then does
+    with the long ones (drops them with `filter_overlong_prompts`, else truncates them at rollout)."""
+    short = "train" if key == "train_files" else "val"
+    facts[f"{short}_prompts_over_max_prompt_length"] = found.over
+    facts[f"{short}_longest_prompt_tokens"] = found.longest
+    detail = (
+        f"{found.over} of {found.total} prompts are longer than data.max_prompt_length {max_len} tokens "
+        f"(longest {found.longest}; chat template applied, counted with {found.how})"
+    )
+    remain = found.remaining if filtering else found.total
+    if key == "train_files" and tbs:
+        facts["steps_per_epoch"] = remain // tbs
+        facts["total_training_steps"] = total_steps(config, remain // tbs)
+    if not found.over:
+        return
+    if not filtering:
+        warnings.append(
+            f"backend_config.data.{key}: {detail}; with data.filter_overlong_prompts false verl "
+            "left-truncates them at "
+            "rollout"
+        )
+    elif remain == 0:
+        problems.append(
+            Problem(
+                f"data.{key}",
+                f"{detail}: verl would drop every one and then fail with 'num_samples=0'",
+                f"raise data.max_prompt_length to at least {found.longest}, or use shorter prompts",
+            )
+        )
+    elif key == "train_files" and tbs and remain < tbs:
+        problems.append(
+            Problem(
+                f"data.{key}",
+                f"{detail}: verl drops them, and the {remain} left are fewer than "
+                f"data.train_batch_size {tbs}, "
+                "so not one training step would run",
+                f"raise data.max_prompt_length (longest {found.longest}) or lower data.train_batch_size",
+            )
+        )
+    else:
+        warnings.append(f"backend_config.data.{key}: {detail}; verl drops them: {remain} remain")
