@@ -302,6 +302,8 @@ class MindSpeedLLM(Adapter):
                 flags.update(argv_flags(to_flags(absolute({key: value}))))
             elif key in MS_FILLED:
                 flags[key] = [str(MS_FILLED[key])]
+            elif key == "save-interval" and flags.get("train-iters", ["x"])[0].isdigit():
+                flags[key] = flags["train-iters"]  # the plan saves at the end (mindspeed_llm/backend.py)
         for m in mutations:  # a deleted topology key is 1 on this CPU machine (config/devices.py)
             if m.path == ("env", "NPUS_PER_NODE"):
                 nproc = 1 if m.value == DELETE else m.value
@@ -310,7 +312,13 @@ class MindSpeedLLM(Adapter):
         argv = [payload["argv"][0]]
         for key, values in flags.items():
             argv += [f"--{key}", *values]
-        return {**payload, "argv": argv, "nproc_per_node": nproc, "nnodes": nnodes, "world_size": nproc * nnodes}
+        return {
+            **payload,
+            "argv": argv,
+            "nproc_per_node": nproc,
+            "nnodes": nnodes,
+            "world_size": nproc * nnodes,
+        }
 
     def comparable(self, payload: Any) -> Any:
         # `--load` names the converted weights by layout (converted_weight_TP2PP1): not judged here

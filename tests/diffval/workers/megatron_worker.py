@@ -24,8 +24,8 @@ What decides, in the order the entry scripts run it before any device is used:
 4. `core_transformer_config_from_args` (with MindSpeed-LLM's wrapper), what `model_provider` does first:
    TransformerConfig's own checks (heads and query groups against TP, ...) and the num-layer-list sum.
 
-Where it stops: the next steps build the tokenizer (set_global_variables, from the HF directory), start torch.distributed and allocate the model on the
-device.
+Where it stops: the next steps build the tokenizer (set_global_variables, from the HF directory), start
+torch.distributed and allocate the model on the device.
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ STAND_INS = (
         "runs the whole adaptor (model and kernel patches that need torch_npu)",
         "an empty package; the adaptor's argument patches applied as patch_miscellaneous registers them: "
         "parse_args <- parse_args_decorator, validate_args <- validate_args_decorator, "
-        "core_transformer_config_from_args <- core_transformer_config_from_args_wrapper",
+        "core_transformer_config_from_args <- core_transformer_config_from_args_wrapper; and, as "
+        "patch_core_transformers registers it, torch.cuda.get_device_capability answers (9, 0), what "
+        "MindSpeed's grouped_gemm_util.get_device_capability returns",
     ),
     (
         "mindspeed_llm/training/__init__.py",
@@ -67,7 +69,9 @@ STAND_INS = (
         "an empty package (arguments.py and utils.py import as usual)",
     ),
 )
+# Device queries that are not patched (torch.cuda.* on this CPU machine) make a case undecided too.
 STAND_IN_MODULES = ("torch_npu", "acl", "torchair", "einops")
+NPU_CAPABILITY = (9, 0)  # MindSpeed 2c085cc9 mindspeed/core/transformer/moe/grouped_gemm_util.py
 # AutoTrainer's get_trainer (mindspeed_llm/tasks/posttrain/launcher.py): the stages that have a trainer.
 POSTTRAIN_STAGES = ("sft", "dpo", "orm", "prm", "simpo", "trl_ppo")
 
@@ -84,7 +88,12 @@ class Framework:
         standins.empty_package("mindspeed_llm", os.path.join(llm_dir, "mindspeed_llm"))
         standins.empty_package("mindspeed_llm.training", os.path.join(llm_dir, "mindspeed_llm", "training"))
         import megatron.training.arguments as margs
+        import torch
         from mindspeed_llm.training import arguments as llm_args
+
+        # the adaptor's patch_core_transformers: the device query validate_args makes for moe-grouped-gemm
+        # answers MindSpeed's grouped_gemm_util.get_device_capability (that module needs NPU ops to import)
+        torch.cuda.get_device_capability = lambda *_: NPU_CAPABILITY
 
         # the adaptor's patch_miscellaneous: the module's functions are replaced (so Megatron's own calls
         # between them see the wrapped ones), then initialize_megatron decorates parse_args once more
@@ -108,8 +117,13 @@ class Framework:
             raise AssertionError("--use-checkpoints-args requires --load argument")
         self.margs.validate_args(args, {})
         # set_global_variables' first check: the global batch against micro batch x data parallel
-        self.microbatches(args.rank, args.rampup_batch_size, args.global_batch_size, args.micro_batch_size,
-                          args.data_parallel_size)
+        self.microbatches(
+            args.rank,
+            args.rampup_batch_size,
+            args.global_batch_size,
+            args.micro_batch_size,
+            args.data_parallel_size,
+        )
         if entry == "posttrain_gpt.py" and args.stage not in POSTTRAIN_STAGES:
             raise AttributeError(f"posttrain_gpt.py has no trainer for --stage {args.stage!r}")
         if entry == "pretrain_gpt.py" and args.enable_high_availability:
@@ -123,6 +137,11 @@ def where(error: BaseException) -> str:
     return f"{os.path.basename(frame.filename)}:{frame.lineno}: {frame.line}"
 
 
+def refusal(error: Exception) -> str:
+    text = [t for t in str(error).strip().splitlines() if t.strip()] or [where(error)]
+    return f"{type(error).__name__}: {' | '.join(text[:2])}"[:300]
+
+
 def verdict(framework: Framework, request: dict) -> tuple[bool | None, str | None]:
     err = io.StringIO()
     saved = dict(os.environ)
@@ -134,12 +153,13 @@ def verdict(framework: Framework, request: dict) -> tuple[bool | None, str | Non
             framework.judge(request["argv"], int(request["world_size"]))
     except standins.StandInCalled as e:
         return None, f"undecided: {e}"
+    except Exception as e:  # noqa: BLE001
+        if any("/torch/cuda/" in f.filename for f in traceback.extract_tb(e.__traceback__)):
+            return None, f"undecided: a device query ({type(e).__name__}: {str(e)[:120]})"
+        return False, refusal(e)
     except SystemExit as e:  # argparse: usage and the message on stderr
         lines = [t for t in err.getvalue().strip().splitlines() if t.strip()]
         return False, f"SystemExit({e.code}): {lines[-1] if lines else ''}"[:300]
-    except Exception as e:  # noqa: BLE001 - the framework's refusal is the answer
-        text = [t for t in str(e).strip().splitlines() if t.strip()] or [where(e)]
-        return False, f"{type(e).__name__}: {' | '.join(text[:2])}"[:300]
     finally:
         standins.Placeholder.active = False
         os.environ.clear()
