@@ -299,7 +299,11 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "hidden-size",
-        lambda f: not f.given("kv-channels") and f.num("hidden-size") % f.num("num-attention-heads") != 0,
+        lambda f: (
+            not f.given("kv-channels")
+            and f.num("num-attention-heads") >= 1
+            and f.num("hidden-size") % f.num("num-attention-heads") != 0
+        ),
         "must be a multiple of num-attention-heads (without kv-channels)",
         "set hidden-size to a multiple of num-attention-heads, or set kv-channels",
         MEGATRON + " (assert args.hidden_size % args.num_attention_heads == 0)",
@@ -475,6 +479,54 @@ RULES: tuple[Rule, ...] = (
         "does not work with rope fusion (on unless no-rope-fusion)",
         "set no-rope-fusion: true, or remove rotary-interleaved",
         MEGATRON,
+    ),
+    Rule(
+        "num-attention-heads",
+        lambda f: f.num("num-attention-heads") < 1,
+        "must be 1 or more",
+        "set num-attention-heads to the model's head count (or remove it: it is read from the model)",
+        MEGATRON + " (hidden-size % num-attention-heads)",
+    ),
+    Rule(
+        "init-method-xavier-uniform",
+        lambda f: f.given("init-method-xavier-uniform"),
+        "makes Megatron-LM core_r0.8.0 pass TransformerConfig a keyword it does not take "
+        "(scaled_init_method): "
+        "the job fails building the model",
+        "remove init-method-xavier-uniform",
+        "Megatron-LM core_r0.8.0 megatron/training/arguments.py core_transformer_config_from_args",
+    ),
+    Rule(
+        "enable-recompute-layers-per-pp-rank",
+        lambda f: (
+            f.given("enable-recompute-layers-per-pp-rank")
+            and not (
+                f.given("num-layers-per-virtual-pipeline-stage")
+                and (
+                    (f.given("recompute-granularity") and f["recompute-method"] == "block")
+                    or f.given("swap-attention")
+                    or f.given("recompute-activation-function")
+                )
+            )
+        ),
+        "needs num-layers-per-virtual-pipeline-stage and recomputation (recompute-method: block, "
+        "swap-attention or recompute-activation-function)",
+        "remove enable-recompute-layers-per-pp-rank",
+        LLM + " _validate_recompute_args",
+    ),
+    Rule(
+        "fp16-lm-cross-entropy",
+        lambda f: f.given("fp16-lm-cross-entropy") and not f.given("fp16"),
+        "needs fp16",
+        "remove fp16-lm-cross-entropy",
+        MEGATRON,
+    ),
+    Rule(
+        "fp16",
+        lambda f: f.given("fp16") and f.given("bf16"),
+        "fp16 and bf16 cannot both be set",
+        "keep one of fp16 and bf16",
+        MEGATRON + " (assert not args.bf16)",
     ),
 )
 

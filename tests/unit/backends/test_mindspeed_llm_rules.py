@@ -164,6 +164,20 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"rotary-interleaved": True},
         {"rotary-interleaved": True, "no-rope-fusion": True},
     ),
+    "num-attention-heads": ({"num-attention-heads": 0}, {"num-attention-heads": 2}),
+    "init-method-xavier-uniform": ({"init-method-xavier-uniform": True}, {}),
+    "enable-recompute-layers-per-pp-rank": (
+        {"enable-recompute-layers-per-pp-rank": True},
+        {
+            "enable-recompute-layers-per-pp-rank": True,
+            "pipeline-model-parallel-size": 2,
+            "num-layers-per-virtual-pipeline-stage": 1,
+            "recompute-granularity": "full",
+            "recompute-method": "block",
+        },
+    ),
+    "fp16-lm-cross-entropy": ({"fp16-lm-cross-entropy": True}, {"fp16-lm-cross-entropy": True, "fp16": True}),
+    "fp16": ({"fp16": True, "bf16": True}, {"fp16": True}),
 }
 
 
