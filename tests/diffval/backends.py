@@ -339,17 +339,7 @@ class MindSpeedLLM(Adapter):
         return found if isinstance(found, str) else "torch is not importable in this python"
 
     def stand_ins(self) -> list[dict[str, str]]:
-        import json
-        import subprocess
-        import sys
-
-        done = subprocess.run(
-            [sys.executable, str(WORKERS / "megatron_worker.py"), "--stand-ins"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return list(json.loads(done.stdout))
+        return _stand_ins("megatron_worker.py")
 
 
 def argv_flags(argv: list[str]) -> dict[str, list[str]]:
@@ -373,10 +363,136 @@ def _ms_kind(spec: Any) -> str:
     return spec.kind if spec.kind in ("int", "float") else "str"
 
 
+# -- MindSpeed-RL -------------------------------------------------------------------------------------------
+MSRL_SECTIONS = {
+    "megatron_training": "MegatronConfig",
+    "actor_config": "MegatronConfig",
+    "rl_config": "RLConfig",
+    "generate_config": "GenerateConfig",
+}
+# What the plan decides (msrl/load.py fill, msrl/config.py): a case does not vary them.
+MSRL_OWNED = {"save", "load", "data_path", "tokenizer_name_or_path", "stage", "model", "actor_resource"}
+MSRL_OWNED |= {"finetune", "no_load_optim", "no_load_rng", "integrated_mode_config"}
+MS_RL_ENV = "AF_MINDSPEED_RL_DIR"
+
+
+class MindSpeedRL(Adapter):
+    """Our verdict is `--dry-run`'s (a real `train` needs the CANN toolkit and a Ray cluster of NPUs); the
+    framework's is Hydra, its config classes and validate_rl_args on the yaml we write (msrl_worker.py),
+    run by a python with torch and Hydra (verl's environment)."""
+
+    dry_run = True
+
+    def checkout(self) -> str | None:
+        rl = os.environ.get(MS_RL_ENV)
+        ok = (
+            rl
+            and Path(rl, "cli", "train_grpo.py").is_file()
+            and Path(rl, "mindspeed_rl", "config_cls").is_dir()
+        )
+        return rl if ok else None
+
+    def bases(self, workdir: Path) -> list[Base]:
+        tree = _template("mindspeed-rl", "grpo")
+        bc = tree["backend_config"]
+        bc["megatron_training"]["tokenizer_name_or_path"] = str(DEMO_MODEL)
+        bc["preprocess_data"]["input"] = str(DEMO_DATA)
+        if self.checkout():
+            tree["scripts_dir"] = self.checkout()
+        tree["af_output_dir"] = str(workdir / "out" / "grpo")
+        return [Base("mindspeed-rl/grpo", tree)]
+
+    def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
+        from ascendfactory.backends.msrl import checkout, keys
+
+        ks = checkout.choose_version(None, self.checkout()).keys
+        bc = tree["backend_config"]
+        out: list[KeySpec] = []
+        for section, cls in MSRL_SECTIONS.items():
+            defaults = ks.classes[cls].keys
+            held = [k for k in (bc.get(section) or {}) if k in defaults and k not in MSRL_OWNED]
+            others = [k for k in defaults if k not in MSRL_OWNED]
+            for k in held * 8 + others:
+                default = defaults[k]
+                kind = "other" if isinstance(default, keys.Expr) else _kind(default)
+                out.append(KeySpec(("backend_config", section, k), kind if default is not None else "str"))
+        sampling = (bc.get("generate_config") or {}).get("sampling_config") or {}
+        out += [
+            KeySpec(("backend_config", "generate_config", "sampling_config", k), _kind(v))
+            for k, v in sampling.items()
+        ] * 4
+        return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 30
+
+    def payload(self, plan: Any) -> Any:
+        from ascendfactory.backends.msrl.layout import TRAIN_CONFIG
+
+        launch = plan.step("train").launch
+        text = plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")]
+        return {"yaml": yaml.safe_load(text), "nnodes": launch.nnodes}
+
+    def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
+        from ascendfactory.backends.msrl.load import PATH_KEYS
+
+        config = copy.deepcopy(payload["yaml"])
+        nnodes, world = payload["nnodes"], config["rl_config"]["actor_resource"]["num_npus"]
+        nproc = world // nnodes
+        for m in mutations:
+            if m.path == ("env", "NPUS_PER_NODE"):
+                nproc = 1 if m.value == DELETE else m.value
+            elif m.path == ("env", "NNODES"):
+                nnodes = 1 if m.value == DELETE else m.value
+            elif m.path[0] == "backend_config" and m.path[1] in MSRL_SECTIONS:
+                node = config.setdefault(m.path[1], {})
+                for part in m.path[2:-1]:
+                    node = (
+                        node.setdefault(part, {})
+                        if isinstance(node.get(part), dict) or part not in node
+                        else node[part]
+                    )
+                value = m.value
+                if m.path[-1] in PATH_KEYS and isinstance(value, str) and value:
+                    value = os.path.abspath(value)
+                if value == DELETE:
+                    node.pop(m.path[-1], None)
+                else:
+                    node[m.path[-1]] = value
+        config["rl_config"]["actor_resource"]["num_npus"] = nproc * nnodes
+        return {"yaml": config, "nnodes": nnodes}
+
+    def worker(self) -> list[str] | None:
+        from ascendfactory.backends.verl import environment
+
+        rl = self.checkout()
+        env, _ = environment.find_env(None, os.environ)
+        if rl is None or environment.missing(env):
+            return None
+        return [environment.python_of(env), str(WORKERS / "msrl_worker.py"), rl]
+
+    def unavailable(self) -> str:
+        if self.checkout() is None:
+            return f"set {MS_RL_ENV} to a MindSpeed-RL checkout (cli/train_grpo.py, mindspeed_rl/config_cls/)"
+        return "no python with torch and Hydra: the judge runs in verl's environment (sh install.sh verl)"
+
+    def stand_ins(self) -> list[dict[str, str]]:
+        return _stand_ins("msrl_worker.py")
+
+
+def _stand_ins(worker: str) -> list[dict[str, str]]:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(WORKERS / worker), "--stand-ins"], capture_output=True, text=True, check=True
+    )
+    return list(json.loads(done.stdout))
+
+
 ADAPTERS: dict[str, Adapter] = {
     "llamafactory": LlamaFactory("llamafactory"),
     "verl": Verl("verl"),
     "mindspeed-llm": MindSpeedLLM("mindspeed-llm"),
+    "mindspeed-rl": MindSpeedRL("mindspeed-rl"),
 }
 
 
