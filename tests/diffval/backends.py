@@ -374,6 +374,8 @@ MSRL_SECTIONS = {
 MSRL_OWNED = {"save", "load", "data_path", "tokenizer_name_or_path", "stage", "model", "actor_resource"}
 MSRL_OWNED |= {"finetune", "no_load_optim", "no_load_rng", "integrated_mode_config"}
 MS_RL_ENV = "AF_MINDSPEED_RL_DIR"
+# msrl/config.py ARCH_KEYS: one of them in megatron_training and the plan builds no `model` entry
+MSRL_ARCH = {("megatron_training", k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
 
 
 class MindSpeedRL(Adapter):
@@ -457,6 +459,9 @@ class MindSpeedRL(Adapter):
                 else:
                     node[m.path[-1]] = value
         config["rl_config"]["actor_resource"]["num_npus"] = nproc * nnodes
+        if any(m.path[1:3] in MSRL_ARCH and m.value != DELETE for m in mutations):
+            config.pop("model", None)  # the architecture is written in megatron_training (msrl/config.py)
+            config["megatron_training"].pop("model", None)
         return {"yaml": config, "nnodes": nnodes}
 
     def worker(self) -> list[str] | None:

@@ -238,6 +238,14 @@ def _groups(cfg: MindSpeedRLConfig) -> list[tuple[str, str, Mapping[str, Any], i
     return out
 
 
+def _npus_from(bc: Mapping[str, Any]) -> str:
+    """Where the actor's num_npus came from, when the experiment does not give it (the whole cluster)."""
+    rl = bc.get("rl_config")
+    resource = rl.get("actor_resource") if isinstance(rl, Mapping) else None
+    given = isinstance(resource, Mapping) and resource.get("num_npus") is not None
+    return "" if given else " = env.NNODES x env.NPUS_PER_NODE"
+
+
 def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
     n = cfg.derived.n_samples
     for comp, view, v, npus, res in _groups(cfg):
@@ -335,7 +343,7 @@ def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
         d.mbs,
         key_gbs=mkey(cfg, "global_batch_size"),
         key_size=mkey(cfg, "micro_batch_size"),
-        what=f"actor (num_npus {d.actor_npus} / (TP {d.tp} x PP {d.pp} x CP {d.cp}))",
+        what=f"actor (num_npus {d.actor_npus}{_npus_from(bc)} / (TP {d.tp} x PP {d.pp} x CP {d.cp}))",
         text_gbs=d.gbs,
     )
     yield from _dp_findings(
@@ -347,7 +355,8 @@ def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
         d.dispatch["actor_rollout"],
         key_gbs=mkey(cfg, "global_batch_size"),
         key_size=rkey(cfg, "actor_rollout_dispatch_size"),
-        what=f"rollout (num_npus {d.actor_npus} / (infer TP {d.infer_tp} x infer PP {d.infer_pp}))",
+        what=f"rollout (num_npus {d.actor_npus}{_npus_from(bc)} / (infer TP {d.infer_tp} x infer PP "
+        f"{d.infer_pp}))",
         text_gbs=d.gbs,
     )
     if cfg.integrated:

@@ -340,7 +340,7 @@ CASES = [
             ),
             (
                 "actor_config.micro_batch_size",
-                '3 does not divide the 64 samples each actor (num_npus 16 / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 3")',
+                '3 does not divide the 64 samples each actor (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 3")',
             ),
         ],
     ),
@@ -362,11 +362,11 @@ CASES = [
         [
             (
                 "megatron_training.global_batch_size",
-                '30 prompts are not divisible by the actor (num_npus 16 / (TP 2 x PP 2 x CP 1)) data parallel size 4 (MindSpeed-RL: "Actor global_batch_size 30 must be divisible by data_parallel_size 4")',
+                '30 prompts are not divisible by the actor (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (TP 2 x PP 2 x CP 1)) data parallel size 4 (MindSpeed-RL: "Actor global_batch_size 30 must be divisible by data_parallel_size 4")',
             ),
             (
                 "megatron_training.global_batch_size",
-                '30 prompts are not divisible by the rollout (num_npus 16 / (infer TP 1 x infer PP 1)) data parallel size 16 (MindSpeed-RL: "Generation global_batch_size 30 must be divisible by data_parallel_size 16")',
+                '30 prompts are not divisible by the rollout (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (infer TP 1 x infer PP 1)) data parallel size 16 (MindSpeed-RL: "Generation global_batch_size 30 must be divisible by data_parallel_size 16")',
             ),
         ],
     ),
@@ -377,7 +377,7 @@ CASES = [
         [
             (
                 "actor_config.micro_batch_size",
-                '128 does not divide the 64 samples each actor (num_npus 16 / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 128")',
+                '128 does not divide the 64 samples each actor (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 128")',
             )
         ],
     ),
@@ -388,7 +388,7 @@ CASES = [
         [
             (
                 "rl_config.actor_rollout_dispatch_size",
-                '6 does not divide the 16 samples each rollout (num_npus 16 / (infer TP 1 x infer PP 1)) data parallel rank gets (global_batch_size 32 // DP 16 x n_samples_per_prompt 8) (MindSpeed-RL: "Generation global_batch_size 32  // data_parallel 16  * n_samples 8 must be divisible by micro_batch_size 6")',
+                '6 does not divide the 16 samples each rollout (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (infer TP 1 x infer PP 1)) data parallel rank gets (global_batch_size 32 // DP 16 x n_samples_per_prompt 8) (MindSpeed-RL: "Generation global_batch_size 32  // data_parallel 16  * n_samples 8 must be divisible by micro_batch_size 6")',
             )
         ],
     ),
