@@ -166,7 +166,7 @@ RULES: tuple[Rule, ...] = (
     *(
         Rule(
             key,
-            lambda f, key=key: f.given(key) and f.given("data-path"),
+            lambda f, key=key: f.given(key) and f[key] != [] and f.given("data-path"),
             f"{key} with data-path (the plan's, from the experiment's data): one data source only",
             f"remove {key}",
             MEGATRON + " (data blend checks)",

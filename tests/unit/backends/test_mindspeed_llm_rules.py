@@ -69,7 +69,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "train-data-path": ({"train-data-path": ["/d/train"]}, {}),
     "valid-data-path": ({"valid-data-path": ["/d/valid"]}, {}),
-    "test-data-path": ({"test-data-path": ["/d/test"]}, {}),
+    "test-data-path": ({"test-data-path": ["/d/test"]}, {"test-data-path": []}),  # [] is no data source
     "num-layers-per-virtual-pipeline-stage": (
         {"num-layers-per-virtual-pipeline-stage": 1},
         {"num-layers-per-virtual-pipeline-stage": 1, "pipeline-model-parallel-size": 2},
