@@ -59,11 +59,11 @@ def show(report: Report, limit: int) -> None:
 
 def show_stand_ins(backend: str) -> None:
     """The modules the framework's judge cannot import here and what stands in for each (a data table)."""
-    stand_ins = getattr(ADAPTERS[backend], "stand_ins", None)
+    stand_ins = ADAPTERS[backend].stand_ins()
     if stand_ins is None:
         return
     print(f"   stand-ins of the {backend} judge (a call to one makes the case undecided, not a verdict):")
-    for row in stand_ins():
+    for row in stand_ins:
         print(f"   - {row['module']}: {row['why']} -> {row['stands_in']}")
 
 

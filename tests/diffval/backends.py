@@ -57,6 +57,14 @@ class Adapter:
         """argv of the framework's judge, or None when its environment is not here."""
         raise NotImplementedError
 
+    def unavailable(self) -> str:
+        """Why worker() is None."""
+        return "the framework's environment is not installed here"
+
+    def stand_ins(self) -> list[dict[str, str]] | None:
+        """What the judge stands in for (module, why, stands_in), when it cannot import everything."""
+        return None
+
 
 # -- LLaMA-Factory ------------------------------------------------------------------------------------
 LF_T = ("backend_config", "training")
@@ -412,13 +420,18 @@ class MindSpeedRL(Adapter):
         out: list[KeySpec] = []
         for section, cls in MSRL_SECTIONS.items():
             defaults = ks.classes[cls].keys
-            held = [k for k in (bc.get(section) or {}) if k in defaults and k not in MSRL_OWNED]
+            given = bc.get(section)
+            held = [
+                k for k in (given if isinstance(given, dict) else {}) if k in defaults and k not in MSRL_OWNED
+            ]
             others = [k for k in defaults if k not in MSRL_OWNED]
             for k in held * 8 + others:
                 default = defaults[k]
                 kind = "other" if isinstance(default, keys.Expr) else _kind(default)
                 out.append(KeySpec(("backend_config", section, k), kind if default is not None else "str"))
-        sampling = (bc.get("generate_config") or {}).get("sampling_config") or {}
+        generate = bc.get("generate_config")
+        sampling = generate.get("sampling_config") if isinstance(generate, dict) else None
+        sampling = sampling if isinstance(sampling, dict) else {}
         out += [
             KeySpec(("backend_config", "generate_config", "sampling_config", k), _kind(v))
             for k, v in sampling.items()
@@ -445,12 +458,10 @@ class MindSpeedRL(Adapter):
                 nnodes = 1 if m.value == DELETE else m.value
             elif m.path[0] == "backend_config" and m.path[1] in MSRL_SECTIONS:
                 node = config.setdefault(m.path[1], {})
-                for part in m.path[2:-1]:
-                    node = (
-                        node.setdefault(part, {})
-                        if isinstance(node.get(part), dict) or part not in node
-                        else node[part]
-                    )
+                for part in m.path[2:-1]:  # as cases.apply: a parent that is no mapping becomes one
+                    if not isinstance(node.get(part), dict):
+                        node[part] = {}
+                    node = node[part]
                 value = m.value
                 if m.path[-1] in PATH_KEYS and isinstance(value, str) and value:
                     value = os.path.abspath(value)
