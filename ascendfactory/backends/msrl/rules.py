@@ -264,7 +264,8 @@ def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
                 "R12",
                 f"rl_config.{res}.num_npus",
                 f"{npus} NPUs are not divisible by TP x PP x CP = "
-                f"{t} x {p} x {c} = {t * p * c} ({comp.lower()})" + upstream(text),
+                f"{t} x {p} x {c} = {t * p * c} ({comp.lower()}: tensor_model_parallel_size x "
+                "pipeline_model_parallel_size x context_parallel_size)" + upstream(text),
                 f"make TP x PP x CP one of {ok}, or num_npus a multiple of {t * p * c}",
             )
         if isinstance(g, int) and isinstance(m, int) and m and (g * n) % m:
@@ -657,6 +658,34 @@ def _r28(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
+def _kl_dispatch(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+    """master's validate_rl_args compares a given kl_dispatch_size with critic_config.global_batch_size;
+    cli/train_grpo.py passes no critic config, so it fails with AttributeError (found by diffval)."""
+    if cfg.rl.get("kl_dispatch_size") and not cfg.rl.get("critic_resource"):
+        yield Finding(
+            "R-KL",
+            rkey(cfg, "kl_dispatch_size"),
+            "is PPO's (the critic's KL dispatch): GRPO has no critic config, and validate_rl_args fails "
+            "reading its global_batch_size"
+            + upstream("AttributeError: 'NoneType' object has no attribute 'global_batch_size'"),
+            "remove kl_dispatch_size",
+        )
+
+
+def _reuse_image_embeds(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+    """validate_rl_args reads vit_config.global_batch_size with reuse_image_embeds; cli/train_grpo.py (text
+    GRPO) passes no ViT config, so it fails with AttributeError (found by diffval)."""
+    if cfg.rl.get("reuse_image_embeds"):
+        yield Finding(
+            "R-VIT",
+            rkey(cfg, "reuse_image_embeds"),
+            "is for multimodal GRPO (a ViT config): cli/train_grpo.py passes none, and validate_rl_args "
+            "fails reading its global_batch_size"
+            + upstream("AttributeError: 'NoneType' object has no attribute 'global_batch_size'"),
+            "remove reuse_image_embeds (or set it false)",
+        )
+
+
 RULES: tuple[Rule, ...] = (
     Rule("R1", _r1),
     Rule("R2", _r2),
@@ -682,6 +711,8 @@ RULES: tuple[Rule, ...] = (
     Rule("R26", _r26, since="2.2.0"),
     Rule("R27", _r27, since="2.2.0"),
     Rule("R28", _r28, since="master"),
+    Rule("R-KL", _kl_dispatch, since="master"),
+    Rule("R-VIT", _reuse_image_embeds, since="2.2.0"),
 )
 
 

@@ -325,7 +325,7 @@ CASES = [
         [
             (
                 "rl_config.actor_resource.num_npus",
-                "6 NPUs are not divisible by TP x PP x CP = 4 x 1 x 1 = 4 (actor) (MindSpeed-RL: \"Invalid Actor resource allocation! Resource={'num_npus': 6} must be divisible by (tensor_parallel * pipeline_parallel * context_parallel) = 4*1*1=4\")",
+                "6 NPUs are not divisible by TP x PP x CP = 4 x 1 x 1 = 4 (actor: tensor_model_parallel_size x pipeline_model_parallel_size x context_parallel_size) (MindSpeed-RL: \"Invalid Actor resource allocation! Resource={'num_npus': 6} must be divisible by (tensor_parallel * pipeline_parallel * context_parallel) = 4*1*1=4\")",
             )
         ],
     ),
@@ -576,6 +576,39 @@ CASES = [
                 "rl_config.async_engine",
                 'must be true with multi_turn_enable (MindSpeed-RL: "async_engine must be True when multi_turn_enable is True")',
             ),
+        ],
+    ),
+    Case(
+        "R-KL",
+        "master",
+        {"backend_config": {"rl_config": {"kl_dispatch_size": 8}}},
+        [
+            (
+                "rl_config.kl_dispatch_size",
+                "is PPO's (the critic's KL dispatch): GRPO has no critic config, and validate_rl_args fails reading its global_batch_size (MindSpeed-RL: \"AttributeError: 'NoneType' object has no attribute 'global_batch_size'\")",
+            )
+        ],
+    ),
+    Case(
+        "R-VIT",
+        "2.3.0",
+        {"backend_config": {"rl_config": {"reuse_image_embeds": True}}},
+        [
+            (
+                "rl_config.reuse_image_embeds",
+                "is for multimodal GRPO (a ViT config): cli/train_grpo.py passes none, and validate_rl_args fails reading its global_batch_size (MindSpeed-RL: \"AttributeError: 'NoneType' object has no attribute 'global_batch_size'\")",
+            )
+        ],
+    ),
+    Case(
+        "dispatch-kind",
+        "master",
+        {"backend_config": {"rl_config": {"reward_dispatch_size": [1, 2]}}},
+        [
+            (
+                "rl_config.reward_dispatch_size",
+                "must be a whole number of 1 or more (got [1, 2]): experiences per dispatch (validate_rl_args computes with it)",
+            )
         ],
     ),
     Case(
@@ -880,6 +913,8 @@ def test_the_base_experiment_passes_every_version(tmp_path, clean_env, version):
         ("R7-2.2.0", "2.2.0", True),
         ("R7-2.2.0", "2.3.0", False),
         ("R28", "2.3.0", False),
+        ("R-KL", "2.3.0", False),
+        ("R-VIT", "2.1.0", False),
     ],
 )
 def test_rules_apply_to_their_versions(rule, version, applies):
