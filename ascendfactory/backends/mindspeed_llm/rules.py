@@ -193,9 +193,21 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "output-layer-slice-num",
-        lambda f: f.num("output-layer-slice-num") < 1,
-        "must be 1 or more",
-        "set output-layer-slice-num: 1 (the default) or more",
+        lambda f: (
+            f.num("output-layer-slice-num") < 1
+            or (
+                f.num("output-layer-slice-num") > 1
+                and (
+                    f.num("tensor-model-parallel-size") > 1
+                    or (
+                        f.given("padded-vocab-size")
+                        and f.num("padded-vocab-size") % f.num("output-layer-slice-num")
+                    )
+                )
+            )
+        ),
+        "must be 1 or more; above 1 it needs tensor-model-parallel-size 1 and must divide padded-vocab-size",
+        "set output-layer-slice-num: 1 (the default), or a divisor of the vocabulary with TP 1",
         LLM + " _validate_output_layer_slice_num",
     ),
     Rule(
@@ -527,6 +539,79 @@ RULES: tuple[Rule, ...] = (
         "fp16 and bf16 cannot both be set",
         "keep one of fp16 and bf16",
         MEGATRON + " (assert not args.bf16)",
+    ),
+    Rule(
+        "timing-log-level",
+        lambda f: f.given("timing-log-level") and f["timing-log-level"] not in (0, 1, 2),
+        "is not one of its choices: 0, 1, 2",
+        "use 0, 1 or 2",
+        MEGATRON + " (argparse choices=range(0, 3))",
+    ),
+    Rule(
+        "enable-share-memory",
+        lambda f: f.given("enable-share-memory") and not f.given("reset-position-ids"),
+        "needs reset-position-ids",
+        "set reset-position-ids: true, or remove enable-share-memory",
+        "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/data.py",
+    ),
+    Rule(
+        "moe-pad-expert-input-to-capacity",
+        lambda f: f.given("moe-pad-expert-input-to-capacity") and not f.given("moe-expert-capacity-factor"),
+        "needs moe-expert-capacity-factor",
+        "set moe-expert-capacity-factor, or remove moe-pad-expert-input-to-capacity",
+        "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/moe_router.py",
+    ),
+    Rule(
+        "recompute-in-advance",
+        lambda f: (
+            f.given("recompute-in-advance")
+            and (
+                f["recompute-method"] == "uniform"
+                or f["recompute-granularity"] == "selective"
+                or not f.given("recompute-num-layers")
+                or f.num("pipeline-model-parallel-size") <= 1
+                or f["num-layers-per-virtual-pipeline-stage"] != 1
+            )
+        ),
+        "needs recompute-num-layers, recompute-method block (not selective granularity), "
+        "pipeline-model-parallel-size 2 or more and num-layers-per-virtual-pipeline-stage 1",
+        "remove recompute-in-advance, or set those flags",
+        LLM + " _validate_recompute_in_advance",
+    ),
+    Rule(
+        "moe-zero-memory",
+        lambda f: (
+            f["moe-zero-memory"] != "disable"
+            and (
+                not (f.given("moe-alltoall-overlap-comm") or f.given("moe-fb-overlap"))
+                or f.given("recompute-method")
+            )
+        ),
+        "needs moe-alltoall-overlap-comm or moe-fb-overlap, and no recompute-method",
+        "remove moe-zero-memory (disable), or set moe-alltoall-overlap-comm",
+        LLM + " _validate_moe_args",
+    ),
+    Rule(
+        "checkpoint-activations",
+        lambda f: f.given("checkpoint-activations"),
+        "is no longer valid in Megatron-LM (it prints so and exits); use recompute-activations, or "
+        "recompute-granularity with recompute-method",
+        "remove checkpoint-activations; set recompute-activations: true instead",
+        MEGATRON,
+    ),
+    Rule(
+        "distribute-saved-activations",
+        lambda f: (
+            f.given("distribute-saved-activations")
+            and (
+                f.num("tensor-model-parallel-size") <= 1
+                or f["recompute-granularity"] != "full"
+                or not f.given("recompute-method")
+            )
+        ),
+        "needs tensor-model-parallel-size 2 or more, recompute-granularity: full and a recompute-method",
+        "remove distribute-saved-activations, or set those flags",
+        MEGATRON,
     ),
 )
 

@@ -82,7 +82,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "no-gradient-accumulation-fusion": OFF,
         },
     ),
-    "output-layer-slice-num": ({"output-layer-slice-num": 0}, {"output-layer-slice-num": 1}),
+    "output-layer-slice-num": (
+        {"output-layer-slice-num": 0},
+        {"output-layer-slice-num": 2, "padded-vocab-size": 960},
+    ),
     "neat-pack": ({"neat-pack": True}, {"neat-pack": True, "reset-position-ids": True}),
     "moe-alltoall-overlap-comm": (
         {"moe-alltoall-overlap-comm": True},
@@ -178,6 +181,38 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "fp16-lm-cross-entropy": ({"fp16-lm-cross-entropy": True}, {"fp16-lm-cross-entropy": True, "fp16": True}),
     "fp16": ({"fp16": True, "bf16": True}, {"fp16": True}),
+    "timing-log-level": ({"timing-log-level": 8}, {"timing-log-level": 2}),
+    "enable-share-memory": (
+        {"enable-share-memory": True},
+        {"enable-share-memory": True, "reset-position-ids": True},
+    ),
+    "moe-pad-expert-input-to-capacity": (
+        {"moe-pad-expert-input-to-capacity": True},
+        {"moe-pad-expert-input-to-capacity": True, "moe-expert-capacity-factor": 1.0},
+    ),
+    "recompute-in-advance": (
+        {"recompute-in-advance": True},
+        {
+            "recompute-in-advance": True,
+            "recompute-num-layers": 1,
+            "pipeline-model-parallel-size": 2,
+            "num-layers-per-virtual-pipeline-stage": 1,
+        },
+    ),
+    "moe-zero-memory": (
+        {"moe-zero-memory": "level1"},
+        {"moe-zero-memory": "level1", "moe-alltoall-overlap-comm": True},
+    ),
+    "checkpoint-activations": ({"checkpoint-activations": True}, {"recompute-activations": True}),
+    "distribute-saved-activations": (
+        {"distribute-saved-activations": True},
+        {
+            "distribute-saved-activations": True,
+            "tensor-model-parallel-size": 2,
+            "recompute-granularity": "full",
+            "recompute-method": "uniform",
+        },
+    ),
 }
 
 
