@@ -305,6 +305,8 @@ class MindSpeedLLM(Adapter):
             seq = training["seq-length"]
             training["max-position-embeddings"] = MS_DEFAULT_SEQ if seq == DELETE else seq
         for key, value in training.items():
+            if key == "prompt-type" and value == DELETE:
+                continue  # the plan falls back to preprocess_data's prompt-type, the same in the templates
             flags.pop(key, None)
             if value != DELETE:
                 flags.update(argv_flags(to_flags(absolute({key: value}))))
