@@ -477,6 +477,12 @@ class MindSpeedRL(Adapter):
             config["megatron_training"].pop("model", None)
         return {"yaml": config, "nnodes": nnodes}
 
+    def comparable(self, payload: Any) -> Any:
+        # the converted weights are named by layout (converted_hf2mg_weight_TP2PP1): not judged here
+        config = copy.deepcopy(payload["yaml"])
+        config.get("actor_config", {}).pop("load", None)
+        return {**payload, "yaml": config}
+
     def worker(self) -> list[str] | None:
         from ascendfactory.backends.verl import environment
 
