@@ -613,6 +613,29 @@ RULES: tuple[Rule, ...] = (
         "remove distribute-saved-activations, or set those flags",
         MEGATRON,
     ),
+    Rule(
+        "history-turns",
+        lambda f: f.given("history-turns") and f.num("history-turns") < 0,
+        "must be 0 or more",
+        "set history-turns to 0 or more",
+        LLM + " _validate_inference_args",
+    ),
+    Rule(
+        "hf-chat-template",
+        lambda f: f.given("hf-chat-template") and f.given("prompt-type"),
+        "cannot be used with prompt-type",
+        "remove prompt-type (here and in preprocess_data), or hf-chat-template",
+        LLM + " _validate_inference_args",
+    ),
+    Rule(
+        "decoder-seq-length",
+        lambda f: (
+            f.given("decoder-seq-length") and f.num("decoder-seq-length") > f.num("max-position-embeddings")
+        ),
+        "must not exceed max-position-embeddings",
+        "lower decoder-seq-length, or remove it",
+        MEGATRON + " (assert args.max_position_embeddings >= args.decoder_seq_length)",
+    ),
 )
 
 

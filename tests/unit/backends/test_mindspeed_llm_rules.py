@@ -204,6 +204,9 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"moe-zero-memory": "level1", "moe-alltoall-overlap-comm": True},
     ),
     "checkpoint-activations": ({"checkpoint-activations": True}, {"recompute-activations": True}),
+    "history-turns": ({"history-turns": -1}, {"history-turns": 0}),
+    "hf-chat-template": ({"hf-chat-template": True, "prompt-type": "qwen"}, {"hf-chat-template": True}),
+    "decoder-seq-length": ({"decoder-seq-length": 1024}, {"decoder-seq-length": 512}),
     "distribute-saved-activations": (
         {"distribute-saved-activations": True},
         {
