@@ -104,7 +104,7 @@ class _Numbers:
         v["actor_npus"] = self.positive(
             res.get("num_npus") if isinstance(res, Mapping) else None,
             "rl_config.actor_resource.num_npus",
-            "the NPUs the actor (and, integrated, every worker) runs on",
+            "the NPUs the actor (and, with use_integrated_worker, every worker) runs on",
         )
         gen = self.gen
         v["itp"] = self.section_int(
