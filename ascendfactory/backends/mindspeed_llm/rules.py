@@ -78,6 +78,11 @@ class Rule:
     source: str  # the framework code that refuses it
 
 
+def _moe(f: Flags) -> bool:
+    """A MoE model: num-experts given and not 0 (Megatron's validate_args turns 0 into None)."""
+    return f.given("num-experts") and f["num-experts"] != 0
+
+
 def _vpp_pp(f: Flags) -> bool:
     # PP 2 with VPP passes: MindSpeed-LLM's _store_variables hides VPP from Megatron's check
     return f.given("num-layers-per-virtual-pipeline-stage") and f.num("pipeline-model-parallel-size") < 2
@@ -158,7 +163,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "expert-model-parallel-size",
-        lambda f: f.num("expert-model-parallel-size") > 1 and not f.given("num-experts"),
+        lambda f: f.num("expert-model-parallel-size") > 1 and not _moe(f),
         "expert parallelism needs num-experts (a MoE model)",
         "remove expert-model-parallel-size, or set num-experts",
         MEGATRON,
@@ -239,7 +244,7 @@ RULES: tuple[Rule, ...] = (
     *(
         Rule(
             key,
-            lambda f, key=key: f.given(key) and not f.given("num-experts"),
+            lambda f, key=key: f.given(key) and not _moe(f),
             "first-k-dense-replace and moe-layer-freq are for MoE models (num-experts)",
             f"remove {key}, or set num-experts",
             LLM + " _validate_transformer_block_build_layers",
@@ -426,9 +431,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "num-experts",
         lambda f: (
-            f.given("num-experts")
-            and f.given("variable-seq-lengths")
-            and f["moe-token-dispatcher-type"] == "allgather"
+            _moe(f) and f.given("variable-seq-lengths") and f["moe-token-dispatcher-type"] == "allgather"
         ),
         "a MoE model with variable-seq-lengths needs moe-token-dispatcher-type: alltoall",
         "set moe-token-dispatcher-type: alltoall, or remove variable-seq-lengths",

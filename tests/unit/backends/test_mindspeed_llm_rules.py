@@ -148,7 +148,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"rope-scaling-type": "yarn"},
         {"rope-scaling-type": "yarn", "rope-scaling-original-max-position-embeddings": 256},
     ),
-    "num-experts": ({**MOE, "moe-token-dispatcher-type": "allgather"}, MOE),
+    "num-experts": (
+        {**MOE, "moe-token-dispatcher-type": "allgather"},
+        {**MOE, "moe-token-dispatcher-type": "allgather", "num-experts": 0},
+    ),
     "recompute-granularity": (
         {"recompute-granularity": "full"},
         {"recompute-granularity": "full", "recompute-method": "uniform"},
