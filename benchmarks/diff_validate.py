@@ -57,6 +57,16 @@ def show(report: Report, limit: int) -> None:
         print(f"-- not in the README table: {row.case.id}: {message}")
 
 
+def show_stand_ins(backend: str) -> None:
+    """The modules the framework's judge cannot import here and what stands in for each (a data table)."""
+    stand_ins = ADAPTERS[backend].stand_ins()
+    if stand_ins is None:
+        return
+    print(f"   stand-ins of the {backend} judge (a call to one makes the case undecided, not a verdict):")
+    for row in stand_ins:
+        print(f"   - {row['module']}: {row['why']} -> {row['stands_in']}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", action="append", choices=sorted(ADAPTERS))
@@ -73,6 +83,7 @@ def main() -> int:
                 print(f"\n== {backend}: not run: {e}")
                 continue
         show(report, a.show)
+        show_stand_ins(backend)
         failed |= bool(
             report.cell("we_accept_only")
             or report.crashed

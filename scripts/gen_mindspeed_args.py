@@ -30,9 +30,10 @@ class Source:
     paths: tuple[str, ...]  # files, or directories ending in "/" (every *.py below them)
 
 
-# What each names file is made of. Refs are those MindSpeed-LLM 2.1.0 installs (README / install guide),
-# except the v2 converter: 26.1.0 is the first release whose convert_ckpt_v2.py takes --hf-cfg-dir,
-# --model-type-hf qwen25 and the LoRA flags.
+# What each names file is made of. (Not mindspeed_llm/tasks/megatron_adaptor.py: its `_process_args_dummy`
+# names belong to the adaptor's own pre-parse; the training parser refuses them, e.g. `--layerzero`.)
+# Refs are those MindSpeed-LLM 2.1.0 installs (README / install guide), except the v2 converter: 26.1.0 is
+# the first release whose convert_ckpt_v2.py takes --hf-cfg-dir, --model-type-hf qwen25 and the LoRA flags.
 FILES: dict[str, list[Source]] = {
     "training_2.1.0.txt": [
         Source("megatron", "NVIDIA/Megatron-LM", "core_r0.8.0", ("megatron/training/arguments.py",)),
@@ -43,7 +44,6 @@ FILES: dict[str, list[Source]] = {
             (
                 "mindspeed_llm/training/arguments.py",
                 "mindspeed_llm/features_manager/",
-                "mindspeed_llm/tasks/megatron_adaptor.py",
             ),
         ),
         Source(

@@ -57,6 +57,14 @@ class Adapter:
         """argv of the framework's judge, or None when its environment is not here."""
         raise NotImplementedError
 
+    def unavailable(self) -> str:
+        """Why worker() is None."""
+        return "the framework's environment is not installed here"
+
+    def stand_ins(self) -> list[dict[str, str]] | None:
+        """What the judge stands in for (module, why, stands_in), when it cannot import everything."""
+        return None
+
 
 # -- LLaMA-Factory ------------------------------------------------------------------------------------
 LF_T = ("backend_config", "training")
@@ -212,7 +220,304 @@ def _kind(default: Any) -> str:
     return "other"
 
 
-ADAPTERS: dict[str, Adapter] = {"llamafactory": LlamaFactory("llamafactory"), "verl": Verl("verl")}
+# -- MindSpeed-LLM (with its Megatron-LM) ----------------------------------------------------------------
+MS_T = ("backend_config", "training")
+MS_LAYOUT = (("env", "NPUS_PER_NODE"), ("env", "NNODES"))
+# The checkouts the judge runs (opt-in): MindSpeed-LLM with Megatron-LM's megatron/ copied into it, and
+# MindSpeed, at the pins our backend installs (mindspeed_llm/environment.py's install_plan).
+MS_LLM_ENV = "AF_MINDSPEED_LLM_DIR"
+MINDSPEED_ENV = "AF_MINDSPEED_DIR"
+MS_DEFAULT_SEQ = 4096  # the plan's seq-length when training gives none (mindspeed_llm/backend.py)
+# What the plan's architecture flags give a training key the experiment deletes (model_flags.py)
+MS_FILLED = {
+    "seq-length": MS_DEFAULT_SEQ,
+    "max-position-embeddings": MS_DEFAULT_SEQ,
+    "tensor-model-parallel-size": 1,
+    "pipeline-model-parallel-size": 1,
+}
+MS_PINS = "MindSpeed-LLM 2.1.0 (70116e9b), Megatron-LM core_r0.8.0 (baf94af3), MindSpeed 2c085cc9"
+
+
+class MindSpeedLLM(Adapter):
+    """Our verdict is `--dry-run`'s (a real `train` stops here at the missing CANN toolkit, before it would
+    hand MindSpeed-LLM anything); the framework's is its argument parsing and validation on the training
+    argv (workers/megatron_worker.py), on CPU with the stand-ins that worker lists."""
+
+    dry_run = True
+
+    def checkouts(self) -> tuple[str, str] | str:
+        """(MindSpeed-LLM dir, MindSpeed dir), or why they are not here."""
+        llm, mindspeed = os.environ.get(MS_LLM_ENV), os.environ.get(MINDSPEED_ENV)
+        if not llm or not mindspeed:
+            return f"set {MS_LLM_ENV} and {MINDSPEED_ENV} to checkouts at {MS_PINS}"
+        if not (Path(llm, "posttrain_gpt.py").is_file() and Path(llm, "megatron", "training").is_dir()):
+            return f"{MS_LLM_ENV}={llm} is not a MindSpeed-LLM checkout with Megatron-LM's megatron/ in it"
+        if not Path(mindspeed, "mindspeed", "features_manager").is_dir():
+            return f"{MINDSPEED_ENV}={mindspeed} is not a MindSpeed checkout"
+        return llm, mindspeed
+
+    def bases(self, workdir: Path) -> list[Base]:
+        found = self.checkouts()
+        out = []
+        for exp in ("full-4k", "lora-4k"):
+            tree = _template("mindspeed-llm", exp)
+            tree["backend_config"]["training"]["tokenizer-name-or-path"] = str(DEMO_MODEL)
+            tree["backend_config"]["preprocess_data"]["input"] = str(DEMO_DATA)
+            if isinstance(found, tuple):
+                tree["scripts_dir"] = found[0]
+            tree["af_output_dir"] = str(workdir / "out" / exp)
+            out.append(Base(f"mindspeed-llm/{exp}", tree))
+        return out
+
+    def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
+        from ascendfactory.backends.megatron.run import PATH_KEYS
+        from ascendfactory.backends.mindspeed_llm.args import specs
+        from ascendfactory.backends.mindspeed_llm.backend import PLANNER_TRAIN_KEYS
+
+        table = specs("training")
+        skip = set(PLANNER_TRAIN_KEYS) | set(PATH_KEYS)
+        held = [k for k in tree["backend_config"]["training"] if k in table and k not in skip]
+        layout = [k for k in table if k.endswith(("-parallel-size", "batch-size")) and k not in skip]
+        names = held * 6 + layout * 6 + [k for k in table if k not in skip]
+        out = [KeySpec((*MS_T, n), _ms_kind(table[n]), table[n].choices) for n in names]
+        return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 60
+
+    def payload(self, plan: Any) -> Any:
+        step = plan.step("train")
+        launch = step.launch
+        return {
+            "argv": list(launch.entry),
+            "nproc_per_node": launch.nproc_per_node,
+            "nnodes": launch.nnodes,
+            "world_size": launch.nproc_per_node * launch.nnodes,
+            "env": dict(step.env),
+        }
+
+    def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
+        from ascendfactory.backends.megatron.run import to_flags
+        from ascendfactory.backends.mindspeed_llm.backend import absolute
+
+        flags = argv_flags(payload["argv"][1:])
+        nproc, nnodes = payload["nproc_per_node"], payload["nnodes"]
+        training = {m.path[2]: m.value for m in mutations if m.path[:2] == MS_T and len(m.path) == 3}
+        if "seq-length" in training and "max-position-embeddings" not in training:
+            # the plan's architecture flags: max-position-embeddings is the sequence length (model_flags.py)
+            seq = training["seq-length"]
+            training["max-position-embeddings"] = MS_DEFAULT_SEQ if seq == DELETE else seq
+        for key, value in training.items():
+            if key == "prompt-type" and value == DELETE:
+                continue  # the plan falls back to preprocess_data's prompt-type, the same in the templates
+            flags.pop(key, None)
+            if value != DELETE:
+                flags.update(argv_flags(to_flags(absolute({key: value}))))
+            elif key in MS_FILLED:
+                flags[key] = [str(MS_FILLED[key])]
+            elif key == "save-interval" and flags.get("train-iters", ["x"])[0].isdigit():
+                flags[key] = flags["train-iters"]  # the plan saves at the end (mindspeed_llm/backend.py)
+        for m in mutations:  # a deleted topology key is 1 on this CPU machine (config/devices.py)
+            if m.path == ("env", "NPUS_PER_NODE"):
+                nproc = 1 if m.value == DELETE else m.value
+            elif m.path == ("env", "NNODES"):
+                nnodes = 1 if m.value == DELETE else m.value
+        argv = [payload["argv"][0]]
+        for key, values in flags.items():
+            argv += [f"--{key}", *values]
+        return {
+            **payload,
+            "argv": argv,
+            "nproc_per_node": nproc,
+            "nnodes": nnodes,
+            "world_size": nproc * nnodes,
+        }
+
+    def comparable(self, payload: Any) -> Any:
+        # `--load` names the converted weights by layout (converted_weight_TP2PP1): not judged here
+        flags = {k: v for k, v in argv_flags(payload["argv"][1:]).items() if k != "load"}
+        return (flags, payload["world_size"], payload["argv"][0])
+
+    def worker(self) -> list[str] | None:
+        import importlib.util
+        import sys
+
+        found = self.checkouts()
+        if not isinstance(found, tuple) or importlib.util.find_spec("torch") is None:
+            return None
+        return [sys.executable, str(WORKERS / "megatron_worker.py"), *found]
+
+    def unavailable(self) -> str:
+        found = self.checkouts()
+        return found if isinstance(found, str) else "torch is not importable in this python"
+
+    def stand_ins(self) -> list[dict[str, str]]:
+        return _stand_ins("megatron_worker.py")
+
+
+def argv_flags(argv: list[str]) -> dict[str, list[str]]:
+    """`--flag v1 v2 --other=v` -> {flag: [v1, v2], other: [v]} (to_flags' argv read back)."""
+    out: dict[str, list[str]] = {}
+    key = None
+    for token in argv:
+        if token.startswith("--"):
+            key, eq, value = token[2:].partition("=")
+            out[key] = [value] if eq else []
+        elif key is not None:
+            out[key].append(token)
+    return out
+
+
+def _ms_kind(spec: Any) -> str:
+    if spec.kind == "flag":
+        return "bool"
+    if spec.nargs in ("+", "*") or spec.nargs.isdigit():
+        return "list"
+    return spec.kind if spec.kind in ("int", "float") else "str"
+
+
+# -- MindSpeed-RL -------------------------------------------------------------------------------------------
+MSRL_SECTIONS = {
+    "megatron_training": "MegatronConfig",
+    "actor_config": "MegatronConfig",
+    "rl_config": "RLConfig",
+    "generate_config": "GenerateConfig",
+}
+# What the plan decides (msrl/load.py fill, msrl/config.py): a case does not vary them.
+MSRL_OWNED = {"save", "load", "data_path", "tokenizer_name_or_path", "stage", "model", "actor_resource"}
+MSRL_OWNED |= {"finetune", "no_load_optim", "no_load_rng", "integrated_mode_config"}
+MS_RL_ENV = "AF_MINDSPEED_RL_DIR"
+# msrl/config.py ARCH_KEYS: one of them in megatron_training and the plan builds no `model` entry
+MSRL_ARCH = {("megatron_training", k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
+
+
+class MindSpeedRL(Adapter):
+    """Our verdict is `--dry-run`'s (a real `train` needs the CANN toolkit and a Ray cluster of NPUs); the
+    framework's is Hydra, its config classes and validate_rl_args on the yaml we write (msrl_worker.py),
+    run by a python with torch and Hydra (verl's environment)."""
+
+    dry_run = True
+
+    def checkout(self) -> str | None:
+        rl = os.environ.get(MS_RL_ENV)
+        ok = (
+            rl
+            and Path(rl, "cli", "train_grpo.py").is_file()
+            and Path(rl, "mindspeed_rl", "config_cls").is_dir()
+        )
+        return rl if ok else None
+
+    def bases(self, workdir: Path) -> list[Base]:
+        tree = _template("mindspeed-rl", "grpo")
+        bc = tree["backend_config"]
+        bc["megatron_training"]["tokenizer_name_or_path"] = str(DEMO_MODEL)
+        bc["preprocess_data"]["input"] = str(DEMO_DATA)
+        if self.checkout():
+            tree["scripts_dir"] = self.checkout()
+        tree["af_output_dir"] = str(workdir / "out" / "grpo")
+        return [Base("mindspeed-rl/grpo", tree)]
+
+    def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
+        from ascendfactory.backends.msrl import checkout, keys
+
+        ks = checkout.choose_version(None, self.checkout()).keys
+        bc = tree["backend_config"]
+        out: list[KeySpec] = []
+        for section, cls in MSRL_SECTIONS.items():
+            defaults = ks.classes[cls].keys
+            given = bc.get(section)
+            held = [
+                k for k in (given if isinstance(given, dict) else {}) if k in defaults and k not in MSRL_OWNED
+            ]
+            others = [k for k in defaults if k not in MSRL_OWNED]
+            for k in held * 8 + others:
+                default = defaults[k]
+                kind = "other" if isinstance(default, keys.Expr) else _kind(default)
+                out.append(KeySpec(("backend_config", section, k), kind if default is not None else "str"))
+        generate = bc.get("generate_config")
+        sampling = generate.get("sampling_config") if isinstance(generate, dict) else None
+        sampling = sampling if isinstance(sampling, dict) else {}
+        out += [
+            KeySpec(("backend_config", "generate_config", "sampling_config", k), _kind(v))
+            for k, v in sampling.items()
+        ] * 4
+        return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 30
+
+    def payload(self, plan: Any) -> Any:
+        from ascendfactory.backends.msrl.layout import TRAIN_CONFIG
+
+        launch = plan.step("train").launch
+        text = plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")]
+        return {"yaml": yaml.safe_load(text), "nnodes": launch.nnodes}
+
+    def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
+        from ascendfactory.backends.msrl.load import PATH_KEYS
+
+        config = copy.deepcopy(payload["yaml"])
+        nnodes, world = payload["nnodes"], config["rl_config"]["actor_resource"]["num_npus"]
+        nproc = world // nnodes
+        for m in mutations:
+            if m.path == ("env", "NPUS_PER_NODE"):
+                nproc = 1 if m.value == DELETE else m.value
+            elif m.path == ("env", "NNODES"):
+                nnodes = 1 if m.value == DELETE else m.value
+            elif m.path[0] == "backend_config" and m.path[1] in MSRL_SECTIONS:
+                node = config.setdefault(m.path[1], {})
+                for part in m.path[2:-1]:  # as cases.apply: a parent that is no mapping becomes one
+                    if not isinstance(node.get(part), dict):
+                        node[part] = {}
+                    node = node[part]
+                value = m.value
+                if m.path[-1] in PATH_KEYS and isinstance(value, str) and value:
+                    value = os.path.abspath(value)
+                if value == DELETE:
+                    node.pop(m.path[-1], None)
+                else:
+                    node[m.path[-1]] = value
+        config["rl_config"]["actor_resource"]["num_npus"] = nproc * nnodes
+        if any(m.path[1:3] in MSRL_ARCH and m.value != DELETE for m in mutations):
+            config.pop("model", None)  # the architecture is written in megatron_training (msrl/config.py)
+            config["megatron_training"].pop("model", None)
+        return {"yaml": config, "nnodes": nnodes}
+
+    def comparable(self, payload: Any) -> Any:
+        # the converted weights are named by layout (converted_hf2mg_weight_TP2PP1): not judged here
+        config = copy.deepcopy(payload["yaml"])
+        config.get("actor_config", {}).pop("load", None)
+        return {**payload, "yaml": config}
+
+    def worker(self) -> list[str] | None:
+        from ascendfactory.backends.verl import environment
+
+        rl = self.checkout()
+        env, _ = environment.find_env(None, os.environ)
+        if rl is None or environment.missing(env):
+            return None
+        return [environment.python_of(env), str(WORKERS / "msrl_worker.py"), rl]
+
+    def unavailable(self) -> str:
+        if self.checkout() is None:
+            return f"set {MS_RL_ENV} to a MindSpeed-RL checkout (cli/train_grpo.py, mindspeed_rl/config_cls/)"
+        return "no python with torch and Hydra: the judge runs in verl's environment (sh install.sh verl)"
+
+    def stand_ins(self) -> list[dict[str, str]]:
+        return _stand_ins("msrl_worker.py")
+
+
+def _stand_ins(worker: str) -> list[dict[str, str]]:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(WORKERS / worker), "--stand-ins"], capture_output=True, text=True, check=True
+    )
+    return list(json.loads(done.stdout))
+
+
+ADAPTERS: dict[str, Adapter] = {
+    "llamafactory": LlamaFactory("llamafactory"),
+    "verl": Verl("verl"),
+    "mindspeed-llm": MindSpeedLLM("mindspeed-llm"),
+    "mindspeed-rl": MindSpeedRL("mindspeed-rl"),
+}
 
 
 def mutations_reach(case: Case) -> bool:

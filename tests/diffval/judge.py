@@ -75,7 +75,7 @@ def run_backend(backend: str, *, cases: int, seed: int, workdir: Path) -> Report
     adapter = ADAPTERS[backend]
     argv = adapter.worker()
     if argv is None:
-        raise RuntimeError(f"{backend}: the framework's environment is not installed here")
+        raise RuntimeError(f"{backend}: {adapter.unavailable()}")
     workdir.mkdir(parents=True, exist_ok=True)
     bases = adapter.bases(workdir)
     base_payload = {b.name: _base_payload(adapter, b, workdir) for b in bases}

@@ -35,7 +35,12 @@ class Ours:
         if any(key in m for m in self.messages):  # named inside a message about another key
             return True
         leaf = key.rsplit(".", 1)[-1]  # a rule across keys names the other key in its message
-        return any(re.search(rf"(?<![\w.-]){re.escape(leaf)}(?![\w-])", m) for m in self.messages)
+        spellings = {leaf, leaf.replace("-", "_")}  # Megatron's layout messages use its attribute names
+        return any(
+            re.search(rf"(?<![\w.-]){re.escape(word)}(?![\w-])", m)
+            for m in self.messages
+            for word in spellings
+        )
 
 
 def verdict(case: Case, workdir: Path, *, dry_run: bool = False) -> Ours:

@@ -54,6 +54,7 @@ def read(ctx: PlanContext, accelerator: str, *, strict_paths: bool) -> LFRun:
     options, training, problems = _options(ctx)
     warnings: list[str] = []
     problems += _top_level_inputs(ctx, training, warnings)
+    problems += _retention_problems(ctx, training)
     problems += _owned_problems(ctx, training, out)
     training = _checked_keys(ctx, training, problems)
     _machine_checks(ctx, training, accelerator, strict_paths, problems, warnings)
@@ -91,6 +92,26 @@ def _options(ctx: PlanContext) -> tuple[dict[str, Any], dict[str, Any], list[Pro
         )
         raise ConfigError(problems)
     return options, dict(training), problems
+
+
+def _retention_problems(ctx: PlanContext, training: dict[str, Any]) -> list[Problem]:
+    """`save_total_limit` (top level) and `backend_config.training.save_total_limit` both reach
+    LLaMA-Factory's one `save_total_limit`: either alone is honoured, both given and different is refused
+    naming both (the top-level one, 0 included, would otherwise silently replace the other or be
+    ignored)."""
+    top = ctx.config.save_total_limit
+    own = training.get("save_total_limit")
+    if own is None or "save_total_limit" not in ctx.config.model_fields_set or own == top:
+        return []
+    return [
+        ctx.problem(
+            rules.T + "save_total_limit",
+            f"{own!r} conflicts with save_total_limit: {top} (top level); both set LLaMA-Factory's "
+            "save_total_limit",
+            fix="keep one of them: remove backend_config.training.save_total_limit, or the top-level "
+            "save_total_limit",
+        )
+    ]
 
 
 def _top_level_inputs(ctx: PlanContext, training: dict[str, Any], warnings: list[str]) -> list[Problem]:

@@ -49,6 +49,7 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_options,
 )
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
+from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site, resolve_site
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
@@ -133,6 +134,7 @@ class MindSpeedLLMBackend(MegatronBackend):
         if conv.defaulted_without_checkout:
             run.warnings.append(conv.reason)
         problems += self.run_problems(ctx, run, run.warnings)
+        problems += self.rule_problems(ctx, run, {p.key.removeprefix(K) for p in problems})
         self.raise_if(problems)
         run.framework = Found(site, conv)
         return run
@@ -234,6 +236,13 @@ class MindSpeedLLMBackend(MegatronBackend):
                 warnings.append(f"{K}{flag}: checkpoints hold no {state} state; {impact}")
         return problems
 
+    def rule_problems(self, ctx: PlanContext, run: MegatronRun, named: set[str]) -> list[Problem]:
+        """The rules across flags (rules.py) on the flags the plan hands the training program."""
+        return [
+            ctx.problem(K + rule.key, f"{rule.message} ({rule.source})", fix=rule.fix)
+            for rule in broken_rules(self.train_flags(ctx, run), skip=named)
+        ]
+
     @staticmethod
     def missing_converter(site: Site, conv: ConverterChoice, plan: Plan, strict: bool) -> list[Problem]:
         needed = any(s.role in (Role.CONVERT, Role.EXPORT) and not s.skipped for s in plan.steps)
@@ -326,6 +335,9 @@ class MindSpeedLLMBackend(MegatronBackend):
         flags.update({"tokenizer-type": "PretrainedFromHF", "tokenizer-name-or-path": run.model_dir})
         user = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_KEYS}
         flags.update(user)
+        if "save-interval" not in user and isinstance(user.get("train-iters"), int):
+            # the plan always passes --save, which Megatron accepts only with --save-interval: save at the end
+            flags["save-interval"] = user["train-iters"]
         load = run.load
         planned: dict[str, Any] = {
             "data-path": run.data_path,

@@ -51,6 +51,27 @@ PLACEHOLDER_LLM = "<MINDSPEED_LLM_DIR>"
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
+def runtime_env_problems(ctx: PlanContext, rl: MindSpeedRLConfig, found: Found) -> list[Problem]:
+    """`rl_config.runtime_env_path`: cli/train_grpo.py's `main` opens it (relative to the MindSpeed-RL
+    directory) before Ray starts; an empty or missing one fails there (IsADirectoryError, FileNotFoundError).
+    Checked against the directory when there is one."""
+    value = rl.rl.get("runtime_env_path")
+    if "runtime_env_path" not in rl.rl or value is None:
+        return []
+    where = os.path.join(found.rl_dir, str(value))
+    if isinstance(value, str) and value.strip() and (not found.rl_found or os.path.isfile(where)):
+        return []
+    return [
+        ctx.problem(
+            BC + "rl_config.runtime_env_path",
+            f"{value!r} names no file in the MindSpeed-RL directory (cli/train_grpo.py opens "
+            f"{where} before Ray starts)",
+            fix="remove it (the default is configs/envs/runtime_env.yaml), or name a yaml file in "
+            "the MindSpeed-RL directory",
+        )
+    ]
+
+
 @register_backend
 class MindSpeedRLBackend(Backend):
     name = "mindspeed-rl"
@@ -87,6 +108,7 @@ class MindSpeedRLBackend(Backend):
         user_data = rl.value("megatron_training.data_path") or rl.value("actor_config.data_path")
         rl, data_path = fill(ctx, rl, layout, load, problems, warnings, strict=strict_paths)
         problems += self.cluster(ctx, rl, warnings, strict=strict_paths)
+        problems += runtime_env_problems(ctx, rl, found)
         mg2hf_off = rl.mg2hf is None
         if d.nnodes > 1 and not cfg.shared_filesystem and not mg2hf_off and d.tp * d.pp > d.npus_per_node:
             # Megatron saves data-parallel group 0's shards: on node 0 alone when TP x PP fits on a node

@@ -21,6 +21,7 @@ from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
 from ascendfactory.backends.msrl.layout import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import Load
+from ascendfactory.backends.msrl.numbers import cpus_of
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.plan import (
@@ -190,9 +191,9 @@ def train_step(
         f"hydra.run.dir={layout.hydra_dir('train')}",
     )
     npus = d.actor_npus + (d.ref_npus or 0) + (d.reward_npus or 0)
-    cpus = float(rl.rl.get("num_cpus_for_placement_group") or 0) * npus + 1.0  # + the `train` task
+    cpus = cpus_of(rl.rl.get("num_cpus_for_placement_group")) * npus + 1.0  # + the `train` task
     if rl.rl.get("rule_reward"):
-        cpus += float(rl.rl.get("num_cpus_for_local_task") or 0) * d.nnodes
+        cpus += cpus_of(rl.rl.get("num_cpus_for_local_task")) * d.nnodes
     env = dict(TRAIN_ENV)
     jemalloc = next((p for p in JEMALLOC if os.path.isfile(p)), None)
     if jemalloc:

@@ -190,7 +190,19 @@ class _Reader:
 
     def check_kind(self, key: str, value: Any, default: Any) -> None:
         """Values whose kind cannot be what MindSpeed-RL computes with (a quoted 'false' is truthy there)."""
-        if value is None or isinstance(default, Expr) or default is None:
+        if value is None or isinstance(default, Expr):
+            return
+        if default is None and key.endswith("_dispatch_size"):
+            # RLConfig's *_dispatch_size (None: computed): validate_rl_args divides by a given one
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                self.problem(
+                    key,
+                    f"must be a whole number of 1 or more (got {value!r}): experiences per dispatch "
+                    "(validate_rl_args computes with it)",
+                    "write a positive whole number, or remove it (MindSpeed-RL computes it)",
+                )
+            return
+        if default is None:
             return
         if isinstance(default, bool):
             if not isinstance(value, bool):

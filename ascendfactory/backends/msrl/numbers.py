@@ -20,6 +20,11 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def cpus_of(value: Any) -> float:
+    """A CPU count from the config; a value of another kind (refused by the type check) counts 0."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
 def derive(
     ks: KeySet, sections: Mapping[str, Any], views: Mapping[str, Any], *, nnodes: int, npus_per_node: int
 ) -> tuple[Derived | None, list[Problem]]:
@@ -101,7 +106,7 @@ class _Numbers:
         v["actor_npus"] = self.positive(
             res.get("num_npus") if isinstance(res, Mapping) else None,
             "rl_config.actor_resource.num_npus",
-            "the NPUs the actor (and, integrated, every worker) runs on",
+            "the NPUs the actor (and, with use_integrated_worker, every worker) runs on",
         )
         gen = self.gen
         v["itp"] = self.section_int(
@@ -173,9 +178,9 @@ def _derived(ks: KeySet, reader: _Numbers, v: dict[str, Any], *, nnodes: int, np
         nodes=nnodes,
     )
     per_node = min(npus_per_node, actor_npus)
-    cpus = float(rl.get("num_cpus_for_placement_group") or 0) * per_node
+    cpus = cpus_of(rl.get("num_cpus_for_placement_group")) * per_node
     if rl.get("rule_reward"):
-        cpus += float(rl.get("num_cpus_for_local_task") or 0)
+        cpus += cpus_of(rl.get("num_cpus_for_local_task"))
     heads = _int(actor.get("num_attention_heads"))
     groups = _int(actor.get("num_query_groups")) if actor.get("group_query_attention") else heads
     return Derived(

@@ -238,6 +238,14 @@ def _groups(cfg: MindSpeedRLConfig) -> list[tuple[str, str, Mapping[str, Any], i
     return out
 
 
+def _npus_from(bc: Mapping[str, Any]) -> str:
+    """Where the actor's num_npus came from, when the experiment does not give it (the whole cluster)."""
+    rl = bc.get("rl_config")
+    resource = rl.get("actor_resource") if isinstance(rl, Mapping) else None
+    given = isinstance(resource, Mapping) and resource.get("num_npus") is not None
+    return "" if given else " = env.NNODES x env.NPUS_PER_NODE"
+
+
 def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
     n = cfg.derived.n_samples
     for comp, view, v, npus, res in _groups(cfg):
@@ -256,7 +264,8 @@ def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
                 "R12",
                 f"rl_config.{res}.num_npus",
                 f"{npus} NPUs are not divisible by TP x PP x CP = "
-                f"{t} x {p} x {c} = {t * p * c} ({comp.lower()})" + upstream(text),
+                f"{t} x {p} x {c} = {t * p * c} ({comp.lower()}: tensor_model_parallel_size x "
+                "pipeline_model_parallel_size x context_parallel_size)" + upstream(text),
                 f"make TP x PP x CP one of {ok}, or num_npus a multiple of {t * p * c}",
             )
         if isinstance(g, int) and isinstance(m, int) and m and (g * n) % m:
@@ -335,7 +344,7 @@ def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
         d.mbs,
         key_gbs=mkey(cfg, "global_batch_size"),
         key_size=mkey(cfg, "micro_batch_size"),
-        what=f"actor (num_npus {d.actor_npus} / (TP {d.tp} x PP {d.pp} x CP {d.cp}))",
+        what=f"actor (num_npus {d.actor_npus}{_npus_from(bc)} / (TP {d.tp} x PP {d.pp} x CP {d.cp}))",
         text_gbs=d.gbs,
     )
     yield from _dp_findings(
@@ -347,7 +356,8 @@ def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
         d.dispatch["actor_rollout"],
         key_gbs=mkey(cfg, "global_batch_size"),
         key_size=rkey(cfg, "actor_rollout_dispatch_size"),
-        what=f"rollout (num_npus {d.actor_npus} / (infer TP {d.infer_tp} x infer PP {d.infer_pp}))",
+        what=f"rollout (num_npus {d.actor_npus}{_npus_from(bc)} / (infer TP {d.infer_tp} x infer PP "
+        f"{d.infer_pp}))",
         text_gbs=d.gbs,
     )
     if cfg.integrated:
@@ -648,6 +658,34 @@ def _r28(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
+def _kl_dispatch(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+    """master's validate_rl_args compares a given kl_dispatch_size with critic_config.global_batch_size;
+    cli/train_grpo.py passes no critic config, so it fails with AttributeError (found by diffval)."""
+    if cfg.rl.get("kl_dispatch_size") and not cfg.rl.get("critic_resource"):
+        yield Finding(
+            "R-KL",
+            rkey(cfg, "kl_dispatch_size"),
+            "is PPO's (the critic's KL dispatch): GRPO has no critic config, and validate_rl_args fails "
+            "reading its global_batch_size"
+            + upstream("AttributeError: 'NoneType' object has no attribute 'global_batch_size'"),
+            "remove kl_dispatch_size",
+        )
+
+
+def _reuse_image_embeds(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+    """validate_rl_args reads vit_config.global_batch_size with reuse_image_embeds; cli/train_grpo.py (text
+    GRPO) passes no ViT config, so it fails with AttributeError (found by diffval)."""
+    if cfg.rl.get("reuse_image_embeds"):
+        yield Finding(
+            "R-VIT",
+            rkey(cfg, "reuse_image_embeds"),
+            "is for multimodal GRPO (a ViT config): cli/train_grpo.py passes none, and validate_rl_args "
+            "fails reading its global_batch_size"
+            + upstream("AttributeError: 'NoneType' object has no attribute 'global_batch_size'"),
+            "remove reuse_image_embeds (or set it false)",
+        )
+
+
 RULES: tuple[Rule, ...] = (
     Rule("R1", _r1),
     Rule("R2", _r2),
@@ -673,6 +711,8 @@ RULES: tuple[Rule, ...] = (
     Rule("R26", _r26, since="2.2.0"),
     Rule("R27", _r27, since="2.2.0"),
     Rule("R28", _r28, since="master"),
+    Rule("R-KL", _kl_dispatch, since="master"),
+    Rule("R-VIT", _reuse_image_embeds, since="2.2.0"),
 )
 
 

@@ -177,3 +177,27 @@ def test_top_level_model_and_dataset_mean_what_they_mean_on_torch(tmp_path):
     assert any(w.startswith("model_name_or_path: /elsewhere (top level) is not used") for w in both.warnings)
     with pytest.raises(ConfigError, match="LLaMA-Factory tokenizes its own data"):
         plan_for(tmp_path, "--processed_data_dir=/p")
+
+
+def test_save_total_limit_in_both_places_is_refused_naming_both_keys(tmp_path):
+    # the quickstart sets save_total_limit: 2 at the top level; LLaMA-Factory has one save_total_limit
+    with pytest.raises(ConfigError) as err:
+        plan_for(tmp_path, "--backend_config.training.save_total_limit=5")
+    problem = err.value.problems[0]
+    assert problem.key == "backend_config.training.save_total_limit"
+    assert "save_total_limit: 2 (top level)" in problem.message and "remove" in problem.fix
+
+
+def test_save_total_limit_in_one_place_is_honoured(tmp_path):
+    assert (
+        lf_yaml(plan_for(tmp_path, "--backend_config.training.save_total_limit=2"))["save_total_limit"] == 2
+    )
+    loaded = load_experiment(
+        QUICK, [f"--af_output_dir={tmp_path}", "--backend_config.training.save_total_limit=5"]
+    )
+    tree = dict(loaded.tree)
+    tree.pop("save_total_limit")
+    exp = tmp_path / "no_top.yaml"
+    exp.write_text(yaml.safe_dump(tree))
+    plan = make_plan(load_experiment(exp), dry_run=True, environ=NO_ENV)
+    assert lf_yaml(plan)["save_total_limit"] == 5

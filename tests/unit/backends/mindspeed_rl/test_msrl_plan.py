@@ -208,3 +208,27 @@ def test_an_unknown_backend_config_section_and_version(tmp_path, clean_env):
         "backend_config.mindspeed_rl_version",
         "backend_config.trainer",
     ]
+
+
+@pytest.mark.parametrize("value", ["", "configs/envs/no_such_runtime_env.yaml"])
+def test_a_runtime_env_path_naming_no_file_is_refused(tmp_path, clean_env, value):
+    # cli/train_grpo.py's main opens it in the MindSpeed-RL directory before Ray starts (found by diffval)
+    rl_dir = tmp_path / "MindSpeed-RL"
+    for script in environment.missing_entry_scripts(str(rl_dir)):
+        (rl_dir / script).parent.mkdir(parents=True, exist_ok=True)
+        (rl_dir / script).write_text("")
+    (rl_dir / "configs" / "envs").mkdir(parents=True)
+    (rl_dir / "configs" / "envs" / "runtime_env.yaml").write_text("env_vars: {}\n")
+    changes = {"scripts_dir": str(rl_dir), "backend_config": {"rl_config": {"runtime_env_path": value}}}
+    with pytest.raises(ConfigError) as err:
+        plan_for(tmp_path, changes)
+    assert any(p.key == "backend_config.rl_config.runtime_env_path" for p in err.value.problems)
+    changes["backend_config"]["rl_config"]["runtime_env_path"] = "configs/envs/runtime_env.yaml"
+    assert plan_for(tmp_path, changes).step("train") is not None
+
+
+def test_a_cpu_count_of_the_wrong_kind_is_named_not_a_crash(tmp_path, clean_env):
+    changes = {"backend_config": {"rl_config": {"num_cpus_for_local_task": "abc", "rule_reward": True}}}
+    with pytest.raises(ConfigError) as err:
+        plan_for(tmp_path, changes)
+    assert [p.key for p in err.value.problems] == ["backend_config.rl_config.num_cpus_for_local_task"]

@@ -325,7 +325,7 @@ CASES = [
         [
             (
                 "rl_config.actor_resource.num_npus",
-                "6 NPUs are not divisible by TP x PP x CP = 4 x 1 x 1 = 4 (actor) (MindSpeed-RL: \"Invalid Actor resource allocation! Resource={'num_npus': 6} must be divisible by (tensor_parallel * pipeline_parallel * context_parallel) = 4*1*1=4\")",
+                "6 NPUs are not divisible by TP x PP x CP = 4 x 1 x 1 = 4 (actor: tensor_model_parallel_size x pipeline_model_parallel_size x context_parallel_size) (MindSpeed-RL: \"Invalid Actor resource allocation! Resource={'num_npus': 6} must be divisible by (tensor_parallel * pipeline_parallel * context_parallel) = 4*1*1=4\")",
             )
         ],
     ),
@@ -340,7 +340,7 @@ CASES = [
             ),
             (
                 "actor_config.micro_batch_size",
-                '3 does not divide the 64 samples each actor (num_npus 16 / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 3")',
+                '3 does not divide the 64 samples each actor (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 3")',
             ),
         ],
     ),
@@ -362,11 +362,11 @@ CASES = [
         [
             (
                 "megatron_training.global_batch_size",
-                '30 prompts are not divisible by the actor (num_npus 16 / (TP 2 x PP 2 x CP 1)) data parallel size 4 (MindSpeed-RL: "Actor global_batch_size 30 must be divisible by data_parallel_size 4")',
+                '30 prompts are not divisible by the actor (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (TP 2 x PP 2 x CP 1)) data parallel size 4 (MindSpeed-RL: "Actor global_batch_size 30 must be divisible by data_parallel_size 4")',
             ),
             (
                 "megatron_training.global_batch_size",
-                '30 prompts are not divisible by the rollout (num_npus 16 / (infer TP 1 x infer PP 1)) data parallel size 16 (MindSpeed-RL: "Generation global_batch_size 30 must be divisible by data_parallel_size 16")',
+                '30 prompts are not divisible by the rollout (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (infer TP 1 x infer PP 1)) data parallel size 16 (MindSpeed-RL: "Generation global_batch_size 30 must be divisible by data_parallel_size 16")',
             ),
         ],
     ),
@@ -377,7 +377,7 @@ CASES = [
         [
             (
                 "actor_config.micro_batch_size",
-                '128 does not divide the 64 samples each actor (num_npus 16 / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 128")',
+                '128 does not divide the 64 samples each actor (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (TP 2 x PP 2 x CP 1)) data parallel rank gets (global_batch_size 32 // DP 4 x n_samples_per_prompt 8) (MindSpeed-RL: "Actor global_batch_size 32  // data_parallel 4  * n_samples 8 must be divisible by micro_batch_size 128")',
             )
         ],
     ),
@@ -388,7 +388,7 @@ CASES = [
         [
             (
                 "rl_config.actor_rollout_dispatch_size",
-                '6 does not divide the 16 samples each rollout (num_npus 16 / (infer TP 1 x infer PP 1)) data parallel rank gets (global_batch_size 32 // DP 16 x n_samples_per_prompt 8) (MindSpeed-RL: "Generation global_batch_size 32  // data_parallel 16  * n_samples 8 must be divisible by micro_batch_size 6")',
+                '6 does not divide the 16 samples each rollout (num_npus 16 = env.NNODES x env.NPUS_PER_NODE / (infer TP 1 x infer PP 1)) data parallel rank gets (global_batch_size 32 // DP 16 x n_samples_per_prompt 8) (MindSpeed-RL: "Generation global_batch_size 32  // data_parallel 16  * n_samples 8 must be divisible by micro_batch_size 6")',
             )
         ],
     ),
@@ -576,6 +576,39 @@ CASES = [
                 "rl_config.async_engine",
                 'must be true with multi_turn_enable (MindSpeed-RL: "async_engine must be True when multi_turn_enable is True")',
             ),
+        ],
+    ),
+    Case(
+        "R-KL",
+        "master",
+        {"backend_config": {"rl_config": {"kl_dispatch_size": 8}}},
+        [
+            (
+                "rl_config.kl_dispatch_size",
+                "is PPO's (the critic's KL dispatch): GRPO has no critic config, and validate_rl_args fails reading its global_batch_size (MindSpeed-RL: \"AttributeError: 'NoneType' object has no attribute 'global_batch_size'\")",
+            )
+        ],
+    ),
+    Case(
+        "R-VIT",
+        "2.3.0",
+        {"backend_config": {"rl_config": {"reuse_image_embeds": True}}},
+        [
+            (
+                "rl_config.reuse_image_embeds",
+                "is for multimodal GRPO (a ViT config): cli/train_grpo.py passes none, and validate_rl_args fails reading its global_batch_size (MindSpeed-RL: \"AttributeError: 'NoneType' object has no attribute 'global_batch_size'\")",
+            )
+        ],
+    ),
+    Case(
+        "dispatch-kind",
+        "master",
+        {"backend_config": {"rl_config": {"reward_dispatch_size": [1, 2]}}},
+        [
+            (
+                "rl_config.reward_dispatch_size",
+                "must be a whole number of 1 or more (got [1, 2]): experiences per dispatch (validate_rl_args computes with it)",
+            )
         ],
     ),
     Case(
@@ -880,6 +913,8 @@ def test_the_base_experiment_passes_every_version(tmp_path, clean_env, version):
         ("R7-2.2.0", "2.2.0", True),
         ("R7-2.2.0", "2.3.0", False),
         ("R28", "2.3.0", False),
+        ("R-KL", "2.3.0", False),
+        ("R-VIT", "2.1.0", False),
     ],
 )
 def test_rules_apply_to_their_versions(rule, version, applies):
