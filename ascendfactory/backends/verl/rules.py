@@ -185,6 +185,18 @@ def _type_of(default: Any) -> str | None:
     return None  # null, an interpolation, a mapping: any value
 
 
+def _wrong_type(key: str, value: Any, want: str | None) -> bool:
+    """Whether `value` is not of the type `want` of verl's default (what `check_types` names)."""
+    return (
+        (want == "bool" and not isinstance(value, bool))
+        or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
+        or (want == "string" and isinstance(value, (dict, bool)))
+        or (want == "string" and isinstance(value, list) and not key.endswith("_files"))  # file lists
+        or (key.endswith("._target_") and not (isinstance(value, str) and value))  # a class path
+        or (want == "list" and not isinstance(value, (list, str)))
+    )
+
+
 def check_types(v: View) -> Iterator[Finding]:
     seen = set()
     present = [k for k in POSITIVE_INTS if get_path(v.config, k.split(".")) is not MISSING]
@@ -213,15 +225,7 @@ def check_types(v: View) -> Iterator[Finding]:
             continue
         want = _type_of(v.schema.default(o.key))
         value = o.value
-        wrong = (
-            (want == "bool" and not isinstance(value, bool))
-            or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
-            or (want == "string" and isinstance(value, (dict, bool)))
-            or (want == "string" and isinstance(value, list) and not o.key.endswith("_files"))  # file lists
-            or (o.key.endswith("._target_") and not (isinstance(value, str) and value))  # a class path
-            or (want == "list" and not isinstance(value, (list, str)))
-        )
-        if wrong:
+        if _wrong_type(o.key, value, want):
             default = v.schema.default(o.key)
             yield (
                 o.key,
@@ -529,6 +533,101 @@ def check_separate_async(v: View) -> Iterator[Finding]:
         )
 
 
+# verl/utils/profiler/config.py (0.9.1): the profiler config classes' own asserts, run when a worker builds
+# its ProfilerConfig / tool configs (the last key segment -> what its __post_init__ asserts). A key counts
+# when a segment of its path names a profiler (`global_profiler`, `actor.profiler`, ...).
+_WHOLE = "whole_ge0"
+PROFILER_FIELDS: dict[str, str] = {
+    "ranks": "list",  # ProfilerConfig: set | list | tuple
+    "finish_hook_ranks": "list",
+    "finish_hook_cmd": "str_or_null",
+    "skip_first": _WHOLE,  # TorchProfilerScheduleConfig: int >= 0
+    "wait": _WHOLE,
+    "warmup": _WHOLE,
+    "active": _WHOLE,
+    "repeat": _WHOLE,
+    "profile_token_start": "whole_ge0_or_null",  # Torch/NPU tool configs
+    "profile_token_end": "whole_ge0_or_null",
+    "trace_alloc_max_entries": "whole_gt0",  # TorchMemoryToolConfig
+    "stack_depth": "whole_gt0",
+    "memory_snapshot_num_steps": "whole_gt0",
+    "config_path": "str_or_null",  # PrecisionDebuggerToolConfig
+    "steps": "list_or_null",
+    "stages": "list_or_null",
+    "strict": "bool",
+    "contents": "list",  # Torch/NPU tool configs (choices per tool below)
+    "level": "str",  # NPUToolConfig
+    "analysis": "bool",
+}
+PROFILER_CHOICES = {  # (tool section, field) -> allowed values
+    ("torch", "contents"): ("cuda", "cpu", "memory", "shapes", "stack"),
+    ("npu", "contents"): ("npu", "cpu", "memory", "shapes", "module", "stack"),
+    ("npu", "level"): ("level_none", "level0", "level1", "level2"),
+}
+_KIND_TEXT = {
+    "list": "a list",
+    "list_or_null": "a list or null",
+    "str": "a string",
+    "str_or_null": "a string or null",
+    "bool": "true or false",
+    _WHOLE: "a whole number >= 0",
+    "whole_ge0_or_null": "a whole number >= 0 or null",
+    "whole_gt0": "a whole number >= 1",
+}
+
+
+def _fits(kind: str, value: Any) -> bool:
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return {
+        "list": isinstance(value, list),
+        "list_or_null": value is None or isinstance(value, list),
+        "str": isinstance(value, str),
+        "str_or_null": value is None or isinstance(value, str),
+        "bool": isinstance(value, bool),
+        _WHOLE: whole and value >= 0,
+        "whole_ge0_or_null": value is None or (whole and value >= 0),
+        "whole_gt0": whole and value >= 1,
+    }[kind]
+
+
+def check_profiler_fields(v: View) -> Iterator[Finding]:
+    for o in v.user:
+        parts = o.key.split(".")
+        field_name = parts[-1]
+        if field_name not in PROFILER_FIELDS or not any("profiler" in p for p in parts[:-1]):
+            continue
+        kind = PROFILER_FIELDS[field_name]
+        if v.schema is not None and _wrong_type(o.key, o.value, _type_of(v.schema.default(o.key))):
+            continue  # the types rule names it
+        if not _fits(kind, o.value):
+            yield (
+                o.key,
+                f"is {_num(o.value)}: verl's profiler config asserts {field_name} is {_KIND_TEXT[kind]} "
+                "when a worker builds it",
+                f"give {o.key} {_KIND_TEXT[kind]}",
+            )
+            continue
+        allowed = PROFILER_CHOICES.get((parts[-2], field_name)) if len(parts) > 1 else None
+        given = o.value if isinstance(o.value, list) else [o.value]
+        bad = [x for x in given if allowed and x not in allowed]
+        if bad:
+            yield (
+                o.key,
+                f"holds {bad[0]!r}: verl's {parts[-2]} profiler takes only {', '.join(allowed or ())}",
+                f"use values from: {', '.join(allowed or ())}",
+            )
+    for o in v.user:  # profile_token_end > profile_token_start, in one tool section
+        if not o.key.endswith(".profile_token_end") or not isinstance(o.value, int):
+            continue
+        start = v.get(o.key.removesuffix("_end") + "_start")
+        if isinstance(start, int) and not isinstance(start, bool) and o.value <= start:
+            yield (
+                o.key,
+                f"is {o.value}, not above profile_token_start {start}: verl's profiler config asserts it",
+                f"set {o.key} above {start}",
+            )
+
+
 RULES: tuple[Rule, ...] = (
     Rule("types", "not checked by verl (the config tree is untyped)", check_types),
     Rule("batch_divisible", "verl/utils/config.py validate_config", check_batch_divisible),
@@ -553,6 +652,11 @@ RULES: tuple[Rule, ...] = (
     Rule("fsdp_schedule", "FSDPOptimizerConfig.__post_init__ (via validate_config)", check_fsdp_schedule),
     Rule("rollout_engine", "only on the workers: get_rollout_class", check_rollout_engine),
     Rule("separate_async", "only in the trainer: trainer_separate_async.py", check_separate_async),
+    Rule(
+        "profiler_fields",
+        "only on the workers: verl/utils/profiler/config.py (the config classes' __post_init__)",
+        check_profiler_fields,
+    ),
 )
 
 

@@ -306,3 +306,40 @@ def test_a_default_that_selects_another_key_has_its_fallbacks_type():
 def test_a_mapping_for_the_actor_strategy_is_named_not_a_crash():
     found = rules.run(view({A + "strategy": {"a": 1}}))  # found by the harness: a TypeError before
     assert [k for k, _, _ in found] == [A + "strategy"], found
+
+
+P = A + "profiler."
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("global_profiler.finish_hook_ranks", "0", "a list"),  # ProfilerConfig: set | list | tuple
+        (P + "ranks", "0", "a list"),
+        (P + "finish_hook_cmd", 3, "a string or null"),
+        (P + "tool_config.torch.schedule.skip_first", -1, "a whole number >= 0"),
+        (P + "tool_config.torch_memory.stack_depth", 0, "a whole number >= 1"),
+        (P + "tool_config.npu.contents", ["npu", "gpu"], "takes only npu, cpu"),
+        (P + "tool_config.torch.contents", ["npu"], "takes only cuda, cpu"),
+        (P + "tool_config.npu.level", "level3", "takes only level_none"),
+    ],
+)
+def test_the_profiler_configs_own_asserts_are_ours(key, value, words):
+    """verl/utils/profiler/config.py asserts these in the config classes' __post_init__ on the workers;
+    the harness found them accepted by our dry run and refused by verl."""
+    found = rules.run(view({key: value}))
+    assert [k for k, _, _ in found if k == key] == [key], found
+    assert any(words in m for k, m, _ in found if k == key), found
+
+
+def test_good_profiler_values_pass_and_the_token_window_must_open():
+    good = {
+        "global_profiler.finish_hook_ranks": [0],
+        P + "tool_config.npu.contents": ["npu", "cpu"],
+        P + "tool_config.npu.level": "level1",
+        P + "tool_config.torch.schedule.skip_first": 0,
+    }
+    assert rules.run(view(good)) == []
+    window = {P + "tool_config.npu.profile_token_start": 5, P + "tool_config.npu.profile_token_end": 5}
+    found = rules.run(view(window))
+    assert [k for k, _, _ in found] == [P + "tool_config.npu.profile_token_end"], found
