@@ -92,7 +92,13 @@ def test_dry_run_shows_the_ray_node_commands(tmp_path):
     assert train["launch"] == "ray"
     assert train["argv"][1].endswith("programs/ray_node.py")
     assert train["argv"][2:5] == ["worker", "--address", "127.0.0.1:6123"]
-    assert plan["logs"] == {"format": "verl", "loss_rank": "first", "throughput": "verl"}
+    logs = plan["logs"]  # Plan.to_dict shows the log naming and loss keys too (issue 28)
+    assert {k: logs[k] for k in ("format", "loss_rank", "throughput")} == {
+        "format": "verl",
+        "loss_rank": "first",
+        "throughput": "verl",
+    }
+    assert logs["naming"]["run_log"] == "ray-node{node_rank}-of-{nnodes}"
     assert plan["checkpoints"] is None
 
 
