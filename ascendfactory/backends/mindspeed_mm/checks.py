@@ -27,6 +27,23 @@ def sourced(ctx: PlanContext, problems: list[Problem]) -> list[Problem]:
     return [dataclasses.replace(p, source=p.source or ctx.loaded.source_of(p.key)) for p in problems]
 
 
+def value_problems(ctx: PlanContext, key: str, value: Any) -> list[Problem]:
+    """What argparse refuses in a known flag's value (type=, nargs, choices). The value table is MindSpeed-LLM
+    2.1.0's (mindspeed_llm/args): MindSpeed-MM 2.1.0 parses with the same Megatron-LM core_r0.8.0, so the
+    flags both list take the same values (checked by benchmarks/diff_validate.py --backend mindspeed-mm);
+    a flag only MindSpeed-MM lists is checked by name only."""
+    from ascendfactory.backends.mindspeed_llm.args import KIND_WORDS, specs, value_problem
+
+    spec = specs("training").get(key)
+    why = value_problem(value, spec) if spec else None
+    if why is None or spec is None:
+        return []
+    fix = "use one of: " + ", ".join(spec.choices) if "choices" in why else "give " + (
+        "true or false" if spec.kind == "flag" else KIND_WORDS[spec.kind]
+    )
+    return [ctx.problem(T + key, f"{why} (pretrain_vlm.py's argparse, Megatron-LM core_r0.8.0)", fix=fix)]
+
+
 def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -> list[Problem]:
     names = training_names(generation)
     problems = []
@@ -43,7 +60,9 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
             )
         elif key in REJECTED_FLAGS:
             problems.append(ctx.problem(where, REJECTED_FLAGS[key], fix="remove it"))
-        elif key not in names:
+        elif key in names:
+            problems += value_problems(ctx, key, user[key])
+        else:
             problems.append(
                 ctx.problem(
                     where,
@@ -99,6 +118,8 @@ def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem
         kv_heads=arch.kv_heads,
         vit_heads=arch.vit_heads,
     )
+    lr, min_lr = ({**mm.flags.merged(), **mm.user_training}.get(k) for k in ("lr", "min-lr"))
+    problems += rules.lr_problems(lr, min_lr, user_min_lr="min-lr" in mm.user_training)
     problems += rules.model_json_problems(
         model,
         {

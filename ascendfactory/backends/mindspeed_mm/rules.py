@@ -4,6 +4,7 @@ Each returns Problems naming the key, the numbers and a fix. Where MindSpeed-MM 
 message for the same rule, the message quotes it, so that users recognise what the cluster would have said:
 
     world % (TP*PP*CP), GBS % (MBS*DP)          Megatron / mindspeed_mm/patchs/validate_args_patch.py
+    min-lr <= lr                                mindspeed_mm/patchs/validate_args_patch.py
     TP | LLM heads, KV groups, ViT heads        Megatron TransformerConfig (both configs come from model.json)
     len(pipeline_num_layers) == PP             mindspeed_mm/models/vlm_model.py (checked only when PP > 1)
     sum(pipeline_num_layers) == layers          not checked by MindSpeed-MM: a wrong sum leaves no last stage
@@ -43,6 +44,25 @@ def nearest(word: str, names: Sequence[str] | frozenset[str]) -> str:
 
 
 # -- parallel layout --------------------------------------------------------------------------------------
+def lr_problems(lr: Any, min_lr: Any, *, user_min_lr: bool) -> list[Problem]:
+    """MindSpeed-MM's validate_args: with --lr given, --min-lr (Megatron's default 0.0) must not exceed it.
+    Values argparse would refuse are reported by the flag check, not here."""
+    try:
+        rate, floor = float(lr), float(0.0 if min_lr is None else min_lr)
+    except (TypeError, ValueError):
+        return []
+    if lr is None or isinstance(lr, bool) or isinstance(min_lr, bool) or floor <= rate:
+        return []
+    return [
+        Problem(
+            T + ("min-lr" if user_min_lr else "lr"),
+            f"min-lr ({floor:g}) is above lr ({rate:g}): MindSpeed-MM's validate_args refuses it "
+            "('args.min_lr should <= args.lr')",
+            fix="give a min-lr no larger than lr (the learning rate decays down to min-lr)",
+        )
+    ]
+
+
 def parallel_problems(
     *,
     world: int,

@@ -604,3 +604,32 @@ def test_auto_resume_continues_saved_checkpoints_and_says_what_it_restarts(clean
     plan = plan_for(tmp_path, {"train_auto_resume": True, **saving})
     line = plan.step("train").command_line()
     assert "--no-load-optim" not in line and not any("a resume restarts it" in w for w in plan.warnings)
+
+
+# Found by benchmarks/diff_validate.py --backend mindspeed-mm: MindSpeed-MM 2.1.0 refused these, we accepted.
+@pytest.mark.parametrize(
+    "flags, key, fragment",
+    [
+        ({"seq-length": "abc"}, "seq-length", "'abc' is not an integer (pretrain_vlm.py's argparse"),
+        ({"optimizer": [1, 2]}, "optimizer", "is a list, but the flag takes"),
+        ({"bert-embedder-type": "x"}, "bert-embedder-type", "'x' is not one of its choices"),
+        ({"use-legacy-models": "yes"}, "use-legacy-models", "but --flag takes no value"),
+    ],
+)
+def test_a_flag_value_argparse_refuses_is_refused(clean_env, tmp_path, flags, key, fragment):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and fragment in text for k, text in found), found
+
+
+@pytest.mark.parametrize(
+    "flags, key",
+    [({"lr": -1.0}, "lr"), ({"min-lr": 1.0e-3}, "min-lr"), ({"lr": 1.0e-6, "min-lr": 1.0e-5}, "min-lr")],
+)
+def test_min_lr_above_lr_is_refused_as_mindspeed_mm_does(clean_env, tmp_path, flags, key):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and "args.min_lr should <= args.lr" in text for k, text in found), found
+
+
+def test_min_lr_at_or_below_lr_plans(clean_env, tmp_path):
+    plan_for(tmp_path, {"backend_config": {"training": {"lr": 1.0e-5, "min-lr": 1.0e-5}}})
+    plan_for(tmp_path, {"backend_config": {"training": {"min-lr": 0.0, "lr": False}}})
