@@ -501,7 +501,7 @@ class MindSpeedRL(Adapter):
         return _stand_ins("msrl_worker.py")
 
 
-# -- MindSpeed-MM (with its Megatron-LM and MindSpeed) --------------------------------------------------------
+# -- MindSpeed-MM (with its Megatron-LM and MindSpeed) -----------------------------------------------------
 MM_ENV = "AF_MINDSPEED_MM_DIR"  # the checkout our backend runs (site.py), Megatron-LM's megatron/ copied in
 MM_MINDSPEED_ENV = "AF_MINDSPEED_MM_MINDSPEED_DIR"  # MindSpeed at MindSpeed-MM 2.1.0's pin (not LLM's)
 MM_PINS = "MindSpeed-MM 2.1.0 (b09d6f14), Megatron-LM core_r0.8.0 (baf94af3), MindSpeed 077c4137"
@@ -538,8 +538,9 @@ class MindSpeedMM(Adapter):
         (hf / "config.json").write_text(json.dumps(QWEN25_VL_7B), encoding="utf-8")
         found = self.checkouts()
         tree = _template("mindspeed-mm", "full", MM_MODEL)
-        basic = tree["backend_config"]["data"]["dataset_param"]["basic_parameters"]
-        tree["backend_config"]["data"]["dataset_param"]["preprocess_parameters"]["model_name_or_path"] = str(hf)
+        dataset = tree["backend_config"]["data"]["dataset_param"]
+        basic = dataset["basic_parameters"]
+        dataset["preprocess_parameters"]["model_name_or_path"] = str(hf)
         basic.update(dataset_dir=str(workdir), dataset=str(DEMO_DATA), cache_dir=str(workdir / "cache"))
         if isinstance(found, tuple):
             tree["scripts_dir"] = found[0]

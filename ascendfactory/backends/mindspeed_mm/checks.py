@@ -38,8 +38,10 @@ def value_problems(ctx: PlanContext, key: str, value: Any) -> list[Problem]:
     why = value_problem(value, spec) if spec else None
     if why is None or spec is None:
         return []
-    fix = "use one of: " + ", ".join(spec.choices) if "choices" in why else "give " + (
-        "true or false" if spec.kind == "flag" else KIND_WORDS[spec.kind]
+    fix = (
+        "use one of: " + ", ".join(spec.choices)
+        if "choices" in why
+        else "give " + ("true or false" if spec.kind == "flag" else KIND_WORDS[spec.kind])
     )
     return [ctx.problem(T + key, f"{why} (pretrain_vlm.py's argparse, Megatron-LM core_r0.8.0)", fix=fix)]
 

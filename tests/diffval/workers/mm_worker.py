@@ -60,7 +60,7 @@ STAND_INS = (
     ),
     (
         "mindspeed.megatron_adaptor",
-        "pretrain_vlm.py imports it first: it applies all of MindSpeed's patches (kernels that need torch_npu)",
+        "pretrain_vlm.py imports it first: it applies all of MindSpeed's patches (kernels need torch_npu)",
         "not imported; its argument patches applied as megatron_training_adaptation_l0 registers them: "
         "parse_args <- parse_args_wrapper, validate_args <- validate_args_wrapper (then replaced by "
         "MindSpeed-MM's validate_args, see below), _print_args <- print_args_wrapper",
@@ -145,7 +145,9 @@ def where(error: BaseException) -> str:
 
 
 def refusal(error: Exception) -> str:
-    text = [t for t in str(error).strip().splitlines() if t.strip()] or [where(error)]
+    # MindSpeed-MM's ensure_valid raises IsNotValidError, whose message is in _error_message (str() is empty)
+    message = str(error).strip() or str(getattr(error, "_error_message", None) or "")
+    text = [t for t in message.splitlines() if t.strip()] or [where(error)]
     return f"{type(error).__name__}: {' | '.join(text[:2])}"[:300]
 
 
