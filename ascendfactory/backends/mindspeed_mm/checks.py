@@ -11,7 +11,7 @@ from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.megatron.skeleton import T, owned_save
 from ascendfactory.backends.mindspeed_mm import rules
 from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
-from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names
+from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names, training_values
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 
@@ -27,14 +27,14 @@ def sourced(ctx: PlanContext, problems: list[Problem]) -> list[Problem]:
     return [dataclasses.replace(p, source=p.source or ctx.loaded.source_of(p.key)) for p in problems]
 
 
-def value_problems(ctx: PlanContext, key: str, value: Any) -> list[Problem]:
-    """What argparse refuses in a known flag's value (type=, nargs, choices). The value table is MindSpeed-LLM
-    2.1.0's (mindspeed_llm/args): MindSpeed-MM 2.1.0 parses with the same Megatron-LM core_r0.8.0, so the
-    flags both list take the same values (checked by benchmarks/diff_validate.py --backend mindspeed-mm);
-    a flag only MindSpeed-MM lists is checked by name only."""
-    from ascendfactory.backends.mindspeed_llm.args import KIND_WORDS, specs, value_problem
+def value_problems(ctx: PlanContext, key: str, value: Any, generation: str) -> list[Problem]:
+    """What argparse refuses in a known flag's value (type=, nargs, choices), by the generation's table
+    (facts/training_<gen>.txt: Megatron-LM's, MindSpeed-MM's and MindSpeed's add_argument calls, the later
+    one winning as conflict_handler "resolve" does). A generation listing names only is checked by name."""
+    from ascendfactory.backends.mindspeed_llm.args import KIND_WORDS, Spec, value_problem
 
-    spec = specs("training").get(key)
+    own = training_values(generation).get(key)
+    spec = Spec(*own) if own else None
     why = value_problem(value, spec) if spec else None
     if why is None or spec is None:
         return []
@@ -43,7 +43,11 @@ def value_problems(ctx: PlanContext, key: str, value: Any) -> list[Problem]:
         if "choices" in why
         else "give " + ("true or false" if spec.kind == "flag" else KIND_WORDS[spec.kind])
     )
-    return [ctx.problem(T + key, f"{why} (pretrain_vlm.py's argparse, Megatron-LM core_r0.8.0)", fix=fix)]
+    return [
+        ctx.problem(
+            T + key, f"{why} (pretrain_vlm.py's argparse, {source_file('training', generation)})", fix=fix
+        )
+    ]
 
 
 def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -> list[Problem]:
@@ -63,7 +67,7 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
         elif key in REJECTED_FLAGS:
             problems.append(ctx.problem(where, REJECTED_FLAGS[key], fix="remove it"))
         elif key in names:
-            problems += value_problems(ctx, key, user[key])
+            problems += value_problems(ctx, key, user[key], generation)
         else:
             problems.append(
                 ctx.problem(
