@@ -124,7 +124,9 @@ def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem
         kv_heads=arch.kv_heads,
         vit_heads=arch.vit_heads,
     )
-    lr, min_lr = ({**mm.flags.merged(), **mm.user_training}.get(k) for k in ("lr", "min-lr"))
+    flags = {**mm.flags.merged(), **mm.user_training}
+    lr, min_lr = flags.get("lr"), flags.get("min-lr")
+    problems += rules.validate_args_problems(flags, get(model, "text_decoder.num_moe_experts") is not None)
     problems += rules.lr_problems(lr, min_lr, user_min_lr="min-lr" in mm.user_training)
     problems += rules.model_json_problems(
         model,

@@ -5,6 +5,7 @@ message for the same rule, the message quotes it, so that users recognise what t
 
     world % (TP*PP*CP), GBS % (MBS*DP)          Megatron / mindspeed_mm/patchs/validate_args_patch.py
     min-lr <= lr                                mindspeed_mm/patchs/validate_args_patch.py
+    deprecated flags, samples with train-iters  the same validate_args (and EP > 1 needs experts)
     TP | LLM heads, KV groups, ViT heads        Megatron TransformerConfig (both configs come from model.json)
     len(pipeline_num_layers) == PP             mindspeed_mm/models/vlm_model.py (checked only when PP > 1)
     sum(pipeline_num_layers) == layers          not checked by MindSpeed-MM: a wrong sum leaves no last stage
@@ -44,6 +45,55 @@ def nearest(word: str, names: Sequence[str] | frozenset[str]) -> str:
 
 
 # -- parallel layout --------------------------------------------------------------------------------------
+# validate_args_patch.py's deprecated flags: refused when given at all (flag -> its message)
+DEPRECATED = {
+    "batch-size": "--batch-size argument is no longer valid, use --micro-batch-size instead",
+    "warmup": "--warmup argument is no longer valid, use --lr-warmup-fraction instead",
+    "model-parallel-size": "--model-parallel-size is no longer valid, "
+    "use --tensor-model-parallel-size instead",
+}
+# With --train-iters (iteration-based training), the sample-based flags must stay unset (flag -> message).
+SAMPLE_BASED = {
+    "train-samples": "expected iteration-based training",
+    "lr-decay-samples": "expected iteration-based learning rate decay",
+    "rampup-batch-size": "expected no batch-size rampup for iteration-based training",
+}
+
+
+def _given(value: Any) -> bool:
+    return value is not None and value is not False  # to_flags omits null and false
+
+
+def validate_args_problems(flags: Mapping[str, Any], experts_in_model_json: bool) -> list[Problem]:
+    """MindSpeed-MM's validate_args rules on flags alone (`flags`: the example's merged with the user's)."""
+    out = []
+    for flag, message in DEPRECATED.items():
+        if _given(flags.get(flag)):
+            out.append(Problem(T + flag, f"MindSpeed-MM's validate_args: {message}", fix=f"remove {flag}"))
+    if _given(flags.get("train-iters")):
+        for flag, message in SAMPLE_BASED.items():
+            if _given(flags.get(flag)):
+                out.append(
+                    Problem(
+                        T + flag,
+                        f"is set with train-iters: MindSpeed-MM's validate_args says '{message}'",
+                        fix=f"remove {flag} (or train by samples: train-iters: false and train-samples)",
+                    )
+                )
+    ep = flags.get("expert-model-parallel-size")
+    if isinstance(ep, int) and not isinstance(ep, bool) and ep > 1:
+        if not _given(flags.get("num-experts")) and not experts_in_model_json:
+            out.append(
+                Problem(
+                    T + "expert-model-parallel-size",
+                    f"is {ep}, but the model has no experts: MindSpeed-MM's validate_args says 'num_experts "
+                    "must be non None to use expert model parallelism'",
+                    fix="set expert-model-parallel-size: 1 (Qwen2.5-VL is a dense model)",
+                )
+            )
+    return out
+
+
 def lr_problems(lr: Any, min_lr: Any, *, user_min_lr: bool) -> list[Problem]:
     """MindSpeed-MM's validate_args: with --lr given, --min-lr (Megatron's default 0.0) must not exceed it.
     Values argparse would refuse are reported by the flag check, not here."""

@@ -636,3 +636,22 @@ def test_min_lr_above_lr_is_refused_as_mindspeed_mm_does(clean_env, tmp_path, fl
 def test_min_lr_at_or_below_lr_plans(clean_env, tmp_path):
     plan_for(tmp_path, {"backend_config": {"training": {"lr": 1.0e-5, "min-lr": 1.0e-5}}})
     plan_for(tmp_path, {"backend_config": {"training": {"min-lr": 0.0, "lr": False}}})
+
+
+@pytest.mark.parametrize(
+    "flags, key, fragment",
+    [
+        ({"model-parallel-size": 1}, "model-parallel-size", "--model-parallel-size is no longer valid"),
+        ({"batch-size": 1}, "batch-size", "--batch-size argument is no longer valid"),
+        ({"rampup-batch-size": [1, 1, 10]}, "rampup-batch-size", "no batch-size rampup for iteration-based"),
+        ({"train-samples": 100}, "train-samples", "expected iteration-based training"),
+        ({"expert-model-parallel-size": 2}, "expert-model-parallel-size", "num_experts must be non None"),
+    ],
+)
+def test_mindspeed_mm_validate_args_rules_on_flags(clean_env, tmp_path, flags, key, fragment):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and fragment in text for k, text in found), found
+
+
+def test_a_deprecated_flag_given_false_is_omitted_and_plans(clean_env, tmp_path):
+    plan_for(tmp_path, {"backend_config": {"training": {"model-parallel-size": False, "batch-size": None}}})
