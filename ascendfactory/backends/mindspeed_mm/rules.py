@@ -80,6 +80,7 @@ def validate_args_problems(flags: Mapping[str, Any], experts_in_model_json: bool
                         fix=f"remove {flag} (or train by samples: train-iters: false and train-samples)",
                     )
                 )
+    out += _weight_decay_problems(flags)
     ep = flags.get("expert-model-parallel-size")
     if isinstance(ep, int) and not isinstance(ep, bool) and ep > 1:
         if not _given(flags.get("num-experts")) and not experts_in_model_json:
@@ -89,6 +90,36 @@ def validate_args_problems(flags: Mapping[str, Any], experts_in_model_json: bool
                     f"is {ep}, but the model has no experts: MindSpeed-MM's validate_args says 'num_experts "
                     "must be non None to use expert model parallelism'",
                     fix="set expert-model-parallel-size: 1 (Qwen2.5-VL is a dense model)",
+                )
+            )
+    return out
+
+
+def _weight_decay_problems(flags: Mapping[str, Any]) -> list[Problem]:
+    """validate_args: with the constant weight-decay style (Megatron's default) start/end-weight-decay stay
+    unset; with another style both are needed."""
+    style = flags.get("weight-decay-incr-style")
+    constant = not _given(style) or style == "constant"
+    out = []
+    for flag in ("start-weight-decay", "end-weight-decay"):
+        if constant and _given(flags.get(flag)):
+            out.append(
+                Problem(
+                    T + flag,
+                    "is set with weight-decay-incr-style constant: MindSpeed-MM's validate_args says "
+                    f"'args.{flag.replace('-', '_')} should is None when args.weight_decay_incr_style == "
+                    "constant'",
+                    fix=f"remove {flag}, or set weight-decay-incr-style: linear (or cosine)",
+                )
+            )
+        elif not constant and not _given(flags.get(flag)):
+            out.append(
+                Problem(
+                    T + "weight-decay-incr-style",
+                    f"is {style!r}, which needs {flag}: MindSpeed-MM's validate_args says "
+                    f"'args.{flag.replace('-', '_')} should is not None, when args.weight_decay_incr_style "
+                    "!= constant'",
+                    fix=f"set {flag}, or weight-decay-incr-style: constant",
                 )
             )
     return out

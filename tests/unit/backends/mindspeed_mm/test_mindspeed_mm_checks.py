@@ -655,3 +655,20 @@ def test_mindspeed_mm_validate_args_rules_on_flags(clean_env, tmp_path, flags, k
 
 def test_a_deprecated_flag_given_false_is_omitted_and_plans(clean_env, tmp_path):
     plan_for(tmp_path, {"backend_config": {"training": {"model-parallel-size": False, "batch-size": None}}})
+
+
+@pytest.mark.parametrize(
+    "flags, key",
+    [
+        ({"start-weight-decay": 0.1}, "start-weight-decay"),
+        ({"weight-decay-incr-style": "linear", "start-weight-decay": 0.1}, "weight-decay-incr-style"),
+    ],
+)
+def test_weight_decay_bounds_follow_the_style(clean_env, tmp_path, flags, key):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and "weight_decay_incr_style" in text for k, text in found), found
+
+
+def test_a_linear_weight_decay_with_both_bounds_plans(clean_env, tmp_path):
+    both = {"weight-decay-incr-style": "linear", "start-weight-decay": 0.0, "end-weight-decay": 0.1}
+    plan_for(tmp_path, {"backend_config": {"training": both}})
