@@ -672,3 +672,9 @@ def test_weight_decay_bounds_follow_the_style(clean_env, tmp_path, flags, key):
 def test_a_linear_weight_decay_with_both_bounds_plans(clean_env, tmp_path):
     both = {"weight-decay-incr-style": "linear", "start-weight-decay": 0.0, "end-weight-decay": 0.1}
     plan_for(tmp_path, {"backend_config": {"training": both}})
+
+
+def test_a_refused_global_batch_is_not_checked_again_as_the_fallback(clean_env, tmp_path):
+    found = problems_of(tmp_path, {"backend_config": {"training": {"global-batch-size": "8"}}})
+    assert any(k == T + "global-batch-size" for k, _ in found), found
+    assert not any("global batch size (1)" in text for _, text in found), found
