@@ -4,8 +4,8 @@
 077c4137). A seeded sample here; the full comparison is
 `benchmarks/diff_validate.py --backend mindspeed-mm --cases 500`.
 
-The sample does not assert "no we-accept-only case": flags only MindSpeed or MindSpeed-MM define are checked
-by name, not value, so argparse still refuses some values we accept (the README's limits)."""
+The full comparison's known gap (MindSpeed's MoE rules, --distribute-saved-activations: 3 of 500 cases) is
+not in this sample, which must have no case we accept and MindSpeed-MM refuses."""
 
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ def test_a_sample_reaches_both_verdicts_and_our_refusals_are_explained(tmp_path:
     report = run_backend("mindspeed-mm", cases=80, seed=11, workdir=tmp_path)
     assert len(report.rows) == 80
     assert report.cell("both_accept") and report.cell("both_refuse")
+    assert not report.cell("we_accept_only"), "\n".join(r.line() for r in report.cell("we_accept_only"))
     assert not report.crashed, "\n".join(r.line() for r in report.crashed)
     assert not report.mismatched_payloads, report.mismatched_payloads
     missing = uncovered(report, stricter_rules())
