@@ -501,6 +501,131 @@ class MindSpeedRL(Adapter):
         return _stand_ins("msrl_worker.py")
 
 
+# -- MindSpeed-MM (with its Megatron-LM and MindSpeed) -----------------------------------------------------
+MM_ENV = "AF_MINDSPEED_MM_DIR"  # the checkout our backend runs (site.py), Megatron-LM's megatron/ copied in
+MM_MINDSPEED_ENV = "AF_MINDSPEED_MM_MINDSPEED_DIR"  # MindSpeed at MindSpeed-MM 2.1.0's pin (not LLM's)
+MM_PINS = "MindSpeed-MM 2.1.0 (b09d6f14), Megatron-LM core_r0.8.0 (baf94af3), MindSpeed 077c4137"
+MM_MODEL = "qwen2.5-vl-7b"
+# The plan decides these (experiment.PLAN_FLAGS, save) or fills them from the layout (VARIABLE_FLAGS).
+MM_OWNED = {"mm-data", "mm-model", "mm-tool", "save", "load"}
+
+
+class MindSpeedMM(Adapter):
+    """Our verdict is `--dry-run`'s (a real `train` stops at the missing CANN toolkit); the framework's is
+    MindSpeed-MM's argument parsing, its validate_args and its json merge on the training argv and the json
+    files the plan writes (workers/mm_worker.py), on CPU with the stand-ins that worker lists. The bases are
+    Qwen2.5-VL-7B (MindSpeed-MM's example) with an HF directory holding only its config.json."""
+
+    dry_run = True
+
+    def checkouts(self) -> tuple[str, str] | str:
+        mm, mindspeed = os.environ.get(MM_ENV), os.environ.get(MM_MINDSPEED_ENV)
+        if not mm or not mindspeed:
+            return f"set {MM_ENV} and {MM_MINDSPEED_ENV} to checkouts at {MM_PINS}"
+        if not (Path(mm, "pretrain_vlm.py").is_file() and Path(mm, "megatron", "training").is_dir()):
+            return f"{MM_ENV}={mm} is not a MindSpeed-MM checkout with Megatron-LM's megatron/ in it"
+        if not Path(mindspeed, "mindspeed", "arguments.py").is_file():
+            return f"{MM_MINDSPEED_ENV}={mindspeed} is not a MindSpeed checkout"
+        return mm, mindspeed
+
+    def bases(self, workdir: Path) -> list[Base]:
+        import json
+
+        from tests.unit.backends.mindspeed_mm.mm_helpers import QWEN25_VL_7B
+
+        hf = workdir / "Qwen2.5-VL-7B-Instruct"
+        hf.mkdir(parents=True, exist_ok=True)
+        (hf / "config.json").write_text(json.dumps(QWEN25_VL_7B), encoding="utf-8")
+        found = self.checkouts()
+        tree = _template("mindspeed-mm", "full", MM_MODEL)
+        dataset = tree["backend_config"]["data"]["dataset_param"]
+        basic = dataset["basic_parameters"]
+        dataset["preprocess_parameters"]["model_name_or_path"] = str(hf)
+        basic.update(dataset_dir=str(workdir), dataset=str(DEMO_DATA), cache_dir=str(workdir / "cache"))
+        if isinstance(found, tuple):
+            tree["scripts_dir"] = found[0]
+        tree["af_output_dir"] = str(workdir / "out" / "full")
+        tree["env"] = {**tree.get("env", {}), "NPUS_PER_NODE": 8}
+        return [Base("mindspeed-mm/full", tree)]
+
+    def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
+        from ascendfactory.backends.mindspeed_llm.args import specs
+        from ascendfactory.backends.mindspeed_mm.facts import training_names
+
+        table = specs("training")  # Megatron core_r0.8.0's kinds; a name only MindSpeed(-MM) has is a str
+        names = sorted(n for n in training_names("2.1.0") if n not in MM_OWNED)
+        held = [k for k in tree["backend_config"]["training"] if k in names]
+        layout = [k for k in names if k.endswith(("-parallel-size", "batch-size"))]
+        keys = held * 6 + layout * 6 + names
+        out = [KeySpec((*MS_T, n), _ms_kind(table[n]) if n in table else "str") for n in keys]
+        return out + [KeySpec(("env", "NPUS_PER_NODE"), "layout")] * 60
+
+    def payload(self, plan: Any) -> Any:
+        import json
+
+        from ascendfactory.backends.mindspeed_mm.experiment import PLAN_FLAGS
+
+        step = plan.step("train")
+        launch = step.launch
+        argv = list(launch.entry)
+        docs = {}
+        for flag in PLAN_FLAGS:
+            if f"--{flag}" in argv:
+                docs[flag] = json.loads(plan.files[argv[argv.index(f"--{flag}") + 1]])
+        return {
+            "argv": argv,
+            "nproc_per_node": launch.nproc_per_node,
+            "nnodes": launch.nnodes,
+            "world_size": launch.nproc_per_node * launch.nnodes,
+            "env": dict(step.env),
+            "json": docs,
+        }
+
+    def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
+        from ascendfactory.backends.megatron.run import to_flags
+        from ascendfactory.backends.mindspeed_mm.experiment import example_flags, preset_name, presets
+
+        preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]
+        example = {k: v for group in example_flags(preset).groups.values() for k, v in group.items()}
+        flags = argv_flags(payload["argv"][1:])
+        nproc = payload["nproc_per_node"]
+        for m in mutations:
+            if m.path == ("env", "NPUS_PER_NODE"):
+                nproc = 1 if m.value == DELETE else m.value
+            if m.path[:2] != MS_T or len(m.path) != 3:
+                continue
+            key = m.path[2]
+            if m.value == DELETE and key in example and "${" in str(example[key]):
+                continue  # a layout variable: the plan fills it (TP, PP, CP, MBS, GBS)
+            flags.pop(key, None)
+            value = example.get(key) if m.value == DELETE else m.value  # deleted: the example's value
+            flags.update(argv_flags(to_flags({key: value})))
+        argv = [payload["argv"][0]]
+        for key, values in flags.items():
+            argv += [f"--{key}", *values]
+        return {**payload, "argv": argv, "nproc_per_node": nproc, "world_size": nproc * payload["nnodes"]}
+
+    def comparable(self, payload: Any) -> Any:
+        flags = {k: v for k, v in argv_flags(payload["argv"][1:]).items() if k not in ("load", *MM_OWNED)}
+        return (flags, payload["world_size"], payload["argv"][0])
+
+    def worker(self) -> list[str] | None:
+        import importlib.util
+        import sys
+
+        found = self.checkouts()
+        if not isinstance(found, tuple) or importlib.util.find_spec("torch") is None:
+            return None
+        return [sys.executable, str(WORKERS / "mm_worker.py"), *found]
+
+    def unavailable(self) -> str:
+        found = self.checkouts()
+        return found if isinstance(found, str) else "torch is not importable in this python"
+
+    def stand_ins(self) -> list[dict[str, str]]:
+        return _stand_ins("mm_worker.py")
+
+
 def _stand_ins(worker: str) -> list[dict[str, str]]:
     import json
     import subprocess
@@ -517,6 +642,7 @@ ADAPTERS: dict[str, Adapter] = {
     "verl": Verl("verl"),
     "mindspeed-llm": MindSpeedLLM("mindspeed-llm"),
     "mindspeed-rl": MindSpeedRL("mindspeed-rl"),
+    "mindspeed-mm": MindSpeedMM("mindspeed-mm"),
 }
 
 

@@ -11,7 +11,7 @@ from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.megatron.skeleton import T, owned_save
 from ascendfactory.backends.mindspeed_mm import rules
 from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
-from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names
+from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names, training_values
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 
@@ -25,6 +25,29 @@ REJECTED_FLAGS = {
 
 def sourced(ctx: PlanContext, problems: list[Problem]) -> list[Problem]:
     return [dataclasses.replace(p, source=p.source or ctx.loaded.source_of(p.key)) for p in problems]
+
+
+def value_problems(ctx: PlanContext, key: str, value: Any, generation: str) -> list[Problem]:
+    """What argparse refuses in a known flag's value (type=, nargs, choices), by the generation's table
+    (facts/training_<gen>.txt: Megatron-LM's, MindSpeed-MM's and MindSpeed's add_argument calls, the later
+    one winning as conflict_handler "resolve" does). A generation listing names only is checked by name."""
+    from ascendfactory.backends.mindspeed_llm.args import KIND_WORDS, Spec, value_problem
+
+    own = training_values(generation).get(key)
+    spec = Spec(*own) if own else None
+    why = value_problem(value, spec) if spec else None
+    if why is None or spec is None:
+        return []
+    fix = (
+        "use one of: " + ", ".join(spec.choices)
+        if "choices" in why
+        else "give " + ("true or false" if spec.kind == "flag" else KIND_WORDS[spec.kind])
+    )
+    return [
+        ctx.problem(
+            T + key, f"{why} (pretrain_vlm.py's argparse, {source_file('training', generation)})", fix=fix
+        )
+    ]
 
 
 def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -> list[Problem]:
@@ -43,7 +66,9 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
             )
         elif key in REJECTED_FLAGS:
             problems.append(ctx.problem(where, REJECTED_FLAGS[key], fix="remove it"))
-        elif key not in names:
+        elif key in names:
+            problems += value_problems(ctx, key, user[key], generation)
+        else:
             problems.append(
                 ctx.problem(
                     where,
@@ -99,6 +124,10 @@ def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem
         kv_heads=arch.kv_heads,
         vit_heads=arch.vit_heads,
     )
+    flags = {**mm.flags.merged(), **mm.user_training}
+    lr, min_lr = flags.get("lr"), flags.get("min-lr")
+    problems += rules.validate_args_problems(flags, get(model, "text_decoder.num_moe_experts") is not None)
+    problems += rules.lr_problems(lr, min_lr, user_min_lr="min-lr" in mm.user_training)
     problems += rules.model_json_problems(
         model,
         {

@@ -359,14 +359,10 @@ def read_layout(
     world = ctx.config.env.NNODES * ctx.devices.count
     dp = world // (tp * pp * cp) if world % (tp * pp * cp) == 0 else 0
     if user.get("global-batch-size") is not None:
-        return (
-            tp,
-            pp,
-            cp,
-            mbs,
-            positive(ctx, user, "global-batch-size", 1, problems),
-            "backend_config.training",
-        )
+        before = len(problems)
+        gbs = positive(ctx, user, "global-batch-size", 1, problems)
+        # a refused value is not checked further (no second problem about a batch of the fallback 1)
+        return tp, pp, cp, mbs, gbs if len(problems) == before else None, "backend_config.training"
     if not dp:
         return tp, pp, cp, mbs, None, "unknown (TP x PP x CP does not divide the world size)"
     gbs = mbs * d["GRAD_ACC_STEP"] * dp

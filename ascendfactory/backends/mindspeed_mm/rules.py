@@ -4,6 +4,8 @@ Each returns Problems naming the key, the numbers and a fix. Where MindSpeed-MM 
 message for the same rule, the message quotes it, so that users recognise what the cluster would have said:
 
     world % (TP*PP*CP), GBS % (MBS*DP)          Megatron / mindspeed_mm/patchs/validate_args_patch.py
+    min-lr <= lr                                mindspeed_mm/patchs/validate_args_patch.py
+    deprecated flags, samples with train-iters  the same validate_args (and EP > 1 needs experts)
     TP | LLM heads, KV groups, ViT heads        Megatron TransformerConfig (both configs come from model.json)
     len(pipeline_num_layers) == PP             mindspeed_mm/models/vlm_model.py (checked only when PP > 1)
     sum(pipeline_num_layers) == layers          not checked by MindSpeed-MM: a wrong sum leaves no last stage
@@ -43,6 +45,105 @@ def nearest(word: str, names: Sequence[str] | frozenset[str]) -> str:
 
 
 # -- parallel layout --------------------------------------------------------------------------------------
+# validate_args_patch.py's deprecated flags: refused when given at all (flag -> its message)
+DEPRECATED = {
+    "batch-size": "--batch-size argument is no longer valid, use --micro-batch-size instead",
+    "warmup": "--warmup argument is no longer valid, use --lr-warmup-fraction instead",
+    "model-parallel-size": "--model-parallel-size is no longer valid, "
+    "use --tensor-model-parallel-size instead",
+}
+# With --train-iters (iteration-based training), the sample-based flags must stay unset (flag -> message).
+SAMPLE_BASED = {
+    "train-samples": "expected iteration-based training",
+    "lr-decay-samples": "expected iteration-based learning rate decay",
+    "rampup-batch-size": "expected no batch-size rampup for iteration-based training",
+}
+
+
+def _given(value: Any) -> bool:
+    return value is not None and value is not False  # to_flags omits null and false
+
+
+def validate_args_problems(flags: Mapping[str, Any], experts_in_model_json: bool) -> list[Problem]:
+    """MindSpeed-MM's validate_args rules on flags alone (`flags`: the example's merged with the user's)."""
+    out = []
+    for flag, message in DEPRECATED.items():
+        if _given(flags.get(flag)):
+            out.append(Problem(T + flag, f"MindSpeed-MM's validate_args: {message}", fix=f"remove {flag}"))
+    if _given(flags.get("train-iters")):
+        for flag, message in SAMPLE_BASED.items():
+            if _given(flags.get(flag)):
+                out.append(
+                    Problem(
+                        T + flag,
+                        f"is set with train-iters: MindSpeed-MM's validate_args says '{message}'",
+                        fix=f"remove {flag} (or train by samples: train-iters: false and train-samples)",
+                    )
+                )
+    out += _weight_decay_problems(flags)
+    ep = flags.get("expert-model-parallel-size")
+    if isinstance(ep, int) and not isinstance(ep, bool) and ep > 1:
+        if not _given(flags.get("num-experts")) and not experts_in_model_json:
+            out.append(
+                Problem(
+                    T + "expert-model-parallel-size",
+                    f"is {ep}, but the model has no experts: MindSpeed-MM's validate_args says 'num_experts "
+                    "must be non None to use expert model parallelism'",
+                    fix="set expert-model-parallel-size: 1 (Qwen2.5-VL is a dense model)",
+                )
+            )
+    return out
+
+
+def _weight_decay_problems(flags: Mapping[str, Any]) -> list[Problem]:
+    """validate_args: with the constant weight-decay style (Megatron's default) start/end-weight-decay stay
+    unset; with another style both are needed."""
+    style = flags.get("weight-decay-incr-style")
+    constant = not _given(style) or style == "constant"
+    out = []
+    for flag in ("start-weight-decay", "end-weight-decay"):
+        if constant and _given(flags.get(flag)):
+            out.append(
+                Problem(
+                    T + flag,
+                    "is set with weight-decay-incr-style constant: MindSpeed-MM's validate_args says "
+                    f"'args.{flag.replace('-', '_')} should is None when args.weight_decay_incr_style == "
+                    "constant'",
+                    fix=f"remove {flag}, or set weight-decay-incr-style: linear (or cosine)",
+                )
+            )
+        elif not constant and not _given(flags.get(flag)):
+            out.append(
+                Problem(
+                    T + "weight-decay-incr-style",
+                    f"is {style!r}, which needs {flag}: MindSpeed-MM's validate_args says "
+                    f"'args.{flag.replace('-', '_')} should is not None, when args.weight_decay_incr_style "
+                    "!= constant'",
+                    fix=f"set {flag}, or weight-decay-incr-style: constant",
+                )
+            )
+    return out
+
+
+def lr_problems(lr: Any, min_lr: Any, *, user_min_lr: bool) -> list[Problem]:
+    """MindSpeed-MM's validate_args: with --lr given, --min-lr (Megatron's default 0.0) must not exceed it.
+    Values argparse would refuse are reported by the flag check, not here."""
+    try:
+        rate, floor = float(lr), float(0.0 if min_lr is None else min_lr)
+    except (TypeError, ValueError):
+        return []
+    if lr is None or isinstance(lr, bool) or isinstance(min_lr, bool) or floor <= rate:
+        return []
+    return [
+        Problem(
+            T + ("min-lr" if user_min_lr else "lr"),
+            f"min-lr ({floor:g}) is above lr ({rate:g}): MindSpeed-MM's validate_args refuses it "
+            "('args.min_lr should <= args.lr')",
+            fix="give a min-lr no larger than lr (the learning rate decays down to min-lr)",
+        )
+    ]
+
+
 def parallel_problems(
     *,
     world: int,

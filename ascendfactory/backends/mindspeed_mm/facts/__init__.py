@@ -40,6 +40,18 @@ def training_names(generation: str) -> frozenset[str]:
     return frozenset(row[0].strip() for row in _lines(f"training_{generation}.txt"))
 
 
+@lru_cache(maxsize=None)
+def training_values(generation: str) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """flag -> (kind, nargs, choices) where the generation's file lists them (2.1.0; master lists names
+    only): what argparse's add_argument takes, as scripts/gen_mindspeed_args.py's Spec reads it."""
+    out = {}
+    for row in _lines(f"training_{generation}.txt"):
+        if len(row) > 1 and row[1].strip():
+            choices = tuple(c for c in (row[3] if len(row) > 3 else "").split("|") if c)
+            out[row[0].strip()] = (row[1].strip(), row[2] if len(row) > 2 else "", choices)
+    return out
+
+
 @dataclass(frozen=True)
 class ConvertOption:
     key: str  # cfg.parallel_config.tp_size

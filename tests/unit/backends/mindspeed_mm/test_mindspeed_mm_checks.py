@@ -604,3 +604,77 @@ def test_auto_resume_continues_saved_checkpoints_and_says_what_it_restarts(clean
     plan = plan_for(tmp_path, {"train_auto_resume": True, **saving})
     line = plan.step("train").command_line()
     assert "--no-load-optim" not in line and not any("a resume restarts it" in w for w in plan.warnings)
+
+
+# Found by benchmarks/diff_validate.py --backend mindspeed-mm: MindSpeed-MM 2.1.0 refused these, we accepted.
+@pytest.mark.parametrize(
+    "flags, key, fragment",
+    [
+        ({"seq-length": "abc"}, "seq-length", "'abc' is not an integer (pretrain_vlm.py's argparse, "),
+        ({"optimizer": [1, 2]}, "optimizer", "is a list, but the flag takes"),
+        ({"bert-embedder-type": "x"}, "bert-embedder-type", "'x' is not one of its choices"),
+        ({"use-legacy-models": "yes"}, "use-legacy-models", "but --flag takes no value"),
+        # flags MindSpeed (077c4137) adds: their values come from facts/training_2.1.0.txt too
+        ({"auto-tuning": 1}, "auto-tuning", "but --flag takes no value"),
+        ({"profile-stage": "abc"}, "profile-stage", "'abc' is not an integer"),
+    ],
+)
+def test_a_flag_value_argparse_refuses_is_refused(clean_env, tmp_path, flags, key, fragment):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and fragment in text for k, text in found), found
+
+
+@pytest.mark.parametrize(
+    "flags, key",
+    [({"lr": -1.0}, "lr"), ({"min-lr": 1.0e-3}, "min-lr"), ({"lr": 1.0e-6, "min-lr": 1.0e-5}, "min-lr")],
+)
+def test_min_lr_above_lr_is_refused_as_mindspeed_mm_does(clean_env, tmp_path, flags, key):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and "args.min_lr should <= args.lr" in text for k, text in found), found
+
+
+def test_min_lr_at_or_below_lr_plans(clean_env, tmp_path):
+    plan_for(tmp_path, {"backend_config": {"training": {"lr": 1.0e-5, "min-lr": 1.0e-5}}})
+    plan_for(tmp_path, {"backend_config": {"training": {"min-lr": 0.0, "lr": False}}})
+
+
+@pytest.mark.parametrize(
+    "flags, key, fragment",
+    [
+        ({"model-parallel-size": 1}, "model-parallel-size", "--model-parallel-size is no longer valid"),
+        ({"batch-size": 1}, "batch-size", "--batch-size argument is no longer valid"),
+        ({"rampup-batch-size": [1, 1, 10]}, "rampup-batch-size", "no batch-size rampup for iteration-based"),
+        ({"train-samples": 100}, "train-samples", "expected iteration-based training"),
+        ({"expert-model-parallel-size": 2}, "expert-model-parallel-size", "num_experts must be non None"),
+    ],
+)
+def test_mindspeed_mm_validate_args_rules_on_flags(clean_env, tmp_path, flags, key, fragment):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and fragment in text for k, text in found), found
+
+
+def test_a_deprecated_flag_given_false_is_omitted_and_plans(clean_env, tmp_path):
+    plan_for(tmp_path, {"backend_config": {"training": {"model-parallel-size": False, "batch-size": None}}})
+
+
+@pytest.mark.parametrize(
+    "flags, key",
+    [
+        ({"start-weight-decay": 0.1}, "start-weight-decay"),
+        ({"weight-decay-incr-style": "linear", "start-weight-decay": 0.1}, "weight-decay-incr-style"),
+    ],
+)
+def test_weight_decay_bounds_follow_the_style(clean_env, tmp_path, flags, key):
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and "weight_decay_incr_style" in text for k, text in found), found
+
+
+def test_a_linear_weight_decay_with_both_bounds_plans(clean_env, tmp_path):
+    both = {"weight-decay-incr-style": "linear", "start-weight-decay": 0.0, "end-weight-decay": 0.1}
+    plan_for(tmp_path, {"backend_config": {"training": both}})
+
+
+def test_a_refused_global_batch_is_not_checked_again_as_the_fallback(clean_env, tmp_path):
+    found = problems_of(tmp_path, {"backend_config": {"training": {"global-batch-size": "8"}}})
+    assert any(k == T + "global-batch-size" for k, _ in found), found
+    assert not any("global batch size (1)" in text for _, text in found), found
