@@ -141,6 +141,7 @@ def _lf_kind(name: str, kind: str) -> str:
 
 # -- verl ---------------------------------------------------------------------------------------------
 VERL_LAYOUT = {("env", "NPUS_PER_NODE"): "trainer.n_gpus_per_node", ("env", "NNODES"): "trainer.nnodes"}
+VERL_LAYOUT_DEFAULTS = {("env", "NNODES"): 1}  # a deleted env.NNODES is the schema's default: one node
 
 
 class Verl(Adapter):
@@ -188,8 +189,9 @@ class Verl(Adapter):
         for m in mutations:
             key = VERL_LAYOUT.get(m.path) or ".".join(m.path[1:])
             texts = [t for t in texts if t.split("=", 1)[0].lstrip("+") != key]
-            if m.value != DELETE:
-                texts.insert(0, f"{key}={format_value(m.value)}")
+            value = VERL_LAYOUT_DEFAULTS.get(m.path, DELETE) if m.value == DELETE else m.value
+            if value != DELETE:
+                texts.insert(0, f"{key}={format_value(value)}")
         return texts
 
     def comparable(self, payload: Any) -> Any:

@@ -6,6 +6,8 @@ message for the same rule, the message quotes it, so that users recognise what t
     world % (TP*PP*CP), GBS % (MBS*DP)          Megatron / mindspeed_mm/patchs/validate_args_patch.py
     min-lr <= lr                                mindspeed_mm/patchs/validate_args_patch.py
     deprecated flags, samples with train-iters  the same validate_args (and EP > 1 needs experts)
+    capacity factor, tp-extend-ep, distribute-  MindSpeed's validate_args_wrapper, Megatron's validate_args
+      saved-activations
     TP | LLM heads, KV groups, ViT heads        Megatron TransformerConfig (both configs come from model.json)
     len(pipeline_num_layers) == PP             mindspeed_mm/models/vlm_model.py (checked only when PP > 1)
     sum(pipeline_num_layers) == layers          not checked by MindSpeed-MM: a wrong sum leaves no last stage
@@ -81,6 +83,7 @@ def validate_args_problems(flags: Mapping[str, Any], experts_in_model_json: bool
                     )
                 )
     out += _weight_decay_problems(flags)
+    out += _mindspeed_wrapper_problems(flags, experts_in_model_json)
     ep = flags.get("expert-model-parallel-size")
     if isinstance(ep, int) and not isinstance(ep, bool) and ep > 1:
         if not _given(flags.get("num-experts")) and not experts_in_model_json:
@@ -90,6 +93,58 @@ def validate_args_problems(flags: Mapping[str, Any], experts_in_model_json: bool
                     f"is {ep}, but the model has no experts: MindSpeed-MM's validate_args says 'num_experts "
                     "must be non None to use expert model parallelism'",
                     fix="set expert-model-parallel-size: 1 (Qwen2.5-VL is a dense model)",
+                )
+            )
+    return out
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _mindspeed_wrapper_problems(flags: Mapping[str, Any], experts_in_model_json: bool) -> list[Problem]:
+    """MindSpeed's `validate_args_wrapper` (mindspeed/arguments.py) and Megatron's `validate_args`
+    (megatron/training/arguments.py, activation recomputing) on flags MindSpeed-MM passes through."""
+    out = []
+    factor = _number(flags.get("moe-train-capacity-factor"))
+    if factor is not None and factor <= 0:
+        out.append(
+            Problem(
+                T + "moe-train-capacity-factor",
+                f"is {flags.get('moe-train-capacity-factor')}: MindSpeed's validate_args says "
+                "'--moe-train-capacity-factor must be greater than 0.0'",
+                fix="remove it (default 1.0) or give a number above 0",
+            )
+        )
+    if (
+        _given(flags.get("moe-tp-extend-ep"))
+        and not _given(flags.get("num-experts"))
+        and not experts_in_model_json
+    ):
+        out.append(
+            Problem(
+                T + "moe-tp-extend-ep",
+                "is set, but the model has no experts: MindSpeed's validate_args divides num_experts by "
+                "TP x EP and stops with a TypeError on none",
+                fix="remove moe-tp-extend-ep (Qwen2.5-VL is a dense model)",
+            )
+        )
+    if _given(flags.get("distribute-saved-activations")):
+        tp = flags.get("tensor-model-parallel-size", 1)
+        needs = []
+        if not (isinstance(tp, int) and not isinstance(tp, bool) and tp > 1):
+            needs.append(f"tensor-model-parallel-size above 1 (it is {tp})")
+        if flags.get("recompute-granularity") != "full":
+            needs.append(f"recompute-granularity: full (it is {flags.get('recompute-granularity')})")
+        if not _given(flags.get("recompute-method")):
+            needs.append("a recompute-method")
+        if needs:
+            out.append(
+                Problem(
+                    T + "distribute-saved-activations",
+                    "needs " + ", ".join(needs) + ": Megatron's validate_args asserts it can distribute "
+                    "recomputed activations only across tensor-parallel groups, with full recompute",
+                    fix="remove distribute-saved-activations, or give " + " and ".join(needs),
                 )
             )
     return out

@@ -653,6 +653,34 @@ def test_mindspeed_mm_validate_args_rules_on_flags(clean_env, tmp_path, flags, k
     assert any(k == T + key and fragment in text for k, text in found), found
 
 
+@pytest.mark.parametrize(
+    "flags, key, fragment",
+    [
+        ({"moe-train-capacity-factor": 0}, "moe-train-capacity-factor", "must be greater than 0.0"),
+        ({"moe-tp-extend-ep": True}, "moe-tp-extend-ep", "the model has no experts"),
+        ({"distribute-saved-activations": True}, "distribute-saved-activations", "above 1 (it is"),
+        (
+            {
+                "distribute-saved-activations": True,
+                "recompute-granularity": "selective",
+                "tensor-model-parallel-size": 2,
+            },
+            "distribute-saved-activations",
+            "recompute-granularity: full",
+        ),
+    ],
+)
+def test_mindspeed_and_megatron_wrapper_rules_found_by_the_harness(clean_env, tmp_path, flags, key, fragment):
+    """MindSpeed's validate_args_wrapper and Megatron's validate_args refuse these (the differential
+    harness found them accepted by us)."""
+    found = problems_of(tmp_path, {"backend_config": {"training": flags}})
+    assert any(k == T + key and fragment in text for k, text in found), found
+
+
+def test_a_positive_capacity_factor_plans(clean_env, tmp_path):
+    plan_for(tmp_path, {"backend_config": {"training": {"moe-train-capacity-factor": 1.5}}})
+
+
 def test_a_deprecated_flag_given_false_is_omitted_and_plans(clean_env, tmp_path):
     plan_for(tmp_path, {"backend_config": {"training": {"model-parallel-size": False, "batch-size": None}}})
 
