@@ -184,3 +184,18 @@ def uncovered(report: Report, rules: list[Stricter]) -> list[tuple[Row, str]]:
             if not any(r.covers(report.backend, key, message) for r in rules):
                 out.append((row, message))
     return out
+
+
+def assert_agrees(report: Report, cases: int, *, named: bool = True) -> None:
+    """A sample's verdicts as the tests require them: every case judged, both verdicts reached, nothing we
+    accept that the framework refuses, no crash of our checks, (with `named`) every refusal naming a changed
+    key, our payload the plan's, every stricter refusal of ours in the README's table."""
+    assert len(report.rows) == cases
+    assert report.cell("both_accept") and report.cell("both_refuse")  # the sample reaches both verdicts
+    assert not report.cell("we_accept_only"), "\n".join(r.line() for r in report.cell("we_accept_only"))
+    assert not report.crashed, "\n".join(r.line() for r in report.crashed)
+    if named:
+        assert not report.unnamed, "\n".join(r.line() for r in report.unnamed)
+    assert not report.mismatched_payloads, report.mismatched_payloads
+    missing = uncovered(report, stricter_rules())
+    assert not missing, "\n".join(f"{row.line()}\n    not in the README table: {m}" for row, m in missing)

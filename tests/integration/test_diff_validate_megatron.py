@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.diffval.backends import ADAPTERS
-from tests.diffval.judge import Report, run_backend, stricter_rules, uncovered
+from tests.diffval.judge import Report, assert_agrees, run_backend
 
 pytestmark = pytest.mark.integration
 
@@ -24,17 +24,6 @@ def judged(backend: str, cases: int, seed: int, tmp_path: Path) -> Report:
     if adapter.worker() is None:
         pytest.skip(f"{backend}: {adapter.unavailable()}")
     return run_backend(backend, cases=cases, seed=seed, workdir=tmp_path)
-
-
-def assert_agrees(report: Report, cases: int) -> None:
-    assert len(report.rows) == cases
-    assert report.cell("both_accept") and report.cell("both_refuse")  # the sample reaches both verdicts
-    assert not report.cell("we_accept_only"), "\n".join(r.line() for r in report.cell("we_accept_only"))
-    assert not report.crashed, "\n".join(r.line() for r in report.crashed)
-    assert not report.unnamed, "\n".join(r.line() for r in report.unnamed)
-    assert not report.mismatched_payloads, report.mismatched_payloads
-    missing = uncovered(report, stricter_rules())
-    assert not missing, "\n".join(f"{row.line()}\n    not in the README table: {m}" for row, m in missing)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

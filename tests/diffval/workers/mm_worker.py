@@ -35,17 +35,14 @@ data.json are judged as json and by what validate_args reads from them, not by t
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import sys
 import tempfile
-import traceback
-import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import judging  # noqa: E402
 import standins  # noqa: E402
 
 STAND_INS = (
@@ -139,66 +136,17 @@ def with_json(argv: list[str], docs: dict[str, object], directory: str) -> list[
     return out
 
 
-def where(error: BaseException) -> str:
-    frame = traceback.extract_tb(error.__traceback__)[-1]
-    return f"{os.path.basename(frame.filename)}:{frame.lineno}: {frame.line}"
-
-
-def refusal(error: Exception) -> str:
-    # MindSpeed-MM's ensure_valid raises IsNotValidError, whose message is in _error_message (str() is empty)
-    message = str(error).strip() or str(getattr(error, "_error_message", None) or "")
-    text = [t for t in message.splitlines() if t.strip()] or [where(error)]
-    return f"{type(error).__name__}: {' | '.join(text[:2])}"[:300]
-
-
-def verdict(framework: Framework, request: dict) -> tuple[bool | None, str | None]:
-    err = io.StringIO()
-    saved = dict(os.environ)
-    os.environ.update({k: str(v) for k, v in request.get("env", {}).items()})
-    standins.Placeholder.active = True
-    try:
-        with (
-            tempfile.TemporaryDirectory() as tmp,
-            contextlib.redirect_stderr(err),
-            contextlib.redirect_stdout(err),
-            warnings.catch_warnings(),
-        ):
-            warnings.simplefilter("ignore")
+def verdict(framework: Framework, request: dict) -> judging.Verdict:
+    def judge() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
             argv = with_json(request["argv"], request.get("json", {}), tmp)
             framework.judge(argv, int(request["world_size"]))
-    except standins.StandInCalled as e:
-        return None, f"undecided: {e}"
-    except Exception as e:  # noqa: BLE001
-        if any("/torch/cuda/" in f.filename for f in traceback.extract_tb(e.__traceback__)):
-            return None, f"undecided: a device query ({type(e).__name__}: {str(e)[:120]})"
-        return False, refusal(e)
-    except SystemExit as e:  # argparse: usage and the message on stderr
-        lines = [t for t in err.getvalue().strip().splitlines() if t.strip()]
-        return False, f"SystemExit({e.code}): {lines[-1] if lines else ''}"[:300]
-    finally:
-        standins.Placeholder.active = False
-        os.environ.clear()
-        os.environ.update(saved)
-    return True, None
+
+    return judging.judge_argv(judge, request.get("env", {}))
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--stand-ins"]:
-        print(json.dumps([{"module": m, "why": w, "stands_in": s} for m, w, s in STAND_INS]))
-        return 0
-    mm_dir, mindspeed_dir = sys.argv[1:3]
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
-        warnings.simplefilter("ignore")
-        framework = Framework(mm_dir, mindspeed_dir)
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            request = json.loads(line)
-            ok, error = verdict(framework, request["args"])
-            out.write(json.dumps({"id": request["id"], "ok": ok, "error": error}) + "\n")
-            out.flush()
-    return 0
+    return judging.serve(STAND_INS, lambda: Framework(*sys.argv[1:3]), verdict)
 
 
 if __name__ == "__main__":

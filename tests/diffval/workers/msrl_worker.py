@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import sys
 import tempfile
-import traceback
 import types
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import judging  # noqa: E402
 import standins  # noqa: E402
 
 NAME = "mindspeed_rl_grpo"
@@ -120,14 +119,6 @@ class Framework:
         self.validate_rl_args(actor, ref, reward, rl_config, generate)
 
 
-def refusal(error: BaseException) -> str:
-    text = [t for t in str(error).strip().splitlines() if t.strip()]
-    if not text:
-        frame = traceback.extract_tb(error.__traceback__)[-1]
-        text = [f"{os.path.basename(frame.filename)}:{frame.lineno}: {frame.line}"]
-    return f"{type(error).__name__}: {' | '.join(text[:2])}"[:300]
-
-
 def verdict(framework: Framework, request: dict) -> tuple[bool | None, str | None]:
     standins.Placeholder.active = True
     try:
@@ -142,28 +133,14 @@ def verdict(framework: Framework, request: dict) -> tuple[bool | None, str | Non
     except standins.StandInCalled as e:
         return None, f"undecided: {e}"
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the framework's refusal is the answer
-        return False, refusal(e)
+        return False, judging.refusal(e)
     finally:
         standins.Placeholder.active = False
     return True, None
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--stand-ins"]:
-        print(json.dumps([{"module": m, "why": w, "stands_in": s} for m, w, s in STAND_INS]))
-        return 0
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
-        warnings.simplefilter("ignore")
-        framework = Framework(sys.argv[1])
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            request = json.loads(line)
-            ok, error = verdict(framework, request["args"])
-            out.write(json.dumps({"id": request["id"], "ok": ok, "error": error}) + "\n")
-            out.flush()
-    return 0
+    return judging.serve(STAND_INS, lambda: Framework(sys.argv[1]), verdict)
 
 
 if __name__ == "__main__":
