@@ -2,38 +2,55 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
 
-from ascendfactory.cli import (
-    config_cmd,
-    convert_cmd,
-    estimate_cmd,
-    info_cmd,
-    logs_cmd,
-    preprocess_cmd,
-    submit_cmd,
-    train_cmd,
-)
+# Every top-level command, by name: the module whose `register(app)` adds it (`info_cmd` adds four).
+COMMANDS = {
+    "config": "config_cmd",
+    "train": "train_cmd",
+    "estimate": "estimate_cmd",
+    "convert": "convert_cmd",
+    "preprocess": "preprocess_cmd",
+    **dict.fromkeys(("models", "experiments", "show", "doctor"), "info_cmd"),
+    "logs": "logs_cmd",
+    "submit": "submit_cmd",
+}
 
-app = typer.Typer(
-    name="ascendfactory-cli",
-    help="One experiment YAML in; validated, resumable LLM training out (MindSpeed-LLM, LLaMA-Factory, "
-    "VeRL, MindSpeed-RL, MindSpeed-MM, or the embedded PyTorch backend).",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain help: rich's markdown/pygments stack would double start-up time
-)
-config_cmd.register(app)
-train_cmd.register(app)
-estimate_cmd.register(app)
-convert_cmd.register(app)
-preprocess_cmd.register(app)
-info_cmd.register(app)
-app.add_typer(logs_cmd.app, name="logs")
-app.add_typer(submit_cmd.app, name="submit")
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """The CLI with every command, or with `command` alone. Typer turns each registered command into a
+    click command (signature, type hints, pydantic adapters) on every start, so the console script imports
+    and builds only the one it runs; its `--help`, usage and errors are the same as in the full app."""
+    cli = typer.Typer(
+        name="ascendfactory-cli",
+        help="One experiment YAML in; validated, resumable LLM training out (MindSpeed-LLM, LLaMA-Factory, "
+        "VeRL, MindSpeed-RL, MindSpeed-MM, or the embedded PyTorch backend).",
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # plain help: rich's markdown/pygments stack would double start-up time
+    )
+    for module in dict.fromkeys([COMMANDS[command]] if command else COMMANDS.values()):
+        importlib.import_module(f"ascendfactory.cli.{module}").register(cli)
+    if command:
+        cli.callback()(_group)  # a lone command would otherwise become the root command and lose its name
+    return cli
+
+
+def _group() -> None:
+    """Typer's group callback for an app built with one command: no options of its own."""
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app`, the full CLI (tests, docs), built on first use: the console script builds one command."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    global app
+    app = build_app()
+    return app
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     from ascendfactory.errors import AscendFactoryError
 
     try:
-        rv = app(args=argv, prog_name="ascendfactory-cli", standalone_mode=False)
+        rv = _app_for(sys.argv[1:] if argv is None else argv)(
+            args=argv, prog_name="ascendfactory-cli", standalone_mode=False
+        )
     except AscendFactoryError as e:
         from ascendfactory.cli._output import out
 
@@ -67,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         out.error(format_internal(e))
         return 1
     return rv if isinstance(rv, int) else 0
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app with only the command `argv` names; the full app for anything else (no command, `--help`,
+    completion, a misspelt command, which click answers with the names it knows)."""
+    return build_app(argv[0] if argv and argv[0] in COMMANDS else None)
 
 
 def _usage_error_code(e: Exception) -> int | None:

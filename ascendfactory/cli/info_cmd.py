@@ -147,6 +147,9 @@ def doctor(
         raise typer.Exit(1)
 
 
+NAMES = ("models", "experiments", "show", "doctor")  # the commands `register` adds
+
+
 def register(app: typer.Typer) -> None:
     app.command("models", epilog=_epilog("models"))(models)
     app.command("experiments", epilog=_epilog("experiments"))(experiments)

@@ -400,3 +400,8 @@ def export_cmd(
         out.json({"file": str(file), "to": to, "dest": str(dest), "records": n, "run_id": run_id})
     else:
         out.text(f"{n} records written to {dest} ({to}{f', run {run_id}' if run_id else ''})")
+
+
+def register(cli: typer.Typer) -> None:
+    """Add the `logs` command group to `cli`."""
+    cli.add_typer(app, name="logs")

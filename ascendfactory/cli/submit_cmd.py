@@ -170,3 +170,8 @@ def cancel(target: TargetArgs) -> None:
     job_id, _ = _job_id(target)
     s.cancel(job_id)
     out.text(f"cancelled slurm job {job_id}")
+
+
+def register(cli: typer.Typer) -> None:
+    """Add the `submit` command group to `cli`."""
+    cli.add_typer(app, name="submit")

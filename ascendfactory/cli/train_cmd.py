@@ -33,15 +33,17 @@ def register(app: typer.Typer) -> None:
         verbose: VerboseOpt = False,
     ) -> None:
         """Run an experiment: preprocess, convert, train, convert back, plot. Validates everything first."""
-        from ascendfactory.backends.planner import make_plan, replanner
-        from ascendfactory.cli._experiment_args import load_from_args
+        from ascendfactory.cli._experiment_args import load_from_args, pydantic_plugins_off
         from ascendfactory.cli._output import out
 
         _format_needs_dry_run(ctx, dry_run)
-        loaded = load_from_args(args, collect=True)
-        if not dry_run and not loaded.problems:
-            _stop_a_dead_run(loaded.config.af_output_dir)
-        plan = make_plan(loaded, dry_run=dry_run)
+        with pydantic_plugins_off():
+            from ascendfactory.backends.planner import make_plan, replanner
+
+            loaded = load_from_args(args, collect=True)
+            if not dry_run and not loaded.problems:
+                _stop_a_dead_run(loaded.config.af_output_dir)
+            plan = make_plan(loaded, dry_run=dry_run)
         if dry_run:
             from ascendfactory.pipeline.manifest import annotate_plan
 
