@@ -32,27 +32,49 @@ def producer(ctx: PlanContext, path: str) -> str | None:
     """The experiment file beside this one whose `af_output_dir` holds `path` (None when none does)."""
     target = os.path.abspath(os.path.expanduser(path))
     source = ctx.loaded.source
-    for candidate, out in _outputs_beside(os.path.abspath(source)):
-        if target == out or target.startswith(out + os.sep):
+    for candidate, written in _experiments_beside(os.path.abspath(source)):
+        if written is not None and not _inside(target, written):
+            continue  # its output directory, as written, cannot hold the path: not loaded at all
+        out = _output_dir(candidate)
+        if out is not None and _inside(target, out):
             return os.path.relpath(candidate) if not os.path.isabs(source) else candidate
     return None
 
 
-@functools.lru_cache(maxsize=8)
-def _outputs_beside(source: str) -> tuple[tuple[str, str], ...]:
-    """(file, its absolute output directory) for each experiment file in `source`'s folder but itself;
-    read once per process however many inputs are missing."""
-    from ascendfactory.config.load import load_experiment
+def _inside(target: str, directory: str) -> bool:
+    return target == directory or target.startswith(directory + os.sep)
 
-    found = []
+
+@functools.lru_cache(maxsize=8)
+def _experiments_beside(source: str) -> tuple[tuple[str, str | None], ...]:
+    """(file, its `af_output_dir` as an absolute path when the file writes it as a plain path, else None)
+    for each YAML file in `source`'s folder but itself: read once per process, without validation."""
+    from ascendfactory.config.yamlio import load_file
+
+    found: list[tuple[str, str | None]] = []
     for candidate in sorted(glob.glob(os.path.join(os.path.dirname(source), "*.y*ml"))):
         if os.path.abspath(candidate) == source:
             continue
         try:
-            found.append((candidate, os.path.abspath(load_experiment(candidate).config.af_output_dir)))
+            tree = load_file(candidate)
         except (AscendFactoryError, OSError, ValueError):
-            continue  # an old-style file, a broken one: not a producer we can name
+            continue  # unreadable: not a producer we can name
+        written = tree.get("af_output_dir") if isinstance(tree, dict) else None
+        plain = isinstance(written, str) and "${" not in written and written.strip() == written != ""
+        found.append((candidate, os.path.abspath(os.path.expanduser(written)) if plain else None))
     return tuple(found)
+
+
+@functools.lru_cache(maxsize=32)
+def _output_dir(candidate: str) -> str | None:
+    """The absolute output directory of the experiment file `candidate`, loaded and validated as `train`
+    would; None when it is not a valid experiment (an old-style file, a broken one)."""
+    from ascendfactory.config.load import load_experiment
+
+    try:
+        return os.path.abspath(load_experiment(candidate).config.af_output_dir)
+    except (AscendFactoryError, OSError, ValueError):
+        return None
 
 
 def missing(ctx: PlanContext, key: str, path: str, message: str, fix: str) -> Problem:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.devices import DeviceMemory, resolve_device_memory
-from ascendfactory.memory.fixes import cheapest_fixes
 from ascendfactory.memory.report import MemoryEstimate, gib
 from ascendfactory.memory.target import MemoryTarget, estimate_job
 
@@ -65,6 +64,8 @@ def refusal(target: MemoryTarget, est: MemoryEstimate) -> tuple[str, str]:
         f"{gib(getattr(stage, largest))} GiB) + {gib(est.reserve)} GiB reserve, more than the "
         f"{gib(est.device_memory or 0)} GiB of {est.device or 'the device'} ({est.device_source})"
     )
+    from ascendfactory.memory.fixes import cheapest_fixes  # only for a job that does not fit
+
     fixes = cheapest_fixes(target, est.device_memory, est.usable)
     if not fixes:
         return (

@@ -20,13 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ascendfactory.memory.hf import HFJob
 from ascendfactory.memory.megatron import MegatronJob
 from ascendfactory.memory.report import MemoryEstimate
 from ascendfactory.memory.rl import RLJob
-from ascendfactory.memory.target import Job, MemoryTarget, estimate_job
+from ascendfactory.memory.target import MemoryTarget, estimate_job
 from ascendfactory.parallel import LayoutInput, validate_layout
+
+if TYPE_CHECKING:
+    from ascendfactory.memory.target import Job
 
 EFFICIENCY = 0.45  # achieved / peak matmul throughput of a well-tuned dense run (MFU of published runs)
 PEAK_FLOPS = 312e12  # 16-bit dense peak assumed when the device is unknown (A100; 910B: ~313 TFLOPS)

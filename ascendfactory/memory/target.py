@@ -13,13 +13,16 @@ writes in the experiment file (each backend spells them its own way):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ascendfactory.memory.hf import HFJob, estimate_hf
 from ascendfactory.memory.megatron import MegatronJob, estimate_megatron
 from ascendfactory.memory.report import MemoryEstimate
-from ascendfactory.memory.rl import RLJob, estimate_rl
 
-Job = MegatronJob | HFJob | RLJob
+if TYPE_CHECKING:  # a job of these kinds was built by its own module, which the estimate imports then
+    from ascendfactory.memory.hf import HFJob
+    from ascendfactory.memory.rl import RLJob
+
+    Job = MegatronJob | HFJob | RLJob
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,9 @@ class MemoryTarget:
 def estimate_job(job: Job, device_memory: int | None = None) -> MemoryEstimate:
     if isinstance(job, MegatronJob):
         return estimate_megatron(job)
+    from ascendfactory.memory.hf import HFJob, estimate_hf
+    from ascendfactory.memory.rl import estimate_rl
+
     if isinstance(job, HFJob):
         return estimate_hf(job)
     return estimate_rl(job, device_memory)

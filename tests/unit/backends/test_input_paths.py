@@ -3,6 +3,7 @@ says what a relative path is relative to and names the experiment file that make
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -80,3 +81,44 @@ def test_the_grpo_step_names_the_warm_up_experiment_that_makes_its_model(tmp_pat
     [problem] = err.value.problems
     assert problem.key == "backend_config.megatron_training.tokenizer_name_or_path"
     assert "does not exist" in problem.message and "cfgs/quickstart_grpo_sft.yaml" in problem.fix
+
+
+def test_the_producer_lookup_loads_only_files_whose_output_dir_could_hold_the_path(tmp_path, monkeypatch):
+    """Files beside the experiment are read as YAML; only one whose `af_output_dir`, as written, could hold
+    the missing path (or that writes it with `${...}`) is loaded and validated."""
+    from ascendfactory.backends import inputs
+    from ascendfactory.config import load as load_module
+
+    source = (REPO / "cfgs" / "quickstart.yaml").read_text()
+    for i in range(6):  # unrelated experiments
+        (tmp_path / f"other{i}.yaml").write_text(
+            source.replace("af_output_dir:", f"af_output_dir: {tmp_path}/o{i} #")
+        )
+    (tmp_path / "maker.yaml").write_text(
+        source.replace("af_output_dir:", f"af_output_dir: {tmp_path}/made #")
+    )
+    (tmp_path / "templated.yaml").write_text(
+        source.replace("af_output_dir:", "af_output_dir: ${af_model_name}-x #")
+    )
+    (tmp_path / "broken.yaml").write_text(f"af_output_dir: {tmp_path}/made\nbackend: 3\n")
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(source)
+    loads: list[str] = []
+    real = load_module.load_experiment
+    monkeypatch.setattr(
+        load_module, "load_experiment", lambda p, *a, **k: loads.append(p) or real(p, *a, **k)
+    )
+    inputs._experiments_beside.cache_clear()
+    inputs._output_dir.cache_clear()
+    loaded = real(str(exp))
+
+    class Ctx:
+        pass
+
+    ctx = Ctx()
+    ctx.loaded = loaded  # type: ignore[attr-defined]
+    assert inputs.producer(ctx, f"{tmp_path}/made/final/model") == str(tmp_path / "maker.yaml")  # type: ignore[arg-type]
+    assert sorted(os.path.basename(p) for p in loads) == ["broken.yaml", "maker.yaml"]  # sorted: broken first
+    loads.clear()
+    assert inputs.producer(ctx, f"{tmp_path}/elsewhere") is None  # type: ignore[arg-type]
+    assert [os.path.basename(p) for p in loads] == ["templated.yaml"]  # `${...}`: only a load tells
