@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ascendfactory.metrics.convergence import LOSS_KEYS, pick_metric
+from ascendfactory.metrics.convergence import loss_keys, pick_metric
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
 
@@ -93,4 +93,4 @@ def compare(
 
 def _own_loss(table: StepTable) -> str | None:
     """The training loss under the name this log's format gives it."""
-    return next((k for k in LOSS_KEYS if table.has(k)), None)
+    return next((k for k in loss_keys() if table.has(k)), None)

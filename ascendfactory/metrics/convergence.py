@@ -45,6 +45,15 @@ class Convergence:
         return asdict(self)
 
 
+def loss_keys() -> tuple[str, ...]:
+    """The loss metric names, in preference order: the common ones, then those registered log formats
+    declare (`LogFormat.loss_keys`)."""
+    from ascendfactory.metrics.formats import registered_formats
+
+    declared = [k for f in registered_formats() for k in f.loss_keys if k not in LOSS_KEYS]
+    return (*LOSS_KEYS, *dict.fromkeys(declared))
+
+
 def pick_metric(keys: Iterable[str]) -> str | None:
     """The metric to judge convergence by: a loss, else an RL score/reward (RL runs have both)."""
     keys = list(keys)
@@ -54,7 +63,7 @@ def pick_metric(keys: Iterable[str]) -> str | None:
     rewards = sorted(k for k in keys if k.endswith("_rewards/mean"))
     if rewards:
         return rewards[0]
-    for k in LOSS_KEYS:
+    for k in loss_keys():
         if k in keys:
             return k
     return None

@@ -37,7 +37,9 @@ class LineParser(Protocol):
 class LogFormat:
     """A log format: `sniff(line)` recognises one of its lines, `parser()` makes a fresh push parser.
 
-    `priority` orders detection (lower is sniffed first: the most specific markers first)."""
+    `priority` orders detection (lower is sniffed first: the most specific markers first). `loss_keys`: the
+    format's loss metric names beyond the common ones (`convergence.LOSS_KEYS`), for `logs summary`,
+    `logs compare` and the plot where no plan names the loss."""
 
     name: str
     description: str
@@ -45,6 +47,7 @@ class LogFormat:
     parser: Callable[[], LineParser]
     aliases: tuple[str, ...] = ()
     priority: int = 100
+    loss_keys: tuple[str, ...] = ()
 
 
 _REGISTRY: dict[str, LogFormat] = {}

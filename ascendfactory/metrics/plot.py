@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from ascendfactory.errors import MissingDependencyError
-from ascendfactory.metrics.convergence import LOSS_KEYS, SCORE_KEYS, pick_metric
+from ascendfactory.metrics.convergence import LOSS_KEYS, SCORE_KEYS, loss_keys, pick_metric
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
 
@@ -154,7 +154,7 @@ def default_metrics(tables: Iterable[StepTable]) -> list[str]:
     if score:
         length = next((k for k in LENGTH_KEYS if k in keys), None)
         return [score, length] if length else [score]
-    loss = next((k for k in LOSS_KEYS if k in keys), None) or pick_metric(keys)
+    loss = next((k for k in loss_keys() if k in keys), None) or pick_metric(keys)
     return [loss] if loss else []
 
 
