@@ -62,7 +62,6 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     unretryable = (*(plan.policy.unretryable or backend.unretryable), *ports.UNRETRYABLE)
     plan.policy = dataclasses.replace(plan.policy, unretryable=tuple(dict.fromkeys(unretryable)))
     _check_port(loaded, plan, dry_run=dry_run)
-    plan.facts.setdefault("devices_source", ctx.devices.source)
     env = loaded.config.env
     plan.facts["topology"] = {
         k: {"value": getattr(env, k), "source": loaded.topology[k]} for k in loaded.topology

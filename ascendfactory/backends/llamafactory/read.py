@@ -162,19 +162,18 @@ def _owned_problems(ctx: PlanContext, training: dict[str, Any], out: str) -> lis
 def _checked_keys(ctx: PlanContext, training: dict[str, Any], problems: list[Problem]) -> dict[str, Any]:
     """The stage, key names and kinds, template and required keys; returns the keys without the unknown or
     mistyped ones (nothing further reads those)."""
-    problem = ctx.problem
     stage = ctx.config.stage or training.get("stage")
     training["stage"] = stage
-    problems += rules.stage_problems(stage, problem)
-    key_problems = rules.key_problems(training, problem)
+    problems += rules.stage_problems(stage)
+    key_problems = rules.key_problems(training)
     problems += key_problems
     bad = {p.key.removeprefix(rules.T) for p in key_problems}
     training = {k: v for k, v in training.items() if k not in bad}
-    problems += rules.template_problems(training.get("template"), problem)
+    problems += rules.template_problems(training.get("template"))
     for key in ("model_name_or_path", "dataset"):
         if not training.get(key) and key not in bad:
             problems.append(
-                problem(rules.T + key, "required key is missing", f"set backend_config.training.{key}")
+                ctx.problem(rules.T + key, "required key is missing", f"set backend_config.training.{key}")
             )
     return training
 
@@ -189,14 +188,13 @@ def _machine_checks(
 ) -> None:
     """Devices (a warning on --dry-run, which may check a cluster's experiment on a laptop), batch
     arithmetic, files, and the model directory and what its config and weights say."""
-    problem = ctx.problem
-    device = rules.device_problems(training, accelerator, problem)
+    device = rules.device_problems(training, accelerator)
     if strict_paths:
         problems += device
     else:
         warnings += [f"{p.key}: {p.message} ({p.fix} to run it here)" for p in device]
-    problems += rules.batch_problems(training, problem)
-    problems += rules.file_problems(training, problem)
+    problems += rules.batch_problems(training)
+    problems += rules.file_problems(training)
     absent_model = rules.local_model_dir(training)
     if absent_model:
         found = input_paths.missing(
@@ -209,7 +207,7 @@ def _machine_checks(
         input_paths.route([found], strict=strict_paths, problems=problems, warnings=warnings)
     model = str(training.get("model_name_or_path") or "")
     facts = read_model(os.path.expanduser(model)) if model else None
-    problems += rules.model_problems(training, facts, problem)
+    problems += rules.model_problems(training, facts)
 
 
 def _environment(

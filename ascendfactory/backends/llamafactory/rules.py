@@ -3,25 +3,23 @@
 Every problem at once, each naming its key: unknown keys (against the key list generated from
 LLaMA-Factory's parser), value kinds and choices, the stage, the template name, `cutoff_len` against the
 model's positions, bf16/fp16 on a machine without an accelerator, batch arithmetic, the deepspeed file,
-and `lora_target` against the model's module names (read from its safetensors headers).
+and `lora_target` against the model's module names (read from its safetensors headers). Each check returns
+`Problem`s; the planner gives each the source of its key.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from ascendfactory.backends.llamafactory.args import Key, mapping_fields, templates, train_keys
 from ascendfactory.backends.llamafactory.environment import VERSION
 from ascendfactory.backends.llamafactory.model_facts import ModelFacts
 from ascendfactory.config.suggest import did_you_mean
+from ascendfactory.errors import Problem
 
 T = "backend_config.training."
 STAGES = ("pt", "sft", "dpo")  # what this backend plans (LLaMA-Factory also has rm, ppo, kto)
-
-ProblemFn = Callable[[str, str, str], Any]
-
 
 # Text keys LLaMA-Factory's __post_init__ passes through `split_arg`, which takes a comma-separated text or
 # a list (hparams/data_args.py, finetuning_args.py); every other text key is used as one text.
@@ -76,14 +74,14 @@ def kind_words(kind: str, name: str = "") -> str:
     return " or ".join(words)
 
 
-def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
+def key_problems(training: dict[str, Any]) -> list[Problem]:
     keys = train_keys(VERSION)
-    out = []
+    out: list[Problem] = []
     for name, value in training.items():
         spec: Key | None = keys.get(name)
         if spec is None:
             out.append(
-                problem(
+                Problem(
                     T + name,
                     f"not a key of llamafactory-cli train (LLaMA-Factory {VERSION})"
                     f"{did_you_mean(name, list(keys))}",
@@ -95,27 +93,27 @@ def key_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
             continue
         if not _is_kind(value, spec.kind, name):
             words = kind_words(spec.kind, name)
-            out.append(problem(T + name, f"{value!r} is not {words}", f"give {words}"))
+            out.append(Problem(T + name, f"{value!r} is not {words}", f"give {words}"))
         elif isinstance(value, dict) and set(value) - mapping_fields(VERSION).get(name, set(value)):
             fields = sorted(mapping_fields(VERSION)[name])
             unknown = ", ".join(sorted(map(str, set(value) - set(fields))))
-            out.append(problem(T + name, f"has no field {unknown}", "use: " + ", ".join(fields)))
+            out.append(Problem(T + name, f"has no field {unknown}", "use: " + ", ".join(fields)))
         elif value == "" and "dict" in spec.kind.split("|"):
-            out.append(problem(T + name, "is an empty text", "give a mapping, or the path of a json file"))
+            out.append(Problem(T + name, "is an empty text", "give a mapping, or the path of a json file"))
         elif spec.choices and str(value) not in spec.choices and not isinstance(value, bool):
             out.append(
-                problem(
+                Problem(
                     T + name, f"{value!r} is not one of its choices", "use one of: " + ", ".join(spec.choices)
                 )
             )
     return out
 
 
-def stage_problems(stage: str | None, problem: ProblemFn) -> list[Any]:
+def stage_problems(stage: str | None) -> list[Problem]:
     if stage in STAGES:
         return []
     return [
-        problem(
+        Problem(
             T + "stage",
             f"stage {stage!r} is not run by this backend" if stage else "no stage given",
             "set stage (or backend_config.training.stage) to one of: " + ", ".join(STAGES),
@@ -123,14 +121,14 @@ def stage_problems(stage: str | None, problem: ProblemFn) -> list[Any]:
     ]
 
 
-def template_problems(template: Any, problem: ProblemFn) -> list[Any]:
+def template_problems(template: Any) -> list[Problem]:
     if template is None:
         return []
     names = templates(VERSION)
     if str(template) in names:
         return []
     return [
-        problem(
+        Problem(
             T + "template",
             f"template {template!r} does not exist in LLaMA-Factory {VERSION}"
             f"{did_you_mean(str(template), sorted(names))}",
@@ -139,15 +137,15 @@ def template_problems(template: Any, problem: ProblemFn) -> list[Any]:
     ]
 
 
-def model_problems(training: dict[str, Any], facts: ModelFacts | None, problem: ProblemFn) -> list[Any]:
+def model_problems(training: dict[str, Any], facts: ModelFacts | None) -> list[Problem]:
     if facts is None:
         return []
-    out = []
+    out: list[Problem] = []
     cutoff = training.get("cutoff_len")
     limit = facts.max_positions
     if isinstance(cutoff, int) and limit and cutoff > limit and not facts.config.get("rope_scaling"):
         out.append(
-            problem(
+            Problem(
                 T + "cutoff_len",
                 f"{cutoff} is longer than the model's max_position_embeddings "
                 f"({limit}, {facts.path}/config.json)",
@@ -162,7 +160,7 @@ def model_problems(training: dict[str, Any], facts: ModelFacts | None, problem: 
         unknown = [t for t in wanted if t != "all" and t not in modules]
         if unknown:
             out.append(
-                problem(
+                Problem(
                     T + "lora_target",
                     f"{', '.join(unknown)}: no such module in {facts.path}",
                     "use all, or module names of this model: "
@@ -172,11 +170,11 @@ def model_problems(training: dict[str, Any], facts: ModelFacts | None, problem: 
     return out
 
 
-def device_problems(training: dict[str, Any], accelerator: str, problem: ProblemFn) -> list[Any]:
+def device_problems(training: dict[str, Any], accelerator: str) -> list[Problem]:
     if accelerator != "cpu":
         return []
     return [
-        problem(T + key, f"{key}: true, but this machine has no GPU or NPU", f"set {key}: false on CPU")
+        Problem(T + key, f"{key}: true, but this machine has no GPU or NPU", f"set {key}: false on CPU")
         for key in ("bf16", "fp16", "pure_bf16", "bf16_full_eval", "tf32")
         if training.get(key) is True
     ]
@@ -204,17 +202,17 @@ POSITIVE = {
 }
 
 
-def batch_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
-    out = []
+def batch_problems(training: dict[str, Any]) -> list[Problem]:
+    out: list[Problem] = []
     for key, why in POSITIVE.items():
         value = training.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            out.append(problem(T + key, f"{value} is not a positive count ({why})", f"set {key} >= 1"))
+            out.append(Problem(T + key, f"{value} is not a positive count ({why})", f"set {key} >= 1"))
     epochs, steps = training.get("num_train_epochs", 3.0), training.get("max_steps", -1)
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (epochs, steps))
     if numbers and steps <= 0 and epochs <= 0:
         out.append(
-            problem(
+            Problem(
                 T + "num_train_epochs",
                 f"{epochs} is not positive and max_steps is not set: the Trainer would run no step",
                 "set num_train_epochs > 0, or max_steps >= 1",
@@ -233,12 +231,12 @@ FILE_KEYS = {
 }
 
 
-def file_problems(training: dict[str, Any], problem: ProblemFn) -> list[Any]:
-    out = []
+def file_problems(training: dict[str, Any]) -> list[Problem]:
+    out: list[Problem] = []
     for key, what in FILE_KEYS.items():
         path = training.get(key)
         if isinstance(path, str) and not os.path.isfile(os.path.expanduser(path)):
-            out.append(problem(T + key, f"file {path!r} not found", f"give the path of {what}"))
+            out.append(Problem(T + key, f"file {path!r} not found", f"give the path of {what}"))
     return out
 
 

@@ -19,15 +19,18 @@ INDEX = "model.safetensors.index.json"
 ENV_CONNECTIONS = "CUDA_DEVICE_MAX_CONNECTIONS"
 
 
-def hf_dir_findings(hf_dir: str, *, needs_index: bool) -> list[tuple[str, str]]:
-    """(message, fix) for each thing `hf_dir` lacks (mm-convert's HfConfig checks, plus the index mm_to_hf
-    lays the output out by, plus the tracker of a converted directory given by mistake)."""
+def hf_dir_problems(key: str, hf_dir: str, *, needs_index: bool) -> list[Problem]:
+    """A problem (named `key`) for each thing `hf_dir` lacks (mm-convert's HfConfig checks, plus the index
+    mm_to_hf lays the output out by, plus the tracker of a converted directory given by mistake)."""
     if not os.path.isdir(hf_dir):
-        return [(f"directory {hf_dir} does not exist", "point it at the Hugging Face model directory")]
-    out = []
+        return [
+            Problem(key, f"directory {hf_dir} does not exist", "point it at the Hugging Face model directory")
+        ]
+    out: list[Problem] = []
     if os.path.exists(os.path.join(hf_dir, TRACKER)) or os.path.isdir(os.path.join(hf_dir, "release")):
         out.append(
-            (
+            Problem(
+                key,
                 f"{hf_dir} is a converted MindSpeed-MM checkpoint ({TRACKER} / release/), not the HF model",
                 "point it at the original Hugging Face directory (the converted one is "
                 "convert_ckpt_hf2mg.cfg.mm_dir)",
@@ -36,15 +39,22 @@ def hf_dir_findings(hf_dir: str, *, needs_index: bool) -> list[tuple[str, str]]:
         return out
     if not os.path.isfile(os.path.join(hf_dir, "config.json")):
         out.append(
-            (f"No config.json in {hf_dir} (mm-convert's check)", "use the complete HF model directory")
+            Problem(
+                key, f"No config.json in {hf_dir} (mm-convert's check)", "use the complete HF model directory"
+            )
         )
     if not glob.glob(os.path.join(hf_dir, "*.safetensors")):
         out.append(
-            (f"No *.safetensors files found in {hf_dir} (mm-convert's check)", "download the weights into it")
+            Problem(
+                key,
+                f"No *.safetensors files found in {hf_dir} (mm-convert's check)",
+                "download the weights into it",
+            )
         )
     if needs_index and not os.path.isfile(os.path.join(hf_dir, INDEX)):
         out.append(
-            (
+            Problem(
+                key,
                 f"no {INDEX} in {hf_dir}: mm_to_hf lays the converted weights out by it "
                 f"('safetensors.index.json not in {hf_dir}')",
                 "use the HF directory as downloaded (with its index), or set convert_ckpt_mg2hf: null",
@@ -57,15 +67,13 @@ def input_findings(
     ctx: PlanContext, *, data: Mapping[str, Any], hf_dir: str, hf2mg_hf_dir: Any, needs_index: bool
 ) -> list[Problem]:
     """A problem for every input the run cannot read."""
-    found = [
-        Problem("backend_config." + MODEL_DIR_KEY, m, f)
-        for m, f in hf_dir_findings(hf_dir, needs_index=needs_index)
-    ]
+    found = hf_dir_problems("backend_config." + MODEL_DIR_KEY, hf_dir, needs_index=needs_index)
     if isinstance(hf2mg_hf_dir, str) and os.path.abspath(hf2mg_hf_dir) != hf_dir:
-        found += [
-            Problem("backend_config.convert_ckpt_hf2mg.cfg.hf_config.hf_dir", m, f)
-            for m, f in hf_dir_findings(os.path.abspath(hf2mg_hf_dir), needs_index=False)
-        ]
+        found += hf_dir_problems(
+            "backend_config.convert_ckpt_hf2mg.cfg.hf_config.hf_dir",
+            os.path.abspath(hf2mg_hf_dir),
+            needs_index=False,
+        )
     dataset_dir = get(data, DATASET_DIR_KEY.split(".", 1)[1])
     if isinstance(dataset_dir, str) and not os.path.isdir(dataset_dir):
         found.append(

@@ -226,7 +226,7 @@ def read_config(
     ctx: PlanContext, *, keys: KeySet | None = None, cluster_checks: bool = True
 ) -> MindSpeedRLConfig:
     """Read, fill and check `ctx.config.backend_config`; raise ConfigError listing every problem."""
-    from ascendfactory.backends.msrl import numbers, rules
+    from ascendfactory.backends.msrl import numbers, preflight, rules
 
     bc = dict(ctx.config.backend_config or {})
     ks, reason, guessed, version_problems = _key_set(ctx, bc, keys)
@@ -263,11 +263,9 @@ def read_config(
         **views,
     )
     if derived is not None and not number_problems:
-        for finding in rules.check(cfg, bc, cluster=cluster_checks):
-            if finding.warning:
-                r.warnings.append(f"{BC}{finding.key}: {finding.message}")
-            else:
-                r.problem(finding.key, finding.message, finding.fix)
+        for p in rules.check(cfg, bc, cluster=cluster_checks):
+            r.problem(p.key, p.message, p.fix)
+        r.warnings += [f"{BC}{w.key}: {w.message}" for w in preflight.warnings(cfg, cluster=cluster_checks)]
     if r.problems:
         raise ConfigError(r.problems)
     return replace(cfg, warnings=tuple(r.warnings))

@@ -1,4 +1,5 @@
-"""Naming MindSpeed-RL keys in messages, and the records the rules return (`Finding`, `Rule`).
+"""Naming MindSpeed-RL keys in messages, and the rule record (`Rule`; its check yields `Problem`s keyed
+relative to backend_config; `config.read_config` names them under it).
 
 A key is named as the user wrote it (dash or underscore spelling, in the section it came from: its own
 config section, then `megatron_training`, then the model entry), or where it belongs when it was not written.
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ascendfactory.backends.msrl.keys import ORDER, KeySet
+from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
     from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
@@ -34,18 +36,9 @@ HOME = {
 
 
 @dataclass(frozen=True)
-class Finding:
-    rule: str
-    key: str  # under backend_config
-    message: str
-    fix: str = ""
-    warning: bool = False
-
-
-@dataclass(frozen=True)
 class Rule:
     id: str
-    check: Callable[[MindSpeedRLConfig, Mapping[str, Any]], Iterable[Finding]]
+    check: Callable[[MindSpeedRLConfig, Mapping[str, Any]], Iterable[Problem]]
     since: str = "2.1.0"
     until: str | None = None
 

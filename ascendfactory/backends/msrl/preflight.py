@@ -1,6 +1,7 @@
 """The pre-flight checklist (`shared/spec/mindspeed_rl_mm.md`, "Pre-flight checks"): what MindSpeed-RL's
 config classes do not check but the cluster trips over later (vLLM, Megatron inside every worker, the
-placement groups, the verifiers, the data), each with the source that fails.
+placement groups, the verifiers, the data), each with the source that fails: `check` returns the problems,
+`warnings` what runs but not as a user would expect (MB, ML and P1 have both).
 
     V1  heads % infer TP              vLLM ModelConfig, when the rollout engine starts
     V2  train TP vs infer TP          vllm_adapter/vllm_parallel_state.py (split or gather)
@@ -22,8 +23,9 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.msrl.naming import Finding, gkey, mkey, rkey
+from ascendfactory.backends.msrl.naming import gkey, mkey, rkey
 from ascendfactory.config.suggest import did_you_mean
+from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
     from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
@@ -38,7 +40,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _vllm(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _vllm(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     d = cfg.derived
     if d.heads and d.heads % d.infer_tp:
         ok = [x for x in _divisors(d.heads) if d.actor_npus % x == 0 and x <= d.actor_npus]
@@ -51,8 +53,7 @@ def _vllm(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
             if "infer_tensor_parallel_size" in (cfg.sections.get("generate_config") or {})
             else " (its default)"
         )
-        yield Finding(
-            "V1",
+        yield Problem(  # V1
             gkey(cfg, "infer_tensor_parallel_size"),
             f"{d.infer_tp}{default} does not divide the "
             f"model's {d.heads} attention heads: vLLM refuses it when the rollout starts "
@@ -63,8 +64,7 @@ def _vllm(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
     dp_t = world // (d.tp * d.pp)
     if d.infer_tp > d.tp and (dp_t * d.tp < d.infer_tp or (dp_t * d.tp) % d.infer_tp):
         text = f"Can't split train tp size {d.tp} to infer tp size {d.infer_tp} with train dp size {dp_t}."
-        yield Finding(
-            "V2",
+        yield Problem(  # V2
             gkey(cfg, "infer_tensor_parallel_size"),
             f"{d.infer_tp} cannot be made from the "
             f"training layout (TP {d.tp} x train DP {dp_t} = {dp_t * d.tp} ranks per pipeline stage)"
@@ -73,27 +73,24 @@ def _vllm(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
         )
     if d.infer_tp <= d.tp and d.tp % d.infer_tp:
         text = f"Can't gather train tp size {d.tp} to infer tp size {d.infer_tp}"
-        yield Finding(
-            "V2",
+        yield Problem(  # V2
             gkey(cfg, "infer_tensor_parallel_size"),
             f'{d.infer_tp} does not divide the training TP {d.tp} (MindSpeed-RL: "{text}")',
             f"use one of {_divisors(d.tp)}",
         )
 
 
-def _megatron(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _megatron(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     d = cfg.derived
     if d.heads and d.heads % d.tp:
-        yield Finding(
-            "M1",
+        yield Problem(  # M1
             mkey(cfg, "tensor_model_parallel_size"),
             f"{d.tp} does not divide the model's "
             f"{d.heads} attention heads (Megatron's validate_args in every worker)",
             f"use one of {_divisors(d.heads)}",
         )
     if d.kv_heads and d.kv_heads != d.heads and d.kv_heads % d.tp:
-        yield Finding(
-            "M1",
+        yield Problem(  # M1
             mkey(cfg, "tensor_model_parallel_size"),
             f"{d.tp} does not divide the model's {d.kv_heads} KV groups (num_query_groups)",
             f"use one of {_divisors(d.kv_heads)}",
@@ -105,29 +102,26 @@ def _megatron(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
         and not cfg.actor.get("num_layer_list")
         and not cfg.actor.get("noop_layers")
     ):
-        yield Finding(
-            "M1",
+        yield Problem(  # M1
             mkey(cfg, "pipeline_model_parallel_size"),
             f"{d.pp} does not divide the model's {d.num_layers} layers",
             f"use one of {_divisors(d.num_layers)}, or set num_layer_list",
         )
 
 
-def _verifiers(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _verifiers(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     names = cfg.rl.get("verifier_function")
     if not isinstance(names, list):
         return
     if cfg.rl.get("rule_reward") and not names:
-        yield Finding(
-            "T1",
+        yield Problem(  # T1
             rkey(cfg, "verifier_function"),
             "is empty: the rule reward scores every response 0",
             "name at least one verifier, e.g. [base_acc]",
         )
     for name in names:
         if name not in cfg.keys.verifiers:
-            yield Finding(
-                "T1",
+            yield Problem(  # T1
                 rkey(cfg, "verifier_function"),
                 f"{name!r} is not a verifier of MindSpeed-RL "
                 f"{cfg.keys.rules_version}{did_you_mean(str(name), cfg.keys.verifiers)}: "
@@ -136,19 +130,17 @@ def _verifiers(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
             )
 
 
-def _kl(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _kl(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     kind = cfg.rl.get("kl_ctrl_type")
     if kind not in ("fixed", "adaptive"):
-        yield Finding(
-            "K1",
+        yield Problem(  # K1
             rkey(cfg, "kl_ctrl_type"),
             f"{kind!r} is not a KL controller (trainer/base.py raises NotImplementedError)",
             "use fixed or adaptive",
         )
     horizon = cfg.rl.get("kl_horizon")
     if kind == "adaptive" and isinstance(horizon, (int, float)) and horizon <= 0:
-        yield Finding(
-            "K1",
+        yield Problem(  # K1
             rkey(cfg, "kl_horizon"),
             f"must be larger than 0 with kl_ctrl_type adaptive "
             f'(MindSpeed-RL: "horizon must be larger than 0. Got {horizon}")',
@@ -156,79 +148,78 @@ def _kl(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
         )
 
 
-def _mini_batch(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _mini_batch(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     d = cfg.derived
     key = rkey(cfg, "mini_batch_size")
     per_dp = d.mini_batch_samples // d.actor_dp if d.actor_dp else 0
     if d.actor_dp and per_dp < 1:
-        yield Finding(
-            "MB",
+        yield Problem(  # MB
             key,
             f"{d.mini_batch_prompts} prompts x n_samples_per_prompt {d.n_samples} = "
             f"{d.mini_batch_samples} samples per update are fewer than the {d.actor_dp} actor data "
             "parallel ranks: each rank's mini-batch is empty (torch.split fails in the actor update)",
             f"use a mini_batch_size of at least {-(-d.actor_dp // d.n_samples)}",
         )
-        return
+
+
+def _mini_batch_warnings(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
+    d = cfg.derived
+    key = rkey(cfg, "mini_batch_size")
+    per_dp = d.mini_batch_samples // d.actor_dp if d.actor_dp else 0
+    if d.actor_dp and per_dp < 1:
+        return  # `_mini_batch` refuses it
     if d.gbs % d.mini_batch_prompts:
-        yield Finding(
-            "MB",
+        yield Problem(  # MB
             key,
             f"{d.mini_batch_prompts} does not divide global_batch_size {d.gbs}: the last "
             "actor update of each iteration is smaller than the others",
             f"use a divisor of {d.gbs}",
-            warning=True,
         )
     if d.actor_dp and d.mini_batch_samples % d.actor_dp:
-        yield Finding(
-            "MB",
+        yield Problem(  # MB
             key,
             f"{d.mini_batch_samples} samples per update do not split evenly over {d.actor_dp} "
             "actor data parallel ranks",
             f"make mini_batch_size x n_samples a multiple of {d.actor_dp}",
-            warning=True,
         )
     elif per_dp % d.mbs:
-        yield Finding(
-            "MB",
+        yield Problem(  # MB
             key,
             f"each actor data parallel rank updates on {per_dp} samples, not a multiple of "
             f"micro_batch_size {d.mbs}",
             f"make {per_dp} a multiple of {d.mbs}",
-            warning=True,
         )
 
 
-def _sampling(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _sampling(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     given = (cfg.sections.get("generate_config") or {}).get("sampling_config")
     if isinstance(given, Mapping):
         for key in ("temperature", "max_tokens"):
             if key not in given:
-                yield Finding(
-                    "SC",
+                yield Problem(  # SC
                     f"generate_config.sampling_config.{key}",
                     "is missing: a given sampling_config "
                     "replaces MindSpeed-RL's defaults whole, and the actor reads "
                     f'sampling_config["{key}"] (KeyError on the cluster)',
                     f"add {key}: <value>",
                 )
+
+
+def _model_len_warnings(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     d = cfg.derived
     if d.max_tokens and d.max_prompt_length and d.max_model_len < d.max_prompt_length + d.max_tokens:
-        yield Finding(
-            "ML",
+        yield Problem(  # ML
             gkey(cfg, "max_model_len"),
             f"{d.max_model_len} is less than max_prompt_length "
             f"{d.max_prompt_length} + sampling_config.max_tokens {d.max_tokens}: long prompts leave "
             "vLLM less room than max_tokens",
             f"set max_model_len >= {d.max_prompt_length + d.max_tokens}",
-            warning=True,
         )
 
 
-def _required(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _required(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if not cfg.actor.get("tokenizer_name_or_path"):
-        yield Finding(
-            "A1",
+        yield Problem(  # A1
             "megatron_training.tokenizer_name_or_path",
             "required: the HF model directory (tokenizer, "
             "config.json; vLLM loads the rollout model's config from it)",
@@ -236,16 +227,14 @@ def _required(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding
         )
     stage = cfg.actor.get("stage")
     if stage != GRPO_STAGE:
-        yield Finding(
-            "A2",
+        yield Problem(  # A2
             mkey(cfg, "stage"),
             f"is {stage!r}; cli/train_grpo.py trains with stage {GRPO_STAGE}",
             f"set stage: {GRPO_STAGE} (or remove it)",
         )
     pre = cfg.preprocess or {}
     if not cfg.actor.get("data_path") and not pre.get("input"):
-        yield Finding(
-            "A3",
+        yield Problem(  # A3
             "preprocess_data.input",
             "no training data: neither preprocess_data.input nor megatron_training.data_path is set",
             "set preprocess_data.input to the raw dataset (json, "
@@ -253,8 +242,7 @@ def _required(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding
         )
     extra = cfg.actor.get("dataset_additional_keys") or []
     if cfg.rl.get("rule_reward") and isinstance(extra, list) and "labels" not in extra:
-        yield Finding(
-            "A4",
+        yield Problem(  # A4
             mkey(cfg, "dataset_additional_keys"),
             f"is {extra}: the rule reward reads each prompt's "
             'answer as data["labels"] (models/rule_verifier.py), so the dataset must carry it',
@@ -262,7 +250,7 @@ def _required(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding
         )
 
 
-def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     pre = cfg.preprocess
     if pre is None:
         return
@@ -271,8 +259,7 @@ def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
     prompt = pre.get("prompt_type", "empty")
     p = "preprocess_data."
     if prompt is not None and handler not in ks.prompt_type_handlers:
-        yield Finding(
-            "D1",
+        yield Problem(  # D1
             p + "handler_name",
             f"{handler!r} cannot be used with a prompt_type (prompt_type is "
             f"{prompt!r}; the default is 'empty'){did_you_mean(str(handler), ks.prompt_type_handlers)}"
@@ -280,8 +267,7 @@ def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
             "use one of: " + ", ".join(ks.prompt_type_handlers),
         )
     if prompt is not None and prompt not in ks.prompt_types:
-        yield Finding(
-            "D2",
+        yield Problem(  # D2
             p + "prompt_type",
             f"{prompt!r} is not a template of configs/model/templates.json"
             f'{did_you_mean(str(prompt), ks.prompt_types)} (MindSpeed-RL: "Template {prompt} does not '
@@ -289,15 +275,13 @@ def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
             "use one of: " + ", ".join(ks.prompt_types),
         )
     if pre.get("neat_pack") and not pre.get("pack"):
-        yield Finding(
-            "D3",
+        yield Problem(  # D3
             p + "neat_pack",
             'needs pack: true (MindSpeed-RL: "Require set `pack` True when `neat-pack` is True.")',
             "set pack: true, or remove neat_pack",
         )
     if pre.get("enable_thinking") and prompt != "qwen3":
-        yield Finding(
-            "D4",
+        yield Problem(  # D4
             p + "enable_thinking",
             f"works only with prompt_type qwen3 (got {prompt!r}) "
             '(MindSpeed-RL: "enable_thinking only support when using qwen3 prompt type")',
@@ -310,8 +294,7 @@ def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
         and os.path.exists(src)
         and not os.path.isdir(src)
     ):
-        yield Finding(
-            "D5",
+        yield Problem(  # D5
             p + "merge_group_keys",
             f"needs input to be a directory ({src} is a file)",
             "point input at a directory, or remove merge_group_keys",
@@ -323,8 +306,7 @@ def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
             [k for k in want if k not in have] if isinstance(want, list) and isinstance(have, list) else []
         )
         if missing:
-            yield Finding(
-                "D6",
+            yield Problem(  # D6
                 p + "dataset_additional_keys",
                 f"lacks {missing}, which training reads "
                 f"(megatron_training.dataset_additional_keys {want}): {handler} writes one "
@@ -332,8 +314,7 @@ def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
                 f"set dataset_additional_keys: {want}",
             )
     if pre.get("pack") and handler in SINGLE_KEY_HANDLERS:
-        yield Finding(
-            "D7",
+        yield Problem(  # D7
             p + "pack",
             'pre-training data is not packed (MindSpeed-RL: "Pre-training data '
             'processing does not need to be packed...")',
@@ -341,7 +322,7 @@ def _preprocess(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
         )
 
 
-def _placement(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
+def _placement(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     d = cfg.derived
     need = d.actor_npus + (d.ref_npus or 0) + (d.reward_npus or 0)
     res = "rl_config.actor_resource.num_npus"
@@ -351,34 +332,36 @@ def _placement(cfg: MindSpeedRLConfig) -> Iterable[Finding]:
             + (f" + reference {d.ref_npus}" if d.ref_npus else "")
             + (f" + reward {d.reward_npus}" if d.reward_npus else "")
         )
-        yield Finding(
-            "P1",
+        yield Problem(  # P1
             res,
             f"the workers need {need} NPUs ({parts}) but the cluster has {d.cluster_npus} "
             f"(env.NNODES {d.nnodes} x {d.npus_per_node} per node): the placement group would wait "
             "forever (workers/scheduler/launcher.py)",
             f"use at most {d.cluster_npus} NPUs, or more nodes",
         )
-    elif need < d.cluster_npus:
-        yield Finding(
-            "P1",
+
+
+def _placement_warnings(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
+    d = cfg.derived
+    need = d.actor_npus + (d.ref_npus or 0) + (d.reward_npus or 0)
+    res = "rl_config.actor_resource.num_npus"
+    if need < d.cluster_npus:
+        yield Problem(  # P1
             res,
             f"the workers use {need} of the cluster's {d.cluster_npus} NPUs",
             "use them all, or fewer nodes / env.NPUS_PER_NODE",
-            warning=True,
         )
     if d.actor_npus > d.npus_per_node and d.actor_npus % d.npus_per_node:
-        yield Finding(
-            "P1",
+        yield Problem(  # P1
             res,
             f"{d.actor_npus} NPUs are not a whole number of nodes of {d.npus_per_node}: the "
             "last node gets a partial placement group",
             f"use a multiple of {d.npus_per_node}",
-            warning=True,
         )
 
 
-def check(cfg: MindSpeedRLConfig, bc: Mapping[str, Any], *, cluster: bool = True) -> list[Finding]:
+def check(cfg: MindSpeedRLConfig, bc: Mapping[str, Any], *, cluster: bool = True) -> list[Problem]:
+    """What the cluster would trip over: a problem each (`cluster`: the vLLM and placement checks too)."""
     found = [
         *_required(cfg, bc),
         *_preprocess(cfg),
@@ -390,4 +373,13 @@ def check(cfg: MindSpeedRLConfig, bc: Mapping[str, Any], *, cluster: bool = True
     ]
     if cluster:
         found += [*_vllm(cfg), *_placement(cfg)]
+    return found
+
+
+def warnings(cfg: MindSpeedRLConfig, *, cluster: bool = True) -> list[Problem]:
+    """What runs, but not as a user would expect: uneven mini-batches, a short max_model_len, NPUs left idle
+    or a partial node (`cluster`: the placement ones too). Warned as `key: message`."""
+    found = [*_mini_batch_warnings(cfg), *_model_len_warnings(cfg)]
+    if cluster:
+        found += _placement_warnings(cfg)
     return found

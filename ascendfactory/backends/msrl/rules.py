@@ -3,9 +3,9 @@
 
 Each `Rule` has the id of `shared/spec/mindspeed_rl_mm.md` section A2.1 (R1-R28; S1/S2 are the section rules
 of `parse_training_config`), the versions it applies to (`since`, `until`: 2.1.0, 2.2.0, 2.3.0, master) and a
-check that returns `Finding`s: the key as the user wrote it (or where it belongs), the numbers,
-MindSpeed-RL's own error text, and the fix. The numbers every rule uses come from
-`numbers.derive`; keys are named by `naming`.
+check that yields `Problem`s: the key (relative to backend_config) as the user wrote it (or where it
+belongs), the numbers, MindSpeed-RL's own error text, and the fix; a comment at each names its rule id. The
+numbers every rule uses come from `numbers.derive`; keys are named by `naming`.
 
 The checks beyond validate_rl_args (vLLM, Megatron, placement, verifiers, data) are in `preflight.py`.
 """
@@ -18,70 +18,64 @@ from typing import TYPE_CHECKING, Any
 from ascendfactory.backends.msrl.naming import (
     RING,
     ULYSSES,
-    Finding,
     Rule,
     gkey,
     mkey,
     rkey,
     upstream,
 )
+from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
     from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
 
 
-def _r1(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r1(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     v = cfg.actor.get("ai_framework")
     if v is not None and v != "mindspore":
         text = f"Invalid value for ai_framework: '{v}'. Only None or mindspore are allowed"
-        yield Finding(
-            "R1",
+        yield Problem(  # R1
             mkey(cfg, "ai_framework"),
             f"is {v!r}; only mindspore (or no value) is allowed" + upstream(text),
             "remove it (PyTorch) or set mindspore",
         )
 
 
-def _r2(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r2(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     text = " megatron_config.bf16 should be true and generate_config.dtype should be bfloat16."
     if cfg.actor.get("bf16") is False:
-        yield Finding(
-            "R2",
+        yield Problem(  # R2
             mkey(cfg, "bf16"),
             "is false: MindSpeed-RL trains in bf16 only" + upstream(text.strip()),
             "set bf16: true (or remove it: true is the default)",
         )
     if cfg.generate.get("dtype") != "bfloat16":
-        yield Finding(
-            "R2",
+        yield Problem(  # R2
             gkey(cfg, "dtype"),
             f"is {cfg.generate.get('dtype')!r}: the rollout must run in bfloat16" + upstream(text.strip()),
             "set dtype: bfloat16 (or remove it)",
         )
 
 
-def _r3_r5(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r3_r5(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     rl = cfg.rl
     if cfg.integrated:
         if rl.get("reference_resource") is not None:
-            yield Finding(
-                "R3",
+            yield Problem(  # R3
                 rkey(cfg, "reference_resource"),
                 "is set, but with use_integrated_worker: true the reference model runs on the actor's NPUs"
                 + upstream("reference_resource should not be set when use_integrated_worker mode is on."),
                 "remove reference_resource, or set use_integrated_worker: false",
             )
         if rl.get("reward_resource") is not None:
-            yield Finding(
-                "R4",
+            yield Problem(  # R4
                 rkey(cfg, "reward_resource"),
                 "is set, but a reward model is not supported with use_integrated_worker: true"
                 + upstream("Reward model is not supported when use_integrated_worker mode is on."),
                 "remove reward_resource (rule rewards need none), or set use_integrated_worker: false",
             )
     elif rl.get("integrated_mode_config") is not None:
-        yield Finding(
-            "R5",
+        yield Problem(  # R5
             rkey(cfg, "integrated_mode_config"),
             "is set, but use_integrated_worker is false"
             + upstream("integrated_mode_config should not be set when use_integrated_worker mode is off."),
@@ -89,11 +83,10 @@ def _r3_r5(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _s(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _s(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     for name in ("ref_config", "reward_config"):
         if cfg.integrated and name in bc:
-            yield Finding(
-                "S1",
+            yield Problem(  # S1
                 name,
                 "is given, but with use_integrated_worker: true the reference and reward use "
                 "the actor's config"
@@ -101,8 +94,7 @@ def _s(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
                 f"remove {name}, or set rl_config.use_integrated_worker: false",
             )
         if not cfg.integrated and name not in bc:
-            yield Finding(
-                "S2",
+            yield Problem(  # S2
                 name,
                 "is required with use_integrated_worker: false (cli/train_grpo.py merges it "
                 "into megatron_training and fails with a TypeError when it is missing)",
@@ -110,22 +102,21 @@ def _s(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             )
 
 
-def _r6(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r6(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     d = cfg.derived
     if d.max_model_len < d.seq_length:
         text = (
             f"Sequence length exceeds vLLM max_model_len! Actor.seq_length={d.seq_length} vs "
             f"GenerateConfig.max_model_len={d.max_model_len}"
         )
-        yield Finding(
-            "R6",
+        yield Problem(  # R6
             gkey(cfg, "max_model_len"),
             f"{d.max_model_len} is less than {mkey(cfg, 'seq_length')} {d.seq_length}" + upstream(text),
             f"set max_model_len >= {d.seq_length}",
         )
 
 
-def _r7(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r7(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     algo, cp = cfg.actor.get("context_parallel_algo"), cfg.derived.cp
     allowed = (ULYSSES, RING) if cfg.keys.at_least("2.2.0") else (ULYSSES,)
     if cp > 1 and algo is not None and algo not in allowed:
@@ -134,8 +125,7 @@ def _r7(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             if RING in allowed
             else "Now just support ulysses CP"
         )
-        yield Finding(
-            "R7",
+        yield Problem(  # R7
             mkey(cfg, "context_parallel_algo"),
             f"{algo!r} with context_parallel_size {cp}: "
             f"MindSpeed-RL {cfg.keys.rules_version} supports {' and '.join(allowed)}" + upstream(text),
@@ -143,11 +133,10 @@ def _r7(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r7b(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r7b(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     mask = cfg.actor.get("cp_attention_mask_type")
     if mask not in ("causal", None) and "cp_attention_mask_type" in cfg.keys.classes["MegatronConfig"].keys:
-        yield Finding(
-            "R7",
+        yield Problem(  # R7
             mkey(cfg, "cp_attention_mask_type"),
             f"is {mask!r}; MindSpeed-RL 2.2.0 supports causal "
             "only" + upstream("Now just support causal cp_attention_mask_type"),
@@ -163,10 +152,9 @@ def _ring_remove_padding(cfg: MindSpeedRLConfig) -> bool:
     )
 
 
-def _r8(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r8(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if _ring_remove_padding(cfg) and not cfg.actor.get("reset_attention_mask"):
-        yield Finding(
-            "R8",
+        yield Problem(  # R8
             mkey(cfg, "reset_attention_mask"),
             "must be true with ring context parallel "
             f"(megatron_cp_algo, CP {cfg.derived.cp}) and use_remove_padding"
@@ -175,10 +163,9 @@ def _r8(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r8b(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r8b(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if not _ring_remove_padding(cfg) and cfg.actor.get("reset_attention_mask"):
-        yield Finding(
-            "R8",
+        yield Problem(  # R8
             mkey(cfg, "reset_attention_mask"),
             "is true without ring CP >= 2 and use_remove_padding; "
             "MindSpeed-RL 2.2.0 refuses it"
@@ -190,15 +177,14 @@ def _r8b(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r9_r11(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r9_r11(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if not cfg.rl.get("use_remove_padding"):
         return
     new = cfg.keys.at_least("2.3.0")
     pad_key = "no_pad_to_seq_lengths" if new else "variable_seq_lengths"
     mask_key = "reset_attention_mask" if new else "reset_position_ids"
     if cfg.derived.pp > 1 and not cfg.actor.get(pad_key):
-        yield Finding(
-            "R9",
+        yield Problem(  # R9
             mkey(cfg, pad_key),
             f"must be true: use_remove_padding with pipeline parallel size "
             f"{cfg.derived.pp}"
@@ -208,16 +194,14 @@ def _r9_r11(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             f"set {pad_key}: true",
         )
     if not cfg.actor.get(mask_key):
-        yield Finding(
-            "R10",
+        yield Problem(  # R10
             mkey(cfg, mask_key),
             "must be true with use_remove_padding"
             + upstream(f"'use_remove_padding' feature requires '{mask_key}=True'! "),
             f"set {mask_key}: true",
         )
     if cfg.rl.get("is_multimodal"):
-        yield Finding(
-            "R11",
+        yield Problem(  # R11
             rkey(cfg, "use_remove_padding"),
             "cannot be used with is_multimodal"
             + upstream("'multimodal' models cannot use 'use_remove_padding' feature! "),
@@ -246,7 +230,7 @@ def _npus_from(bc: Mapping[str, Any]) -> str:
     return "" if given else " = env.NNODES x env.NPUS_PER_NODE"
 
 
-def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     n = cfg.derived.n_samples
     for comp, view, v, npus, res in _groups(cfg):
         t, p, c = (
@@ -260,8 +244,7 @@ def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
                 f"Invalid {comp} resource allocation! Resource={{'num_npus': {npus}}} must be divisible by "
                 f"(tensor_parallel * pipeline_parallel * context_parallel) = {t}*{p}*{c}={t * p * c}"
             )
-            yield Finding(
-                "R12",
+            yield Problem(  # R12
                 f"rl_config.{res}.num_npus",
                 f"{npus} NPUs are not divisible by TP x PP x CP = "
                 f"{t} x {p} x {c} = {t * p * c} ({comp.lower()}: tensor_model_parallel_size x "
@@ -273,8 +256,7 @@ def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
                 f"Invalid {comp} batch configuration! (global_batch_size * n_samples) = {g}*{n} = {g * n} "
                 f"must be divisible by micro_batch_size {m}"
             )
-            yield Finding(
-                "R13",
+            yield Problem(  # R13
                 mkey(cfg, "micro_batch_size", view),
                 f"{m} does not divide global_batch_size x "
                 f"n_samples_per_prompt = {g} x {n} = {g * n} ({comp.lower()})" + upstream(text),
@@ -282,8 +264,7 @@ def _r12_r13(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
             )
 
 
-def _dp_findings(
-    rule: str,
+def _dp_problems(
     comp: str,
     gbs: int,
     dp: int,
@@ -294,14 +275,13 @@ def _dp_findings(
     key_size: str,
     what: str,
     text_gbs: int,
-) -> Iterable[Finding]:
+) -> Iterable[Problem]:
     """The two checks of `_validate_data_parallel` (validate_config.py)."""
     if dp < 1:
         return
     if gbs % dp:
         text = f"{comp} global_batch_size {gbs} must be divisible by data_parallel_size {dp}"
-        yield Finding(
-            rule,
+        yield Problem(
             key_gbs,
             f"{gbs} prompts are not divisible by the {what} data parallel size {dp}" + upstream(text),
             f"use a global_batch_size that is a multiple of {dp}",
@@ -312,8 +292,7 @@ def _dp_findings(
             f"by micro_batch_size {size} "
         )
         per = gbs // dp * n
-        yield Finding(
-            rule,
+        yield Problem(
             key_size,
             f"{size} does not divide the {per} samples each {what} data parallel rank "
             f"gets (global_batch_size {gbs} // DP {dp} x n_samples_per_prompt {n})" + upstream(text.strip()),
@@ -321,10 +300,9 @@ def _dp_findings(
         )
 
 
-def _r14(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r14(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if cfg.derived.infer_pp > 1:
-        yield Finding(
-            "R14",
+        yield Problem(  # R14
             gkey(cfg, "infer_pipeline_parallel_size"),
             f"is {cfg.derived.infer_pp}: the vLLM "
             "rollout has no pipeline parallelism"
@@ -333,10 +311,9 @@ def _r14(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     d = cfg.derived
-    yield from _dp_findings(
-        "R15",
+    yield from _dp_problems(  # R15
         "Actor",
         d.gbs,
         d.actor_dp,
@@ -347,8 +324,7 @@ def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
         what=f"actor (num_npus {d.actor_npus}{_npus_from(bc)} / (TP {d.tp} x PP {d.pp} x CP {d.cp}))",
         text_gbs=d.gbs,
     )
-    yield from _dp_findings(
-        "R16",
+    yield from _dp_problems(  # R16
         "Generation",
         d.gbs,
         d.rollout_dp,
@@ -368,8 +344,7 @@ def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
             continue
         g, m = v.get("global_batch_size"), v.get("micro_batch_size")
         if isinstance(g, int) and isinstance(m, int):
-            yield from _dp_findings(
-                "R17",
+            yield from _dp_problems(  # R17
                 comp,
                 g,
                 dp,
@@ -382,7 +357,7 @@ def _r15_r17(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]
             )
 
 
-def _r18(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r18(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     d = cfg.derived
     g = cfg.reward.get("global_batch_size")
     if not cfg.rl.get("reward_resource") and isinstance(g, int) and g % d.nnodes:
@@ -390,8 +365,7 @@ def _r18(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             f"Reward dispatch size configuration error!global_batch_size {g} must be divisible by the number "
             "of nodes in the ray cluster"
         )
-        yield Finding(
-            "R18",
+        yield Problem(  # R18
             mkey(cfg, "global_batch_size", "reward"),
             f"{g} prompts are not divisible by the "
             f"{d.nnodes} Ray nodes (env.NNODES): the rule reward runs one process per node" + upstream(text),
@@ -399,20 +373,18 @@ def _r18(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r19(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r19(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if not cfg.rl.get("share_backbone"):
         return
     if not cfg.actor.get("lora_target_modules"):
-        yield Finding(
-            "R19",
+        yield Problem(  # R19
             rkey(cfg, "share_backbone"),
             "needs LoRA (actor lora_target_modules)"
             + upstream("The shared backbone can only be used with LoRA."),
             "set lora_target_modules, or share_backbone: false",
         )
     if cfg.actor.get("stage") == "ray_dapo":
-        yield Finding(
-            "R19",
+        yield Problem(  # R19
             rkey(cfg, "share_backbone"),
             "cannot be used with stage ray_dapo"
             + upstream("'share_backbone' cannot be True when 'stage' is set to 'ray_dapo'."),
@@ -420,7 +392,7 @@ def _r19(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r20(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r20(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     d = cfg.derived
     n = d.n_samples
     filtered = bool(cfg.rl.get("filter_groups_enable"))
@@ -453,8 +425,7 @@ def _r20(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
                 else f"its default ({comp.lower()}: global_batch_size x "
                 "n_samples_per_prompt // the workers that share it) is 0"
             )
-            yield Finding(
-                "R20",
+            yield Problem(  # R20
                 rkey(cfg, key),
                 f"{why}: fewer samples per iteration ({g} x {n}) than workers",
                 "raise global_batch_size or n_samples_per_prompt, or use fewer NPUs / nodes",
@@ -463,8 +434,7 @@ def _r20(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         if (g * n) % x:
             text = f"{comp} global_batch_size {g} must be divisible by experience_count {x}"
             origin = "" if cfg.rl.get(key) else " (its default)"
-            yield Finding(
-                "R20",
+            yield Problem(  # R20
                 rkey(cfg, key),
                 f"{x}{origin} does not divide the {g * n} samples of an iteration "
                 f"(global_batch_size {g} x n_samples_per_prompt {n})" + upstream(text),
@@ -475,7 +445,7 @@ def _r20(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             )
 
 
-def _r21(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r21(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     d, given = cfg.derived, cfg.rl.get("actor_update_dispatch_size")
     if isinstance(given, int) and given and given < d.mini_batch_samples / d.actor_dp:
         q = int(d.mini_batch_samples / d.actor_dp)
@@ -483,8 +453,7 @@ def _r21(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             f"actor_update_dispatch_size={given} must be >= mini_batch_size/actor_data_parallel_size "
             f"({d.mini_batch_samples}/{d.actor_dp}={q})"
         )
-        yield Finding(
-            "R21",
+        yield Problem(  # R21
             rkey(cfg, "actor_update_dispatch_size"),
             f"{given} is less than the samples per actor "
             f"update and data parallel rank (mini_batch_size {d.mini_batch_prompts} x n_samples "
@@ -493,7 +462,7 @@ def _r21(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r22(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r22(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     d = cfg.derived
     sizes = [
         ("actor_rollout_dispatch_size", d.gbs, d.rollout_dp),
@@ -517,8 +486,7 @@ def _r22(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
                 f"parallel worker, which is global_batch_size * n_samples_per_prompt // data_parallel_size = "
                 f"{g} * {d.n_samples} // {dp} = {limit}"
             )
-            yield Finding(
-                "R22",
+            yield Problem(  # R22
                 rkey(cfg, name),
                 f"{given} is more than the {limit} samples each data parallel "
                 f"worker has ({g} x {d.n_samples} // {dp})" + upstream(text),
@@ -526,26 +494,24 @@ def _r22(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             )
 
 
-def _r23(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r23(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     f, w = cfg.rl.get("verifier_function") or [], cfg.rl.get("verifier_weight") or []
     if isinstance(f, list) and isinstance(w, list) and len(f) != len(w):
         text = f"Verifier function and weight length mismatch: {len(f)} vs {len(w)}"
-        yield Finding(
-            "R23",
+        yield Problem(  # R23
             rkey(cfg, "verifier_weight"),
             f"has {len(w)} weight(s) for {len(f)} verifier(s) {f}" + upstream(text),
             f"give one weight per verifier, e.g. {[1.0] * len(f)}",
         )
 
 
-def _r24(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r24(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if not cfg.rl.get("overlong_buffer_enable"):
         return
     max_tokens = cfg.sampling.get("max_tokens")
     buf, rmax = cfg.rl.get("overlong_buffer"), cfg.rl.get("rollout_max_tokens")
     if isinstance(max_tokens, int) and isinstance(buf, int) and buf >= max_tokens:
-        yield Finding(
-            "R24",
+        yield Problem(  # R24
             rkey(cfg, "overlong_buffer"),
             f"{buf} must be less than sampling_config.max_tokens "
             f"{max_tokens}"
@@ -553,8 +519,7 @@ def _r24(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             f"use an overlong_buffer below {max_tokens}",
         )
     if rmax != max_tokens:
-        yield Finding(
-            "R24",
+        yield Problem(  # R24
             rkey(cfg, "rollout_max_tokens"),
             f"{rmax} differs from sampling_config.max_tokens "
             f"{max_tokens}"
@@ -566,7 +531,7 @@ def _r24(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r25(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r25(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     lo, hi = cfg.rl.get("clip_ratio_low"), cfg.rl.get("clip_ratio_high")
     if (
         cfg.rl.get("clip_higher_enable")
@@ -574,8 +539,7 @@ def _r25(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         and isinstance(hi, (int, float))
         and lo > hi
     ):
-        yield Finding(
-            "R25",
+        yield Problem(  # R25
             rkey(cfg, "clip_ratio_low"),
             f"{lo} is greater than clip_ratio_high {hi}"
             + upstream(f"clip_ratio_low {lo} must less than clip_ratio_high {hi}"),
@@ -583,13 +547,12 @@ def _r25(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r26(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r26(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if not cfg.rl.get("filter_groups_enable"):
         return
     d, metric, verifiers = cfg.derived, cfg.rl.get("filter_groups_metric"), list(cfg.derived.verifiers)
     if metric not in verifiers:
-        yield Finding(
-            "R26",
+        yield Problem(  # R26
             rkey(cfg, "filter_groups_metric"),
             f"{metric!r} is not one of verifier_function "
             f"{verifiers}" + upstream(f"filter_groups_metric {metric} must in verifier_function {verifiers}"),
@@ -597,8 +560,7 @@ def _r26(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
     ds = d.dispatch.get("dynamic_sampling")
     if ds and ds % d.n_samples:
-        yield Finding(
-            "R26",
+        yield Problem(  # R26
             rkey(cfg, "dynamic_sampling_dispatch_size"),
             f"{ds} is not divisible by "
             f"n_samples_per_prompt {d.n_samples}"
@@ -609,8 +571,7 @@ def _r26(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
     fgbs = cfg.rl.get("filter_groups_train_batch_size")
     if isinstance(fgbs, int):
-        yield from _dp_findings(
-            "R26",
+        yield from _dp_problems(  # R26
             "ActorForDapo",
             fgbs,
             d.actor_dp,
@@ -623,11 +584,10 @@ def _r26(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r27(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r27(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     split = cfg.rl.get("partial_rollout_max_split")
     if isinstance(split, int) and split > 1 and cfg.rl.get("guarantee_order"):
-        yield Finding(
-            "R27",
+        yield Problem(  # R27
             rkey(cfg, "guarantee_order"),
             f"must be false with partial_rollout_max_split {split}"
             + upstream("guarantee_order must be false when partial_rollout_max_split > 1"),
@@ -635,13 +595,12 @@ def _r27(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _r28(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _r28(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if not cfg.rl.get("multi_turn_enable"):
         return
     total, max_tokens = cfg.rl.get("max_total_response_length"), cfg.sampling.get("max_tokens")
     if isinstance(total, int) and isinstance(max_tokens, int) and total < max_tokens:
-        yield Finding(
-            "R28",
+        yield Problem(  # R28
             rkey(cfg, "max_total_response_length"),
             f"{total} is less than sampling_config.max_tokens "
             f"{max_tokens}"
@@ -649,8 +608,7 @@ def _r28(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
             f"set it to {max_tokens} or more",
         )
     if not cfg.rl.get("async_engine"):
-        yield Finding(
-            "R28",
+        yield Problem(  # R28
             rkey(cfg, "async_engine"),
             "must be true with multi_turn_enable"
             + upstream("async_engine must be True when multi_turn_enable is True"),
@@ -658,12 +616,11 @@ def _r28(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
         )
 
 
-def _kl_dispatch(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _kl_dispatch(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     """master's validate_rl_args compares a given kl_dispatch_size with critic_config.global_batch_size;
     cli/train_grpo.py passes no critic config, so it fails with AttributeError (found by diffval)."""
     if cfg.rl.get("kl_dispatch_size") and not cfg.rl.get("critic_resource"):
-        yield Finding(
-            "R-KL",
+        yield Problem(  # R-KL
             rkey(cfg, "kl_dispatch_size"),
             "is PPO's (the critic's KL dispatch): GRPO has no critic config, and validate_rl_args fails "
             "reading its global_batch_size"
@@ -672,12 +629,11 @@ def _kl_dispatch(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Find
         )
 
 
-def _reuse_image_embeds(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Finding]:
+def _reuse_image_embeds(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     """validate_rl_args reads vit_config.global_batch_size with reuse_image_embeds; cli/train_grpo.py (text
     GRPO) passes no ViT config, so it fails with AttributeError (found by diffval)."""
     if cfg.rl.get("reuse_image_embeds"):
-        yield Finding(
-            "R-VIT",
+        yield Problem(  # R-VIT
             rkey(cfg, "reuse_image_embeds"),
             "is for multimodal GRPO (a ViT config): cli/train_grpo.py passes none, and validate_rl_args "
             "fails reading its global_batch_size"
@@ -716,11 +672,12 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def check(cfg: MindSpeedRLConfig, bc: Mapping[str, Any], *, cluster: bool = True) -> list[Finding]:
-    """Every rule of the version in use, then the pre-flight checks (`preflight.py`); every finding."""
+def check(cfg: MindSpeedRLConfig, bc: Mapping[str, Any], *, cluster: bool = True) -> list[Problem]:
+    """Every rule of the version in use, then the pre-flight checks (`preflight.py`); every problem (the
+    pre-flight warnings: `preflight.warnings`)."""
     from ascendfactory.backends.msrl import preflight
 
-    found: list[Finding] = []
+    found: list[Problem] = []
     for rule in RULES:
         if rule.applies(cfg.keys):
             found += rule.check(cfg, bc)

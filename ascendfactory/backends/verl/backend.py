@@ -340,7 +340,7 @@ def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found:
 def _check_rules(checked: Checked, found: Findings) -> None:
     """verl's rules over the composed config (a key already named is not named twice)."""
     already = {p.key for p in found.problems}
-    found.extend(Problem(*f) for f in rules.run(checked.view) if BC + f[0] not in already)
+    found.extend(p for p in rules.run(checked.view) if BC + p.key not in already)
 
 
 def _check_resources(

@@ -8,8 +8,9 @@ Some it checks only on the workers, minutes into a cluster run (`verl/workers/en
 Here every rule runs on the config Hydra composes (or `schema.compose` without verl) and every broken
 rule is reported at once, naming the keys, their values and a fix.
 
-A rule is `Rule(name, source, check)`: `check(view)` yields `(key, message, fix)` for each problem;
-`view` is the composed config plus the facts around it (devices, the model's attention heads).
+A rule is `Rule(name, source, check)`: `check(view)` yields a `Problem` for each problem, keyed in verl's
+config (the backend names it under backend_config); `view` is the composed config plus the facts around it
+(devices, the model's attention heads).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.verl.schema import MISSING, REQUIRED, Override, Schema, get_path, parse_literal
+from ascendfactory.errors import Problem
 
-Finding = tuple[str, str, str]  # (dotted key, message, fix)
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."
 REF = "actor_rollout_ref.ref."
@@ -160,7 +161,7 @@ class View:
 class Rule:
     name: str
     source: str  # where verl enforces it (or "not checked by verl")
-    check: Callable[[View], Iterable[Finding]]
+    check: Callable[[View], Iterable[Problem]]
 
 
 def _num(v: Any) -> str:
@@ -197,14 +198,14 @@ def _wrong_type(key: str, value: Any, want: str | None) -> bool:
     )
 
 
-def check_types(v: View) -> Iterator[Finding]:
+def check_types(v: View) -> Iterator[Problem]:
     seen = set()
     present = [k for k in POSITIVE_INTS if get_path(v.config, k.split(".")) is not MISSING]
     for key in present:  # keys of the composed config (megatron has no actor.ulysses_sequence_parallel_size)
         value = v.get(key)
         if not (isinstance(value, int) and not isinstance(value, bool)) or value < 1:
             seen.add(key)
-            yield (
+            yield Problem(
                 key,
                 f"is {_num(value)}: verl needs a whole number >= 1 here",
                 f"set {key} to a positive integer",
@@ -213,7 +214,7 @@ def check_types(v: View) -> Iterator[Finding]:
         value = v.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             seen.add(key)
-            yield (
+            yield Problem(
                 key,
                 f"is {_num(value)}: verl needs a whole number >= 1 or null here",
                 f"set {key} to a positive integer, or null",
@@ -227,7 +228,7 @@ def check_types(v: View) -> Iterator[Finding]:
         value = o.value
         if _wrong_type(o.key, value, want):
             default = v.schema.default(o.key)
-            yield (
+            yield Problem(
                 o.key,
                 f"is {_num(value)} ({type(value).__name__}); verl's default is {default!r}, a "
                 f"{want}: verl does "
@@ -237,7 +238,7 @@ def check_types(v: View) -> Iterator[Finding]:
 
 
 # -- verl's validate_config and its config classes ------------------------------------------------------
-def check_batch_divisible(v: View) -> Iterator[Finding]:
+def check_batch_divisible(v: View) -> Iterator[Problem]:
     if v.dynamic_bsz:
         return
     n, tbs, rn = v.n_gpus, v.int("data.train_batch_size"), v.int(R + "n")
@@ -250,7 +251,7 @@ def check_batch_divisible(v: View) -> Iterator[Finding]:
         if not (tp and pp and cp):
             return
         if n % (tp * pp * cp):
-            yield (
+            yield Problem(
                 A + "megatron.tensor_model_parallel_size",
                 f"TP {tp} x PP {pp} x CP {cp} = {tp * pp * cp} does not divide {v.devices_text}",
                 "choose TP, PP and CP whose product divides the device count",
@@ -267,7 +268,7 @@ def check_batch_divisible(v: View) -> Iterator[Finding]:
         minimal, what = n, v.devices_text
     if (tbs * rn) % minimal:
         good = next(b for b in range(tbs, tbs + minimal + 1) if (b * rn) % minimal == 0)
-        yield (
+        yield Problem(
             "data.train_batch_size",
             f"data.train_batch_size {tbs} x {R}n {rn} = {tbs * rn} responses per step are not "
             f"divisible by {what}",
@@ -275,17 +276,17 @@ def check_batch_divisible(v: View) -> Iterator[Finding]:
         )
 
 
-def _pair(v: View, section: str, name: str) -> Iterator[Finding]:
+def _pair(v: View, section: str, name: str) -> Iterator[Problem]:
     both = (v.get(f"{section}.{name}"), v.get(f"{section}.{name}_per_gpu"))
     if both[0] is None and both[1] is None:
-        yield (
+        yield Problem(
             f"{section}.{name}_per_gpu",
             f"neither {section}.{name} nor {section}.{name}_per_gpu is set (verl needs exactly one when "
             f"{A}use_dynamic_bsz is false)",
             f"set {section}.{name}_per_gpu (e.g. 1)",
         )
     elif both[0] is not None and both[1] is not None:
-        yield (
+        yield Problem(
             f"{section}.{name}",
             f"both {section}.{name} ({both[0]}) and {section}.{name}_per_gpu ({both[1]}) are set; verl takes "
             "exactly one (the first is deprecated)",
@@ -293,7 +294,7 @@ def _pair(v: View, section: str, name: str) -> Iterator[Finding]:
         )
 
 
-def check_micro_batch_pairs(v: View) -> Iterator[Finding]:
+def check_micro_batch_pairs(v: View) -> Iterator[Problem]:
     if v.dynamic_bsz:
         return
     yield from _pair(v, "actor_rollout_ref.actor", "ppo_micro_batch_size")
@@ -302,69 +303,69 @@ def check_micro_batch_pairs(v: View) -> Iterator[Finding]:
         yield from _pair(v, "actor_rollout_ref.ref", "log_prob_micro_batch_size")
 
 
-def check_loss_agg_mode(v: View) -> Iterator[Finding]:
+def check_loss_agg_mode(v: View) -> Iterator[Problem]:
     mode = v.get(A + "loss_agg_mode")
     if mode not in LOSS_AGG_MODES:
-        yield (
+        yield Problem(
             A + "loss_agg_mode",
             f"'{mode}' is not a loss aggregation mode of verl",
             "use one of: " + ", ".join(LOSS_AGG_MODES),
         )
 
 
-def check_mini_batch(v: View) -> Iterator[Finding]:
+def check_mini_batch(v: View) -> Iterator[Problem]:
     if v.dynamic_bsz:
         return
     tbs, mini = v.int("data.train_batch_size"), v.int(A + "ppo_mini_batch_size")
     if tbs and mini and tbs < mini:
-        yield (
+        yield Problem(
             A + "ppo_mini_batch_size",
             f"{mini} is larger than data.train_batch_size {tbs} (a mini-batch is part of a step's batch)",
             f"use at most {tbs}",
         )
     micro, n, sp = v.int(A + "ppo_micro_batch_size"), v.n_gpus, v.actor_sp()
     if micro and mini and mini % micro:
-        yield (
+        yield Problem(
             A + "ppo_micro_batch_size",
             f"{micro} does not divide {A}ppo_mini_batch_size {mini}",
             "use a divisor, or ppo_micro_batch_size_per_gpu",
         )
     if micro and n and sp and micro * sp < n and not v.megatron:
-        yield (
+        yield Problem(
             A + "ppo_micro_batch_size",
             f"{micro} x ulysses_sequence_parallel_size {sp} = {micro * sp} is below {v.devices_text}",
             "use ppo_micro_batch_size_per_gpu instead (the global one is deprecated)",
         )
 
 
-def check_sequence_parallel(v: View) -> Iterator[Finding]:
+def check_sequence_parallel(v: View) -> Iterator[Problem]:
     sp = v.int(A + "ulysses_sequence_parallel_size")
     if not v.megatron and sp and sp > 1 and not v.flag("actor_rollout_ref.model.use_remove_padding"):
-        yield (
+        yield Problem(
             "actor_rollout_ref.model.use_remove_padding",
             f"is false, but {A}ulysses_sequence_parallel_size is {sp}: Ulysses sequence parallelism needs it",
             "set actor_rollout_ref.model.use_remove_padding: true",
         )
 
 
-def check_sampling_temperature(v: View) -> Iterator[Finding]:
+def check_sampling_temperature(v: View) -> Iterator[Problem]:
     temp = v.get(R + "temperature")
     if v.flag(R + "val_kwargs.do_sample") and isinstance(temp, (int, float)) and temp <= 0:
-        yield (
+        yield Problem(
             R + "temperature",
             f"is {temp}, but {R}val_kwargs.do_sample is true: sampling needs a temperature above 0",
             f"set {R}temperature > 0, or {R}val_kwargs.do_sample: false",
         )
 
 
-def check_router_replay(v: View) -> Iterator[Finding]:
+def check_router_replay(v: View) -> Iterator[Problem]:
     strategy = v.get(A + "strategy")
     engines = {"megatron": "megatron", "veomni": "veomni"}
     engine = engines.get(strategy, "fsdp_config") if isinstance(strategy, str) else "fsdp_config"
     if v.get(A + f"{engine}.router_replay.mode") == "R2" and v.flag(
         "algorithm.rollout_correction.bypass_mode"
     ):
-        yield (
+        yield Problem(
             "algorithm.rollout_correction.bypass_mode",
             f"is true, but {A}{engine}.router_replay.mode is R2, which records routes while recomputing the "
             "actor's old log-probs (bypass mode skips that pass)",
@@ -372,7 +373,7 @@ def check_router_replay(v: View) -> Iterator[Finding]:
         )
 
 
-def check_lora_rank(v: View) -> Iterator[Finding]:
+def check_lora_rank(v: View) -> Iterator[Problem]:
     rank = v.get("actor_rollout_ref.model.lora.rank") or 0
     key = "actor_rollout_ref.model.lora.rank"
     if not (isinstance(rank, int) and rank > 0):
@@ -380,20 +381,20 @@ def check_lora_rank(v: View) -> Iterator[Finding]:
     if v.flag("actor_rollout_ref.model.lora.merge") or not isinstance(rank, int):
         return
     if v.get(R + "name") == "vllm" and rank > VLLM_MAX_LORA_RANK:
-        yield (
+        yield Problem(
             key,
             f"{rank} is above vLLM's largest LoRA rank {VLLM_MAX_LORA_RANK}",
             f"use a rank <= {VLLM_MAX_LORA_RANK}",
         )
 
 
-def check_critic(v: View) -> Iterator[Finding]:
+def check_critic(v: View) -> Iterator[Problem]:
     if not v.need_critic:
         return
     path = v.get("critic.model.path")
     placeholder = v.schema.default("critic.model.path") if v.schema else None
     if path in (None, "", REQUIRED) or path == placeholder:
-        yield (
+        yield Problem(
             "critic.model.path",
             f"is {path!r} (verl's placeholder): {v.critic_reason}, so verl trains a value model from it",
             "set critic.model.path (usually the actor's model path)",
@@ -407,20 +408,20 @@ def check_critic(v: View) -> Iterator[Finding]:
         v.int("critic.ppo_micro_batch_size"),
     )
     if tbs and mini and tbs < mini:
-        yield (
+        yield Problem(
             "critic.ppo_mini_batch_size",
             f"{mini} is larger than data.train_batch_size {tbs}",
             f"use at most {tbs}",
         )
     if micro and mini and mini % micro:
-        yield (
+        yield Problem(
             "critic.ppo_micro_batch_size",
             f"{micro} does not divide critic.ppo_mini_batch_size {mini}",
             "use a divisor",
         )
     sp, n = v.int("critic.ulysses_sequence_parallel_size") or 1, v.n_gpus
     if micro and n and v.get("critic.strategy") in ("fsdp", "fsdp2") and micro * sp < n:
-        yield (
+        yield Problem(
             "critic.ppo_micro_batch_size",
             f"{micro} x critic.ulysses_sequence_parallel_size {sp} is below {v.devices_text}",
             "use critic.ppo_micro_batch_size_per_gpu instead",
@@ -428,12 +429,12 @@ def check_critic(v: View) -> Iterator[Finding]:
 
 
 # -- what verl checks only on the workers, or never ----------------------------------------------------
-def check_worker_mini_batch(v: View) -> Iterator[Finding]:
+def check_worker_mini_batch(v: View) -> Iterator[Problem]:
     """engine_workers.train_mini_batch: ppo_mini_batch_size x rollout.n split evenly over the actor's DP."""
     mini, rn, dp = v.int(A + "ppo_mini_batch_size"), v.int(R + "n"), v.actor_dp()
     if mini and rn and dp and (mini * rn) % dp:
         good = next(m for m in range(mini, mini + dp + 1) if (m * rn) % dp == 0)
-        yield (
+        yield Problem(
             A + "ppo_mini_batch_size",
             f"{mini} x {R}n {rn} = {mini * rn} samples per mini-batch do not split over the actor's "
             f"{dp} data-parallel ranks (verl's validate_config lets this pass; its workers fail with "
@@ -447,7 +448,7 @@ def check_worker_mini_batch(v: View) -> Iterator[Finding]:
     csp = v.int("critic.ulysses_sequence_parallel_size") or 1
     cdp = n // csp if n and n % csp == 0 else None
     if cmini and rn and cdp and (cmini * rn) % cdp:
-        yield (
+        yield Problem(
             "critic.ppo_mini_batch_size",
             f"{cmini} x {R}n {rn} = {cmini * rn} samples per mini-batch do not split over the critic's "
             f"{cdp} data-parallel ranks (verl's workers would fail after the cluster started)",
@@ -455,7 +456,7 @@ def check_worker_mini_batch(v: View) -> Iterator[Finding]:
         )
 
 
-def check_rollout_parallel(v: View) -> Iterator[Finding]:
+def check_rollout_parallel(v: View) -> Iterator[Problem]:
     tp, dp, pp, n = (
         v.int(R + "tensor_model_parallel_size"),
         v.int(R + "data_parallel_size"),
@@ -463,7 +464,7 @@ def check_rollout_parallel(v: View) -> Iterator[Finding]:
         v.n_gpus,
     )
     if tp and dp and pp and n and n % (tp * dp * pp):
-        yield (
+        yield Problem(
             R + "tensor_model_parallel_size",
             f"rollout TP {tp} x DP {dp} x PP {pp} = {tp * dp * pp} does not divide {v.devices_text} (verl's "
             "workers would fail after the cluster started)",
@@ -471,14 +472,14 @@ def check_rollout_parallel(v: View) -> Iterator[Finding]:
         )
     if tp and v.heads and v.heads % tp:
         fits = [t for t in range(1, v.heads + 1) if v.heads % t == 0 and (not n or n % t == 0)]
-        yield (
+        yield Problem(
             R + "tensor_model_parallel_size",
             f"{tp} does not divide the model's {v.heads} attention heads (the inference engine "
             "shards heads by TP)",
             "use one of: " + ", ".join(str(t) for t in fits[:8]),
         )
     if tp and v.kv_heads and v.kv_heads % tp and tp % v.kv_heads:
-        yield (
+        yield Problem(
             R + "tensor_model_parallel_size",
             f"{tp} and the model's {v.kv_heads} key/value heads do not divide one another (neither "
             "sharded nor "
@@ -490,14 +491,14 @@ def check_rollout_parallel(v: View) -> Iterator[Finding]:
 FSDP_SCHEDULES = ("constant", "cosine")  # verl/workers/config/optimizer.py FSDPOptimizerConfig.__post_init__
 
 
-def check_fsdp_schedule(v: View) -> Iterator[Finding]:
+def check_fsdp_schedule(v: View) -> Iterator[Problem]:
     if v.megatron:
         return  # McoreOptimizerConfig has its own styles
     for prefix in (A + "optim.", *(("critic.optim.",) if v.need_critic else ())):
         for key in ("warmup_style", "lr_scheduler_type"):
             value = v.get(prefix + key)
             if (value is not None or key == "lr_scheduler_type") and value not in FSDP_SCHEDULES:
-                yield (
+                yield Problem(
                     prefix + key,
                     f"is {value!r}: verl's FSDP optimizer takes " + " or ".join(FSDP_SCHEDULES),
                     f"set {prefix}{key}: cosine or constant"
@@ -505,17 +506,17 @@ def check_fsdp_schedule(v: View) -> Iterator[Finding]:
                 )
 
 
-def check_rollout_engine(v: View) -> Iterator[Finding]:
+def check_rollout_engine(v: View) -> Iterator[Problem]:
     name = v.get(R + "name")
     if name not in ROLLOUT_NAMES:
-        yield (
+        yield Problem(
             R + "name",
             f"is {name!r}: verl 0.9.1's rollouts are the servers " + ", ".join(ROLLOUT_NAMES),
             f"set {R}name: vllm (vllm-ascend on NPU) or sglang",
         )
 
 
-def check_separate_async(v: View) -> Iterator[Finding]:
+def check_separate_async(v: View) -> Iterator[Problem]:
     if v.get("trainer.v1.trainer_mode") != "separate_async":
         return
     tbs, mini, sync = (
@@ -524,7 +525,7 @@ def check_separate_async(v: View) -> Iterator[Finding]:
         v.int("trainer.v1.separate_async.parameter_sync_step"),
     )
     if tbs and mini and sync and tbs != sync * mini:
-        yield (
+        yield Problem(
             "data.train_batch_size",
             f"is {tbs}, but separate-async training needs parameter_sync_step {sync} x "
             f"ppo_mini_batch_size {mini} = {sync * mini}",
@@ -590,7 +591,7 @@ def _fits(kind: str, value: Any) -> bool:
     }[kind]
 
 
-def check_profiler_fields(v: View) -> Iterator[Finding]:
+def check_profiler_fields(v: View) -> Iterator[Problem]:
     for o in v.user:
         parts = o.key.split(".")
         field_name = parts[-1]
@@ -600,7 +601,7 @@ def check_profiler_fields(v: View) -> Iterator[Finding]:
         if v.schema is not None and _wrong_type(o.key, o.value, _type_of(v.schema.default(o.key))):
             continue  # the types rule names it
         if not _fits(kind, o.value):
-            yield (
+            yield Problem(
                 o.key,
                 f"is {_num(o.value)}: verl's profiler config asserts {field_name} is {_KIND_TEXT[kind]} "
                 "when a worker builds it",
@@ -611,7 +612,7 @@ def check_profiler_fields(v: View) -> Iterator[Finding]:
         given = o.value if isinstance(o.value, list) else [o.value]
         bad = [x for x in given if allowed and x not in allowed]
         if bad:
-            yield (
+            yield Problem(
                 o.key,
                 f"holds {bad[0]!r}: verl's {parts[-2]} profiler takes only {', '.join(allowed or ())}",
                 f"use values from: {', '.join(allowed or ())}",
@@ -621,7 +622,7 @@ def check_profiler_fields(v: View) -> Iterator[Finding]:
             continue
         start = v.get(o.key.removesuffix("_end") + "_start")
         if isinstance(start, int) and not isinstance(start, bool) and o.value <= start:
-            yield (
+            yield Problem(
                 o.key,
                 f"is {o.value}, not above profile_token_start {start}: verl's profiler config asserts it",
                 f"set {o.key} above {start}",
@@ -660,11 +661,11 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def run(view: View, rules: Iterable[Rule] = RULES) -> list[Finding]:
-    """Every finding of every rule, in table order (a key reported once per message)."""
-    out: list[Finding] = []
+def run(view: View, rules: Iterable[Rule] = RULES) -> list[Problem]:
+    """Every problem of every rule, in table order (a key reported once per message)."""
+    out: list[Problem] = []
     for rule in rules:
-        for finding in rule.check(view):
-            if finding not in out:
-                out.append(finding)
+        for problem in rule.check(view):
+            if problem not in out:
+                out.append(problem)
     return out

@@ -935,6 +935,24 @@ def test_warnings_do_not_stop_the_plan(tmp_path, clean_env):
     )
 
 
+def test_placement_warnings_name_idle_npus_and_a_partial_node(tmp_path, clean_env):
+    change = {
+        "env": {"NNODES": 2},
+        "backend_config": {
+            "rl_config": {"actor_resource": {"num_npus": 24}, "mini_batch_size": 48},
+            "megatron_training": {"global_batch_size": 48},
+        },
+    }
+    key = "backend_config.rl_config.actor_resource.num_npus"
+    cfg = read_config(context(tmp_path, change), keys=keyfiles.shipped("master"))
+    assert cfg.warnings == (
+        f"{key}: the workers use 24 of the cluster's 32 NPUs",
+        f"{key}: 24 NPUs are not a whole number of nodes of 16: the last node gets a partial placement group",
+    )
+    alone = read_config(context(tmp_path, change), keys=keyfiles.shipped("master"), cluster_checks=False)
+    assert alone.warnings == ()  # the placement is the cluster's
+
+
 def test_cluster_checks_can_be_left_out(tmp_path, clean_env):
     """A backend that runs the same experiment elsewhere (the embedded GRPO) skips vLLM and placement."""
     change = {"backend_config": {"generate_config": {"infer_tensor_parallel_size": 8}}}

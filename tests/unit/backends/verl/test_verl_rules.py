@@ -248,14 +248,15 @@ CASES = [
 @pytest.mark.parametrize("name,changes,expected,fix", CASES, ids=[c[0] for c in CASES])
 def test_each_rule_names_the_key_and_the_numbers(name, changes, expected, fix):
     found = rules.run(view(changes, engine="megatron" if "megatron" in str(changes) else "dp"))
-    assert [(k, next((e for _, e in expected if e in m), m)) for k, m, _ in found] == expected, found
+    got = [(p.key, next((e for _, e in expected if e in p.message), p.message)) for p in found]
+    assert got == expected, found
     if fix:
-        assert fix in found[0][2]
+        assert fix in found[0].fix
 
 
 def test_every_broken_rule_is_reported_at_once():
     found = rules.run(view({A + "loss_agg_mode": "foo", R + "name": "hf", A + "ppo_mini_batch_size": 64}))
-    assert {k for k, _, _ in found} == {A + "loss_agg_mode", R + "name", A + "ppo_mini_batch_size"}
+    assert {p.key for p in found} == {A + "loss_agg_mode", R + "name", A + "ppo_mini_batch_size"}
 
 
 def test_the_table_names_where_verl_enforces_each_rule():
@@ -275,7 +276,7 @@ def test_the_table_names_where_verl_enforces_each_rule():
 )
 def test_a_value_of_the_wrong_type_for_a_class_path_or_a_text_is_named(key, value):
     found = rules.run(view({key: value}))
-    assert {k for k, _, _ in found} == {key} and any("a string" in m for _, m, _ in found), found
+    assert {p.key for p in found} == {key} and any("a string" in p.message for p in found), found
 
 
 def test_file_keys_still_take_lists():
@@ -292,20 +293,20 @@ def test_file_keys_still_take_lists():
 )
 def test_the_fsdp_optimizer_takes_constant_or_cosine(key, value):
     found = rules.run(view({key: value}))
-    assert [k for k, _, _ in found] == [key] and "constant or cosine" in found[0][1], found
+    assert [p.key for p in found] == [key] and "constant or cosine" in found[0].message, found
     assert rules.run(view({key: "cosine"})) == []
 
 
 def test_a_default_that_selects_another_key_has_its_fallbacks_type():
     key = A + "profiler.tool_config.precision_debugger.strict"  # ${oc.select:global_profiler...,False}
     found = rules.run(view({key: [1, 2]}))
-    assert [k for k, _, _ in found] == [key] and "a bool" in found[0][1], found
+    assert [p.key for p in found] == [key] and "a bool" in found[0].message, found
     assert rules.run(view({key: True})) == []
 
 
 def test_a_mapping_for_the_actor_strategy_is_named_not_a_crash():
     found = rules.run(view({A + "strategy": {"a": 1}}))  # found by the harness: a TypeError before
-    assert [k for k, _, _ in found] == [A + "strategy"], found
+    assert [p.key for p in found] == [A + "strategy"], found
 
 
 P = A + "profiler."
@@ -328,8 +329,8 @@ def test_the_profiler_configs_own_asserts_are_ours(key, value, words):
     """verl/utils/profiler/config.py asserts these in the config classes' __post_init__ on the workers;
     the harness found them accepted by our dry run and refused by verl."""
     found = rules.run(view({key: value}))
-    assert [k for k, _, _ in found if k == key] == [key], found
-    assert any(words in m for k, m, _ in found if k == key), found
+    assert [p.key for p in found if p.key == key] == [key], found
+    assert any(words in p.message for p in found if p.key == key), found
 
 
 def test_good_profiler_values_pass_and_the_token_window_must_open():
@@ -342,4 +343,4 @@ def test_good_profiler_values_pass_and_the_token_window_must_open():
     assert rules.run(view(good)) == []
     window = {P + "tool_config.npu.profile_token_start": 5, P + "tool_config.npu.profile_token_end": 5}
     found = rules.run(view(window))
-    assert [k for k, _, _ in found] == [P + "tool_config.npu.profile_token_end"], found
+    assert [p.key for p in found] == [P + "tool_config.npu.profile_token_end"], found
