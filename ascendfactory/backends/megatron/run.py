@@ -22,7 +22,7 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
@@ -149,9 +149,12 @@ class LoadDecision:
     resume_iteration: int | None = None
 
 
+F = TypeVar("F")  # what a backend found besides the Megatron facts (MindSpeed-LLM: checkout, converter)
+
+
 @dataclass
-class MegatronRun:
-    """The resolved facts of one Megatron-style experiment."""
+class MegatronRun(Generic[F]):
+    """The resolved facts of one Megatron-style experiment; `framework`: the backend's own record."""
 
     arch: ModelArch
     model_dir: str | None
@@ -170,6 +173,7 @@ class MegatronRun:
     cp: int
     num_layer_list: list[int] | None
     lora: bool
+    framework: F
     data_path: str | list[str] | None = None  # one prefix, or Megatron's blend (weights, prefixes)
     data_is_instruction: bool = False
     preprocess_prefix: str | None = None
@@ -177,7 +181,6 @@ class MegatronRun:
     handler: str | None = None
     load: LoadDecision | None = None
     warnings: list[str] = field(default_factory=list)
-    framework: Any = None  # what a backend found besides these facts (MindSpeed-LLM: checkout, converter)
 
     @property
     def world_size(self) -> int:
@@ -247,11 +250,12 @@ def _num(value: Any) -> str:
 
 
 def read_megatron_run(
-    ctx: PlanContext, *, strict_paths: bool, extra_keys: tuple[str, ...] = ()
-) -> MegatronRun:
+    ctx: PlanContext, *, framework: F, strict_paths: bool, extra_keys: tuple[str, ...] = ()
+) -> MegatronRun[F]:
     """Resolve and validate everything the Megatron-style plans need; raise ConfigError listing all problems.
 
-    `extra_keys`: top-level `backend_config` keys a backend reads itself (e.g. mindspeed-llm's `converter`).
+    `framework`: the backend's own record, carried by the run. `extra_keys`: top-level `backend_config` keys
+    a backend reads itself (e.g. mindspeed-llm's `converter`).
     """
     cfg = ctx.config
     problems: list[Problem] = []
@@ -304,6 +308,7 @@ def read_megatron_run(
         cp=report.dims.cp,
         num_layer_list=typed.num_layer_list,
         lora=typed.lora,
+        framework=framework,
         warnings=list(report.warnings),
     )
     if K + "data-path" not in bad:
