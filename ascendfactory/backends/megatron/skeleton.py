@@ -93,7 +93,7 @@ def owned_save(
 class MegatronBackend(Backend, Generic[F]):
     """The skeleton, generic over the backend's own record (`MegatronRun.framework`)."""
 
-    stages = ("pt", "sft")
+    stages: ClassVar[tuple[str, ...]] = ("pt", "sft")
     tracker_keys: ClassVar[Mapping[str, Any]] = MEGATRON_TRACKERS
     launcher = "torchrun"
     legacy_keys = LEGACY_KEYS

@@ -199,9 +199,9 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                     )
                 )
                 continue
-            where = {"prefix": f"backend_config.{section}.", "source_of": ctx.loaded.source_of}
-            problems += unknown_keys(options, kind, **where)
-            problems += value_problems(options, kind, **where)
+            prefix, source_of = f"backend_config.{section}.", ctx.loaded.source_of
+            problems += unknown_keys(options, kind, prefix=prefix, source_of=source_of)
+            problems += value_problems(options, kind, prefix=prefix, source_of=source_of)
         return problems
 
     @staticmethod
@@ -393,7 +393,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 **mg2hf_options(
                     conv.version,
                     arch=run.arch,
-                    load_dir=base if lora else saved,
+                    load_dir=base if lora and base else saved,
                     save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
                     model_dir=run.model_dir or "",
                     lora=lora,

@@ -185,7 +185,7 @@ class TorchBackend(MegatronBackend[None]):
             ordered["tensorboard-dir"] = given or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config
-        inputs = [x for x in (run.data_path, load.load if load else None) if x]
+        inputs = [x for x in (run.data_path, load.load if load else None) if isinstance(x, str) and x]
         return ["-m", "ascendfactory.engine.train", *to_flags(ordered)], {}, None, inputs
 
     def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
