@@ -26,6 +26,15 @@ from ascendfactory.errors import Problem
 
 M = TypeVar("M", bound=BaseModel)
 BOUND_WORDS = (("ge", "or more"), ("gt", "exclusive: a larger value"), ("le", "or less"))
+# Fixes by pydantic's error type, for the backends' sections (`validate_with_defaults`).
+TYPE_FIXES = {
+    "bool_type": "write true or false",
+    "bool_parsing": "write true or false",
+    "string_type": "write a text (quote it if it looks like a number)",
+    "dict_type": "write a mapping of key: value",
+    "int_type": "write a whole number",
+    "int_parsing": "write a whole number",
+}
 
 
 def from_validation_error(
@@ -36,11 +45,18 @@ def from_validation_error(
     prefix: str = "",
     elsewhere: Mapping[str, tuple[str, str]] | None = None,
     bound_notes: Mapping[str, str] | None = None,
+    type_fixes: Mapping[str, str] | None = None,
 ) -> list[Problem]:
     """Every error of `err` as a Problem (see `problem_from`)."""
     return [
         problem_from(
-            e, source_of=source_of, model=model, prefix=prefix, elsewhere=elsewhere, bound_notes=bound_notes
+            e,
+            source_of=source_of,
+            model=model,
+            prefix=prefix,
+            elsewhere=elsewhere,
+            bound_notes=bound_notes,
+            type_fixes=type_fixes,
         )
         for e in err.errors()
     ]
@@ -54,13 +70,15 @@ def problem_from(
     prefix: str = "",
     elsewhere: Mapping[str, tuple[str, str]] | None = None,
     bound_notes: Mapping[str, str] | None = None,
+    type_fixes: Mapping[str, str] | None = None,
 ) -> Problem:
     """One pydantic error (an item of `ValidationError.errors()`) as a Problem.
 
     `source_of(key)`: where the key came from (the file, or "command line"). `model`: the model validated,
     whose fields name the keys an unknown key could have meant. `prefix`: what stands before the model's
     keys in the experiment (`backend_config.training.`). `elsewhere`: top-level unknown keys that get their
-    own (message, fix). `bound_notes`: text added to a bound's fix, by full key.
+    own (message, fix). `bound_notes`: text added to a bound's fix, by full key. `type_fixes`: the fix
+    by pydantic's error type (`bool_type`), where nothing else gives one.
     """
     loc = [str(p) for p in err.get("loc", ())]
     key = prefix + ".".join(loc) if loc else (prefix.rstrip(".") or "(top level)")
@@ -96,6 +114,8 @@ def problem_from(
     for bound, words in BOUND_WORDS:
         if bound in ctx and not fix:
             fix = f"set {key}: {ctx[bound]} {words}" + (bound_notes or {}).get(key, "")
+    if not fix:
+        fix = (type_fixes or {}).get(kind, "")
     return Problem(key=key, source=src, message=f"{msg}{shown}", fix=fix)
 
 
@@ -155,7 +175,9 @@ def validate_with_defaults(
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        problems += from_validation_error(e, source_of=source_of, model=model, prefix=prefix)
+        problems += from_validation_error(
+            e, source_of=source_of, model=model, prefix=prefix, type_fixes=TYPE_FIXES
+        )
         for err in e.errors():
             loc = err.get("loc", ())
             if loc:
