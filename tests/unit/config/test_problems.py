@@ -130,3 +130,15 @@ def test_validate_with_defaults_reports_and_falls_back():
     )
     assert (leaf.steps, leaf.learning_rate) == (2, 0.5)
     assert [(p.key, p.fix) for p in found] == [("s.steps", "set s.steps: 2")]
+
+
+def test_validate_with_defaults_without_a_field_given_still_refuses_what_a_strict_model_refuses():
+    class Open(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        steps: Annotated[int, BeforeValidator(_even)] = 2
+
+    found: list[Problem] = []
+    typed = validate_with_defaults(Open, {"other": 3}, source_of=lambda key: "f", prefix="", problems=found)
+    assert (typed.steps, typed.model_extra, found) == (2, {"other": 3}, [])
+    validate_with_defaults(Leaf, {"other": 3}, source_of=lambda key: "f", prefix="s.", problems=found)
+    assert [(p.key, p.message) for p in found] == [("s.other", "unknown key")]
