@@ -28,13 +28,12 @@ from ascendfactory.config.bounds import check_tree, tree_problems
 from ascendfactory.config.known_backends import Backends
 from ascendfactory.config.oldstyle import flatten_old_style, is_old_style, map_flat_overrides
 from ascendfactory.config.overrides import parse_overrides_collecting
-from ascendfactory.config.report_to import ReportTo
-from ascendfactory.config.schema import AutoResumeConfig, EnvConfig, ExperimentConfig
+from ascendfactory.config.problems import from_validation_error
+from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.config.tree import compose
 from ascendfactory.config.yamlio import load_file
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.monitors import MonitorConfig, TensorboardConfig
 from ascendfactory.secrets import remember as remember_secrets
 
 
@@ -237,55 +236,24 @@ def validate_tree(
     try:
         config = ExperimentConfig.model_validate(tree)
     except ValidationError as e:
-        problems += [_problem_from(err, source, overridden) for err in e.errors()]
+        problems += from_validation_error(
+            e,
+            source_of=lambda key: _source_of(key, source, overridden),
+            model=ExperimentConfig,
+            elsewhere=TOP_LEVEL_ELSEWHERE,
+            bound_notes=BOUND_NOTES,
+        )
         raise ConfigError(problems) from None
     if problems:
         raise ConfigError(problems)
     return config
 
 
-def _problem_from(err: dict[str, Any], source: str, overridden: set[str]) -> Problem:
-    loc = [str(p) for p in err.get("loc", ())]
-    key = ".".join(loc) or "(top level)"
-    src = (
-        "command line"
-        if any(key == o or key.startswith(o + ".") or o.startswith(key + ".") for o in overridden)
-        else source
-    )
-    kind = err.get("type", "")
-    if kind == "extra_forbidden":
-        parent = loc[:-1]
-        known = _known_keys(parent)
-        if not parent and loc[-1] in TOP_LEVEL_ELSEWHERE:
-            message, fix = TOP_LEVEL_ELSEWHERE[str(loc[-1])]
-            return Problem(key=key, source=src, message=message, fix=fix)
-        hint = did_you_mean(loc[-1], known)
-        return Problem(
-            key=key,
-            source=src,
-            message=f"unknown key{hint}",
-            fix="remove it, or use one of: " + ", ".join(sorted(known)),
-        )
-    if kind == "missing":
-        return Problem(
-            key=key,
-            source=src,
-            message="required key is missing",
-            fix=f"add `{loc[-1]}: ...` (see `ascendfactory-cli config` for a commented template)",
-        )
-    value = err.get("input")
-    msg = err.get("msg", "invalid value").removeprefix("Value error, ")
-    shown = (
-        f" (got {value!r})" if not isinstance(value, dict) and value is not None and "got" not in msg else ""
-    )
-    fix = ""
-    ctx = err.get("ctx") or {}
-    if "expected" in ctx:
-        fix = f"use one of {ctx['expected']}"
-    for bound, words in (("ge", "or more"), ("gt", "exclusive: a larger value"), ("le", "or less")):
-        if bound in ctx and not fix:
-            fix = f"set {key}: {ctx[bound]} {words}" + BOUND_NOTES.get(key, "")
-    return Problem(key=key, source=src, message=f"{msg}{shown}", fix=fix)
+def _source_of(key: str, source: str, overridden: set[str]) -> str:
+    """'command line' when `key`, a parent or a child of it was overridden, else the file."""
+    if any(key == o or key.startswith(o + ".") or o.startswith(key + ".") for o in overridden):
+        return "command line"
+    return source
 
 
 # Top-level keys of AscendFactory's documents that this file format keeps elsewhere or refuses:
@@ -302,22 +270,3 @@ TOP_LEVEL_ELSEWHERE = {
     "output_dir": ("the 6.5.90x spelling of af_output_dir", "rename it to af_output_dir"),
 }
 BOUND_NOTES = {"save_total_limit": " (0 keeps every checkpoint)"}
-
-
-def _known_keys(parent: list[str]) -> list[str]:
-    if not parent:
-        return list(ExperimentConfig.model_fields)
-    if parent == ["env"]:
-        return list(EnvConfig.model_fields)
-    if parent == ["auto_resume"]:
-        return list(AutoResumeConfig.model_fields)
-    if parent == ["monitor_config"]:
-        return list(MonitorConfig.model_fields)
-    if parent == ["tensorboard"]:
-        return list(TensorboardConfig.model_fields)
-    if parent == ["report_to"]:
-        return list(ReportTo.model_fields)
-    if len(parent) == 2 and parent[0] == "report_to" and parent[1] in ReportTo.model_fields:
-        model = ReportTo.model_fields[parent[1]].annotation
-        return list(getattr(next(iter(getattr(model, "__args__", (model,)))), "model_fields", {}))
-    return []

@@ -276,7 +276,7 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
             notes=[f"resumes from {resume} (resume_from_checkpoint)"] if resume and not complete else [],
         ),
     ]
-    if run.training.get("finetuning_type", "lora") == "lora" and run.options.get("merge_lora", True):
+    if run.training.get("finetuning_type", "lora") == "lora" and run.options.merge_lora:
         steps.append(_merge_step(run, train, files, cli, step_env))
     steps.append(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")]))
     return steps
@@ -317,7 +317,7 @@ def _merge_step(
         "export_size": 5,
         "export_device": "cpu" if run.accelerator == "cpu" else "auto",
         "export_legacy_format": False,
-        **dict(run.options.get("merge") or {}),
+        **run.options.merge,
     }
     merge_yaml = os.path.join(out, MERGE_YAML)
     files[merge_yaml] = _yaml({k: v for k, v in merge.items() if v is not None}, "llamafactory-cli export")

@@ -15,17 +15,12 @@ from typing import Any
 from ascendfactory.backends import inputs as input_paths
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.llamafactory import combos, datasets, environment, rules
+from ascendfactory.backends.llamafactory.config import OPTIONS, LFOptions
 from ascendfactory.backends.llamafactory.model_facts import read_model
 from ascendfactory.backends.venv import package_version
+from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import ConfigError, Problem
 
-# backend_config keys besides `training` (LLaMA-Factory's own keys)
-OPTIONS = {
-    "training": "LLaMA-Factory's train keys",
-    "merge_lora": "merge a LoRA adapter into lora_merged/ at the end (default true)",
-    "merge": "extra `llamafactory-cli export` keys for the merge (export_size, export_device, ...)",
-    "env_dir": "the LLaMA-Factory environment (default: env AF_LLAMAFACTORY_ENV, else install.sh's)",
-}
 # Keys the plan sets itself; a user value is an error that says which generic key decides it.
 OWNED = {
     "output_dir": "af_output_dir",
@@ -40,7 +35,7 @@ class LFRun:
     """A validated llamafactory experiment: what the plan reads, nothing it still has to check."""
 
     out: str  # af_output_dir, absolute
-    options: dict[str, Any]  # backend_config (OPTIONS)
+    options: LFOptions  # backend_config (its `training` as written)
     training: dict[str, Any]  # LLaMA-Factory's train keys, top-level inputs filled in, stage set
     data: datasets.Datasets  # the datasets the yaml names and the registry to write
     env: str  # the LLaMA-Factory environment
@@ -68,20 +63,20 @@ def read(ctx: PlanContext, accelerator: str, *, strict_paths: bool) -> LFRun:
     return LFRun(out, options, training, data, env, accelerator, warnings)
 
 
-def _options(ctx: PlanContext) -> tuple[dict[str, Any], dict[str, Any], list[Problem]]:
-    """backend_config, a copy of its `training`, and the problems with its option names (a missing
-    `training` raises at once: nothing further can be read)."""
-    options = dict(ctx.config.backend_config)
+def _options(ctx: PlanContext) -> tuple[LFOptions, dict[str, Any], list[Problem]]:
+    """backend_config, a copy of its `training`, and the problems with its option names and values (a
+    missing `training` raises at once: nothing further can be read)."""
+    given = dict(ctx.config.backend_config)
     problems = [
         ctx.problem(
             f"backend_config.{k}",
             "not an option of the llamafactory backend",
             fix="use: " + ", ".join(OPTIONS),
         )
-        for k in options
+        for k in given
         if k not in OPTIONS
     ]
-    training = options.get("training")
+    training = given.get("training")
     if not isinstance(training, dict):
         problems.append(
             ctx.problem(
@@ -91,6 +86,13 @@ def _options(ctx: PlanContext) -> tuple[dict[str, Any], dict[str, Any], list[Pro
             )
         )
         raise ConfigError(problems)
+    options = validate_with_defaults(
+        LFOptions,
+        {k: v for k, v in given.items() if k in OPTIONS},
+        source_of=ctx.loaded.source_of,
+        prefix="backend_config.",
+        problems=problems,
+    )
     return options, dict(training), problems
 
 
@@ -212,7 +214,7 @@ def _machine_checks(
 
 def _environment(
     ctx: PlanContext,
-    options: dict[str, Any],
+    options: LFOptions,
     training: dict[str, Any],
     strict_paths: bool,
     problems: list[Problem],
@@ -220,7 +222,7 @@ def _environment(
 ) -> str:
     """The LLaMA-Factory environment (what it lacks: a problem on a real run), and the key combinations its
     installed packages support (a key already named by another problem is not named twice)."""
-    env, env_source = environment.find_env(options.get("env_dir"), ctx.environ)
+    env, env_source = environment.find_env(options.env_dir, ctx.environ)
     lacking = environment.missing(env)
     if lacking:
         what = f"LLaMA-Factory environment {env} ({env_source}) lacks {', '.join(lacking)}"

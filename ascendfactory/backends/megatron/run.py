@@ -22,7 +22,7 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
@@ -31,7 +31,14 @@ from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.parallel import LayoutInput, LayoutReport, parse_layer_list, validate_layout
+from ascendfactory.parallel import LayoutInput, LayoutReport, validate_layout
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ascendfactory.backends.megatron.config import PreprocessSection, TrainingSection
+
+    M = TypeVar("M", bound=BaseModel)
 
 SECTIONS = ("preprocess_data", "convert_ckpt_hf2mg", "convert_ckpt_mg2hf", "training")
 INSTRUCTION_HANDLERS = (
@@ -50,7 +57,9 @@ INSTRUCTION_HANDLERS = (
 PRETRAIN_HANDLERS = ("GeneralPretrainHandler", "AlpacaPretrainHandler", "StackOverflowPythonPretrainHandler")
 LOAD_CONTROL_FLAGS = ("finetune", "no-load-optim", "no-load-rng")
 K = "backend_config.training."
-# Keys whose value is a path (a string), in any section: a number or a list there is a mistake.
+P = "backend_config.preprocess_data."
+# Keys whose value is a path (a text), in any section (`config.PathKeys` reads them; a test keeps the two
+# equal): mindspeed-llm makes them absolute.
 PATH_KEYS = frozenset(
     {
         "tokenizer-name-or-path",
@@ -67,7 +76,6 @@ PATH_KEYS = frozenset(
         "tensorboard-dir",
     }
 )
-MAX_WORKERS = 1024  # preprocessing processes
 
 
 def _section(
@@ -85,31 +93,6 @@ def _section(
         )
     )
     return None
-
-
-def _path_problems(ctx: PlanContext, prefix: str, values: dict[str, Any]) -> list[Problem]:
-    return [
-        ctx.problem(
-            prefix + key,
-            f"must be a path (got {type(value).__name__} {value!r:.60})",
-            fix="quote it if it is a path made of digits",
-        )
-        for key, value in values.items()
-        if key in PATH_KEYS
-        and value is not None
-        and not isinstance(value, str)
-        and not (key == "data-path" and _is_blend_list(value))
-    ]
-
-
-def _is_blend_list(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) > 1
-        and all(
-            isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value
-        )
-    )
 
 
 def blend_words(given: Any) -> list[str] | None:
@@ -166,9 +149,12 @@ class LoadDecision:
     resume_iteration: int | None = None
 
 
+F = TypeVar("F")  # what a backend found besides the Megatron facts (MindSpeed-LLM: checkout, converter)
+
+
 @dataclass
-class MegatronRun:
-    """The resolved facts of one Megatron-style experiment."""
+class MegatronRun(Generic[F]):
+    """The resolved facts of one Megatron-style experiment; `framework`: the backend's own record."""
 
     arch: ModelArch
     model_dir: str | None
@@ -187,6 +173,7 @@ class MegatronRun:
     cp: int
     num_layer_list: list[int] | None
     lora: bool
+    framework: F
     data_path: str | list[str] | None = None  # one prefix, or Megatron's blend (weights, prefixes)
     data_is_instruction: bool = False
     preprocess_prefix: str | None = None
@@ -194,7 +181,6 @@ class MegatronRun:
     handler: str | None = None
     load: LoadDecision | None = None
     warnings: list[str] = field(default_factory=list)
-    framework: Any = None  # what a backend found besides these facts (MindSpeed-LLM: checkout, converter)
 
     @property
     def world_size(self) -> int:
@@ -264,18 +250,21 @@ def _num(value: Any) -> str:
 
 
 def read_megatron_run(
-    ctx: PlanContext, *, strict_paths: bool, extra_keys: tuple[str, ...] = ()
-) -> MegatronRun:
+    ctx: PlanContext, *, framework: F, strict_paths: bool, extra_keys: tuple[str, ...] = ()
+) -> MegatronRun[F]:
     """Resolve and validate everything the Megatron-style plans need; raise ConfigError listing all problems.
 
-    `extra_keys`: top-level `backend_config` keys a backend reads itself (e.g. mindspeed-llm's `converter`).
+    `framework`: the backend's own record, carried by the run. `extra_keys`: top-level `backend_config` keys
+    a backend reads itself (e.g. mindspeed-llm's `converter`).
     """
     cfg = ctx.config
     problems: list[Problem] = []
-    training, preprocess, hf2mg, mg2hf = _read_sections(ctx, extra_keys, problems)
-    model_dir = training.get("tokenizer-name-or-path") or cfg.model_name_or_path
-    if not isinstance(model_dir, str):  # a number or a list: reported as a path problem above
-        model_dir = None
+    sections = _read_sections(ctx, extra_keys, problems)
+    training, typed = sections.training, sections.typed
+    bad = {p.key for p in problems}  # values the typed sections refused (their defaults stand in)
+    model_dir = typed.tokenizer_name_or_path or (
+        None if K + "tokenizer-name-or-path" in bad else cfg.model_name_or_path
+    )
     if model_dir and "tokenizer-name-or-path" not in training:
         training["tokenizer-name-or-path"] = model_dir
     arch = resolve_arch(cfg.af_model_name, model_dir)
@@ -290,7 +279,7 @@ def read_megatron_run(
                 fix="point it at the HF model directory (config.json, tokenizer, weights)",
             )
         )
-    stage = cfg.stage or training.get("stage") or "sft"
+    stage = cfg.stage or typed.stage or "sft"
     if stage not in ("pt", "sft"):
         problems.append(
             ctx.problem(
@@ -299,41 +288,56 @@ def read_megatron_run(
                 fix="use pt (pre-training) or sft (fine-tuning)",
             )
         )
-    tp, pp, cp, nll, report = _layout(ctx, training, arch, problems)
+    report = _layout(ctx, typed, arch, problems)
     env = cfg.env
     run = MegatronRun(
         arch=arch,
         model_dir=model_dir,
         stage=stage,
         training=training,
-        preprocess=preprocess,
-        hf2mg=hf2mg,
-        mg2hf=mg2hf,
+        preprocess=sections.preprocess,
+        hf2mg=sections.hf2mg,
+        mg2hf=sections.mg2hf,
         report=report,
         layout=OutputTree(cfg.af_output_dir),
         nnodes=env.NNODES,
         nproc_per_node=ctx.devices.count,
         node_rank=env.NODE_RANK,
-        tp=tp,
-        pp=pp,
-        cp=cp,
-        num_layer_list=nll,
-        lora=any(training.get(k) for k in ("lora-r", "lora-target-modules")),
+        tp=report.dims.tp,
+        pp=report.dims.pp,
+        cp=report.dims.cp,
+        num_layer_list=typed.num_layer_list,
+        lora=typed.lora,
+        framework=framework,
         warnings=list(report.warnings),
     )
-    _resolve_data(ctx, run, problems, absent)
+    if K + "data-path" not in bad:
+        _resolve_data(ctx, run, typed, sections.preprocess_typed, bad, problems, absent)
     inputs.route(absent, strict=strict_paths, problems=problems, warnings=run.warnings)
-    run.load = _decide_load(ctx, run, problems)
+    run.load = _decide_load(ctx, run, typed.load, problems)
     if problems:
         raise ConfigError(problems)
     return run
 
 
-def _read_sections(
-    ctx: PlanContext, extra_keys: tuple[str, ...], problems: list[Problem]
-) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any], dict[str, Any] | None]:
-    """(training, preprocess_data, convert_ckpt_hf2mg, convert_ckpt_mg2hf or None when disabled), with the
-    problems of unknown sections, paths and the preprocess worker count."""
+@dataclass
+class Sections:
+    """The four sections as written (their flags reach argv as given) and, typed, what the plan reads."""
+
+    training: dict[str, Any]
+    preprocess: dict[str, Any] | None
+    hf2mg: dict[str, Any]
+    mg2hf: dict[str, Any] | None  # None = final conversion disabled
+    typed: TrainingSection
+    preprocess_typed: PreprocessSection
+
+
+def _read_sections(ctx: PlanContext, extra_keys: tuple[str, ...], problems: list[Problem]) -> Sections:
+    """The sections, with the problems of unknown sections and of the values the typed sections refuse
+    (paths, sizes, the preprocess worker count)."""
+    from ascendfactory.backends.megatron.config import ConvertSection, PreprocessSection, TrainingSection
+    from ascendfactory.config.problems import validate_with_defaults
+
     cfg = ctx.config
     bc = dict(cfg.backend_config or {})
     for section in bc:
@@ -346,52 +350,33 @@ def _read_sections(
                 )
             )
     sections = {name: _section(ctx, bc, name, problems) for name in SECTIONS}
+    mg2hf: dict[str, Any] | None = dict(sections["convert_ckpt_mg2hf"] or {})
+    if ("convert_ckpt_mg2hf" in bc and bc["convert_ckpt_mg2hf"] is None) or not cfg.convert_mg2hf_at_last:
+        mg2hf = None
     training = dict(sections["training"] or {})
     preprocess = sections["preprocess_data"]
     hf2mg = dict(sections["convert_ckpt_hf2mg"] or {})
-    mg2hf: dict[str, Any] | None = dict(sections["convert_ckpt_mg2hf"] or {})
-    if "convert_ckpt_mg2hf" in bc and bc["convert_ckpt_mg2hf"] is None:
-        mg2hf = None
-    if not cfg.convert_mg2hf_at_last:
-        mg2hf = None
-    for prefix, values in (
-        (K, training),
-        ("backend_config.preprocess_data.", preprocess or {}),
-        ("backend_config.convert_ckpt_hf2mg.", hf2mg),
-        ("backend_config.convert_ckpt_mg2hf.", mg2hf or {}),
-    ):
-        problems += _path_problems(ctx, prefix, values)
-    workers = (preprocess or {}).get("workers")
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
-    ):
-        problems.append(
-            ctx.problem(
-                "backend_config.preprocess_data.workers",
-                f"must be a whole number of processes from 1 to {MAX_WORKERS} (got {workers!r})",
-                fix="e.g. workers: 4 (the output is the same for every count)",
-            )
+
+    def typed(model: type[M], values: dict[str, Any] | None, name: str) -> M:
+        return validate_with_defaults(
+            model,
+            values or {},
+            source_of=ctx.loaded.source_of,
+            prefix=f"backend_config.{name}.",
+            problems=problems,
         )
-    return training, preprocess, hf2mg, mg2hf
 
-
-def _positive_int(
-    ctx: PlanContext, training: dict[str, Any], key: str, default: int | None, problems: list[Problem]
-) -> int | None:
-    """A positive integer training key (every one read here is a size or a count); `default` if bad."""
-    value = training.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value))
-        except ValueError:
-            problems.append(ctx.problem(K + key, f"must be an integer (got {value!r})"))
-            return default
-    if value < 1:
-        problems.append(ctx.problem(K + key, f"must be 1 or more (got {value})", fix=f"set {K + key} >= 1"))
-        return default
-    return value
+    read = Sections(
+        training=training,
+        preprocess=preprocess,
+        hf2mg=hf2mg,
+        mg2hf=mg2hf,
+        typed=typed(TrainingSection, training, "training"),
+        preprocess_typed=typed(PreprocessSection, preprocess, "preprocess_data"),
+    )
+    typed(ConvertSection, hf2mg, "convert_ckpt_hf2mg")
+    typed(ConvertSection, mg2hf, "convert_ckpt_mg2hf")
+    return read
 
 
 _LAYOUT_KEYS = (
@@ -408,47 +393,25 @@ _LAYOUT_KEYS = (
 
 
 def _layout(
-    ctx: PlanContext, training: dict[str, Any], arch: ModelArch, problems: list[Problem]
-) -> tuple[int, int, int, list[int] | None, LayoutReport]:
-    """(tp, pp, cp, num-layer-list, the layout report): the sizes read, then `validate_layout`'s rules."""
-
-    def intval(key: str, default: int | None) -> int | None:
-        return _positive_int(ctx, training, key, default, problems)
-
-    tp = intval("tensor-model-parallel-size", 1) or 1
-    pp = intval("pipeline-model-parallel-size", 1) or 1
-    cp = intval("context-parallel-size", 1) or 1
-    mbs = intval("micro-batch-size", 1) or 1
-    gbs = intval("global-batch-size", None)
-    seq = intval("seq-length", 4096) or 4096
-    max_pos = intval("max-position-embeddings", arch.max_pos) or arch.max_pos
-    try:
-        nll = parse_layer_list(training.get("num-layer-list"))
-    except ValueError:
-        nll = None
-        problems.append(
-            ctx.problem(
-                K + "num-layer-list",
-                f"must be comma-separated integers (got {training.get('num-layer-list')!r})",
-                fix="e.g. 3,5",
-            )
-        )
+    ctx: PlanContext, typed: TrainingSection, arch: ModelArch, problems: list[Problem]
+) -> LayoutReport:
+    """The layout report (`report.dims`: tp, pp, cp, dp): the typed sizes, checked by `validate_layout`."""
     env = ctx.config.env
     report = validate_layout(
         LayoutInput(
             world_size=env.NNODES * ctx.devices.count,
-            tp=tp,
-            pp=pp,
-            cp=cp,
-            mbs=mbs,
-            gbs=gbs,
+            tp=typed.tensor_model_parallel_size or 1,
+            pp=typed.pipeline_model_parallel_size or 1,
+            cp=typed.context_parallel_size or 1,
+            mbs=typed.micro_batch_size or 1,
+            gbs=typed.global_batch_size,
             num_layers=arch.layers,
             heads=arch.heads,
             kv_heads=arch.kv_heads,
-            seq_length=seq,
-            max_position_embeddings=max_pos,
-            num_layer_list=nll,
-            sequence_parallel=bool(training.get("sequence-parallel")),
+            seq_length=typed.seq_length or 4096,
+            max_position_embeddings=typed.max_position_embeddings or arch.max_pos,
+            num_layer_list=typed.num_layer_list,
+            sequence_parallel=typed.sequence_parallel,
             keys={name: K + key for name, key in _LAYOUT_KEYS}
             | {
                 "world": f"env.NNODES({env.NNODES}) x devices per node"
@@ -458,25 +421,33 @@ def _layout(
     )
     for p in report.problems:
         problems.append(Problem(key=p.key, message=p.message, fix=p.fix, source=ctx.loaded.source_of(p.key)))
-    return tp, pp, cp, nll, report
+    return report
 
 
-def _resolve_data(ctx: PlanContext, run: MegatronRun, problems: list[Problem], absent: list[Problem]) -> None:
+def _resolve_data(
+    ctx: PlanContext,
+    run: MegatronRun,
+    typed: TrainingSection,
+    pre: PreprocessSection,
+    bad: set[str],
+    problems: list[Problem],
+    absent: list[Problem],
+) -> None:
     """The data to train on (`run.data_path`) and what preprocessing makes it; input paths not on this
-    machine go to `absent`."""
-    _handler(ctx, run, problems)
-    given = run.training.get("data-path") or ctx.config.processed_data_dir
+    machine go to `absent`; `bad`: the keys whose value was refused."""
+    _handler(ctx, run, pre, problems)
+    given = typed.data_path or ctx.config.processed_data_dir
     if given:
-        _preprocessed_data(ctx, run, given, problems, absent)
+        key = K + "data-path" if typed.data_path else "processed_data_dir"
+        _preprocessed_data(ctx, run, key, given, problems, absent)
     else:
-        _data_to_preprocess(ctx, run, problems, absent)
+        _data_to_preprocess(ctx, run, pre, P + "input" in bad, problems, absent)
 
 
-def _handler(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> None:
+def _handler(ctx: PlanContext, run: MegatronRun, pre: PreprocessSection, problems: list[Problem]) -> None:
     """The preprocessing handler (the stage's default), checked against the stage; whether the data is
     instruction data."""
-    pre = run.preprocess or {}
-    handler = pre.get("handler-name") or (
+    handler = pre.handler_name or (
         "GeneralPretrainHandler" if run.stage == "pt" else "AlpacaStyleInstructionHandler"
     )
     run.handler = handler
@@ -500,11 +471,10 @@ def _handler(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> Non
 
 
 def _preprocessed_data(
-    ctx: PlanContext, run: MegatronRun, given: Any, problems: list[Problem], absent: list[Problem]
+    ctx: PlanContext, run: MegatronRun, key: str, given: Any, problems: list[Problem], absent: list[Problem]
 ) -> None:
-    """`training.data-path` or `processed_data_dir`: one prefix (or a directory of one), or a Megatron
-    blend of weight/prefix pairs; each prefix must have files on this machine."""
-    key = K + "data-path" if run.training.get("data-path") else "processed_data_dir"
+    """`training.data-path` or `processed_data_dir` (`key`): one prefix (or a directory of one), or a
+    Megatron blend of weight/prefix pairs; each prefix must have files on this machine."""
     words = blend_words(given)
     if not words:
         run.data_path = _data_prefix(str(given), run.data_is_instruction)
@@ -546,12 +516,19 @@ def _preprocessed_data(
 
 
 def _data_to_preprocess(
-    ctx: PlanContext, run: MegatronRun, problems: list[Problem], absent: list[Problem]
+    ctx: PlanContext,
+    run: MegatronRun,
+    pre: PreprocessSection,
+    refused: bool,
+    problems: list[Problem],
+    absent: list[Problem],
 ) -> None:
     """No preprocessed data given: `preprocess_data.input` (or the top-level `dataset`) is tokenized with
-    the model's tokenizer into `{preprocess_dir}/<name>` (or `output-prefix`)."""
-    pre = run.preprocess or {}
-    source = pre.get("input") or ctx.config.dataset
+    the model's tokenizer into `{preprocess_dir}/<name>` (or `output-prefix`). `refused`: the input given
+    is not a path (already a problem)."""
+    if refused:
+        return
+    source = pre.input or ctx.config.dataset
     if not source:
         problems.append(
             ctx.problem(
@@ -562,11 +539,11 @@ def _data_to_preprocess(
             )
         )
         return
-    if isinstance(source, str) and not os.path.exists(source):  # not a text: named by _path_problems
+    if isinstance(source, str) and not os.path.exists(source):
         absent.append(
             inputs.missing(
                 ctx,
-                "backend_config.preprocess_data.input" if pre.get("input") else "dataset",
+                "backend_config.preprocess_data.input" if pre.input else "dataset",
                 str(source),
                 "{path} does not exist",
                 fix="point it at a json, jsonl or parquet file, or a directory of them",
@@ -582,7 +559,7 @@ def _data_to_preprocess(
         )
     name = os.path.splitext(os.path.basename(str(source).rstrip("/")))[0] or "dataset"
     run.preprocess_input = str(source)
-    run.preprocess_prefix = pre.get("output-prefix") or os.path.join(run.layout.preprocess_dir, name)
+    run.preprocess_prefix = pre.output_prefix or os.path.join(run.layout.preprocess_dir, name)
     run.data_path = (
         run.preprocess_prefix if run.data_is_instruction else f"{run.preprocess_prefix}_text_document"
     )
@@ -645,8 +622,9 @@ def load_by_rule(
     return weights_only
 
 
-def _decide_load(ctx: PlanContext, run: MegatronRun, problems: list[Problem]) -> LoadDecision:
-    explicit = run.training.get("load")
+def _decide_load(
+    ctx: PlanContext, run: MegatronRun, explicit: str | None, problems: list[Problem]
+) -> LoadDecision:
     decision = load_by_rule(
         ctx,
         saved=run.layout.saved_checkpoints,

@@ -6,8 +6,9 @@
     mg2hf       (EXPORT)      saved_checkpoints -> ckpt_converted_mg2hf/ (or hf_save_dir)
     plot        (PLOT)        training_loss.png from the last rank's log, on the last node
 
-A subclass supplies the programs: `preprocess_step`, `hf2mg_step`, `train_entry` (what torchrun runs) and
-`mg2hf_step`; optionally `read` (extra validation) and `check` (checks that need the built steps).
+A subclass supplies `read` (`read_megatron_run` with its own record, `MegatronRun[F].framework`, and its
+own checks) and the programs: `preprocess_step`, `hf2mg_step`, `train_entry` (what torchrun runs) and
+`mg2hf_step`; optionally `finish_plan` (checks that need the built steps).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
 
 from ascendfactory.backends.base import Backend, OwnedKey, PlanContext
-from ascendfactory.backends.megatron.run import MegatronRun, read_megatron_run
+from ascendfactory.backends.megatron.run import F, MegatronRun
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch
@@ -89,8 +90,10 @@ def owned_save(
     }
 
 
-class MegatronBackend(Backend):
-    stages = ("pt", "sft")
+class MegatronBackend(Backend, Generic[F]):
+    """The skeleton, generic over the backend's own record (`MegatronRun.framework`)."""
+
+    stages: ClassVar[tuple[str, ...]] = ("pt", "sft")
     tracker_keys: ClassVar[Mapping[str, Any]] = MEGATRON_TRACKERS
     launcher = "torchrun"
     legacy_keys = LEGACY_KEYS
@@ -142,26 +145,27 @@ class MegatronBackend(Backend):
         self.finish_plan(ctx, run, plan, strict_paths=strict_paths)
         return plan
 
-    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
-        return read_megatron_run(ctx, strict_paths=strict_paths)
+    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[F]:
+        """`read_megatron_run` with the backend's own record, and the backend's own checks."""
+        raise NotImplementedError
 
     def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
         from ascendfactory.backends.megatron.memory import megatron_target
 
         return megatron_target(ctx, plan, engine=self.memory_engine)
 
-    def facts(self, run: MegatronRun) -> dict[str, Any]:
+    def facts(self, run: MegatronRun[F]) -> dict[str, Any]:
         return run.facts()
 
-    def log_spec(self, ctx: PlanContext, run: MegatronRun, logs: LogSpec) -> LogSpec:
+    def log_spec(self, ctx: PlanContext, run: MegatronRun[F], logs: LogSpec) -> LogSpec:
         """The training log's spec: Megatron's (`megatron_plan`) unless the framework logs otherwise."""
         return logs
 
-    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def finish_plan(self, ctx: PlanContext, run: MegatronRun[F], plan: Plan, *, strict_paths: bool) -> None:
         """Called once the steps are built: checks that need them (raise ConfigError), and what the
         framework adds to the plan besides the Megatron steps (files, step inputs)."""
 
-    def train_step(self, ctx: PlanContext, run: MegatronRun) -> Step:
+    def train_step(self, ctx: PlanContext, run: MegatronRun[F]) -> Step:
         entry, env, cwd, inputs = self.train_entry(ctx, run)
         load = run.load
         return Step(
@@ -176,24 +180,24 @@ class MegatronBackend(Backend):
             skip_reason=finished_reason(run),
         )
 
-    def saved_dir(self, run: MegatronRun) -> str:
+    def saved_dir(self, run: MegatronRun[F]) -> str:
         path = run.layout.saved_checkpoints
         return os.path.abspath(path) if self.absolute_paths else path
 
     # -- what a subclass supplies ---------------------------------------------------------------------
-    def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def preprocess_step(self, ctx: PlanContext, run: MegatronRun[F], shared: bool) -> Step:
         raise NotImplementedError
 
-    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun[F], shared: bool) -> Step:
         raise NotImplementedError
 
     def train_entry(
-        self, ctx: PlanContext, run: MegatronRun
+        self, ctx: PlanContext, run: MegatronRun[F]
     ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
         """(what torchrun runs, step env, cwd, inputs)."""
         raise NotImplementedError
 
-    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[F], shared: bool) -> Step:
         raise NotImplementedError
 
     def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:

@@ -110,7 +110,7 @@ class Found:
 
 
 @register_backend
-class MindSpeedLLMBackend(MegatronBackend):
+class MindSpeedLLMBackend(MegatronBackend[Found]):
     name = "mindspeed-llm"
     description = "Ascend MindSpeed-LLM (Megatron): convert_ckpt, preprocess_data, pretrain/posttrain_gpt"
     order = 1
@@ -119,7 +119,7 @@ class MindSpeedLLMBackend(MegatronBackend):
     # "... found NaN in local grad norm ...": a restart from the last checkpoint meets the same data again
     unretryable = ("found NaN in",)
 
-    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
+    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[Found]:
         site = resolve_site(ctx, strict=strict_paths)
         problems = list(site.problems)
         conv = self.converter(ctx, site, problems)
@@ -127,7 +127,9 @@ class MindSpeedLLMBackend(MegatronBackend):
         if any(p.message.startswith("must be a mapping") for p in problems):
             raise ConfigError(problems)  # the sections cannot be read further
         try:
-            run = read_megatron_run(ctx, strict_paths=strict_paths, extra_keys=("converter",))
+            run = read_megatron_run(
+                ctx, framework=Found(site, conv), strict_paths=strict_paths, extra_keys=("converter",)
+            )
         except ConfigError as e:
             raise ConfigError(problems + e.problems) from None
         run.warnings += site.warnings
@@ -136,11 +138,10 @@ class MindSpeedLLMBackend(MegatronBackend):
         problems += self.run_problems(ctx, run, run.warnings)
         problems += self.rule_problems(ctx, run, {p.key.removeprefix(K) for p in problems})
         self.raise_if(problems)
-        run.framework = Found(site, conv)
         return run
 
-    def facts(self, run: MegatronRun) -> dict[str, Any]:
-        found: Found = run.framework
+    def facts(self, run: MegatronRun[Found]) -> dict[str, Any]:
+        found = run.framework
         return {
             **run.facts(),
             "converter": found.converter.version,
@@ -148,8 +149,10 @@ class MindSpeedLLMBackend(MegatronBackend):
             "mindspeed_llm_dir": found.site.directory,
         }
 
-    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
-        found: Found = run.framework
+    def finish_plan(
+        self, ctx: PlanContext, run: MegatronRun[Found], plan: Plan, *, strict_paths: bool
+    ) -> None:
+        found = run.framework
         self.raise_if(self.missing_converter(found.site, found.converter, plan, strict_paths))
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
@@ -196,13 +199,13 @@ class MindSpeedLLMBackend(MegatronBackend):
                     )
                 )
                 continue
-            where = {"prefix": f"backend_config.{section}.", "source_of": ctx.loaded.source_of}
-            problems += unknown_keys(options, kind, **where)
-            problems += value_problems(options, kind, **where)
+            prefix, source_of = f"backend_config.{section}.", ctx.loaded.source_of
+            problems += unknown_keys(options, kind, prefix=prefix, source_of=source_of)
+            problems += value_problems(options, kind, prefix=prefix, source_of=source_of)
         return problems
 
     @staticmethod
-    def run_problems(ctx: PlanContext, run: MegatronRun, warnings: list[str]) -> list[Problem]:
+    def run_problems(ctx: PlanContext, run: MegatronRun[Found], warnings: list[str]) -> list[Problem]:
         problems: list[Problem] = []
         if not run.model_dir:
             problems.append(
@@ -236,7 +239,7 @@ class MindSpeedLLMBackend(MegatronBackend):
                 warnings.append(f"{K}{flag}: checkpoints hold no {state} state; {impact}")
         return problems
 
-    def rule_problems(self, ctx: PlanContext, run: MegatronRun, named: set[str]) -> list[Problem]:
+    def rule_problems(self, ctx: PlanContext, run: MegatronRun[Found], named: set[str]) -> list[Problem]:
         """The rules across flags (rules.py) on the flags the plan hands the training program."""
         return [
             ctx.problem(K + rule.key, f"{rule.message} ({rule.source})", fix=rule.fix)
@@ -261,7 +264,7 @@ class MindSpeedLLMBackend(MegatronBackend):
         ]
 
     # -- steps --------------------------------------------------------------------------------------
-    def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def preprocess_step(self, ctx: PlanContext, run: MegatronRun[Found], shared: bool) -> Step:
         if run.preprocess_input is None:
             return Step(
                 name="preprocess",
@@ -295,11 +298,11 @@ class MindSpeedLLMBackend(MegatronBackend):
             only_node0=shared,
         )
 
-    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun[Found], shared: bool) -> Step:
         skip = hf2mg_skip_reason(ctx, run)
         if skip:
             return Step(name="hf2mg", role=Role.CONVERT, skip_reason=skip)
-        found: Found = run.framework
+        found = run.framework
         conv = found.converter
         options = absolute(
             {
@@ -328,7 +331,7 @@ class MindSpeedLLMBackend(MegatronBackend):
             notes=[f"converter {conv.version}: {conv.reason}"],
         )
 
-    def train_flags(self, ctx: PlanContext, run: MegatronRun) -> dict[str, Any]:
+    def train_flags(self, ctx: PlanContext, run: MegatronRun[Found]) -> dict[str, Any]:
         """Filled architecture flags, then the user's, then the plan's data / checkpoint / stage flags."""
         seq = int(run.training.get("seq-length") or 4096)
         flags = architecture_flags(run.arch, tp=run.tp, pp=run.pp, seq_length=seq)
@@ -364,7 +367,7 @@ class MindSpeedLLMBackend(MegatronBackend):
         return absolute(flags)
 
     def train_entry(
-        self, ctx: PlanContext, run: MegatronRun
+        self, ctx: PlanContext, run: MegatronRun[Found]
     ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
         flags = self.train_flags(ctx, run)
         env = dict(STEP_ENV)
@@ -372,10 +375,10 @@ class MindSpeedLLMBackend(MegatronBackend):
         inputs = [x for x in (flags.get("data-path"), flags.get("load")) if isinstance(x, str)]
         return [ENTRY_SCRIPTS[run.stage], *to_flags(flags)], env, run.framework.site.directory, inputs
 
-    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[Found], shared: bool) -> Step:
         if run.mg2hf is None:
             return Step(name="mg2hf", role=Role.EXPORT, skip_reason=MG2HF_DISABLED)
-        found: Found = run.framework
+        found = run.framework
         conv = found.converter
         saved = run.layout.saved_checkpoints
         base = run.load.load if run.load and run.load.resume_iteration is None else None
@@ -390,7 +393,7 @@ class MindSpeedLLMBackend(MegatronBackend):
                 **mg2hf_options(
                     conv.version,
                     arch=run.arch,
-                    load_dir=base if lora else saved,
+                    load_dir=base if lora and base else saved,
                     save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
                     model_dir=run.model_dir or "",
                     lora=lora,

@@ -59,7 +59,7 @@ LEGACY = ("TP", "PP", "CP", "MBS", "GBS", "SEQ_LEN", "LR", "MIN_LR", "TRAIN_ITER
 
 
 @register_backend
-class MindSpeedMMBackend(MegatronBackend):
+class MindSpeedMMBackend(MegatronBackend[MMRun]):
     name = "mindspeed-mm"
     description = "Ascend MindSpeed-MM (mm-convert, pretrain_vlm.py): Qwen2.5-VL full fine-tuning"
     stages = ("sft",)
@@ -70,7 +70,7 @@ class MindSpeedMMBackend(MegatronBackend):
     unretryable = ("MindSpeed-MM Error", "One or more config files failed to load", "Key parameter missing")
 
     # -- reading and validation -------------------------------------------------------------------------
-    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
+    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[MMRun]:
         problems: list[Problem] = self.stage_problems(ctx, ctx.config.stage)
         sections = read_sections(ctx, problems)
         bad_generation = generation_problem(
@@ -158,7 +158,7 @@ class MindSpeedMMBackend(MegatronBackend):
         return run
 
     @staticmethod
-    def megatron_run(ctx: PlanContext, mm: MMRun, user: dict[str, Any]) -> MegatronRun:
+    def megatron_run(ctx: PlanContext, mm: MMRun, user: dict[str, Any]) -> MegatronRun[MMRun]:
         """The Megatron skeleton's view of the run (steps, logs, checkpoints); MindSpeed-MM's facts go in
         `framework`."""
         env = ctx.config.env
@@ -232,8 +232,8 @@ class MindSpeedMMBackend(MegatronBackend):
             ]
         return []
 
-    def facts(self, run: MegatronRun) -> dict[str, Any]:
-        mm: MMRun = run.framework
+    def facts(self, run: MegatronRun[MMRun]) -> dict[str, Any]:
+        mm = run.framework
         general = {k: v for k, v in run.facts().items() if k not in ("num_layer_list", "data_path")}
         return {
             **general,
@@ -254,7 +254,7 @@ class MindSpeedMMBackend(MegatronBackend):
         }
 
     # -- the plan ----------------------------------------------------------------------------------------
-    def log_spec(self, ctx: PlanContext, run: MegatronRun, logs: LogSpec) -> LogSpec:
+    def log_spec(self, ctx: PlanContext, run: MegatronRun[MMRun], logs: LogSpec) -> LogSpec:
         """Megatron's log lines with MindSpeed-MM's loss key and throughput (samples/s, no sequence)."""
         return dataclasses.replace(
             logs,
@@ -262,10 +262,12 @@ class MindSpeedMMBackend(MegatronBackend):
             throughput=ThroughputSpec("mindspeed_mm", seq_length=None, devices=ctx.world_size),
         )
 
-    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def finish_plan(
+        self, ctx: PlanContext, run: MegatronRun[MMRun], plan: Plan, *, strict_paths: bool
+    ) -> None:
         """Called by the skeleton once the steps are built: adds what MindSpeed-MM needs besides the
         Megatron plan: the json files (before any step) and their paths as train inputs."""
-        mm: MMRun = run.framework
+        mm = run.framework
         for section, path in mm.config_files.items():
             doc = {"data": mm.data, "model": mm.model, "tool": mm.tool}[section]
             plan.files[path] = json.dumps(doc, indent=4, ensure_ascii=False) + "\n"
@@ -274,8 +276,8 @@ class MindSpeedMMBackend(MegatronBackend):
             train.inputs = [*train.inputs, *mm.config_files.values()]
 
     # -- steps -------------------------------------------------------------------------------------------
-    def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
-        mm: MMRun = run.framework
+    def preprocess_step(self, ctx: PlanContext, run: MegatronRun[MMRun], shared: bool) -> Step:
+        mm = run.framework
         cache = get(mm.data, "dataset_param.basic_parameters.cache_dir")
         return Step(
             name="preprocess",
@@ -284,8 +286,8 @@ class MindSpeedMMBackend(MegatronBackend):
             f"(rank 0 first; cache: {cache})",
         )
 
-    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
-        mm: MMRun = run.framework
+    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun[MMRun], shared: bool) -> Step:
+        mm = run.framework
         options = mm.hf2mg
         skip = hf2mg_skip_reason(ctx, run) or convert.converted_already(options["cfg.mm_dir"], mm.tp, mm.pp)
         if skip:
@@ -303,9 +305,9 @@ class MindSpeedMMBackend(MegatronBackend):
         )
 
     def train_entry(
-        self, ctx: PlanContext, run: MegatronRun
+        self, ctx: PlanContext, run: MegatronRun[MMRun]
     ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
-        mm: MMRun = run.framework
+        mm = run.framework
         argv = [mm.preset["entry"]]
         for group in mm.flags.groups.values():
             argv += to_flags(group)
@@ -314,8 +316,8 @@ class MindSpeedMMBackend(MegatronBackend):
         load = mm.flags.get("load")
         return argv, env, mm.site.directory, [load] if isinstance(load, str) else []
 
-    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
-        mm: MMRun = run.framework
+    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[MMRun], shared: bool) -> Step:
+        mm = run.framework
         if mm.mg2hf is None:
             return Step(name="mg2hf", role=Role.EXPORT, skip_reason=MG2HF_DISABLED)
         options = mm.mg2hf

@@ -18,7 +18,7 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.doctor import Check, module_check
-from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
+from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
 from ascendfactory.backends.megatron.skeleton import (
     MEGATRON_TRACKERS,
     MG2HF_DISABLED,
@@ -71,7 +71,7 @@ GRPO_TRACKERS: dict[str, TrackerKeys] = {k: MSRL_TRACKERS[k] for k in ("tensorbo
 
 
 @register_backend
-class TorchBackend(MegatronBackend):
+class TorchBackend(MegatronBackend[None]):
     name = "torch"
     description = "embedded PyTorch implementation of the MindSpeed-LLM contract (CPU/GPU/NPU)"
     order = 0
@@ -100,7 +100,7 @@ class TorchBackend(MegatronBackend):
         return super().plan(ctx, strict_paths=strict_paths)
 
     # -- steps --------------------------------------------------------------------------------------
-    def preprocess_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def preprocess_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
         if run.preprocess_input is None:
             return Step(
                 name="preprocess",
@@ -131,7 +131,7 @@ class TorchBackend(MegatronBackend):
             only_node0=shared,
         )
 
-    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def hf2mg_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
         skip = hf2mg_skip_reason(ctx, run)
         inputs = [run.model_dir] if run.model_dir else []
         if skip:
@@ -163,7 +163,7 @@ class TorchBackend(MegatronBackend):
         )
 
     def train_entry(
-        self, ctx: PlanContext, run: MegatronRun
+        self, ctx: PlanContext, run: MegatronRun[None]
     ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
         cfg = ctx.config
         flags = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_FLAGS}
@@ -185,10 +185,10 @@ class TorchBackend(MegatronBackend):
             ordered["tensorboard-dir"] = given or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config
-        inputs = [x for x in (run.data_path, load.load if load else None) if x]
+        inputs = [x for x in (run.data_path, load.load if load else None) if isinstance(x, str) and x]
         return ["-m", "ascendfactory.engine.train", *to_flags(ordered)], {}, None, inputs
 
-    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun, shared: bool) -> Step:
+    def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
         out = ctx.config.hf_save_dir or run.layout.mg2hf_dir
         if run.mg2hf is None:
             return Step(
@@ -240,13 +240,13 @@ class TorchBackend(MegatronBackend):
         return None
 
     # -- validation ---------------------------------------------------------------------------------
-    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun:
+    def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[None]:
         """The shared reading, plus every training flag the embedded trainer does not know: all at once."""
         names = self.flag_name_problems(ctx)
         named = {p.key for p in names}  # a misspelt flag is one problem, not also a wrong value
         problems = names + [p for p in self.value_problems(ctx) if p.key not in named]
         try:
-            run = super().read(ctx, strict_paths=strict_paths)
+            run = read_megatron_run(ctx, framework=None, strict_paths=strict_paths)
         except ConfigError as e:  # the argv checks cannot run: name the missing required flags now
             named = {p.key for p in problems + e.problems}
             missing = [p for p in self.required_problems(ctx) if p.key not in named]
@@ -339,7 +339,7 @@ class TorchBackend(MegatronBackend):
         return problems
 
     @staticmethod
-    def schedule_problems(ctx: PlanContext, run: MegatronRun) -> list[Problem]:
+    def schedule_problems(ctx: PlanContext, run: MegatronRun[None]) -> list[Problem]:
         """torch.distributed.pipelining's 1F1B needs at least as many micro-batches per step as stages
         (Megatron's schedule takes fewer; ours stops with 'Number of microbatches ... must be greater than or
         equal to the number of stages')."""
@@ -359,7 +359,9 @@ class TorchBackend(MegatronBackend):
             )
         ]
 
-    def finish_plan(self, ctx: PlanContext, run: MegatronRun, plan: Plan, *, strict_paths: bool) -> None:
+    def finish_plan(
+        self, ctx: PlanContext, run: MegatronRun[None], plan: Plan, *, strict_paths: bool
+    ) -> None:
         """Every planned argv parsed by its program's own parser (values, ranges, refused features)."""
         from ascendfactory.engine.argv_check import parse
         from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
@@ -411,7 +413,7 @@ def yaml_fix(fix: str, section: str) -> str:
     return re.sub(r"(?<![\w-])--([a-z][\w-]*)", rf"backend_config.{section}.\1", fix)
 
 
-def _virtual_chunk_layers(run: MegatronRun) -> int | None:
+def _virtual_chunk_layers(run: MegatronRun[None]) -> int | None:
     """hf2mg's --num-layers-per-virtual-pipeline-stage: the training run's virtual pipeline (None without
     one), so the converted checkpoint holds the model chunks (`model0`, `model1`, ...) the trainer loads."""
     t = run.training
@@ -428,7 +430,7 @@ def _virtual_chunk_layers(run: MegatronRun) -> int | None:
     return per_chunk
 
 
-def _interleaved_problems(ctx: PlanContext, run: MegatronRun) -> list[Problem]:
+def _interleaved_problems(ctx: PlanContext, run: MegatronRun[None]) -> list[Problem]:
     """Megatron's rule for the interleaved schedule, known once DP is: the micro-batches of an iteration
     (GBS / (MBS x DP)) divisible by PP."""
     if _virtual_chunk_layers(run) is None or not run.dp:

@@ -215,7 +215,7 @@ class VerlBackend(Backend):
             argv = (*argv, "--", *extra)
         save_freq = get_path(config, ["trainer", "save_freq"], -1)
         skip = None
-        if run.options.get("merge", True) is False:
+        if not run.options.merge:
             skip = "backend_config.merge: false"
         elif strategy not in ("fsdp", "fsdp2", "megatron"):
             skip = f"verl's model merger reads FSDP and Megatron checkpoints, not {strategy}"
@@ -318,7 +318,7 @@ def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlR
 def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found: Findings) -> Checked:
     """The verl environment (what it lacks: a problem on a real run), and the overrides composed against
     verl's own config (in that environment when it is complete, else against the shipped key lists)."""
-    env, env_source = environment.find_env(run.options.get("env_dir"), ctx.environ)
+    env, env_source = environment.find_env(run.options.env_dir, ctx.environ)
     lacking = environment.missing(env)
     if lacking:
         what = f"verl environment {env} ({env_source}) lacks {', '.join(lacking)}"

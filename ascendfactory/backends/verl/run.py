@@ -28,16 +28,13 @@ from typing import Any
 
 from ascendfactory.backends.verl import overrides as ov
 from ascendfactory.backends.verl import schema as sc
+from ascendfactory.backends.verl.config import OPTIONS, VerlOptions
 from ascendfactory.backends.verl.schema import Override
+from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import Problem
 
 CHECKPOINT_DIR = "saved_checkpoints"
 HYDRA_OVERRIDES = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout")
-# backend_config keys that are ours, not verl's
-OPTIONS = {
-    "env_dir": "the verl environment (default: env AF_VERL_ENV, else install.sh's)",
-    "merge": "merge the newest actor checkpoint into Hugging Face weights at the end (default true)",
-}
 # Keys the plan decides: (what decides it, the fix).
 OWNED: dict[str, tuple[str, str]] = {
     "trainer.default_local_dir": (
@@ -81,7 +78,7 @@ class VerlRun:
     schema: sc.Schema
     user: list[Override]  # from backend_config
     filled: list[Override]  # decided by the plan
-    options: dict[str, Any]
+    options: VerlOptions  # backend_config's keys that are ours (OPTIONS)
     num_cpus: float | None  # ray_kwargs.ray_init.num_cpus: each node's `ray start --num-cpus`
     resume: str  # the resume mode, in words
     problems: list[Problem] = field(default_factory=list)  # keys in verl's config (or top-level ones)
@@ -126,7 +123,13 @@ def read(
         )
         engine = "dp"
     schema = sc.load(engine)
-    options = {k: bc.pop(k) for k in list(bc) if k in OPTIONS}
+    options = validate_with_defaults(
+        VerlOptions,
+        {k: bc.pop(k) for k in list(bc) if k in OPTIONS},
+        source_of=lambda key: "",  # as every problem of this reading: the backend names the source
+        prefix="",
+        problems=problems,
+    )
     problems += _unknown_sections(bc, schema)
     user = _user_overrides(bc, schema, cwd, problems)
     user, num_cpus = _ray_init(user, problems)

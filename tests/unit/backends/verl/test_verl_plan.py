@@ -540,3 +540,27 @@ def test_top_level_model_and_dataset_are_refused_with_where_verl_takes_them(tmp_
     fixes = {p.key: p.fix for p in err.value.problems}
     assert fixes["model_name_or_path"] == "give it as backend_config.actor_rollout_ref.model.path"
     assert fixes["dataset"] == "give it as backend_config.data.train_files"
+
+
+@pytest.mark.parametrize(
+    "options, key, message, fix",
+    [
+        (
+            {"merge": "false"},
+            "backend_config.merge",
+            "Input should be a valid boolean (got 'false')",
+            "write true or false",
+        ),
+        (
+            {"env_dir": 5},
+            "backend_config.env_dir",
+            "Input should be a valid string (got 5)",
+            "write a text (quote it if it looks like a number)",
+        ),
+    ],
+)
+def test_a_bad_option_value_is_named_with_a_fix(tmp_path, machine, options, key, message, fix):
+    with pytest.raises(ConfigError) as e:
+        plan_for(experiment(tmp_path, grpo(tmp_path, **options)))
+    (p,) = [p for p in e.value.problems if p.key == key]
+    assert (p.message, p.fix) == (message, fix)
