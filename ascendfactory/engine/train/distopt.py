@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from ascendfactory.engine.train.model import local_tensor
+from ascendfactory.engine.train.step import adamw
 from ascendfactory.errors import ConfigError, Problem
 
 DISTRIB_OPTIM_FILE = "distrib_optim.pt"
@@ -106,13 +107,7 @@ class DistributedOptimizer:
             }
             for no_decay in kinds
         ]
-        return torch.optim.AdamW(
-            param_groups,
-            lr=0.0,
-            betas=(args.adam_beta1, args.adam_beta2),
-            eps=args.adam_eps,
-            fused=True if device.type in ("cpu", "cuda") else None,
-        )
+        return adamw(param_groups, args, device)
 
     def _hook(self, a: int, b: int) -> Any:
         def add_to_buffer(p: torch.Tensor) -> None:

@@ -30,6 +30,12 @@ def build_optimizer(model: StageModel, args: Any, device: torch.device) -> torch
         {"params": ps, "weight_decay": 0.0 if no_decay else args.weight_decay}
         for (no_decay, _), ps in sorted(groups.items())
     ]
+    return adamw(param_groups, args, device)
+
+
+def adamw(param_groups: list[dict[str, Any]], args: Any, device: torch.device) -> torch.optim.Optimizer:
+    """Adam with decoupled weight decay over `param_groups`, as Megatron's: betas and eps from the flags;
+    the learning rate is set by the scheduler every step (0 until then). Fused where torch has the kernel."""
     return torch.optim.AdamW(
         param_groups,
         lr=0.0,
