@@ -496,6 +496,13 @@ RULES: tuple[Rule, ...] = (
         MEGATRON,
     ),
     Rule(
+        "deterministic-mode",
+        lambda f: f.given("deterministic-mode") and f.given("use-flash-attn"),
+        "cannot be used with flash attention (use-flash-attn)",
+        "remove deterministic-mode, or use-flash-attn",
+        MEGATRON + " (deterministic mode)",
+    ),
+    Rule(
         "num-attention-heads",
         lambda f: f.num("num-attention-heads") < 1,
         "must be 1 or more",

@@ -13,6 +13,7 @@ The checks beyond validate_rl_args (vLLM, Megatron, placement, verifiers, data) 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ascendfactory.backends.msrl.naming import (
@@ -22,6 +23,7 @@ from ascendfactory.backends.msrl.naming import (
     gkey,
     mkey,
     rkey,
+    spelled,
     upstream,
 )
 from ascendfactory.errors import Problem
@@ -548,8 +550,30 @@ def _r25(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
 
 
 def _r26(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
+    """Dynamic sampling's checks: a key the user left at its default is named with the switch that made it
+    matter (`filter_groups_enable` alone turns the defaults `acc` and 1 into refusals)."""
     if not cfg.rl.get("filter_groups_enable"):
         return
+    for p in _r26_checks(cfg):
+        yield (
+            p
+            if _written(bc, p.key)
+            else replace(p, message=p.message + " (its default, with filter_groups_enable)")
+        )
+
+
+def _written(bc: Mapping[str, Any], key: str) -> bool:
+    """Whether the experiment writes `key` (dotted, relative to backend_config) itself."""
+    node: Any = bc
+    for part in key.split("."):
+        name = spelled(node, part.replace("-", "_"))
+        if name is None:
+            return False
+        node = node[name]
+    return True
+
+
+def _r26_checks(cfg: MindSpeedRLConfig) -> Iterable[Problem]:
     d, metric, verifiers = cfg.derived, cfg.rl.get("filter_groups_metric"), list(cfg.derived.verifiers)
     if metric not in verifiers:
         yield Problem(  # R26
@@ -642,6 +666,19 @@ def _reuse_image_embeds(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterab
         )
 
 
+def _colocate_vit(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
+    """validate_rl_args reads rl_config.vit_resource and the ViT config with colocate_actor_and_vit;
+    cli/train_grpo.py (text GRPO) passes no ViT config, so it fails with AttributeError (found by diffval)."""
+    if cfg.rl.get("colocate_actor_and_vit"):
+        yield Problem(  # R-VIT
+            rkey(cfg, "colocate_actor_and_vit"),
+            "is for multimodal GRPO (a ViT model on its own vit_resource): cli/train_grpo.py passes no ViT "
+            "config, and validate_rl_args fails reading the ViT's resources"
+            + upstream("AttributeError: 'NoneType' object has no attribute 'num_npus'"),
+            "remove colocate_actor_and_vit (or set it false)",
+        )
+
+
 RULES: tuple[Rule, ...] = (
     Rule("R1", _r1),
     Rule("R2", _r2),
@@ -669,6 +706,7 @@ RULES: tuple[Rule, ...] = (
     Rule("R28", _r28, since="master"),
     Rule("R-KL", _kl_dispatch, since="master"),
     Rule("R-VIT", _reuse_image_embeds, since="2.2.0"),
+    Rule("R-VIT-colocate", _colocate_vit, since="2.2.0"),
 )
 
 

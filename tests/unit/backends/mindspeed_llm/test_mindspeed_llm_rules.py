@@ -170,6 +170,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"rotary-interleaved": True},
         {"rotary-interleaved": True, "no-rope-fusion": True},
     ),
+    "deterministic-mode": (
+        {"deterministic-mode": True, "use-flash-attn": True},
+        {"deterministic-mode": True},
+    ),
     "num-attention-heads": ({"num-attention-heads": 0}, {"num-attention-heads": 2}),
     "init-method-xavier-uniform": ({"init-method-xavier-uniform": True}, {}),
     "enable-recompute-layers-per-pp-rank": (

@@ -553,6 +553,21 @@ CASES = [
         ],
     ),
     Case(
+        "R26-defaults",
+        "master",
+        {"backend_config": {"rl_config": {"filter_groups_enable": True}}},
+        [  # the defaults the switch makes matter are named with it
+            (
+                "rl_config.filter_groups_metric",
+                "'acc' is not one of verifier_function ['math_17k_acc'] (MindSpeed-RL: \"filter_groups_metric acc must in verifier_function ['math_17k_acc']\") (its default, with filter_groups_enable)",
+            ),
+            (
+                "rl_config.filter_groups_train_batch_size",
+                '1 prompts are not divisible by the actor data parallel size 4 (MindSpeed-RL: "ActorForDapo global_batch_size 1 must be divisible by data_parallel_size 4") (its default, with filter_groups_enable)',
+            ),
+        ],
+    ),
+    Case(
         "R27",
         "master",
         {"backend_config": {"rl_config": {"partial_rollout_max_split": 2, "guarantee_order": True}}},
@@ -597,6 +612,17 @@ CASES = [
             (
                 "rl_config.reuse_image_embeds",
                 "is for multimodal GRPO (a ViT config): cli/train_grpo.py passes none, and validate_rl_args fails reading its global_batch_size (MindSpeed-RL: \"AttributeError: 'NoneType' object has no attribute 'global_batch_size'\")",
+            )
+        ],
+    ),
+    Case(
+        "R-VIT-colocate",
+        "master",
+        {"backend_config": {"rl_config": {"colocate_actor_and_vit": True}}},
+        [
+            (
+                "rl_config.colocate_actor_and_vit",
+                "is for multimodal GRPO (a ViT model on its own vit_resource): cli/train_grpo.py passes no ViT config, and validate_rl_args fails reading the ViT's resources (MindSpeed-RL: \"AttributeError: 'NoneType' object has no attribute 'num_npus'\")",
             )
         ],
     ),
