@@ -28,8 +28,9 @@ from ascendfactory.errors import AscendFactoryError
 __all__ = ["build_parser", "main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the trainer; AscendFactoryError -> one message and its exit code (traceback with AF_DEBUG=1)."""
+def main(argv: Sequence[str] | None = None, *, leave_group_to_exit: bool = False) -> int:
+    """Run the trainer; AscendFactoryError -> one message and its exit code (traceback with AF_DEBUG=1).
+    `leave_group_to_exit`: a finished run keeps its process group for the caller's `os._exit`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-h" in argv or "--help" in argv:
         build_parser().print_help()
@@ -52,8 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         if trainer is not None:
-            trainer.close(finished=finished)
+            trainer.close(finished=finished, destroy_group=not (finished and leave_group_to_exit))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A finished run ends here, after every rank passed the closing barrier and its files are written, without
+    # tearing down gloo: its threads, destroyed while a peer on another node closes its side, abort the
+    # process ("terminate called without an active exception", SIGABRT) after a successful run (seen on the
+    # two-node Slurm run), and the runner would retry a run that had finished.
+    code = main(leave_group_to_exit=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

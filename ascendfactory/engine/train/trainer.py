@@ -676,13 +676,15 @@ class Trainer:
         if self.is_last_rank:
             logline.emit(msg)
 
-    def close(self, *, finished: bool = False) -> None:
+    def close(self, *, finished: bool = False, destroy_group: bool = True) -> None:
         """Tear down. `finished`: every rank completed train(), so wait for all of them first; a gloo rank
         whose peers tear down while it still talks to them aborts ("terminate called without an active
-        exception", exit 1) after a successful run."""
+        exception", exit 1) after a successful run. `destroy_group=False` leaves the process group to the
+        process's end (the program exits without tearing gloo down: see `__main__`)."""
         self.monitor.close(ok=finished)
         memory.stop_tracker(self.tracker)
         if dist.is_initialized():
             if finished:
                 dist.barrier()
-            dist.destroy_process_group()
+            if destroy_group:
+                dist.destroy_process_group()
