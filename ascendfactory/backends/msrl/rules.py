@@ -653,30 +653,32 @@ def _kl_dispatch(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Prob
         )
 
 
-def _reuse_image_embeds(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
-    """validate_rl_args reads vit_config.global_batch_size with reuse_image_embeds; cli/train_grpo.py (text
-    GRPO) passes no ViT config, so it fails with AttributeError (found by diffval)."""
-    if cfg.rl.get("reuse_image_embeds"):
-        yield Problem(  # R-VIT
-            rkey(cfg, "reuse_image_embeds"),
-            "is for multimodal GRPO (a ViT config): cli/train_grpo.py passes none, and validate_rl_args "
-            "fails reading its global_batch_size"
-            + upstream("AttributeError: 'NoneType' object has no attribute 'global_batch_size'"),
-            "remove reuse_image_embeds (or set it false)",
-        )
+# Multimodal GRPO's switches: validate_rl_args then reads the ViT's config or resources, which
+# cli/train_grpo.py (text GRPO) never passes, so it fails with AttributeError (found by diffval).
+# key -> (what it is for, the attribute the failure names)
+MULTIMODAL_ONLY = {
+    "reuse_image_embeds": (
+        "(a ViT config): cli/train_grpo.py passes none, and validate_rl_args fails reading its "
+        "global_batch_size",
+        "global_batch_size",
+    ),
+    "colocate_actor_and_vit": (
+        "(a ViT model on its own vit_resource): cli/train_grpo.py passes no ViT config, and validate_rl_args "
+        "fails reading the ViT's resources",
+        "num_npus",
+    ),
+}
 
 
-def _colocate_vit(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
-    """validate_rl_args reads rl_config.vit_resource and the ViT config with colocate_actor_and_vit;
-    cli/train_grpo.py (text GRPO) passes no ViT config, so it fails with AttributeError (found by diffval)."""
-    if cfg.rl.get("colocate_actor_and_vit"):
-        yield Problem(  # R-VIT
-            rkey(cfg, "colocate_actor_and_vit"),
-            "is for multimodal GRPO (a ViT model on its own vit_resource): cli/train_grpo.py passes no ViT "
-            "config, and validate_rl_args fails reading the ViT's resources"
-            + upstream("AttributeError: 'NoneType' object has no attribute 'num_npus'"),
-            "remove colocate_actor_and_vit (or set it false)",
-        )
+def _multimodal_only(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
+    for key, (why, attribute) in MULTIMODAL_ONLY.items():
+        if cfg.rl.get(key):
+            yield Problem(  # R-VIT
+                rkey(cfg, key),
+                f"is for multimodal GRPO {why}"
+                + upstream(f"AttributeError: 'NoneType' object has no attribute '{attribute}'"),
+                f"remove {key} (or set it false)",
+            )
 
 
 RULES: tuple[Rule, ...] = (
@@ -705,8 +707,7 @@ RULES: tuple[Rule, ...] = (
     Rule("R27", _r27, since="2.2.0"),
     Rule("R28", _r28, since="master"),
     Rule("R-KL", _kl_dispatch, since="master"),
-    Rule("R-VIT", _reuse_image_embeds, since="2.2.0"),
-    Rule("R-VIT-colocate", _colocate_vit, since="2.2.0"),
+    Rule("R-VIT", _multimodal_only, since="2.2.0"),
 )
 
 
