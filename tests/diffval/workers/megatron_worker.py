@@ -41,15 +41,11 @@ import standins  # noqa: E402
 # What cannot import here, why, and what stands in. Each row is a module the import chain of the argument
 # code reaches; none of them is called by a rule (a call makes the case undecided, see standins.py).
 STAND_INS = (
-    ("torch_npu", "Ascend's torch extension: needs the NPU driver", "inert placeholders"),
+    standins.TORCH_NPU,
     ("acl", "CANN's Python runtime (mindspeed_llm/training/utils.py imports it)", "inert placeholders"),
-    ("torchair", "Ascend's graph compiler (MindSpeed's op builders import it)", "inert placeholders"),
+    standins.TORCHAIR,
     ("einops", "not installed in this python (tensor reshaping in MindSpeed's context parallel)", "inert"),
-    (
-        "pkg_resources",
-        "gone from this setuptools; Megatron's tensor_parallel/random.py imports `packaging` from it",
-        "a module holding the real `packaging`",
-    ),
+    standins.PKG_RESOURCES,
     (
         "mindspeed_llm/__init__.py",
         "runs the whole adaptor (model and kernel patches that need torch_npu)",

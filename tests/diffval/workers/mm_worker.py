@@ -46,15 +46,11 @@ import judging  # noqa: E402
 import standins  # noqa: E402
 
 STAND_INS = (
-    ("torch_npu", "Ascend's torch extension: needs the NPU driver", "inert placeholders"),
+    standins.TORCH_NPU,
     ("acl", "CANN's Python runtime", "inert placeholders"),
-    ("torchair", "Ascend's graph compiler (MindSpeed's op builders import it)", "inert placeholders"),
+    standins.TORCHAIR,
     ("einops", "not installed in this python (mindspeed_mm/utils/utils.py imports rearrange)", "inert"),
-    (
-        "pkg_resources",
-        "gone from this setuptools; Megatron's tensor_parallel/random.py imports `packaging` from it",
-        "a module holding the real `packaging`",
-    ),
+    standins.PKG_RESOURCES,
     (
         "mindspeed.megatron_adaptor",
         "pretrain_vlm.py imports it first: it applies all of MindSpeed's patches (kernels need torch_npu)",

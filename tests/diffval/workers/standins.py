@@ -76,6 +76,16 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+# Stand-in rows (module, why it cannot import here, what stands in) every Megatron-family worker shares.
+TORCH_NPU = ("torch_npu", "Ascend's torch extension: needs the NPU driver", "inert placeholders")
+TORCHAIR = ("torchair", "Ascend's graph compiler (MindSpeed's op builders import it)", "inert placeholders")
+PKG_RESOURCES = (
+    "pkg_resources",
+    "gone from this setuptools; Megatron's tensor_parallel/random.py imports `packaging` from it",
+    "a module holding the real `packaging`",
+)
+
+
 def install(roots: tuple[str, ...]) -> Finder:
     finder = Finder(roots)
     sys.meta_path.insert(0, finder)
