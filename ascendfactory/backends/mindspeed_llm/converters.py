@@ -5,7 +5,8 @@ master). The choice, in order:
 
 1. `backend_config.converter: v1 | v2` when set;
 2. else the installed MindSpeed-LLM: v2 when `convert_ckpt_v2.py` exists in its directory, else v1;
-3. else (directory not found, dry run): v2, the current one, with a warning saying so.
+3. else (directory not found, dry run): the one the targeted version's example scripts run
+   (`versions.Release.converter`: v1 for 2.1.0, v2 for 26.1.0).
 
 Output locations differ: v1 mg->hf writes into `<save-dir>/mg2hf/` and reads the HF config (and, unless
 `--load-hf-from-config`, the HF weights) from `<save-dir>`; v2 writes into `--save-dir` itself and copies
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendfactory.backends.mindspeed_llm.programs import PROGRAMS_DIR
+from ascendfactory.backends.mindspeed_llm.versions import Release
 from ascendfactory.config.catalog import ModelArch
 
 SCRIPTS = {"v1": "convert_ckpt.py", "v2": "convert_ckpt_v2.py"}
@@ -36,7 +38,6 @@ _DTYPE_FLAGS = (("bf16", "bf16"), ("fp16", "fp16"))
 class ConverterChoice:
     version: str  # v1 | v2
     reason: str
-    defaulted_without_checkout: bool = False
 
     @property
     def script(self) -> str:
@@ -47,8 +48,9 @@ class ConverterChoice:
         return NAMES_KIND[self.version]
 
 
-def choose_converter(explicit: Any, mindspeed_dir: str | None) -> ConverterChoice:
-    """Rules 1-3 above. `explicit` must already be validated (None, 'v1' or 'v2')."""
+def choose_converter(explicit: Any, mindspeed_dir: str | None, release: Release) -> ConverterChoice:
+    """Rules 1-3 above. `explicit` must already be validated (None, 'v1' or 'v2'); `release`: the
+    MindSpeed-LLM version the experiment targets."""
     if explicit in SCRIPTS:
         return ConverterChoice(explicit, f"backend_config.converter: {explicit}")
     if mindspeed_dir and os.path.isdir(mindspeed_dir):
@@ -56,10 +58,9 @@ def choose_converter(explicit: Any, mindspeed_dir: str | None) -> ConverterChoic
             return ConverterChoice("v2", f"{SCRIPTS['v2']} found in {mindspeed_dir}")
         return ConverterChoice("v1", f"{SCRIPTS['v2']} not in {mindspeed_dir} (MindSpeed-LLM <= 2.1.0)")
     return ConverterChoice(
-        "v2",
-        "MindSpeed-LLM directory not found: defaulting to v2 (convert_ckpt_v2.py); "
-        "set backend_config.converter: v1 for MindSpeed-LLM 2.1.0 and older",
-        defaulted_without_checkout=True,
+        release.converter,
+        f"MindSpeed-LLM directory not found: {SCRIPTS[release.converter]}, which MindSpeed-LLM "
+        f"{release.version}'s example scripts run; set backend_config.converter to choose",
     )
 
 
@@ -154,15 +155,16 @@ def mg2hf_options(
             "save-dir": save_dir,
             "load-hf-from-config": True,
         }
+    # the order of v26.1.0's examples/mcore/qwen25/ckpt_convert_qwen25_mcore2hf{,_lora}.sh
     return {
         "load-model-type": "mg",
         "save-model-type": "hf",
+        **lora_shape,
         "load-dir": load_dir,
+        "lora-load": lora.get("lora-load"),
         "save-dir": save_dir,
         "hf-cfg-dir": model_dir,
         "model-type-hf": arch.model_type_hf,
-        "lora-load": lora.get("lora-load"),
-        **lora_shape,
     }
 
 

@@ -13,8 +13,9 @@ from tests.unit.backends.mindspeed_llm.test_mindspeed_llm import plan_for, probl
 K = "backend_config."
 
 
-def test_the_lists_carry_each_flags_type_nargs_and_choices() -> None:
-    training, pre = specs("training"), specs("preprocess")
+@pytest.mark.parametrize("version", ["2.1.0", "26.1.0"])
+def test_the_lists_carry_each_flags_type_nargs_and_choices(version: str) -> None:
+    training, pre = specs("training", version), specs("preprocess", version)
     assert training["tensor-model-parallel-size"] == Spec("int")
     assert training["lr"].kind == "float" and training["bf16"].kind == "flag"
     assert training["data-path"].nargs == "*"
