@@ -74,7 +74,9 @@ def serve(
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
         warnings.simplefilter("ignore")
         judged = framework()
-        for line in sys.stdin:
+        # every request read first: the framework's own `exit()` (Megatron's validate_args calls the builtin
+        # for --checkpoint-activations) closes sys.stdin before raising SystemExit
+        for line in sys.stdin.read().splitlines():
             if not line.strip():
                 continue
             request = json.loads(line)
