@@ -2,7 +2,8 @@
 retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme, in an open registry
 (`register_scheme(name, scheme)`: a backend's module adds its own); the runner only calls `get_scheme(name)`.
 
-    megatron     iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt + latest_checkpointed_iteration.txt
+    megatron     iter_%07d/ (mp_rank_TT[_PPP]/model_optim_rng.pt, or torch_dist's files)
+                 + latest_checkpointed_iteration.txt
     hf_trainer   checkpoint-N/ (complete with trainer_state.json), no tracker
     verl         global_step_N/{actor,critic,data.pt} + latest_checkpointed_iteration.txt
 """

@@ -145,6 +145,9 @@ class ModelDims:
             max_position_embeddings=self.max_position_embeddings,
             tensor_model_parallel_size=tp,
             pipeline_model_parallel_size=pp,
+            # read without a default by MindSpeed-LLM 26.1.0's mg->hf (tasks/checkpoint/convert_mg2hf.py
+            # Mg2HfConvert.__init__: self.load_model.expert_model_parallel_size); dense models: 1
+            expert_model_parallel_size=1,
             num_layer_list=",".join(map(str, num_layer_list)) if num_layer_list else None,
             num_layers_per_virtual_pipeline_stage=virtual_stage_layers,
             virtual_pipeline_model_parallel_size=(
