@@ -65,6 +65,12 @@ def main() -> None:
         raise SystemExit(__doc__)
     script = os.path.abspath(sys.argv[1])
     sys.meta_path.insert(0, StandInFinder())
+    # importing torch_npu registers the `torch.npu` device module; MindSpeed 26.1.0 names it in class
+    # annotations at import (mindspeed/te/pytorch/attention/dot_product_attention.py: torch.npu.Stream)
+    import torch
+
+    if not hasattr(torch, "npu"):
+        torch.npu = StandInModule("torch.npu")  # type: ignore[attr-defined]
     sys.argv = [script, *sys.argv[2:]]
     sys.path.insert(0, os.path.dirname(script))
     runpy.run_path(script, run_name="__main__")
