@@ -196,6 +196,9 @@ class Backend:
     # `report_to`: the trackers its framework reaches, each as the framework's own keys (data; see
     # `backends.report_to.TrackerKeys`). A tracker left out is a configuration error naming the backend.
     tracker_keys: ClassVar[Mapping[str, Any]] = {}
+    # Whether its training programs run on CPU processes: `accelerator: cpu` is refused otherwise
+    # (`backends.device_fit`).
+    trains_on_cpu: ClassVar[bool] = False
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         """`tracker_keys` for a stage (a backend whose stages run different programs overrides it)."""
