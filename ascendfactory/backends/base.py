@@ -114,6 +114,7 @@ class PlanContext:
             auto_resume=cfg.train_auto_resume,
             max_attempts=cfg.auto_resume.max_attempts,
             backoff_s=cfg.auto_resume.backoff_s,
+            shared_filesystem=cfg.shared_filesystem,
         )
 
     @property

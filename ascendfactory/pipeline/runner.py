@@ -408,6 +408,8 @@ class Runner:
                         f"NODE_RANK {r} reported no outcome within node_wait_timeout_s "
                         f"({self.policy.node_wait_timeout_s:g}s; on a shared filesystem it writes "
                         f"{os.path.basename(manifest.outcome_path(self.manifests, planned, r))})"
+                        if self.policy.shared_filesystem
+                        else f"NODE_RANK {r}'s outcome cannot be read here (shared_filesystem: false)"
                         for r in silent
                     ),
                 ]
@@ -427,7 +429,10 @@ class Runner:
         return dataclasses.replace(outcome, returncode=0, tail="")
 
     def _wait_for_peers(self) -> dict[int, dict[str, Any] | None]:
-        """The other nodes' train outcomes, waiting up to `node_wait_timeout_s` for all of them."""
+        """The other nodes' train outcomes, waiting up to `node_wait_timeout_s` for all of them (not at all
+        without a shared filesystem: they cannot be read here)."""
+        if not self.policy.shared_filesystem:
+            return self._peer_outcomes()
         deadline = time.monotonic() + self.policy.node_wait_timeout_s
         while True:
             peers = self._peer_outcomes()

@@ -161,3 +161,25 @@ def test_an_interrupt_is_said_once_with_where_the_same_command_resumes(tmp_path,
     assert proc.returncode == 130, output
     assert output.count("run interrupted by SIGINT") == 1, output
     assert "; run the same command again to resume from iter_00000" in output
+
+
+def test_without_a_shared_filesystem_a_node_does_not_wait_for_what_it_cannot_read(
+    tmp_path, trainer, monkeypatch
+):
+    out = tmp_path / "out"
+    monkeypatch.setenv("FAKE_EXIT_AT_END", "134")
+    train = _train(trainer, out)
+    _resume(monkeypatch, out, train)
+    loaded = fakes.loaded(
+        out,
+        env={"NNODES": 2, "NODE_RANK": 0},
+        shared_filesystem=False,
+        node_wait_timeout_s=600,
+        train_auto_resume=True,
+        auto_resume={"backoff_s": 0},
+    )
+    t0 = time.monotonic()
+    with pytest.raises(StageFailedError) as e:
+        run_experiment(fakes.plan(out, [train]), loaded, live=False)
+    assert time.monotonic() - t0 < 60
+    assert "NODE_RANK 1's outcome cannot be read here (shared_filesystem: false)" in e.value.tail
