@@ -1,23 +1,24 @@
-"""Our conversions against MindSpeed-LLM's own `convert_ckpt_v2.py`, tensor by tensor (opt-in).
+"""Our hf->mg conversion against MindSpeed-LLM's own `convert_ckpt_v2.py`, tensor by tensor (opt-in).
 
 Runs where checkouts are given (never committed here):
 
-    AF_TEST_MINDSPEED_LLM_V2         a MindSpeed-LLM checkout of 2.3.0 or later (has convert_ckpt_v2.py);
-                                     26.1.0 (the version the mindspeed-llm backend plans for by default)
-    AF_TEST_MINDSPEED_LLM_V2_PATH    PYTHONPATH for it: its MindSpeed and Megatron-LM checkouts (26.1.0's
-                                     install guide: MindSpeed 26.1.0_core_r0.12.1, Megatron-LM core_v0.12.1)
-    AF_TEST_MINDSPEED_LLM_V2_PYTHON  an interpreter with its pure-Python needs (einops, datasets, peft,
-                                     tiktoken, sentencepiece: its requirements.txt); default: this one
+    AF_TEST_MINDSPEED_LLM_V2         a MindSpeed-LLM checkout of 2.3.0 or later (has convert_ckpt_v2.py)
+    AF_TEST_MINDSPEED_LLM_V2_PATH    PYTHONPATH for it: its MindSpeed and Megatron-LM checkouts (2.3.0's
+                                     install guide: MindSpeed 2.3.0_core_r0.12.1, Megatron-LM core_v0.12.1;
+                                     26.1.0: MindSpeed 26.1.0_core_r0.12.1, the same Megatron-LM)
+    AF_TEST_MINDSPEED_LLM_V2_PYTHON  an interpreter with its pure-Python needs (einops, datasets, peft;
+                                     26.1.0's requirements also tiktoken, sentencepiece); default: this one
 
-The Ascend-only packages it imports are stood in for by `tests/support/peer_standins.py`. hf->mg: the
-Megatron trees compared file by file; mg->hf: each converter's HF output of its own Megatron tree (the
-same, by the first test) compared tensor by tensor. Families: the dense ones both converters take, as
-26.1.0's v2 does (`--model-type-hf qwen3 | qwen25 | llama2`; 2.3.0's v2 takes only qwen3 of these).
+The Ascend-only packages it imports are stood in for by `tests/support/peer_standins.py`. The v2 converter's
+dense families are Qwen3 and later at 2.3.0; 26.1.0's also takes qwen25 and llama2 (`--model-type-hf`), so the
+dense models are tiny Qwen3, Qwen2.5 and Llama, hf->mg at several layouts and mg->hf (each converter's HF
+output of the same Megatron tree, tensor by tensor); the mixture-of-experts families
+(Qwen3-MoE, DeepSeek-V2-Lite, DeepSeek-V3) are compared at TP 2 x PP 2 x EP 2, with and without
+`--moe-grouped-gemm`, and at two other layouts.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -35,34 +36,16 @@ PEER_PATH = os.environ.get("AF_TEST_MINDSPEED_LLM_V2_PATH", "")
 PEER_PYTHON = os.environ.get("AF_TEST_MINDSPEED_LLM_V2_PYTHON", sys.executable)
 STANDINS = Path(__file__).resolve().parents[1] / "support" / "peer_standins.py"
 READY = bool(CHECKOUT) and os.path.isfile(os.path.join(CHECKOUT, "convert_ckpt_v2.py"))
-
-
-FAMILIES = ("qwen3", "qwen25", "llama2")
-
-
-def _model(root: Path, family: str = "qwen3") -> Path:
-    src = root / "hf"
-    build_tiny_model(
-        src,
-        family,
-        seed=3,
-        dtype="bfloat16",
-        num_layers=4,
-        hidden_size=128,
-        num_heads=4,
-        num_kv_heads=2,
-        intermediate_size=256,
-        vocab_size=512,
-    )
-    cfg = json.loads((src / "config.json").read_text())
-    # the hub's keys, which the v2 converter reads (transformers 5 writes `dtype`, `rope_parameters`)
-    cfg.setdefault("torch_dtype", cfg.get("dtype", "bfloat16"))
-    cfg.setdefault("rope_theta", (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0))
-    (src / "config.json").write_text(json.dumps(cfg, indent=2))
-    return src
+NEEDS_CHECKOUT = pytest.mark.skipif(
+    not READY, reason="needs AF_TEST_MINDSPEED_LLM_V2: a MindSpeed-LLM >= 2.3.0 checkout"
+)
+SIZES = dict(
+    num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256, vocab_size=512
+)
 
 
 def _peer(flags: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """MindSpeed-LLM's convert_ckpt_v2.py with `flags`, under the stand-ins."""
     return subprocess.run(
         [PEER_PYTHON, str(STANDINS), os.path.join(CHECKOUT, "convert_ckpt_v2.py"), *flags],
         env={**os.environ, "PYTHONPATH": PEER_PATH},
@@ -73,29 +56,9 @@ def _peer(flags: list[str], cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.skipif(not READY, reason="needs AF_TEST_MINDSPEED_LLM_V2: a MindSpeed-LLM >= 2.3.0 checkout")
-@pytest.mark.parametrize(
-    ("family", "tp", "pp"),
-    [("qwen3", 1, 1), ("qwen3", 2, 2), ("qwen3", 1, 4), ("qwen25", 2, 2), ("llama2", 2, 1), ("llama2", 1, 2)],
-)
-def test_hf_to_megatron_equals_mindspeed_llms_v2_converter(
-    tmp_path: Path, family: str, tp: int, pp: int
-) -> None:
-    src = _model(tmp_path, family)
-    flags = [
-        "--load-model-type",
-        "hf",
-        "--save-model-type",
-        "mg",
-        "--load-dir",
-        str(src),
-        "--model-type-hf",
-        family,
-        "--target-tensor-parallel-size",
-        str(tp),
-        "--target-pipeline-parallel-size",
-        str(pp),
-    ]
+def _both(tmp_path: Path, src: Path, flags: list[str]) -> str:
+    """Run both converters with the same flags; the verdict of comparing their trees."""
+    flags = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src), *flags]
     ours, peer = tmp_path / "ours", tmp_path / "peer"
     subprocess.run(
         [sys.executable, "-m", "ascendfactory.engine.convert", *flags, "--save-dir", str(ours)],
@@ -107,7 +70,39 @@ def test_hf_to_megatron_equals_mindspeed_llms_v2_converter(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (peer / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
     assert (ours / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
-    verdict = compare_megatron_trees(ours, peer)
+    return compare_megatron_trees(ours, peer)
+
+
+@NEEDS_CHECKOUT
+@pytest.mark.parametrize(
+    ("family", "tp", "pp"),
+    [("qwen3", 1, 1), ("qwen3", 2, 2), ("qwen3", 1, 4), ("qwen25", 2, 2), ("llama2", 2, 1), ("llama2", 1, 2)],
+)
+def test_hf_to_megatron_equals_mindspeed_llms_v2_converter(
+    tmp_path: Path, family: str, tp: int, pp: int
+) -> None:
+    src = build_tiny_model(tmp_path / "hf", family, seed=3, dtype="bfloat16", **SIZES)
+    flags = ["--model-type-hf", family, "--target-tensor-parallel-size", str(tp)]
+    verdict = _both(tmp_path, src, [*flags, "--target-pipeline-parallel-size", str(pp)])
+    assert verdict.startswith("identical"), verdict
+
+
+@NEEDS_CHECKOUT
+@pytest.mark.parametrize("family", ["qwen3-moe", "deepseek2-lite", "deepseek3"])
+@pytest.mark.parametrize(
+    ("tp", "pp", "ep", "grouped"),
+    [(2, 2, 2, True), (2, 2, 2, False), (1, 1, 4, True), (2, 1, 2, False)],
+    ids=["tp2pp2ep2-grouped", "tp2pp2ep2", "tp1pp1ep4-grouped", "tp2pp1ep2"],
+)
+def test_moe_hf_to_megatron_equals_mindspeed_llms_v2_converter(
+    tmp_path: Path, family: str, tp: int, pp: int, ep: int, grouped: bool
+) -> None:
+    """Tiny models of each MoE family (4 experts, top 2; DeepSeek: a dense first layer, two shared experts,
+    MLA; V3's router bias fp32) built offline from the transformers config classes."""
+    src = build_tiny_model(tmp_path / "hf", family, seed=5, dtype="bfloat16", **SIZES)
+    flags = ["--model-type-hf", family, "--target-tensor-parallel-size", str(tp)]
+    flags += ["--target-pipeline-parallel-size", str(pp), "--target-expert-parallel-size", str(ep)]
+    verdict = _both(tmp_path, src, flags + (["--moe-grouped-gemm"] if grouped else []))
     assert verdict.startswith("identical"), verdict
 
 
@@ -120,40 +115,25 @@ def _hf_tensors(folder: Path) -> dict:
     return out
 
 
-@pytest.mark.skipif(not READY, reason="needs AF_TEST_MINDSPEED_LLM_V2: a MindSpeed-LLM >= 2.3.0 checkout")
-@pytest.mark.parametrize("family", FAMILIES)
+@NEEDS_CHECKOUT
+@pytest.mark.parametrize("family", ["qwen3", "qwen25", "llama2"])
 def test_megatron_to_hf_equals_mindspeed_llms_v2_converter(tmp_path: Path, family: str) -> None:
-    """TP 2 x PP 2 back to HF, as the backend's final conversion runs it (no target sizes)."""
+    """TP 2 x PP 2 back to HF, as the mindspeed-llm backend's final conversion runs it (no target sizes):
+    the peer reads the Megatron tree our converter wrote (its `args` included), and both HF outputs hold
+    the same tensors, the original weights."""
     import torch
 
-    src = _model(tmp_path, family)
+    src = build_tiny_model(tmp_path / "hf", family, seed=3, dtype="bfloat16", **SIZES)
     mg = tmp_path / "mg"
-    to_mg = [
-        "--load-model-type",
-        "hf",
-        "--save-model-type",
-        "mg",
-        "--load-dir",
-        str(src),
-        "--save-dir",
-        str(mg),
-    ]
-    sizes = ["--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size", "2"]
-    subprocess.run(
-        [sys.executable, "-m", "ascendfactory.engine.convert", *to_mg, "--model-type-hf", family, *sizes],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    ours, peer = tmp_path / "ours_hf", tmp_path / "peer_hf"
+    to_mg = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src)]
+    to_mg += ["--save-dir", str(mg), "--model-type-hf", family]
+    to_mg += ["--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size", "2"]
+    convert = [sys.executable, "-m", "ascendfactory.engine.convert"]
+    subprocess.run([*convert, *to_mg], check=True, capture_output=True, timeout=300)
     back = ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", str(mg)]
     back += ["--hf-cfg-dir", str(src), "--model-type-hf", family]
-    subprocess.run(
-        [sys.executable, "-m", "ascendfactory.engine.convert", *back, "--save-dir", str(ours)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    ours, peer = tmp_path / "ours_hf", tmp_path / "peer_hf"
+    subprocess.run([*convert, *back, "--save-dir", str(ours)], check=True, capture_output=True, timeout=300)
     done = _peer([*back, "--save-dir", str(peer)], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     a, b = _hf_tensors(ours), _hf_tensors(peer)
@@ -161,5 +141,5 @@ def test_megatron_to_hf_equals_mindspeed_llms_v2_converter(tmp_path: Path, famil
     for name in a:
         assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
         assert torch.equal(a[name], b[name]), name
-    original = _hf_tensors(src)  # and both give the original weights back
+    original = _hf_tensors(src)
     assert all(torch.equal(a[n], original[n]) for n in original if n in a)

@@ -26,6 +26,7 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.megatron.config import SEQ_LENGTH
 from ascendfactory.backends.megatron.run import (
     PATH_KEYS,
     MegatronRun,
@@ -42,7 +43,7 @@ from ascendfactory.backends.megatron.skeleton import (
     timeout_flag,
 )
 from ascendfactory.backends.mindspeed_llm import environment
-from ascendfactory.backends.mindspeed_llm.args import unknown_keys, value_problems
+from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
@@ -159,6 +160,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             raise ConfigError(problems + e.problems) from None
         run.warnings += site.warnings
         problems += self.run_problems(ctx, run, run.warnings)
+        run.launch = self.launch(ctx, run)
         problems += self.format_problems(ctx, run)
         problems += self.rule_problems(ctx, run, {p.key.removeprefix(K) for p in problems})
         self.raise_if(problems)
@@ -291,7 +293,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         """The final conversion reads the torch layout only (convert_ckpt_v2.py: tasks/checkpoint/
         convert_mg2hf.py get_pt_path_by_tpppep_rank; v1: loader_mg.py through Megatron's legacy load):
         training that saves another format cannot be converted back."""
-        fmt, flag = saved_format(self.train_flags(ctx, run), run.framework.release)
+        fmt, flag = saved_format((run.launch or self.launch(ctx, run)).flags, run.framework.release)
         run.framework.checkpoint_format = fmt
         if fmt == "torch" or run.mg2hf is None:
             return []
@@ -312,7 +314,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         return [
             ctx.problem(K + rule.key, f"{rule.message} ({rule.source_for(release)})", fix=rule.fix)
             for rule in broken_rules(
-                self.train_flags(ctx, run), release, skip=named, world_size=run.world_size
+                (run.launch or self.launch(ctx, run)).flags, release, skip=named, world_size=run.world_size
             )
         ]
 
@@ -401,9 +403,12 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             notes=[f"converter {conv.version}: {conv.reason}"],
         )
 
+    def train_defaults(self, run: MegatronRun[Found]) -> Mapping[str, Any]:
+        return defaults("training", run.framework.release.version)
+
     def train_flags(self, ctx: PlanContext, run: MegatronRun[Found]) -> dict[str, Any]:
         """Filled architecture flags, then the user's, then the plan's data / checkpoint / stage flags."""
-        seq = int(run.training.get("seq-length") or 4096)
+        seq = (run.typed.seq_length if run.typed else None) or SEQ_LENGTH
         flags = architecture_flags(run.arch, tp=run.tp, pp=run.pp, seq_length=seq)
         flags.update({"tokenizer-type": "PretrainedFromHF", "tokenizer-name-or-path": run.model_dir})
         flags.update(run.framework.release.plan_flags)  # what every example of the version passes
@@ -440,7 +445,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     def train_entry(
         self, ctx: PlanContext, run: MegatronRun[Found]
     ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
-        flags = self.train_flags(ctx, run)
+        flags = run.launch.flags if run.launch else self.train_flags(ctx, run)
         env = dict(STEP_ENV)
         env.update({v: ctx.environ[v] for v in VISIBLE_DEVICE_VARS if ctx.environ.get(v)})
         inputs = [x for x in (flags.get("data-path"), flags.get("load")) if isinstance(x, str)]

@@ -1,8 +1,9 @@
 """MindSpeed-LLM's real argument names, as data, per version, and the check of `backend_config` against them.
 
 The `*.txt` files beside this module list the `--names` each MindSpeed-LLM program accepts, one per line,
-gathered from the framework's source by `scripts/gen_mindspeed_args.py --version V` (each file's header
-names the repositories, refs, commits and files). Which file checks which `backend_config` section is the
+with the value argparse takes and its default, gathered from the framework's source by
+`scripts/gen_mindspeed_args.py --version V` (each file's header names the repositories, refs, commits and
+files). Which file checks which `backend_config` section is the
 release's `names` (`versions.RELEASES`):
 
     section              kind          2.1.0                   26.1.0
@@ -15,6 +16,7 @@ release's `names` (`versions.RELEASES`):
 
 from __future__ import annotations
 
+import ast
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,11 +54,16 @@ def program(kind: str, version: str) -> str:
 class Spec:
     """The value argparse takes for one flag (from its add_argument call): `kind` flag (no value), int,
     float, str or other (a converter function); `nargs` ('' one value, '+', '*', '?', a number, append);
-    `choices`."""
+    `choices`; `default`, what argparse sets when the flag is not given (`COMPUTED` where the source
+    computes it)."""
 
     kind: str
     nargs: str = ""
     choices: tuple[str, ...] = ()
+    default: Any = None
+
+
+COMPUTED = "<computed in the source>"
 
 
 @lru_cache(maxsize=None)
@@ -67,9 +74,22 @@ def specs(kind: str, version: str) -> dict[str, Spec]:
     for line in (_HERE / names_file(kind, version)).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        name, flag_kind, nargs, choices = (line.split("\t") + ["", "", ""])[:4]
-        out[name.strip()] = Spec(flag_kind or "str", nargs, tuple(c for c in choices.split("|") if c))
+        name, flag_kind, nargs, choices, default = (line.split("\t") + ["", "", "", "None"])[:5]
+        out[name.strip()] = Spec(
+            flag_kind or "str", nargs, tuple(c for c in choices.split("|") if c), _literal(default)
+        )
     return out
+
+
+def _literal(text: str) -> Any:
+    return ast.literal_eval(text) if text.strip() else COMPUTED
+
+
+@lru_cache(maxsize=None)
+def defaults(kind: str, version: str) -> dict[str, Any]:
+    """name -> argparse's default, for `kind` of MindSpeed-LLM `version` (the values a flag not on the
+    command line takes)."""
+    return {name: spec.default for name, spec in specs(kind, version).items()}
 
 
 def valid_names(kind: str, version: str) -> frozenset[str]:

@@ -14,13 +14,26 @@ K = "backend_config."
 
 
 @pytest.mark.parametrize("version", ["2.1.0", "26.1.0"])
-def test_the_lists_carry_each_flags_type_nargs_and_choices(version: str) -> None:
+def test_the_lists_carry_each_flags_type_nargs_choices_and_default(version: str) -> None:
     training, pre = specs("training", version), specs("preprocess", version)
-    assert training["tensor-model-parallel-size"] == Spec("int")
-    assert training["lr"].kind == "float" and training["bf16"].kind == "flag"
+    assert training["tensor-model-parallel-size"] == Spec("int", default=1)
+    assert training["lr"].kind == "float" and training["bf16"] == Spec("flag", default=False)
     assert training["data-path"].nargs == "*"
-    assert "qwen" in training["prompt-type"].choices and pre["handler-name"] == Spec("str")
+    assert "qwen" in training["prompt-type"].choices and pre["handler-name"].kind == "str"
+    # defaults the estimate reads: MindSpeed-LLM's LoRA rank, Megatron's padding and attention dropout
+    assert training["lora-r"].default == 16 and training["lora-target-modules"].default == []
+    assert training["make-vocab-size-divisible-by"].default == 128
+    assert training["attention-dropout"].default == 0.1
     assert "qwen" in pre["prompt-type"].choices
+
+
+def test_the_26_1_0_defaults_are_the_built_parsers() -> None:
+    """Megatron core_v0.12.1's checkpoint format and TransformerEngine layers, and the collective timeout
+    MindSpeed-LLM's megatron_basic feature sets with parser.set_defaults (a default read only at run time)."""
+    training = specs("training", "26.1.0")
+    assert training["ckpt-format"].default == "torch_dist"
+    assert training["transformer-impl"].default == "transformer_engine"
+    assert training["distributed-timeout-minutes"].default == 30
 
 
 @pytest.mark.parametrize(
