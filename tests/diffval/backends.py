@@ -153,7 +153,7 @@ class Verl(Adapter):
 
     def bases(self, workdir: Path) -> list[Base]:
         out = []
-        for exp in ("grpo", "ppo", "dapo"):
+        for exp in ("grpo", "ppo", "dapo", "grpo-npu"):
             tree = _template("verl", exp)
             bc = tree["backend_config"]
             bc["env_dir"] = str(workdir / "no-verl-env")
