@@ -61,6 +61,15 @@ class Built:
     mindspeed_ref: str
 
 
+@dataclass(frozen=True)
+class BuiltFsdp2:
+    """The keys of train_fsdp2.py's YAML (MindSpeed-LLM 26.x's FSDP2 trainer), from the dataclasses its
+    `Arguments` nests (train_fsdp2.py) as mindspeed_llm/fsdp2/utils/arguments.py reads them: one row per
+    `section.key` with its type, choices (Literal), default and whether it is required."""
+
+    llm_ref: str
+
+
 LLM, MEGATRON, MINDSPEED = "Ascend/MindSpeed-LLM", "NVIDIA/Megatron-LM", "Ascend/MindSpeed"
 V1_CONVERTER = (
     "convert_ckpt.py",
@@ -75,7 +84,7 @@ V2_CONVERTER = [Source("llm", LLM, "v26.1.0", ("convert_ckpt_v2.py",))]
 # What each version's names files are made of. (Not mindspeed_llm/tasks/megatron_adaptor.py at 2.1.0: its
 # `_process_args_dummy` names belong to the adaptor's own pre-parse; the training parser refuses them, e.g.
 # `--layerzero`.) Refs are those each version's install guide installs.
-VERSIONS: dict[str, dict[str, list[Source] | Built]] = {
+VERSIONS: dict[str, dict[str, list[Source] | Built | BuiltFsdp2]] = {
     # docs/pytorch/install_guide.md on branch 2.1.0: Megatron-LM core_r0.8.0, MindSpeed 2c085cc9. The training
     # parser is built, not read: reading every add_argument of mindspeed_llm/training/arguments.py listed
     # --trust-remote-code, which the parser never registers, and missed the `alibi` choice
@@ -93,6 +102,7 @@ VERSIONS: dict[str, dict[str, list[Source] | Built]] = {
         "preprocess_26.1.0.txt": [Source("llm", LLM, "v26.1.0", ("preprocess_data.py",))],
         "convert_v1_26.1.0.txt": [Source("llm", LLM, "v26.1.0", V1_CONVERTER)],
         "convert_v2_26.1.0.txt": V2_CONVERTER,
+        "fsdp2_26.1.0.txt": BuiltFsdp2("v26.1.0"),
     },
 }
 
@@ -322,6 +332,96 @@ def dump_parser(llm: str, megatron: str, mindspeed: str) -> None:
     print(json.dumps(report))
 
 
+def fsdp2_rows(readers: dict[str, Reader], what: BuiltFsdp2) -> tuple[list[str], list[str]]:
+    """(header, rows) of the FSDP2 trainer's keys, read in a child process (module docstring)."""
+    llm = readers["llm"]
+    if not llm.from_files:
+        raise SystemExit("the FSDP2 keys import the checkout: pass --from-files with checkout directories")
+    done = subprocess.run(
+        [sys.executable, __file__, "--dump-fsdp2", llm.root], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"reading the FSDP2 arguments failed:\n{done.stderr[-3000:]}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    header = [
+        f"#   {LLM} @ {what.llm_ref} ({llm.commit(what.llm_ref)[:12]}): train_fsdp2.py Arguments",
+        f"#   ({', '.join(report['sections'])}): the dataclasses of mindspeed_llm/fsdp2/utils/arguments.py",
+        "#   section.key<TAB>type<TAB>required or empty<TAB>choices<TAB>default",
+        "#   (types: bool, int, float, str, list, dict, dict|str)",
+    ]
+    return header, report["rows"]
+
+
+def dump_fsdp2(llm: str) -> None:
+    """Child process: the FSDP2 trainer's sections and keys as JSON."""
+    import dataclasses
+    import typing
+
+    sys.path.insert(0, str(STANDINS.parent))
+    import standins
+
+    sys.path.insert(0, llm)
+    for pkg in ("mindspeed_llm", "mindspeed_llm.fsdp2", "mindspeed_llm.fsdp2.utils"):
+        standins.empty_package(pkg, os.path.join(llm, *pkg.split(".")))
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import mindspeed_llm.fsdp2.utils.arguments as arguments
+    # train_fsdp2.py's root class: `section: SomeArguments = field(default_factory=SomeArguments)`
+    tree = ast.parse(Path(llm, "train_fsdp2.py").read_text(encoding="utf-8"))
+    root = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "Arguments")
+    sections = [
+        (n.target.id, n.annotation.id)  # type: ignore[attr-defined]
+        for n in root.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    ]
+    rows = []
+    for section, cls_name in sections:
+        cls = getattr(arguments, cls_name)
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if not f.init:
+                continue
+            kind, choices = _fsdp2_kind(hints[f.name])
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if f.default is not dataclasses.MISSING:
+                default = _literal_repr(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                default = _literal_repr(f.default_factory())
+            else:
+                default = ""
+            rows.append(
+                "\t".join(
+                    (f"{section}.{f.name}", kind, "required" if required else "", "|".join(choices), default)
+                )
+            )
+    print(json.dumps({"sections": [s for s, _ in sections], "rows": rows}))
+
+
+def _fsdp2_kind(hint: object) -> tuple[str, tuple[str, ...]]:
+    """(kind, Literal choices) of a dataclass field's annotation (Optional unwrapped)."""
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _fsdp2_kind(inner[0])
+        kinds = sorted({_fsdp2_kind(a)[0] for a in inner})
+        return "|".join(kinds), ()
+    if origin is typing.Literal:
+        return "str", tuple(str(a) for a in args)
+    if origin in (list, typing.List):  # noqa: UP006
+        return "list", ()
+    if origin in (dict, typing.Dict) or hint is dict:  # noqa: UP006
+        return "dict", ()
+    for t, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
+        if hint is t:
+            return name, ()
+    return "str", ()
+
+
 def _action_spec(action: argparse.Action) -> tuple[str, str, tuple[str, ...], str]:
     default = _literal_repr(action.default)
     if action.nargs == 0:  # store_true / store_false / store_const / count
@@ -338,6 +438,9 @@ def _action_spec(action: argparse.Action) -> tuple[str, str, tuple[str, ...], st
 def main() -> None:
     if sys.argv[1:2] == ["--dump-parser"]:
         dump_parser(*sys.argv[2:5])
+        return
+    if sys.argv[1:2] == ["--dump-fsdp2"]:
+        dump_fsdp2(sys.argv[2])
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--version", required=True, choices=sorted(VERSIONS), help="MindSpeed-LLM version")
@@ -360,6 +463,18 @@ def main() -> None:
         for k, v in (("llm", a.mindspeed_llm), ("megatron", a.megatron), ("mindspeed", a.mindspeed))
     }
     for filename, sources in VERSIONS[a.version].items():
+        if isinstance(sources, BuiltFsdp2):
+            header, rows = fsdp2_rows(readers, sources)
+            text = [
+                "# Keys of MindSpeed-LLM's FSDP2 trainer YAML (train_fsdp2.py <config.yaml>).",
+                f"# Generated by scripts/gen_mindspeed_args.py --version {a.version} from:",
+                *header,
+                f"# {len(rows)} keys. Facts from their source; regenerate, do not edit by hand.",
+                *sorted(rows),
+            ]
+            (Path(a.out) / filename).write_text("\n".join(text) + "\n", encoding="utf-8")
+            print(f"{filename}: {len(rows)} keys")
+            continue
         header, specs = built(readers, sources) if isinstance(sources, Built) else build(readers, sources)
         how = "the parser built from" if isinstance(sources, Built) else "the add_argument() calls of"
         text = [
