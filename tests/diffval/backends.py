@@ -115,7 +115,9 @@ class LlamaFactory(Adapter):
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
         args = copy.deepcopy(payload)
         for m in mutations:
-            if m.path[:2] == LF_T and len(m.path) == 3:
+            if m.path == ("stage",) and m.value != DELETE:  # the top-level stage wins (read.py)
+                args["stage"] = m.value
+            elif m.path[:2] == LF_T and len(m.path) == 3:
                 if m.value == DELETE and m.path[2] in LF_PLAN_DEFAULTS:
                     args[m.path[2]] = LF_PLAN_DEFAULTS[m.path[2]]
                 elif m.value == DELETE:
@@ -188,10 +190,12 @@ class Verl(Adapter):
         texts = list(payload)
         for m in mutations:
             key = VERL_LAYOUT.get(m.path) or ".".join(m.path[1:])
+            plus = "+" if "+" in key else ""  # a child of an open map: Hydra's `+key=` (overrides.py)
+            key = key.replace("+", "")
             texts = [t for t in texts if t.split("=", 1)[0].lstrip("+") != key]
             value = VERL_LAYOUT_DEFAULTS.get(m.path, DELETE) if m.value == DELETE else m.value
             if value != DELETE:
-                texts.insert(0, f"{key}={format_value(value)}")
+                texts.insert(0, f"{plus}{key}={format_value(value)}")
         return texts
 
     def comparable(self, payload: Any) -> Any:
