@@ -6,13 +6,15 @@ retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme
                  + latest_checkpointed_iteration.txt
     hf_trainer   checkpoint-N/ (complete with trainer_state.json), no tracker
     verl         global_step_N/{actor,critic,data.pt} + latest_checkpointed_iteration.txt
+    mindspeed_fsdp2  checkpoints/global_step_N/ (torch.distributed.checkpoint, complete with .metadata),
+                 no tracker
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from ascendfactory.checkpoints import hf_trainer, megatron, verl
+from ascendfactory.checkpoints import fsdp2, hf_trainer, megatron, verl
 
 
 class CheckpointScheme(Protocol):
@@ -48,3 +50,4 @@ def get_scheme(name: str) -> CheckpointScheme:
 register_scheme("megatron", megatron.SCHEME)
 register_scheme("hf_trainer", hf_trainer.SCHEME)
 register_scheme("verl", verl.SCHEME)
+register_scheme("mindspeed_fsdp2", fsdp2.SCHEME)

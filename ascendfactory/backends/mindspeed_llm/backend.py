@@ -52,6 +52,7 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_command,
     mg2hf_options,
 )
+from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site, resolve_site
@@ -68,6 +69,7 @@ from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, Role, Step
 
 K = "backend_config.training."
@@ -140,8 +142,37 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     # "... found NaN in local grad norm ...": a restart from the last checkpoint meets the same data again
     unretryable = ("found NaN in",)
 
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
+        """The Megatron programs (the skeleton), or with `backend_config.trainer: fsdp2` the FSDP2 trainer
+        (`fsdp2/run.py`)."""
+        trainer, problems = fsdp2.trainer_of(ctx)
+        if trainer != "fsdp2":
+            if problems:
+                raise ConfigError(problems)
+            return super().plan(ctx, strict_paths=strict_paths)
+        explicit = self.explicit_version(ctx, problems)
+        site = resolve_site(ctx, strict=strict_paths, explicit_version=explicit)
+        site.problems[:0] = problems
+        run = fsdp2.read(ctx, site, strict_paths=strict_paths)
+        return fsdp2.build_plan(ctx, run, fsdp2.facts(run))
+
+    def memory_target(self, run: Any) -> MemoryTarget | None:
+        if isinstance(run, fsdp2.FSDP2Run):
+            from ascendfactory.backends.mindspeed_llm.fsdp2.memory import fsdp2_target
+
+            return fsdp2_target(run)
+        return super().memory_target(run)
+
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[Found]:
         problems: list[Problem] = []
+        if (ctx.config.backend_config or {}).get("fsdp2") is not None:
+            problems.append(
+                ctx.problem(
+                    fsdp2.SECTION_KEY,
+                    "is read only by the FSDP2 trainer; the Megatron programs would ignore it",
+                    fix="add backend_config.trainer: fsdp2, or remove backend_config.fsdp2",
+                )
+            )
         explicit = self.explicit_version(ctx, problems)
         site = resolve_site(ctx, strict=strict_paths, explicit_version=explicit)
         problems += site.problems
@@ -154,7 +185,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 ctx,
                 framework=Found(site, conv),
                 strict_paths=strict_paths,
-                extra_keys=("converter", "mindspeed_llm_version"),
+                extra_keys=("converter", "mindspeed_llm_version", "trainer", "fsdp2"),
             )
         except ConfigError as e:
             raise ConfigError(problems + e.problems) from None
@@ -194,6 +225,8 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             **super().template_values(arch, devices=devices, tp=tp, pp=pp),
             "mindspeed_llm_version": DEFAULT,
             "mindspeed_llm_versions": " | ".join(VERSIONS),
+            # the FSDP2 trainer's chat templates (mindspeed_llm/fsdp2/data/template.py at 26.1.0)
+            "fsdp2_template": "qwen3" if arch.hf_model_type.startswith("qwen3") else "empty",
         }
 
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
