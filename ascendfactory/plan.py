@@ -286,9 +286,6 @@ class LogSpec:
     summary_metrics: tuple[str, ...] = ()
 
 
-TRACKERS = ("tensorboard", "mlflow", "wandb", "swanlab")  # the `report_to` names, in report order
-
-
 @dataclass(frozen=True)
 class TrackerSpec:
     """One experiment tracker, resolved (`config.report_to`). `location`: the MLflow tracking URI, else the
@@ -298,7 +295,7 @@ class TrackerSpec:
     `resume_env`: variables the train step also gets when it continues an existing run (the framework's
     integration would otherwise fail on it: transformers re-logs changed parameters, which MLflow refuses)."""
 
-    name: str  # one of TRACKERS
+    name: str  # a registered tracker (`ascendfactory.trackers.registry`)
     project: str  # W&B / SwanLab project, MLflow experiment
     run_name: str
     location: str

@@ -196,6 +196,9 @@ class Backend:
     # `report_to`: the trackers its framework reaches, each as the framework's own keys (data; see
     # `backends.report_to.TrackerKeys`). A tracker left out is a configuration error naming the backend.
     tracker_keys: ClassVar[Mapping[str, Any]] = {}
+    # The names its framework gives logged values in a tracker where they differ from the log format's
+    # (`LogFormat.tracker_name`): `logs export --to <tracker>` of its run uses them (training values).
+    tracker_names: ClassVar[Mapping[str, str]] = {}
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         """`tracker_keys` for a stage (a backend whose stages run different programs overrides it)."""

@@ -21,7 +21,8 @@ the CLI. What it does per role and launch kind:
    (loss, throughput by `logs.throughput`) is printed through `out` and saved to `.af/summary.json`;
 5. with `plan.tracking` (`report_to`), on the loss rank's node: each tracker run is created or continued
    before the steps, its id handed to the train step, and the summary, the loss plot and `exp-config.yaml`
-   reported to it at the end (`pipeline.tracking`).
+   reported to it at the end (`pipeline.tracking`); a failed training ends those runs failed, an interrupted
+   run killed.
 
 SIGINT / SIGTERM stop every child process group (SIGTERM, grace, SIGKILL) and raise InterruptedRunError
 (exit 130 / 143); the logs record `run interrupted by SIGINT`.
@@ -138,11 +139,13 @@ class Runner:
             self.finish(time.monotonic() - t0, loss_rank)
         except InterruptedRunError as e:
             self.event(str(e))
+            self.tracking.wait()
+            self.tracking.report(None, [], state="killed")  # never left RUNNING
             raise
         except StageFailedError as e:
             self.event(f"step {e.stage} failed with exit code {e.returncode}; log: {e.log_path}")
             self.tracking.wait()
-            self.tracking.report(None, [], ok=False)
+            self.tracking.report(None, [], state="failed")
             raise
         finally:
             self.progress.close()

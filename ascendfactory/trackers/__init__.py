@@ -1,16 +1,38 @@
-"""Experiment trackers (ground floor): MLflow, Weights & Biases and SwanLab runs, offline first.
+"""Experiment trackers (`report_to`): one `Tracker` record each, offline first, in an open registry.
 
-    tracker_env(spec) -> {VAR: value}          the tracker's own environment variables for a framework
-    run_env(spec, run_id) -> {VAR: value}      what makes a framework continue the run `run_id`
-    open_run(spec, run_id=None) -> Sink        a run to log to (created, or continued by its id)
-    Sinks([...])                               several sinks as one; a failing sink warns once and stops
+    base.py          the `Tracker` record, `TrackerSettings`, `TrackerKeys`, the sinks (`Sink`, `Sinks`)
+    registry.py      the registry: `register_tracker`, `get_tracker`, `open_run`, `tracker_env`, `run_env`
+    tensorboard.py, mlflow.py, wandb.py, swanlab.py   the built-in records (and their sinks)
+    export.py        `logs export --to <tracker>`
 
-A `Sink` is the null object: every method does nothing (no tracker asked for). The clients (mlflow,
-wandb, swanlab) are optional extras, imported only when a run is opened; a missing one is a
-`TrackerError` naming the package to install.
+A `Sink` is the null object: every method does nothing (no tracker asked for). The clients (mlflow, wandb,
+swanlab) are optional extras, imported only when a run is opened; a missing one is a `TrackerError` naming
+what to install.
 """
 
-from ascendfactory.trackers.env import PACKAGES, run_env, tracker_env
-from ascendfactory.trackers.sinks import Sink, Sinks, TrackerError, flatten, open_run
+from ascendfactory.trackers.base import RunState, Sink, Sinks, Tracker, TrackerError, flatten
+from ascendfactory.trackers.registry import (
+    find_tracker,
+    get_tracker,
+    open_run,
+    register_tracker,
+    run_env,
+    tracker_env,
+    tracker_names,
+)
 
-__all__ = ["PACKAGES", "Sink", "Sinks", "TrackerError", "flatten", "open_run", "run_env", "tracker_env"]
+__all__ = [
+    "RunState",
+    "Sink",
+    "Sinks",
+    "Tracker",
+    "TrackerError",
+    "find_tracker",
+    "flatten",
+    "get_tracker",
+    "open_run",
+    "register_tracker",
+    "run_env",
+    "tracker_env",
+    "tracker_names",
+]

@@ -31,7 +31,7 @@ from ascendfactory.backends.llamafactory import datasets, environment, rules
 from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.llamafactory.read import LFRun, read
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.report_to import TrackerKeys, client_check_args
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
@@ -252,7 +252,13 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
         name="check",
         role=Role.CHECK,
         launch=Process(
-            (py, CHECK_PROGRAM, train_yaml, f"--data-fit={'fail' if cfg.check_data_fit else 'warn'}")
+            (
+                py,
+                CHECK_PROGRAM,
+                train_yaml,
+                *client_check_args(cfg.report_to, cfg.backend),
+                f"--data-fit={'fail' if cfg.check_data_fit else 'warn'}",
+            )
         ),
         env=step_env,
         inputs=inputs,

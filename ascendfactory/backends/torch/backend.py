@@ -29,7 +29,7 @@ from ascendfactory.backends.megatron.skeleton import (
 )
 from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.report_to import ANY_TRACKER, TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
@@ -58,12 +58,12 @@ PLANNER_TRAIN_FLAGS = (
 )
 
 
-# The embedded trainer: Megatron's TensorBoard and W&B flags, and MLflow / SwanLab by `--af-report-to` (their
-# settings and the run to continue from their own variables).
+# The embedded trainer: Megatron's TensorBoard and W&B flags, and every tracker it opens itself (MLflow,
+# SwanLab, a plugin's: `Tracker.from_env`) by `--af-report-to` (settings and the run to continue from their
+# own variables).
 TORCH_TRACKERS: dict[str, TrackerKeys] = {
     **MEGATRON_TRACKERS,
-    "mlflow": TrackerKeys(append={"training.af-report-to": "mlflow"}),
-    "swanlab": TrackerKeys(append={"training.af-report-to": "swanlab"}),
+    ANY_TRACKER: TrackerKeys(append={"training.af-report-to": "{name}"}),
 }
 # Its GRPO trainer: MindSpeed-RL's switches, as the mindspeed-rl backend maps them (engine/rl/trackers.py
 # reads them); MindSpeed-RL has no MLflow integration, so neither has the GRPO trainer.
@@ -79,6 +79,9 @@ class TorchBackend(MegatronBackend[None]):
     # its trainer: "error (rank N): K configuration problem(s):", and the NaN check's "found NaN in"
     unretryable = ("configuration problem", "found NaN in")
     tracker_keys = TORCH_TRACKERS
+    # its trainer reports the loss as MindSpore Transformers' MFLossMonitor names it, `loss`
+    # (engine/train/monitor.py `training_scalars`), where Megatron's writers say `lm loss`
+    tracker_names = {"lm loss": "loss"}
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         return GRPO_TRACKERS if stage == "grpo" else TORCH_TRACKERS

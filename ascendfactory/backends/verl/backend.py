@@ -30,7 +30,7 @@ from ascendfactory.backends.base import EXP_CONFIG, Backend, PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.report_to import TrackerKeys, client_check_args
 from ascendfactory.backends.verl import composer, environment, prompts, rules
 from ascendfactory.backends.verl import run as verl_run
 from ascendfactory.backends.verl.programs import PROGRAMS_DIR
@@ -436,7 +436,14 @@ def _check_step(ctx: PlanContext, checked: Checked, step_env: dict[str, str]) ->
     return Step(
         name="check",
         role=Role.CHECK,
-        launch=Process((checked.python, CHECK_PROGRAM, *checked.run.texts())),
+        launch=Process(
+            (
+                checked.python,
+                CHECK_PROGRAM,
+                *client_check_args(ctx.config.report_to, ctx.config.backend),
+                *checked.run.texts(),
+            )
+        ),
         env=step_env,
         skip_reason=None if ctx.config.env.NODE_RANK == 0 else "verl's own checks run on NODE_RANK 0",
         notes=["verl's own Hydra composition and validate_config, before Ray starts (imports verl)"],

@@ -17,6 +17,7 @@ from ascendfactory.errors import ConfigError
 from ascendfactory.metrics.formats import get_format
 from ascendfactory.metrics.throughput import get_formula
 from ascendfactory.plan import ThroughputSpec
+from ascendfactory.registry import RegistryError
 from tests.conftest import REPO
 
 QUICK = REPO / "cfgs" / "quickstart.yaml"
@@ -90,9 +91,9 @@ def test_registering_a_taken_name_is_refused_and_a_new_one_is_found():
     from ascendfactory.metrics import formats, throughput
 
     megatron = formats.get_format("megatron")
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(RegistryError, match="already registered"):
         formats.register_format(dataclasses.replace(megatron, name="other", aliases=("modellink",)))
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(RegistryError, match="already registered"):
         throughput.register_formula(dataclasses.replace(get_formula("verl")))
     fmt = dataclasses.replace(megatron, name="test_only_format", aliases=(), priority=1000)
     try:
@@ -100,4 +101,4 @@ def test_registering_a_taken_name_is_refused_and_a_new_one_is_found():
         assert formats.get_format("test-only-format") is fmt
         assert formats.registered_formats()[-1] is fmt  # the lowest priority is sniffed last
     finally:
-        formats._REGISTRY.pop("test_only_format")
+        formats.FORMATS.unregister("test_only_format")
