@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.config.platforms import platform_variable
 from ascendfactory.errors import ConfigError, Problem
 
 RECORD = "submit.json"
@@ -62,19 +63,15 @@ def check_nodes(
     if problems:
         raise ConfigError(problems)
     loaded = exp.loaded
-    env_tree = loaded.tree.get("env") if isinstance(loaded.tree.get("env"), dict) else {}
+    env_tree = loaded.tree.get("env")
+    env_tree = env_tree if isinstance(env_tree, dict) else {}
     if devices and env_tree.get("NPUS_PER_NODE") is None:
         env = loaded.config.env.model_copy(update={"NPUS_PER_NODE": devices})
         loaded = dataclasses.replace(loaded, config=loaded.config.model_copy(update={"env": env}))
-    scrubbed = {k: v for k, v in os.environ.items() if not _platform_var(k) and k not in VISIBLE_DEVICE_VARS}
+    scrubbed = {
+        k: v for k, v in os.environ.items() if not platform_variable(k) and k not in VISIBLE_DEVICE_VARS
+    }
     make_plan(loaded, dry_run=True, environ={**scrubbed, **platform_env})
-
-
-def _platform_var(name: str) -> bool:
-    from ascendfactory.config.platforms import PLATFORMS
-
-    marks = {v for p in PLATFORMS for group in p.present for v in group}
-    return name.startswith(("SLURM_", "VC_", "MA_", "PET_", "SKYPILOT_")) or name in marks
 
 
 def record(exp: Experiment, entry: dict[str, object]) -> Path:
@@ -99,6 +96,21 @@ def read_record(output_dir: Path) -> list[dict[str, object]]:
         raise ConfigError(
             Problem(str(path), "is not a submission record", fix="remove it (it lists submitted job ids)")
         ) from None
+
+
+def newest_job(output_dir: Path, scheduler: str | None = None) -> dict[str, object]:
+    """The newest job submitted for `output_dir` (of `scheduler`, when given)."""
+    jobs = [j for j in read_record(output_dir) if scheduler is None or j.get("scheduler") == scheduler]
+    if not jobs:
+        which = f"{scheduler} job" if scheduler else "job"
+        raise ConfigError(
+            Problem(
+                "job",
+                f"no {which} was submitted for {output_dir} (no {RECORD} entry)",
+                fix="submit it first (ascendfactory-cli submit ...), or give the job id",
+            )
+        )
+    return jobs[-1]
 
 
 def last_job(output_dir: Path, scheduler: str) -> dict[str, object]:
