@@ -29,6 +29,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
+from ascendfactory.output_tree import OutputTree
+
 PROGRAMS_DIR = str(Path(__file__).resolve().parent / "programs")  # step programs (ascendfactory.programs)
 RAY_NODE_PROGRAM = str(Path(PROGRAMS_DIR) / "ray_node.py")
 
@@ -384,12 +386,17 @@ class Plan:
         return next((s for s in self.steps if s.role is role), None)
 
     @property
+    def tree(self) -> OutputTree:
+        """The output tree (`ascendfactory.output_tree`): the one place its names are decided."""
+        return OutputTree(self.output_dir)
+
+    @property
     def logs_dir(self) -> str:
-        return str(Path(self.output_dir) / "logs")
+        return self.tree.logs_dir
 
     @property
     def manifest_dir(self) -> str:
-        return str(Path(self.output_dir) / ".af")
+        return self.tree.manifest_dir
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -28,10 +28,9 @@ from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.target import MemoryTarget
+from ascendfactory.output_tree import EXP_CONFIG
 from ascendfactory.plan import CheckpointSpec, LogSpec, Plan, RunPolicy, safe_name
 from ascendfactory.secrets import mask_secrets
-
-EXP_CONFIG = "exp-config.yaml"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.report_to import tracker_specs
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import Plan, Process, Role, TrackerSpec, Tracking
 from ascendfactory.secrets import mask_secrets
 from ascendfactory.trackers import flatten, get_tracker, tracker_env, tracker_names
@@ -36,7 +37,6 @@ from ascendfactory.trackers.base import ANY_TRACKER, TrackerKeys
 
 __all__ = ["ANY_TRACKER", "TrackerKeys", "add_tracking", "missing_clients", "with_tracker_keys"]
 
-RUNS_FILE = "trackers/runs.json"  # under af_output_dir: each tracker's run id, continued on resume
 CLIENT_PROBE_TIMEOUT_S = 60
 
 
@@ -171,7 +171,7 @@ def add_tracking(plan: Plan, loaded: LoadedExperiment, specs: tuple[TrackerSpec,
     plan.tracking = Tracking(
         specs=specs,
         params=tuple(params.items()),
-        runs_file=os.path.join(os.path.abspath(plan.output_dir), RUNS_FILE),
+        runs_file=OutputTree(os.path.abspath(plan.output_dir)).runs_file,
     )
     for spec in specs:
         for name, value in tracker_env(spec).items():

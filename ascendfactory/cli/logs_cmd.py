@@ -10,6 +10,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ascendfactory.output_tree import LOSS_PLOT
+
 SUMMARY_EXAMPLES = [
     "ascendfactory-cli logs summary out/logs/run_log-N1-7.txt --seq-length 4096 --devices 8",
     "ascendfactory-cli logs summary out/trainer_log.jsonl --devices 8 --steps 100:500 --json",
@@ -323,7 +325,7 @@ def plot_cmd(
         Optional[list[str]],
         typer.Option(help="Metric(s) to plot (default: loss; RL: score and response length)."),
     ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")] = Path("training_loss.png"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")] = Path(LOSS_PLOT),
     smoothing: Annotated[float, typer.Option(help="TensorBoard-style EMA weight in [0, 1).")] = 0.6,
     format: FormatOpt = None,
     json_out: JsonOpt = False,

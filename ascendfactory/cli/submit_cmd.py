@@ -11,6 +11,7 @@ queued the job (its entry in the output tree's `.af/submit.json`).
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -175,7 +176,7 @@ def _job(target: list[str], scheduler: str | None) -> tuple[Any, dict[str, Any],
         return get_scheduler(scheduler), {"job_id": target[0]}, None
     exp = _experiment(target)
     job = newest_job(exp.output_dir, scheduler)
-    return get_scheduler(str(job["scheduler"])), job, exp.output_dir / "logs"
+    return get_scheduler(str(job["scheduler"])), job, Path(exp.tree.logs_dir)
 
 
 def status(target: TargetArgs, scheduler: SchedulerOpt = None, json_out: JsonOpt = False) -> None:

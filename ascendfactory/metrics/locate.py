@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ascendfactory.metrics.formats import parse_file
+from ascendfactory.output_tree import EXP_CONFIG, LOGS
 
 TRAINER_LOG = "trainer_log.jsonl"
-EXP_CONFIG = "exp-config.yaml"
 _RUN_LOG = re.compile(r"^(?P<run>.+)-run_log-(?P<tail>.+)\.txt$")
 
 
@@ -41,7 +41,7 @@ def training_log(folder: Path) -> Path | None:
     for base in (folder, folder.parent):
         if (base / TRAINER_LOG).is_file():
             return base / TRAINER_LOG
-    logs = folder / "logs" if (folder / "logs").is_dir() else folder
+    logs = folder / LOGS if (folder / LOGS).is_dir() else folder
     metrics = sorted(logs.glob("grpo_metrics-*.log"))
     if metrics:
         return metrics[-1]

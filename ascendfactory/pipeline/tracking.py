@@ -159,8 +159,8 @@ class RunTracking:
 
     def report(self, summary: Any, artifacts: list[str], *, state: RunState = "finished") -> None:
         """The pipeline's results into each run, and the run ended in `state` (after training: finished;
-        failed after a failed training; killed after an interrupt). A summary without a training step (the
-        train step had nothing left to do) is not reported: the training's own summary stays."""
+        failed after a failed training; killed after an interrupt). `summary` None: no new summary (the
+        runner passes none when this invocation trained nothing: the training's own summary stays)."""
         if not self.prepared or self.tracking is None:
             return
         opened = [
@@ -172,7 +172,7 @@ class RunTracking:
         if not sinks:
             return
         sinks.log_params(dict(self.tracking.params))
-        if summary is not None and getattr(summary, "last_step", None) is not None:
+        if summary is not None:
             sinks.log_summary(summary_values(summary))
         for path in artifacts:
             if os.path.isfile(path):

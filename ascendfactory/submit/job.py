@@ -16,8 +16,9 @@ from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.platforms import platform_variable
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.output_tree import SUBMIT_RECORD as RECORD
+from ascendfactory.output_tree import OutputTree
 
-RECORD = "submit.json"
 PER_NODE_KEYS = ("env.NODE_RANK",)  # a value every node would share: refused on `submit` when nodes > 1
 
 
@@ -33,6 +34,10 @@ class Experiment:
     @property
     def output_dir(self) -> Path:
         return Path(self.loaded.config.af_output_dir).absolute()
+
+    @property
+    def tree(self) -> OutputTree:
+        return OutputTree(str(self.output_dir))
 
     def train_argv(self) -> list[str]:
         """`ascendfactory-cli train <file> [names] [overrides]`, with the file made absolute and the console
@@ -76,7 +81,7 @@ def check_nodes(
 
 def record(exp: Experiment, entry: dict[str, object]) -> Path:
     """Append `entry` (scheduler, job id, script, time) to the output tree's submission record."""
-    path = exp.output_dir / ".af" / RECORD
+    path = Path(exp.tree.submit_record)
     path.parent.mkdir(parents=True, exist_ok=True)
     jobs = read_record(exp.output_dir)
     jobs.append({**entry, "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -87,7 +92,7 @@ def record(exp: Experiment, entry: dict[str, object]) -> Path:
 
 
 def read_record(output_dir: Path) -> list[dict[str, object]]:
-    path = output_dir / ".af" / RECORD
+    path = Path(OutputTree(str(output_dir)).submit_record)
     if not path.is_file():
         return []
     try:

@@ -182,7 +182,7 @@ def node_env(kind: str, exp: Experiment, opts: PodOptions) -> dict[str, str]:
 def write(kind: str, exp: Experiment, opts: PodOptions, text: str) -> Submitted:
     """The manifest into the output tree (`kubectl apply -f` it), recorded so that `submit status|cancel`
     find the job by its name."""
-    path = exp.output_dir / ".af" / "submit" / FILES[kind]
+    path = Path(exp.tree.submitted(FILES[kind]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     name = job_name(exp)

@@ -41,7 +41,7 @@ class SlurmOptions(SchedulerOptions):
     cpus_per_task: int | None = Field(None, ge=1, description="sbatch --cpus-per-task.")
 
     def sbatch_flags(self, exp: Experiment, *, requeue: bool) -> list[str]:
-        logs = exp.output_dir / "logs"
+        logs = Path(exp.tree.logs_dir)
         flags = [
             f"--job-name={_job_name(exp)}",
             f"--nodes={self.nodes}",
@@ -78,7 +78,7 @@ def render(exp: Experiment, opts: SlurmOptions) -> str:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["q"] = lambda v: shlex.quote(str(v))
-    logs = exp.output_dir / "logs"
+    logs = Path(exp.tree.logs_dir)
     return env.get_template(SCRIPT + ".j2").render(
         experiment=exp.path,
         sbatch=opts.sbatch_flags(exp, requeue=exp.loaded.config.train_auto_resume),
@@ -112,7 +112,7 @@ def submit(exp: Experiment, opts: SlurmOptions, script_text: str) -> Submitted:
         (
             f"submitted slurm job {job_id} ({opts.nodes} node{'s' if opts.nodes > 1 else ''})",
             f"script: {script}",
-            f"logs: {exp.output_dir / 'logs'}/slurm-{job_id}*.out",
+            f"logs: {exp.tree.logs_dir}/slurm-{job_id}*.out",
             f"status: ascendfactory-cli submit status {job_id}",
         ),
     )
@@ -121,9 +121,8 @@ def submit(exp: Experiment, opts: SlurmOptions, script_text: str) -> Submitted:
 def queue(exp: Experiment, opts: SlurmOptions, script_text: str) -> tuple[str, Path]:
     """`sbatch --parsable` the script written into the output tree; (job id, script)."""
     _refuse_if_running(exp)
-    out = exp.output_dir
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    script = out / ".af" / "submit" / SCRIPT
+    Path(exp.tree.logs_dir).mkdir(parents=True, exist_ok=True)
+    script = Path(exp.tree.submitted(SCRIPT))
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(script_text)
     proc = run_slurm(["sbatch", "--parsable", str(script)])

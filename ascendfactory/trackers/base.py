@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import shlex
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -21,6 +20,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ascendfactory.errors import AscendFactoryError
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import TrackerSpec
 
 log = logging.getLogger("ascendfactory.trackers")
@@ -160,8 +160,10 @@ class RunNames:
     run_name: str
     tensorboard_dir: str | None = None
 
-    def under(self, *parts: str) -> str:
-        return os.path.join(self.output_dir, *parts)
+    @property
+    def tree(self) -> OutputTree:
+        """The run's output tree (`ascendfactory.output_tree`): where a tracker's default store goes."""
+        return OutputTree(self.output_dir)
 
 
 @dataclass(frozen=True)

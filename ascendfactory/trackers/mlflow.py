@@ -52,13 +52,13 @@ class MlflowSettings(TrackerSettings):
 
 
 def resolve(settings: MlflowSettings, names: RunNames) -> TrackerSpec:
-    uri = settings.tracking_uri or "sqlite:///" + names.under("trackers", "mlflow", "mlflow.db")
+    uri = settings.tracking_uri or "sqlite:///" + names.tree.trackers("mlflow", "mlflow.db")
     return TrackerSpec(
         "mlflow",
         names.project,
         names.run_name,
         location=uri,
-        artifacts=names.under("trackers", "mlflow", "artifacts"),
+        artifacts=names.tree.trackers("mlflow", "artifacts"),
     )
 
 

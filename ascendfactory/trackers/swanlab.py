@@ -37,7 +37,7 @@ class SwanlabSettings(TrackerSettings):
 
 
 def resolve(settings: SwanlabSettings, names: RunNames) -> TrackerSpec:
-    where = os.path.abspath(settings.dir or names.under("trackers", "swanlog"))
+    where = os.path.abspath(settings.dir or names.tree.trackers("swanlog"))
     return TrackerSpec("swanlab", names.project, names.run_name, location=where, mode=settings.mode)
 
 

@@ -21,7 +21,7 @@ class TensorboardSettings(TrackerSettings):
 
 
 def resolve(settings: TensorboardSettings, names: RunNames) -> TrackerSpec:
-    where = settings.dir or names.tensorboard_dir or names.under("tensorboard")
+    where = settings.dir or names.tensorboard_dir or names.tree.tensorboard_dir
     return TrackerSpec("tensorboard", names.project, names.run_name, location=os.path.abspath(where))
 
 

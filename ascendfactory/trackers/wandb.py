@@ -41,7 +41,7 @@ class WandbSettings(TrackerSettings):
 
 
 def resolve(settings: WandbSettings, names: RunNames) -> TrackerSpec:
-    where = os.path.abspath(settings.dir or names.under("trackers"))
+    where = os.path.abspath(settings.dir or names.tree.trackers())
     return TrackerSpec(
         "wandb", names.project, names.run_name, location=where, mode=settings.mode, entity=settings.entity
     )

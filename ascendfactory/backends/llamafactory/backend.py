@@ -35,6 +35,7 @@ from ascendfactory.backends.report_to import TrackerKeys, client_check_args
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
     LogNaming,
@@ -284,7 +285,7 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
     ]
     if run.training.get("finetuning_type", "lora") == "lora" and run.options.merge_lora:
         steps.append(_merge_step(run, train, files, cli, step_env))
-    steps.append(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")]))
+    steps.append(Step(name="plot", role=Role.PLOT, outputs=[OutputTree(out).loss_plot]))
     return steps
 
 

@@ -39,6 +39,7 @@ from ascendfactory.checkpoints.verl import TRACKER
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import BackendNotRunnableError, Problem
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
     LogNaming,
@@ -196,7 +197,7 @@ class VerlBackend(Backend):
             Step(
                 name="plot",
                 role=Role.PLOT,
-                outputs=[os.path.join(plan.output_dir, "training_loss.png")],
+                outputs=[plan.tree.loss_plot],
                 skip_reason=None
                 if ctx.config.env.NODE_RANK == 0
                 else "verl prints its metrics on the first node",
@@ -281,7 +282,7 @@ def _device(accelerator: str) -> str:
 
 
 def _checkpoint_root(ctx: PlanContext) -> str:
-    return os.path.join(os.path.abspath(ctx.config.af_output_dir), verl_run.CHECKPOINT_DIR)
+    return OutputTree(os.path.abspath(ctx.config.af_output_dir)).saved_checkpoints
 
 
 def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlRun:
@@ -409,7 +410,7 @@ def _plan_shell(ctx: PlanContext, checked: Checked, device: str, warnings: list[
     _, experiment_text = ctx.exp_config_file(out)  # the resolved experiment, beside the manifests
     files = {
         os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by),
-        os.path.join(out, ".af", "experiment.yaml"): experiment_text,
+        OutputTree(out).records("experiment.yaml"): experiment_text,
     }
     return ctx.new_plan(
         out,
@@ -557,5 +558,5 @@ def _step_env(
         step["ASCEND_PROCESS_LOG_PATH"] = os.path.join(out, "plog", f"rank{node_rank}")
     if tensorboard:
         where = tensorboard.get("tensorboard_dir") or environ.get("MA_SUMMARY_LOG_DIR")
-        step["TENSORBOARD_DIR"] = os.path.abspath(where) if where else os.path.join(out, "tensorboard")
+        step["TENSORBOARD_DIR"] = os.path.abspath(where) if where else OutputTree(out).tensorboard_dir
     return step

@@ -16,7 +16,7 @@ from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
 from ascendfactory.metrics.formats import get_format
 from ascendfactory.metrics.throughput import get_formula
-from ascendfactory.plan import ThroughputSpec
+from ascendfactory.plan import Role, ThroughputSpec
 from ascendfactory.registry import RegistryError
 from tests.conftest import REPO
 
@@ -41,6 +41,20 @@ def test_every_backend_plans_names_that_are_registered(tmp_path, monkeypatch, ba
         assert get_formula(plan.logs.throughput.formula).name == plan.logs.throughput.formula
         if plan.checkpoints is not None:
             get_scheme(plan.checkpoints.scheme)
+        assert_the_house_tree(plan)
+
+
+def assert_the_house_tree(plan) -> None:
+    """What every backend's run leaves where the house's output tree says (`ascendfactory.output_tree`)."""
+    import os
+
+    tree = plan.tree
+    assert os.path.abspath(tree.exp_config) in {os.path.abspath(f) for f in plan.files}
+    plot = plan.with_role(Role.PLOT)
+    if plot is not None:
+        assert [os.path.abspath(p) for p in plot.outputs] == [os.path.abspath(tree.loss_plot)]
+    if plan.checkpoints is not None and os.path.basename(plan.checkpoints.root) == "saved_checkpoints":
+        assert os.path.abspath(plan.checkpoints.root) == os.path.abspath(tree.saved_checkpoints)
 
 
 class Misspelling:
