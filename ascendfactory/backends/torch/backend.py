@@ -12,6 +12,7 @@ plot        training_loss.png from the last rank's log (in-process)
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -302,22 +303,19 @@ class TorchBackend(MegatronBackend[None]):
     def value_problems(self, ctx: PlanContext) -> list[Problem]:
         """Values each program's parser refuses (`lr: abc`), found before the layout is known."""
         from ascendfactory.engine.argv_check import parse_known
-        from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
-        from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
-        from ascendfactory.engine.train.flags import build_parser as train_parser
 
         bc = ctx.config.backend_config or {}
         problems: list[Problem] = []
-        for section, build in (
-            ("preprocess_data", preprocess_parser),
-            ("convert_ckpt_hf2mg", convert_parser),
-            ("training", train_parser),
-            ("convert_ckpt_mg2hf", convert_parser),
+        for section, program in (
+            ("preprocess_data", "preprocess"),
+            ("convert_ckpt_hf2mg", "convert"),
+            ("training", "train"),
+            ("convert_ckpt_mg2hf", "convert"),
         ):
             options = bc.get(section)
             if not isinstance(options, dict):
                 continue
-            parser = build()  # once per section: building the trainer's (~300 flags) costs more than parsing
+            parser = _values_parser(program)  # built once per process: the trainer's has ~300 flags
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
                     _, left = parse_known(parser, to_flags({key: value}), values_only=True)
@@ -431,6 +429,17 @@ def _virtual_chunk_layers(run: MegatronRun[None]) -> int | None:
     if not per_chunk or run.pp < 2 or run.arch.layers // run.pp <= per_chunk:
         return None
     return per_chunk
+
+
+@functools.lru_cache(maxsize=None)
+def _values_parser(program: str) -> Any:
+    """The program's own parser for checking values one flag at a time (its required flags made optional by
+    `parse_known(values_only=True)`, so it serves only that: a bulk dry run builds each once)."""
+    from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
+    from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
+    from ascendfactory.engine.train.flags import build_parser as train_parser
+
+    return {"preprocess": preprocess_parser, "convert": convert_parser, "train": train_parser}[program]()
 
 
 def _interleaved_problems(ctx: PlanContext, run: MegatronRun[None]) -> list[Problem]:
