@@ -23,7 +23,6 @@ the same way, including the `ascendfactory-cli train` that `submit` writes for e
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +43,8 @@ def fold(name: str) -> str:
 
 def did_you_mean(word: str, candidates: Iterable[str], *, n: int = 3) -> str:
     """' (did you mean: a, b?)' or '' when nothing is close."""
+    import difflib  # only for a name that is wrong: not at start-up
+
     cands = list(candidates)
     norm = {fold(c): c for c in cands}
     if fold(word) in norm and norm[fold(word)] != word:

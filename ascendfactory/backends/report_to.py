@@ -32,8 +32,7 @@ from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import Plan, Process, Role, TrackerSpec, Tracking
 from ascendfactory.secrets import mask_secrets
-from ascendfactory.trackers import flatten, get_tracker, tracker_env, tracker_names
-from ascendfactory.trackers.base import ANY_TRACKER, TrackerKeys
+from ascendfactory.trackers.keys import ANY_TRACKER, TrackerKeys
 
 __all__ = ["ANY_TRACKER", "TrackerKeys", "add_tracking", "missing_clients", "with_tracker_keys"]
 
@@ -89,6 +88,8 @@ def fill_keys(
 
 def row_for(own: Mapping[str, TrackerKeys], backend: str, tracker: str) -> TrackerKeys | None:
     """How `backend` reaches `tracker` (module docstring: its own row, the tracker's, its `*` row)."""
+    from ascendfactory.trackers.registry import get_tracker
+
     record = get_tracker(tracker)
     if tracker in own:
         return own[tracker]
@@ -100,6 +101,8 @@ def row_for(own: Mapping[str, TrackerKeys], backend: str, tracker: str) -> Track
 
 
 def reachable(own: Mapping[str, TrackerKeys], backend: str) -> list[str]:
+    from ascendfactory.trackers.registry import tracker_names
+
     return [name for name in tracker_names() if row_for(own, backend, name) is not None]
 
 
@@ -163,6 +166,8 @@ def add_tracking(plan: Plan, loaded: LoadedExperiment, specs: tuple[TrackerSpec,
     sets itself."""
     if not specs:
         return
+    from ascendfactory.trackers.base import flatten
+
     # under `experiment.`: a framework logs its own arguments as parameters too (transformers:
     # save_total_limit)
     params = flatten(
@@ -173,6 +178,8 @@ def add_tracking(plan: Plan, loaded: LoadedExperiment, specs: tuple[TrackerSpec,
         params=tuple(params.items()),
         runs_file=OutputTree(os.path.abspath(plan.output_dir)).runs_file,
     )
+    from ascendfactory.trackers.registry import tracker_env
+
     for spec in specs:
         for name, value in tracker_env(spec).items():
             plan.env.setdefault(name, value)
@@ -232,12 +239,16 @@ def install_fix(backend: str, trackers: list[str]) -> str:
 
 def client_modules(specs: tuple[TrackerSpec, ...]) -> dict[str, tuple[str, ...]]:
     """Tracker -> the modules its framework integration imports, for the trackers that have a client."""
+    from ascendfactory.trackers.registry import get_tracker
+
     return {s.name: get_tracker(s.name).client for s in specs if get_tracker(s.name).client}
 
 
 def client_check_args(report: Any, backend: str) -> list[str]:
     """The arguments a backend's check program (run in its framework's environment) takes to look for the
     clients of the trackers `report` (the experiment's `report_to`) names: `--clients=a,b` and the fix."""
+    from ascendfactory.trackers.registry import get_tracker
+
     names = [n for n in (report.names() if report is not None else []) if get_tracker(n).client]
     modules = sorted({m for n in names for m in get_tracker(n).client})
     if not modules:
@@ -248,7 +259,7 @@ def client_check_args(report: Any, backend: str) -> list[str]:
 def missing_clients(plan: Plan, specs: tuple[TrackerSpec, ...], *, source: str = "") -> list[Problem]:
     """A problem per tracker whose client the environment that runs the training lacks: a run would fail
     after launch (LLaMA-Factory's MLflow callback raises at trainer construction) or not report."""
-    needed = client_modules(specs)
+    needed = client_modules(specs) if specs else {}
     python = training_python(plan) if needed else None
     if python is None:
         return []
@@ -257,6 +268,8 @@ def missing_clients(plan: Plan, specs: tuple[TrackerSpec, ...], *, source: str =
         return []
     lacking = [name for name, modules in needed.items() if set(modules) & set(absent)]
     own_env = not _this_python(python)
+    from ascendfactory.trackers.registry import get_tracker
+
     problems = []
     for name in lacking:
         tracker = get_tracker(name)

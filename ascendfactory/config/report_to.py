@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
@@ -45,10 +45,26 @@ from pydantic import (
 )
 
 from ascendfactory.plan import TrackerSpec
-from ascendfactory.trackers.base import RunNames, TrackerSettings
-from ascendfactory.trackers.registry import TRACKERS, find_tracker, tracker_names
+
+if TYPE_CHECKING:  # the tracker records load when `report_to` is used, not with every experiment
+    from ascendfactory.registry import Registry
+    from ascendfactory.trackers.base import Tracker, TrackerSettings
 
 SHARED = ("project", "run_name")  # the keys of `report_to` that are no tracker
+
+
+def _registry() -> Registry[Tracker]:
+    from ascendfactory.trackers.registry import TRACKERS
+
+    return TRACKERS
+
+
+def find_tracker(name: str) -> Tracker | None:
+    return _registry().find(name)
+
+
+def tracker_names() -> list[str]:
+    return _registry().names()
 
 
 def _unknown(names: list[str]) -> str:
@@ -58,7 +74,7 @@ def _unknown(names: list[str]) -> str:
 @functools.lru_cache(maxsize=64)
 def _model(names: tuple[str, ...]) -> type[BaseModel]:
     """A model with one field per named tracker (its settings model) and the shared keys."""
-    fields: dict[str, Any] = {name: (TRACKERS.get(name).settings | None, None) for name in names}
+    fields: dict[str, Any] = {name: (_registry().get(name).settings | None, None) for name in names}
     return create_model(
         "ReportToSections",
         __config__=ConfigDict(extra="forbid"),
@@ -81,7 +97,7 @@ class ReportTo(BaseModel):
     run_name: str | None = Field(
         None, min_length=1, description="Run name for every tracker; default exp_name."
     )
-    _trackers: dict[str, TrackerSettings] = {}
+    _trackers: dict[str, Any] = {}
 
     @model_validator(mode="wrap")
     @classmethod
@@ -96,7 +112,7 @@ class ReportTo(BaseModel):
             unknown = [str(x) for x in data if not isinstance(x, str) or find_tracker(x) is None]
             if unknown:
                 raise ValueError(_unknown(unknown))
-            data = {TRACKERS.canonical(x): {} for x in data}
+            data = {_registry().canonical(x): {} for x in data}
         if not isinstance(data, dict):
             return handler(data)  # pydantic's own message for a wrong type
         unknown = [
@@ -105,7 +121,7 @@ class ReportTo(BaseModel):
         if unknown:
             raise ValueError(_unknown(unknown))
         sections = {
-            (k if k in SHARED else TRACKERS.canonical(k)): ({} if k not in SHARED and v is None else v)
+            (k if k in SHARED else _registry().canonical(k)): ({} if k not in SHARED and v is None else v)
             for k, v in data.items()
         }
         names = tuple(k for k in sections if k not in SHARED)
@@ -155,11 +171,13 @@ def tracker_specs(
     for name in report.names():
         settings = report.settings(name)
         assert settings is not None
+        from ascendfactory.trackers.base import RunNames
+
         names = RunNames(
             output_dir=root,
             project=settings.project or report.project or model_name,
             run_name=settings.run_name or report.run_name or exp_name,
             tensorboard_dir=tensorboard_dir,
         )
-        specs.append(TRACKERS.get(name).resolve(settings, names))
+        specs.append(_registry().get(name).resolve(settings, names))
     return tuple(specs)

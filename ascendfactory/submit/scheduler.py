@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,6 @@ class Scheduler:
     examples: tuple[str, ...] = ()
     help: str = ""  # the command's help line (the first record of a command gives it)
     id_is_number: bool = False  # its job ids are numbers: `submit status 4242` means this scheduler
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def command_name(self) -> str:

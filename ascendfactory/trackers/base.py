@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ascendfactory.errors import AscendFactoryError
 from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import TrackerSpec
+from ascendfactory.trackers.keys import TrackerKeys
 
 log = logging.getLogger("ascendfactory.trackers")
 RunState = Literal["finished", "failed", "killed"]
-ANY_TRACKER = "*"  # a backend's `tracker_keys` row for every tracker the embedded trainer opens itself
 _CREDENTIAL_KEYS = ("api_key", "apikey", "token", "password", "key")
 
 
@@ -164,21 +164,6 @@ class RunNames:
     def tree(self) -> OutputTree:
         """The run's output tree (`ascendfactory.output_tree`): where a tracker's default store goes."""
         return OutputTree(self.output_dir)
-
-
-@dataclass(frozen=True)
-class TrackerKeys:
-    """How a framework reaches one tracker. `set`: dotted `backend_config` key -> value, a text formatted
-    with the tracker's `{name}`, `{project}`, `{run_name}`, `{location}`, `{mode}` (or any other value, as
-    is); `append`: dotted list key -> the item added to it (LLaMA-Factory's `report_to`, verl's
-    `trainer.logger`); `run_id`: the id the framework gives the tracker's run itself (a template), when
-    it does; `resume_env`: variables for a train step that continues an existing run
-    (`TrackerSpec.resume_env`)."""
-
-    set: Mapping[str, Any] = field(default_factory=dict)
-    append: Mapping[str, str] = field(default_factory=dict)
-    run_id: str | None = None
-    resume_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def new_run_id() -> str:

@@ -82,7 +82,20 @@ class RLDemoBackend(Backend):
             )
         )
         plan.add(Step(name="plot", role=Role.PLOT, outputs=[plan.tree.loss_plot]))
+        plan.run = {"group_size": int(options.get("group_size", 16)), "nodes": nnodes}
         return plan
+
+    def memory_target(self, run):
+        """Its own kind of memory job (`memory.BanditJob`), the group size spelled as its experiment key."""
+        from ascendfactory.memory.target import MemoryTarget
+
+        from .memory import BanditJob
+
+        return MemoryTarget(
+            BanditJob(run["group_size"], run["nodes"]),
+            spell=lambda knobs, job: {f"backend_config.{k}": v for k, v in knobs.items()},
+            world_size=run["nodes"],
+        )
 
     def checks(self, environ):
         from ascendfactory.backends.doctor import module_check
