@@ -113,6 +113,7 @@ class PlanContext:
             auto_resume=cfg.train_auto_resume,
             max_attempts=cfg.auto_resume.max_attempts,
             backoff_s=cfg.auto_resume.backoff_s,
+            shared_filesystem=cfg.shared_filesystem,
         )
 
     @property
@@ -198,6 +199,9 @@ class Backend:
     # The names its framework gives logged values in a tracker where they differ from the log format's
     # (`LogFormat.tracker_name`): `logs export --to <tracker>` of its run uses them (training values).
     tracker_names: ClassVar[Mapping[str, str]] = {}
+    # Whether its training programs run on CPU processes: `accelerator: cpu` is refused otherwise
+    # (`backends.device_fit`).
+    trains_on_cpu: ClassVar[bool] = False
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         """`tracker_keys` for a stage (a backend whose stages run different programs overrides it)."""
