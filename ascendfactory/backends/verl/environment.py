@@ -97,12 +97,13 @@ def npu_install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
         InstallStep(
             "check torch_npu, vLLM and vLLM-Ascend import", (py, "-c", record), skip_if_exists=marker
         ),
+        *ENV.tracker_steps(environ),
     ]
 
 
 def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
-    """A venv of its own with the pinned verl; skipped entirely once the marker is written. On Ascend
-    (`AF_VERL_DEVICE=npu`): `npu_install_steps`."""
+    """A venv of its own with the pinned verl (skipped entirely once the marker is written), then the
+    tracker clients AF_TRACKERS names. On Ascend (`AF_VERL_DEVICE=npu`): `npu_install_steps`."""
     if environ.get(DEVICE_ENV) == "npu":
         return npu_install_steps(environ)
     torch_spec = environ.get("AF_TORCH_SPEC", "torch==2.13.0")
@@ -114,7 +115,8 @@ def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
         f"pathlib.Path({marker!r}).write_text(v + '\\n'); print('verl', v, 'in', sys.prefix)"
     )
     what = f"install verl[{EXTRA}]=={VERSION}, keeping {torch_spec}"
-    return ENV.install_steps(environ, (what, (*pip, torch_spec, f"verl[{EXTRA}]=={VERSION}")), record)
+    steps = ENV.install_steps(environ, (what, (*pip, torch_spec, f"verl[{EXTRA}]=={VERSION}")), record)
+    return [*steps, *ENV.tracker_steps(environ)]
 
 
 def checks(environ: Mapping[str, str], accelerator: str) -> list[Check]:

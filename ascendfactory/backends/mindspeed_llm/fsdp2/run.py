@@ -17,12 +17,13 @@ writes HF weights itself at the end).
     plot    training_loss.png from rank 0's log (the trainer logs on rank 0 only)
 
 The plan owns the keys that place and continue the run (changed through the experiment's own keys):
-`training.output_dir` = af_output_dir (checkpoints in {af_output_dir}/checkpoints/global_step_N, HF weights,
-training_args.yaml), `training.stage` = stage, `training.save_total_limit` = save_total_limit (the trainer
-removes older checkpoints itself; 0 keeps all), `training.save_hf_weights` = convert_mg2hf_at_last,
-`model.train_from_scratch` = (ckpt_load_type 0), `training.resume_from_checkpoint` = the newest resumable
-checkpoint under train_auto_resume, else user_converted_ckpt_path with ckpt_load_type 2, and
-`parallel.fsdp_size` = the process count when not given (the trainer requires exactly that)."""
+`training.output_dir` = {af_output_dir}/saved_checkpoints (the house's checkpoint folder: the trainer saves
+checkpoints/global_step_N there, and at the end the HF weights and training_args.yaml), `training.stage` =
+stage, `training.save_total_limit` = save_total_limit (the trainer removes older checkpoints itself; 0 keeps
+all), `training.save_hf_weights` = convert_mg2hf_at_last, `model.train_from_scratch` = (ckpt_load_type 0),
+`training.resume_from_checkpoint` = the newest resumable checkpoint under train_auto_resume, else
+user_converted_ckpt_path with ckpt_load_type 2, and `parallel.fsdp_size` = the process count when not given
+(the trainer requires exactly that)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from ascendfactory.config.catalog import ModelArch, arch_or_none
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
     LogNaming,
@@ -97,7 +99,7 @@ class FSDP2Run:
     node_rank: int
     nnodes: int
     site: Site
-    output_dir: str
+    output_dir: str  # af_output_dir
     arch: ModelArch | None
     resume: str | None = None
     resume_reason: str = ""
@@ -111,6 +113,15 @@ class FSDP2Run:
     @property
     def yaml_path(self) -> str:
         return os.path.join(self.output_dir, CONFIG_FILE)
+
+    @property
+    def saved(self) -> str:
+        """The trainer's `training.output_dir`: the house tree's checkpoint folder."""
+        return OutputTree(self.output_dir).saved_checkpoints
+
+    @property
+    def checkpoints(self) -> str:
+        return ckpt.root_of(self.saved)
 
 
 def trainer_of(ctx: PlanContext) -> tuple[str, list[Problem]]:
@@ -174,6 +185,7 @@ def read(ctx: PlanContext, site: Site, *, strict_paths: bool) -> FSDP2Run:
         s: dict(given.get(s) or {}) for s in fsdp2_keys.SECTIONS if isinstance(given.get(s) or {}, Mapping)
     }
     out = os.path.abspath(cfg.af_output_dir)
+    saved = OutputTree(out).saved_checkpoints
     if not config["model"].get("model_name_or_path") and cfg.model_name_or_path:
         config["model"]["model_name_or_path"] = cfg.model_name_or_path  # the experiment's HF model
     model = config["model"].get("model_name_or_path")
@@ -193,15 +205,17 @@ def read(ctx: PlanContext, site: Site, *, strict_paths: bool) -> FSDP2Run:
     if isinstance(dataset, Mapping) and "dataset_dir" not in config["data"] and "file_name" in dataset:
         # a file named in the experiment is relative to where the experiment is run, not to the checkout
         config["data"]["dataset"] = {**dataset, "file_name": local(dataset["file_name"])}
-    resume, why = _resume(ctx, out, problems)
+    resume, why = _resume(ctx, saved, problems)
     owned = {
-        "training.output_dir": OwnedKey(out, "af_output_dir"),
+        "training.output_dir": OwnedKey(
+            saved, "af_output_dir", f"the plan sets it to {saved} (resume and the final HF weights read it)"
+        ),
         "training.stage": OwnedKey(cfg.stage, "stage"),
         "training.save_total_limit": OwnedKey(cfg.save_total_limit, "save_total_limit"),
         "training.save_hf_weights": OwnedKey(
             bool(cfg.convert_mg2hf_at_last),
             "convert_mg2hf_at_last",
-            "the trainer writes HF weights into af_output_dir at the end when convert_mg2hf_at_last is true",
+            "the trainer writes HF weights at the end when convert_mg2hf_at_last is true",
         ),
         "model.train_from_scratch": OwnedKey(cfg.ckpt_load_type == 0, "ckpt_load_type (0: random init)"),
         "training.resume_from_checkpoint": OwnedKey(
@@ -216,8 +230,8 @@ def read(ctx: PlanContext, site: Site, *, strict_paths: bool) -> FSDP2Run:
         problems.append(
             ctx.problem(
                 "hf_save_dir",
-                "the FSDP2 trainer writes the final HF weights into af_output_dir itself",
-                fix="remove hf_save_dir (the HF weights are in af_output_dir)",
+                f"the FSDP2 trainer writes the final HF weights into {saved} itself",
+                fix=f"remove hf_save_dir (the HF weights will be in {saved})",
             )
         )
     for name, own in owned.items():
@@ -263,12 +277,12 @@ def read(ctx: PlanContext, site: Site, *, strict_paths: bool) -> FSDP2Run:
     return run
 
 
-def _resume(ctx: PlanContext, out: str, problems: list[Problem]) -> tuple[str | None, str]:
+def _resume(ctx: PlanContext, saved: str, problems: list[Problem]) -> tuple[str | None, str]:
     """What `training.resume_from_checkpoint` names: the newest resumable checkpoint of this run under
     train_auto_resume, else user_converted_ckpt_path with ckpt_load_type 2."""
     cfg = ctx.config
     if cfg.train_auto_resume:
-        newest = ckpt.newest_resumable(ckpt.root_of(out))
+        newest = ckpt.newest_resumable(ckpt.root_of(saved))
         if newest:
             return newest[1], f"train_auto_resume: the newest complete checkpoint, step {newest[0]}"
     given = cfg.user_converted_ckpt_path
@@ -337,7 +351,7 @@ def build_plan(ctx: PlanContext, run: FSDP2Run, facts: Mapping[str, Any]) -> Pla
     plan = ctx.new_plan(
         out,
         logs,
-        checkpoints=CheckpointSpec(root=ckpt.root_of(out), scheme="mindspeed_fsdp2"),
+        checkpoints=CheckpointSpec(root=run.checkpoints, scheme="mindspeed_fsdp2"),
         files={run.yaml_path: config_text(run)},
         warnings=run.warnings,
         facts=facts,
@@ -363,7 +377,7 @@ def build_plan(ctx: PlanContext, run: FSDP2Run, facts: Mapping[str, Any]) -> Pla
             env=step_env(ctx),
             cwd=run.site.directory,
             inputs=inputs,
-            outputs=[ckpt.root_of(out)],
+            outputs=[run.saved],
             notes=[f"resumes from {run.resume} ({run.resume_reason})"]
             if run.resume and not run.complete
             else [],
@@ -374,7 +388,7 @@ def build_plan(ctx: PlanContext, run: FSDP2Run, facts: Mapping[str, Any]) -> Pla
         Step(
             name="plot",
             role=Role.PLOT,
-            outputs=[os.path.join(out, "training_loss.png")],
+            outputs=[OutputTree(out).loss_plot],
             skip_reason=None if run.node_rank == 0 else LOSS_ON_FIRST_NODE,
         )
     )

@@ -123,7 +123,9 @@ def test_golden_writes_the_example_yaml_and_runs_its_launcher(
     out = str(REPO / "output")
     want = yaml.safe_load(EXAMPLE_YAML)
     want["model"]["model_name_or_path"] = "/home/data/Qwen3-8B"  # made absolute (the trailing / dropped)
-    want["training"].update(output_dir=out, stage="sft", save_total_limit=0, save_hf_weights=True)
+    want["training"].update(
+        output_dir=f"{out}/saved_checkpoints", stage="sft", save_total_limit=0, save_hf_weights=True
+    )
     assert as_numbers(config_of(plan)) == as_numbers(want)
     train = plan.step("train")
     assert train.argv[3:] == [
@@ -135,7 +137,8 @@ def test_golden_writes_the_example_yaml_and_runs_its_launcher(
     ]
     assert train.env == EXAMPLE_ENV and train.cwd == str(site)
     assert [s.name for s in plan.steps] == ["train", "plot"]  # no preprocess, hf2mg or mg2hf
-    assert plan.checkpoints.root == f"{out}/checkpoints" and plan.checkpoints.scheme == "mindspeed_fsdp2"
+    assert plan.checkpoints.root == f"{out}/saved_checkpoints/checkpoints"
+    assert plan.checkpoints.scheme == "mindspeed_fsdp2"
     assert plan.logs.loss_rank == "first" and plan.logs.throughput.seq_length is None  # consumed tokens
     assert plan.facts["trainer"] == "fsdp2" and plan.facts["checkpoint_format"] == "torch_dcp"
 
@@ -181,7 +184,7 @@ def test_a_minimal_experiment_plans_with_the_process_count_as_fsdp_size(site: Pa
     plan = plan_of(experiment(tmp_path, BASE), "--env.NPUS_PER_NODE=4", "--env.NNODES=2")
     config = config_of(plan)
     assert config["parallel"] == {"fsdp_size": 8}
-    assert config["training"]["output_dir"] == str(tmp_path / "out")
+    assert config["training"]["output_dir"] == str(tmp_path / "out" / "saved_checkpoints")
     assert "resume_from_checkpoint" not in config["training"]
     assert plan.step("train").argv[-2:] == ["train_fsdp2.py", str(tmp_path / "out" / "fsdp2_config.yaml")]
 
@@ -229,7 +232,9 @@ def test_owned_keys_name_the_experiment_key_that_decides_them(site: Path, tmp_pa
     got = problems_of(experiment(tmp_path, own, save_total_limit=2))
     p = "backend_config.fsdp2.training."
     assert set(got) == {p + "output_dir", p + "save_total_limit", p + "stage"}
-    fine = changed(training={"output_dir": str(tmp_path / "out"), "save_total_limit": 2})
+    fine = changed(
+        training={"output_dir": str(tmp_path / "out" / "saved_checkpoints"), "save_total_limit": 2}
+    )
     assert (
         config_of(plan_of(experiment(tmp_path, fine, save_total_limit=2)))["training"]["save_total_limit"]
         == 2
@@ -320,7 +325,7 @@ def test_the_base_of_the_examples_plans(site: Path, tmp_path: Path) -> None:
 def save_step(out: Path, step: int, *, complete: bool = True, extra: bool = True) -> Path:
     """A `checkpoints/global_step_N` as the trainer writes it: extra_state first, the DCP shards, `.metadata`
     last."""
-    folder = out / "checkpoints" / f"global_step_{step}"
+    folder = out / "saved_checkpoints" / "checkpoints" / f"global_step_{step}"
     (folder / "extra_state").mkdir(parents=True) if extra else folder.mkdir(parents=True)
     if extra:
         (folder / "extra_state" / "extra_state_rank_0.pt").write_bytes(b"x")
@@ -336,7 +341,7 @@ def test_auto_resume_continues_the_newest_complete_checkpoint(site: Path, tmp_pa
     save_step(out, 60, extra=False)  # save_only_model: weights only, no step counters
     save_step(out, 70, complete=False)  # being written
     plan = plan_of(experiment(tmp_path, BASE, train_auto_resume=True))
-    resume = str(out / "checkpoints" / "global_step_50")
+    resume = str(out / "saved_checkpoints" / "checkpoints" / "global_step_50")
     assert config_of(plan)["training"]["resume_from_checkpoint"] == resume
     assert plan.step("train").skip_reason is None and resume in plan.step("train").inputs
     assert not plan_of(experiment(tmp_path, BASE)).files[str(out / "fsdp2_config.yaml")].count("resume_from")
