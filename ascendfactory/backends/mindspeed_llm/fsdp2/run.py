@@ -181,8 +181,9 @@ def read(ctx: PlanContext, site: Site, *, strict_paths: bool) -> FSDP2Run:
         )
         raise ConfigError(problems)
     problems += fsdp2_keys.problems(given, release.version, ctx.loaded.source_of)
+    # every section, as a mapping (a section that is not one is a problem above)
     config: dict[str, dict[str, Any]] = {
-        s: dict(given.get(s) or {}) for s in fsdp2_keys.SECTIONS if isinstance(given.get(s) or {}, Mapping)
+        s: dict(body) if isinstance(body := given.get(s), Mapping) else {} for s in fsdp2_keys.SECTIONS
     }
     out = os.path.abspath(cfg.af_output_dir)
     saved = OutputTree(out).saved_checkpoints

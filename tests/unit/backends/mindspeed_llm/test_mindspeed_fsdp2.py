@@ -406,3 +406,8 @@ def test_every_key_the_golden_hands_the_trainer_is_in_its_generated_list(
     names = {f"{section}.{key}" for section, body in config.items() for key in body}
     assert names <= set(fsdp2_keys.keys("26.1.0"))
     assert fsdp2_keys.keys("26.1.0")["model.model_name_or_path"].required
+
+
+def test_a_section_that_is_not_a_mapping_is_named_not_a_traceback(site: Path, tmp_path: Path) -> None:
+    got = problems_of(experiment(tmp_path, {**BASE, "parallel": 3}))
+    assert "must be a mapping" in got["backend_config.fsdp2.parallel"]
