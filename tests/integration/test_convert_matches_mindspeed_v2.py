@@ -119,9 +119,15 @@ def _hf_tensors(folder: Path) -> dict:
 @pytest.mark.parametrize("family", ["qwen3", "qwen25", "llama2"])
 def test_megatron_to_hf_equals_mindspeed_llms_v2_converter(tmp_path: Path, family: str) -> None:
     """TP 2 x PP 2 back to HF, as the mindspeed-llm backend's final conversion runs it (no target sizes):
-    the peer reads the Megatron tree our converter wrote (its `args` included), and both HF outputs hold
-    the same tensors, the original weights."""
+    the peer reads the Megatron tree our converter wrote (its `args` included). Ours returns the original
+    weights. The peer's output is the same for qwen25; for the families of `V2_MG2HF_UNGROUPED_QKV`
+    (qwen3, llama2: model_cfg.json gives them no `qkv_split: per_group`) 26.1.0's mg->hf splits the fused
+    QKV as [Q; K; V] although its hf->mg wrote it per query group, so its q/k/v projections differ from the
+    originals while every other tensor is the same (its own hf->mg->hf round trip does the same; the plan
+    warns about it)."""
     import torch
+
+    from ascendfactory.backends.mindspeed_llm.converters import V2_MG2HF_UNGROUPED_QKV
 
     src = build_tiny_model(tmp_path / "hf", family, seed=3, dtype="bfloat16", **SIZES)
     mg = tmp_path / "mg"
@@ -138,8 +144,12 @@ def test_megatron_to_hf_equals_mindspeed_llms_v2_converter(tmp_path: Path, famil
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     a, b = _hf_tensors(ours), _hf_tensors(peer)
     assert sorted(a) == sorted(b), (sorted(set(a) - set(b)), sorted(set(b) - set(a)))
+    original = _hf_tensors(src)
+    assert sorted(a) == sorted(original) and all(torch.equal(a[n], original[n]) for n in original)
+    differ = sorted(n for n in a if not torch.equal(a[n], b[n]))
     for name in a:
         assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
-        assert torch.equal(a[name], b[name]), name
-    original = _hf_tensors(src)
-    assert all(torch.equal(a[n], original[n]) for n in original if n in a)
+    if family in V2_MG2HF_UNGROUPED_QKV:
+        assert differ and all(n.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")) for n in differ)
+    else:
+        assert differ == []

@@ -51,6 +51,7 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     hf2mg_options,
     mg2hf_command,
     mg2hf_options,
+    v2_mg2hf_warning,
 )
 from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
@@ -311,6 +312,10 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                     fix="remove finetune: false (LoRA starts from the base weights each run)",
                 )
             )
+        conv = run.framework.converter
+        bad_qkv = v2_mg2hf_warning(run.arch) if run.mg2hf is not None and conv.version == "v2" else None
+        if bad_qkv:
+            warnings.append(f"mg2hf: {bad_qkv}")
         for flag in SAVE_STATE_FLAGS:
             if run.training.get(flag):
                 state = "optimizer" if flag.endswith("optim") else "RNG"

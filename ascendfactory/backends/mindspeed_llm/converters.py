@@ -168,6 +168,28 @@ def mg2hf_options(
     }
 
 
+# MindSpeed-LLM 26.1.0's convert_ckpt_v2.py mg->hf (mindspeed_llm/tasks/checkpoint/convert_mg2hf.py, the
+# `unpack` branch) splits the fused QKV per query group only when configs/checkpoint/model_cfg.json gives
+# the family `qkv_split: per_group`, while its hf->mg (convert_hf2mg.py `qkv_concatenate_weight`) always
+# writes it per group: for these catalog families with more than one query group, its own hf->mg->hf round
+# trip returns scrambled q/k/v projections (tests/integration/test_convert_matches_mindspeed_v2.py shows it,
+# and that `python -m ascendfactory.engine.convert` returns the original tensors). qwen25 has per_group.
+V2_MG2HF_UNGROUPED_QKV = frozenset({"qwen3", "llama2", "glm4"})
+
+
+def v2_mg2hf_warning(arch: ModelArch) -> str | None:
+    """Why convert_ckpt_v2.py's mg->hf of `arch` writes wrong attention weights, or None."""
+    if arch.model_type_hf not in V2_MG2HF_UNGROUPED_QKV or arch.kv_heads <= 1:
+        return None
+    return (
+        f"MindSpeed-LLM 26.1.0's convert_ckpt_v2.py mg->hf splits the fused QKV of model-type-hf "
+        f"{arch.model_type_hf} as [Q; K; V] while its hf->mg writes it per query group (model_cfg.json has "
+        "no qkv_split: per_group for it): the HF weights it writes back have scrambled q/k/v projections. "
+        "Convert the checkpoints back with `python -m ascendfactory.engine.convert` (the same flags: its "
+        "hf->mg is identical to convert_ckpt_v2.py's and its mg->hf returns the original tensors)"
+    )
+
+
 def mg2hf_command(
     version: str, *, python: str, converter: list[str], hf_dir: str, out_dir: str
 ) -> tuple[list[str], list[str]]:

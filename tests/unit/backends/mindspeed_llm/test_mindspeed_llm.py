@@ -598,3 +598,23 @@ def test_the_embedded_trainer_refuses_a_blend(tmp_path: Path, clean_env):
         tmp_path, {"backend": "torch", "backend_config": {"training": {"data-path": [0.5, "/a", 0.5, "/b"]}}}
     )
     assert "the embedded trainer reads one dataset prefix" in found["backend_config.training.data-path"]
+
+
+@pytest.mark.parametrize(
+    "model, version, converter, warned",
+    [
+        ("qwen3-8b", "26.1.0", "v2", True),  # model_cfg.json: no qkv_split per_group for qwen3
+        ("qwen2.5-7b", "26.1.0", "v2", False),  # qwen25 has it
+        ("qwen3-8b", "26.1.0", "v1", False),
+        ("qwen3-8b", "2.1.0", "v1", False),
+    ],
+)
+def test_the_final_v2_conversion_of_an_ungrouped_qkv_family_is_warned(
+    tmp_path: Path, clean_env, model: str, version: str, converter: str, warned: bool
+) -> None:
+    changes = {
+        "af_model_name": model,
+        "backend_config": {"mindspeed_llm_version": version, "converter": converter},
+    }
+    warnings = [w for w in plan_for(tmp_path, changes).warnings if "scrambled q/k/v" in w]
+    assert bool(warnings) == warned
