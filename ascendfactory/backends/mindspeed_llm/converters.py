@@ -174,7 +174,7 @@ def mg2hf_options(
 # writes it per group: for these catalog families with more than one query group, its own hf->mg->hf round
 # trip returns scrambled q/k/v projections (tests/integration/test_convert_matches_mindspeed_v2.py shows it,
 # and that `python -m ascendfactory.engine.convert` returns the original tensors). qwen25 has per_group.
-V2_MG2HF_UNGROUPED_QKV = frozenset({"qwen3", "llama2", "glm4"})
+V2_MG2HF_UNGROUPED_QKV = frozenset({"qwen3", "qwen3-moe", "llama2", "glm4"})
 
 
 def v2_mg2hf_warning(arch: ModelArch) -> str | None:
