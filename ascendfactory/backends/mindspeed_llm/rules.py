@@ -1146,6 +1146,87 @@ RULES_26 += (
         versions=V26,
     ),
 )
+HA = {
+    "2.1.0": "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/high_availability/high_availability.py "
+    "validate_args",
+    "26.1.0": LLM26 + "high_availability/high_availability.py validate_args",
+}
+RULES_26 += (
+    Rule(
+        "enable-hbmfault-repair",
+        lambda f: f.given("enable-hbmfault-repair") and not f.given("enable-high-availability"),
+        "needs enable-high-availability",
+        "set enable-high-availability: true, or remove enable-hbmfault-repair",
+        HA,
+    ),
+    Rule(
+        "enable-optimizer-state-local-copy",
+        lambda f: f.given("enable-optimizer-state-local-copy") and not f.given("enable-high-availability"),
+        "needs enable-high-availability",
+        "set enable-high-availability: true, or remove enable-optimizer-state-local-copy",
+        HA,
+        versions=V21,
+    ),
+    Rule(
+        "enable-high-availability",
+        lambda f: f.given("enable-high-availability") and f.given("use-dist-ckpt"),
+        "cannot be used with use-dist-ckpt",
+        "remove use-dist-ckpt, or enable-high-availability",
+        HA,
+    ),
+    Rule(
+        "enable-high-availability",
+        lambda f: (
+            f.given("enable-high-availability")
+            and any(
+                f.given(k)
+                for k in ("swap-attention", "disable-gloo-group", "swap-optimizer", "lora-target-modules")
+            )
+        ),
+        "cannot be used with swap-attention, disable-gloo-group, swap-optimizer or lora-target-modules",
+        "remove those flags, or enable-high-availability",
+        HA,
+        versions=V26,
+    ),
+    Rule(
+        "enable-elastic-training",
+        lambda f: (
+            f.given("enable-elastic-training")
+            and (
+                not f.given("enable-high-availability")
+                or not f.given("use-distributed-optimizer")
+                or f.given("use-custom-fsdp")
+                or f.given("reuse-fp32-param")
+                or f.num("expert-model-parallel-size") > 1
+                or f.num("context-parallel-size") > 1
+            )
+        ),
+        "needs enable-high-availability and use-distributed-optimizer, and no use-custom-fsdp, "
+        "reuse-fp32-param, expert-model-parallel-size or context-parallel-size above 1",
+        "set enable-high-availability and use-distributed-optimizer (without those), or remove "
+        "enable-elastic-training",
+        HA,
+        versions=V26,
+    ),
+    Rule(
+        "sparse-mode",
+        lambda f: f.given("use-flash-attn") and f.given("sparse-mode") and f["sparse-mode"] not in (0, 2),
+        "with use-flash-attn only sparse modes 0 and 2 are supported",
+        "set sparse-mode: 0 (or 2), or remove use-flash-attn",
+        {
+            "2.1.0": "MindSpeed 2c085cc9 mindspeed/arguments.py validate_args_wrapper",
+            "26.1.0": MS26 + "transformer/flash_attention/fusion_attention_v1_feature.py validate_args",
+        },
+    ),
+    Rule(
+        "data-args-path",
+        lambda f: f.given("data-args-path"),
+        "cannot be used with --data-path, which the plan passes (the preprocessed data)",
+        "remove data-args-path (set backend_config.training.data-path or processed_data_dir instead)",
+        MEGATRON,
+        versions=V26,
+    ),
+)
 RULES = RULES + RULES_26
 
 

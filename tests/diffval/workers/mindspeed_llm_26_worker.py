@@ -56,6 +56,7 @@ STAND_INS = (
     standins.TORCH_NPU,
     ("acl", "CANN's Python runtime (mindspeed_llm/training/utils.py imports it)", "inert placeholders"),
     standins.TORCHAIR,
+    standins.MINDIO_TTP,
     ("einops", "not installed in this python (tensor reshaping in MindSpeed's context parallel)", "inert"),
     standins.PKG_RESOURCES,
     (
@@ -71,7 +72,7 @@ STAND_INS = (
         "an empty package (the config and router modules the patches come from import as usual)",
     ),
 )
-STAND_IN_MODULES = ("torch_npu", "acl", "torchair", "einops")
+STAND_IN_MODULES = ("torch_npu", "acl", "torchair", "einops", "mindio_ttp")
 NPU_CAPABILITY = (9, 0)  # MindSpeed 26.1.0_core_r0.12.1 mindspeed/core/fusions/grouped_matmul.py
 # mindspeed_llm/tasks/posttrain/launcher.py get_trainer: the stages that have a trainer.
 POSTTRAIN_STAGES = ("sft", "dpo")

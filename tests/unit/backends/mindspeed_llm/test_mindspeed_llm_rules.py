@@ -48,6 +48,19 @@ MOE = {"num-experts": 8, "moe-token-dispatcher-type": "alltoall"}
 # rule key -> (flags that break it, the same with the fix)
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch-size": ({"batch-size": 4}, {}),
+    "enable-hbmfault-repair": (
+        {"enable-hbmfault-repair": True},
+        {"enable-hbmfault-repair": True, "enable-high-availability": True},
+    ),
+    "enable-optimizer-state-local-copy": (
+        {"enable-optimizer-state-local-copy": True},
+        {"enable-optimizer-state-local-copy": True, "enable-high-availability": True},
+    ),
+    "enable-high-availability": (
+        {"enable-high-availability": True, "use-dist-ckpt": True},
+        {"enable-high-availability": True},
+    ),
+    "sparse-mode": ({"use-flash-attn": True, "sparse-mode": 1}, {"use-flash-attn": True, "sparse-mode": 2}),
     "warmup": ({"warmup": 0.01}, {"lr-warmup-fraction": 0.01}),
     "model-parallel-size": ({"model-parallel-size": 2}, {"tensor-model-parallel-size": 2}),
     "train-samples": ({"train-samples": 8}, {"train-samples": 8, "train-iters": OFF}),
@@ -344,6 +357,19 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"decoder-last-pipeline-num-layers": 0, "pipeline-model-parallel-size": 2, "num-layers": 4},
         {"decoder-last-pipeline-num-layers": 2, "pipeline-model-parallel-size": 2, "num-layers": 4},
     ),
+    "enable-high-availability": (
+        {"enable-high-availability": True, "disable-gloo-group": True},
+        {"enable-high-availability": True},
+    ),
+    "enable-elastic-training": (
+        {"enable-elastic-training": True},
+        {
+            "enable-elastic-training": True,
+            "enable-high-availability": True,
+            "use-distributed-optimizer": True,
+        },
+    ),
+    "data-args-path": ({"data-args-path": "/data/args.txt"}, {}),
     "inference-batch-times-seqlen-threshold": (
         {"inference-batch-times-seqlen-threshold": 0},
         {"inference-batch-times-seqlen-threshold": 0, "pipeline-model-parallel-size": 2},
