@@ -96,6 +96,27 @@ class Rule:
         return text.format(megatron=release.megatron)
 
 
+def _yarn_21(f: Flags) -> bool:
+    """MindSpeed-LLM 2.1.0 training/arguments.py _validate_yarn (rope-scaling-factor defaults to 1.0)."""
+    if f["rope-scaling-type"] != "yarn":
+        return False
+    if not f.given("rope-scaling-original-max-position-embeddings"):
+        return True
+    factor = f.flags.get("rope-scaling-factor")
+    if f.given("multi-head-latent-attention") and not factor:
+        return True
+    ratio = f.num("max-position-embeddings") / f.num("rope-scaling-original-max-position-embeddings")
+    return ratio != float(1.0 if factor is None else factor)
+
+
+def _longrope_21(f: Flags) -> bool:
+    """MindSpeed-LLM 2.1.0 training/arguments.py _validate_long_rope."""
+    if f["rope-scaling-type"] != "longrope":
+        return False
+    needed = ("rope-scaling-original-max-position-embeddings", "long-factor", "short-factor")
+    return not all(f.given(k) for k in needed) or (f.given("short-mscale") != f.given("long-mscale"))
+
+
 def _moe(f: Flags) -> bool:
     """A MoE model: num-experts given and not 0 (Megatron's validate_args turns 0 into None)."""
     return f.given("num-experts") and f["num-experts"] != 0
@@ -591,12 +612,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "rope-scaling-type",
-        lambda f: (
-            f["rope-scaling-type"] in ("yarn", "longrope")
-            and not f.given("rope-scaling-original-max-position-embeddings")
-        ),
-        "yarn and longrope need rope-scaling-original-max-position-embeddings",
-        "set rope-scaling-original-max-position-embeddings, or remove rope-scaling-type",
+        lambda f: _yarn_21(f) or _longrope_21(f),
+        "yarn needs rope-scaling-original-max-position-embeddings and rope-scaling-factor equal to "
+        "max-position-embeddings / rope-scaling-original-max-position-embeddings (with "
+        "multi-head-latent-attention: given); longrope needs rope-scaling-original-max-position-embeddings, "
+        "long-factor and short-factor, and short-mscale and long-mscale together",
+        "set those flags, or remove rope-scaling-type",
         LLM + " _validate_yarn / _validate_long_rope",
         versions=V21,
     ),

@@ -191,7 +191,12 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "mla-fa-divide-qk": ({"mla-fa-divide-qk": True}, {"mla-fa-divide-qk": True, "reset-position-ids": True}),
     "rope-scaling-type": (
         {"rope-scaling-type": "yarn"},
-        {"rope-scaling-type": "yarn", "rope-scaling-original-max-position-embeddings": 256},
+        {
+            "rope-scaling-type": "yarn",
+            "max-position-embeddings": 4096,
+            "rope-scaling-original-max-position-embeddings": 2048,
+            "rope-scaling-factor": 2.0,
+        },
     ),
     "num-experts": (
         {**MOE, "moe-token-dispatcher-type": "allgather"},
