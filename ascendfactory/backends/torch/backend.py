@@ -145,6 +145,10 @@ class TorchBackend(MegatronBackend[None]):
             "target-pipeline-parallel-size": run.pp,
             "num-layer-list": ",".join(map(str, run.num_layer_list)) if run.num_layer_list else None,
             "num-layers-per-virtual-pipeline-stage": _virtual_chunk_layers(run),
+            # MoE: the trainer's expert parallelism and expert layout (Megatron's GroupedMLP with
+            # --moe-grouped-gemm), so the shards are the ones it loads
+            "target-expert-parallel-size": run.training.get("expert-model-parallel-size"),
+            "moe-grouped-gemm": run.training.get("moe-grouped-gemm") or None,
             "model-type-hf": run.arch.model_type_hf,
             "params-dtype": "bf16"
             if run.training.get("bf16")
