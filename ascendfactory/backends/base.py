@@ -8,7 +8,7 @@ the tool asks of it:
     checks(environ) -> list[Check]           `doctor --backend <name>`: what this machine lacks for it
     install_steps(environ) -> list[...]      `install.sh <name>` / `doctor --install-plan <name>`
     template_values(arch, devices) -> dict   values its experiment templates (`experiments/*.yaml`) use
-    memory_target(ctx, plan) -> MemoryTarget the job the pre-launch memory estimate models
+    memory_target(run) -> MemoryTarget       the job the pre-launch memory estimate models, from `plan.run`
     legacy_keys                              old-style flat keys (TP, GBS, ...) -> dotted destinations
 """
 
@@ -205,9 +205,10 @@ class Backend:
         """`strict_paths`: missing input paths are errors (a real run) or warnings (`--dry-run`)."""
         raise NotImplementedError
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
-        """The job the pre-launch memory estimate models (None: this backend has no model yet). Called after
-        `plan` succeeded, so the keys it reads are validated."""
+    def memory_target(self, run: Any) -> MemoryTarget | None:
+        """The job the pre-launch memory estimate models (None: this backend has no model yet), built from
+        `run`: the typed run `plan` left in `Plan.run` (the values the framework will parse, never
+        `plan.facts`). Called after `plan` succeeded, so the values it reads are validated."""
         return None
 
     def checks(self, environ: Mapping[str, str]) -> list[Any]:

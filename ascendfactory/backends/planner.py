@@ -63,13 +63,12 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     plan.policy = dataclasses.replace(plan.policy, unretryable=tuple(dict.fromkeys(unretryable)))
     _check_port(loaded, plan, dry_run=dry_run)
     env = loaded.config.env
-    plan.facts["topology"] = {
-        k: {"value": getattr(env, k), "source": loaded.topology[k]} for k in loaded.topology
-    }
-    plan.facts["topology"]["NPUS_PER_NODE"] = {"value": ctx.devices.count, "source": ctx.devices.source}
+    topology = {k: {"value": getattr(env, k), "source": loaded.topology[k]} for k in loaded.topology}
+    topology["NPUS_PER_NODE"] = {"value": ctx.devices.count, "source": ctx.devices.source}
+    plan.facts["topology"] = topology
     if loaded.platform:
         plan.facts["platform"] = loaded.platform
-    attach_memory(plan, backend.memory_target(ctx, plan), loaded, dry_run=dry_run)
+    attach_memory(plan, backend.memory_target(plan.run), loaded, dry_run=dry_run)
     return plan
 
 

@@ -85,12 +85,12 @@ class TorchBackend(MegatronBackend[None]):
 
     memory_engine = "embedded"  # fp32 weights, gradients and AdamW; bf16/fp16 by autocast
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
-        if ctx.config.stage == "grpo":
-            from ascendfactory.backends.megatron.memory import rl_target
+    def memory_target(self, run: Any) -> MemoryTarget | None:
+        from ascendfactory.backends.msrl.memory import RLRun, rl_target
 
-            return rl_target(ctx, plan, engine=self.memory_engine)
-        return super().memory_target(ctx, plan)
+        if isinstance(run, RLRun):
+            return rl_target(run, engine=self.memory_engine)
+        return super().memory_target(run)
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         if ctx.config.stage == "grpo":
@@ -166,9 +166,11 @@ class TorchBackend(MegatronBackend[None]):
             only_node0=shared,
         )
 
-    def train_entry(
-        self, ctx: PlanContext, run: MegatronRun[None]
-    ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
+    def train_defaults(self, run: MegatronRun[None]) -> Mapping[str, Any]:
+        return trainer_defaults()
+
+    def train_flags(self, ctx: PlanContext, run: MegatronRun[None]) -> dict[str, Any]:
+        """The user's training flags, then the plan's data, tokenizer, load, save and monitor flags."""
         cfg = ctx.config
         flags = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_FLAGS}
         load = run.load
@@ -189,8 +191,15 @@ class TorchBackend(MegatronBackend[None]):
             ordered["tensorboard-dir"] = given or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config
-        inputs = [x for x in (run.data_path, load.load if load else None) if isinstance(x, str) and x]
-        return ["-m", "ascendfactory.engine.train", *to_flags(ordered)], {}, None, inputs
+        return ordered
+
+    def train_entry(
+        self, ctx: PlanContext, run: MegatronRun[None]
+    ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
+        flags = run.launch.flags if run.launch else self.train_flags(ctx, run)
+        load = flags.get("load")
+        inputs = [x for x in (flags.get("data-path"), load) if isinstance(x, str) and x]
+        return ["-m", "ascendfactory.engine.train", *to_flags(flags)], {}, None, inputs
 
     def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
         out = ctx.config.hf_save_dir or run.layout.mg2hf_dir
@@ -408,6 +417,20 @@ class TorchBackend(MegatronBackend[None]):
             *(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
             *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil")),
         ]
+
+
+def trainer_defaults() -> dict[str, Any]:
+    """The embedded trainer's parser defaults (flag -> value, its flag tables in engine/train/flags.py),
+    with MindSpeed-LLM's LoRA defaults the trainer applies when --lora-r / --lora-alpha are not given."""
+    from ascendfactory.engine.train import flags as trainer
+
+    out = {
+        flag[2:]: spec[1]
+        for table in (trainer.HONOURED, trainer.ARCHITECTURE)
+        for flag, spec in table.items()
+    }
+    out.update({flag[2:]: value for flag, value in LORA_DEFAULTS.items()})
+    return out
 
 
 def yaml_fix(fix: str, section: str) -> str:
