@@ -233,7 +233,7 @@ def problems(args: argparse.Namespace) -> list[Problem]:
         ),
         (
             (args.first_k_dense_replace is None) != (args.moe_layer_freq is None),
-            "--moe-layer-freq" if args.moe_layer_freq is None else "--first-k-dense-replace",  # the missing one
+            "--moe-layer-freq" if args.moe_layer_freq is None else "--first-k-dense-replace",  # missing
             "First-k-dense-replace and moe-layer-freq must be set together.",
             "give both --first-k-dense-replace and --moe-layer-freq, or neither",
         ),
