@@ -63,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; every error ends in a few lines, never a traceback (unless
     AF_DEBUG=1): ours by the table in `cli._errors`, usage errors as click shows them (exit 2), anything else
     as an internal error (exit 1)."""
-    from ascendfactory.cli._errors import debug_enabled, format_error, format_internal
     from ascendfactory.errors import AscendFactoryError
 
     try:
@@ -71,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             args=argv, prog_name="ascendfactory-cli", standalone_mode=False
         )
     except AscendFactoryError as e:
+        from ascendfactory.cli._errors import debug_enabled, format_error
         from ascendfactory.cli._output import out
 
         if debug_enabled():
@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         usage = _usage_error_code(e)  # typer raises its bundled click's exceptions (typer._click)
         if usage is not None:
             return usage
+        from ascendfactory.cli._errors import debug_enabled, format_internal
+
         if debug_enabled():
             raise
         from ascendfactory.cli._output import out
