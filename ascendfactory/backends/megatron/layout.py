@@ -19,8 +19,9 @@ class OutputTree:
     def preprocess_dir(self) -> str:
         return self._p("preprocess_data")
 
-    def converted_weights(self, tp: int, pp: int) -> str:
-        return self._p(f"converted_weight_TP{tp}PP{pp}")
+    def converted_weights(self, tp: int, pp: int, ep: int = 1) -> str:
+        """`converted_weight_TP{tp}PP{pp}`, plus `EP{ep}` for an expert-parallel layout (other folders)."""
+        return self._p(f"converted_weight_TP{tp}PP{pp}" + (f"EP{ep}" if ep > 1 else ""))
 
     @property
     def saved_checkpoints(self) -> str:
