@@ -348,6 +348,9 @@ class RunPolicy:
     backoff_s: float = 5.0
     # Text in the failing log that means a restart cannot help (a configuration error): not auto-resumed.
     unretryable: tuple[str, ...] = ()
+    # af_output_dir is seen by every node: the nodes read each other's train outcome there (the runner's
+    # check before a retry); False: a node learns nothing of the others.
+    shared_filesystem: bool = True
 
     @property
     def collective_timeout_s(self) -> int:

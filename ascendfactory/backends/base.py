@@ -114,6 +114,7 @@ class PlanContext:
             auto_resume=cfg.train_auto_resume,
             max_attempts=cfg.auto_resume.max_attempts,
             backoff_s=cfg.auto_resume.backoff_s,
+            shared_filesystem=cfg.shared_filesystem,
         )
 
     @property
@@ -196,6 +197,9 @@ class Backend:
     # `report_to`: the trackers its framework reaches, each as the framework's own keys (data; see
     # `backends.report_to.TrackerKeys`). A tracker left out is a configuration error naming the backend.
     tracker_keys: ClassVar[Mapping[str, Any]] = {}
+    # Whether its training programs run on CPU processes: `accelerator: cpu` is refused otherwise
+    # (`backends.device_fit`).
+    trains_on_cpu: ClassVar[bool] = False
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         """`tracker_keys` for a stage (a backend whose stages run different programs overrides it)."""

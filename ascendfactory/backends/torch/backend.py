@@ -79,6 +79,7 @@ class TorchBackend(MegatronBackend[None]):
     # its trainer: "error (rank N): K configuration problem(s):", and the NaN check's "found NaN in"
     unretryable = ("configuration problem", "found NaN in")
     tracker_keys = TORCH_TRACKERS
+    trains_on_cpu = True  # gloo on CPU; `accelerator: cpu` forces it on a node with accelerators
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         return GRPO_TRACKERS if stage == "grpo" else TORCH_TRACKERS
@@ -93,11 +94,24 @@ class TorchBackend(MegatronBackend[None]):
         return super().memory_target(run)
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
-        if ctx.config.stage == "grpo":
-            from ascendfactory.backends.torch.grpo import plan_grpo
+        """The plan of the stage; a real run on a Python without the embedded backend's packages (a core
+        `pip install .`) is refused here, with every other problem, before anything is written."""
+        missing = missing_packages()
+        refused = [missing_packages_problem(ctx, missing)] if missing and strict_paths else []
+        try:
+            if ctx.config.stage == "grpo":
+                from ascendfactory.backends.torch.grpo import plan_grpo
 
-            return plan_grpo(self, ctx, strict_paths=strict_paths)
-        return super().plan(ctx, strict_paths=strict_paths)
+                plan = plan_grpo(self, ctx, strict_paths=strict_paths)
+            else:
+                plan = super().plan(ctx, strict_paths=strict_paths)
+        except ConfigError as e:
+            raise ConfigError(refused + e.problems) from None
+        self.raise_if(refused)
+        if missing:
+            p = missing_packages_problem(ctx, missing)
+            plan.warnings.append(f"{p.message} (a real run stops here; fix: {p.fix})")
+        return plan
 
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
@@ -418,9 +432,32 @@ class TorchBackend(MegatronBackend[None]):
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return [
-            *(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
+            *(module_check(m) for m in EMBEDDED_PACKAGES),
             *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil")),
         ]
+
+
+# What the embedded backend's programs import (preprocess: tokenizers, numpy; hf2mg / mg2hf: torch,
+# safetensors; train: torch, transformers): the `torch` extra of pyproject.toml.
+EMBEDDED_PACKAGES = ("torch", "transformers", "safetensors", "tokenizers", "numpy")
+
+
+def missing_packages() -> list[str]:
+    """The embedded backend's packages this Python cannot import (found without importing them)."""
+    import importlib.util
+
+    return [m for m in EMBEDDED_PACKAGES if importlib.util.find_spec(m) is None]
+
+
+def missing_packages_problem(ctx: PlanContext, missing: list[str]) -> Problem:
+    import sys
+
+    return ctx.problem(
+        "backend",
+        f"torch: the embedded backend's programs need {', '.join(missing)}, which this Python "
+        f"({sys.executable}) lacks (a core install: `pip install .` plans and reads logs, it does not train)",
+        fix='pip install ".[torch]" from the checkout (or "ascendfactory-cli[torch]"), or sh install.sh',
+    )
 
 
 def trainer_defaults() -> dict[str, Any]:

@@ -163,9 +163,19 @@ class VerlBackend(Backend):
         checked = _compose(ctx, run, strict_paths, found)
         _check_rules(checked, found)
         _check_resources(ctx, checked, accelerator, strict_paths, found)
-        self.raise_if(found.problems)
         if strict_paths and accelerator == "cpu":
-            raise BackendNotRunnableError(NO_ACCELERATOR)
+            if not found.problems:
+                raise BackendNotRunnableError(NO_ACCELERATOR)
+            # named with the experiment's own problems: every reason at once, not one per try
+            found.problems.append(
+                Problem(
+                    key="(environment)",
+                    message="this machine has no GPU or NPU: verl 0.9.1 cannot train here (no CPU platform; "
+                    "its rollouts need vLLM, SGLang or TensorRT-LLM on an accelerator)",
+                    fix="run the same command on a GPU or NPU node; `train --dry-run` shows the plan here",
+                )
+            )
+        self.raise_if(found.problems)
         if accelerator == "cpu":
             found.warnings.append(
                 "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
