@@ -259,10 +259,18 @@ class TorchBackend(MegatronBackend[None]):
         )
 
     def model_problem(self, arch: Any) -> str | None:
+        from ascendfactory.engine.convert.families import FAMILIES
+        from ascendfactory.engine.train.arch import SUPPORTED_MODEL_TYPES
+
         if arch.family is None:
             return (
                 f"{arch.name} ({arch.model_type_hf}) is not a model family the embedded backend converts "
-                "(llama2, qwen25, qwen3)"
+                f"({', '.join(FAMILIES)})"
+            )
+        if arch.hf_model_type not in SUPPORTED_MODEL_TYPES:
+            return (
+                f"{arch.name} ({arch.hf_model_type}) is not a model type the embedded trainer trains "
+                f"({', '.join(SUPPORTED_MODEL_TYPES)})"
             )
         return None
 
