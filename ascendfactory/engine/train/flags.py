@@ -344,11 +344,14 @@ def given(args: argparse.Namespace, flag: str) -> bool:
     return value is not None and value is not False and value != [] and value != default
 
 
-def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
-    """Parse and validate; returns (args, ignored flags given). ConfigError lists every problem at once."""
+def parse_args(
+    argv: Sequence[str], *, parser: argparse.ArgumentParser | None = None
+) -> tuple[argparse.Namespace, list[str]]:
+    """Parse and validate; returns (args, ignored flags given). ConfigError lists every problem at once.
+    `parser`: one `build_parser()` made earlier (planning reuses one; building it costs more than parsing)."""
     from ascendfactory.engine.argv_check import parse_known
 
-    args, unknown = parse_known(build_parser(), argv)  # a bad value: ConfigError naming the flag
+    args, unknown = parse_known(parser or build_parser(), argv)  # a bad value: ConfigError naming the flag
     problems: list[Problem] = []
     flags = [a.split("=")[0] for a in unknown if a.startswith("--")]
     if flags or unknown:
