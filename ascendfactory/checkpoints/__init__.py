@@ -12,10 +12,13 @@ retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme
 
 from __future__ import annotations
 
+import importlib
 from typing import Protocol
 
-from ascendfactory.checkpoints import fsdp2, hf_trainer, megatron, verl
-from ascendfactory.registry import Registry
+from ascendfactory.registry import Registry, fold
+
+# scheme name -> the module of this package holding its `SCHEME`
+BUILTIN = {"megatron": "megatron", "hf_trainer": "hf_trainer", "verl": "verl", "mindspeed_fsdp2": "fsdp2"}
 
 
 class CheckpointScheme(Protocol):
@@ -26,10 +29,24 @@ class CheckpointScheme(Protocol):
         """Remove the oldest complete checkpoints beyond the newest `keep`; returns the removed paths."""
 
 
+def _locate(name: str) -> None:
+    """A built-in scheme's module, imported when its name is first asked for (a plan needs one)."""
+    if fold(name) in BUILTIN and fold(name) not in SCHEMES.registered():
+        module = importlib.import_module(f"ascendfactory.checkpoints.{BUILTIN[fold(name)]}")
+        register_scheme(fold(name), module.SCHEME)
+
+
+def _import_all() -> None:
+    for name in BUILTIN:
+        _locate(name)
+
+
 SCHEMES: Registry[CheckpointScheme] = Registry(
     "checkpoint scheme",
     key="checkpoints.scheme",
     how="ascendfactory.checkpoints.register_scheme(name, scheme)",
+    locate=_locate,
+    everything=_import_all,
 )
 
 
@@ -48,9 +65,3 @@ def find_scheme(name: str) -> CheckpointScheme | None:
 
 def get_scheme(name: str) -> CheckpointScheme:
     return SCHEMES.get(name)
-
-
-register_scheme("megatron", megatron.SCHEME)
-register_scheme("hf_trainer", hf_trainer.SCHEME)
-register_scheme("verl", verl.SCHEME)
-register_scheme("mindspeed_fsdp2", fsdp2.SCHEME)

@@ -447,7 +447,9 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     def train_flags(self, ctx: PlanContext, run: MegatronRun[Found]) -> dict[str, Any]:
         """Filled architecture flags, then the user's, then the plan's data / checkpoint / stage flags."""
         seq = (run.typed.seq_length if run.typed else None) or SEQ_LENGTH
-        flags = architecture_flags(run.arch, tp=run.tp, pp=run.pp, seq_length=seq)
+        flags = architecture_flags(
+            run.arch, tp=run.tp, pp=run.pp, seq_length=seq, version=run.framework.release.version
+        )
         flags.update({"tokenizer-type": "PretrainedFromHF", "tokenizer-name-or-path": run.model_dir})
         flags.update(run.framework.release.plan_flags)  # what every example of the version passes
         user = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_KEYS}
@@ -511,6 +513,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                     save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
                     model_dir=run.model_dir or "",
                     lora=lora,
+                    training=run.training,
                 ),
                 **run.mg2hf,
             }
