@@ -232,7 +232,10 @@ RULES: tuple[Rule, ...] = (
     *(
         Rule(
             key,
-            lambda f, key=key: f.given("train-iters") and f.given(key) and f[key] != 0,
+            # validate_args asserts `is None` for each but lr-warmup-samples (`== 0`): a 0 is refused too
+            lambda f, key=key: (
+                f.given("train-iters") and f.given(key) and (key != "lr-warmup-samples" or f[key] != 0)
+            ),
             f"iteration-based training (train-iters) takes no {key}",
             f"remove {key}, or train by samples (remove train-iters, set train-samples)",
             MEGATRON + " (iteration-based training)",
@@ -1167,11 +1170,12 @@ RULES_26 += (
         versions=V26,
     ),
 )
-HA = {
-    "2.1.0": "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/high_availability/high_availability.py "
-    "validate_args",
-    "26.1.0": LLM26 + "high_availability/high_availability.py validate_args",
-}
+# 2.1.0 does not run these: its HighAvailabilityFeature (and MindSpeed's FEATURES) validate only when
+# `getattr(args, feature_name)` is set or the feature's optimization_level is 0 (arguments.py
+# validate_args_decorator, branch 2.1.0), and `high_availability` is no argument; MindSpeed's own
+# validate_args_wrapper (sparse-mode) is not among the patches 2.1.0's megatron_adaptor.py applies. Its judge
+# accepts every example (tests/integration/test_mindspeed_llm_rules_judged.py).
+HA = LLM26 + "high_availability/high_availability.py validate_args"
 RULES_26 += (
     Rule(
         "enable-hbmfault-repair",
@@ -1179,14 +1183,7 @@ RULES_26 += (
         "needs enable-high-availability",
         "set enable-high-availability: true, or remove enable-hbmfault-repair",
         HA,
-    ),
-    Rule(
-        "enable-optimizer-state-local-copy",
-        lambda f: f.given("enable-optimizer-state-local-copy") and not f.given("enable-high-availability"),
-        "needs enable-high-availability",
-        "set enable-high-availability: true, or remove enable-optimizer-state-local-copy",
-        HA,
-        versions=V21,
+        versions=V26,
     ),
     Rule(
         "enable-high-availability",
@@ -1194,6 +1191,7 @@ RULES_26 += (
         "cannot be used with use-dist-ckpt",
         "remove use-dist-ckpt, or enable-high-availability",
         HA,
+        versions=V26,
     ),
     Rule(
         "enable-high-availability",
@@ -1234,10 +1232,8 @@ RULES_26 += (
         lambda f: f.given("use-flash-attn") and f.given("sparse-mode") and f["sparse-mode"] not in (0, 2),
         "with use-flash-attn only sparse modes 0 and 2 are supported",
         "set sparse-mode: 0 (or 2), or remove use-flash-attn",
-        {
-            "2.1.0": "MindSpeed 2c085cc9 mindspeed/arguments.py validate_args_wrapper",
-            "26.1.0": MS26 + "transformer/flash_attention/fusion_attention_v1_feature.py validate_args",
-        },
+        MS26 + "transformer/flash_attention/fusion_attention_v1_feature.py validate_args",
+        versions=V26,
     ),
     Rule(
         "data-args-path",

@@ -48,22 +48,9 @@ MOE = {"num-experts": 8, "moe-token-dispatcher-type": "alltoall"}
 # rule key -> (flags that break it, the same with the fix)
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch-size": ({"batch-size": 4}, {}),
-    "enable-hbmfault-repair": (
-        {"enable-hbmfault-repair": True},
-        {"enable-hbmfault-repair": True, "enable-high-availability": True},
-    ),
-    "enable-optimizer-state-local-copy": (
-        {"enable-optimizer-state-local-copy": True},
-        {"enable-optimizer-state-local-copy": True, "enable-high-availability": True},
-    ),
-    "enable-high-availability": (
-        {"enable-high-availability": True, "use-dist-ckpt": True},
-        {"enable-high-availability": True},
-    ),
-    "sparse-mode": ({"use-flash-attn": True, "sparse-mode": 1}, {"use-flash-attn": True, "sparse-mode": 2}),
     "warmup": ({"warmup": 0.01}, {"lr-warmup-fraction": 0.01}),
     "model-parallel-size": ({"model-parallel-size": 2}, {"tensor-model-parallel-size": 2}),
-    "train-samples": ({"train-samples": 8}, {"train-samples": 8, "train-iters": OFF}),
+    "train-samples": ({"train-samples": 0}, {"train-samples": 8, "train-iters": OFF}),  # 0 is not None
     "lr-decay-samples": ({"lr-decay-samples": 8}, {"lr-decay-iters": 8}),
     "lr-warmup-samples": ({"lr-warmup-samples": 8}, {"lr-warmup-samples": 0}),
     "rampup-batch-size": ({"rampup-batch-size": [1, 1, 8]}, {}),
@@ -287,6 +274,11 @@ MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf1
 ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
 # MindSpeed-LLM 26.1.0's examples where its rule differs from 2.1.0's (or is new): key -> (bad, good)
 EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "enable-hbmfault-repair": (
+        {"enable-hbmfault-repair": True},
+        {"enable-hbmfault-repair": True, "enable-high-availability": True},
+    ),
+    "sparse-mode": ({"use-flash-attn": True, "sparse-mode": 1}, {"use-flash-attn": True, "sparse-mode": 2}),
     "defer-embedding-wgrad-compute": ({"defer-embedding-wgrad-compute": True}, {}),
     "neat-pack": ({"neat-pack": True}, {"neat-pack": True, "reset-attention-mask": True}),
     "recompute-granularity": (
@@ -473,3 +465,12 @@ def test_a_broken_rule_stops_the_plan_naming_its_key(tmp_path: Path) -> None:
     assert (
         "reset-position-ids" in problem.message and "mindspeed_llm/training/arguments.py" in problem.message
     )
+
+
+def test_high_availability_with_a_distributed_checkpoint_is_refused_by_26_1_0_only() -> None:
+    """The second rule of the key (the example above is the first's): 26.1.0's HighAvailabilityFeature
+    refuses use-dist-ckpt; 2.1.0 never runs that feature's validate_args."""
+    flags = flags_with({"enable-high-availability": True, "use-dist-ckpt": True})
+    messages = [r.message for r in broken_rules(flags, RELEASES["26.1.0"])]
+    assert "cannot be used with use-dist-ckpt" in messages
+    assert broken_rules(flags, RELEASES["2.1.0"]) == []
