@@ -106,3 +106,16 @@ def test_one_router_group_is_a_plain_top_k_at_26_1_0(site, tmp_path):
     cfg.write_text("\n".join(kept) + "\n")
     train = step(plan_json(cfg), "train")["argv"]
     assert "--moe-router-group-topk" not in train and "--multi-latent-attention" in train
+
+
+def test_yarn_models_get_the_factor_times_the_original_length_as_max_positions():
+    """2.1.0's _validate_yarn: max-position-embeddings / rope-scaling-original-max-position-embeddings must
+    equal rope-scaling-factor (the DeepSeek examples pass 163840 = 40 x 4096); a dense model keeps the
+    sequence length."""
+    for version in ("2.1.0", "26.1.0"):
+        lite = architecture_flags(
+            from_catalog("deepseek-v2-lite-16b"), tp=1, pp=1, seq_length=4096, version=version
+        )
+        assert (lite["max-position-embeddings"], lite["seq-length"]) == (163840, 4096)
+    dense = architecture_flags(from_catalog("qwen3-8b"), tp=1, pp=1, seq_length=4096)
+    assert dense["max-position-embeddings"] == 4096
