@@ -200,7 +200,6 @@ def update(
             dp=1,
             args=args,
             rl=rl,
-            autocast=lambda: train_step.autocast(env.device, args),
         )
         from ascendfactory.engine.rl.update import UpdateStats
 

@@ -68,14 +68,13 @@ def response_logits(model, tokens: torch.Tensor, starts: torch.Tensor, width: in
 
 
 @torch.no_grad()
-def log_probs(model, exp: Experience, micro: int, autocast) -> torch.Tensor:
+def log_probs(model, exp: Experience, micro: int) -> torch.Tensor:
     """Per-token log-probs [S, R] of the responses under `model` (no gradient), `micro` rows at a time."""
     out = torch.zeros_like(exp.mask)
     width = exp.mask.shape[1]
     for lo in range(0, exp.size, micro):
         idx = torch.arange(lo, min(lo + micro, exp.size), device=exp.tokens.device)
-        with autocast():
-            logits = response_logits(model, exp.tokens_of(idx), exp.starts[idx], width)
+        logits = response_logits(model, exp.tokens_of(idx), exp.starts[idx], width)
         out[idx] = A.token_log_probs(logits, exp.responses[idx]) * exp.mask[idx]
     return out
 
@@ -96,11 +95,9 @@ class UpdateStats:
 class Updater:
     """The actor's optimizer steps over one rollout."""
 
-    def __init__(
-        self, *, model, optimizer, scheduler, mesh, dp: int, args: Any, rl: dict[str, Any], autocast
-    ) -> None:
+    def __init__(self, *, model, optimizer, scheduler, mesh, dp: int, args: Any, rl: dict[str, Any]) -> None:
         self.model, self.optimizer, self.scheduler, self.mesh = model, optimizer, scheduler, mesh
-        self.dp, self.args, self.rl, self.autocast = dp, args, rl, autocast
+        self.dp, self.args, self.rl = dp, args, rl
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.sharded: list[bool] | None = None
         self.kl_coef = float(rl["init_kl_coef"])
@@ -122,8 +119,7 @@ class Updater:
         chunks = idx.split(micro)
         width = exp.mask.shape[1]
         for chunk in chunks:
-            with self.autocast():
-                logits = response_logits(self.model, exp.tokens_of(chunk), exp.starts[chunk], width)
+            logits = response_logits(self.model, exp.tokens_of(chunk), exp.starts[chunk], width)
             log_prob = A.token_log_probs(logits, exp.responses[chunk])
             grad_entropy = float(self.rl["entropy_coeff"]) != 0.0
             with contextlib.nullcontext() if grad_entropy else torch.no_grad():
@@ -144,13 +140,30 @@ class Updater:
             (loss / len(chunks)).backward()
             for key in ("pg_loss", "pg_clipfrac", "ppo_kl", "kl_loss", "entropy"):
                 stats.add(f"actor/{key}", getattr(s, key))
-        train_step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dp)
-        if self.sharded is None:
-            self.sharded = train_step.shard_mask([p.grad for p in self.params])
-        norm, found_inf = train_step.grad_norm_and_clip(
-            self.params, mesh=self.mesh, clip=self.args.clip_grad, sharded=self.sharded
-        )
+        norm, found_inf = self._reduce_and_clip()
         if not found_inf:
             self.optimizer.step()
             self.scheduler.step(self.optimizer, len(idx) * self.dp)
         stats.add("actor/grad_norm", norm)
+
+    def _reduce_and_clip(self) -> tuple[float, bool]:
+        """DP mean of the gradients (the weights' `.grad`, or the mixed-precision optimizer's fp32 main
+        gradients), then the global norm and clipping."""
+        opt = self.optimizer
+        if hasattr(opt, "reduce_grads"):
+            opt.reduce_grads()
+            sharded, _ = opt.owned_masks(None)
+            return train_step.norm_and_clip(
+                opt.owned_grads(),
+                mesh=self.mesh,
+                clip=self.args.clip_grad,
+                unscale=1.0,
+                sharded=sharded,
+                counted=None,
+            )
+        train_step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dp)
+        if self.sharded is None:
+            self.sharded = train_step.shard_mask([p.grad for p in self.params])
+        return train_step.grad_norm_and_clip(
+            self.params, mesh=self.mesh, clip=self.args.clip_grad, sharded=self.sharded
+        )
