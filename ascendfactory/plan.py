@@ -15,7 +15,10 @@ nothing else. A plan holds:
   generated config);
 - `tracking`: the experiment trackers (`report_to`) the runner opens a run in (or continues), hands to the
   train step through the trackers' own environment variables, and reports the run's results to;
-- `facts`: what `--dry-run` shows about the resolved experiment (display only; the runner never reads it).
+- `facts`: what `--dry-run` shows about the resolved experiment (display only: the runner, the memory
+  estimate and the checks never read it; `tests/unit/test_facts_display_only.py` keeps it so);
+- `run`: the backend's typed run the plan was made from (the values its framework will parse), which
+  `Backend.memory_target` reads; the runner never reads it and it is not part of `to_dict`.
 
 Backends never start a process; the runner never looks inside a framework's flags.
 """
@@ -345,6 +348,9 @@ class RunPolicy:
     backoff_s: float = 5.0
     # Text in the failing log that means a restart cannot help (a configuration error): not auto-resumed.
     unretryable: tuple[str, ...] = ()
+    # af_output_dir is seen by every node: the nodes read each other's train outcome there (the runner's
+    # check before a retry); False: a node learns nothing of the others.
+    shared_filesystem: bool = True
 
     @property
     def collective_timeout_s(self) -> int:
@@ -375,6 +381,7 @@ class Plan:
     tracking: Tracking | None = None  # `report_to`: trackers the runner opens, continues and reports to
     # The pre-launch memory estimate (`ascendfactory.memory.report` documents the shape); display only
     memory: dict[str, Any] | None = None
+    run: Any = field(default=None, compare=False, repr=False)  # the backend's typed run (see above)
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)

@@ -179,7 +179,7 @@ def estimate_for(args: list[str]) -> list[dict]:
     plan = make_plan(
         load_from_args([str(REPO / "cfgs" / "quickstart.yaml"), *args], collect=True), dry_run=True
     )
-    return plan.memory["stages"], plan.facts
+    return plan.memory["stages"], {"tp": plan.run.tp, "pp": plan.run.pp, "world_size": plan.run.world_size}
 
 
 def measure(args: list[str], out: Path) -> dict[int, float]:
@@ -400,7 +400,7 @@ def run_published() -> None:
 
 # --- 3. timing ---------------------------------------------------------------------------------------------
 def run_timing(runs: int) -> None:
-    from ascendfactory.backends.planner import build_context, make_plan
+    from ascendfactory.backends.planner import make_plan
     from ascendfactory.backends.registry import get_backend
     from ascendfactory.backends.templates import render_experiment
     from ascendfactory.cli._experiment_args import load_from_args
@@ -423,7 +423,7 @@ def run_timing(runs: int) -> None:
         times = []
         for _ in range(runs):
             t0 = time.perf_counter()
-            target = backend.memory_target(build_context(loaded), plan)
+            target = backend.memory_target(plan.run)
             check_memory(target, MemoryPolicy(), dry_run=True)
             times.append(time.perf_counter() - t0)
         print(

@@ -8,7 +8,7 @@ the tool asks of it:
     checks(environ) -> list[Check]           `doctor --backend <name>`: what this machine lacks for it
     install_steps(environ) -> list[...]      `install.sh <name>` / `doctor --install-plan <name>`
     template_values(arch, devices) -> dict   values its experiment templates (`experiments/*.yaml`) use
-    memory_target(ctx, plan) -> MemoryTarget the job the pre-launch memory estimate models
+    memory_target(run) -> MemoryTarget       the job the pre-launch memory estimate models, from `plan.run`
     legacy_keys                              old-style flat keys (TP, GBS, ...) -> dotted destinations
 """
 
@@ -114,6 +114,7 @@ class PlanContext:
             auto_resume=cfg.train_auto_resume,
             max_attempts=cfg.auto_resume.max_attempts,
             backoff_s=cfg.auto_resume.backoff_s,
+            shared_filesystem=cfg.shared_filesystem,
         )
 
     @property
@@ -196,6 +197,9 @@ class Backend:
     # `report_to`: the trackers its framework reaches, each as the framework's own keys (data; see
     # `backends.report_to.TrackerKeys`). A tracker left out is a configuration error naming the backend.
     tracker_keys: ClassVar[Mapping[str, Any]] = {}
+    # Whether its training programs run on CPU processes: `accelerator: cpu` is refused otherwise
+    # (`backends.device_fit`).
+    trains_on_cpu: ClassVar[bool] = False
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         """`tracker_keys` for a stage (a backend whose stages run different programs overrides it)."""
@@ -205,9 +209,10 @@ class Backend:
         """`strict_paths`: missing input paths are errors (a real run) or warnings (`--dry-run`)."""
         raise NotImplementedError
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
-        """The job the pre-launch memory estimate models (None: this backend has no model yet). Called after
-        `plan` succeeded, so the keys it reads are validated."""
+    def memory_target(self, run: Any) -> MemoryTarget | None:
+        """The job the pre-launch memory estimate models (None: this backend has no model yet), built from
+        `run`: the typed run `plan` left in `Plan.run` (the values the framework will parse, never
+        `plan.facts`). Called after `plan` succeeded, so the values it reads are validated."""
         return None
 
     def checks(self, environ: Mapping[str, str]) -> list[Any]:

@@ -7,8 +7,9 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 
-from ascendfactory.backends import ports
+from ascendfactory.backends import device_fit, ports
 from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.device_fit import ACCELERATOR_ENV, device_problems
 from ascendfactory.backends.registry import get_backend
 from ascendfactory.backends.report_to import add_tracking, with_tracker_keys
 from ascendfactory.checkpoints import scheme_names
@@ -30,6 +31,7 @@ def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = 
         loaded.config.env.NPUS_PER_NODE,
         environ,
         configured_from=loaded.platform_sources.get("env.NPUS_PER_NODE", ""),
+        cpu=loaded.config.accelerator == "cpu",
     )
     return PlanContext(loaded=loaded, devices=devices, python=sys.executable, environ=environ)
 
@@ -49,7 +51,14 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
         keys = backend.trackers_for(loaded.config.stage)
         loaded, trackers = with_tracker_keys(loaded, backend.name, keys)
         ctx = build_context(loaded, environ)
-        plan = backend.plan(ctx, strict_paths=not dry_run)
+        refused, of_node = device_problems(ctx, backend)
+        refused += [] if dry_run else of_node  # a dry run may plan for another machine: it warns
+        try:
+            plan = backend.plan(ctx, strict_paths=not dry_run)
+        except ConfigError as e:
+            raise ConfigError(merge_problems(refused, e.problems)) from None
+        if refused:
+            raise ConfigError(refused)
     except ConfigError as e:
         found = with_sources(loaded, e.problems)
         raise ConfigError(loaded.locate(merge_problems(loaded.problems, found))) from None
@@ -59,17 +68,24 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     unknown = unregistered_names(plan, backend.name)
     if unknown:
         raise ConfigError(unknown)
-    unretryable = (*(plan.policy.unretryable or backend.unretryable), *ports.UNRETRYABLE)
+    if dry_run:
+        plan.warnings += [f"{p.key}: {p.message} (a real run stops here; fix: {p.fix})" for p in of_node]
+    if loaded.config.accelerator == "cpu":
+        plan.env[ACCELERATOR_ENV] = "cpu"  # the embedded trainers' device choice (engine/train/parallel.py)
+    unretryable = (
+        *(plan.policy.unretryable or backend.unretryable),
+        *ports.UNRETRYABLE,
+        *device_fit.UNRETRYABLE,
+    )
     plan.policy = dataclasses.replace(plan.policy, unretryable=tuple(dict.fromkeys(unretryable)))
     _check_port(loaded, plan, dry_run=dry_run)
     env = loaded.config.env
-    plan.facts["topology"] = {
-        k: {"value": getattr(env, k), "source": loaded.topology[k]} for k in loaded.topology
-    }
-    plan.facts["topology"]["NPUS_PER_NODE"] = {"value": ctx.devices.count, "source": ctx.devices.source}
+    topology = {k: {"value": getattr(env, k), "source": loaded.topology[k]} for k in loaded.topology}
+    topology["NPUS_PER_NODE"] = {"value": ctx.devices.count, "source": ctx.devices.source}
+    plan.facts["topology"] = topology
     if loaded.platform:
         plan.facts["platform"] = loaded.platform
-    attach_memory(plan, backend.memory_target(ctx, plan), loaded, dry_run=dry_run)
+    attach_memory(plan, backend.memory_target(plan.run), loaded, dry_run=dry_run)
     return plan
 
 
@@ -93,7 +109,12 @@ def attach_memory(
     if target is None:
         return
     mc = loaded.config.memory_check
-    policy = MemoryPolicy(on_exceed=mc.on_exceed, device_memory_gb=mc.device_memory_gb, device=mc.device)
+    policy = MemoryPolicy(
+        on_exceed=mc.on_exceed,
+        device_memory_gb=mc.device_memory_gb,
+        device=mc.device,
+        probe=loaded.config.accelerator != "cpu",  # CPU processes are not held against this node's GPUs
+    )
     try:
         estimate, warnings = check_memory(target, policy, dry_run=dry_run)
     except ConfigError as e:

@@ -1,4 +1,10 @@
-"""`ascendfactory-cli estimate`: the per-device peak memory of an experiment, before anything queues."""
+"""`ascendfactory-cli estimate`: the per-device peak memory of an experiment, before anything queues.
+
+It shows the estimate the dry run made (`plan.memory`: planned as `train --dry-run` plans it, the cluster
+platform's topology applied), estimated once. Exit status: 0 when the job fits or the device memory is
+unknown, 3 when it does not fit (the verdict a script can test; the text and `--json` say the same), 2 for
+a configuration problem, 1 when the backend has no memory model for this experiment.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,14 @@ EXAMPLES = [
 ]
 SuggestOpt = Annotated[
     bool,
-    typer.Option("--suggest", help="Also list the Megatron layouts that fit these devices, fastest first."),
+    typer.Option(
+        "--suggest",
+        help="Also list the layouts that fit these devices (parallelism, recompute, sharding, offload, "
+        "micro-batch: what the backend can change), fastest first by an estimated step time, each with "
+        "the keys to set.",
+    ),
 ]
+DOES_NOT_FIT = 3  # the exit status of an estimate whose verdict is DOES NOT FIT
 
 
 def register(app: typer.Typer) -> None:
@@ -27,50 +39,54 @@ def register(app: typer.Typer) -> None:
     )
     def estimate(args: ConfigArgs, as_json: JsonOpt = False, suggest: SuggestOpt = False) -> None:
         """Estimate per-device peak memory by pipeline stage (weights, gradients, optimizer, activations,
-        logits, buffers) against the device's memory; never refuses (train does)."""
-        from ascendfactory.backends.planner import build_context, make_plan
+        logits, buffers) against the device's memory; never refuses (train does), but exits 3 when the
+        job does not fit."""
+        from ascendfactory.backends.planner import make_plan
         from ascendfactory.backends.registry import get_backend
         from ascendfactory.cli._experiment_args import load_from_args
         from ascendfactory.cli._output import escape, out
-        from ascendfactory.memory.check import estimate_target
-        from ascendfactory.memory.devices import resolve_device_memory
-        from ascendfactory.memory.fixes import suggest_layouts
+        from ascendfactory.memory.fixes import describe_settings, human_time, overrides, suggest_layouts
         from ascendfactory.memory.report import human, render_lines
 
         loaded = load_from_args(args, collect=True)
         plan = make_plan(loaded, dry_run=True)
-        ctx = build_context(loaded)
-        target = get_backend(loaded.config.backend).memory_target(ctx, plan)
-        if target is None or plan.memory is None:
+        memory = plan.memory
+        if memory is None:
             out.error(f"no memory model for backend {loaded.config.backend} with this experiment")
             raise typer.Exit(1)
-        mc = loaded.config.memory_check
-        device = resolve_device_memory(memory_gb=mc.device_memory_gb, device=mc.device)
-        result = estimate_target(target, device)
-        suggestions = suggest_layouts(target, result.usable) if suggest else []
+        suggestions = []
+        if suggest:
+            target = get_backend(loaded.config.backend).memory_target(plan.run)
+            usable = None
+            if memory["device_memory_bytes"] is not None:
+                usable = memory["device_memory_bytes"] - memory["reserve_bytes"]
+            if target is not None:
+                suggestions = suggest_layouts(target, usable, device_memory=memory["device_memory_bytes"])
+        verdict = DOES_NOT_FIT if memory["fits"] is False else 0
         if as_json:
-            payload = {"memory": result.to_dict()}
+            payload = {"memory": memory}
             if suggest:
-                payload["suggestions"] = [
-                    {
-                        "layout": s.describe(),
-                        "per_device_peak_bytes": int(s.estimate.peak),
-                        "step_s": s.step_s,
-                    }
-                    for s in suggestions
-                ]
+                payload["suggestions"] = [s.to_dict() for s in suggestions]
             out.json(payload)
-            return
+            raise typer.Exit(verdict)
         out.markup(f"[bold]memory[/bold]  backend={plan.backend}  model={escape(plan.model_name)}")
-        for line in render_lines(result.to_dict()):
+        for line in render_lines(memory):
             out.markup(f"  {escape(line)}")
-        for note in result.assumptions:
+        for note in memory["assumptions"]:
             out.markup(f"  [dim]assumes: {escape(note)}[/dim]")
         if suggest:
+            where = "these devices" if usable is not None else "(device memory unknown: all shown)"
             out.markup(
-                "\n[bold]layouts that fit[/bold] (fastest first; estimated step time, peak per device):"
+                f"\n[bold]layouts that fit {where}[/bold] (fastest first by an estimated step time; "
+                "peak per device; the keys to set):"
             )
             if not suggestions:
-                out.markup("  none found (a Megatron actor is needed; or no layout fits these devices)")
+                out.markup("  none found: no layout searched fits; use more devices or a smaller model")
             for s in suggestions:
-                out.markup(f"  {s.describe():<55} {s.step_s:8.2f} s  {human(s.estimate.peak)}")
+                note = f"  [dim]({escape(s.note)})[/dim]" if s.note else ""
+                figures = f"{human_time(s.step_s):>10}  {human(s.estimate.peak):>10}"
+                out.markup(f"  {escape(s.describe()):<58} {figures}{note}")
+                out.markup(f"      [dim]{escape(describe_settings(s.settings))}[/dim]")
+                if s.settings:
+                    out.markup(f"      [dim]{escape(' '.join(overrides(s.settings)))}[/dim]")
+        raise typer.Exit(verdict)

@@ -98,6 +98,21 @@ def _log_of(path: Path) -> Path:
     return found
 
 
+def _loss_log(path: Path) -> Path:
+    """A run log without training steps (a Megatron run's rank 0): the log of the same run that has them,
+    said on the console (the loss is printed on the last rank)."""
+    from ascendfactory.cli._output import out
+    from ascendfactory.metrics.locate import has_train_steps, loss_sibling
+
+    if has_train_steps(path):
+        return path
+    sibling = loss_sibling(path)
+    if sibling is None:
+        return path
+    out.info(f"{path.name} has no training steps: reading {sibling.name} of the same run (its last rank)")
+    return sibling
+
+
 def _memory_rows(by_rank: dict[int, dict[str, float]]) -> list[dict[str, str]]:
     """One row per rank: the iteration of its report and its four figures (peak = max allocated)."""
     return [
@@ -275,6 +290,7 @@ def compare_cmd(
     from ascendfactory.cli._output import out
     from ascendfactory.errors import ConfigError, Problem
     from ascendfactory.metrics import parse_file
+    from ascendfactory.metrics.locate import run_facts
     from ascendfactory.metrics.throughput import get_formula
     from ascendfactory.metrics.vocabulary import align as align_runs
     from ascendfactory.metrics.vocabulary import common_records
@@ -284,12 +300,21 @@ def compare_cmd(
         raise ConfigError(
             Problem(key="--align", message=f"unknown alignment {align!r}", fix="use step or tokens")
         )
-    ra, rb = (
-        common_records(
-            parse_file(f, format), seq_length=seq_length or get_formula("megatron").seq_from_log(str(f))
-        )
-        for f in (a, b)
-    )
+    a, b = (_log_of(f) for f in (a, b))
+    if metric is None:
+        a, b = (_loss_log(f) for f in (a, b))
+
+    def seq_of(f: Path) -> int | None:
+        """--seq-length, else the log's arguments dump, else the run's exp-config.yaml (as `summary`)."""
+        found = seq_length or get_formula("megatron").seq_from_log(str(f))
+        if found is None and align == "tokens":
+            facts = run_facts(f)
+            if facts.get("seq_length"):
+                out.info(f"seq_length {facts['seq_length']} of {f.name} from {facts['source']}")
+            found = facts.get("seq_length")
+        return found
+
+    ra, rb = (common_records(parse_file(f, format), seq_length=seq_of(f)) for f in (a, b))
     cmp = align_runs(ra, rb, metric=metric, by=align, tolerance=tolerance)  # type: ignore[arg-type]
     if not cmp.steps:
         raise ConfigError(
@@ -303,7 +328,14 @@ def compare_cmd(
         from ascendfactory.metrics.plot import plot_comparison
 
         plot_comparison(
-            cmp.steps, cmp.a, cmp.b, plot, metric=cmp.metric, labels=distinct_names(a, b), tolerance=tolerance
+            cmp.steps,
+            cmp.a,
+            cmp.b,
+            plot,
+            metric=cmp.metric,
+            labels=distinct_names(a, b),
+            tolerance=tolerance,
+            x_label="tokens seen" if align == "tokens" else "step",
         )
     data = {"a": str(a), "b": str(b), **cmp.to_dict(rows=rows), "plot": str(plot) if plot else None}
     if out.mode == "json":
@@ -338,15 +370,23 @@ def plot_cmd(
         raise ConfigError(
             Problem(key="--smoothing", message=f"{smoothing} is outside [0, 1)", fix="e.g. 0.6")
         )
+    files = [_log_of(f) for f in files]  # a run's folder or its logs/: the log with its training steps
+    if not metric:
+        files = [_loss_log(f) for f in files]
     tables = [table_for_plot(f, format, metric) for f in files]
     try:
         path = plot_loss(
             tables, output, metric=metric or None, smoothing=smoothing, labels=list(distinct_names(*files))
         )
-    except ValueError as e:
+    except ValueError:
         raise ConfigError(
-            Problem(key="--metric", message=str(e), fix="name a metric shown by `logs summary`")
-        ) from e
+            Problem(
+                key="--metric",
+                message=f"no loss or reward found in {', '.join(str(f) for f in files)}",
+                fix="name a metric `logs summary` shows with --metric, or give the log of the rank that "
+                "prints the loss (a Megatron run: the last rank's run_log)",
+            )
+        ) from None
     if out.mode == "json":
         out.json({"output": str(path), "runs": [str(f) for f in files]})
     else:

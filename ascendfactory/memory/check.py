@@ -1,9 +1,11 @@
 """The pre-launch memory check: estimate the plan's job against the device, refuse what will not fit.
 
 `on_exceed` (the experiment's `memory_check.on_exceed`): `error` stops a real run before anything starts
-(a `ConfigError`, exit 2) naming the stage, its largest component and the cheapest fixes with their
-estimates; `warn` prints the same as a warning; `off` skips the check (the estimate is still shown by
-`--dry-run` and `estimate`). A dry run never refuses: it shows the verdict.
+(a `ConfigError`, exit 2) naming the stage, its largest component and what to change, as the experiment's
+keys: the single changes that make it fit, cheapest in throughput first, each with its estimate; when no
+single change fits, the fastest layout that fits on the same devices (`fixes.suggest_layouts`); when none
+does, more devices or a smaller model. `warn` prints the same as a warning; `off` skips the check (the
+estimate is still shown by `--dry-run` and `estimate`). A dry run never refuses: it shows the verdict.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.devices import DeviceMemory, resolve_device_memory
 from ascendfactory.memory.report import MemoryEstimate, gib
-from ascendfactory.memory.target import MemoryTarget, estimate_job
+from ascendfactory.memory.target import MemoryTarget
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class MemoryPolicy:
 
 
 def estimate_target(target: MemoryTarget, device: DeviceMemory) -> MemoryEstimate:
-    est = estimate_job(target.job, device.bytes)
+    est = target.job.estimate(device.bytes)
     est.device_memory, est.device, est.device_source, est.reserve = (
         device.bytes,
         device.name,
@@ -64,17 +66,21 @@ def refusal(target: MemoryTarget, est: MemoryEstimate) -> tuple[str, str]:
         f"{gib(getattr(stage, largest))} GiB) + {gib(est.reserve)} GiB reserve, more than the "
         f"{gib(est.device_memory or 0)} GiB of {est.device or 'the device'} ({est.device_source})"
     )
-    from ascendfactory.memory.fixes import cheapest_fixes  # only for a job that does not fit
+    from ascendfactory.memory import fixes as advice  # only for a job that does not fit
 
-    fixes = cheapest_fixes(target, est.device_memory, est.usable)
-    if not fixes:
-        return (
-            message,
-            "use more devices or a smaller model; or memory_check.on_exceed: warn if you know better",
+    fixes = advice.cheapest_fixes(target, est.device_memory, est.usable)
+    if fixes:
+        listed = "; ".join(f"{f.describe()} -> {gib(f.estimate.peak)} GiB" for f in fixes)
+        return message, f"any one of these fits, cheapest first: {listed}"
+    layouts = advice.suggest_layouts(target, est.usable, device_memory=est.device_memory, limit=1)
+    if layouts:
+        best = layouts[0]
+        return message, (
+            f"no single change fits; the fastest layout that fits on these {target.world_size} devices is "
+            f"{best.describe()}: {best.describe_settings()} -> {gib(best.estimate.peak)} GiB (more: "
+            "ascendfactory-cli estimate <the same arguments> --suggest)"
         )
-    listed = "; ".join(
-        f"{f.change} -> {gib(f.estimate.peak)} GiB"
-        + ("" if f.estimate.peak <= (est.usable or 0) else " (still over)")
-        for f in fixes
+    return message, (
+        f"no layout the estimate searches fits on these {target.world_size} devices: use more devices or a "
+        "smaller model (memory_check.on_exceed: warn runs it anyway)"
     )
-    return message, f"cheapest first: {listed} (or memory_check.on_exceed: warn)"

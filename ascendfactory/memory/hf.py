@@ -25,9 +25,11 @@ ZeRO 0-3, with and without offload; full, freeze, LoRA, QLoRA) and verl's FSDP w
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from ascendfactory.memory.megatron import MegatronJob, layer_activation, layer_input
+from ascendfactory.memory.job import Change
+from ascendfactory.memory.megatron import EFFICIENCY, MegatronJob, layer_activation, layer_input
 from ascendfactory.memory.report import MemoryEstimate, StageMemory
 from ascendfactory.memory.shape import ModelShape
 
@@ -43,6 +45,7 @@ class HFJob:
     shape: ModelShape
     devices: int = 1
     batch: int = 1  # per-device micro-batch (sequences)
+    grad_accum: int = 1  # micro-batches per optimizer step (a smaller micro-batch doubles it: same batch)
     seq: int = 2048
     finetuning: str = "full"  # full | freeze | lora
     zero: int | None = None  # DeepSpeed stage, None: no DeepSpeed
@@ -60,6 +63,131 @@ class HFJob:
 
     def with_(self, **changes: object) -> HFJob:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    # -- the Job protocol (memory.job) ---------------------------------------------------------------------
+    def estimate(self, device_memory: int | None = None) -> MemoryEstimate:
+        return estimate_hf(self)
+
+    def candidates(self, world_size: int) -> Iterator[Change]:
+        """Gradient checkpointing; then the sharding that costs least first (FSDP: optimizer, then parameter
+        offload; DeepSpeed: the next ZeRO stages, then optimizer offload); then half the micro-batch (the
+        accumulation doubled, the batch per step kept)."""
+        if not self.gradient_checkpointing:
+            yield Change({"gradient_checkpointing": True}, self.with_(gradient_checkpointing=True))
+        if self.fsdp:
+            for knob in ("offload_optimizer", "offload_param"):
+                if not getattr(self, knob):
+                    yield Change({knob: True}, self.with_(**{knob: True}))
+        elif self.devices > 1 and self.finetuning == "full":
+            for stage in range((self.zero if self.zero is not None else 0) + 1, 4):
+                job = self.with_(zero=stage)
+                yield Change(_sharding(job), job)
+            if (self.zero or 0) >= 2 and not self.offload_optimizer:
+                job = self.with_(offload_optimizer=True)
+                yield Change(_sharding(job), job)
+        if self.batch > 1:
+            smaller = self.with_(batch=self.batch // 2, grad_accum=self.grad_accum * 2)
+            yield Change(_changed(self, smaller), smaller)
+
+    def layouts(self, world_size: int) -> Iterator[Change]:
+        """Gradient checkpointing x sharding (DeepSpeed: no DeepSpeed and ZeRO 0-3 with their offloads;
+        FSDP: parameter and optimizer offload) x micro-batch 1, 2, 4 (the batch per step kept) x, for a full
+        fine-tune, LoRA instead (a different training: the advisor says so)."""
+        if self.fsdp:
+            shardings: list[dict[str, object]] = [
+                {"offload_param": p, "offload_optimizer": o} for p in (False, True) for o in (False, True)
+            ]
+        elif self.finetuning == "full" and self.devices > 1:
+            shardings = [{"zero": None, "offload_optimizer": False, "offload_param": False}]
+            for z in range(4):
+                shardings.append({"zero": z, "offload_optimizer": False, "offload_param": False})
+                if z >= 2:
+                    shardings.append({"zero": z, "offload_optimizer": True, "offload_param": False})
+                if z == 3:
+                    shardings.append({"zero": z, "offload_optimizer": True, "offload_param": True})
+        else:
+            shardings = [{}]
+        samples = self.batch * self.grad_accum
+        batches = sorted({b for b in (1, 2, 4, self.batch) if b <= max(self.batch, 4) and samples % b == 0})
+        methods: list[dict[str, object]] = [{}]
+        if self.finetuning == "full" and not self.fsdp:
+            methods.append({"finetuning": "lora", "lora_rank": self.lora_rank or 8})
+        for method in methods:
+            for sharding in shardings if not method else [{}]:
+                for gc in (False, True):
+                    for b in batches:
+                        job = self.with_(
+                            **method, **sharding, gradient_checkpointing=gc, batch=b, grad_accum=samples // b
+                        )
+                        note = "LoRA instead of a full fine-tune: a different training" if method else ""
+                        yield Change(_changed(self, job), job, note)
+
+    def step_time(self, peak_flops: float) -> float:
+        """One optimizer step on one device: FLOPs = (2 forward + 2 input gradients + 2 weight gradients of
+        the trainable part, + 2 re-computing with gradient checkpointing) x parameters x tokens, at
+        `EFFICIENCY` of `peak_flops`; ZeRO-3 / FSDP gather the 16-bit parameters twice and reduce-scatter the
+        gradients once (`DP_BANDWIDTH`); offloaded states cross the host link every step
+        (`HOST_BANDWIDTH`), and the optimizer then runs on the host (`HOST_ADAM`)."""
+        total = self.shape.params(tp=1, divisible_by=1)
+        trainable = trainable_params(self)
+        tokens = self.batch * self.grad_accum * self.seq
+        per_token = (4 + (2 if self.gradient_checkpointing else 0)) * total + 2 * trainable
+        compute = per_token * tokens / (peak_flops * EFFICIENCY)
+        sharded = self.fsdp or self.zero == 3
+        comm = 3 * 2 * total / DP_BANDWIDTH if sharded and self.devices > 1 else 0.0
+        host = 0.0
+        if self.offload_optimizer:
+            host += trainable * (4 + 2) / HOST_BANDWIDTH + trainable / max(self.devices, 1) / HOST_ADAM
+        if self.offload_param:
+            host += 2 * 2 * total / HOST_BANDWIDTH
+        return compute + comm + host
+
+    def describe(self) -> str:
+        if self.fsdp:
+            sharding = "FSDP" + "".join(
+                f" +{n} offload"
+                for n, on in (("param", self.offload_param), ("optimizer", self.offload_optimizer))
+                if on
+            )
+        elif self.zero is None:
+            sharding = "no DeepSpeed"
+        else:
+            sharding = f"ZeRO-{self.zero}" + (" +optimizer offload" if self.offload_optimizer else "")
+            sharding += " +param offload" if self.offload_param else ""
+        method = self.finetuning + (f" r{self.lora_rank}" if self.finetuning == "lora" else "")
+        gc = "grad-ckpt" if self.gradient_checkpointing else "no grad-ckpt"
+        return f"{method} {sharding} {gc} MBS {self.batch} x GA {self.grad_accum}"
+
+
+DP_BANDWIDTH = 100e9  # bytes/s of a collective between data-parallel devices (HCCS / NVLink, effective)
+HOST_BANDWIDTH = 25e9  # bytes/s between a device and its host (PCIe 4 x16, effective)
+HOST_ADAM = 1e9  # parameters/s an Adam step updates on the host (DeepSpeed's CPU Adam, order of magnitude)
+
+
+def _sharding(job: HFJob) -> dict[str, object]:
+    """The sharding knobs of a job, all of them (a DeepSpeed config names its stage and offloads together)."""
+    if job.fsdp:
+        return {"offload_param": job.offload_param, "offload_optimizer": job.offload_optimizer}
+    return {"zero": job.zero, "offload_optimizer": job.offload_optimizer, "offload_param": job.offload_param}
+
+
+def _changed(old: HFJob, new: HFJob) -> dict[str, object]:
+    """The knobs in which `new` differs from `old` (the layout as written: none); a changed DeepSpeed
+    sharding is spelled whole."""
+    out: dict[str, object] = {}
+    if _sharding(new) != _sharding(old):
+        out.update(
+            _sharding(new)
+            if not new.fsdp
+            else {k: v for k, v in _sharding(new).items() if getattr(old, k) != v}
+        )
+    if new.gradient_checkpointing != old.gradient_checkpointing:
+        out["gradient_checkpointing"] = new.gradient_checkpointing
+    if new.batch != old.batch:
+        out.update(mbs=new.batch, grad_accum=new.grad_accum)
+    if new.finetuning != old.finetuning:
+        out.update(finetuning=new.finetuning, lora_rank=new.lora_rank)
+    return out
 
 
 def trainable_params(job: HFJob) -> float:
@@ -113,7 +241,7 @@ def _model_states(job: HFJob) -> tuple[float, float, float, float, list[str]]:
             weights = 2 * trainable / n + 4 * largest
             grads = 2 * trainable / n
             optim = 0.0 if job.offload_optimizer else 16 * trainable / n
-        live = min(Z3_MAX_LIVE, total) * 2 + 2 * 0.9 * s.hidden**2
+        live: float = min(Z3_MAX_LIVE, total) * 2 + 2 * 0.9 * s.hidden**2
         notes.append(
             "ZeRO-3: 18P/N + 4 x largest layer (DeepSpeed memory.rst); live parameters capped at 1e9"
         )

@@ -24,10 +24,13 @@ The terms, each a formula someone can check by hand (`tests/unit/memory/test_meg
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from ascendfactory.memory.job import Change
 from ascendfactory.memory.report import MemoryEstimate, StageMemory
 from ascendfactory.memory.shape import ModelShape
+from ascendfactory.parallel import LayoutInput, validate_layout
 
 # bytes per trainable parameter: (weights, gradients, optimizer before sharding)
 MEGATRON_STATES = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp32": (4, 4, 8)}
@@ -76,6 +79,136 @@ class MegatronJob:
 
     def with_(self, **changes: object) -> MegatronJob:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    # -- the Job protocol (memory.job) ---------------------------------------------------------------------
+    def estimate(self, device_memory: int | None = None) -> MemoryEstimate:
+        return estimate_megatron(self)
+
+    def candidates(self, world_size: int) -> Iterator[Change]:
+        """Recompute, then sharding the optimizer state, then more model parallelism, then a smaller
+        micro-batch: the order that costs least throughput first."""
+        if self.recompute == "none":
+            yield Change({"recompute": "selective"}, self.with_(recompute="selective"))
+        if self.recompute != "full":
+            full = {"recompute": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+            yield Change(full, self.with_(**full))
+        if not self.distributed_optimizer and self.dp * self.cp > 1:
+            yield Change({"distributed_optimizer": True}, self.with_(distributed_optimizer=True))
+        for tp, pp in ((self.tp * 2, self.pp), (self.tp, self.pp * 2)):
+            changed = self.relayout(world_size, tp=tp, pp=pp, vpp=self.vpp, mbs=self.mbs)
+            if changed is not None:
+                yield Change(layout_knobs(self, changed), changed)
+        if self.mbs > 1:
+            smaller = self.relayout(world_size, tp=self.tp, pp=self.pp, vpp=self.vpp, mbs=self.mbs // 2)
+            if smaller is not None:
+                yield Change({"mbs": self.mbs // 2}, smaller)
+
+    def layouts(self, world_size: int) -> Iterator[Change]:
+        """TP x PP x VPP x MBS x recompute x distributed optimizer on the same devices (CP, GBS and the
+        sequence length as given), each layout that `parallel.validate_layout` accepts."""
+        for tp in _divisors(world_size):
+            for pp in _divisors(world_size // tp):
+                for vpp in (1, 2, 4):
+                    for mbs in sorted({1, 2, 4, self.mbs}):
+                        if mbs > max(self.mbs, 4):
+                            continue
+                        base = self.relayout(world_size, tp=tp, pp=pp, vpp=vpp, mbs=mbs)
+                        if base is None:
+                            continue
+                        for recompute in ("none", "selective", "full"):
+                            for dist in (False, True) if base.dp * base.cp > 1 else (False,):
+                                job = base.with_(
+                                    recompute=recompute,
+                                    recompute_method="uniform",
+                                    recompute_num_layers=1,
+                                    distributed_optimizer=dist,
+                                )
+                                knobs = layout_knobs(self, job)
+                                if recompute != self.recompute or recompute == "full":
+                                    knobs.update(recompute=recompute)
+                                    if recompute == "full":
+                                        knobs.update(recompute_method="uniform", recompute_num_layers=1)
+                                if dist != self.distributed_optimizer:
+                                    knobs["distributed_optimizer"] = dist
+                                yield Change(knobs, job)
+
+    def step_time(self, peak_flops: float) -> float:
+        """compute = FLOPs / (devices x peak x EFFICIENCY), FLOPs = (6, or 8 with full recompute) x N x tokens
+        + (12, or 16 recomputing attention) x L x s x h x tokens; bubble = compute x (PP - 1) / (VPP x
+        micro-batches) (1F1B); TP: 4 all-reduces of s x b x h x 2 bytes per layer and micro-batch, 2(t-1)/t
+        of it on the wire at TP_BANDWIDTH (DP gradient traffic assumed overlapped)."""
+        s, world = self.shape, self.tp * self.pp * self.dp * self.cp
+        tokens = self.gbs * self.seq
+        n = s.layers * s.layer_params()
+        factor = 8 if self.recompute == "full" else 6
+        attention = (16 if self.recompute in ("full", "selective") else 12) * s.layers * self.seq * s.hidden
+        flops = factor * n * tokens + attention * tokens + 6 * s.vocab * s.hidden * tokens
+        compute = flops / (world * peak_flops * EFFICIENCY)
+        bubble = compute * (self.pp - 1) / (self.vpp * self.micro_batches)
+        per_layer = 4 * 2 * self.seq / self.cp * self.mbs * s.hidden * 2 * (self.tp - 1) / self.tp
+        tp_comm = per_layer * (s.layers / self.pp) * self.micro_batches / TP_BANDWIDTH
+        return compute + bubble + tp_comm
+
+    def describe(self) -> str:
+        parts = [f"TP{self.tp}", f"PP{self.pp}"] + ([f"VPP{self.vpp}"] if self.vpp > 1 else [])
+        parts += [f"DP{self.dp}", f"MBS {self.mbs}", f"recompute {self.recompute}"]
+        parts.append("dist-opt" if self.distributed_optimizer else "no dist-opt")
+        return " ".join(parts)
+
+    def relayout(self, world: int, *, tp: int, pp: int, vpp: int, mbs: int) -> MegatronJob | None:
+        """This job on `world` devices with new TP/PP/VPP/MBS (DP is the rest), or None if a rule refuses it
+        (`parallel.validate_layout`, the layers per stage and chunk, the interleaved schedule's rule)."""
+        mp = tp * pp * self.cp
+        if mp > world or world % mp:
+            return None
+        dp = world // mp
+        s = self.shape
+        report = validate_layout(
+            LayoutInput(
+                world_size=world,
+                tp=tp,
+                pp=pp,
+                cp=self.cp,
+                mbs=mbs,
+                gbs=self.gbs,
+                num_layers=s.layers,
+                heads=s.heads,
+                kv_heads=s.kv_heads,
+                seq_length=self.seq,
+                max_position_embeddings=max(self.seq, 1),
+                sequence_parallel=self.sequence_parallel and tp > 1,
+            )
+        )
+        if report.problems or s.layers % pp:
+            return None
+        if vpp > 1 and (pp == 1 or s.layers % (pp * vpp) or (self.gbs // (mbs * dp)) % pp):
+            return None
+        return self.with_(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            vpp=vpp,
+            mbs=mbs,
+            num_layer_list=None if (tp, pp) != (self.tp, self.pp) else self.num_layer_list,
+            sequence_parallel=self.sequence_parallel and tp > 1,
+        )
+
+
+EFFICIENCY = 0.45  # achieved / peak matmul throughput of a well-tuned dense run (MFU of published runs)
+TP_BANDWIDTH = 150e9  # bytes/s of a TP all-reduce inside one node (HCCS / NVLink, effective)
+
+
+def layout_knobs(old: MegatronJob, new: MegatronJob) -> dict[str, object]:
+    """The layout knobs that differ between two jobs (tp, pp, vpp, mbs, sequence_parallel)."""
+    knobs: dict[str, object] = {}
+    for knob in ("tp", "pp", "vpp", "mbs", "sequence_parallel"):
+        if getattr(new, knob) != getattr(old, knob):
+            knobs[knob] = getattr(new, knob)
+    return knobs
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def estimate_megatron(job: MegatronJob) -> MemoryEstimate:
@@ -220,13 +353,16 @@ def pipelining_buffers(job: MegatronJob, rank: int) -> float:
 
 
 def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
-    """(weights, gradients, optimizer, activations) of a VLM's vision encoder on the first stage: trained
-    with the LLM (MindSpeed-MM's full fine-tuning), sharded by TP, `patches` tokens per sample."""
+    """(weights, gradients, optimizer, activations) of a VLM's vision encoder on the first stage, sharded by
+    TP, `patches` tokens per sample: trained with the LLM, or frozen (MindSpeed-MM's `freeze: true`): its
+    16-bit weights alone, and nothing kept for a backward that does not reach it."""
     v = job.shape.vision
     assert v is not None
+    params = v.params / job.tp
+    if v.frozen:
+        return (4 if job.precision == "fp32" else 2) * params, 0.0, 0.0, 0.0
     table = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
     w, g, o = table.get(job.precision, table["bf16"])
-    params = v.params / job.tp
     shards = job.dp * job.cp if job.distributed_optimizer else 1
     vit = replace(
         job,

@@ -22,6 +22,7 @@ class VisionShape:
     ffn: int
     heads: int
     patches: int = 1024  # tokens per sample the encoder sees (an assumption the estimate states)
+    frozen: bool = False  # not trained: 16-bit weights only, no gradients, optimizer or saved activations
 
     @property
     def params(self) -> int:

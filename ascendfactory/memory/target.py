@@ -1,44 +1,53 @@
-"""What a backend hands the memory check: the job to estimate, and the keys a user edits to change it.
+"""What a backend hands the memory check: the job to estimate, and how its knobs are spelled as experiment
+keys.
 
-A backend builds a `MemoryTarget` from the experiment it has read (`Plan.memory_target`); the planner
-estimates it against the device (`ascendfactory.memory.check`), refuses a real run that will not fit, and
-`estimate --suggest` searches layouts around it. `keys` maps each knob the fixes may turn to the key the user
-writes in the experiment file (each backend spells them its own way):
+A backend builds a `MemoryTarget` from its typed run (`Backend.memory_target(run)`: the values the framework
+will parse, never `plan.facts`); the planner estimates it against the device (`ascendfactory.memory.check`),
+refuses a real run that will not fit, and `estimate --suggest` searches layouts around it. `spell` turns a
+change's knobs (`memory.job.Change.knobs`: `tp`, `recompute`, `zero`, ...) into the keys the user writes, each
+with its value (`{"backend_config.training.tensor-model-parallel-size": 2}`), or None when a knob has no key
+in this backend (such a change is not offered: the user could not make it); `spelled_by(table)` builds the
+common one-key-per-knob spelling from a knob -> key table. Knobs the fixes and the advisor may turn:
 
-    recompute, recompute_method, recompute_num_layers, distributed_optimizer, tp, pp, vpp, mbs, gbs,
-    sequence_parallel, zero, offload_optimizer, offload_param, gradient_checkpointing,
-    gpu_memory_utilization, offload_train_param, offload_train_grad, offload_train_optimizer
+    recompute, recompute_method, recompute_num_layers, distributed_optimizer, tp, pp, vpp, mbs, grad_accum,
+    sequence_parallel, zero, offload_optimizer, offload_param, gradient_checkpointing, finetuning,
+    lora_rank, gpu_memory_utilization, offload_train_param, offload_train_grad, offload_train_optimizer
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
-from ascendfactory.memory.megatron import MegatronJob, estimate_megatron
+from ascendfactory.memory.job import Job
 from ascendfactory.memory.report import MemoryEstimate
 
-if TYPE_CHECKING:  # a job of these kinds was built by its own module, which the estimate imports then
-    from ascendfactory.memory.hf import HFJob
-    from ascendfactory.memory.rl import RLJob
+Spelling = Callable[[Mapping[str, Any], Job], "dict[str, Any] | None"]
 
-    Job = MegatronJob | HFJob | RLJob
+
+def spelled_by(table: Mapping[str, str]) -> Spelling:
+    """A spelling that writes each knob as the key `table` names (None when `table` lacks one)."""
+
+    def spell(knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+        if any(k not in table for k in knobs):
+            return None
+        return {table[k]: v for k, v in knobs.items()}
+
+    return spell
 
 
 @dataclass(frozen=True)
 class MemoryTarget:
     job: Job
-    keys: dict[str, str] = field(default_factory=dict)
+    spell: Spelling = field(default=lambda knobs, job: dict(knobs))
     world_size: int = 1
     notes: tuple[str, ...] = ()  # what the backend could not model (shown as assumptions)
 
+    def settings(self, knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+        """A change as the experiment's keys and values (None: not writable in this backend)."""
+        return self.spell(knobs, job)
+
 
 def estimate_job(job: Job, device_memory: int | None = None) -> MemoryEstimate:
-    if isinstance(job, MegatronJob):
-        return estimate_megatron(job)
-    from ascendfactory.memory.hf import HFJob, estimate_hf
-    from ascendfactory.memory.rl import estimate_rl
-
-    if isinstance(job, HFJob):
-        return estimate_hf(job)
-    return estimate_rl(job, device_memory)
+    return job.estimate(device_memory)

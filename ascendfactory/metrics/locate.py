@@ -53,6 +53,14 @@ def training_log(folder: Path) -> Path | None:
     return None
 
 
+def has_train_steps(path: Path) -> bool:
+    """Whether the log holds at least one training step (False for a file no parser reads)."""
+    try:
+        return any(r.kind == "train" for r in parse_file(path))
+    except Exception:  # noqa: BLE001 - as `_train_steps`
+        return False
+
+
 def loss_sibling(path: Path) -> Path | None:
     """For a run log without training steps: the log of the same run that has them (else None)."""
     m = _RUN_LOG.match(path.name)

@@ -27,6 +27,7 @@ differences between them are used.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timezone
 
@@ -186,7 +187,7 @@ class MegatronParser:
         if "validation loss at iteration" in line:
             m = _VALID.search(line)
             if m:
-                metrics = parse_fields(line[m.end() :])
+                metrics = _without_capped_ppl(parse_fields(line[m.end() :]))
                 if metrics:
                     return (
                         Record(
@@ -197,6 +198,18 @@ class MegatronParser:
                         ),
                     )
         return _NO_RECORDS
+
+
+def _without_capped_ppl(metrics: dict[str, float]) -> dict[str, float]:
+    """A validation loss that is NaN / inf makes its PPL NaN: Megatron prints `exp(min(20, loss))`
+    (megatron/training/training.py line 1384 at core_r0.8.0, `evaluate_and_print_results`), e^20 = 4.85e8 for
+    a NaN loss (`min(20, nan)` is 20), a perplexity no model had."""
+    for key, value in list(metrics.items()):
+        if key.endswith(" value") and not math.isfinite(value):
+            ppl = key[: -len(" value")] + " PPL"
+            if ppl in metrics:
+                metrics[ppl] = float("nan")
+    return metrics
 
 
 _SEQ_ARG = re.compile(r"^\s*seq_length\s*\.{2,}\s*(\d+)\s*$")  # Megatron's arguments dump

@@ -28,6 +28,7 @@ from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.llamafactory import datasets, environment, rules
+from ascendfactory.backends.llamafactory.memory import LFLaunch
 from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.llamafactory.read import LFRun, read
 from ascendfactory.backends.registry import register_backend
@@ -97,10 +98,10 @@ class LlamaFactoryBackend(Backend):
     def template_values(self, arch: Any, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
         return {"lf_template": TEMPLATES.get(arch.model_type_hf, "default")}
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> Any:
+    def memory_target(self, run: Any) -> Any:
         from ascendfactory.backends.llamafactory.memory import lf_target
 
-        return lf_target(ctx, plan)
+        return lf_target(run)
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
@@ -115,6 +116,7 @@ class LlamaFactoryBackend(Backend):
         plan = _plan_shell(ctx, run, train)
         for step in _steps(ctx, run, train, plan.files):
             plan.add(step)
+        plan.run = LFLaunch(dict(train.lf), train.world, ctx.config.af_model_name)
         return plan
 
 

@@ -1,45 +1,70 @@
-"""The memory job of a LLaMA-Factory experiment, from `backend_config.training` (LLaMA-Factory 0.9.5's
-keys and defaults: `finetuning_type` lora, gradient checkpointing on unless
-`disable_gradient_checkpointing`, `freeze_trainable_layers` 2, no DeepSpeed unless `deepspeed` names a
-config, whose `zero_optimization.stage` and `offload_optimizer` / `offload_param` devices are read)."""
+"""The memory job of a LLaMA-Factory experiment, from the train keys the plan writes into
+`llamafactory_train.yaml` (`TrainConfig.lf`) with LLaMA-Factory's own defaults for every key it leaves out
+(`args.train_defaults`, generated from the dataclasses of its parser: `per_device_train_batch_size` 8,
+`finetuning_type` lora, `lora_rank` 8, `cutoff_len` 2048, gradient checkpointing on unless
+`disable_gradient_checkpointing`, ...), on the processes the plan launches (`TrainConfig.world`).
+
+DeepSpeed: `deepspeed` names a json (or holds the config inline, as transformers' `TrainingArguments`
+accepts); its `zero_optimization.stage` and `offload_optimizer` / `offload_param` devices are read. The
+fixes and the advisor write a DeepSpeed config inline: the stage and offloads, every batch and precision
+setting `"auto"` (transformers fills them from the TrainingArguments: its DeepSpeed integration,
+`integrations/deepspeed.py` `HfTrainerDeepSpeedConfig.trainer_config_process`).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ascendfactory.backends.llamafactory.args import train_defaults
+from ascendfactory.backends.llamafactory.environment import VERSION
 from ascendfactory.config.catalog import arch_or_none
 from ascendfactory.memory.hf import HFJob
+from ascendfactory.memory.job import Job
 from ascendfactory.memory.shape import shape_from_arch
 from ascendfactory.memory.target import MemoryTarget
-from ascendfactory.plan import Plan
 
 T = "backend_config.training."
 KEYS = {
-    "gradient_checkpointing": T + "disable_gradient_checkpointing (false)",
-    "zero": T + "deepspeed",
-    "offload_optimizer": T + "deepspeed",
     "mbs": T + "per_device_train_batch_size",
+    "grad_accum": T + "gradient_accumulation_steps",
+    "finetuning": T + "finetuning_type",
+    "lora_rank": T + "lora_rank",
 }
 
 
-def deepspeed_stage(path: Any) -> tuple[int | None, bool, bool, str | None]:
-    """(ZeRO stage, optimizer offloaded, parameters offloaded, a note) of a DeepSpeed json."""
-    if not isinstance(path, str) or not path:
+@dataclass(frozen=True)
+class LFLaunch:
+    """What `llamafactory-cli train` will parse: the yaml's keys, over LLaMA-Factory's defaults."""
+
+    keys: dict[str, Any]  # the train keys as written into llamafactory_train.yaml
+    world: int  # the processes it runs on
+    model_name: str  # af_model_name (the catalog's fallback when config.json is not here)
+
+    def value(self, key: str) -> Any:
+        if key in self.keys and self.keys[key] is not None:
+            return self.keys[key]
+        return train_defaults(VERSION).get(key)
+
+
+def deepspeed_stage(config: Any) -> tuple[int | None, bool, bool, str | None]:
+    """(ZeRO stage, optimizer offloaded, parameters offloaded, a note) of a DeepSpeed json or mapping."""
+    if isinstance(config, dict):
+        zero = config.get("zero_optimization") or {}
+    elif isinstance(config, str) and config:
+        try:
+            with open(os.path.expanduser(config), encoding="utf-8") as fh:
+                zero = (json.load(fh).get("zero_optimization") or {}) if config.endswith(".json") else {}
+        except (OSError, ValueError, AttributeError):
+            name = os.path.basename(config)
+            stage = next((int(c) for c in name if c.isdigit()), None) if "z" in name else None
+            note = f"DeepSpeed config {config} not readable here: stage from its name"
+            return stage, "offload" in name, False, note
+    else:
         return None, False, False, None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            zero = (json.load(fh).get("zero_optimization") or {}) if path.endswith(".json") else {}
-    except (OSError, ValueError, AttributeError):
-        name = os.path.basename(path)
-        stage = next((int(c) for c in name if c.isdigit()), None) if "z" in name else None
-        return (
-            stage,
-            "offload" in name,
-            False,
-            f"DeepSpeed config {path} not readable here: stage from its name",
-        )
 
     def offloaded(key: str) -> bool:
         section = zero.get(key)
@@ -54,34 +79,85 @@ def deepspeed_stage(path: Any) -> tuple[int | None, bool, bool, str | None]:
     )
 
 
-def lf_target(ctx: Any, plan: Plan) -> MemoryTarget | None:
-    tr = (ctx.config.backend_config or {}).get("training") or {}
-    model = tr.get("model_name_or_path") or ctx.config.model_name_or_path
-    arch = arch_or_none(ctx.config.af_model_name, model)
+def deepspeed_config(stage: int, *, offload_optimizer: bool, offload_param: bool) -> dict[str, Any]:
+    """A DeepSpeed config for a stage and its offloads; batch sizes and precision left to transformers."""
+    zero: dict[str, Any] = {"stage": stage}
+    if offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu"}
+    if offload_param:
+        zero["offload_param"] = {"device": "cpu"}
+    return {
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "bf16": {"enabled": "auto"},
+        "fp16": {"enabled": "auto"},
+        "zero_optimization": zero,
+    }
+
+
+def spell(knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+    """Knobs as LLaMA-Factory train keys: gradient checkpointing as `disable_gradient_checkpointing`, a ZeRO
+    stage and its offloads as one inline `deepspeed` config (null: no DeepSpeed)."""
+    out: dict[str, Any] = {}
+    sharding = {k: knobs[k] for k in ("zero", "offload_optimizer", "offload_param") if k in knobs}
+    if sharding:
+        hf: Any = job
+        if hf.zero is None:
+            out[T + "deepspeed"] = None
+        else:
+            out[T + "deepspeed"] = deepspeed_config(
+                hf.zero, offload_optimizer=hf.offload_optimizer, offload_param=hf.offload_param
+            )
+    for knob, value in knobs.items():
+        if knob in sharding:
+            continue
+        if knob == "gradient_checkpointing":
+            out[T + "disable_gradient_checkpointing"] = not value
+        elif knob in KEYS:
+            out[KEYS[knob]] = value
+        else:
+            return None
+    return out
+
+
+def lf_job(launch: LFLaunch) -> tuple[HFJob, str | None] | None:
+    model = launch.value("model_name_or_path")
+    arch = arch_or_none(launch.model_name, model if isinstance(model, str) else None)
     if arch is None:
         return None
-    stage, off_opt, off_param, note = deepspeed_stage(tr.get("deepspeed"))
-    quant = tr.get("quantization_bit")
+    stage, off_opt, off_param, note = deepspeed_stage(launch.value("deepspeed"))
+    quant = launch.value("quantization_bit")
+    pure_bf16 = bool(launch.value("pure_bf16"))
     job = HFJob(
         shape=shape_from_arch(arch),
-        devices=int(plan.facts.get("world_size") or 1),
-        batch=int(tr.get("per_device_train_batch_size") or 1),
-        seq=int(tr.get("cutoff_len") or 2048),
-        finetuning=str(tr.get("finetuning_type") or "lora"),
+        devices=launch.world,
+        batch=int(launch.value("per_device_train_batch_size") or 1),
+        grad_accum=int(launch.value("gradient_accumulation_steps") or 1),
+        seq=int(launch.value("cutoff_len") or 1),
+        finetuning=str(launch.value("finetuning_type")),
         zero=stage,
         offload_optimizer=off_opt,
         offload_param=off_param,
         quantization_bit=quant if quant in (2, 4, 8) else None,
-        lora_rank=int(tr.get("lora_rank") or 8),
-        freeze_trainable_layers=int(tr.get("freeze_trainable_layers") or 2),
-        pure_bf16=bool(tr.get("pure_bf16")),
-        precision="bf16" if tr.get("bf16") or tr.get("pure_bf16") else "fp16" if tr.get("fp16") else "fp32",
-        gradient_checkpointing=not tr.get("disable_gradient_checkpointing"),
-        flash_attention=tr.get("flash_attn", "auto") != "disabled",
+        lora_rank=int(launch.value("lora_rank") or 0),
+        freeze_trainable_layers=int(launch.value("freeze_trainable_layers") or 0),
+        pure_bf16=pure_bf16,
+        precision="bf16" if launch.value("bf16") or pure_bf16 else "fp16" if launch.value("fp16") else "fp32",
+        gradient_checkpointing=not launch.value("disable_gradient_checkpointing"),
+        flash_attention=launch.value("flash_attn") != "disabled",
     )
+    return job, note
+
+
+def lf_target(run: Any) -> MemoryTarget | None:
+    if not isinstance(run, LFLaunch):
+        return None
+    found = lf_job(run)
+    if found is None:
+        return None
+    job, note = found
     notes = (
         "sequences at cutoff_len (an upper bound: shorter samples are padded only to the batch's longest)",
     )
-    return MemoryTarget(
-        job=job, keys=dict(KEYS), world_size=job.devices, notes=notes + ((note,) if note else ())
-    )
+    return MemoryTarget(job=job, spell=spell, world_size=job.devices, notes=notes + ((note,) if note else ()))

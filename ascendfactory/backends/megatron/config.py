@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from ascendfactory.parallel import parse_layer_list
 
 MAX_WORKERS = 1024  # preprocessing processes
+SEQ_LENGTH = 4096  # tokens per sample when the experiment gives none (the plan passes it: mindspeed-llm)
 
 
 def _size(value: Any) -> int | None:
@@ -143,7 +144,7 @@ class TrainingSection(PathKeys):
     context_parallel_size: Size = _key("context_parallel_size", 1, "Context parallel size (CP).")
     micro_batch_size: Size = _key("micro_batch_size", 1, "Samples per device per micro-batch.")
     global_batch_size: Size = _key("global_batch_size", None, "Samples per step (default: mbs x DP).")
-    seq_length: Size = _key("seq_length", 4096, "Tokens per sample.")
+    seq_length: Size = _key("seq_length", SEQ_LENGTH, "Tokens per sample.")
     max_position_embeddings: Size = _key(
         "max_position_embeddings", None, "Position embeddings (default: the model's)."
     )

@@ -1,23 +1,29 @@
-"""The memory job of a Megatron-style experiment (torch, mindspeed-llm, mindspeed-mm), from its flags.
+"""The memory job of a Megatron-style experiment (torch, mindspeed-llm, mindspeed-mm; MindSpeed-RL's actor),
+read from what the training program will parse (`launch.TrainArgs`: the flags the plan hands it, with the
+program's own defaults) and never from the experiment as written or `plan.facts`.
 
-Read after `plan` has validated them: the layout from the plan's facts (TP, PP, CP, DP as resolved), the
-rest from `backend_config.training` with Megatron's defaults (`megatron/training/arguments.py`): bf16/fp16
-off (fp32), no recompute, no distributed optimizer, no sequence parallelism, tied embeddings unless
-`--untie-embeddings-and-output-weights`, `--make-vocab-size-divisible-by 128`.
+The model's shape: the architecture flags on the command line (`--num-layers`, `--hidden-size`, ...,
+`--padded-vocab-size`, `--untie-embeddings-and-output-weights`), each falling back to the catalog's or
+config.json's value when the launch leaves it out; the embedded trainer builds the HF config's model
+(`shape_from_arch`); MindSpeed-MM's from its model.json (`backends/mindspeed_mm/memory.py`).
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from typing import Any
 
-from ascendfactory.config.catalog import ModelArch, arch_or_none
+from ascendfactory.backends.megatron.launch import TrainArgs
+from ascendfactory.backends.megatron.run import MegatronRun
+from ascendfactory.config.catalog import ModelArch
+from ascendfactory.memory.job import Job
 from ascendfactory.memory.megatron import MegatronJob
-from ascendfactory.memory.shape import shape_from_arch
+from ascendfactory.memory.shape import ModelShape, shape_from_arch
 from ascendfactory.memory.target import MemoryTarget
-from ascendfactory.plan import Plan
+from ascendfactory.parallel import parse_layer_list
 
 T = "backend_config.training."
+# knob -> the training key a user sets (Megatron's dash spelling, as torch and mindspeed-llm take it)
 KEYS = {
     "recompute": T + "recompute-granularity",
     "recompute_method": T + "recompute-method",
@@ -32,137 +38,117 @@ KEYS = {
 }
 
 
-def plan_arch(plan: Plan, model_name: str) -> ModelArch | None:
-    """The architecture the plan was made for: its config.json (facts' `arch_source`) or the catalog."""
-    source = plan.facts.get("arch_source")
-    model_dir = (
-        os.path.dirname(source) if isinstance(source, str) and source.endswith("config.json") else None
+def megatron_shape(args: TrainArgs, arch: ModelArch | None) -> ModelShape | None:
+    """The decoder the program builds from its architecture flags (the catalog's / config.json's value
+    where a flag is not on the command line; None when neither gives the layers and hidden size)."""
+    if arch is None:
+        if not (
+            args.number("num-layers") and args.number("hidden-size") and args.number("num-attention-heads")
+        ):
+            return None
+        base = ModelShape(
+            name="model",
+            layers=0,
+            hidden=0,
+            ffn=0,
+            heads=0,
+            kv_heads=0,
+            vocab=args.number("vocab-size") or 0,
+            tied=True,
+        )
+    else:
+        base = shape_from_arch(arch)
+    heads = args.number("num-attention-heads") or base.heads
+    kv_heads = (args.number("num-query-groups") or heads) if args.on("group-query-attention") else heads
+    if not args.given("num-attention-heads") and not args.given("group-query-attention"):
+        kv_heads = base.kv_heads
+    untie = args.value("untie-embeddings-and-output-weights")
+    return ModelShape(
+        name=base.name,
+        layers=args.number("num-layers") or base.layers,
+        hidden=args.number("hidden-size") or base.hidden,
+        ffn=args.number("ffn-hidden-size") or base.ffn or 4 * (args.number("hidden-size") or 0),
+        heads=heads,
+        kv_heads=kv_heads,
+        vocab=args.number("padded-vocab-size") or base.vocab,
+        tied=base.tied if untie is None else not untie,
+        head_dim=args.number("kv-channels") or base.head_dim,
+        qkv_bias=args.on("add-qkv-bias") if args.given("add-qkv-bias") else base.qkv_bias,
+        experts=base.experts,
+        moe_topk=base.moe_topk,
+        moe_ffn=base.moe_ffn,
+        vision=base.vision,
     )
-    return arch_or_none(model_name, model_dir)
 
 
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
-
-
-def megatron_job(
-    training: dict[str, Any], facts: dict[str, Any], arch: ModelArch, *, engine: str = "megatron"
-) -> MegatronJob:
-    tr = training
-    shape = shape_from_arch(arch)
-    untie = tr.get("untie-embeddings-and-output-weights")
-    if untie is not None and engine == "megatron":  # the embedded trainer builds the HF config's model
-        shape = type(shape)(**{**shape.__dict__, "tied": not bool(untie)})
-    tp, pp = _int(facts.get("tp"), 1), _int(facts.get("pp"), 1)
-    vpp = _int(tr.get("virtual-pipeline-model-parallel-size"), 1)
-    per_stage = _int(tr.get("num-layers-per-virtual-pipeline-stage"), 0)
-    if per_stage and pp > 1:
-        vpp = max(1, arch.layers // (pp * per_stage))
-    granularity = tr.get("recompute-granularity")
-    if tr.get("recompute-activations"):
-        granularity = "selective"
-    layer_list = facts.get("num_layer_list")
-    lora_targets = tr.get("lora-target-modules") or ()
+def megatron_job(args: TrainArgs, shape: ModelShape, *, dp: int, engine: str) -> MegatronJob:
+    """The job of one launch on its data-parallel size `dp` (every other size as the program parses it)."""
+    tp, pp = args.size("tensor-model-parallel-size"), args.size("pipeline-model-parallel-size")
+    layer_list = args.value("num-layer-list")
+    try:
+        stages = parse_layer_list(layer_list) if layer_list else None
+    except ValueError:
+        stages = None  # refused by the plan's checks before an estimate is made
     return MegatronJob(
         shape=shape,
         tp=tp,
         pp=pp,
-        dp=_int(facts.get("dp"), 1),
-        cp=_int(facts.get("cp"), 1),
-        ep=_int(tr.get("expert-model-parallel-size"), 1),
-        vpp=vpp,
-        mbs=_int(tr.get("micro-batch-size"), 1),
-        gbs=_int(tr.get("global-batch-size"), _int(tr.get("micro-batch-size"), 1) * _int(facts.get("dp"), 1)),
-        seq=_int(tr.get("seq-length"), 4096),
-        precision="bf16" if tr.get("bf16") else "fp16" if tr.get("fp16") else "fp32",
-        distributed_optimizer=bool(tr.get("use-distributed-optimizer")),
-        sequence_parallel=bool(tr.get("sequence-parallel")) and tp > 1,
-        recompute=granularity if granularity in ("full", "selective") else "none",
-        recompute_method=tr.get("recompute-method") or "uniform",
-        recompute_num_layers=_int(tr.get("recompute-num-layers"), 1),
-        flash_attention=bool(tr.get("use-flash-attn")) if engine == "megatron" else True,
-        attention_dropout=float(tr.get("attention-dropout") or 0) > 0,
-        lora_rank=_int(tr.get("lora-r"), 0),
-        lora_targets=tuple(str(t) for t in lora_targets) if isinstance(lora_targets, (list, tuple)) else (),
-        num_layer_list=tuple(layer_list) if isinstance(layer_list, list) and len(layer_list) == pp else None,
-        vocab_divisible_by=_int(tr.get("make-vocab-size-divisible-by"), 128 if engine == "megatron" else 1),
+        dp=dp,
+        cp=args.size("context-parallel-size"),
+        ep=args.size("expert-model-parallel-size"),
+        vpp=args.virtual_chunks(shape.layers, pp),
+        mbs=args.micro_batch_size,
+        gbs=args.global_batch_size(dp),
+        seq=args.seq_length or 0,
+        precision=args.precision,
+        distributed_optimizer=args.on("use-distributed-optimizer"),
+        sequence_parallel=args.on("sequence-parallel") and tp > 1,
+        recompute=args.recompute,
+        recompute_method=args.text("recompute-method") or "uniform",
+        recompute_num_layers=args.number("recompute-num-layers") or 1,
+        # the embedded trainer always runs PyTorch's fused attention (no softmax kept)
+        flash_attention=args.on("use-flash-attn") if engine == "megatron" else True,
+        attention_dropout=float(args.value("attention-dropout") or 0) > 0,
+        lora_rank=args.lora_rank,
+        lora_targets=args.lora_targets,
+        num_layer_list=tuple(stages) if stages and len(stages) == pp else None,
+        vocab_divisible_by=args.size("make-vocab-size-divisible-by"),
         engine=engine,
     )
 
 
-def megatron_target(ctx: Any, plan: Plan, *, engine: str = "megatron") -> MemoryTarget | None:
-    arch = plan_arch(plan, ctx.config.af_model_name)
-    training = ctx.config.backend_config.get("training")
-    if arch is None or not isinstance(training, dict) or not arch.layers or not arch.hidden:
+def spelling(args: TrainArgs, keys: Mapping[str, str] = KEYS) -> Any:
+    """Knobs as `backend_config.training` keys: a virtual pipeline as layers per chunk (null: none, and a
+    `virtual-pipeline-model-parallel-size` given is cleared with it), recompute `none` as null."""
+
+    def spell(knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+        if any(k not in keys for k in knobs):
+            return None
+        out: dict[str, Any] = {}
+        for knob, value in knobs.items():
+            if knob == "vpp":
+                megatron: Any = job
+                value = megatron.shape.layers // (megatron.pp * value) if value > 1 else None
+                if args.given("virtual-pipeline-model-parallel-size"):
+                    out[keys[knob].rsplit(".", 1)[0] + ".virtual-pipeline-model-parallel-size"] = None
+            elif knob == "recompute" and value == "none":
+                value = None
+            out[keys[knob]] = value
+        return out
+
+    return spell
+
+
+def megatron_target(
+    run: MegatronRun[Any], *, engine: str, shape: ModelShape | None = None
+) -> MemoryTarget | None:
+    """The memory target of a planned Megatron-style run (None before its launch is decided)."""
+    args = run.launch
+    if args is None or not run.arch.layers or not run.arch.hidden:
         return None
-    job = megatron_job(training, plan.facts, arch, engine=engine)
-    notes: tuple[str, ...] = ()
-    if arch.vit_layers:
-        config = _hf_config(plan.facts.get("arch_source"))
-        job = job.with_(shape=shape_from_arch(arch, config=config))
-        notes = (
-            f"vision encoder: {arch.vit_layers} blocks on the first stage, {job.shape.vision.patches} "
-            "patches per sample (an image of about 900x900 pixels)",
-        )
-    return MemoryTarget(job=job, keys=dict(KEYS), world_size=job.tp * job.pp * job.dp * job.cp, notes=notes)
-
-
-def _hf_config(path: Any) -> dict[str, Any]:
-    import json
-
-    try:
-        with open(str(path), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-# -- MindSpeed-RL's experiment (mindspeed-rl, and torch with stage: grpo) ---------------------------------
-RL = "backend_config."
-RL_KEYS = {
-    "recompute": RL + "actor_config.recompute_granularity",
-    "recompute_method": RL + "actor_config.recompute_method",
-    "recompute_num_layers": RL + "actor_config.recompute_num_layers",
-    "distributed_optimizer": RL + "actor_config.use_distributed_optimizer",
-    "sequence_parallel": RL + "actor_config.sequence_parallel",
-    "tp": RL + "actor_config.tensor_model_parallel_size",
-    "pp": RL + "actor_config.pipeline_model_parallel_size",
-    "mbs": RL + "actor_config.micro_batch_size",
-    "gpu_memory_utilization": RL + "generate_config.gpu_memory_utilization",
-    "offload_train_param": RL + "generate_config.offload_train_param",
-    "offload_train_grad": RL + "generate_config.offload_train_grad",
-    "offload_train_optimizer": RL + "generate_config.offload_train_optimizer",
-}
-
-
-def rl_target(ctx: Any, plan: Plan, *, engine: str) -> MemoryTarget | None:
-    """The actor (a Megatron job with MindSpeed-RL's snake_case keys), its reference and the rollout."""
-    from ascendfactory.memory.rl import RLJob
-
-    bc = ctx.config.backend_config or {}
-    actor = {**(bc.get("megatron_training") or {}), **(bc.get("actor_config") or {})}
-    gen = bc.get("generate_config") or {}
-    f = plan.facts
-    arch = arch_or_none(ctx.config.af_model_name, actor.get("tokenizer_name_or_path"))
-    if arch is None:
+    if shape is None:
+        shape = shape_from_arch(run.arch) if engine == "embedded" else megatron_shape(args, run.arch)
+    if shape is None:
         return None
-    training = {k.replace("_", "-"): v for k, v in actor.items()}
-    training["global-batch-size"] = f.get("mini_batch_samples") or training.get("global-batch-size")
-    training["seq-length"] = f.get("seq_length") or training.get("seq-length")
-    facts = {"tp": f.get("tp"), "pp": f.get("pp"), "cp": f.get("cp"), "dp": f.get("actor_dp")}
-    job = megatron_job(training, facts, arch, engine=engine)
-    sampling = gen.get("sampling_config") if isinstance(gen.get("sampling_config"), dict) else {}
-    rl = RLJob(
-        actor=job,
-        reference=True,
-        rollout="hf" if engine == "embedded" else "vllm",
-        gpu_memory_utilization=float(gen.get("gpu_memory_utilization") or 0.5),
-        offload_param=bool(gen.get("offload_train_param")),
-        offload_grad=bool(gen.get("offload_train_grad")),
-        offload_optimizer=bool(gen.get("offload_train_optimizer")),
-        rollout_sequences=_int(f.get("mbs"), 1),
-        rollout_tokens=_int(f.get("max_model_len"), 0) or job.seq or _int(sampling.get("max_tokens"), 1024),
-    )
-    notes = ("reference model on the actor's devices (MindSpeed-RL's integrated mode)",)
-    return MemoryTarget(job=rl, keys=dict(RL_KEYS), world_size=job.tp * job.pp * job.dp * job.cp, notes=notes)
+    job = megatron_job(args, shape, dp=run.dp, engine=engine)
+    return MemoryTarget(job=job, spell=spelling(args), world_size=run.world_size)

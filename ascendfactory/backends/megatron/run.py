@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.megatron.config import SEQ_LENGTH
 from ascendfactory.backends.megatron.layout import OutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ascendfactory.backends.megatron.config import PreprocessSection, TrainingSection
+    from ascendfactory.backends.megatron.launch import TrainArgs
 
     M = TypeVar("M", bound=BaseModel)
 
@@ -181,6 +183,10 @@ class MegatronRun(Generic[F]):
     handler: str | None = None
     load: LoadDecision | None = None
     warnings: list[str] = field(default_factory=list)
+    typed: TrainingSection | None = None  # the training section as the plan reads it (its defaults)
+    # What the training program will parse (`launch.TrainArgs`), set once the plan has decided every flag:
+    # the argv, the facts, the throughput's sequence length and the memory job read it.
+    launch: TrainArgs | None = None
 
     @property
     def world_size(self) -> int:
@@ -195,7 +201,9 @@ class MegatronRun(Generic[F]):
         return self.layout.converted_weights(self.tp, self.pp)
 
     def facts(self) -> dict[str, Any]:
-        """What `--dry-run` and the run summary show about the resolved layout and inputs."""
+        """What `--dry-run` and the run summary show about the resolved layout and inputs (the sizes as the
+        training program will parse them, once the launch is decided)."""
+        args = self.launch
         return {
             "model": self.arch.name,
             "arch_source": self.arch.source,
@@ -210,10 +218,12 @@ class MegatronRun(Generic[F]):
             "dp": self.dp,
             "num_layer_list": self.num_layer_list,
             "data_path": self.data_path,
-            "seq_length": self.training.get("seq-length"),
-            "micro_batch_size": self.training.get("micro-batch-size"),
-            "global_batch_size": self.training.get("global-batch-size"),
-            "train_iters": self.training.get("train-iters"),
+            "seq_length": args.seq_length if args else self.training.get("seq-length"),
+            "micro_batch_size": args.micro_batch_size if args else self.training.get("micro-batch-size"),
+            "global_batch_size": args.global_batch_size(self.dp)
+            if args
+            else self.training.get("global-batch-size"),
+            "train_iters": args.number("train-iters") if args else self.training.get("train-iters"),
             "load": self.load.load if self.load else None,
             "load_reason": self.load.reason if self.load else None,
         }
@@ -310,6 +320,7 @@ def read_megatron_run(
         lora=typed.lora,
         framework=framework,
         warnings=list(report.warnings),
+        typed=typed,
     )
     if K + "data-path" not in bad:
         _resolve_data(ctx, run, typed, sections.preprocess_typed, bad, problems, absent)
@@ -408,7 +419,7 @@ def _layout(
             num_layers=arch.layers,
             heads=arch.heads,
             kv_heads=arch.kv_heads,
-            seq_length=typed.seq_length or 4096,
+            seq_length=typed.seq_length or SEQ_LENGTH,  # null given: the section's default
             max_position_embeddings=typed.max_position_embeddings or arch.max_pos,
             num_layer_list=typed.num_layer_list,
             sequence_parallel=typed.sequence_parallel,

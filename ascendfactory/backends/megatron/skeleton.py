@@ -7,8 +7,10 @@
     plot        (PLOT)        training_loss.png from the last rank's log, on the last node
 
 A subclass supplies `read` (`read_megatron_run` with its own record, `MegatronRun[F].framework`, and its
-own checks) and the programs: `preprocess_step`, `hf2mg_step`, `train_entry` (what torchrun runs) and
-`mg2hf_step`; optionally `finish_plan` (checks that need the built steps).
+own checks), `train_flags` and `train_defaults` (every flag the training program receives, and its parser's
+defaults: together `run.launch`, the one reading of the launch) and the programs: `preprocess_step`,
+`hf2mg_step`, `train_entry` (what torchrun runs, rendered from `run.launch`) and `mg2hf_step`; optionally
+`finish_plan` (checks that need the built steps).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Generic
 
 from ascendfactory.backends.base import Backend, OwnedKey, PlanContext
+from ascendfactory.backends.megatron.launch import TrainArgs
 from ascendfactory.backends.megatron.run import F, MegatronRun
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
@@ -125,6 +128,8 @@ class MegatronBackend(Backend, Generic[F]):
     # -- the skeleton ---------------------------------------------------------------------------------
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         run = self.read(ctx, strict_paths=strict_paths)
+        if run.launch is None:
+            run.launch = self.launch(ctx, run)
         cfg = ctx.config
         out = os.path.abspath(cfg.af_output_dir) if self.absolute_paths else cfg.af_output_dir
         plan = megatron_plan(ctx, run, output_dir=out, facts=self.facts(run))
@@ -143,16 +148,29 @@ class MegatronBackend(Backend, Generic[F]):
             )
         )
         self.finish_plan(ctx, run, plan, strict_paths=strict_paths)
+        plan.run = run
         return plan
 
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[F]:
         """`read_megatron_run` with the backend's own record, and the backend's own checks."""
         raise NotImplementedError
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
+    def launch(self, ctx: PlanContext, run: MegatronRun[F]) -> TrainArgs:
+        """The one reading of the training launch: `train_flags` with the program's `train_defaults`."""
+        return TrainArgs(self.train_flags(ctx, run), self.train_defaults(run))
+
+    def train_flags(self, ctx: PlanContext, run: MegatronRun[F]) -> dict[str, Any]:
+        """Every flag the training program receives, in argv order (what `to_flags` renders)."""
+        raise NotImplementedError
+
+    def train_defaults(self, run: MegatronRun[F]) -> Mapping[str, Any]:
+        """The training program's argparse defaults (flag -> value), from its own definitions."""
+        raise NotImplementedError
+
+    def memory_target(self, run: Any) -> MemoryTarget | None:
         from ascendfactory.backends.megatron.memory import megatron_target
 
-        return megatron_target(ctx, plan, engine=self.memory_engine)
+        return megatron_target(run, engine=self.memory_engine) if isinstance(run, MegatronRun) else None
 
     def facts(self, run: MegatronRun[F]) -> dict[str, Any]:
         return run.facts()
@@ -207,7 +225,8 @@ class MegatronBackend(Backend, Generic[F]):
 def finished_reason(run: MegatronRun) -> str | None:
     """Why the train step has nothing to do: the checkpoint auto-resume continues is at `train-iters`
     (None otherwise; starting torchrun would only load it and validate again)."""
-    load, iters = run.load, run.training.get("train-iters")
+    load = run.load
+    iters = run.launch.number("train-iters") if run.launch else run.training.get("train-iters")
     at = load.resume_iteration if load else None
     if at is None or isinstance(iters, bool) or not isinstance(iters, int) or at < iters:
         return None
@@ -250,16 +269,15 @@ def torchrun_launch(ctx: PlanContext, run: MegatronRun, entry: list[str]) -> Tor
 
 
 def megatron_plan(ctx: PlanContext, run: MegatronRun, *, output_dir: str, facts: dict[str, Any]) -> Plan:
-    """The Plan shell every Megatron-style backend fills: Megatron logs, checkpoints and throughput."""
+    """The Plan shell every Megatron-style backend fills: Megatron logs, checkpoints and throughput (its
+    sequence length as the training program parses it)."""
     cfg = ctx.config
-    seq = run.training.get("seq-length")
+    seq = run.launch.seq_length if run.launch else None
     logs = LogSpec(
         format="megatron",
         naming=LogNaming(prefix=ctx.log_prefix),
         loss_rank="last",
-        throughput=ThroughputSpec(
-            "megatron", seq_length=seq if isinstance(seq, int) else None, devices=run.world_size
-        ),
+        throughput=ThroughputSpec("megatron", seq_length=seq, devices=run.world_size),
     )
     saved = os.path.join(output_dir, "saved_checkpoints")
     return ctx.new_plan(

@@ -23,6 +23,7 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.megatron.config import SEQ_LENGTH
 from ascendfactory.backends.megatron.run import (
     PATH_KEYS,
     MegatronRun,
@@ -39,7 +40,7 @@ from ascendfactory.backends.megatron.skeleton import (
     timeout_flag,
 )
 from ascendfactory.backends.mindspeed_llm import environment
-from ascendfactory.backends.mindspeed_llm.args import unknown_keys, value_problems
+from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
@@ -136,6 +137,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         if conv.defaulted_without_checkout:
             run.warnings.append(conv.reason)
         problems += self.run_problems(ctx, run, run.warnings)
+        run.launch = self.launch(ctx, run)
         problems += self.rule_problems(ctx, run, {p.key.removeprefix(K) for p in problems})
         self.raise_if(problems)
         return run
@@ -243,7 +245,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         """The rules across flags (rules.py) on the flags the plan hands the training program."""
         return [
             ctx.problem(K + rule.key, f"{rule.message} ({rule.source})", fix=rule.fix)
-            for rule in broken_rules(self.train_flags(ctx, run), skip=named)
+            for rule in broken_rules((run.launch or self.launch(ctx, run)).flags, skip=named)
         ]
 
     @staticmethod
@@ -331,9 +333,12 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             notes=[f"converter {conv.version}: {conv.reason}"],
         )
 
+    def train_defaults(self, run: MegatronRun[Found]) -> Mapping[str, Any]:
+        return defaults("training")
+
     def train_flags(self, ctx: PlanContext, run: MegatronRun[Found]) -> dict[str, Any]:
         """Filled architecture flags, then the user's, then the plan's data / checkpoint / stage flags."""
-        seq = int(run.training.get("seq-length") or 4096)
+        seq = (run.typed.seq_length if run.typed else None) or SEQ_LENGTH
         flags = architecture_flags(run.arch, tp=run.tp, pp=run.pp, seq_length=seq)
         flags.update({"tokenizer-type": "PretrainedFromHF", "tokenizer-name-or-path": run.model_dir})
         user = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_KEYS}
@@ -369,7 +374,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     def train_entry(
         self, ctx: PlanContext, run: MegatronRun[Found]
     ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
-        flags = self.train_flags(ctx, run)
+        flags = run.launch.flags if run.launch else self.train_flags(ctx, run)
         env = dict(STEP_ENV)
         env.update({v: ctx.environ[v] for v in VISIBLE_DEVICE_VARS if ctx.environ.get(v)})
         inputs = [x for x in (flags.get("data-path"), flags.get("load")) if isinstance(x, str)]

@@ -44,7 +44,7 @@ from ascendfactory.backends.mindspeed_mm.experiment import (
     read_sections,
     resolve_model,
 )
-from ascendfactory.backends.mindspeed_mm.facts import data_json, presets, source_file
+from ascendfactory.backends.mindspeed_mm.facts import data_json, presets, source_file, training_defaults
 from ascendfactory.backends.mindspeed_mm.inputs import environment_problems, input_findings
 from ascendfactory.backends.mindspeed_mm.load import decide_load
 from ascendfactory.backends.mindspeed_mm.site import generation_problem, resolve_site
@@ -52,6 +52,7 @@ from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.parallel import LayoutReport, ParallelDims
 from ascendfactory.plan import LogSpec, Plan, Role, Step, ThroughputSpec
 
@@ -68,6 +69,11 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
     legacy_keys = {k: v for k, v in MegatronBackend.legacy_keys.items() if k in LEGACY}
     # Lines MindSpeed-MM prints for a configuration it refuses: a restart cannot fix them.
     unretryable = ("MindSpeed-MM Error", "One or more config files failed to load", "Key parameter missing")
+
+    def memory_target(self, run: Any) -> MemoryTarget | None:
+        from ascendfactory.backends.mindspeed_mm.memory import mm_target
+
+        return mm_target(run) if isinstance(run, MegatronRun) else None
 
     # -- reading and validation -------------------------------------------------------------------------
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[MMRun]:
@@ -245,11 +251,7 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
             "converter": mm.converter,
             "vit_pipeline_num_layers": mm.vit_layers,
             "llm_pipeline_num_layers": mm.llm_layers,
-            "seq_length": mm.flags.get("seq-length"),
-            "micro_batch_size": mm.mbs,
-            "global_batch_size": mm.gbs,
             "global_batch_size_from": mm.gbs_reason,
-            "train_iters": mm.flags.get("train-iters"),
             "mm_config": mm.config_files,
         }
 
@@ -304,17 +306,28 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
             notes=[f"mm-convert {mm.converter} hf_to_mm (nested layer lists, MindSpeed-MM {mm.generation})"],
         )
 
+    def train_defaults(self, run: MegatronRun[MMRun]) -> Mapping[str, Any]:
+        return training_defaults(run.framework.generation)
+
+    def train_flags(self, ctx: PlanContext, run: MegatronRun[MMRun]) -> dict[str, Any]:
+        """The example's flags (GPT_ARGS, MM_ARGS, OUTPUT_ARGS, then the trailing ones, in its order) as
+        `fill_flags` left them: the plan's values and the user's in place."""
+        return run.framework.flags.merged()
+
     def train_entry(
         self, ctx: PlanContext, run: MegatronRun[MMRun]
     ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
         mm = run.framework
-        argv = [mm.preset["entry"]]
-        for group in mm.flags.groups.values():
-            argv += to_flags(group)
+        flags = run.launch.flags if run.launch else self.train_flags(ctx, run)
         env = self.step_env(ctx, mm)
         env.update({v: ctx.environ[v] for v in VISIBLE_DEVICE_VARS if ctx.environ.get(v)})
-        load = mm.flags.get("load")
-        return argv, env, mm.site.directory, [load] if isinstance(load, str) else []
+        load = flags.get("load")
+        return (
+            [mm.preset["entry"], *to_flags(flags)],
+            env,
+            mm.site.directory,
+            [load] if isinstance(load, str) else [],
+        )
 
     def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[MMRun], shared: bool) -> Step:
         mm = run.framework

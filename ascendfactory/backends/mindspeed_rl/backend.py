@@ -34,6 +34,7 @@ from ascendfactory.backends.mindspeed_rl.steps import Found
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, read_config, render_yaml
 from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import decide_load, fill
+from ascendfactory.backends.msrl.memory import RLRun
 from ascendfactory.backends.msrl.shell import grpo_plan
 from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
@@ -160,12 +161,13 @@ class MindSpeedRLBackend(Backend):
                 skip_reason=None if cfg.env.NODE_RANK == 0 else "the metrics are printed on node 0",
             )
         )
+        plan.run = RLRun(rl, arch)
         return plan
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> Any:
-        from ascendfactory.backends.megatron.memory import rl_target
+    def memory_target(self, run: Any) -> Any:
+        from ascendfactory.backends.msrl.memory import rl_target
 
-        return rl_target(ctx, plan, engine="megatron")
+        return rl_target(run, engine="megatron")
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)

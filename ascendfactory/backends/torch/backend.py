@@ -79,25 +79,39 @@ class TorchBackend(MegatronBackend[None]):
     # its trainer: "error (rank N): K configuration problem(s):", and the NaN check's "found NaN in"
     unretryable = ("configuration problem", "found NaN in")
     tracker_keys = TORCH_TRACKERS
+    trains_on_cpu = True  # gloo on CPU; `accelerator: cpu` forces it on a node with accelerators
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         return GRPO_TRACKERS if stage == "grpo" else TORCH_TRACKERS
 
     memory_engine = "embedded"  # fp32 weights, gradients and AdamW; bf16/fp16 by autocast
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> MemoryTarget | None:
-        if ctx.config.stage == "grpo":
-            from ascendfactory.backends.megatron.memory import rl_target
+    def memory_target(self, run: Any) -> MemoryTarget | None:
+        from ascendfactory.backends.msrl.memory import RLRun, rl_target
 
-            return rl_target(ctx, plan, engine=self.memory_engine)
-        return super().memory_target(ctx, plan)
+        if isinstance(run, RLRun):
+            return rl_target(run, engine=self.memory_engine)
+        return super().memory_target(run)
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
-        if ctx.config.stage == "grpo":
-            from ascendfactory.backends.torch.grpo import plan_grpo
+        """The plan of the stage; a real run on a Python without the embedded backend's packages (a core
+        `pip install .`) is refused here, with every other problem, before anything is written."""
+        missing = missing_packages()
+        refused = [missing_packages_problem(ctx, missing)] if missing and strict_paths else []
+        try:
+            if ctx.config.stage == "grpo":
+                from ascendfactory.backends.torch.grpo import plan_grpo
 
-            return plan_grpo(self, ctx, strict_paths=strict_paths)
-        return super().plan(ctx, strict_paths=strict_paths)
+                plan = plan_grpo(self, ctx, strict_paths=strict_paths)
+            else:
+                plan = super().plan(ctx, strict_paths=strict_paths)
+        except ConfigError as e:
+            raise ConfigError(refused + e.problems) from None
+        self.raise_if(refused)
+        if missing:
+            p = missing_packages_problem(ctx, missing)
+            plan.warnings.append(f"{p.message} (a real run stops here; fix: {p.fix})")
+        return plan
 
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
@@ -162,9 +176,11 @@ class TorchBackend(MegatronBackend[None]):
             only_node0=shared,
         )
 
-    def train_entry(
-        self, ctx: PlanContext, run: MegatronRun[None]
-    ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
+    def train_defaults(self, run: MegatronRun[None]) -> Mapping[str, Any]:
+        return trainer_defaults()
+
+    def train_flags(self, ctx: PlanContext, run: MegatronRun[None]) -> dict[str, Any]:
+        """The user's training flags, then the plan's data, tokenizer, load, save and monitor flags."""
         cfg = ctx.config
         flags = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_FLAGS}
         load = run.load
@@ -185,8 +201,15 @@ class TorchBackend(MegatronBackend[None]):
             ordered["tensorboard-dir"] = given or run.layout.tensorboard_dir
             # The runner writes the resolved experiment there before any step starts.
             ordered["af-monitor-config"] = run.layout.exp_config
-        inputs = [x for x in (run.data_path, load.load if load else None) if isinstance(x, str) and x]
-        return ["-m", "ascendfactory.engine.train", *to_flags(ordered)], {}, None, inputs
+        return ordered
+
+    def train_entry(
+        self, ctx: PlanContext, run: MegatronRun[None]
+    ) -> tuple[list[str], dict[str, str], str | None, list[str]]:
+        flags = run.launch.flags if run.launch else self.train_flags(ctx, run)
+        load = flags.get("load")
+        inputs = [x for x in (flags.get("data-path"), load) if isinstance(x, str) and x]
+        return ["-m", "ascendfactory.engine.train", *to_flags(flags)], {}, None, inputs
 
     def mg2hf_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
         out = ctx.config.hf_save_dir or run.layout.mg2hf_dir
@@ -401,9 +424,46 @@ class TorchBackend(MegatronBackend[None]):
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return [
-            *(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
+            *(module_check(m) for m in EMBEDDED_PACKAGES),
             *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil")),
         ]
+
+
+# What the embedded backend's programs import (preprocess: tokenizers, numpy; hf2mg / mg2hf: torch,
+# safetensors; train: torch, transformers): the `torch` extra of pyproject.toml.
+EMBEDDED_PACKAGES = ("torch", "transformers", "safetensors", "tokenizers", "numpy")
+
+
+def missing_packages() -> list[str]:
+    """The embedded backend's packages this Python cannot import (found without importing them)."""
+    import importlib.util
+
+    return [m for m in EMBEDDED_PACKAGES if importlib.util.find_spec(m) is None]
+
+
+def missing_packages_problem(ctx: PlanContext, missing: list[str]) -> Problem:
+    import sys
+
+    return ctx.problem(
+        "backend",
+        f"torch: the embedded backend's programs need {', '.join(missing)}, which this Python "
+        f"({sys.executable}) lacks (a core install: `pip install .` plans and reads logs, it does not train)",
+        fix='pip install ".[torch]" from the checkout (or "ascendfactory-cli[torch]"), or sh install.sh',
+    )
+
+
+def trainer_defaults() -> dict[str, Any]:
+    """The embedded trainer's parser defaults (flag -> value, its flag tables in engine/train/flags.py),
+    with MindSpeed-LLM's LoRA defaults the trainer applies when --lora-r / --lora-alpha are not given."""
+    from ascendfactory.engine.train import flags as trainer
+
+    out = {
+        flag[2:]: spec[1]
+        for table in (trainer.HONOURED, trainer.ARCHITECTURE)
+        for flag, spec in table.items()
+    }
+    out.update({flag[2:]: value for flag, value in LORA_DEFAULTS.items()})
+    return out
 
 
 def yaml_fix(fix: str, section: str) -> str:

@@ -25,6 +25,7 @@ from ascendfactory.backends.msrl import keys as keyfiles
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
 from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import decide_load, fill
+from ascendfactory.backends.msrl.memory import RLRun
 from ascendfactory.backends.msrl.shell import grpo_plan
 from ascendfactory.config.catalog import resolve_arch
 from ascendfactory.errors import ConfigError, Problem
@@ -125,6 +126,7 @@ def plan_grpo(backend: Any, ctx: PlanContext, *, strict_paths: bool) -> Plan:
             skip_reason=None if cfg.env.NODE_RANK == 0 else "the metrics are printed by rank 0 (node 0)",
         )
     )
+    plan.run = RLRun(rl, arch)
     return plan
 
 

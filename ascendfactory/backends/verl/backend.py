@@ -33,6 +33,7 @@ from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.backends.verl import composer, environment, prompts, rules
 from ascendfactory.backends.verl import run as verl_run
+from ascendfactory.backends.verl.memory import VerlLaunch
 from ascendfactory.backends.verl.programs import PROGRAMS_DIR
 from ascendfactory.backends.verl.schema import get_path
 from ascendfactory.checkpoints.verl import TRACKER
@@ -143,10 +144,10 @@ class VerlBackend(Backend):
         rollout_tp = max(t for t in (1, 2, 4, 8) if heads % t == 0 and devices % t == 0)
         return {"rollout_tp": rollout_tp}
 
-    def memory_target(self, ctx: PlanContext, plan: Plan) -> Any:
+    def memory_target(self, run: Any) -> Any:
         from ascendfactory.backends.verl.memory import verl_target
 
-        return verl_target(ctx, plan)
+        return verl_target(run)
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ, detect_accelerator())
@@ -162,9 +163,19 @@ class VerlBackend(Backend):
         checked = _compose(ctx, run, strict_paths, found)
         _check_rules(checked, found)
         _check_resources(ctx, checked, accelerator, strict_paths, found)
-        self.raise_if(found.problems)
         if strict_paths and accelerator == "cpu":
-            raise BackendNotRunnableError(NO_ACCELERATOR)
+            if not found.problems:
+                raise BackendNotRunnableError(NO_ACCELERATOR)
+            # named with the experiment's own problems: every reason at once, not one per try
+            found.problems.append(
+                Problem(
+                    key="(environment)",
+                    message="this machine has no GPU or NPU: verl 0.9.1 cannot train here (no CPU platform; "
+                    "its rollouts need vLLM, SGLang or TensorRT-LLM on an accelerator)",
+                    fix="run the same command on a GPU or NPU node; `train --dry-run` shows the plan here",
+                )
+            )
+        self.raise_if(found.problems)
         if accelerator == "cpu":
             found.warnings.append(
                 "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
@@ -202,6 +213,7 @@ class VerlBackend(Backend):
                 else "verl prints its metrics on the first node",
             )
         )
+        plan.run = VerlLaunch(checked.config, ctx.world_size, ctx.config.af_model_name)
         return plan
 
     def _merge_step(self, config, run, root, py, step_env, cfg, facts) -> Step:  # noqa: ANN001

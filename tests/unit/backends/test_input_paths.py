@@ -36,7 +36,7 @@ def _plan(path, *overrides: str, dry_run: bool):
 )
 @pytest.mark.parametrize("backend", ["torch", "mindspeed-llm"])
 def test_megatron_backends_warn_on_a_dry_run_and_refuse_a_real_run(tmp_path, backend, overrides, keys):
-    args = [f"--af_output_dir={tmp_path}", f"--backend={backend}", *overrides]
+    args = [f"--af_output_dir={tmp_path}", f"--backend={backend}", "--accelerator=auto", *overrides]
     plan = _plan(REPO / "cfgs" / "quickstart.yaml", *args, dry_run=True)
     for key in keys:
         assert any(w.startswith(key) and "a real run stops here" in w for w in plan.warnings), plan.warnings

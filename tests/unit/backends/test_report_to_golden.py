@@ -75,12 +75,16 @@ def test_the_users_own_megatron_flags_and_env_win(tmp_path):
 
 
 def test_mindspeed_llm_gets_megatrons_flags_and_refuses_mlflow(tmp_path, checkout):
-    p = plan(QUICK, tmp_path, "--backend=mindspeed-llm", "--report_to=[wandb,tensorboard]")
+    p = plan(
+        QUICK, tmp_path, "--backend=mindspeed-llm", "--accelerator=auto", "--report_to=[wandb,tensorboard]"
+    )
     argv = p.step("train").argv
     assert flag_values(argv, "--wandb-project") == ["tiny-demo"]
     assert flag_values(argv, "--wandb-exp-name") == ["quickstart-sft"]
     assert flag_values(argv, "--tensorboard-dir") == [os.path.abspath(tmp_path / "out" / "tensorboard")]
-    problems = refused(plan, QUICK, tmp_path, "--backend=mindspeed-llm", "--report_to=[mlflow,swanlab]")
+    problems = refused(
+        plan, QUICK, tmp_path, "--backend=mindspeed-llm", "--accelerator=auto", "--report_to=[mlflow,swanlab]"
+    )
     assert [k for k, _ in problems] == ["report_to.mlflow", "report_to.swanlab"]
     assert "backend mindspeed-llm cannot report to mlflow" in problems[0][1]
     assert "mindspeed-llm reaches: tensorboard, wandb" in problems[0][1]

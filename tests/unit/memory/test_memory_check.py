@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ascendfactory.backends.planner import build_context, make_plan
+from ascendfactory.backends.planner import make_plan
 from ascendfactory.backends.registry import all_backends, get_backend
 from ascendfactory.backends.templates import render_experiment
 from ascendfactory.cli.app import main
@@ -35,7 +35,7 @@ def _plan(tmp_path, backend, exp, model, overrides=()):
     path.write_text(render_experiment(backend=backend, model_name=model, exp_name=exp, output_file=str(path)))
     loaded = load_experiment(str(path), list(overrides), collect=True)
     plan = make_plan(loaded, dry_run=True, environ={})
-    target = get_backend(backend).memory_target(build_context(loaded, {}), plan)
+    target = get_backend(backend).memory_target(plan.run)
     return plan, target
 
 
@@ -64,12 +64,12 @@ def test_a_job_that_does_not_fit_is_refused_with_the_cheapest_fixes(tmp_path):
     plan, target = _plan(tmp_path, "mindspeed-llm", "full-4k", "qwen2.5-72b")
     policy = MemoryPolicy(device="ascend-910b4", probe=False)
     est, warnings = check_memory(target, policy, dry_run=True)
-    assert est.fits is False and warnings and "cheapest first" in warnings[0]  # a dry run only warns
+    assert est.fits is False and warnings and "fits" in warnings[0]  # a dry run only warns
     with pytest.raises(ConfigError) as e:
         check_memory(target, policy, dry_run=False)
     problem = e.value.problems[0]
     assert problem.key == "memory_check" and "ascend-910b4" in problem.message and "stage" in problem.message
-    assert "backend_config.training.recompute-granularity" in problem.fix  # in the form the user writes
+    assert "more devices" in problem.fix  # 72B on 8 x 32 GB: no layout the advisor searches fits
     _, warned = check_memory(
         target, MemoryPolicy(on_exceed="warn", device="ascend-910b4", probe=False), dry_run=False
     )
@@ -80,13 +80,15 @@ def test_a_job_that_does_not_fit_is_refused_with_the_cheapest_fixes(tmp_path):
     assert off == []
 
 
-def test_fixes_are_in_cost_order_and_each_has_its_estimate(tmp_path):
+def test_fixes_are_in_cost_order_each_fits_and_has_its_estimate(tmp_path):
     from ascendfactory.memory.fixes import cheapest_fixes
 
     _, target = _plan(tmp_path, "torch", "full-4k", "qwen2.5-7b")
-    fixes = cheapest_fixes(target, None, None)
-    assert fixes and "recompute-granularity: selective" in fixes[0].change
-    assert all(f.estimate.peak > 0 for f in fixes)
+    peak = target.job.estimate().peak
+    fixes = cheapest_fixes(target, None, int(peak * 0.9))
+    assert fixes and all(f.estimate.peak <= peak * 0.9 for f in fixes)
+    assert "backend_config.training.recompute-granularity" in fixes[0].settings
+    assert cheapest_fixes(target, None, None) == []  # device memory unknown: nothing can be said to fit
 
 
 def test_the_advisor_suggests_layouts_that_pass_the_rules_and_fit(tmp_path):
@@ -127,7 +129,7 @@ def test_a_real_run_that_does_not_fit_stops_before_anything_starts(tmp_path, cap
     )
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "memory_check" in err and "per device" in err and "cheapest first" in err
+    assert "memory_check" in err and "per device" in err and "fits" in err
     assert not out.exists()  # nothing written
 
 

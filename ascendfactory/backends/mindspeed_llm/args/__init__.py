@@ -1,8 +1,9 @@
 """MindSpeed-LLM's real argument names, as data, and the check of `backend_config` against them.
 
 The `*.txt` files beside this module list the `--names` each MindSpeed-LLM program accepts, one per line,
-gathered from the framework's source by `scripts/gen_mindspeed_args.py` (each file's header names the
-repositories, refs, commits and files). Which file checks which `backend_config` section:
+with the value argparse takes and its default, gathered from the framework's source by
+`scripts/gen_mindspeed_args.py` (each file's header names the repositories, refs, commits and files).
+Which file checks which `backend_config` section:
 
     training             training_2.1.0.txt     (Megatron-LM core_r0.8.0 + MindSpeed-LLM 2.1.0)
     preprocess_data      preprocess_2.1.0.txt   (preprocess_data.py)
@@ -12,6 +13,7 @@ repositories, refs, commits and files). Which file checks which `backend_config`
 
 from __future__ import annotations
 
+import ast
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,11 +44,16 @@ PROGRAMS: dict[str, str] = {
 class Spec:
     """The value argparse takes for one flag (from its add_argument call): `kind` flag (no value), int,
     float, str or other (a converter function); `nargs` ('' one value, '+', '*', '?', a number, append);
-    `choices`."""
+    `choices`; `default`, what argparse sets when the flag is not given (`COMPUTED` where the source
+    computes it)."""
 
     kind: str
     nargs: str = ""
     choices: tuple[str, ...] = ()
+    default: Any = None
+
+
+COMPUTED = "<computed in the source>"
 
 
 @lru_cache(maxsize=None)
@@ -56,9 +63,21 @@ def specs(kind: str) -> dict[str, Spec]:
     for line in (_HERE / NAMES_FILES[kind]).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        name, flag_kind, nargs, choices = (line.split("\t") + ["", "", ""])[:4]
-        out[name.strip()] = Spec(flag_kind or "str", nargs, tuple(c for c in choices.split("|") if c))
+        name, flag_kind, nargs, choices, default = (line.split("\t") + ["", "", "", "None"])[:5]
+        out[name.strip()] = Spec(
+            flag_kind or "str", nargs, tuple(c for c in choices.split("|") if c), _literal(default)
+        )
     return out
+
+
+def _literal(text: str) -> Any:
+    return ast.literal_eval(text) if text.strip() else COMPUTED
+
+
+@lru_cache(maxsize=None)
+def defaults(kind: str) -> dict[str, Any]:
+    """name -> argparse's default, for `kind` (the values a flag not on the command line takes)."""
+    return {name: spec.default for name, spec in specs(kind).items()}
 
 
 def valid_names(kind: str) -> frozenset[str]:

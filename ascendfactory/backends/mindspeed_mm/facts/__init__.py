@@ -17,6 +17,7 @@ Generations: `2.1.0` (MindSpeed-MM <= 2.1.0: Megatron-LM core_r0.8.0, four-stage
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -49,6 +50,17 @@ def training_values(generation: str) -> dict[str, tuple[str, str, tuple[str, ...
         if len(row) > 1 and row[1].strip():
             choices = tuple(c for c in (row[3] if len(row) > 3 else "").split("|") if c)
             out[row[0].strip()] = (row[1].strip(), row[2] if len(row) > 2 else "", choices)
+    return out
+
+
+@lru_cache(maxsize=None)
+def training_defaults(generation: str) -> dict[str, Any]:
+    """flag -> argparse's default where the generation's file lists it (2.1.0): what pretrain_vlm.py
+    holds for a flag not on the command line (a default the source computes is left out)."""
+    out: dict[str, Any] = {}
+    for row in _lines(f"training_{generation}.txt"):
+        if len(row) > 4 and row[4].strip():
+            out[row[0].strip()] = ast.literal_eval(row[4].strip())
     return out
 
 

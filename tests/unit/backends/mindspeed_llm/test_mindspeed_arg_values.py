@@ -13,12 +13,16 @@ from tests.unit.backends.mindspeed_llm.test_mindspeed_llm import plan_for, probl
 K = "backend_config."
 
 
-def test_the_lists_carry_each_flags_type_nargs_and_choices() -> None:
+def test_the_lists_carry_each_flags_type_nargs_choices_and_default() -> None:
     training, pre = specs("training"), specs("preprocess")
-    assert training["tensor-model-parallel-size"] == Spec("int")
-    assert training["lr"].kind == "float" and training["bf16"].kind == "flag"
+    assert training["tensor-model-parallel-size"] == Spec("int", default=1)
+    assert training["lr"].kind == "float" and training["bf16"] == Spec("flag", default=False)
     assert training["data-path"].nargs == "*"
-    assert "qwen" in training["prompt-type"].choices and pre["handler-name"] == Spec("str")
+    assert "qwen" in training["prompt-type"].choices and pre["handler-name"].kind == "str"
+    # defaults the estimate reads: MindSpeed-LLM's LoRA rank, Megatron's padding and attention dropout
+    assert training["lora-r"].default == 16 and training["lora-target-modules"].default == []
+    assert training["make-vocab-size-divisible-by"].default == 128
+    assert training["attention-dropout"].default == 0.1
     assert "qwen" in pre["prompt-type"].choices
 
 
