@@ -191,6 +191,7 @@ def update(
 
     def grpo_runner():
         _, model = build(size)
+        model.chunked_loss = True  # as both trainers run it: lm_head + loss in chunks
         opt = train_step.build_optimizer(model, args, env.device)
         up = Updater(
             model=model,
@@ -208,6 +209,7 @@ def update(
 
     def sft_runner():
         _, model = build(size)
+        model.chunked_loss = True  # as both trainers run it: lm_head + loss in chunks
         opt = train_step.build_optimizer(model, args, env.device)
         runner = train_step.StepRunner(
             model, mesh=mesh, num_microbatches=batch // micro, device=env.device, pp=1, pp_rank=0

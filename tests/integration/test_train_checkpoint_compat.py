@@ -59,7 +59,9 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "fp16" else n for n in RUNS]
+)
 def test_an_earlier_trainers_checkpoint_resumes(name, tmp_path):
     extra, rel = RUNS[name]
     old = FIXTURE / name

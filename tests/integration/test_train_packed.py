@@ -114,7 +114,7 @@ def demo(demo_model, tmp_path_factory):
     return demo_model, root
 
 
-@pytest.mark.parametrize("neat", [False, True])
+@pytest.mark.parametrize("neat", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_packed_sft_rows_train_on_each_document_alone(demo, neat):
     model, root = demo
     data = _preprocess(model, root / ("neat" if neat else "pack"), "--neat-pack" if neat else "--pack")

@@ -32,7 +32,7 @@ from ascendfactory.engine.rl.data import PromptDataset
 from ascendfactory.engine.rl.metrics import IterationMetrics, Spans
 from ascendfactory.engine.rl.rollout import StaticKVCache, generate
 from ascendfactory.engine.rl.update import Updater, build_experience, log_probs
-from ascendfactory.engine.train import logline, monitor, recompute, step
+from ascendfactory.engine.train import kernels, logline, monitor, recompute, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
 from ascendfactory.engine.train.mixed_precision import SIXTEEN_BIT, MixedPrecisionOptimizer, cast_params
@@ -165,6 +165,9 @@ class GRPOTrainer:
 
     def _build(self, model_dims: ModelDims):
         model = build_stage(self.hf_config, layers=[model_dims.num_layers], pp_rank=0, device=self.env.device)
+        model.chunked_loss = True  # log-probs from hidden states, lm_head in chunks (update.response_stats)
+        if self.args.use_fused_rmsnorm:
+            kernels.use_fused_rmsnorm(model)
         # Megatron's activation recompute (the actor's training forward; the reference never trains)
         model.recompute = recompute.RecomputePlan.from_args(self.args)
         if model.recompute.selective:

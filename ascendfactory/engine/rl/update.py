@@ -13,7 +13,6 @@ on the response tokens even when `entropy_coeff` is 0 (MindSpeed-RL skips comput
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +59,65 @@ def build_experience(
 
 
 def response_logits(model, tokens: torch.Tensor, starts: torch.Tensor, width: int) -> torch.Tensor:
-    """Logits [b, width, V] that predict each response token."""
-    logits = model(tokens)
+    """The model's last-stage output at the positions that predict each response token [b, width, .]: the
+    logits, or the final hidden states of a model with `chunked_loss` (`response_stats` applies lm_head)."""
+    out = model(tokens)
     pos = (starts - 1).unsqueeze(1) + torch.arange(width, device=tokens.device)
-    pos = pos.clamp(max=logits.shape[1] - 1)
-    return logits.gather(1, pos.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+    pos = pos.clamp(max=out.shape[1] - 1)
+    return out.gather(1, pos.unsqueeze(-1).expand(-1, -1, out.shape[-1]))
+
+
+def _stats_of(
+    logits: torch.Tensor, responses: torch.Tensor, entropy: bool, entropy_grad: bool
+) -> tuple[torch.Tensor, ...]:
+    log_prob = A.token_log_probs(logits, responses)
+    if not entropy:
+        return (log_prob,)
+    ent = A.entropy_from_logits(logits)
+    return log_prob, ent if entropy_grad else ent.detach()
+
+
+def response_stats(
+    model,
+    hidden: torch.Tensor,
+    responses: torch.Tensor,
+    *,
+    entropy: bool,
+    entropy_grad: bool = False,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log-probs [b, R], entropy [b, R] or None) of the responses from the final hidden states [b, R, H],
+    `CHUNK_TOKENS` tokens at a time: each chunk's logits are made by lm_head, turned into its log-probs
+    (and entropy) and dropped; with gradients the chunk is recomputed in the backward (activation
+    checkpointing), so the logits of every token are never held (`engine/train/cross_entropy.py` does the
+    same for the SFT loss). `entropy_grad`: the entropy takes part in the loss (else it is computed without
+    gradient, a statistic)."""
+    from ascendfactory.engine.train.cross_entropy import chunk_tokens
+    from ascendfactory.engine.train.model import local_tensor
+    from ascendfactory.engine.train.recompute import checkpointed
+
+    b, r, h = hidden.shape
+    flat, ys = hidden.reshape(b * r, h), responses.reshape(b * r)
+    chunk = chunk or chunk_tokens(local_tensor(model.lm_head.weight).shape[0] * max(1, _tp(model)))
+    grad = torch.is_grad_enabled() and flat.requires_grad
+    logps, ents = [], []
+    for lo in range(0, b * r, chunk):
+        hc, yc = flat[lo : lo + chunk], ys[lo : lo + chunk]
+
+        def piece(hc: torch.Tensor, yc: torch.Tensor = yc) -> tuple[torch.Tensor, ...]:
+            return _stats_of(model.lm_head(hc), yc, entropy, entropy_grad)
+
+        out = checkpointed(piece, hc) if grad else piece(hc)
+        logps.append(out[0])
+        if entropy:
+            ents.append(out[1])
+    log_prob = torch.cat(logps).view(b, r)
+    return log_prob, (torch.cat(ents).view(b, r) if entropy else None)
+
+
+def _tp(model) -> int:
+    weight = model.lm_head.weight
+    return weight.device_mesh.size() if hasattr(weight, "device_mesh") else 1
 
 
 @torch.no_grad()
@@ -74,8 +127,8 @@ def log_probs(model, exp: Experience, micro: int) -> torch.Tensor:
     width = exp.mask.shape[1]
     for lo in range(0, exp.size, micro):
         idx = torch.arange(lo, min(lo + micro, exp.size), device=exp.tokens.device)
-        logits = response_logits(model, exp.tokens_of(idx), exp.starts[idx], width)
-        out[idx] = A.token_log_probs(logits, exp.responses[idx]) * exp.mask[idx]
+        hidden = response_logits(model, exp.tokens_of(idx), exp.starts[idx], width)
+        out[idx] = response_stats(model, hidden, exp.responses[idx], entropy=False)[0] * exp.mask[idx]
     return out
 
 
@@ -119,11 +172,14 @@ class Updater:
         chunks = idx.split(micro)
         width = exp.mask.shape[1]
         for chunk in chunks:
-            logits = response_logits(self.model, exp.tokens_of(chunk), exp.starts[chunk], width)
-            log_prob = A.token_log_probs(logits, exp.responses[chunk])
-            grad_entropy = float(self.rl["entropy_coeff"]) != 0.0
-            with contextlib.nullcontext() if grad_entropy else torch.no_grad():
-                entropy = A.entropy_from_logits(logits)
+            hidden = response_logits(self.model, exp.tokens_of(chunk), exp.starts[chunk], width)
+            log_prob, entropy = response_stats(
+                self.model,
+                hidden,
+                exp.responses[chunk],
+                entropy=True,
+                entropy_grad=float(self.rl["entropy_coeff"]) != 0.0,
+            )
             mask = exp.mask[chunk]
             loss, s = A.grpo_loss(
                 log_prob=log_prob,

@@ -154,6 +154,19 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--recompute-method": (VALUE, None, str, "full: uniform (every layer, in chunks) | block (first N)"),
     "--recompute-num-layers": (VALUE, None, int, "full: layers per chunk (uniform) or recomputed (block)"),
     "--recompute-activations": (BOOL, False, None, "= --recompute-granularity selective"),
+    # kernels (engine/train/kernels.py)
+    "--use-fused-rmsnorm": (
+        BOOL,
+        False,
+        None,
+        "RMSNorm as one fused kernel (torch.nn.functional.rms_norm: normalise and scale in fp32, round once)",
+    ),
+    "--af-torch-compile": (
+        BOOL,
+        False,
+        None,
+        "torch.compile each decoder layer (fuses RoPE, SwiGLU and the norms; the first iterations compile)",
+    ),
     # packed sequences (engine/train/packed.py), MindSpeed-LLM's meaning
     "--reset-position-ids": (
         BOOL,
@@ -204,7 +217,6 @@ ARCHITECTURE: dict[str, tuple[str, Any, Any, str]] = {
 # Purely-performance flags: accepted, no effect on the numerics here, listed once in an info line.
 IGNORED: dict[str, str] = {
     "--use-flash-attn": BOOL,
-    "--use-fused-rmsnorm": BOOL,
     "--use-fused-swiglu": BOOL,
     "--use-fused-rotary-pos-emb": BOOL,
     "--use-fused-ring-attention-update": BOOL,
@@ -259,6 +271,13 @@ IGNORED_WHY: dict[str, str] = {
     "same numerics, without that saving",
     "--no-overlap-p2p-communication": "the pipeline's sends and receives are not overlapped here either; "
     "it only makes a virtual pipeline need PP > 2, as in Megatron",
+    "--use-flash-attn": "MindSpeed selects its fused flash-attention kernel; this trainer's attention is "
+    "torch's SDPA, which runs its flash kernel on CUDA for causal rows (and packed rows through the varlen "
+    "kernel) without the flag",
+    "--use-fused-rotary-pos-emb": "MindSpeed runs RoPE as one NPU kernel; torch has no fused RoPE kernel, "
+    "so this trainer applies HF's rotation (--af-torch-compile fuses it)",
+    "--use-fused-swiglu": "MindSpeed runs SwiGLU as one NPU kernel; torch has no fused SwiGLU kernel, so "
+    "this trainer runs HF's MLP (--af-torch-compile fuses it)",
 }
 
 # Flags that change the numerics in a way this trainer does not implement: refused, naming the flag.
@@ -293,6 +312,7 @@ REFUSED_IN_GRPO = ("--reset-position-ids", "--reset-attention-mask", "--neat-pac
 
 # HONOURED by this trainer, not by the GRPO actor (engine/rl): its info line lists them as ignored
 NOT_IN_GRPO = (
+    "--af-torch-compile",  # the sampler runs the same layers at every length: it would recompile
     "--use-distributed-optimizer",
     "--sequence-parallel",
     "--num-layers-per-virtual-pipeline-stage",

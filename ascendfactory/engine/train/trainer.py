@@ -31,6 +31,7 @@ from ascendfactory.engine.convert.dims import ModelDims
 from ascendfactory.engine.train import (
     dataset,
     flags,
+    kernels,
     logline,
     memory,
     monitor,
@@ -154,6 +155,9 @@ class Trainer:
             self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device, spans=self.chunk_spans
         )
         self.model.chunked_loss = True  # the output layer + cross-entropy in chunks (`cross_entropy.py`)
+        if args.use_fused_rmsnorm:
+            count = kernels.use_fused_rmsnorm(self.model)
+            self.log0(f"fused RMSNorm: {count} norms of this stage as torch.nn.functional.rms_norm")
         self.set_recompute(args)
         parallelize_hf_decoder(
             self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp, sequence_parallel=args.sequence_parallel
@@ -184,6 +188,9 @@ class Trainer:
             self.log0(self.trainable_line())
         self.params_dtype = params_dtype(args)
         cast_params(self.model, self.params_dtype)  # Megatron's Float16Module: the model in bf16 / fp16
+        if args.af_torch_compile:
+            kernels.compile_layers(list(self.model.model.layers.values()))
+            self.log0("torch.compile: each decoder layer (the first iterations compile)")
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.sharded: list[bool] | None = None  # which gradients are TP shards: known after a backward
         # tied embeddings with PP > 1: the first stage's embedding and the last stage's output copy
@@ -270,7 +277,7 @@ class Trainer:
     def batch(self, samples: Any, consumed: int) -> tuple[torch.Tensor, torch.Tensor, list[Any] | None]:
         """This rank's (tokens, labels) of the iteration at `consumed` samples, on the device, and with
         packed sequences each micro-batch's layout."""
-        arrays = dataset.get_batch(samples, self.batches, consumed)
+        arrays = self.sequence_parallel_width(dataset.get_batch(samples, self.batches, consumed))
         tokens, labels = (torch.from_numpy(a).to(self.env.device) for a in arrays[:2])
         if self.packing is None:
             return tokens, labels, None
@@ -279,6 +286,26 @@ class Trainer:
             arrays[2], arrays[3], self.dims.num_microbatches, self.env.device, varlen=varlen
         )
         return tokens, labels, packings
+
+    def sequence_parallel_width(self, arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """With --sequence-parallel the rows must split evenly over TP: an instruction row of seq_length - 1
+        tokens (the shifted sample) that does not gets padding tokens at its end, labelled -100 (Megatron's
+        SFT rows are seq_length long and shifted in the loss instead). A causal model's earlier positions
+        never see them, so the loss is unchanged."""
+        tp, width = self.dims.tp, arrays[0].shape[1]
+        extra = (-width) % tp if self.args.sequence_parallel else 0
+        if not extra:
+            return arrays
+        pad = dataset.pad_id_from(self.args.tokenizer_name_or_path)
+        fills = [pad, dataset.IGNORE_INDEX]
+        out = [
+            np.concatenate([a, np.full((a.shape[0], extra), v, dtype=a.dtype)], axis=1)
+            for a, v in zip(arrays, fills)
+        ]
+        for a in arrays[2:]:  # packed layout: positions go on, the padding joins the row's last document
+            step = np.arange(1, extra + 1) if len(out) == 2 else np.zeros(extra, dtype=a.dtype)
+            out.append(np.concatenate([a, a[:, -1:] + step], axis=1))
+        return tuple(out)
 
     def _set_up_checkpointer(self, args: Any, model_dims: ModelDims, vocab: int, layers: list[int]) -> None:
         """The Megatron checkpoint writer and reader for this rank's shard."""
