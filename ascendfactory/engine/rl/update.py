@@ -99,7 +99,8 @@ def response_stats(
     b, r, h = hidden.shape
     flat, ys = hidden.reshape(b * r, h), responses.reshape(b * r)
     chunk = chunk or chunk_tokens(local_tensor(model.lm_head.weight).shape[0] * max(1, _tp(model)))
-    grad = torch.is_grad_enabled() and flat.requires_grad
+    # recomputing a chunk in the backward pays one more lm_head matmul: only worth it with several chunks
+    recompute = torch.is_grad_enabled() and flat.requires_grad and b * r > chunk
     logps, ents = [], []
     for lo in range(0, b * r, chunk):
         hc, yc = flat[lo : lo + chunk], ys[lo : lo + chunk]
@@ -107,7 +108,7 @@ def response_stats(
         def piece(hc: torch.Tensor, yc: torch.Tensor = yc) -> tuple[torch.Tensor, ...]:
             return _stats_of(model.lm_head(hc), yc, entropy, entropy_grad)
 
-        out = checkpointed(piece, hc) if grad else piece(hc)
+        out = checkpointed(piece, hc) if recompute else piece(hc)
         logps.append(out[0])
         if entropy:
             ents.append(out[1])
