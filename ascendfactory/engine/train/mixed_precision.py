@@ -93,6 +93,9 @@ class MixedPrecisionOptimizer:
         self.pieces = [(i, 0, t.numel()) for i, t in enumerate(self.model_locals)]
         self.grad_buffer = torch.zeros(0, dtype=torch.float32, device=device)
         self.divisor = 1  # the pipeline schedule's micro-batch count (its scale_grads sees no .grad)
+        self.expert_mask: list[bool] | None = None  # `experts`
+        self.expert_group: Any = None
+        self.expert_dp = 1
         # torch AdamW's groups as `step.build_optimizer` makes them (weight-decay kind, DTensor or not), so a
         # checkpoint's param groups pair with these whichever optimizer wrote it
         groups: dict[tuple[bool, bool], list[torch.Tensor]] = {}
@@ -141,11 +144,30 @@ class MixedPrecisionOptimizer:
         """The main gradient of parameter `index`, shaped like its local shard."""
         return self.views[index].grad
 
+    def experts(self, mask: list[bool], group: Any, size: int) -> None:
+        """Which parameters are this rank's routed experts (MoE with expert parallelism): their main
+        gradients are summed over the data-modulo-expert `group` (`size` ranks) instead of DP, then divided
+        by the whole DP size like the others (Megatron's expert_gradient_scaling_factor)."""
+        self.expert_mask, self.expert_group, self.expert_dp = list(mask), group, size
+
     def reduce_grads(self) -> None:
-        """The DP mean of the main gradients (one all-reduce of the fp32 buffer), and the pipeline's
-        1 / micro-batches."""
-        if self.dp > 1:
-            dist.all_reduce(self.grad_buffer, group=self.group)
+        """The DP mean of the main gradients (one all-reduce of the fp32 buffer; routed experts over their
+        own group), and the pipeline's 1 / micro-batches."""
+        mask = self.expert_mask
+        if mask is None or not any(mask):
+            if self.dp > 1:
+                dist.all_reduce(self.grad_buffer, group=self.group)
+        else:
+            spans = list(zip(self.offsets, self.offsets[1:]))
+            for routed, group, size in (
+                (False, self.group, self.dp),
+                (True, self.expert_group, self.expert_dp),
+            ):
+                parts = [self.grad_buffer[a:b] for (a, b), e in zip(spans, mask) if e == routed]
+                if size > 1 and parts:
+                    flat = torch.cat(parts)
+                    dist.all_reduce(flat, group=group)
+                    torch._foreach_copy_(parts, list(flat.split([t.numel() for t in parts])))
         scale = self.dp * self.divisor
         if scale != 1:
             self.grad_buffer /= scale
