@@ -1,15 +1,12 @@
 """The embedded trainer and the GRPO sampler on one GPU, against transformers in the same run.
 
-    python benchmarks/bench_gpu.py prepare                 # here (PyPI reachable): wheels the GPU host lacks
-    python benchmarks/bench_gpu.py run --out DIR           # on the GPU host (about 9 minutes)
+    python benchmarks/bench_gpu.py run --out DIR [--parts env,checks,train,rollout,memory]   # on the GPU host
     python benchmarks/bench_gpu.py run --small --out DIR   # the same parts on CPU, tiny shapes: a test of
                                                            # this script (tests/integration/test_bench_gpu.py)
 
-On the device machine (see the project's device notes: torch 2.11 + CUDA 13, transformers 5.17, no pydantic):
-run `prepare` here first (it downloads pydantic and its pure-Python companions for CPython 3.10-3.13 into
-`.gpu/whl`, git-ignored), then carry `.gpu` and run `python benchmarks/bench_gpu.py run --out $OUT`; `run`
-unpacks the wheels that fit its interpreter into `$OUT/../site` when pydantic is missing and puts that
-first on the children's PYTHONPATH. Nothing is downloaded on the device.
+`benchmarks/gpu/run_all.sh` runs it on the device machine (torch 2.11 + CUDA 13, transformers 5.17, no
+pydantic: that script unpacks carried wheels first and puts them on PYTHONPATH), one part per call, each
+under its own timeout, beside the README quickstarts.
 
 Parts (each child process under its own timeout; a part that fails or runs out of time is reported and the
 rest goes on; everything is written to DIR/bench_gpu.json and printed):
@@ -32,6 +29,11 @@ rest goes on; everything is written to DIR/bench_gpu.json and printed):
    `model.generate` of transformers (its own cache and sampler) on the same model and weights (bf16), the
    same left-padded prompts, sampling at temperature 1, no stop token (every response max_tokens long):
    tokens/s of both and the ratio, for the 0.5B shape and the quickstart's demo shape.
+4. memory: the pre-launch estimate against the measured peak, through the CLI as a user runs it:
+   `ascendfactory-cli train cfgs/quickstart.yaml` on one device (`--accelerator=auto`) with the Qwen2-0.5B
+   shape (random weights, the demo tokenizer), bf16, seq 2048, MBS 8, 2 iterations; the estimate is the plan's
+   (`train --dry-run` of the same overrides), the measured figure the run's Megatron memory line (`max
+   allocated`: torch.cuda.max_memory_allocated on CUDA).
 """
 
 from __future__ import annotations
@@ -39,12 +41,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +93,6 @@ TINY = dict(
     tie_word_embeddings=True,
 )
 WARMUP = 3
-WHEELS = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -134,61 +136,6 @@ def model_params(cfg_kw: dict) -> tuple[int, int]:
     tied = cfg_kw.get("tie_word_embeddings", False)
     total = layers * layer + h + emb + (0 if tied else emb)
     return total, layers * layer + h + emb
-
-
-# --------------------------------------------------------------------------------------------- prepare
-def cmd_prepare(a: argparse.Namespace) -> int:
-    """pip download the wheels of WHEELS (no deps) for CPython 3.10-3.13 manylinux x86_64 into a.dest."""
-    dest = Path(a.dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    versions = {"pydantic": "2.14.4", "pydantic-core": "2.50.5"}
-    for py in ("310", "311", "312", "313"):
-        for name in WHEELS:
-            spec = f"{name}=={versions[name]}" if name in versions else name
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(dest),
-            ]
-            cmd += ["--python-version", py, "--platform", "manylinux2014_x86_64", spec]
-            if subprocess.run(cmd, capture_output=True).returncode:
-                log(f"could not download {spec} for cp{py}")
-    log(f"wheels in {dest}: {sorted(p.name for p in dest.glob('*.whl'))}")
-    return 0
-
-
-def wheel_fits(name: str) -> bool:
-    py, abi, plat = name[:-4].split("-")[-3:]
-    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    if plat != "any" and "x86_64" not in plat:
-        return False
-    if abi == "none":
-        return "py3" in py.split(".") or here in py.split(".")
-    if abi == "abi3":
-        return py.startswith("cp3") and int(py[3:] or 0) <= sys.version_info.minor
-    return here in py.split(".")
-
-
-def ensure_site(out: Path) -> str | None:
-    """A site folder with the carried wheels that fit this interpreter, when pydantic is missing here."""
-    try:
-        import pydantic  # noqa: F401
-
-        return None
-    except ImportError:
-        pass
-    site = out.parent / "site"
-    for folder in (ROOT / ".gpu" / "whl", ROOT / ".gpu" / "whl_fallback"):
-        for whl in sorted(folder.glob("*.whl")):
-            if wheel_fits(whl.name):
-                with zipfile.ZipFile(whl) as z:
-                    z.extractall(site)
-    return str(site)
 
 
 # ------------------------------------------------------------------------------------------------ parts
@@ -518,16 +465,85 @@ def part_rollout(a: argparse.Namespace, env: dict, deadline: float) -> dict:
     return out
 
 
+ESTIMATE_CHILD = r"""
+import json, sys
+from ascendfactory.backends.planner import make_plan
+from ascendfactory.cli._experiment_args import load_from_args
+plan = make_plan(load_from_args(sys.argv[1:], collect=True), dry_run=True)
+launch = plan.run.launch
+found = {"stages": plan.memory["stages"], "device_kind": plan.memory.get("device_kind"),
+         "argv": dict(launch.flags) if launch else None}
+print("ESTIMATE " + json.dumps(found, default=str))
+"""
+MEM_LINE = re.compile(
+    r"\[Rank (\d+)\] \(after (\d+) iterations\) memory \(MB\) \| allocated: ([\d.]+) \| "
+    r"max allocated: ([\d.]+)"
+)
+
+
+def part_memory(a: argparse.Namespace, env: dict, deadline: float) -> dict:
+    """The plan's estimate and the measured `max allocated` of one CLI run (rank 0, after its iterations)."""
+    shape = SHAPES["demo"] if a.small else SHAPES["qwen2-0.5b"]  # demo: the demo tokenizer's vocabulary
+    seq, mbs = (64, 2) if a.small else (2048, 8)
+    work = Path(tempfile.mkdtemp(prefix="bench_gpu_memory_"))
+    model = work / "model"
+    write_model(model, shape)
+    demo = ROOT / "demo_assets" / "tiny-qwen2"  # the quickstart's tokenizer (ids < either vocabulary)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (demo / name).exists():
+            shutil.copy(demo / name, model / name)
+    t = "--backend_config.training."
+    args = [
+        str(ROOT / "cfgs" / "quickstart.yaml"),
+        f"--af_output_dir={work / 'run'}",
+        "--env.NPUS_PER_NODE=1",
+        "--env.MASTER_PORT=29541",
+        f"--accelerator={'cpu' if a.small else 'auto'}",
+        "--ckpt_load_type=0",
+        "--train_auto_resume=false",
+        "--convert_mg2hf_at_last=false",
+        *(f"{t}{k}={v}" for k, v in (("tokenizer-name-or-path", model), ("micro-batch-size", mbs),
+                                     ("global-batch-size", mbs), ("seq-length", seq), ("train-iters", 2),
+                                     ("log-interval", 1), ("save-interval", 1000), ("eval-iters", 0),
+                                     ("eval-interval", 1000), ("bf16", "true"))),
+    ]  # fmt: skip
+    out: dict = {"shape": "demo" if a.small else "qwen2-0.5b", "seq": seq, "mbs": mbs, "precision": "bf16"}
+    rc, text = child(["-c", ESTIMATE_CHILD, *args], timeout=min(60.0, deadline - time.time()), env=env)
+    got = marked(text, "ESTIMATE ")
+    if rc or got is None:
+        out["estimate_error"] = {"rc": rc, "tail": text.splitlines()[-8:]}
+        return out
+    stage = got["stages"][0]
+    out["estimate"] = stage
+    out["device_kind"] = got["device_kind"]
+    out["argv"] = got["argv"]
+    rc, text = child(["-m", "ascendfactory.cli.app", "train", *args], timeout=deadline - time.time(), env=env)
+    out["rc"] = rc
+    peaks = {}
+    for log_file in sorted((work / "run" / "logs").glob("*")) if (work / "run" / "logs").is_dir() else []:
+        for m in MEM_LINE.finditer(log_file.read_text(errors="replace")):
+            peaks[int(m.group(1))] = float(m.group(4)) * 2**20
+    if 0 not in peaks:
+        out["tail"] = text.splitlines()[-12:]
+        return out
+    est = float(stage["total"])
+    out["measured_bytes"] = peaks[0]
+    out["estimate_bytes"] = est
+    out["error"] = (est - peaks[0]) / peaks[0]
+    return out
+
+
 def report(res: dict) -> list[str]:
     lines = []
-    env = res.get("env", {})
-    lines.append(
-        f"device {env.get('device')} ({env.get('memory_gib', 0):.0f} GiB), torch {env.get('torch')} CUDA "
-        f"{env.get('cuda')}, transformers {env.get('transformers')}, matmul "
-        f"{env.get('matmul_tflops', 0):.0f} TFLOP/s, MFU peak {env.get('peak_flops')}"
-    )
-    checks = res.get("checks", {})
-    lines.append(f"checks: {json.dumps(checks)}")
+    env = res.get("env")
+    if env:
+        lines.append(
+            f"device {env.get('device')} ({env.get('memory_gib', 0):.0f} GiB), torch {env.get('torch')} "
+            f"CUDA {env.get('cuda')}, transformers {env.get('transformers')}, matmul "
+            f"{env.get('matmul_tflops', 0):.0f} TFLOP/s, MFU peak {env.get('peak_flops')}"
+        )
+    if "checks" in res:
+        lines.append(f"checks: {json.dumps(res['checks'])}")
     train = res.get("train", {})
     for name, row in train.get("shapes", {}).items():
 
@@ -572,7 +588,25 @@ def report(res: dict) -> list[str]:
                 else json.dumps(row)[:300]
             )
         )
+    mem = res.get("memory")
+    if mem:
+        if "error" in mem:
+            lines.append(
+                f"memory {mem['shape']} bf16 seq {mem['seq']} MBS {mem['mbs']} ({mem.get('device_kind')}): "
+                f"measured max allocated {mem['measured_bytes'] / 2**20:,.1f} MiB, estimate "
+                f"{mem['estimate_bytes'] / 2**20:,.1f} MiB ({100 * mem['error']:+.1f}%)"
+            )
+        else:
+            lines.append(f"memory: no figure ({json.dumps(mem, default=str)[:300]})")
     return lines
+
+
+def device_peak() -> float | None:
+    """The dense bf16 peak of device 0 by its name (None on the CPU or an unknown device)."""
+    import torch
+
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return next((v for k, v in PEAK_BF16.items() if k in name), None)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -580,50 +614,52 @@ def cmd_run(a: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + a.budget
     env = dict(os.environ, PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
-    site = ensure_site(out)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (site, str(ROOT), os.environ.get("PYTHONPATH")) if x)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)
     if a.small:
         env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU rehearsal stays on the CPU
     res: dict = {"small": a.small, "budget_s": a.budget}
     parts = a.parts.split(",")
+
+    def save() -> None:  # after every run: a part killed by its timeout leaves what it measured
+        if "train" in res:
+            for row in res["train"]["shapes"].values():
+                summarize_train(row, res["train"]["seq"] * res["train"]["mbs"], device_peak())
+        res["text"] = report(res)
+        (out / a.json).write_text(json.dumps(res, indent=1, default=str))
+
     if "env" in parts:
         res["env"] = part_env(a)
         log(f"env: {res['env']}")
-    peak = res.get("env", {}).get("peak_flops")
+        save()
     if "checks" in parts:
         try:
             res["checks"] = part_checks(a)
         except Exception as e:  # noqa: BLE001  (a failed check is reported; the other parts still run)
             res["checks"] = {"error": f"{type(e).__name__}: {e}"}
         log(f"checks: {res['checks']}")
-    rollout_s = 90 if "rollout" in parts and not a.small else 0
-
-    def save() -> None:  # after every run: a part killed by the device's limit leaves what it measured
-        (out / "bench_gpu.json").write_text(json.dumps(res, indent=1, default=str))
-
-    if "train" in parts:  # first each shape once (ours, then theirs), the rollout, then the rest
+        save()
+    if "train" in parts:  # each shape once (ours, then theirs), the variants, then the other order
         train = res["train"] = train_setup(a)
         shapes = list(train["shapes"])
         for name in shapes:
             for who in ("ours", "hf"):
-                train_run(a, train, name, who, env, deadline - rollout_s)
+                train_run(a, train, name, who, env, deadline)
+                save()
+        variants = {"fused-rmsnorm": "--use-fused-rmsnorm", "compile": "--af-torch-compile"}
+        for v in filter(None, a.variants.split(",")):
+            train_run(a, train, shapes[0], ["--bf16", variants[v]], env, deadline)
+            save()
+        for name in shapes:
+            for who in ("hf", "ours"):
+                train_run(a, train, name, who, env, deadline)
                 save()
     if "rollout" in parts:
         res["rollout"] = part_rollout(a, env, deadline)
         save()
-    if "train" in parts:
-        for variant in (("--bf16", "--use-fused-rmsnorm"), ("--bf16", "--af-torch-compile")):
-            train_run(a, train, shapes[0], list(variant), env, deadline)
-            save()
-        for name in shapes:  # the other order, for the interleaving
-            for who in ("hf", "ours"):
-                train_run(a, train, name, who, env, deadline)
-                save()
-        for row in train["shapes"].values():
-            summarize_train(row, train["seq"] * train["mbs"], peak)
-            row.pop("data", None)
-        train.pop("work", None)
-    res["text"] = report(res)
+    if "memory" in parts:
+        res["memory"] = part_memory(a, env, deadline)
+        log(f"memory: {json.dumps(res['memory'], default=str)[:600]}")
+        save()
     save()
     print("\n".join(res["text"]), flush=True)
     return 0
@@ -632,19 +668,21 @@ def cmd_run(a: argparse.Namespace) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    pr = sub.add_parser(
-        "prepare", help="download the wheels the GPU host lacks (run where PyPI is reachable)"
-    )
-    pr.add_argument("--dest", default=str(ROOT / ".gpu" / "whl"))
     r = sub.add_parser("run", help="measure (on the GPU host; --small: the CPU rehearsal)")
     r.add_argument("--out", required=True)
+    r.add_argument("--json", default="bench_gpu.json", help="the result file's name in --out")
     r.add_argument("--small", action="store_true", help="tiny shapes on the CPU: a test of this script")
     r.add_argument(
-        "--budget", type=float, default=540.0, help="seconds for all parts (each skips when short)"
+        "--budget", type=float, default=540.0, help="seconds for the parts (each run skips when short)"
     )
-    r.add_argument("--parts", default="env,checks,train,rollout")
+    r.add_argument("--parts", default="env,checks,train,rollout,memory")
+    r.add_argument(
+        "--variants",
+        default="fused-rmsnorm,compile",
+        help="our extra runs on the first shape after the pairs: fused-rmsnorm, compile (comma-separated)",
+    )
     a = p.parse_args()
-    return cmd_prepare(a) if a.cmd == "prepare" else cmd_run(a)
+    return cmd_run(a)
 
 
 if __name__ == "__main__":
