@@ -357,7 +357,7 @@ def train_run(a: argparse.Namespace, results: dict, name: str, who: str, env: di
     seq, mbs, steps = results["seq"], results["mbs"], results["steps"]
     left = deadline - time.time()
     label = who if isinstance(who, str) else "ours " + " ".join(who)
-    if left < 60 and not a.small:
+    if left < 30 and not a.small:
         row.setdefault("skipped", []).append(f"{label}: {left:.0f} s left")
         return
     t0 = time.time()

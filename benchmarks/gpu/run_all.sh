@@ -142,7 +142,7 @@ bench() {
 }
 
 bench env,checks 45 300
-bench train 170 150 --variants "$VARIANTS"
+bench train 200 150 --variants "$VARIANTS"
 bench rollout 60 90
 bench memory 75 30
 if [ -f "$WORK/warmup.done" ] || { log "waiting for the GRPO warm-up"; timeout $(($(left) > 60 ? $(left) - 60 : 1)) bash -c "until [ -f '$WORK/warmup.done' ]; do sleep 2; done"; }; then
@@ -163,3 +163,4 @@ log "summary"
 cp "$WORK/wheels.txt" "$RES/" 2>/dev/null
 tar -czf "$OUT/runs.tar.gz" -C / "${RES#/}" $(ls -d "$REPO"/outputs/*/logs "$REPO"/outputs/*/exp-config.yaml 2>/dev/null | sed 's|^/||') 2>/dev/null
 log "done in $(($(date +%s) - T0))s; in OUT: $(ls "$OUT" | tr '\n' ' ')"
+sleep 1 # tee's last lines
