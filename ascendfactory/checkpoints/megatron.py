@@ -10,9 +10,9 @@ Inside an iteration, by format (Megatron-LM core_v0.12.1 megatron/training/check
     torch_dcp   .metadata and the shards of torch.distributed.checkpoint
 
 A *complete* iteration is an `iter_%07d` directory (never a temp name such as `iter_0000010.tmp`) with at
-least one torch shard file, or the file a distributed format writes last (metadata.json, .metadata). Spec
-section 4: resume loads the tracker's iteration, which must name an existing directory; fault recovery uses
-the largest complete iteration.
+least one torch shard file, or the file a distributed format writes last (metadata.json, .metadata).
+docs/sources.md#resume-and-fault-recovery: resume loads the tracker's iteration, which must name an existing
+directory; fault recovery uses the largest complete iteration.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class CheckpointState:
 
     @property
     def resumable(self) -> bool:
-        """The tracker names an iteration whose directory exists (spec section 4, rule 2)."""
+        """The tracker names an iteration whose directory exists (docs/sources.md, resume)."""
         return isinstance(self.tracker, int) and self.tracker in self.iterations
 
     @property
@@ -122,9 +122,9 @@ def inspect(root: str) -> CheckpointState:
 def repair_tracker(root: str) -> tuple[CheckpointState, str | None]:
     """Make the tracker name the newest complete iteration when it is missing or names a missing dir.
 
-    A tracker that names an existing iteration is left alone (the user may have edited it to pick an
-    earlier one, spec section 4 rule 2). Returns the state after the repair and a sentence describing
-    what was changed (None when nothing was).
+    A tracker that names an existing iteration is left alone (the user may have edited it to pick an earlier
+    one, docs/sources.md#resume-and-fault-recovery). Returns the state after the repair and a sentence
+    describing what was changed (None when nothing was).
     """
     state = inspect(root)
     if state.resumable or state.tracker == "release" or state.newest is None:
