@@ -48,6 +48,7 @@ MOE = {"num-experts": 8, "moe-token-dispatcher-type": "alltoall"}
 # rule key -> (flags that break it, the same with the fix)
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch-size": ({"batch-size": 4}, {}),
+    "mock-data": ({"mock-data": True}, {}),
     "warmup": ({"warmup": 0.01}, {"lr-warmup-fraction": 0.01}),
     "model-parallel-size": ({"model-parallel-size": 2}, {"tensor-model-parallel-size": 2}),
     "train-samples": ({"train-samples": 0}, {"train-samples": 8, "train-iters": OFF}),  # 0 is not None
@@ -274,6 +275,13 @@ MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf1
 ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
 # MindSpeed-LLM 26.1.0's examples where its rule differs from 2.1.0's (or is new): key -> (bad, good)
 EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "virtual-optimizer": ({"virtual-optimizer": ["abc"]}, {"virtual-optimizer": ["all"]}),
+    "wandb-exp-name": ({"wandb-exp-name": "run"}, {}),
+    "overlap-param-gather-with-optimizer-step": ({"overlap-param-gather-with-optimizer-step": True}, {}),
+    "optimizer-cpu-offload": ({"optimizer-cpu-offload": True}, {}),
+    "num-virtual-stages-per-pipeline-rank": ({"num-virtual-stages-per-pipeline-rank": 1}, {}),
+    "enable-thinking": ({"enable-thinking": 1}, {"enable-thinking": "true"}),
+    "ema-decay": ({"ema-decay": 1e30}, {"ema-decay": 0.5}),
     "enable-hbmfault-repair": (
         {"enable-hbmfault-repair": True},
         {"enable-hbmfault-repair": True, "enable-high-availability": True},
@@ -474,3 +482,14 @@ def test_high_availability_with_a_distributed_checkpoint_is_refused_by_26_1_0_on
     messages = [r.message for r in broken_rules(flags, RELEASES["26.1.0"])]
     assert "cannot be used with use-dist-ckpt" in messages
     assert broken_rules(flags, RELEASES["2.1.0"]) == []
+
+
+def test_lora_on_experts_needs_the_alltoall_seq_dispatcher_at_26_1_0() -> None:
+    """A second rule of `num-experts` (the example above is the first's): 26.1.0's LoRA feature refuses
+    LoRA on a MoE model unless the dispatcher is alltoall_seq, what 26.1.0's MoE plans fill."""
+    lora = {"lora-target-modules": ["linear_qkv"], "num-experts": 8}
+    messages = [r.message for r in broken_rules(flags_with(lora), RELEASES["26.1.0"])]
+    assert any("alltoall_seq" in m for m in messages)
+    fixed = flags_with({**lora, "moe-token-dispatcher-type": "alltoall_seq"})
+    assert not any("alltoall_seq" in r.message for r in broken_rules(fixed, RELEASES["26.1.0"]))
+    assert not any("alltoall_seq" in r.message for r in broken_rules(flags_with(lora), RELEASES["2.1.0"]))
