@@ -48,7 +48,6 @@ MOE = {"num-experts": 8, "moe-token-dispatcher-type": "alltoall"}
 # rule key -> (flags that break it, the same with the fix)
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch-size": ({"batch-size": 4}, {}),
-    "mock-data": ({"mock-data": True}, {}),
     "warmup": ({"warmup": 0.01}, {"lr-warmup-fraction": 0.01}),
     "model-parallel-size": ({"model-parallel-size": 2}, {"tensor-model-parallel-size": 2}),
     "train-samples": ({"train-samples": 0}, {"train-samples": 8, "train-iters": OFF}),  # 0 is not None
@@ -282,6 +281,7 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "num-virtual-stages-per-pipeline-rank": ({"num-virtual-stages-per-pipeline-rank": 1}, {}),
     "enable-thinking": ({"enable-thinking": 1}, {"enable-thinking": "true"}),
     "ema-decay": ({"ema-decay": 1e30}, {"ema-decay": 0.5}),
+    "mock-data": ({"mock-data": True}, {}),
     "enable-hbmfault-repair": (
         {"enable-hbmfault-repair": True},
         {"enable-hbmfault-repair": True, "enable-high-availability": True},
