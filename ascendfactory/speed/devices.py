@@ -158,4 +158,9 @@ def device_speed(name: str | None) -> DeviceSpeed | None:
     for alias in (f"ascend-{key}", key.replace("ascend", "ascend-")):
         if alias in DEVICES:
             return DEVICES[alias]
+    parts = key.split("-")  # nvidia-smi's longer names: `h100-80gb-hbm3` -> h100-80gb
+    for n in range(len(parts) - 1, 0, -1):
+        shorter = ALIASES.get("-".join(parts[:n]), "-".join(parts[:n]))
+        if shorter in DEVICES:
+            return DEVICES[shorter]
     return None

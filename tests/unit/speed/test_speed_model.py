@@ -180,6 +180,7 @@ def test_device_names_and_precisions():
     assert device_speed("H200").name == "h200"  # type: ignore[union-attr]
     assert device_speed("ascend-910b3") is device_speed("910B3") is device_speed("910b")
     assert device_speed("tpu-v9") is None and device_speed(None) is None
+    assert device_speed("h100-80gb-hbm3") is device_speed("h100-80gb")  # nvidia-smi's name, lower-cased
     h200 = device_speed("h200")
     assert h200 is not None and h200.rate("bf16") == 796e12 and h200.rate("fp8") == h200.rate("fp32")
     npu = device_speed("ascend-910b2")
