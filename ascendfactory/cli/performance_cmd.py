@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
             )
             for r in rows:
                 for note in r.run.notes:
-                    out.text(f"  {r.run.experiment or r.run.path}: {note}")
+                    out.text(f"  {r.run.model}/{r.run.experiment or r.run.path}: {note}")
             out.text(f"workbook: {xlsx}")
             out.text(f"json: {data['json']}")
             if data["regressions"]:

@@ -122,6 +122,19 @@ def _dig(tree: Any, path: tuple[str, ...]) -> Any:
     return tree
 
 
+def seq_of(cfg: dict[str, Any]) -> int | None:
+    """The sequence length of a backend whose key `metrics.locate` does not read: LLaMA-Factory's
+    `cutoff_len`, verl's prompt + response lengths (`data.max_prompt_length + data.max_response_length`)."""
+    cutoff = _dig(cfg, ("backend_config", "training", "cutoff_len"))
+    if isinstance(cutoff, int):
+        return cutoff
+    prompt = _dig(cfg, ("backend_config", "data", "max_prompt_length"))
+    response = _dig(cfg, ("backend_config", "data", "max_response_length"))
+    if isinstance(prompt, int) and isinstance(response, int):
+        return prompt + response
+    return None
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -269,7 +282,7 @@ def read_run(folder: Path) -> RunFigures:
         backend=cfg.get("backend"),
         model=cfg.get("af_model_name"),
         experiment=cfg.get("exp_name"),
-        seq_length=facts.get("seq_length"),
+        seq_length=facts.get("seq_length") or seq_of(cfg),
         devices=facts.get("devices"),
     )
     if not cfg:

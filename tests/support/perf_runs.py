@@ -36,7 +36,7 @@ def _exp(out: Path, backend: str, model: str, exp: str, seq: int, devices: int, 
     if backend == "llamafactory":
         cfg["backend_config"]["training"] = {"cutoff_len": seq}
     if backend == "verl":
-        cfg["backend_config"] = {"data": {"max_prompt_length": seq}}
+        cfg["backend_config"] = {"data": {"max_prompt_length": seq // 2, "max_response_length": seq // 2}}
     (out / "exp-config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
 
 

@@ -136,6 +136,8 @@ def test_runs_by_their_frameworks_formula(tmp_path):
         500, rel=0.01
     )
     assert runs["lf"].step_time_s == pytest.approx(2.0)
+    assert runs["lf"].seq_length == 2048  # LLaMA-Factory's cutoff_len
+    assert runs["verl"].seq_length == 1024  # verl's max_prompt_length + max_response_length
     assert runs["verl"].tokens_per_s_per_device == pytest.approx(300) and runs["verl"].step_time_s == 4.0
 
 
