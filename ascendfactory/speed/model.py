@@ -14,7 +14,7 @@ One iteration of a Megatron-style job on `world = TP x PP x DP x CP` devices, ea
   backward; sequence parallel moves the same bytes as reduce-scatter + all-gather), 2(t-1)/t of each on the
   wire, plus the device's latency per collective;
 - pipeline parallel: each micro-batch's activations forward and their gradients backward across a stage
-  boundary;
+  boundary, once per model chunk (the interleaved schedule sends VPP times as often);
 - data parallel: the gradient all-reduce (2(d-1)/d of the local gradients; with the distributed optimizer a
   reduce-scatter of gradients and an all-gather of parameters, the same bytes), zero when
   `overlap_grad_reduce` hides it in the backward;
@@ -176,7 +176,8 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     pp_comm = 0.0
     if w.pp > 1:
         span = w.tp * w.cp * w.dp * 2  # neighbouring stages are TP x CP x DP ranks apart
-        pp_comm = 2 * m * (activation / _link(w, device, span) + device.latency_s)
+        # every model chunk's boundary, forward and backward, per micro-batch (VPP: vpp times as many sends)
+        pp_comm = 2 * m * w.vpp * (activation / _link(w, device, span) + device.latency_s)
     local_params = w.param_count() / (w.tp * w.pp)
     grads = local_params * w.trainable * 4  # gradients reduced in fp32 (Megatron's main_grad; ours fp32)
     dp_group = w.dp * w.cp
