@@ -28,10 +28,9 @@ from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.target import MemoryTarget
+from ascendfactory.output_tree import EXP_CONFIG
 from ascendfactory.plan import CheckpointSpec, LogSpec, Plan, RunPolicy, safe_name
 from ascendfactory.secrets import mask_secrets
-
-EXP_CONFIG = "exp-config.yaml"
 
 
 @dataclass(frozen=True)
@@ -197,6 +196,9 @@ class Backend:
     # `report_to`: the trackers its framework reaches, each as the framework's own keys (data; see
     # `backends.report_to.TrackerKeys`). A tracker left out is a configuration error naming the backend.
     tracker_keys: ClassVar[Mapping[str, Any]] = {}
+    # The names its framework gives logged values in a tracker where they differ from the log format's
+    # (`LogFormat.tracker_name`): `logs export --to <tracker>` of its run uses them (training values).
+    tracker_names: ClassVar[Mapping[str, str]] = {}
     # Whether its training programs run on CPU processes: `accelerator: cpu` is refused otherwise
     # (`backends.device_fit`).
     trains_on_cpu: ClassVar[bool] = False

@@ -6,23 +6,25 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ascendfactory.backends import device_fit, ports
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.device_fit import ACCELERATOR_ENV, device_problems
 from ascendfactory.backends.registry import get_backend
-from ascendfactory.backends.report_to import add_tracking, with_tracker_keys
+from ascendfactory.backends.report_to import add_tracking, missing_clients, with_tracker_keys
 from ascendfactory.backends.timing import attach_timing
-from ascendfactory.checkpoints import scheme_names
+from ascendfactory.checkpoints import SCHEMES
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.topology import with_platform
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.target import MemoryTarget
-from ascendfactory.metrics.formats import find_format, format_names
-from ascendfactory.metrics.throughput import formula_names
+from ascendfactory.metrics.formats import FORMATS
+from ascendfactory.metrics.throughput import FORMULAS
 from ascendfactory.plan import Plan
+from ascendfactory.registry import Registry
 
 
 def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = None) -> PlanContext:
@@ -48,6 +50,9 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     environ = dict(os.environ if environ is None else environ)
     loaded = with_platform(loaded, environ)  # topology the experiment leaves unset, from the cluster platform
     backend = get_backend(loaded.config.backend, source=loaded.source_of("backend"))
+    if loaded.config.backend != backend.name:  # names fold: `MindSpeed_LLM` is mindspeed-llm
+        config = loaded.config.model_copy(update={"backend": backend.name})
+        loaded = dataclasses.replace(loaded, config=config)
     try:
         keys = backend.trackers_for(loaded.config.stage)
         loaded, trackers = with_tracker_keys(loaded, backend.name, keys)
@@ -66,6 +71,9 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     add_tracking(plan, loaded, trackers)
     if loaded.problems:
         raise ConfigError(loaded.locate(loaded.problems))
+    clients = missing_clients(plan, trackers, source=loaded.source_of("report_to"))
+    if clients:
+        raise ConfigError(clients)
     unknown = unregistered_names(plan, backend.name)
     if unknown:
         raise ConfigError(unknown)
@@ -129,36 +137,23 @@ def attach_memory(
 def unregistered_names(plan: Plan, backend: str) -> list[Problem]:
     """The log formats, throughput formula and checkpoint scheme a plan names that no module registered:
     found here, at plan time, instead of when the run starts, saves or ends."""
-    logs, problems = plan.logs, []
-
-    def refuse(what: str, name: str, register: str, known: list[str]) -> None:
-        problems.append(
-            Problem(
-                key="backend",
-                message=f"backend '{backend}' plans {what} '{name}', which no module registered",
-                fix=f"register it with {register} in the backend's package, or use one of: "
-                + ", ".join(known),
-            )
+    logs = plan.logs
+    named: list[tuple[Registry[Any], str | None]] = [
+        (FORMATS, logs.format),
+        (FORMATS, logs.console_format),
+        (FORMULAS, logs.throughput.formula),
+        (SCHEMES, plan.checkpoints.scheme if plan.checkpoints is not None else None),
+    ]
+    return [
+        Problem(
+            key="backend",
+            message=f"backend '{backend}' plans {registry.kind} '{name}', which no module registered",
+            fix=f"register it with {registry.how} in the backend's package, or use one of: "
+            + ", ".join(registry.names()),
         )
-
-    for fmt in (logs.format, logs.console_format):
-        if fmt is not None and find_format(fmt) is None:
-            refuse("log format", fmt, "ascendfactory.metrics.formats.register_format", format_names())
-    if logs.throughput.formula not in formula_names():
-        refuse(
-            "throughput formula",
-            logs.throughput.formula,
-            "ascendfactory.metrics.throughput.register_formula",
-            formula_names(),
-        )
-    if plan.checkpoints is not None and plan.checkpoints.scheme not in scheme_names():
-        refuse(
-            "checkpoint scheme",
-            plan.checkpoints.scheme,
-            "ascendfactory.checkpoints.register_scheme",
-            scheme_names(),
-        )
-    return problems
+        for registry, name in named
+        if name is not None and registry.find(name) is None
+    ]
 
 
 def with_sources(loaded: LoadedExperiment, problems: list[Problem]) -> list[Problem]:

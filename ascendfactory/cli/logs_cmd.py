@@ -10,6 +10,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ascendfactory.output_tree import LOSS_PLOT
+
 SUMMARY_EXAMPLES = [
     "ascendfactory-cli logs summary out/logs/run_log-N1-7.txt --seq-length 4096 --devices 8",
     "ascendfactory-cli logs summary out/trainer_log.jsonl --devices 8 --steps 100:500 --json",
@@ -355,7 +357,7 @@ def plot_cmd(
         Optional[list[str]],
         typer.Option(help="Metric(s) to plot (default: loss; RL: score and response length)."),
     ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")] = Path("training_loss.png"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")] = Path(LOSS_PLOT),
     smoothing: Annotated[float, typer.Option(help="TensorBoard-style EMA weight in [0, 1).")] = 0.6,
     format: FormatOpt = None,
     json_out: JsonOpt = False,
@@ -404,7 +406,10 @@ def export_cmd(
         ),
     ],
     to: Annotated[
-        str, typer.Option("--to", help="csv, jsonl, tensorboard, mlflow, wandb or swanlab.")
+        str,
+        typer.Option(
+            "--to", help="csv, jsonl, tensorboard, or a tracker: mlflow, wandb, swanlab, any a plugin adds."
+        ),
     ] = "csv",
     project: Annotated[
         str | None,
@@ -420,26 +425,63 @@ def export_cmd(
     MLflow / W&B (offline) / SwanLab (local) run."""
     from ascendfactory.cli._output import out
     from ascendfactory.metrics import export_records, parse_file
+    from ascendfactory.metrics.export import TARGETS
 
     _set_json(json_out)
     parse_file(file, format)  # validates the path and format before anything is written
     run_id = None
-    if to in ("mlflow", "wandb", "swanlab"):
-        from ascendfactory.trackers.export import export_spec, export_to_tracker
-
-        spec = export_spec(
-            to,
-            dest,
-            project=project or file.resolve().parent.name or "logs",
-            run_name=run_name or file.stem,
-        )
-        n, run_id = export_to_tracker(parse_file(file, format), spec, source=str(file), fmt=format)
-    else:
+    if to in TARGETS:
         n = export_records(lambda: parse_file(file, format), to, Path(dest))
+    else:
+        n, run_id = _export_to_tracker(file, dest, to, format, project=project, run_name=run_name)
     if out.mode == "json":
         out.json({"file": str(file), "to": to, "dest": str(dest), "records": n, "run_id": run_id})
     else:
         out.text(f"{n} records written to {dest} ({to}{f', run {run_id}' if run_id else ''})")
+
+
+def _export_to_tracker(
+    file: Path, dest: str, to: str, format: str | None, *, project: str | None, run_name: str | None
+) -> tuple[int, str]:
+    """A new run of the tracker `to`, its metrics named as the log format's framework names them live."""
+    from ascendfactory.errors import ConfigError, Problem
+    from ascendfactory.metrics import detect_format, parse_file
+    from ascendfactory.metrics.export import TARGETS
+    from ascendfactory.metrics.formats import find_format
+    from ascendfactory.trackers.export import can_export, default_name, export_spec, export_targets
+    from ascendfactory.trackers.export import export_to_tracker as export
+
+    if not can_export(to):
+        raise ConfigError(
+            Problem(
+                key="--to",
+                message=f"unknown export target {to!r}",
+                fix="use one of: " + ", ".join([*TARGETS, *export_targets()]),
+            )
+        )
+    spec = export_spec(
+        to, dest, project=project or file.resolve().parent.name or "logs", run_name=run_name or file.stem
+    )
+    detected = format or detect_format(file)
+    fmt = find_format(detected) if detected else None
+    base = fmt.tracker_name if fmt is not None and fmt.tracker_name is not None else default_name
+    own = _backend_tracker_names(file)
+
+    def name(kind: str, key: str) -> str:
+        return own[key] if kind == "train" and key in own else base(kind, key)
+
+    return export(parse_file(file, format), spec, source=str(file), fmt=format, name=name)
+
+
+def _backend_tracker_names(file: Path) -> dict[str, str]:
+    """The names the run's backend gives values in a tracker (`Backend.tracker_names`), when the log lies in
+    an output tree whose `exp-config.yaml` names a registered backend."""
+    from ascendfactory.backends.registry import find_backend
+    from ascendfactory.metrics.locate import run_facts
+
+    name = run_facts(file).get("backend")
+    backend = find_backend(name) if name else None
+    return dict(backend.tracker_names) if backend is not None else {}
 
 
 def register(cli: typer.Typer) -> None:

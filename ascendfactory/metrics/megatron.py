@@ -48,6 +48,33 @@ ELAPSED_MS = "elapsed time per iteration (ms)"
 LOSS_KEYS = ("lm loss", "loss")
 
 
+# The names Megatron gives its logged values in TensorBoard and W&B where they differ from its log line
+# (core_r0.8.0 megatron/training/training.py `training_log`, lines 740-842; `evaluate_and_print_results`
+# writes `<key> validation` and `<key> validation ppl`, lines 1387-1400), so a log exported to a tracker
+# lines up with the run the framework reported itself.
+TRACKER_NAMES = {
+    "learning rate": "learning-rate",
+    "decoupled learning rate": "decoupled-learning-rate",
+    GBS: "batch-size",
+    "loss scale": "loss-scale",
+    "grad norm": "grad-norm",
+    "num zeros": "num-zeros",
+    "params norm": "params-norm",
+    "throughput per GPU (TFLOP/s/GPU)": "throughput",
+}
+
+
+def tracker_name(kind: str, label: str) -> str:
+    """A parsed value's name in Megatron's own tracker writers (`TRACKER_NAMES`); other kinds prefixed."""
+    if kind == "eval" and label.endswith(" value"):
+        return label.removesuffix(" value") + " validation"
+    if kind == "eval" and label.endswith(" PPL"):
+        return label.removesuffix(" PPL") + " validation ppl"
+    if kind in ("train", "memory"):
+        return TRACKER_NAMES.get(label, label)
+    return f"{kind}/{label}"
+
+
 def sniff(line: str) -> bool:
     i = line.find("iteration")
     return i >= 0 and "|" in line and _HEAD.match(line, i) is not None and ":" in line

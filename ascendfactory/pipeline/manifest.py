@@ -246,7 +246,7 @@ def annotate_plan(plan: Plan, manifest_dir: str | None = None) -> Plan:
     A step that reads what an earlier, running step writes cannot be decided before that step ran; it
     gets a note instead. Returns the same plan.
     """
-    manifest_dir = manifest_dir or os.path.join(plan.output_dir, ".af")
+    manifest_dir = manifest_dir or plan.manifest_dir
     produced: list[str] = []
     for step in plan.steps:
         if step.skipped:

@@ -62,6 +62,11 @@ def _train_records(path: str, fmt: str, kinds: tuple[str, ...] = ("train",)) -> 
         return []
 
 
+def has_training_steps(path: str, logs: LogSpec) -> bool:
+    """Whether the log at `path` exists and holds a training step."""
+    return os.path.exists(path) and next(iter(_train_records(path, logs.format)), None) is not None
+
+
 def loss_logs(names: LogNames, logs: LogSpec, *, rank: int, nnodes: int, world_size: int) -> list[str]:
     """The loss rank's log of this run, preceded by the earlier runs' logs it continues.
 

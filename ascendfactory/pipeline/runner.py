@@ -21,7 +21,8 @@ the CLI. What it does per role and launch kind:
    (loss, throughput by `logs.throughput`) is printed through `out` and saved to `.af/summary.json`;
 5. with `plan.tracking` (`report_to`), on the loss rank's node: each tracker run is created or continued
    before the steps, its id handed to the train step, and the summary, the loss plot and `exp-config.yaml`
-   reported to it at the end (`pipeline.tracking`).
+   reported to it at the end (`pipeline.tracking`); a failed training ends those runs failed, an interrupted
+   run killed.
 
 SIGINT / SIGTERM stop every child process group (SIGTERM, grace, SIGKILL) and raise InterruptedRunError
 (exit 130 / 143); the logs record `run interrupted by SIGINT`.
@@ -41,6 +42,7 @@ from typing import IO, Any
 
 from ascendfactory.checkpoints import get_scheme
 from ascendfactory.errors import InterruptedRunError, MissingDependencyError, StageFailedError
+from ascendfactory.output_tree import EXP_CONFIG
 from ascendfactory.pipeline import manifest, procgroup, results
 from ascendfactory.pipeline.launch import LogNames, Outcome, read_tail, timestamp
 from ascendfactory.pipeline.launchers import open_step
@@ -54,7 +56,6 @@ from ascendfactory.secrets import mask_argv
 
 POLL_S = 0.2
 SUMMARY_LABELS = {Role.EXPORT: "hf weights", Role.PLOT: "loss curve"}
-EXP_CONFIG = "exp-config.yaml"  # every backend's documented tree has the resolved config under this name
 
 
 def run_experiment(
@@ -141,11 +142,13 @@ class Runner:
         except InterruptedRunError as e:
             e = InterruptedRunError(e.signum, self._resume_hint())
             self.event(str(e), console=False)  # the CLI prints it once, as the error
+            self.tracking.wait()
+            self.tracking.report(None, [], state="killed")  # never left RUNNING
             raise e from None
         except StageFailedError as e:
             self.event(f"step {e.stage} failed with exit code {e.returncode}; log: {e.log_path}")
             self.tracking.wait()
-            self.tracking.report(None, [], ok=False)
+            self.tracking.report(None, [], state="failed")
             raise
         finally:
             self.progress.close()
@@ -170,10 +173,11 @@ class Runner:
         if loss_rank is not None:
             results.summarize(summary, self._loss_logs(loss_rank), self.plan.logs)
         summary.memory = results.memory_by_rank(self._rank_logs(), self.plan.logs)
-        written["summary"] = results.save_summary(summary, os.path.join(self.manifests, "summary.json"))
+        written["summary"] = results.save_summary(summary, self.plan.tree.summary)
         self.tracking.wait()  # a run whose train step was skipped: its runs exist all the same
         if loss_rank is not None:
-            self.tracking.report(summary, [written[k] for k in ("loss curve", "config") if k in written])
+            fresh = summary if self._trained_here(loss_rank) else None  # a no-op re-run adds no summary
+            self.tracking.report(fresh, [written[k] for k in ("loss curve", "config") if k in written])
         if self.tracking.ids:
             written["trackers"] = ", ".join(f"{k} run {v}" for k, v in self.tracking.ids.items())
         results.render_summary(summary, self.out)
@@ -517,7 +521,7 @@ class Runner:
     def _plot(self, step: Step, loss_rank: int | None) -> None:
         t0 = time.monotonic()
         paths = self._loss_logs(loss_rank) if loss_rank is not None else []
-        out_png = step.outputs[0] if step.outputs else os.path.join(self.plan.output_dir, "training_loss.png")
+        out_png = step.outputs[0] if step.outputs else self.plan.tree.loss_plot
         try:
             written = (
                 results.plot(paths, out_png, self.plan.logs, label=self.plan.exp_name) if paths else None
@@ -529,6 +533,17 @@ class Runner:
         if written is None:
             return self._record(step, "skipped", "no loss logged by this node", time.monotonic() - t0)
         self._record(step, "done", written, time.monotonic() - t0)
+
+    def _trained_here(self, rank: int) -> bool:
+        """Whether this invocation trained: its train step ran and (where each run has its own log) this
+        run's loss log has training steps (a re-run of a finished training logs none)."""
+        train = self.plan.with_role(Role.TRAIN)
+        ran = any(r.name == train.name and r.state == "done" for r in self.results) if train else False
+        if not ran or self.plan.logs.metrics_file:
+            return ran
+        world = train.launch.world_size if train is not None and train.launch is not None else 1
+        current = self.names.run_log(self.policy.nnodes, rank, world_size=world)
+        return results.has_training_steps(current, self.plan.logs)
 
     def _loss_logs(self, rank: int) -> list[str]:
         train = self.plan.with_role(Role.TRAIN)

@@ -108,7 +108,7 @@ def test_the_producer_lookup_loads_only_files_whose_output_dir_could_hold_the_pa
     monkeypatch.setattr(
         load_module, "load_experiment", lambda p, *a, **k: loads.append(p) or real(p, *a, **k)
     )
-    inputs._experiments_beside.cache_clear()
+    inputs._experiments_in.cache_clear()
     inputs._output_dir.cache_clear()
     loaded = real(str(exp))
 

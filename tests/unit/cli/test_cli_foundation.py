@@ -207,8 +207,8 @@ GROUPS = {  # command groups: their commands and options
             "--dry-run",
         },
         "k8s": {"--kind", "--image", "--nodes", "--gpus-per-node", "--device-resource", "--dry-run"},
-        "status": {"--json"},
-        "cancel": set(),
+        "status": {"--json", "--scheduler"},  # which scheduler holds a job given by its id
+        "cancel": {"--scheduler"},
     },
 }
 

@@ -6,7 +6,8 @@
    bf16/fp16 support, finetuning method, missing dependencies (deepspeed), an output directory with
    weights but no checkpoint;
 2. what the parser leaves to later: the tokenizer loads, the chat template exists, every dataset is
-   registered in dataset_info.json.
+   registered in dataset_info.json, and (`--clients=mlflow,...`) the tracker clients `report_to` needs are
+   in this environment (transformers' MLflow callback raises at trainer construction without its client).
 
 3. with `--data-fit fail|warn` and stage sft: the data against `cutoff_len`, by LLaMA-Factory's own
    code. Its supervised processor (`_encode_data_example`) cuts each turn with `infer_seqlen`: the prompt
@@ -25,6 +26,7 @@ Imports nothing from ascendfactory (that environment does not have it).
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 
@@ -100,6 +102,22 @@ def data_fit(template, tokenizer, model_args, data_args, training_args) -> tuple
     return (text if truncated else ""), 2 * nothing > n
 
 
+def clients_missing(argv: list[str]) -> str | None:
+    """`--clients=a,b` and `--clients-fix=TEXT`, taken out of `argv`: the error for the tracker clients
+    (the modules a framework's tracker integration imports) this environment lacks, or None."""
+    wanted = {
+        a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith(("--clients=", "--clients-fix="))
+    }
+    argv[:] = [a for a in argv if not a.startswith(("--clients=", "--clients-fix="))]
+    absent = [m for m in wanted.get("--clients", "").split(",") if m and importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return (
+        f"error: report_to: {', '.join(absent)} is not installed in this environment ({sys.prefix})\n"
+        f"  fix: {wanted.get('--clients-fix', 'install it into this environment')}"
+    )
+
+
 def max_positions(model_args) -> int | None:
     """The model's max_position_embeddings, from its config (None: not stated)."""
     try:
@@ -117,10 +135,14 @@ def max_positions(model_args) -> int | None:
 
 def main(argv: list[str]) -> int:
     fit_mode = None
+    clients = clients_missing(argv)
     if argv and argv[-1].startswith("--data-fit="):
         fit_mode = argv.pop().split("=", 1)[1]
     if len(argv) != 1 or fit_mode not in (None, "fail", "warn"):
-        say("usage: lf_check.py TRAIN_YAML [--data-fit=fail|warn]")
+        say("usage: lf_check.py TRAIN_YAML [--data-fit=fail|warn] [--clients=a,b --clients-fix=TEXT]")
+        return 2
+    if clients:
+        say(clients)
         return 2
     t0 = time.perf_counter()
     import yaml
