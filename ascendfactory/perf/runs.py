@@ -15,7 +15,7 @@ tree made by hand, `.af/summary.json`, `trainer_log.jsonl` or `logs/*run_log-*.t
   `timing/all`), TFLOP/s per device (the log's own figure where it prints one, else tokens/s x Megatron's
   FLOPs per token for the model's shape), MFU against the device's dense peak (`metrics.hardware`; on CPU
   against the calibrated profile's matmul rate, said so), peak memory (the largest `max allocated` of the
-  log's memory reports, else the run summary's);
+  log's memory reports, else of every rank's report the run summary kept);
 - predicted: the step time and tokens/s the plan's time model gave before the run (`.af/summary.json`
   `predicted`), and the error against the measured step time.
 """
@@ -345,6 +345,13 @@ def read_run(folder: Path) -> RunFigures:
         for m in memory_by_rank(table.all_others("memory")).values()
         if m.get("max_allocated_mb") is not None
     ]
+    if not peaks:  # the loss rank printed none: every rank's report the run summary kept
+        by_rank = summary.get("memory") if isinstance(summary.get("memory"), dict) else {}
+        peaks = [
+            float(m["max_allocated_mb"])
+            for m in by_rank.values()
+            if isinstance(m, dict) and m.get("max_allocated_mb")
+        ]
     if not peaks and summary.get("peak_memory_mb") is not None:
         peaks = [float(summary["peak_memory_mb"])]
     fig.peak_memory_mb = max(peaks) if peaks else None

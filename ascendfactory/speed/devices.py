@@ -46,6 +46,9 @@ class DeviceSpeed:
     calibration_error: float | None = None  # the largest |predicted / measured - 1| on the recorded runs
     calibrated_on: int = 0
     threads_per_process: int = 1  # CPU only: the matmul rate is one thread's, times this
+    # the hidden sizes of the recorded runs: a model far outside them (under half the smallest, over twice the
+    # largest) is predicted with constants fitted on other shapes, and the estimate says so
+    calibrated_hidden: tuple[int, int] | None = None
     notes: tuple[str, ...] = field(default=())
 
     def rate(self, precision: str) -> float:
@@ -103,6 +106,7 @@ DEVICES: dict[str, DeviceSpeed] = {
         ),
         calibration_error=0.0,
         calibrated_on=2,
+        calibrated_hidden=(64, 896),
         notes=(
             "H200: two recorded runs fit two constants (efficiency, step overhead) exactly; its error is a "
             "fit, "
@@ -127,10 +131,12 @@ DEVICES: dict[str, DeviceSpeed] = {
         ),
         calibration_error=0.268,
         calibrated_on=16,
+        calibrated_hidden=(768, 768),
         notes=(
             "CPU: fitted on 16 layouts of bench_memory.py measured while other work shared the 2 cores; 14 "
             "are within 22%, the interleaved pipeline (-27%) and the distributed optimizer (-26%) are slower "
-            "than the model says",
+            "than the model says; the per-layer term is that model's (hidden 768): a much smaller model, the "
+            "quickstart's, runs far faster than it predicts",
         ),
     ),
 }

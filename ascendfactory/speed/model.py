@@ -118,6 +118,7 @@ class StepPrediction:
     device: str
     calibration_error: float | None
     assumptions: tuple[str, ...]
+    in_range: bool = True  # the model's shape near the recorded runs' (`DeviceSpeed.calibrated_hidden`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +202,13 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     assumptions = [device.source]
     assumptions += list(device.notes)
     assumptions.append("the run's wall time counts iterations only (no start-up, evaluation or saves)")
+    known = device.calibrated_hidden
+    in_range = known is None or known[0] / 2 <= w.hidden <= known[1] * 2
+    if not in_range and known is not None:
+        assumptions.append(
+            f"hidden size {w.hidden} is outside the shapes {device.name} was calibrated on (hidden "
+            f"{known[0]}-{known[1]}): the overheads are other models', so this figure is not reliable"
+        )
     return StepPrediction(
         step_s=step,
         parts=parts,
@@ -211,6 +219,7 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
         device=device.name,
         calibration_error=device.calibration_error,
         assumptions=tuple(assumptions),
+        in_range=in_range,
     )
 
 

@@ -12,6 +12,8 @@ def render_lines(timing: dict[str, Any]) -> list[str]:
     parts = ", ".join(f"{k} {v:.3g}s" for k, v in timing["parts"].items() if v > 0)
     err = timing.get("calibration_error")
     calibrated = f"calibration error {err:.0%}" if err is not None else "not calibrated on this device"
+    if timing.get("in_range") is False:
+        calibrated += "; OUTSIDE the calibrated model shapes: not reliable"
     lines = [
         f"step time {human_seconds(timing['step_s'])} ({parts})",
         f"{timing['tokens_per_s_per_device']:,.0f} tokens/s per device, "
@@ -41,7 +43,8 @@ def versus_measured(timing: dict[str, Any], measured_step_s: float | None) -> st
     if measured_step_s is None or not timing.get("step_s"):
         return None
     error = timing["step_s"] / measured_step_s - 1
+    outside = " (outside the calibrated model shapes)" if timing.get("in_range") is False else ""
     return (
         f"step time: predicted {human_seconds(timing['step_s'])}, measured {human_seconds(measured_step_s)} "
-        f"({error:+.0%}) on {timing.get('device')}"
+        f"({error:+.0%}) on {timing.get('device')}{outside}"
     )

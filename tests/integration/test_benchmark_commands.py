@@ -67,6 +67,7 @@ def test_performance_on_the_quickstart(quickstart, tmp_path):
     summary = json.loads((quickstart / ".af" / "summary.json").read_text())
     predicted = summary["predicted"]
     assert predicted["device"] == "cpu" and predicted["step_s"] > 0 and predicted["workload"]["gbs"] == 16
+    assert predicted["in_range"] is False  # the demo model's hidden 64 is far from the CPU calibration's 768
     proc = run_cli(["performance", f"--result_dir={quickstart.parent}", f"--output_dir={tmp_path}", "--json"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = json.loads(proc.stdout)["runs"][0]["run"]

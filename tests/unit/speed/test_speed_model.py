@@ -185,3 +185,13 @@ def test_device_names_and_precisions():
     assert h200 is not None and h200.rate("bf16") == 796e12 and h200.rate("fp8") == h200.rate("fp32")
     npu = device_speed("ascend-910b2")
     assert npu is not None and "not measured" in npu.source and math.isclose(npu.efficiency, h200.efficiency)
+
+
+def test_a_shape_far_from_the_calibrated_ones_is_said_to_be():
+    cpu = device_speed("cpu")
+    assert cpu is not None and cpu.calibrated_hidden == (768, 768)
+    inside = predict(Workload(**{**W.__dict__, "hidden": 768, "kv_channels": 192}), cpu)
+    outside = predict(W, cpu)  # hidden 64
+    assert inside.in_range and not outside.in_range
+    assert any("not reliable" in a for a in outside.assumptions)
+    assert not any("not reliable" in a for a in inside.assumptions)
