@@ -346,7 +346,8 @@ def read_run(folder: Path) -> RunFigures:
         if m.get("max_allocated_mb") is not None
     ]
     if not peaks:  # the loss rank printed none: every rank's report the run summary kept
-        by_rank = summary.get("memory") if isinstance(summary.get("memory"), dict) else {}
+        kept = summary.get("memory")
+        by_rank: dict[str, Any] = kept if isinstance(kept, dict) else {}
         peaks = [
             float(m["max_allocated_mb"])
             for m in by_rank.values()
