@@ -168,9 +168,10 @@ def _fill_predictions(runs: list) -> None:
     as a dry run, the plan's time estimate taken; a run that no longer plans keeps a note saying why."""
     from ascendfactory.backends.timing import TIMED_BACKENDS
     from ascendfactory.errors import AscendFactoryError
+    from ascendfactory.output_tree import OutputTree
 
     for run in runs:
-        cfg = Path(run.path) / "exp-config.yaml"
+        cfg = Path(OutputTree(run.path).exp_config)
         if run.predicted_step_s is not None or not cfg.is_file():
             continue
         if run.backend not in TIMED_BACKENDS:

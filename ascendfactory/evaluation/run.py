@@ -25,6 +25,7 @@ from ascendfactory.backends.venv import python_of
 from ascendfactory.errors import ConfigError, Problem, StageFailedError
 from ascendfactory.evaluation import datasets, env
 from ascendfactory.evaluation.weights import Weights
+from ascendfactory.output_tree import OutputTree
 
 PROGRAM = Path(__file__).resolve().parents[1] / "programs" / "lm_eval_run.py"
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -98,7 +99,8 @@ def evaluate(
     benches = datasets.selected(dataset)
     found = {b.name: datasets.files_of(b, root) for b in benches}  # every missing file named before starting
     out = Path(output_dir).resolve()
-    staging = out / ".af" / f"eval-{os.getpid()}"
+    tree = OutputTree(str(out))
+    staging = Path(tree.records(f"eval-{os.getpid()}"))
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     spec = {
@@ -113,7 +115,7 @@ def evaluate(
     }
     spec_path = staging / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
-    logs = out / "logs"
+    logs = Path(tree.logs_dir)
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{time.strftime('%Y%m%d_%H%M%S')}-eval.txt"
     argv = [python_of(prefix), str(PROGRAM), str(spec_path)]

@@ -36,10 +36,10 @@ from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.summary import auto_throughput, memory_by_rank
 from ascendfactory.metrics.table import StepTable
 from ascendfactory.metrics.throughput import TFLOPS_KEYS
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.speed.devices import device_speed
 from ascendfactory.speed.flops import megatron_flops
 
-SUMMARY = Path(".af") / "summary.json"
 # where an experiment names its HF model folder (config.json): embedded / MindSpeed-LLM tokenizer, the
 # top-level model_name_or_path, LLaMA-Factory's and verl's own keys
 MODEL_KEYS = (
@@ -87,9 +87,9 @@ class RunFigures:
 def is_run(folder: Path) -> bool:
     return (
         (folder / EXP_CONFIG).is_file()
-        or (folder / SUMMARY).is_file()
+        or Path(OutputTree(str(folder)).summary).is_file()
         or (folder / TRAINER_LOG).is_file()
-        or any((folder / "logs").glob("*run_log-*.txt"))
+        or any(Path(OutputTree(str(folder)).logs_dir).glob("*run_log-*.txt"))
     )
 
 
@@ -233,7 +233,8 @@ def training_records(folder: Path) -> tuple[Path | None, list[Record]]:
     run logs the one with the most training steps, Megatron's last rank)."""
     if (folder / TRAINER_LOG).is_file():
         return folder / TRAINER_LOG, list(parse_file(folder / TRAINER_LOG))
-    logs = folder / "logs" if (folder / "logs").is_dir() else folder
+    tree_logs = Path(OutputTree(str(folder)).logs_dir)
+    logs = tree_logs if tree_logs.is_dir() else folder
     metrics = sorted(logs.glob("grpo_metrics-*.log"))
     if metrics:
         return metrics[-1], list(parse_file(metrics[-1]))
@@ -275,7 +276,7 @@ def step_time(table: StepTable, used: list[int], details: dict[str, Any]) -> flo
 
 def read_run(folder: Path) -> RunFigures:
     cfg = _load_yaml(folder / EXP_CONFIG)
-    summary = _load_json(folder / SUMMARY)
+    summary = _load_json(Path(OutputTree(str(folder)).summary))
     facts = _facts(cfg, str(folder / EXP_CONFIG)) if cfg else {}
     fig = RunFigures(
         path=str(folder),
