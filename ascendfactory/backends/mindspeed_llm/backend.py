@@ -43,7 +43,7 @@ from ascendfactory.backends.megatron.skeleton import (
     timeout_flag,
 )
 from ascendfactory.backends.mindspeed_llm import environment
-from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, value_problems
+from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
@@ -457,6 +457,15 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         if "save-interval" not in user and isinstance(user.get("train-iters"), int):
             # the plan always passes --save, which Megatron accepts only with --save-interval: save at the end
             flags["save-interval"] = user["train-iters"]
+        release = run.framework.release
+        if (
+            flags.get("wandb-project")
+            and not flags.get("use-wandb")
+            and "use-wandb" in valid_names("training", release.version)
+        ):
+            # Megatron turns W&B on by wandb-project; 26.1.0's DPOFeature.validate_args (features_manager/
+            # dpo/dpo.py) also refuses wandb-exp-name (which report_to sets) without its use-wandb switch
+            flags["use-wandb"] = True
         load = run.load
         planned: dict[str, Any] = {
             "data-path": run.data_path,
