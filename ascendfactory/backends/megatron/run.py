@@ -414,7 +414,8 @@ _LAYOUT_KEYS = (
 def _expert_parallel(ctx: PlanContext) -> int:
     """training's expert-model-parallel-size as a layout degree (1 when not given; a value that is not a
     whole number is refused by the flag checks, and counted as 1 here)."""
-    value = (ctx.config.backend_config.get("training") or {}).get("expert-model-parallel-size")
+    training = ctx.config.backend_config.get("training")
+    value = training.get("expert-model-parallel-size") if isinstance(training, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
