@@ -3,12 +3,13 @@
 (DP 2 = EP 2, all-to-all dispatch over gloo) -> mg2hf -> plot, on the tiny demos built offline; the LM loss
 falls, the load-balancing loss is logged beside it and plotted, each rank's checkpoint holds its own experts
 (`mp_rank_00_00E`), and the HF weights that come back load in transformers and differ from the ones that
-went in. Shortened to 20 iterations here; the DeepSeek-V2-Lite run (MLA, shared experts, a dense first
-layer) is `slow`."""
+went in. Shortened to 20 iterations here (2-core CPU: about 40 s for Qwen3-MoE, 30 s for DeepSeek-V2-Lite with
+MLA, shared experts and a dense first layer)."""
 
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,7 @@ CLI = [sys.executable, "-m", "ascendfactory.cli.app"]
 ITERS = 20
 CASES = [
     pytest.param("quickstart_qwen3_moe.yaml", "qwen3_moe", id="qwen3-moe"),
-    pytest.param(
-        "quickstart_deepseek2_lite.yaml", "deepseek_v2_lite", id="deepseek-v2-lite", marks=pytest.mark.slow
-    ),
+    pytest.param("quickstart_deepseek2_lite.yaml", "deepseek_v2_lite", id="deepseek-v2-lite"),
 ]
 
 
@@ -69,7 +68,9 @@ def test_moe_quickstart_trains_with_expert_parallel_2_and_gives_back_hf_weights(
         "mp_rank_00_000",
         "mp_rank_00_001",
     ]  # one per expert rank
-    assert (out / "training_loss.png").stat().st_size > 1000
+    png = (out / "training_loss.png").read_bytes()
+    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
+    assert height == 2 * 360, (width, height)  # two panels of 3.6 in at 100 dpi: lm loss, load_balancing_loss
 
     last_rank = next(p for p in (out / "logs").iterdir() if p.name.endswith("-run_log-N1-1.txt"))
     lm, aux = lm_and_aux(last_rank)
