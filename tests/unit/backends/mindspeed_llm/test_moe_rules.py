@@ -61,6 +61,16 @@ def test_each_moe_rule_is_broken_by_its_case_and_kept_by_its_fix(case, fix, key)
     assert not broken_rules({**MOE, **fix})
 
 
+def test_a_negative_capacity_factor_still_meets_the_balancing_rule():
+    """MindSpeed 2c085cc9 core/transformer/transformer_config.py: a factor below 0 becomes None, then the
+    balancing type is checked all the same."""
+    case = {"moe-expert-capacity-factor": -1, "moe-token-dispatcher-type": "alltoall"}
+    assert "moe-expert-capacity-factor" in {
+        r.key for r in broken_rules({**MOE, **case, "moe-router-load-balancing-type": "sinkhorn"})
+    }
+    assert not broken_rules({**MOE, **case})
+
+
 def test_dense_models_skip_the_moe_rules():
     dense = {"num-layers": 4, "bf16": True, "micro-batch-size": 1, "fp16": False}
     assert not broken_rules({**dense, "moe-grouped-gemm": False, "first-k-dense-replace": 8})[1:]
