@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "overlap-p2p-comm": True,
     "position-embedding-type": "learned_absolute",
     "normalization": "LayerNorm",
+    "moe-router-load-balancing-type": "aux_loss",
     "padded-base-length": 128,
     "num-dataset-builder-threads": 1,
     "encoder-tensor-model-parallel-size": 0,  # core_v0.12.1
@@ -1387,10 +1388,12 @@ def broken_rules(
     world_size: int = 1,
 ) -> list[Rule]:
     """The rules of `release` the flags break, for a job of `world_size` devices (a rule naming a key in
-    `skip`, already refused, is not checked)."""
+    `skip`, already refused, is not checked): these and the mixture-of-experts ones (`moe_rules.py`)."""
+    from ascendfactory.backends.mindspeed_llm.moe_rules import MOE_RULES
+
     view = Flags(flags, world_size)
     out = []
-    for rule in RULES:
+    for rule in (*RULES, *MOE_RULES):
         if rule.key in skip or release.version not in rule.versions:
             continue
         try:
