@@ -26,7 +26,7 @@ WORKERS = Path(__file__).resolve().parent / "workers"
 
 
 def _template(backend: str, exp: str, model: str = "tiny-demo") -> dict[str, Any]:
-    from ascendfactory.backends.templates import render_experiment
+    from ascendfactory.features.templates import render_experiment
 
     text = render_experiment(backend=backend, model_name=model, exp_name=exp, output_file="x.yaml")
     return yaml.safe_load(text)
