@@ -185,7 +185,7 @@ class Verl(Adapter):
         return list(driver[3:])  # after python -m verl.trainer.main_ppo
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.verl.overrides import format_value
+        from ascendfactory.backends.hydra.overrides import format_value
 
         texts = list(payload)
         for m in mutations:
