@@ -450,7 +450,7 @@ class MindSpeedRL(Adapter):
         return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 30
 
     def payload(self, plan: Any) -> Any:
-        from ascendfactory.backends.msrl.layout import TRAIN_CONFIG
+        from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
 
         launch = plan.step("train").launch
         text = plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")]
