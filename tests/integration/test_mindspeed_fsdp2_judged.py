@@ -63,7 +63,7 @@ def test_the_trainer_accepts_our_yaml_and_refuses_each_rule_example(
     monkeypatch.chdir(REPO)
     requests = [{"id": "golden", "args": {"yaml": written(GOLDEN), "world_size": 8}}]
     rendered = tmp_path / "template.yaml"
-    from ascendfactory.backends.templates import render_experiment
+    from ascendfactory.features.templates import render_experiment
 
     rendered.write_text(
         render_experiment(

@@ -156,7 +156,7 @@ def test_install_plan_follows_the_26_1_0_install_guide(tmp_path: Path) -> None:
     [({}, "26.1.0"), ({"AF_MINDSPEED_LLM_VERSION": "2.1.0"}, "2.1.0")],
 )
 def test_install_sh_installs_the_default_or_the_chosen_version(tmp_path: Path, environ, version) -> None:
-    from ascendfactory.backends.install import install_steps
+    from ascendfactory.features.install import install_steps
 
     steps = install_steps("mindspeed-llm", {**environ, "AF_THIRD_PARTY_DIR": str(tmp_path)})
     assert any(s.what == f"clone MindSpeed-LLM {version}" for s in steps)

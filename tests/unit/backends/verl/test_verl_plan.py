@@ -604,7 +604,7 @@ def test_a_device_verl_does_not_train_on_is_named(tmp_path, machine):
 
 
 def test_the_ascend_template_is_verls_npu_recipe(tmp_path, machine):
-    from ascendfactory.backends.templates import render_experiment
+    from ascendfactory.features.templates import render_experiment
 
     machine.kind = "cpu"
     tree = yaml.safe_load(
