@@ -542,7 +542,10 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.given("reuse-fp32-param") and (not f.given("bf16") or f.given("swap-optimizer")),
         "needs bf16, and cannot be used with swap-optimizer",
         "set bf16: true and remove swap-optimizer, or remove reuse-fp32-param",
-        LLM + " _validate_optimizer",
+        {
+            "2.1.0": LLM + " _validate_optimizer",
+            "26.1.0": MS26 + "memory/reuse_fp32_param.py, optimizer/swap_optimizer_feature.py validate_args",
+        },
     ),
     *(
         Rule(
@@ -551,6 +554,7 @@ RULES: tuple[Rule, ...] = (
             "the o2 features need bf16 mixed precision",
             f"set bf16: true, or remove {key}",
             LLM + " _validate_o2",
+            versions=V21,  # 26.1.0 has no _validate_o2 (requirements_basic.py only selects the optimizer)
         )
         for key in ("o2-gradient", "o2-optimizer")
     ),

@@ -160,10 +160,11 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"reuse-fp32-param": True, "bf16": True, "swap-optimizer": True},
         {"reuse-fp32-param": True, "bf16": True},
     ),
-    "o2-gradient": ({"o2-gradient": True}, {"o2-gradient": True, "bf16": True}),
-    "o2-optimizer": ({"o2-optimizer": True}, {"o2-optimizer": True, "bf16": True}),
+    # bf16 removed: the shipped templates set it (the judged examples start from them)
+    "o2-gradient": ({"o2-gradient": True, "bf16": OFF}, {"o2-gradient": True, "bf16": True}),
+    "o2-optimizer": ({"o2-optimizer": True, "bf16": OFF}, {"o2-optimizer": True, "bf16": True}),
     "fp32-residual-connection": (
-        {"fp32-residual-connection": True},
+        {"fp32-residual-connection": True, "bf16": OFF},
         {"fp32-residual-connection": True, "bf16": True},
     ),
     "yaml-cfg": ({"yaml-cfg": "/nonexistent/megatron.yaml"}, {}),
