@@ -9,7 +9,8 @@ Request (JSON): `{"overrides": ["data.train_batch_size=32", "+a.b=1", ...], "con
 (`environ`, optional: the environment `${oc.env:...}` reads, as the train step would see it). verl's
 config directory is found with `importlib.util.find_spec("verl")` (which does not run `verl/__init__`),
 then Hydra's `initialize_config_dir` + `compose` build the config `main_ppo` would get (about 0.5 s,
-against 6-20 s to import verl); interpolations are resolved key by key.
+against 6-20 s to import verl); interpolations are resolved, key by key where the whole config does not
+resolve.
 
 `--serve` (a bulk dry run keeps one such process for all its verl files) composes each request as
 `hydra.compose` does, split where Hydra itself splits it (`ConfigLoaderImpl._load_configuration_impl`,
