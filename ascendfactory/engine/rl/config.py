@@ -424,6 +424,3 @@ def _check_rl(rl, gen, sampling, args, bad) -> None:
                 f"{sampling['max_tokens']} leaves no room for the prompt in seq_length {args.seq_length}",
                 "lower max_tokens or raise seq_length",
             )
-
-
-read_config = read_trainer_yaml  # the old name (backends/msrl/config.read_config is the experiment's reader)

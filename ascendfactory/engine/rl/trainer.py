@@ -1,5 +1,6 @@
 """The embedded GRPO trainer: actor and frozen reference built from the HF classes (DTensor TP, data
-parallel), MindSpeed-RL's iteration, Megatron checkpoints, MindSpeed-RL's log line and seed 003's metrics.
+parallel), MindSpeed-RL's iteration, Megatron checkpoints, MindSpeed-RL's log line and the RL phase metrics
+(docs/sources.md).
 
 One iteration (`GRPOTrainer.iteration`), in MindSpeed-RL's order:
 rollout (sample n responses per prompt) -> rule reward -> group-normalised advantages -> reference

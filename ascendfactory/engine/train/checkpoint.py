@@ -1,4 +1,5 @@
-"""Megatron-layout checkpoints: save atomically, load with Megatron's resume semantics (spec section 5).
+"""Megatron-layout checkpoints: save atomically, load with Megatron's resume semantics
+(docs/sources.md#resume-and-fault-recovery).
 
 Save: every (tp, pp) shard is written by its DP-rank-0 process under `iter_%07d.tmp/`; after a barrier global
 rank 0 renames the folder to `iter_%07d/` and only then writes the tracker, so a crash mid-save never leaves
