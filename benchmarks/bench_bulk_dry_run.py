@@ -82,16 +82,17 @@ def counted(text: str) -> tuple[int, str]:
     return int(tail.split()[0]), tail
 
 
-def verdicts(text: str) -> object:
-    """The JSON report less what differs between runs (timings)."""
+def verdicts(text: str, root: Path) -> object:
+    """The JSON report less what differs between runs and checkouts: timings, the checkout's own path (its
+    programs') and the step fingerprints that hash it."""
     import json
 
     def strip(x: object) -> object:
         if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k != "compose_s"}
+            return {k: strip(v) for k, v in x.items() if k not in ("compose_s", "fingerprint")}
         return [strip(v) for v in x] if isinstance(x, list) else x
 
-    return strip(json.loads(text))
+    return strip(json.loads(text.replace(str(root), "<checkout>")))
 
 
 def main() -> None:
@@ -116,7 +117,7 @@ def main() -> None:
     }
     if args.baseline:
         root = args.baseline.resolve()
-        same = verdicts(run(json_argv, root)[2]) == verdicts(ours)
+        same = verdicts(run(json_argv, root)[2], root) == verdicts(ours, REPO)
         print(f"baseline {root}: the same verdicts and plans: {'yes' if same else 'NO'}")
         cases["baseline"] = ([*base, str(folder), "--dry-run"], root, {})
     times: dict[str, list[float]] = {name: [] for name in cases}

@@ -109,11 +109,11 @@ _START_VARIABLES = ("PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYT
 class _Server:
     """One `verl_compose.py --serve` process: a request line in, an answer line out."""
 
-    def __init__(self, python: str, environ: dict[str, str]) -> None:
+    def __init__(self, python: str, environ: dict[str, str], *, warm: bool = False) -> None:
         self.proc: subprocess.Popen[bytes] | None
         try:
             self.proc = subprocess.Popen(
-                [python, COMPOSE_PROGRAM, "--serve", f"--warm={CONFIG_NAME}"],
+                [python, COMPOSE_PROGRAM, "--serve", *([f"--warm={CONFIG_NAME}"] if warm else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -177,18 +177,19 @@ class _Server:
 _SERVERS: dict[tuple[str, ...], _Server] = {}
 
 
-def _server(python: str, environ: dict[str, str]) -> _Server:
+def _server(python: str, environ: dict[str, str], *, warm: bool = False) -> _Server:
     key = (python, *(environ.get(v, "") for v in _START_VARIABLES))
     server = _SERVERS.get(key)
     if server is None or server.proc is None:
-        server = _SERVERS[key] = _Server(python, environ)
+        server = _SERVERS[key] = _Server(python, environ, warm=warm)
     return server
 
 
 def warm(python: str, environ: dict[str, str]) -> None:
-    """Start the program for `python` now (its Hydra import and first composition run beside whatever this
-    process does next): a bulk dry run calls it before planning its verl files."""
-    _server(python, environ)
+    """Start the program for `python` now, composing verl's config tree (no group override) before any
+    request (Hydra's import and that composition run beside whatever this process does next): a bulk dry
+    run calls it before planning its verl files. A single run starts it at its request, unwarmed."""
+    _server(python, environ, warm=True)
 
 
 @atexit.register

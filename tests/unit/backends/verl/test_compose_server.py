@@ -37,10 +37,18 @@ def program(tmp_path, monkeypatch):
 def test_one_program_answers_every_request_in_order(program):
     environ = dict(os.environ)
     server = composer._server(sys.executable, environ)
-    assert server.ask({"overrides": ["a=1"]}) == {"echo": ["a=1"], "warm": ["--warm=ppo_trainer"]}
+    assert server.ask({"overrides": ["a=1"]}) == {"echo": ["a=1"], "warm": []}  # a single run's: unwarmed
     assert server.ask({"overrides": ["b=2"]})["echo"] == ["b=2"]
     assert composer._server(sys.executable, environ) is server  # kept for the next run
+    composer.warm(sys.executable, environ)  # already started: the same one
+    assert composer._server(sys.executable, environ) is server
     assert composer._server(sys.executable, {**environ, "PYTHONPATH": "/elsewhere"}) is not server
+
+
+def test_a_bulk_run_starts_it_warmed(program):
+    composer.warm(sys.executable, dict(os.environ))
+    server = composer._server(sys.executable, dict(os.environ))
+    assert server.ask({"overrides": []})["warm"] == ["--warm=ppo_trainer"]
 
 
 def test_a_program_that_dies_answers_none_and_the_next_request_starts_another(program):
