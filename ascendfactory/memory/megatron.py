@@ -33,6 +33,7 @@ from ascendfactory.memory.job import Change
 from ascendfactory.memory.report import MemoryEstimate, StageMemory
 from ascendfactory.memory.shape import ModelShape
 from ascendfactory.parallel import LayoutInput, validate_layout
+from ascendfactory.speed.model import Workload
 
 # bytes per trainable parameter: (weights, gradients, optimizer before sharding)
 MEGATRON_STATES = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp32": (4, 4, 8)}
@@ -73,6 +74,8 @@ class MegatronJob:
     capacity_factor: float | None = None
     pad_to_capacity: bool = False
     label: str = ""
+    train_iters: int | None = None  # the run's iterations (the time model's wall time of the whole run)
+    overlap_grad_reduce: bool = False  # --overlap-grad-reduce: the DP all-reduce hidden in the backward
 
     @property
     def micro_batches(self) -> int:
@@ -157,6 +160,41 @@ class MegatronJob:
         per_layer = 4 * 2 * self.seq / self.cp * self.mbs * s.hidden * 2 * (self.tp - 1) / self.tp
         tp_comm = per_layer * (s.layers / self.pp) * self.micro_batches / TP_BANDWIDTH
         return compute + bubble + tp_comm
+
+    def workload(self, *, devices_per_node: int | None = None) -> Workload:
+        """This layout for the step-time model (`ascendfactory.speed.predict`)."""
+        s = self.shape
+        total = s.params(tp=self.tp, divisible_by=self.vocab_divisible_by)
+        return Workload(
+            layers=s.layers,
+            hidden=s.hidden,
+            ffn=s.moe_ffn if s.experts else s.ffn,
+            heads=s.heads,
+            kv_heads=s.kv_heads,
+            kv_channels=s.kv_channels,
+            vocab=s.vocab,
+            seq=self.seq,
+            mbs=self.mbs,
+            gbs=self.gbs,
+            tp=self.tp,
+            pp=self.pp,
+            dp=self.dp,
+            cp=self.cp,
+            vpp=self.vpp,
+            tied=s.tied,
+            swiglu=s.gated_mlp,
+            routed_experts=s.moe_topk if s.experts else 1,
+            params=float(total),
+            trainable=min(1.0, lora_params(self) * s.layers * self.tp / total) if self.lora_rank else 1.0,
+            recompute=self.recompute,
+            precision=self.precision,
+            engine=self.engine,
+            distributed_optimizer=self.distributed_optimizer,
+            overlap_grad_reduce=self.overlap_grad_reduce,
+            devices_per_node=devices_per_node,
+            vocab_divisible_by=self.vocab_divisible_by,
+            train_iters=self.train_iters,
+        )
 
     def describe(self) -> str:
         parts = [f"TP{self.tp}", f"PP{self.pp}"] + ([f"VPP{self.vpp}"] if self.vpp > 1 else [])
