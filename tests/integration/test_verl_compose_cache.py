@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from ascendfactory.backends.planner import make_plan
-from ascendfactory.backends.templates import render_experiment
 from ascendfactory.backends.verl import environment
 from ascendfactory.backends.verl.run import HYDRA_OVERRIDES
 from ascendfactory.config.load import load_experiment
+from ascendfactory.features.templates import render_experiment
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
