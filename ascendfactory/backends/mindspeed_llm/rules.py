@@ -566,6 +566,72 @@ RULES: tuple[Rule, ...] = (
         MEGATRON + " (residual connection in fp32 only supported when using fp16 or bf16)",
     ),
     Rule(
+        "recompute-method",
+        lambda f: f.given("recompute-method") and f["recompute-granularity"] == "selective",
+        "cannot be used with recompute-granularity: selective",
+        "remove recompute-method, or set recompute-granularity: full",
+        MEGATRON + " (recompute method is not yet supported for selective recomputing granularity)",
+    ),
+    *(
+        Rule(
+            key,
+            lambda f, key=key: (
+                f.given(key)
+                and (f["recompute-method"] == "uniform" or f["recompute-granularity"] == "selective")
+            ),
+            "is not compatible with recompute-method: uniform or recompute-granularity: selective",
+            f"remove {key}, or use recompute-method: block",
+            LLM + " _validate_recompute_args",
+        )
+        for key in ("recompute-norm", "recompute-activation-function")
+    ),
+    Rule(
+        "squared-relu",
+        lambda f: f.given("squared-relu") and f.given("swiglu"),
+        "cannot be used with swiglu (the plan sets swiglu for the model's gated MLP)",
+        "remove squared-relu",
+        "Megatron-LM core_r0.8.0 megatron/training/arguments.py core_transformer_config_from_args",
+    ),
+    Rule(
+        "mtp-num-layers",
+        lambda f: (
+            f.given("mtp-num-layers")
+            and f.num("mtp-num-layers") != 0
+            and (
+                f.num("context-parallel-size") > 1
+                or f["position-embedding-type"] not in ("rope", "none")
+                or f.given("use-legacy-models")
+            )
+        ),
+        "multi-token prediction needs context-parallel-size 1, position-embedding-type rope or none "
+        "and MCore models",
+        "remove mtp-num-layers, or set context-parallel-size: 1",
+        LLM + " _validate_mtp_args",
+    ),
+    Rule(
+        "use-legacy-models",
+        lambda f: (
+            f.given("use-legacy-models")
+            and (
+                f.num("context-parallel-size") > 1
+                or f.given("use-dist-ckpt")
+                or f.given("decoupled-lr")
+                or f.given("decoupled-min-lr")
+            )
+        ),
+        "legacy models support neither context-parallel-size above 1, use-dist-ckpt nor decoupled-lr / "
+        "decoupled-min-lr",
+        "remove use-legacy-models",
+        MEGATRON,
+    ),
+    Rule(
+        "decoupled-lr",
+        lambda f: (f.given("decoupled-lr") or f.given("decoupled-min-lr")) and f.given("use-dist-ckpt"),
+        "decoupled-lr / decoupled-min-lr do not work with use-dist-ckpt",
+        "remove use-dist-ckpt, or decoupled-lr and decoupled-min-lr",
+        MEGATRON + " (Distributed checkpointing does not work with decoupled LR yet)",
+    ),
+    Rule(
         "yaml-cfg",
         lambda f: f.given("yaml-cfg") and not os.path.isfile(str(f["yaml-cfg"])),
         "names no file (Megatron opens it before anything else)",

@@ -162,6 +162,22 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     # bf16 removed: the shipped templates set it (the judged examples start from them)
     "o2-gradient": ({"o2-gradient": True, "bf16": OFF}, {"o2-gradient": True, "bf16": True}),
+    "recompute-method": (
+        {"recompute-granularity": "selective", "recompute-method": "uniform"},
+        {"recompute-granularity": "full", "recompute-method": "uniform"},
+    ),
+    "recompute-norm": (
+        {"recompute-norm": True, "recompute-method": "uniform"},
+        {"recompute-norm": True, "recompute-method": "block"},
+    ),
+    "recompute-activation-function": (
+        {"recompute-activation-function": True, "recompute-granularity": "selective"},
+        {"recompute-activation-function": True},
+    ),
+    "squared-relu": ({"squared-relu": True}, {"squared-relu": True, "swiglu": OFF}),
+    "mtp-num-layers": ({"mtp-num-layers": 1, "context-parallel-size": 2}, {"mtp-num-layers": 1}),
+    "use-legacy-models": ({"use-legacy-models": True, "use-dist-ckpt": True}, {"use-legacy-models": True}),
+    "decoupled-lr": ({"decoupled-lr": 1e-5, "use-dist-ckpt": True}, {"decoupled-lr": 1e-5}),
     "o2-optimizer": ({"o2-optimizer": True, "bf16": OFF}, {"o2-optimizer": True, "bf16": True}),
     "fp32-residual-connection": (
         {"fp32-residual-connection": True, "bf16": OFF},
