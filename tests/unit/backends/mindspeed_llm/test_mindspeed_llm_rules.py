@@ -305,6 +305,10 @@ MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf1
 ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
 # MindSpeed-LLM 26.1.0's examples where its rule differs from 2.1.0's (or is new): key -> (bad, good)
 EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "moe-unperm2-mem-optim-swap": ({"moe-unperm2-mem-optim-swap": True}, {}),
+    "fsdp2-config-path": ({"fsdp2-config-path": "/x/fsdp2.yaml"}, {}),
+    "context-parallel-kv-cache-policy": ({"context-parallel-kv-cache-policy": "half"}, {}),
+    "moe-enable-deepep": ({"moe-enable-deepep": True, **MOE}, {**MOE}),
     "virtual-optimizer": ({"virtual-optimizer": ["abc"]}, {"virtual-optimizer": ["all"]}),
     "wandb-exp-name": ({"wandb-exp-name": "run"}, {}),
     "overlap-param-gather-with-optimizer-step": ({"overlap-param-gather-with-optimizer-step": True}, {}),
