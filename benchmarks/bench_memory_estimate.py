@@ -412,8 +412,8 @@ def run_published() -> None:
 def run_timing(runs: int) -> None:
     from ascendfactory.backends.planner import make_plan
     from ascendfactory.backends.registry import get_backend
-    from ascendfactory.backends.templates import render_experiment
     from ascendfactory.cli._experiment_args import load_from_args
+    from ascendfactory.features.templates import render_experiment
     from ascendfactory.memory.check import MemoryPolicy, check_memory
 
     tmp = Path(tempfile.mkdtemp(prefix="af-memtime-"))

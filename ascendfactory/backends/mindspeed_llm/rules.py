@@ -334,6 +334,44 @@ RULES: tuple[Rule, ...] = (
         MEGATRON,
     ),
     Rule(
+        "overlap-param-gather",
+        lambda f: (
+            f.given("overlap-param-gather")
+            and not (
+                f.given("use-distributed-optimizer")
+                and f.given("overlap-grad-reduce")
+                and not f.given("use-legacy-models")
+            )
+        ),
+        "needs use-distributed-optimizer and overlap-grad-reduce (and MCore models, no use-legacy-models)",
+        "set use-distributed-optimizer: true and overlap-grad-reduce: true, or remove overlap-param-gather",
+        MEGATRON + " (assert args.use_distributed_optimizer / args.overlap_grad_reduce)",
+    ),
+    Rule(
+        "reuse-fp32-param",
+        lambda f: f.given("reuse-fp32-param") and (not f.given("bf16") or f.given("swap-optimizer")),
+        "needs bf16, and cannot be used with swap-optimizer",
+        "set bf16: true and remove swap-optimizer, or remove reuse-fp32-param",
+        LLM + " _validate_optimizer",
+    ),
+    *(
+        Rule(
+            key,
+            lambda f, key=key: f.given(key) and not f.given("bf16"),
+            "the o2 features need bf16 mixed precision",
+            f"set bf16: true, or remove {key}",
+            LLM + " _validate_o2",
+        )
+        for key in ("o2-gradient", "o2-optimizer")
+    ),
+    Rule(
+        "fp32-residual-connection",
+        lambda f: f.given("fp32-residual-connection") and not (f.given("fp16") or f.given("bf16")),
+        "needs fp16 or bf16",
+        "set bf16: true, or remove fp32-residual-connection",
+        MEGATRON + " (residual connection in fp32 only supported when using fp16 or bf16)",
+    ),
+    Rule(
         "yaml-cfg",
         lambda f: f.given("yaml-cfg") and not os.path.isfile(str(f["yaml-cfg"])),
         "names no file (Megatron opens it before anything else)",

@@ -123,6 +123,20 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "save-interval": ({"save-interval": OFF}, {}),
     "hidden-size": ({"hidden-size": 66}, {"hidden-size": 66, "kv-channels": 16}),
     "tp-comm-overlap": ({"tp-comm-overlap": True}, {"tp-comm-overlap": True, "sequence-parallel": True}),
+    "overlap-param-gather": (
+        {"overlap-param-gather": True, "use-distributed-optimizer": True, "overlap-grad-reduce": OFF},
+        {"overlap-param-gather": True, "use-distributed-optimizer": True},
+    ),
+    "reuse-fp32-param": (
+        {"reuse-fp32-param": True, "bf16": True, "swap-optimizer": True},
+        {"reuse-fp32-param": True, "bf16": True},
+    ),
+    "o2-gradient": ({"o2-gradient": True}, {"o2-gradient": True, "bf16": True}),
+    "o2-optimizer": ({"o2-optimizer": True}, {"o2-optimizer": True, "bf16": True}),
+    "fp32-residual-connection": (
+        {"fp32-residual-connection": True},
+        {"fp32-residual-connection": True, "bf16": True},
+    ),
     "yaml-cfg": ({"yaml-cfg": "/nonexistent/megatron.yaml"}, {}),
     "retro-project-dir": ({"retro-project-dir": "/nonexistent/retro"}, {}),
     "retro-add-retriever": ({"retro-add-retriever": True}, {}),
