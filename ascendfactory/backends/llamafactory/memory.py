@@ -49,6 +49,13 @@ class LFLaunch:
             return self.keys[key]
         return train_defaults(VERSION).get(key)
 
+    @property
+    def sequence(self) -> int:
+        """The tokens per sequence: `cutoff_len`, one less with packing (`neat_packing` packs too), as
+        LLaMA-Factory's DataArguments.__post_init__ sets it (0.9.5 hparams/data_args.py)."""
+        packing = bool(self.value("packing")) or bool(self.value("neat_packing"))
+        return int(self.value("cutoff_len") or 1) - (1 if packing else 0)
+
 
 def deepspeed_stage(config: Any) -> tuple[int | None, bool, bool, str | None]:
     """(ZeRO stage, optimizer offloaded, parameters offloaded, a note) of a DeepSpeed json or mapping."""
@@ -134,7 +141,7 @@ def lf_job(launch: LFLaunch) -> tuple[HFJob, str | None] | None:
         devices=launch.world,
         batch=int(launch.value("per_device_train_batch_size") or 1),
         grad_accum=int(launch.value("gradient_accumulation_steps") or 1),
-        seq=int(launch.value("cutoff_len") or 1),
+        seq=launch.sequence,
         finetuning=str(launch.value("finetuning_type")),
         zero=stage,
         offload_optimizer=off_opt,
