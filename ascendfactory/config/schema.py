@@ -13,10 +13,12 @@ An experiment file (what `ascendfactory-cli config` writes, what `train <yaml>` 
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ascendfactory.config.report_to import ReportTo
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig
@@ -128,7 +130,15 @@ class MemoryCheckConfig(BaseModel):
         from ascendfactory.memory.devices import DEVICES
 
         if v is not None and v.lower() not in DEVICES:
-            raise ValueError(f"unknown device '{v}'; known: {', '.join(DEVICES)}")
+            close = [d for d in DEVICES if d.startswith(v.lower())] or difflib.get_close_matches(
+                v.lower(), list(DEVICES), n=3, cutoff=0.5
+            )
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise PydanticCustomError(
+                "device",
+                "is not a known device",
+                {"got": repr(v), "fix": f"{hint}use one of {', '.join(DEVICES)}, or set device_memory_gb"},
+            )
         return v
 
 

@@ -189,7 +189,7 @@ class MegatronJob:
             dp=dp,
             vpp=vpp,
             mbs=mbs,
-            num_layer_list=None if (tp, pp) != (self.tp, self.pp) else self.num_layer_list,
+            num_layer_list=None if pp != self.pp else self.num_layer_list,  # layers per stage: PP's
             sequence_parallel=self.sequence_parallel and tp > 1,
         )
 

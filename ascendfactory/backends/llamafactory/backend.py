@@ -33,6 +33,7 @@ from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.llamafactory.read import LFRun, read
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.venv import package_version
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
@@ -116,7 +117,10 @@ class LlamaFactoryBackend(Backend):
         plan = _plan_shell(ctx, run, train)
         for step in _steps(ctx, run, train, plan.files):
             plan.add(step)
-        plan.run = LFLaunch(dict(train.lf), train.world, ctx.config.af_model_name)
+        deepspeed = (
+            None if environment.missing(run.env) else package_version(run.env, "deepspeed") is not None
+        )
+        plan.run = LFLaunch(dict(train.lf), train.world, ctx.config.af_model_name, deepspeed)
         return plan
 
 

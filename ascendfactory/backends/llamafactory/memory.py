@@ -43,6 +43,7 @@ class LFLaunch:
     keys: dict[str, Any]  # the train keys as written into llamafactory_train.yaml
     world: int  # the processes it runs on
     model_name: str  # af_model_name (the catalog's fallback when config.json is not here)
+    deepspeed: bool | None = None  # DeepSpeed in the LLaMA-Factory environment (None: no environment here)
 
     def value(self, key: str) -> Any:
         if key in self.keys and self.keys[key] is not None:
@@ -103,13 +104,28 @@ def deepspeed_config(stage: int, *, offload_optimizer: bool, offload_param: bool
     }
 
 
-def spell(knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+def spelling(deepspeed: bool | None) -> Any:
     """Knobs as LLaMA-Factory train keys: gradient checkpointing as `disable_gradient_checkpointing`, a ZeRO
-    stage and its offloads as one inline `deepspeed` config (null: no DeepSpeed)."""
+    stage and its offloads as one inline `deepspeed` config (null: no DeepSpeed); no ZeRO stage where the
+    environment is known to lack DeepSpeed (LLaMA-Factory refuses `deepspeed` then)."""
+
+    def spell(knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+        hf: Any = job
+        if (
+            deepspeed is False
+            and hf.zero is not None
+            and {"zero", "offload_optimizer", "offload_param"} & set(knobs)
+        ):
+            return None
+        return _spell(knobs, hf)
+
+    return spell
+
+
+def _spell(knobs: Mapping[str, Any], hf: Any) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     sharding = {k: knobs[k] for k in ("zero", "offload_optimizer", "offload_param") if k in knobs}
     if sharding:
-        hf: Any = job
         if hf.zero is None:
             out[T + "deepspeed"] = None
         else:
@@ -164,7 +180,9 @@ def lf_target(run: Any) -> MemoryTarget | None:
     if found is None:
         return None
     job, note = found
-    notes = (
-        "sequences at cutoff_len (an upper bound: shorter samples are padded only to the batch's longest)",
-    )
-    return MemoryTarget(job=job, spell=spell, world_size=job.devices, notes=notes + ((note,) if note else ()))
+    notes = ["sequences at cutoff_len (an upper bound: a shorter batch is padded to its longest sample)"]
+    if note:
+        notes.append(note)
+    if run.deepspeed is False:
+        notes.append("no DeepSpeed in the LLaMA-Factory environment: ZeRO stages are not offered as fixes")
+    return MemoryTarget(job=job, spell=spelling(run.deepspeed), world_size=job.devices, notes=tuple(notes))
