@@ -20,7 +20,7 @@ from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.metrics.formats import find_format, format_names
 from ascendfactory.metrics.throughput import formula_names
-from ascendfactory.plan import Plan
+from ascendfactory.plan import Plan, Role
 
 
 def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = None) -> PlanContext:
@@ -68,7 +68,7 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     plan.facts["topology"] = topology
     if loaded.platform:
         plan.facts["platform"] = loaded.platform
-    attach_memory(plan, backend.memory_target(plan.run), loaded, dry_run=dry_run)
+    attach_memory(plan, backend.memory_target(plan.run), loaded, dry_run=dry_run, environ=environ)
     return plan
 
 
@@ -85,20 +85,38 @@ def _check_port(loaded: LoadedExperiment, plan: Plan, *, dry_run: bool) -> None:
 
 
 def attach_memory(
-    plan: Plan, target: MemoryTarget | None, loaded: LoadedExperiment, *, dry_run: bool
+    plan: Plan,
+    target: MemoryTarget | None,
+    loaded: LoadedExperiment,
+    *,
+    dry_run: bool,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
     """The pre-launch memory estimate into `plan.memory`; a real run that will not fit is refused here
-    (`memory_check.on_exceed: error`), before anything starts."""
+    (`memory_check.on_exceed: error`), before anything starts. `environ`: this machine's, under the plan's
+    own variables (the train step's environment: CUBLAS_WORKSPACE_CONFIG, HCCL_BUFFSIZE, ...)."""
     if target is None:
         return
     mc = loaded.config.memory_check
-    policy = MemoryPolicy(on_exceed=mc.on_exceed, device_memory_gb=mc.device_memory_gb, device=mc.device)
+    policy = MemoryPolicy(
+        on_exceed=mc.on_exceed,
+        device_memory_gb=mc.device_memory_gb,
+        device=mc.device,
+        environ=train_environ(plan, environ or {}),
+    )
     try:
         estimate, warnings = check_memory(target, policy, dry_run=dry_run)
     except ConfigError as e:
         raise ConfigError(loaded.locate(e.problems)) from None
     plan.memory = estimate.to_dict()
     plan.warnings += warnings
+
+
+def train_environ(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]:
+    """The train step's environment as its processes will see it: this machine's, the plan's own
+    variables over it, the step's over those."""
+    train = plan.with_role(Role.TRAIN)
+    return {**environ, **plan.env, **(train.env if train else {})}
 
 
 def unregistered_names(plan: Plan, backend: str) -> list[Problem]:

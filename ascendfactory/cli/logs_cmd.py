@@ -79,6 +79,10 @@ def distinct_names(*paths: Path) -> tuple[str, ...]:
     return tuple(str(p) for p in paths)
 
 
+def _pair(names: tuple[str, ...]) -> tuple[str, str]:
+    return names[0], names[1]
+
+
 def _log_of(path: Path) -> Path:
     """A directory given for a log: the training log in it (`metrics.locate.training_log`)."""
     if not path.is_dir():
@@ -303,7 +307,13 @@ def compare_cmd(
         from ascendfactory.metrics.plot import plot_comparison
 
         plot_comparison(
-            cmp.steps, cmp.a, cmp.b, plot, metric=cmp.metric, labels=distinct_names(a, b), tolerance=tolerance
+            cmp.steps,
+            cmp.a,
+            cmp.b,
+            plot,
+            metric=cmp.metric,
+            labels=_pair(distinct_names(a, b)),
+            tolerance=tolerance,
         )
     data = {"a": str(a), "b": str(b), **cmp.to_dict(rows=rows), "plot": str(plot) if plot else None}
     if out.mode == "json":

@@ -155,7 +155,8 @@ def status(target: TargetArgs, json_out: JsonOpt = False) -> None:
         out.text(
             f"slurm job {job_id}: {result['state']} (exit {result['exit_code']}, reason {result['reason']})"
         )
-        for line in result.get("errors") or []:  # type: ignore[union-attr]
+        errors = result.get("errors")
+        for line in errors if isinstance(errors, list) else []:
             out.text(f"  {line}")
     if result["state"] not in s.ACTIVE and result["state"] != "COMPLETED":
         raise typer.Exit(1)

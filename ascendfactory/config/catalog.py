@@ -93,8 +93,9 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
             Problem(key=str(cfg_path), message="is not a JSON object", fix="fix or replace the file")
         )
     mtype = cfg.get("model_type", "")
-    vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), dict) else {}
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    vision_given, text_given = cfg.get("vision_config"), cfg.get("text_config")
+    vision = vision_given if isinstance(vision_given, dict) else {}
+    text = text_given if isinstance(text_given, dict) else {}
     cfg = {**text, **{k: v for k, v in cfg.items() if v is not None}}  # VLMs: text_config fills the LLM gaps
     heads = cfg.get("num_attention_heads") or cfg.get("n_head") or 0
     family = _HF_TYPE_TO_FAMILY.get(mtype)

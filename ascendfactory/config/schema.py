@@ -162,7 +162,10 @@ class ExperimentConfig(BaseModel):
     exp_name: str = Field(..., min_length=1, description="Experiment name, e.g. full-4k, lora-4k, grpo.")
     af_output_dir: str = Field(..., min_length=1, description="Root of every output and log of the run.")
 
-    env: EnvConfig = Field(default_factory=EnvConfig, description="Launch topology and exported variables.")
+    env: EnvConfig = Field(
+        default_factory=lambda: EnvConfig.model_validate({}),
+        description="Launch topology and exported variables.",
+    )
 
     stage: str | None = Field(
         None,
@@ -188,7 +191,8 @@ class ExperimentConfig(BaseModel):
         "priority: it wins over user_converted_ckpt_path once the run has saved a checkpoint.",
     )
     auto_resume: AutoResumeConfig = Field(
-        default_factory=AutoResumeConfig, description="Retry policy for train_auto_resume."
+        default_factory=lambda: AutoResumeConfig.model_validate({}),
+        description="Retry policy for train_auto_resume.",
     )
     save_total_limit: Int = Field(
         0,
@@ -259,7 +263,7 @@ class ExperimentConfig(BaseModel):
         "ascendfactory/config/report_to.py documents every setting.",
     )
     memory_check: MemoryCheckConfig = Field(
-        default_factory=MemoryCheckConfig,
+        default_factory=lambda: MemoryCheckConfig.model_validate({}),
         description="Pre-launch memory estimate: on_exceed (error|warn|off), device_memory_gb, device.",
     )
     backend_config: dict[str, Any] = Field(

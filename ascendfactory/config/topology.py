@@ -36,7 +36,8 @@ def with_platform(
     """`loaded` with the platform's values in the env keys the experiment leaves unset, and
     `topology` saying where each topology value came from."""
     detected = detect(environ, expand=expand)
-    env_tree = loaded.tree.get("env") if isinstance(loaded.tree.get("env"), dict) else {}
+    given = loaded.tree.get("env")
+    env_tree = given if isinstance(given, dict) else {}
     explicit = {k for k in TOPOLOGY_KEYS if env_tree.get(k) is not None}
     sources = {
         k: loaded.source_of(f"env.{k}")

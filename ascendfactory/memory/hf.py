@@ -142,6 +142,10 @@ class HFJob:
             host += 2 * 2 * total / HOST_BANDWIDTH
         return compute + comm + host
 
+    def groups(self) -> int:
+        """Communication domains: the data-parallel default group (when there are several devices)."""
+        return int(self.devices > 1)
+
     def describe(self) -> str:
         if self.fsdp:
             sharding = "FSDP" + "".join(
@@ -249,7 +253,7 @@ def _model_states(job: HFJob) -> tuple[float, float, float, float, list[str]]:
     # ZeRO-1 shards the fp32 master weights, gradients and moments (16 bytes); ZeRO-2 also the 16-bit
     # gradients (reduce-scattered in buckets). DeepSpeed's estimator keeps whole 16-bit gradients at ZeRO-2
     # too (4P + 16P/N); measured ZeRO-2 peaks (ms-swift, Qwen2.5-14B) match partitioned gradients.
-    weights = 2 * trainable
+    weights: float = 2 * trainable
     grads = 2 * trainable / (n if z >= 2 else 1)
     optim = 0.0 if job.offload_optimizer else (16 * trainable / (n if z >= 1 else 1))
     notes.append(

@@ -149,6 +149,12 @@ class MegatronJob:
         tp_comm = per_layer * (s.layers / self.pp) * self.micro_batches / TP_BANDWIDTH
         return compute + bubble + tp_comm
 
+    def groups(self) -> int:
+        """Communication domains a rank communicates in: the default group, and each parallel dimension
+        above 1 (TP, PP, DP, CP, EP)."""
+        dims = (self.tp, self.pp, self.dp, self.cp, self.ep)
+        return (self.tp * self.pp * self.dp * self.cp > 1) + sum(d > 1 for d in dims)
+
     def describe(self) -> str:
         parts = [f"TP{self.tp}", f"PP{self.pp}"] + ([f"VPP{self.vpp}"] if self.vpp > 1 else [])
         parts += [f"DP{self.dp}", f"MBS {self.mbs}", f"recompute {self.recompute}"]
@@ -293,6 +299,10 @@ def layer_activation(job: MegatronJob, *, recompute_core: bool | None = None) ->
     if not s.gated_mlp:
         c_f = c_f * 2 // 3
     width = 4 if job.precision == "fp32" else 2
+    if job.engine == "embedded" and job.lora_rank:
+        # frozen RMSNorm weights: `weight * normalized` keeps only the weight for backward, not the fp32
+        # normalized input of each of the layer's two norms (measured: bench_memory_estimate.py, lora rows)
+        c_h -= 8
     replicated = seq * b * (c_h * h + c_0) / t_sp
     attn = seq * b * (c_q * q + c_kv * kv) / t
     mlp = c_f * seq * b * f / t
@@ -403,7 +413,9 @@ def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
         v_w, v_g, v_o, v_act = vision_encoder(job)
         weights, grads, optim, acts = weights + v_w, grads + v_g, optim + v_o, acts + v_act
     if last:
-        acts += 2 * layer_input(job)  # final norm input and the output layer's input
+        # the final norm's input and the output layer's input (a frozen output layer under the embedded
+        # trainer's LoRA needs no input for a weight gradient)
+        acts += (1 if job.engine == "embedded" and job.lora_rank else 2) * layer_input(job)
     if job.engine == "embedded" and job.pp == 1 and job.micro_batches == 1 and not job.distributed_optimizer:
         # no accumulation: gradients appear as backward frees the activations (zero_grad sets them to
         # None), so only what exceeds the activations and logits adds to the peak

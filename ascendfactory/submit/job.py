@@ -62,7 +62,8 @@ def check_nodes(
     if problems:
         raise ConfigError(problems)
     loaded = exp.loaded
-    env_tree = loaded.tree.get("env") if isinstance(loaded.tree.get("env"), dict) else {}
+    given = loaded.tree.get("env")
+    env_tree = given if isinstance(given, dict) else {}
     if devices and env_tree.get("NPUS_PER_NODE") is None:
         env = loaded.config.env.model_copy(update={"NPUS_PER_NODE": devices})
         loaded = dataclasses.replace(loaded, config=loaded.config.model_copy(update={"env": env}))

@@ -252,7 +252,8 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
     train_yaml = os.path.join(out, TRAIN_YAML)
     py, cli = environment.python_of(env), environment.cli_of(env)
     step_env = {**_step_env(env, run.accelerator, train.nproc, ctx), **train.secret_env}
-    inputs = [train_yaml, *([os.path.join(run.data.dataset_dir, datasets.INFO)] if run.data.info else [])]
+    info = run.data.dataset_dir if run.data.info is not None else None
+    inputs = [train_yaml, *([os.path.join(info, datasets.INFO)] if info else [])]
     complete = train.complete
     check = Step(
         name="check",

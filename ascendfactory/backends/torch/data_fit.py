@@ -23,25 +23,27 @@ KEY = "backend_config.training.seq-length"
 NOT_SFT_HANDLERS = ("R1AlpacaStyleInstructionHandler", "Math17kAlpacaStyleInstructionHandler")
 
 
-def _applies(run: MegatronRun) -> int | None:
-    """The seq-length to check against, or None when the check does not apply."""
-    seq = run.training.get("seq-length")
-    if not run.data_is_instruction or not isinstance(run.data_path, str) or not isinstance(seq, int):
+def _applies(run: MegatronRun) -> tuple[int, str] | None:
+    """(the seq-length the trainer will parse, the data prefix) to check, or None when the check does not
+    apply."""
+    seq = run.launch.seq_length if run.launch else None
+    if not run.data_is_instruction or not isinstance(run.data_path, str) or seq is None:
         return None
     if run.handler in NOT_SFT_HANDLERS or seq < 1:
         return None
-    return seq
+    return seq, run.data_path
 
 
 def add_data_fit(ctx: PlanContext, run: MegatronRun, plan: Plan) -> None:
     """A plan-time count (data given) or a `data-fit` CHECK step after `preprocess`; ConfigError: refused."""
-    seq = _applies(run)
-    if seq is None:
+    found = _applies(run)
+    if found is None:
         return
+    seq, data_path = found
     enforce = ctx.config.check_data_fit
     pre = plan.step("preprocess")
     if pre is not None and not pre.skipped:
-        argv = [ctx.python, "-m", "ascendfactory.engine.data.fit", "--data-path", run.data_path]
+        argv = [ctx.python, "-m", "ascendfactory.engine.data.fit", "--data-path", data_path]
         argv += ["--seq-length", str(seq), "--on-unfit", "fail" if enforce else "warn", "--key", KEY]
         check = Step(
             name="data-fit",
@@ -53,7 +55,7 @@ def add_data_fit(ctx: PlanContext, run: MegatronRun, plan: Plan) -> None:
         )
         plan.steps.insert(plan.steps.index(pre) + 1, check)
         return
-    _count_now(ctx, run.data_path, seq, plan, enforce=enforce)
+    _count_now(ctx, data_path, seq, plan, enforce=enforce)
 
 
 def _count_now(ctx: PlanContext, prefix: str, seq: int, plan: Plan, *, enforce: bool) -> None:

@@ -46,6 +46,10 @@ def _template(tmp_path, backend, model, exp):
     return path
 
 
+def _device(gib):
+    return devices.resolve_device_memory(memory_gb=gib, device=None, probe=False)
+
+
 def _applied(path, base, settings, device):
     plan = _plan(path, [*base, *overrides(settings), f"--memory_check.device_memory_gb={device / GiB}"])
     assert plan.memory is not None
@@ -62,7 +66,7 @@ CASES = [
         64,  # audit row 12: TP 1 on a 64 GB Ascend 910B
     ),
     ("torch", "qwen2.5-7b", "full-4k", [], 80),
-    ("mindspeed-rl", "qwen2.5-7b", "grpo", [], 64),
+    ("mindspeed-rl", "qwen2.5-7b", "grpo", [], 48),
     ("mindspeed-mm", "qwen2.5-vl-7b", "full", [], 32),
     ("llamafactory", "qwen2.5-7b", "full-4k", [], 80),
     ("verl", "qwen2.5-7b", "grpo", [], 48),
@@ -77,7 +81,7 @@ def test_each_printed_fix_fits_when_applied(tmp_path, backend, model, exp, base,
     device = int(gib * GiB)
     est, _ = check_memory(target, MemoryPolicy(device_memory_gb=gib, probe=False), dry_run=True)
     assert est.fits is False, (backend, est.peak / GiB)
-    fixes = cheapest_fixes(target, device, est.usable)
+    fixes = cheapest_fixes(target, _device(gib), est.usable)
     assert fixes, f"{backend}: no single change fits"
     with pytest.raises(ConfigError) as refused:
         check_memory(target, MemoryPolicy(device_memory_gb=gib, probe=False), dry_run=False)
@@ -103,12 +107,12 @@ def test_when_no_single_change_fits_the_refusal_names_the_fastest_layout_that_do
     plan = _plan(path, base)
     target = get_backend("torch").memory_target(plan.run)
     est, _ = check_memory(target, MemoryPolicy(device_memory_gb=64, probe=False), dry_run=True)
-    assert est.fits is False and cheapest_fixes(target, 64 * GiB, est.usable) == []
+    assert est.fits is False and cheapest_fixes(target, _device(64), est.usable) == []
     with pytest.raises(ConfigError) as refused:
         check_memory(target, MemoryPolicy(device_memory_gb=64, probe=False), dry_run=False)
     fix = refused.value.problems[0].fix
     assert "no single change fits" in fix and "--suggest" in fix
-    best = suggest_layouts(target, est.usable, device_memory=64 * GiB, limit=1)[0]
+    best = suggest_layouts(target, est.usable, device=_device(64), limit=1)[0]
     assert best.describe_settings() in fix
     memory = _applied(path, base, best.settings, 64 * GiB)
     assert memory["fits"] is True
