@@ -80,7 +80,10 @@ class StageFailedError(AscendFactoryError):
         log_path: str | None = None,
         tail: str = "",
         rank: int | None = None,
+        *,
+        what: str = "",
     ):
+        """`what`: how the step failed when its exit code does not say it (`trained nothing`)."""
         self.stage, self.returncode, self.log_path, self.tail, self.rank = (
             stage,
             returncode,
@@ -89,7 +92,7 @@ class StageFailedError(AscendFactoryError):
             rank,
         )
         where = f" (first failing rank: {rank})" if rank is not None else ""
-        text = f"step '{stage}' failed with exit code {returncode}{where}"
+        text = f"step '{stage}' {what or f'failed with exit code {returncode}'}{where}"
         if log_path:
             text += f"\n  log: {log_path}"
         if tail:
@@ -104,12 +107,14 @@ StepFailedError = StageFailedError  # the clearer name: a plan step failed (`.st
 class InterruptedRunError(AscendFactoryError):
     """The run was stopped by Ctrl-C (exit 130) or SIGTERM (exit 143)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, hint: str = ""):
+        """`hint`: what running the same command again does (resume from which checkpoint)."""
         import signal
 
         self.signum = signum
         self.exit_code = 128 + signum
-        super().__init__(f"run interrupted by {signal.Signals(signum).name}; every child process was stopped")
+        text = f"run interrupted by {signal.Signals(signum).name}; every child process was stopped"
+        super().__init__(text + (f"; {hint}" if hint else ""))
 
 
 class MissingDependencyError(AscendFactoryError):
@@ -122,3 +127,7 @@ class BackendNotRunnableError(AscendFactoryError):
 
 class SchedulerError(AscendFactoryError):
     """A scheduler's own command (sbatch, squeue, scancel) failed or is missing; the message quotes it."""
+
+
+class DeviceMismatchError(AscendFactoryError):
+    """A training process found no device of its own (more processes per node than devices visible)."""

@@ -32,6 +32,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
+from ascendfactory.output_tree import OutputTree
+
 PROGRAMS_DIR = str(Path(__file__).resolve().parent / "programs")  # step programs (ascendfactory.programs)
 RAY_NODE_PROGRAM = str(Path(PROGRAMS_DIR) / "ray_node.py")
 
@@ -289,9 +291,6 @@ class LogSpec:
     summary_metrics: tuple[str, ...] = ()
 
 
-TRACKERS = ("tensorboard", "mlflow", "wandb", "swanlab")  # the `report_to` names, in report order
-
-
 @dataclass(frozen=True)
 class TrackerSpec:
     """One experiment tracker, resolved (`config.report_to`). `location`: the MLflow tracking URI, else the
@@ -301,7 +300,7 @@ class TrackerSpec:
     `resume_env`: variables the train step also gets when it continues an existing run (the framework's
     integration would otherwise fail on it: transformers re-logs changed parameters, which MLflow refuses)."""
 
-    name: str  # one of TRACKERS
+    name: str  # a registered tracker (`ascendfactory.trackers.registry`)
     project: str  # W&B / SwanLab project, MLflow experiment
     run_name: str
     location: str
@@ -348,6 +347,9 @@ class RunPolicy:
     backoff_s: float = 5.0
     # Text in the failing log that means a restart cannot help (a configuration error): not auto-resumed.
     unretryable: tuple[str, ...] = ()
+    # af_output_dir is seen by every node: the nodes read each other's train outcome there (the runner's
+    # check before a retry); False: a node learns nothing of the others.
+    shared_filesystem: bool = True
 
     @property
     def collective_timeout_s(self) -> int:
@@ -391,12 +393,17 @@ class Plan:
         return next((s for s in self.steps if s.role is role), None)
 
     @property
+    def tree(self) -> OutputTree:
+        """The output tree (`ascendfactory.output_tree`): the one place its names are decided."""
+        return OutputTree(self.output_dir)
+
+    @property
     def logs_dir(self) -> str:
-        return str(Path(self.output_dir) / "logs")
+        return self.tree.logs_dir
 
     @property
     def manifest_dir(self) -> str:
-        return str(Path(self.output_dir) / ".af")
+        return self.tree.manifest_dir
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -8,6 +8,7 @@ and `ignore_pad_token_for_loss` are training options, not credentials).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -55,6 +56,7 @@ _VOCABULARY_WORDS = {
 }
 
 
+@functools.lru_cache(maxsize=8192)  # the same keys recur in every plan (a bulk dry run masks thousands)
 def is_secret_key(key: str) -> bool:
     """True when a word (or adjacent pair of words) of `key` names a secret (see the module docstring)."""
     words = [w.lower() for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", key) if w]

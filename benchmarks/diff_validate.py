@@ -2,6 +2,7 @@
 
     python benchmarks/diff_validate.py [--backend llamafactory --backend verl ...] [--cases 2000] [--seed 0]
                                        [--show 20]
+    python benchmarks/diff_validate.py --coverage [--backend ...] [--show 20]
 
 For each backend: cases generated from every shipped template and quickstart (`tests/diffval/cases.py`),
 our verdict (the checks `train` runs before its first step, in-process) and the framework's verdict on
@@ -11,6 +12,13 @@ framework accepts), agreement %, and the cases in the two disagreement cells. Ex
 "we accept, the framework refuses", a refused case's message names no key the case changed, or a refusal
 in "we refuse, the framework accepts" is not a row of the README's table of stricter rules.
 Backends whose framework is not installed here are listed as not run, with the reason.
+
+`--coverage` runs the coverage maps instead (tests/diffval/maps/, tests/diffval/coverage.py): per
+framework and pin, the statements of its validation code here against the map (unmapped, stale), the
+share mapped, and every targeted case (each statement's case, near miss and fix on every shipped
+template) through the framework's judge and our dry run. Prints per framework: statements, % mapped by
+kind, targeted runs, "we accept, the framework refuses", fixes the framework refuses, and the map errors.
+Exit 1 on any of them.
 """
 
 from __future__ import annotations
@@ -67,13 +75,51 @@ def show_stand_ins(backend: str) -> None:
         print(f"   - {row['module']}: {row['why']} -> {row['stands_in']}")
 
 
+def coverage(backends: list[str], limit: int) -> bool:
+    """The coverage maps of `backends` (every pin): returns whether any failed."""
+    from tests.diffval.coverage import load_map, report_lines, run_coverage
+    from tests.diffval.pins import MAPS, PINS
+
+    failed = False
+    for name, pin in sorted(PINS.items()):
+        if pin.backend not in backends:
+            continue
+        doc = load_map(MAPS / f"{name}.yaml")
+        roots = pin.roots()
+        if isinstance(roots, str):
+            print(f"\n== coverage {name}: not run: {roots}")
+            continue
+        statements, _ = pin.walk(roots)
+        here, mapped = {s.id for s in statements}, {s["id"] for s in doc["statements"]}
+        with tempfile.TemporaryDirectory(prefix=f"af-coverage-{name}-") as work:
+            try:
+                cov = run_coverage(doc, Path(work))
+            except RuntimeError as e:
+                print(f"\n== coverage {name}: not run: {e}")
+                continue
+        print()
+        for line in report_lines(cov, limit):
+            print(line)
+        print(
+            f"   statements here but not in the map: {len(here - mapped)}; "
+            f"in the map but gone from the sources: {len(mapped - here)}"
+        )
+        for sid in sorted(here - mapped)[:limit]:
+            print(f"-- unmapped at this pin: {sid} (python scripts/gen_validation_map.py {name})")
+        failed |= cov.failed() or bool(here ^ mapped)
+    return failed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", action="append", choices=sorted(ADAPTERS))
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=20, help="cases printed per disagreement cell")
+    ap.add_argument("--coverage", action="store_true", help="run the coverage maps' targeted cases")
     a = ap.parse_args()
+    if a.coverage:
+        return 1 if coverage(a.backend or sorted(ADAPTERS), a.show) else 0
     failed = False
     for backend in a.backend or sorted(ADAPTERS):
         with tempfile.TemporaryDirectory(prefix=f"af-diffval-{backend}-") as work:

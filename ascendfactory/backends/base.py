@@ -28,10 +28,9 @@ from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.target import MemoryTarget
+from ascendfactory.output_tree import EXP_CONFIG
 from ascendfactory.plan import CheckpointSpec, LogSpec, Plan, RunPolicy, safe_name
 from ascendfactory.secrets import mask_secrets
-
-EXP_CONFIG = "exp-config.yaml"
 
 
 @dataclass(frozen=True)
@@ -114,6 +113,7 @@ class PlanContext:
             auto_resume=cfg.train_auto_resume,
             max_attempts=cfg.auto_resume.max_attempts,
             backoff_s=cfg.auto_resume.backoff_s,
+            shared_filesystem=cfg.shared_filesystem,
         )
 
     @property
@@ -196,6 +196,12 @@ class Backend:
     # `report_to`: the trackers its framework reaches, each as the framework's own keys (data; see
     # `backends.report_to.TrackerKeys`). A tracker left out is a configuration error naming the backend.
     tracker_keys: ClassVar[Mapping[str, Any]] = {}
+    # The names its framework gives logged values in a tracker where they differ from the log format's
+    # (`LogFormat.tracker_name`): `logs export --to <tracker>` of its run uses them (training values).
+    tracker_names: ClassVar[Mapping[str, str]] = {}
+    # Whether its training programs run on CPU processes: `accelerator: cpu` is refused otherwise
+    # (`backends.device_fit`).
+    trains_on_cpu: ClassVar[bool] = False
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         """`tracker_keys` for a stage (a backend whose stages run different programs overrides it)."""

@@ -9,9 +9,34 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ascendfactory.config.devices import detect_accelerator, resolve_devices_per_node
+from ascendfactory.config.devices import (
+    DeviceCount,
+    detect_accelerator,
+    node_accelerators,
+    resolve_devices_per_node,
+)
 
 ASCEND_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+def accelerator_check(environ: Mapping[str, str], devices: DeviceCount | None, *, cpu: bool) -> Check:
+    """What this node has, and the processes per node (an experiment's, else the machine's default); a warning
+    where the experiment asks more devices than the node has visible (a real run is refused then)."""
+    node = node_accelerators(environ)
+    devices = devices or resolve_devices_per_node(None, environ)
+    has = f"{node.kind} ({node.source})" if node.installed else node.kind
+    detail = f"{has}; devices per node: {devices.count} ({devices.source})"
+    if cpu:
+        return Check("accelerator", "info", f"{detail}, as CPU processes (accelerator: cpu)", required=False)
+    if not node.installed or devices.count <= node.visible:
+        return Check("accelerator", "info", detail, required=False)
+    return Check(
+        "accelerator",
+        "warn",
+        f"{detail}: more than the {node.visible} visible, a real run is refused "
+        f"(set env.NPUS_PER_NODE: {node.visible})",
+        required=False,
+    )
 
 
 @dataclass
@@ -83,24 +108,19 @@ def run_checks(
     environ: Mapping[str, str] | None = None,
     *,
     port: tuple[int, str] = (6000, "default MASTER_PORT"),
+    devices: DeviceCount | None = None,
+    cpu: bool = False,
 ) -> list[Check]:
     """Generic checks (python, accelerator, port, disk) around the backend's own; `port`: the port to
-    check and where it comes from (an experiment's env.MASTER_PORT)."""
+    check and where it comes from (an experiment's env.MASTER_PORT); `devices`: the processes per node an
+    experiment asks (`cpu`: as CPU processes), held against the devices this node has."""
     from ascendfactory.backends.registry import get_backend
 
     environ = os.environ if environ is None else environ
     chosen = get_backend(backend, key="--backend")
     checks = [Check("python", "ok", sys.version.split()[0])]
+    checks.append(accelerator_check(environ, devices, cpu=cpu))
     kind = detect_accelerator()
-    devices = resolve_devices_per_node(None, environ)
-    checks.append(
-        Check(
-            "accelerator",
-            "info",
-            f"{kind}; devices per node: {devices.count} ({devices.source})",
-            required=False,
-        )
-    )
     own = chosen.checks(environ)
     if kind == "npu" and not any(c.name == "Ascend toolkit" for c in own):
         own = [*ascend_checks(environ, torch_npu_required=True), *own]

@@ -45,16 +45,20 @@ def _inside(target: str, directory: str) -> bool:
     return target == directory or target.startswith(directory + os.sep)
 
 
-@functools.lru_cache(maxsize=8)
 def _experiments_beside(source: str) -> tuple[tuple[str, str | None], ...]:
     """(file, its `af_output_dir` as an absolute path when the file writes it as a plain path, else None)
-    for each YAML file in `source`'s folder but itself: read once per process, without validation."""
+    for each YAML file in `source`'s folder but itself."""
+    return tuple(f for f in _experiments_in(os.path.dirname(source)) if os.path.abspath(f[0]) != source)
+
+
+@functools.lru_cache(maxsize=8)
+def _experiments_in(folder: str) -> tuple[tuple[str, str | None], ...]:
+    """Each YAML file of `folder` with its plain `af_output_dir`: read once per process and folder, without
+    validation (a `train --dry-run` over a whole folder reads each file once, not once per experiment)."""
     from ascendfactory.config.yamlio import load_file
 
     found: list[tuple[str, str | None]] = []
-    for candidate in sorted(glob.glob(os.path.join(os.path.dirname(source), "*.y*ml"))):
-        if os.path.abspath(candidate) == source:
-            continue
+    for candidate in sorted(glob.glob(os.path.join(folder, "*.y*ml"))):
         try:
             tree = load_file(candidate)
         except (AscendFactoryError, OSError, ValueError):

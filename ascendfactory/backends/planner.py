@@ -6,21 +6,24 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from ascendfactory.backends import ports
+from ascendfactory.backends import device_fit, ports
 from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.device_fit import ACCELERATOR_ENV, device_problems
 from ascendfactory.backends.registry import get_backend
-from ascendfactory.backends.report_to import add_tracking, with_tracker_keys
-from ascendfactory.checkpoints import scheme_names
+from ascendfactory.backends.report_to import add_tracking, missing_clients, with_tracker_keys
+from ascendfactory.checkpoints import SCHEMES
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
 from ascendfactory.config.topology import with_platform
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.target import MemoryTarget
-from ascendfactory.metrics.formats import find_format, format_names
-from ascendfactory.metrics.throughput import formula_names
+from ascendfactory.metrics.formats import FORMATS
+from ascendfactory.metrics.throughput import FORMULAS
 from ascendfactory.plan import Plan, Role
+from ascendfactory.registry import Registry
 
 
 def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = None) -> PlanContext:
@@ -30,6 +33,7 @@ def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = 
         loaded.config.env.NPUS_PER_NODE,
         environ,
         configured_from=loaded.platform_sources.get("env.NPUS_PER_NODE", ""),
+        cpu=loaded.config.accelerator == "cpu",
     )
     return PlanContext(loaded=loaded, devices=devices, python=sys.executable, environ=environ)
 
@@ -45,21 +49,42 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     environ = dict(os.environ if environ is None else environ)
     loaded = with_platform(loaded, environ)  # topology the experiment leaves unset, from the cluster platform
     backend = get_backend(loaded.config.backend, source=loaded.source_of("backend"))
+    if loaded.config.backend != backend.name:  # names fold: `MindSpeed_LLM` is mindspeed-llm
+        config = loaded.config.model_copy(update={"backend": backend.name})
+        loaded = dataclasses.replace(loaded, config=config)
     try:
         keys = backend.trackers_for(loaded.config.stage)
         loaded, trackers = with_tracker_keys(loaded, backend.name, keys)
         ctx = build_context(loaded, environ)
-        plan = backend.plan(ctx, strict_paths=not dry_run)
+        refused, of_node = device_problems(ctx, backend)
+        refused += [] if dry_run else of_node  # a dry run may plan for another machine: it warns
+        try:
+            plan = backend.plan(ctx, strict_paths=not dry_run)
+        except ConfigError as e:
+            raise ConfigError(merge_problems(refused, e.problems)) from None
+        if refused:
+            raise ConfigError(refused)
     except ConfigError as e:
         found = with_sources(loaded, e.problems)
         raise ConfigError(loaded.locate(merge_problems(loaded.problems, found))) from None
     add_tracking(plan, loaded, trackers)
     if loaded.problems:
         raise ConfigError(loaded.locate(loaded.problems))
+    clients = missing_clients(plan, trackers, source=loaded.source_of("report_to"))
+    if clients:
+        raise ConfigError(clients)
     unknown = unregistered_names(plan, backend.name)
     if unknown:
         raise ConfigError(unknown)
-    unretryable = (*(plan.policy.unretryable or backend.unretryable), *ports.UNRETRYABLE)
+    if dry_run:
+        plan.warnings += [f"{p.key}: {p.message} (a real run stops here; fix: {p.fix})" for p in of_node]
+    if loaded.config.accelerator == "cpu":
+        plan.env[ACCELERATOR_ENV] = "cpu"  # the embedded trainers' device choice (engine/train/parallel.py)
+    unretryable = (
+        *(plan.policy.unretryable or backend.unretryable),
+        *ports.UNRETRYABLE,
+        *device_fit.UNRETRYABLE,
+    )
     plan.policy = dataclasses.replace(plan.policy, unretryable=tuple(dict.fromkeys(unretryable)))
     _check_port(loaded, plan, dry_run=dry_run)
     env = loaded.config.env
@@ -103,6 +128,7 @@ def attach_memory(
         device_memory_gb=mc.device_memory_gb,
         device=mc.device,
         environ=train_environ(plan, environ or {}),
+        probe=loaded.config.accelerator != "cpu",  # CPU processes are not held against this node's GPUs
     )
     try:
         estimate, warnings = check_memory(target, policy, dry_run=dry_run)
@@ -122,36 +148,23 @@ def train_environ(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]:
 def unregistered_names(plan: Plan, backend: str) -> list[Problem]:
     """The log formats, throughput formula and checkpoint scheme a plan names that no module registered:
     found here, at plan time, instead of when the run starts, saves or ends."""
-    logs, problems = plan.logs, []
-
-    def refuse(what: str, name: str, register: str, known: list[str]) -> None:
-        problems.append(
-            Problem(
-                key="backend",
-                message=f"backend '{backend}' plans {what} '{name}', which no module registered",
-                fix=f"register it with {register} in the backend's package, or use one of: "
-                + ", ".join(known),
-            )
+    logs = plan.logs
+    named: list[tuple[Registry[Any], str | None]] = [
+        (FORMATS, logs.format),
+        (FORMATS, logs.console_format),
+        (FORMULAS, logs.throughput.formula),
+        (SCHEMES, plan.checkpoints.scheme if plan.checkpoints is not None else None),
+    ]
+    return [
+        Problem(
+            key="backend",
+            message=f"backend '{backend}' plans {registry.kind} '{name}', which no module registered",
+            fix=f"register it with {registry.how} in the backend's package, or use one of: "
+            + ", ".join(registry.names()),
         )
-
-    for fmt in (logs.format, logs.console_format):
-        if fmt is not None and find_format(fmt) is None:
-            refuse("log format", fmt, "ascendfactory.metrics.formats.register_format", format_names())
-    if logs.throughput.formula not in formula_names():
-        refuse(
-            "throughput formula",
-            logs.throughput.formula,
-            "ascendfactory.metrics.throughput.register_formula",
-            formula_names(),
-        )
-    if plan.checkpoints is not None and plan.checkpoints.scheme not in scheme_names():
-        refuse(
-            "checkpoint scheme",
-            plan.checkpoints.scheme,
-            "ascendfactory.checkpoints.register_scheme",
-            scheme_names(),
-        )
-    return problems
+        for registry, name in named
+        if name is not None and registry.find(name) is None
+    ]
 
 
 def with_sources(loaded: LoadedExperiment, problems: list[Problem]) -> list[Problem]:

@@ -1,11 +1,11 @@
 """The backend registry: one record per framework, registered by a decorator on its `Backend` class.
 
 Every list of backend names in the tool (the `backend` key's check, help texts, `config`, `experiments`,
-`doctor`, `install.sh`) comes from here. Backends are discovered by importing every package under
-`ascendfactory/backends/` once, when a list is needed: adding a backend means adding a package, nothing
-else. Looking up one backend imports only its package: a backend shipped here is named after its package
-(`mindspeed_llm/` registers `mindspeed-llm`), which `register_backend` checks. A backend defined elsewhere
-(a plugin, a test) is registered by importing its module.
+`doctor`, `install.sh`) comes from here. A backend shipped here is one package under
+`ascendfactory/backends/`, named after it (`mindspeed_llm/` registers `mindspeed-llm`, which
+`register_backend` checks): that convention is the manifest, so looking one up imports only its package,
+and a complete list imports every package once. A backend from elsewhere is a plugin: its distribution's
+entry point (`ascendfactory.registry`) is loaded when a name is not found here, or for a complete list.
 
     @register_backend
     class VerlBackend(Backend):
@@ -16,54 +16,31 @@ else. Looking up one backend imports only its package: a backend shipped here is
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ascendfactory.config.suggest import did_you_mean
-from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.registry import Registry
 
 if TYPE_CHECKING:
     from ascendfactory.backends.base import Backend
     from ascendfactory.config.known_backends import Backends
 
 B = TypeVar("B", bound="type[Backend]")
-_REGISTRY: dict[str, Backend] = {}
-_discovered = False
-
-
 PACKAGE = "ascendfactory.backends"
 
 
 def _package_of(name: str) -> str:
-    return f"{PACKAGE}.{name.replace('-', '_')}"
+    return f"{PACKAGE}.{name.strip().lower().replace('-', '_')}"
 
 
-def register_backend(cls: B) -> B:
-    """Class decorator: register one instance of a `Backend` subclass under its `name`."""
-    if cls.name in _REGISTRY and type(_REGISTRY[cls.name]) is not cls:
-        raise RuntimeError(f"backend name '{cls.name}' registered twice")
-    module = cls.__module__
-    if module.startswith(PACKAGE + ".") and not (module + ".").startswith(_package_of(cls.name) + "."):
-        raise RuntimeError(f"backend '{cls.name}' must live in the package {_package_of(cls.name)}")
-    _REGISTRY[cls.name] = cls()
-    return cls
+def _locate(name: str) -> None:
+    """Import the package of a backend shipped here (by the naming convention), if there is one."""
+    if name.replace("-", "_").isidentifier() and importlib.util.find_spec(_package_of(name)) is not None:
+        importlib.import_module(_package_of(name))
 
 
-def _lookup(name: str) -> Backend | None:
-    """The backend called `name`, importing only its own package when it is not registered yet."""
-    if name not in _REGISTRY and not _discovered and name.replace("-", "_").isidentifier():
-        import importlib.util
-
-        if importlib.util.find_spec(_package_of(name)) is not None:
-            importlib.import_module(_package_of(name))
-    return _REGISTRY.get(name)
-
-
-def _discover() -> None:
-    global _discovered
-    if _discovered:
-        return
-    _discovered = True
+def _import_all() -> None:
     import ascendfactory.backends as pkg
 
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
@@ -71,29 +48,44 @@ def _discover() -> None:
             importlib.import_module(f"{pkg.__name__}.{info.name}")
 
 
+BACKENDS: Registry[Backend] = Registry(
+    "backend",
+    key="backend",
+    how="@ascendfactory.backends.registry.register_backend on the Backend class",
+    locate=_locate,
+    everything=_import_all,
+    same=lambda a, b: type(a) is type(b),
+    order=lambda b: (b.order, b.name),
+)
+
+
+def register_backend(cls: B) -> B:
+    """Class decorator: register one instance of a `Backend` subclass under its `name`."""
+    module = cls.__module__
+    if module.startswith(PACKAGE + ".") and not (module + ".").startswith(_package_of(cls.name) + "."):
+        raise RuntimeError(f"backend '{cls.name}' must live in the package {_package_of(cls.name)}")
+    existing = BACKENDS.registered().get(cls.name)
+    BACKENDS.register(cls.name, existing if type(existing) is cls else cls())
+    return cls
+
+
 def all_backends() -> list[Backend]:
     """Every registered backend, in listing order (`Backend.order`, then name)."""
-    _discover()
-    return sorted(_REGISTRY.values(), key=lambda b: (b.order, b.name))
+    return BACKENDS.entries()
 
 
 def backend_names() -> list[str]:
     return [b.name for b in all_backends()]
 
 
+def find_backend(name: str) -> Backend | None:
+    return BACKENDS.find(name)
+
+
 def get_backend(name: Any, *, key: str = "backend", source: str = "") -> Backend:
-    """The backend called `name`; a ConfigError naming the key, the valid names and the nearest one."""
-    if isinstance(name, str) and (backend := _lookup(name)) is not None:
-        return backend
-    names = backend_names()
-    raise ConfigError(
-        Problem(
-            key=key,
-            source=source,
-            message=f"unknown backend {name!r}{did_you_mean(str(name), names)}",
-            fix="use one of: " + ", ".join(names),
-        )
-    )
+    """The backend called `name`; a RegistryError (a ConfigError) naming the key, the valid names and the
+    nearest one."""
+    return BACKENDS.get(name, key=key, source=source)
 
 
 def directory() -> Backends:
@@ -101,13 +93,14 @@ def directory() -> Backends:
     from ascendfactory.config.known_backends import Backends
 
     def legacy_keys(name: str) -> Any:
-        return backend.legacy_keys if (backend := _lookup(name)) else {}
+        return backend.legacy_keys if (backend := find_backend(name)) else {}
 
     def legacy_rest(name: str) -> str | None:
-        return backend.legacy_rest if (backend := _lookup(name)) else None
+        return backend.legacy_rest if (backend := find_backend(name)) else None
 
     return Backends(
-        known=lambda name: _lookup(name) is not None,
+        known=lambda name: find_backend(name) is not None,
+        canonical=BACKENDS.canonical,
         names=lambda: tuple(backend_names()),
         legacy_keys=legacy_keys,
         legacy_rest=legacy_rest,

@@ -86,6 +86,18 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
     )
 
 
+DEMO_EXPERIMENT = "tiny-sft"  # the template written for the demo model (its sizes, a minute on CPU)
+
+
+def suggested_experiment(backend: str, model_name: str) -> str:
+    """The experiment `config` offers first for `model_name`: the demo template for the demo model where the
+    backend has it (the 4k templates are sized for real models), else the first in name order."""
+    exps = get_backend(backend, key="--backend").experiments()
+    if model_name == DEMO_MODEL and DEMO_EXPERIMENT in exps:
+        return DEMO_EXPERIMENT
+    return exps[0]
+
+
 def offered_models(backend: str) -> list[str]:
     """The catalog models `config` offers for `backend` (the ones its programs can run)."""
     chosen = get_backend(backend, key="--backend")

@@ -102,17 +102,19 @@ class FrameworkEnv:
         environment, for the framework's own integrations (`report_to`); never installed unasked. Re-run
         safe (pip keeps what is there), so not skipped by the marker."""
         from ascendfactory.errors import ConfigError, Problem
-        from ascendfactory.trackers import PACKAGES
+        from ascendfactory.trackers import find_tracker, tracker_names
 
         names = [n.strip() for n in environ.get("AF_TRACKERS", "").split(",") if n.strip()]
-        unknown = [n for n in names if n not in PACKAGES]
+        trackers = {n: find_tracker(n) for n in names}
+        with_client = [n for n in tracker_names() if (t := find_tracker(n)) and t.packages]
+        unknown = [n for n, t in trackers.items() if t is None or not t.packages]
         if unknown:
             raise ConfigError(
                 [
                     Problem(
                         key="AF_TRACKERS",
-                        message=f"unknown tracker(s) {', '.join(unknown)}",
-                        fix=f"use a comma-separated list of: {', '.join(PACKAGES)}",
+                        message=f"unknown tracker(s) {', '.join(unknown)} (or one with no client to install)",
+                        fix=f"use a comma-separated list of: {', '.join(with_client)}",
                         source="environment",
                     )
                 ]
@@ -122,9 +124,10 @@ class FrameworkEnv:
         return [
             InstallStep(
                 f"install the {n} client into the {self.label} environment (AF_TRACKERS)",
-                (*pip, *PACKAGES[n]),
+                (*pip, *t.packages),
             )
-            for n in names
+            for n, t in trackers.items()
+            if t is not None
         ]
 
     def package_checks(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ascendfactory.checkpoints import hf_trainer, megatron, verl
+from ascendfactory.registry import Registry
 
 
 class CheckpointScheme(Protocol):
@@ -22,26 +23,28 @@ class CheckpointScheme(Protocol):
         """Remove the oldest complete checkpoints beyond the newest `keep`; returns the removed paths."""
 
 
-_SCHEMES: dict[str, CheckpointScheme] = {}
+SCHEMES: Registry[CheckpointScheme] = Registry(
+    "checkpoint scheme",
+    key="checkpoints.scheme",
+    how="ascendfactory.checkpoints.register_scheme(name, scheme)",
+)
 
 
 def register_scheme(name: str, scheme: CheckpointScheme) -> CheckpointScheme:
     """Add a checkpoint scheme under `name` (a backend's module calls this at import); the name is new."""
-    old = _SCHEMES.get(name)
-    if old is not None and old is not scheme:
-        raise ValueError(f"checkpoint scheme {name!r} is already registered")
-    _SCHEMES[name] = scheme
-    return scheme
+    return SCHEMES.register(name, scheme)
 
 
 def scheme_names() -> list[str]:
-    return list(_SCHEMES)
+    return SCHEMES.names()
+
+
+def find_scheme(name: str) -> CheckpointScheme | None:
+    return SCHEMES.find(name)
 
 
 def get_scheme(name: str) -> CheckpointScheme:
-    if name not in _SCHEMES:
-        raise KeyError(f"unknown checkpoint scheme '{name}'; known: {', '.join(_SCHEMES)}")
-    return _SCHEMES[name]
+    return SCHEMES.get(name)
 
 
 register_scheme("megatron", megatron.SCHEME)

@@ -13,14 +13,17 @@ if TYPE_CHECKING:
     from ascendfactory.config.load import LoadedExperiment
 
 
-def split_args(args: list[str]) -> tuple[str, str | None, str | None, list[str]]:
-    """Positionals come first; everything from the first `--x` on is an override."""
-    positional: list[str] = []
+def split_positional(args: list[str]) -> tuple[list[str], list[str]]:
+    """(positionals, overrides): positionals come first; everything from the first `--x` on overrides."""
     i = 0
     while i < len(args) and not args[i].startswith("--"):
-        positional.append(args[i])
         i += 1
-    overrides = args[i:]
+    return args[:i], args[i:]
+
+
+def split_args(args: list[str]) -> tuple[str, str | None, str | None, list[str]]:
+    """Positionals come first; everything from the first `--x` on is an override."""
+    positional, overrides = split_positional(args)
     if not positional:
         raise ConfigError(
             Problem(

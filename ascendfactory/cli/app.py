@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 
 import typer
@@ -23,7 +24,8 @@ COMMANDS = {
 def build_app(command: str | None = None) -> typer.Typer:
     """The CLI with every command, or with `command` alone. Typer turns each registered command into a
     click command (signature, type hints, pydantic adapters) on every start, so the console script imports
-    and builds only the one it runs; its `--help`, usage and errors are the same as in the full app."""
+    and builds only the one it runs; its `--help`, usage and errors are the same as in the full app. A group
+    whose commands plugins add (`submit`) reads the installed plugins only when it runs alone (`alone`)."""
     cli = typer.Typer(
         name="ascendfactory-cli",
         help="One experiment YAML in; validated, resumable LLM training out (MindSpeed-LLM, LLaMA-Factory, "
@@ -34,7 +36,11 @@ def build_app(command: str | None = None) -> typer.Typer:
         rich_markup_mode=None,  # plain help: rich's markdown/pygments stack would double start-up time
     )
     for module in dict.fromkeys([COMMANDS[command]] if command else COMMANDS.values()):
-        importlib.import_module(f"ascendfactory.cli.{module}").register(cli)
+        register = importlib.import_module(f"ascendfactory.cli.{module}").register
+        if "alone" in inspect.signature(register).parameters:  # a group whose commands plugins extend
+            register(cli, alone=command is not None)
+        else:
+            register(cli)
     if command:
         cli.callback()(_group)  # a lone command would otherwise become the root command and lose its name
     return cli

@@ -38,7 +38,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write an experiment yaml with every key explained. Prompts for what is not given."""
         from ascendfactory.backends.registry import backend_names, get_backend
-        from ascendfactory.backends.templates import offered_models, render_experiment, write_experiment
+        from ascendfactory.backends.templates import (
+            offered_models,
+            render_experiment,
+            suggested_experiment,
+            write_experiment,
+        )
         from ascendfactory.cli._output import out
 
         def ask(label: str, choices: list[str], default: str | None = None) -> str:
@@ -52,7 +57,8 @@ def register(app: typer.Typer) -> None:
             models = offered_models(backend)
             af_model_name = ask("model", models, "tiny-demo" if "tiny-demo" in models else models[0])
         if exp_name is None:
-            exp_name = ask("experiment", get_backend(backend, key="--backend").experiments())
+            exps = get_backend(backend, key="--backend").experiments()
+            exp_name = ask("experiment", exps, suggested_experiment(backend, af_model_name))
         if output_file_path is None:
             from rich.prompt import Prompt
 

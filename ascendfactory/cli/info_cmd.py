@@ -134,14 +134,18 @@ def doctor(
         )
         return
     port = (6000, "default MASTER_PORT")
+    devices, cpu = None, False
     if experiment is not None:
         from ascendfactory.cli._experiment_args import load_from_args
+        from ascendfactory.config.devices import resolve_devices_per_node
 
         cfg = load_from_args([experiment]).config
         backend = backend or cfg.backend
         port = (cfg.env.MASTER_PORT, f"env.MASTER_PORT of {experiment}")
+        cpu = cfg.accelerator == "cpu"
+        devices = resolve_devices_per_node(cfg.env.NPUS_PER_NODE, cpu=cpu)  # as `train` counts them
     backend = backend or "torch"
-    rows = run_checks(backend, port=port)
+    rows = run_checks(backend, port=port, devices=devices, cpu=cpu)
     out.table([r.row() for r in rows], title=f"doctor ({backend})")
     if any(r.status == "missing" and r.required for r in rows):
         raise typer.Exit(1)

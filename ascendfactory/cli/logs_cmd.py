@@ -10,6 +10,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ascendfactory.output_tree import LOSS_PLOT
+
 SUMMARY_EXAMPLES = [
     "ascendfactory-cli logs summary out/logs/run_log-N1-7.txt --seq-length 4096 --devices 8",
     "ascendfactory-cli logs summary out/trainer_log.jsonl --devices 8 --steps 100:500 --json",
@@ -100,6 +102,21 @@ def _log_of(path: Path) -> Path:
             )
         )
     return found
+
+
+def _loss_log(path: Path) -> Path:
+    """A run log without training steps (a Megatron run's rank 0): the log of the same run that has them,
+    said on the console (the loss is printed on the last rank)."""
+    from ascendfactory.cli._output import out
+    from ascendfactory.metrics.locate import has_train_steps, loss_sibling
+
+    if has_train_steps(path):
+        return path
+    sibling = loss_sibling(path)
+    if sibling is None:
+        return path
+    out.info(f"{path.name} has no training steps: reading {sibling.name} of the same run (its last rank)")
+    return sibling
 
 
 def _memory_rows(by_rank: dict[int, dict[str, float]]) -> list[dict[str, str]]:
@@ -279,6 +296,7 @@ def compare_cmd(
     from ascendfactory.cli._output import out
     from ascendfactory.errors import ConfigError, Problem
     from ascendfactory.metrics import parse_file
+    from ascendfactory.metrics.locate import run_facts
     from ascendfactory.metrics.throughput import get_formula
     from ascendfactory.metrics.vocabulary import align as align_runs
     from ascendfactory.metrics.vocabulary import common_records
@@ -288,12 +306,21 @@ def compare_cmd(
         raise ConfigError(
             Problem(key="--align", message=f"unknown alignment {align!r}", fix="use step or tokens")
         )
-    ra, rb = (
-        common_records(
-            parse_file(f, format), seq_length=seq_length or get_formula("megatron").seq_from_log(str(f))
-        )
-        for f in (a, b)
-    )
+    a, b = (_log_of(f) for f in (a, b))
+    if metric is None:
+        a, b = (_loss_log(f) for f in (a, b))
+
+    def seq_of(f: Path) -> int | None:
+        """--seq-length, else the log's arguments dump, else the run's exp-config.yaml (as `summary`)."""
+        found = seq_length or get_formula("megatron").seq_from_log(str(f))
+        if found is None and align == "tokens":
+            facts = run_facts(f)
+            if facts.get("seq_length"):
+                out.info(f"seq_length {facts['seq_length']} of {f.name} from {facts['source']}")
+            found = facts.get("seq_length")
+        return found
+
+    ra, rb = (common_records(parse_file(f, format), seq_length=seq_of(f)) for f in (a, b))
     cmp = align_runs(ra, rb, metric=metric, by=align, tolerance=tolerance)  # type: ignore[arg-type]
     if not cmp.steps:
         raise ConfigError(
@@ -314,6 +341,7 @@ def compare_cmd(
             metric=cmp.metric,
             labels=_pair(distinct_names(a, b)),
             tolerance=tolerance,
+            x_label="tokens seen" if align == "tokens" else "step",
         )
     data = {"a": str(a), "b": str(b), **cmp.to_dict(rows=rows), "plot": str(plot) if plot else None}
     if out.mode == "json":
@@ -333,7 +361,7 @@ def plot_cmd(
         Optional[list[str]],
         typer.Option(help="Metric(s) to plot (default: loss; RL: score and response length)."),
     ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")] = Path("training_loss.png"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG to write.")] = Path(LOSS_PLOT),
     smoothing: Annotated[float, typer.Option(help="TensorBoard-style EMA weight in [0, 1).")] = 0.6,
     format: FormatOpt = None,
     json_out: JsonOpt = False,
@@ -348,15 +376,23 @@ def plot_cmd(
         raise ConfigError(
             Problem(key="--smoothing", message=f"{smoothing} is outside [0, 1)", fix="e.g. 0.6")
         )
+    files = [_log_of(f) for f in files]  # a run's folder or its logs/: the log with its training steps
+    if not metric:
+        files = [_loss_log(f) for f in files]
     tables = [table_for_plot(f, format, metric) for f in files]
     try:
         path = plot_loss(
             tables, output, metric=metric or None, smoothing=smoothing, labels=list(distinct_names(*files))
         )
-    except ValueError as e:
+    except ValueError:
         raise ConfigError(
-            Problem(key="--metric", message=str(e), fix="name a metric shown by `logs summary`")
-        ) from e
+            Problem(
+                key="--metric",
+                message=f"no loss or reward found in {', '.join(str(f) for f in files)}",
+                fix="name a metric `logs summary` shows with --metric, or give the log of the rank that "
+                "prints the loss (a Megatron run: the last rank's run_log)",
+            )
+        ) from None
     if out.mode == "json":
         out.json({"output": str(path), "runs": [str(f) for f in files]})
     else:
@@ -374,7 +410,10 @@ def export_cmd(
         ),
     ],
     to: Annotated[
-        str, typer.Option("--to", help="csv, jsonl, tensorboard, mlflow, wandb or swanlab.")
+        str,
+        typer.Option(
+            "--to", help="csv, jsonl, tensorboard, or a tracker: mlflow, wandb, swanlab, any a plugin adds."
+        ),
     ] = "csv",
     project: Annotated[
         str | None,
@@ -390,26 +429,63 @@ def export_cmd(
     MLflow / W&B (offline) / SwanLab (local) run."""
     from ascendfactory.cli._output import out
     from ascendfactory.metrics import export_records, parse_file
+    from ascendfactory.metrics.export import TARGETS
 
     _set_json(json_out)
     parse_file(file, format)  # validates the path and format before anything is written
     run_id = None
-    if to in ("mlflow", "wandb", "swanlab"):
-        from ascendfactory.trackers.export import export_spec, export_to_tracker
-
-        spec = export_spec(
-            to,
-            dest,
-            project=project or file.resolve().parent.name or "logs",
-            run_name=run_name or file.stem,
-        )
-        n, run_id = export_to_tracker(parse_file(file, format), spec, source=str(file), fmt=format)
-    else:
+    if to in TARGETS:
         n = export_records(lambda: parse_file(file, format), to, Path(dest))
+    else:
+        n, run_id = _export_to_tracker(file, dest, to, format, project=project, run_name=run_name)
     if out.mode == "json":
         out.json({"file": str(file), "to": to, "dest": str(dest), "records": n, "run_id": run_id})
     else:
         out.text(f"{n} records written to {dest} ({to}{f', run {run_id}' if run_id else ''})")
+
+
+def _export_to_tracker(
+    file: Path, dest: str, to: str, format: str | None, *, project: str | None, run_name: str | None
+) -> tuple[int, str]:
+    """A new run of the tracker `to`, its metrics named as the log format's framework names them live."""
+    from ascendfactory.errors import ConfigError, Problem
+    from ascendfactory.metrics import detect_format, parse_file
+    from ascendfactory.metrics.export import TARGETS
+    from ascendfactory.metrics.formats import find_format
+    from ascendfactory.trackers.export import can_export, default_name, export_spec, export_targets
+    from ascendfactory.trackers.export import export_to_tracker as export
+
+    if not can_export(to):
+        raise ConfigError(
+            Problem(
+                key="--to",
+                message=f"unknown export target {to!r}",
+                fix="use one of: " + ", ".join([*TARGETS, *export_targets()]),
+            )
+        )
+    spec = export_spec(
+        to, dest, project=project or file.resolve().parent.name or "logs", run_name=run_name or file.stem
+    )
+    detected = format or detect_format(file)
+    fmt = find_format(detected) if detected else None
+    base = fmt.tracker_name if fmt is not None and fmt.tracker_name is not None else default_name
+    own = _backend_tracker_names(file)
+
+    def name(kind: str, key: str) -> str:
+        return own[key] if kind == "train" and key in own else base(kind, key)
+
+    return export(parse_file(file, format), spec, source=str(file), fmt=format, name=name)
+
+
+def _backend_tracker_names(file: Path) -> dict[str, str]:
+    """The names the run's backend gives values in a tracker (`Backend.tracker_names`), when the log lies in
+    an output tree whose `exp-config.yaml` names a registered backend."""
+    from ascendfactory.backends.registry import find_backend
+    from ascendfactory.metrics.locate import run_facts
+
+    name = run_facts(file).get("backend")
+    backend = find_backend(name) if name else None
+    return dict(backend.tracker_names) if backend is not None else {}
 
 
 def register(cli: typer.Typer) -> None:

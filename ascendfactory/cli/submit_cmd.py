@@ -1,42 +1,33 @@
-"""`ascendfactory-cli submit slurm|k8s|status|cancel`: hand an experiment to a cluster scheduler.
+"""`ascendfactory-cli submit <scheduler>|status|cancel`: hand an experiment to a cluster scheduler.
 
-The scheduler runs the same `ascendfactory-cli train <yaml>` on every node; each node's rank, the node count
-and node 0's address come from the platform's variables (`config.platforms`). The experiment is validated
-as node 0 of the job would plan it before anything is queued.
+One command per scheduler command of the registry (`submit.registry`: `slurm`, `k8s` with its kinds
+`volcano` and `pytorchjob`, and any a plugin adds), its flags those of the scheduler's options model. The
+scheduler runs the same `ascendfactory-cli train <yaml>` on every node; each node's rank, the node count and
+node 0's address come from its platform's variables (`config.platforms`). The experiment is validated as
+node 0 of the job would plan it before anything is queued. `status` and `cancel` ask the scheduler that
+queued the job (its entry in the output tree's `.af/submit.json`).
 """
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Annotated, Optional
+import inspect
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
 from ascendfactory.cli._options import ConfigArgs, DryRunOpt, JsonOpt
 
-SLURM_EXAMPLES = [
-    "ascendfactory-cli submit slurm exp.yaml --nodes 2 --partition gpu --time 04:00:00 --gpus-per-node 8",
-    "ascendfactory-cli submit slurm cfgs/quickstart.yaml --nodes 1 --dry-run",
+STATUS_EXAMPLES = [
     "ascendfactory-cli submit status exp.yaml      # the newest job submitted for its output tree",
-    "ascendfactory-cli submit cancel 4242",
+    "ascendfactory-cli submit status 4242          # a Slurm job id",
+    "ascendfactory-cli submit status af-job-name --scheduler volcano --json",
 ]
-K8S_EXAMPLES = [
-    "ascendfactory-cli submit k8s --kind volcano exp.yaml --nodes 2 --image registry/af:latest",
-    "kubectl apply -f outputs/<model>-<exp>/.af/submit/volcano-job.yaml",
-    "ascendfactory-cli submit k8s --kind pytorchjob exp.yaml --nodes 4 --image registry/af:latest "
-    "--gpus-per-node 8 --dry-run",
-]
+CANCEL_EXAMPLES = ["ascendfactory-cli submit cancel 4242", "ascendfactory-cli submit cancel exp.yaml"]
 
-app = typer.Typer(
-    help="Submit an experiment to Slurm or write a Kubernetes job manifest; status and cancel of Slurm jobs.",
-    no_args_is_help=True,
-)
+HELP = "Submit an experiment to a cluster scheduler (Slurm, Kubernetes, or a plugin's); status and cancel."
 _CTX = {"ignore_unknown_options": True, "allow_interspersed_args": True}
 
-NodesOpt = Annotated[int, typer.Option("--nodes", min=1, max=100_000, help="Nodes (one task each).")]
-GpusOpt = Annotated[
-    Optional[int], typer.Option("--gpus-per-node", min=1, help="Accelerators to request on each node.")
-]
 TargetArgs = Annotated[
     list[str],
     typer.Argument(
@@ -44,14 +35,16 @@ TargetArgs = Annotated[
         show_default=False,
     ),
 ]
+SchedulerOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scheduler",
+        help="The scheduler of a job given by its id (default: the one whose ids are numbers, slurm).",
+    ),
+]
 
 
-class Kind(str, Enum):
-    volcano = "volcano"
-    pytorchjob = "pytorchjob"
-
-
-def _experiment(args: list[str]):
+def _experiment(args: list[str]) -> Any:
     from ascendfactory.cli._experiment_args import load_from_args, split_args
     from ascendfactory.submit.job import Experiment
 
@@ -60,119 +53,179 @@ def _experiment(args: list[str]):
     return Experiment(path, names, tuple(overrides), load_from_args(args))
 
 
-@app.command("slurm", context_settings=_CTX, epilog="Examples:\n\n" + "\n\n".join(SLURM_EXAMPLES))
-def slurm(
-    args: ConfigArgs,
-    nodes: NodesOpt = 1,
-    partition: Annotated[Optional[str], typer.Option("--partition", help="sbatch --partition.")] = None,
-    time: Annotated[Optional[str], typer.Option("--time", help="sbatch --time, e.g. 04:00:00.")] = None,
-    account: Annotated[Optional[str], typer.Option("--account", help="sbatch --account.")] = None,
-    gpus_per_node: GpusOpt = None,
-    cpus_per_task: Annotated[
-        Optional[int], typer.Option("--cpus-per-task", min=1, help="sbatch --cpus-per-task.")
-    ] = None,
-    dry_run: DryRunOpt = False,
-) -> None:
-    """Submit to Slurm: an sbatch script in the output tree, one `ascendfactory-cli train` per node."""
-    from ascendfactory.cli._output import out
-    from ascendfactory.submit import slurm as s
+def _options(model: Any, values: dict[str, Any]) -> Any:
+    """The scheduler's options model from the flags; a refused value names its flag."""
+    from pydantic import ValidationError
 
-    exp = _experiment(args)
-    opts = s.SlurmOptions(
-        nodes=nodes,
-        partition=partition,
-        time=time,
-        account=account,
-        gpus_per_node=gpus_per_node,
-        cpus_per_task=cpus_per_task,
+    from ascendfactory.errors import ConfigError, Problem
+
+    try:
+        return model.model_validate({k: v for k, v in values.items() if v is not None})
+    except ValidationError as e:
+        raise ConfigError(
+            [
+                Problem(
+                    "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "options",
+                    str(err["msg"]),
+                    source="command line",
+                )
+                for err in e.errors()
+            ]
+        ) from None
+
+
+def _flag(name: str, field: Any) -> inspect.Parameter:
+    """One option of a scheduler's options model as a typer parameter (`--gpus-per-node`): an int or a
+    text, checked by the model afterwards; required where the model requires it."""
+    import typing
+
+    types = typing.get_args(field.annotation) or (field.annotation,)
+    base: Any = int if int in types else bool if bool in types else str
+    option = typer.Option(f"--{name.replace('_', '-')}", help=field.description or "")
+    if field.is_required():
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[base, option])
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[base], option]
     )
-    s.validate(exp, opts)
-    text = s.render(exp, opts)
-    if dry_run:
-        out.raw(text)
-        return
-    job_id, script = s.submit(exp, opts, text)
-    out.text(f"submitted slurm job {job_id} ({nodes} node{'s' if nodes > 1 else ''})")
-    out.text(f"script: {script}")
-    out.text(f"logs: {exp.output_dir / 'logs'}/slurm-{job_id}*.out")
-    out.text(f"status: ascendfactory-cli submit status {job_id}")
 
 
-@app.command("k8s", context_settings=_CTX, epilog="Examples:\n\n" + "\n\n".join(K8S_EXAMPLES))
-def k8s(
-    args: ConfigArgs,
-    kind: Annotated[Kind, typer.Option("--kind", help="volcano (a Volcano Job) or pytorchjob (Kubeflow).")],
-    image: Annotated[str, typer.Option("--image", help="Container image with ascendfactory-cli installed.")],
-    nodes: NodesOpt = 1,
-    gpus_per_node: GpusOpt = None,
-    device_resource: Annotated[
-        str,
-        typer.Option(
-            "--device-resource", help="Resource name of one accelerator (huawei.com/Ascend910 ...)."
-        ),
-    ] = "nvidia.com/gpu",
-    dry_run: DryRunOpt = False,
-) -> None:
-    """Write a Kubernetes job manifest (kubectl apply -f it); its pods run `ascendfactory-cli train`."""
-    from ascendfactory.cli._output import out
-    from ascendfactory.submit import k8s as k
+def _command(app: typer.Typer, name: str, schedulers: list[Any]) -> Any:
+    """The `submit <name>` command: the experiment, `--kind` when several schedulers share it, the options
+    model's flags, `--dry-run`."""
+    first = schedulers[0]
+    kinds = [s.kind for s in schedulers if s.kind]
+    fields = first.options.model_fields
 
-    exp = _experiment(args)
-    opts = k.PodOptions(
-        image=image, nodes=nodes, gpus_per_node=gpus_per_node, device_resource=device_resource
-    )
-    k.validate(exp, kind.value, opts)
-    text = k.render(exp, kind.value, opts)
-    if dry_run:
-        out.raw(text)
-        return
-    path = k.write(exp, kind.value, text)
-    out.text(f"wrote {path}")
-    out.text(f"apply it: kubectl apply -f {path}")
+    def run(**values: Any) -> None:
+        from ascendfactory.cli._output import out
+        from ascendfactory.submit.scheduler import resolve_devices, validate
 
+        args, dry_run = values.pop("args"), values.pop("dry_run")
+        kind = values.pop("kind", None)
+        scheduler = _pick(name, schedulers, kind)
+        exp = _experiment(args)
+        opts = resolve_devices(exp, _options(scheduler.options, values))
+        validate(scheduler, exp, opts)
+        text = scheduler.render(exp, opts)
+        if dry_run:
+            out.raw(text)
+            return
+        for line in scheduler.submit(exp, opts, text).lines:
+            out.text(line)
 
-def _job_id(target: list[str]) -> tuple[str, object]:
-    """(job id, logs dir or None) for a job id or an experiment's newest job."""
-    if len(target) == 1 and target[0].isdigit():
-        return target[0], None
-    from ascendfactory.submit.slurm import job_of
-
-    exp = _experiment(target)
-    return job_of(exp.output_dir), exp.output_dir / "logs"
-
-
-@app.command("status", context_settings=_CTX, epilog="Examples:\n\n" + "\n\n".join(SLURM_EXAMPLES[2:]))
-def status(target: TargetArgs, json_out: JsonOpt = False) -> None:
-    """State of a Slurm job (squeue / scontrol / sacct); a failed job's error lines from its nodes."""
-    from ascendfactory.cli._output import out
-    from ascendfactory.submit import slurm as s
-
-    job_id, logs_dir = _job_id(target)
-    result = s.status(job_id, logs_dir)  # type: ignore[arg-type]
-    if json_out:
-        out.json(result)
-    else:
-        out.text(
-            f"slurm job {job_id}: {result['state']} (exit {result['exit_code']}, reason {result['reason']})"
+    params = [
+        inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ConfigArgs),
+    ]
+    if kinds:
+        help_kind = "; ".join(f"{s.kind} ({s.description})" for s in schedulers if s.kind)
+        params.append(
+            inspect.Parameter(
+                "kind",
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[str, typer.Option("--kind", help=help_kind)],
+            )
         )
-        errors = result.get("errors")
-        for line in errors if isinstance(errors, list) else []:
+    params += [_flag(n, f) for n, f in fields.items()]
+    params.append(
+        inspect.Parameter("dry_run", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=DryRunOpt)
+    )
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__doc__ = first.help or first.description
+    examples = [e for s in schedulers for e in s.examples]
+    epilog = "Examples:\n\n" + "\n\n".join(examples) if examples else None
+    return app.command(name, context_settings=_CTX, epilog=epilog)(run)
+
+
+def _pick(name: str, schedulers: list[Any], kind: str | None) -> Any:
+    if len(schedulers) == 1 and not schedulers[0].kind:
+        return schedulers[0]
+    from ascendfactory.errors import ConfigError, Problem
+
+    chosen = next((s for s in schedulers if s.kind == kind), None)
+    if chosen is None:
+        raise ConfigError(
+            Problem(
+                "--kind",
+                f"unknown {name} kind {kind!r}",
+                fix="use one of: " + ", ".join(str(s.kind) for s in schedulers),
+                source="command line",
+            )
+        )
+    return chosen
+
+
+def _job(target: list[str], scheduler: str | None) -> tuple[Any, dict[str, Any], Any]:
+    """(the scheduler, the job's entry, its logs dir or None) for a job id or an experiment's newest job."""
+    from ascendfactory.errors import ConfigError, Problem
+    from ascendfactory.submit.job import newest_job
+    from ascendfactory.submit.registry import SCHEDULERS, get_scheduler
+
+    if len(target) == 1 and not target[0].endswith((".yaml", ".yml")):
+        if scheduler is None:
+            numbered = [s for s in SCHEDULERS.entries() if s.id_is_number]
+            if not target[0].isdigit() or not numbered:
+                raise ConfigError(
+                    Problem(
+                        "--scheduler",
+                        f"which scheduler holds the job {target[0]!r}?",
+                        fix="add --scheduler <name>, or give the experiment file instead of the job id",
+                        source="command line",
+                    )
+                )
+            return numbered[0], {"job_id": target[0]}, None
+        return get_scheduler(scheduler), {"job_id": target[0]}, None
+    exp = _experiment(target)
+    job = newest_job(exp.output_dir, scheduler)
+    return get_scheduler(str(job["scheduler"])), job, Path(exp.tree.logs_dir)
+
+
+def status(target: TargetArgs, scheduler: SchedulerOpt = None, json_out: JsonOpt = False) -> None:
+    """State of a submitted job, from the scheduler that holds it; a failed job's error lines."""
+    from ascendfactory.cli._output import out
+
+    chosen, job, logs_dir = _job(target, scheduler)
+    state = chosen.status(job, logs_dir)
+    if json_out:
+        out.json({"scheduler": chosen.name, **state.to_dict()})
+    else:
+        extra = ", ".join(f"{k} {v}" for k, v in (("exit", state.exit_code), ("reason", state.reason)) if v)
+        out.text(f"{chosen.name} job {state.job_id}: {state.state}" + (f" ({extra})" if extra else ""))
+        for line in state.errors:
             out.text(f"  {line}")
-    if result["state"] not in s.ACTIVE and result["state"] != "COMPLETED":
+    if not state.active and not state.succeeded:
         raise typer.Exit(1)
 
 
-@app.command("cancel", context_settings=_CTX, epilog="Examples:\n\n" + SLURM_EXAMPLES[3])
-def cancel(target: TargetArgs) -> None:
-    """Cancel a Slurm job (scancel); every node's runner stops its processes (SIGTERM)."""
+def cancel(target: TargetArgs, scheduler: SchedulerOpt = None) -> None:
+    """Cancel a submitted job; every node's runner stops its processes (SIGTERM)."""
     from ascendfactory.cli._output import out
-    from ascendfactory.submit import slurm as s
 
-    job_id, _ = _job_id(target)
-    s.cancel(job_id)
-    out.text(f"cancelled slurm job {job_id}")
+    chosen, job, _ = _job(target, scheduler)
+    chosen.cancel(job)
+    out.text(f"cancelled {chosen.name} job {job['job_id']}")
 
 
-def register(cli: typer.Typer) -> None:
-    """Add the `submit` command group to `cli`."""
+def register(cli: typer.Typer, *, alone: bool = True) -> None:
+    """Add the `submit` command group to `cli`: one command per scheduler command; the plugins' too when
+    the group runs alone (the full app's `--help` reads no distribution's metadata)."""
+    from ascendfactory.submit.registry import SCHEDULERS, commands
+
+    app = typer.Typer(help=HELP, no_args_is_help=True)
+    if alone:
+        SCHEDULERS.complete()
+    for name, schedulers in commands().items() if alone else _registered_commands(SCHEDULERS).items():
+        _command(app, name, schedulers)
+    app.command("status", context_settings=_CTX, epilog="Examples:\n\n" + "\n\n".join(STATUS_EXAMPLES))(
+        status
+    )
+    app.command("cancel", context_settings=_CTX, epilog="Examples:\n\n" + "\n\n".join(CANCEL_EXAMPLES))(
+        cancel
+    )
     cli.add_typer(app, name="submit")
+
+
+def _registered_commands(registry: Any) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for scheduler in registry.registered().values():
+        out.setdefault(scheduler.command_name, []).append(scheduler)
+    return out

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import typer
 
 from ascendfactory.cli._options import ConfigArgs, DryRunOpt, FormatOpt, PlanFormat, VerboseOpt
+from ascendfactory.errors import ConfigError
 
 if TYPE_CHECKING:
     from ascendfactory.plan import Plan
@@ -16,6 +18,8 @@ EXAMPLES = [
     "ascendfactory-cli train cfgs/quickstart.yaml --dry-run --format shell > plan.sh",
     "ascendfactory-cli train exp.yaml --backend_config.training.lr=2e-5 --env.NODE_RANK=1 --env.NNODES=2",
     "ascendfactory-cli train cfgs/multi_model_cfgs.yaml qwen2.5-7b full-4k --dry-run      # old style",
+    "ascendfactory-cli train cfgs/ --dry-run      # every experiment in it: one verdict each",
+    "ascendfactory-cli train 'cfgs/*.yaml' cfgs/multi_model_cfgs.yaml --dry-run --format json",
 ]
 
 
@@ -33,14 +37,22 @@ def register(app: typer.Typer) -> None:
         verbose: VerboseOpt = False,
     ) -> None:
         """Run an experiment: preprocess, convert, train, convert back, plot. Validates everything first."""
-        from ascendfactory.cli._experiment_args import load_from_args, pydantic_plugins_off
+        from ascendfactory.cli._experiment_args import load_from_args, pydantic_plugins_off, split_positional
         from ascendfactory.cli._output import out
 
         _format_needs_dry_run(ctx, dry_run)
+        positional, overrides = split_positional(args)
+        if _several(positional):
+            return _bulk(positional, overrides, dry_run=dry_run, fmt=fmt, verbose=verbose)
         with pydantic_plugins_off():
             from ascendfactory.backends.planner import make_plan, replanner
 
-            loaded = load_from_args(args, collect=True)
+            try:
+                loaded = load_from_args(args, collect=True)
+            except ConfigError as e:
+                if dry_run and _old_style_alone(e):  # every model and experiment the old-style file holds
+                    return _bulk(positional, overrides, dry_run=dry_run, fmt=fmt, verbose=verbose)
+                raise
             if not dry_run and not loaded.problems:
                 _stop_a_dead_run(loaded.config.af_output_dir)
             plan = make_plan(loaded, dry_run=dry_run)
@@ -56,6 +68,47 @@ def register(app: typer.Typer) -> None:
         code = run_experiment(plan, out=out, replan=replanner(loaded), verbose=verbose)
         if code:
             raise typer.Exit(code)
+
+
+def _several(positional: list[str]) -> bool:
+    """Whether the positionals name several experiments (a folder, a glob, files); one plain file is one
+    experiment (an old-style one named without a model and an experiment is expanded when its load says
+    so, `_old_style_alone`)."""
+    if len(positional) == 1 and os.path.isfile(positional[0]):
+        return False
+    from ascendfactory.cli._bulk import bulk_targets
+
+    return bulk_targets(positional) is not None
+
+
+def _old_style_alone(e: ConfigError) -> bool:
+    """The error of an old-style file named without its model and experiment."""
+    return [p.key for p in e.problems] == ["(command)"] and "old-style" in e.problems[0].message
+
+
+def _bulk(
+    positional: list[str], overrides: list[str], *, dry_run: bool, fmt: PlanFormat, verbose: bool
+) -> None:
+    """`train --dry-run` over several experiments (`cli._bulk`); one exit status."""
+    from ascendfactory.cli._bulk import bulk_targets, dry_run_all
+    from ascendfactory.cli._experiment_args import pydantic_plugins_off, split_args
+    from ascendfactory.cli._output import out
+
+    targets = bulk_targets(positional, expand_one=True)
+    if targets is None:
+        split_args([*positional, *overrides])  # its own message for a wrong count of arguments
+        return
+    if not dry_run or fmt is PlanFormat.shell:
+        raise typer.BadParameter(
+            f"{len(targets)} experiments are checked together with --dry-run (text or --format json); "
+            "a run takes one experiment",
+            param_hint="'CONFIG_YAML'",
+        )
+    out.mode = "human"
+    with pydantic_plugins_off():
+        code = dry_run_all(targets, overrides, as_json=fmt is PlanFormat.json, verbose=verbose)
+    if code:
+        raise typer.Exit(code)
 
 
 def _format_needs_dry_run(ctx: typer.Context, dry_run: bool) -> None:

@@ -14,6 +14,7 @@ class Backends:
     """What loading needs to know of the registered backends."""
 
     known: Callable[[str], bool]  # is this a registered backend (imports only that backend)
+    canonical: Callable[[str], str | None]  # its registered spelling (names fold case, `-` and `_`)
     names: Callable[[], tuple[str, ...]]  # every registered name (imports them all: error messages only)
     legacy_keys: Callable[[str], Mapping[str, tuple[str, ...]]]  # old-style flat key -> dotted keys
     legacy_rest: Callable[[str], str | None]  # where other flat keys go (None: they are errors)

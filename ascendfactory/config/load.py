@@ -222,7 +222,9 @@ def validate_tree(
     overridden = overridden or set()
     problems: list[Problem] = []
     backend = tree.get("backend", "torch")
-    if backends is not None and isinstance(backend, str) and not backends.known(backend):
+    if backends is not None and isinstance(backend, str) and backends.known(backend):
+        tree = {**tree, "backend": backends.canonical(backend) or backend}  # `MindSpeed_LLM` -> its name
+    elif backends is not None and isinstance(backend, str):
         backend_names = backends.names()
         src = "command line" if "backend" in overridden else source
         problems.append(

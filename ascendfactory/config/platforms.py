@@ -12,7 +12,13 @@ environment variables. The precedence of every topology value (`env.NNODES`, `en
 experiment file that pins a topology the platform contradicts (every node would read the same
 `NODE_RANK`) is a `ConfigError`.
 
-The platforms, one record each, with the variables each one documents:
+The platforms are records (`Platform`) in an open registry (`PLATFORMS`); where node 0's address is read,
+how the variable lists hosts is a function of the record (`addr`). The built-ins below are recognised by
+their own variables; a platform a plugin brings (its scheduler's nodes) is named by `AF_PLATFORM` in the
+job's environment, which its scheduler sets. A value the experiment sets itself is never read from the
+platform (`--env.MASTER_ADDR=<host>` needs no node list).
+
+The built-in platforms, with the variables each one documents:
 
 - **ModelArts** training jobs (Huawei Cloud, "Environment variables of a training container",
   https://support.huaweicloud.com/usermanual-standard-modelarts/develop-modelarts-0104.html):
@@ -25,10 +31,11 @@ The platforms, one record each, with the variables each one documents:
   written `_`). One task only: several tasks number their pods separately.
 - **Slurm** (https://slurm.schedmd.com/srun.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES): `SLURM_NODEID`
   (the node's index in the step), `SLURM_STEP_NUM_NODES` / `SLURM_NNODES` / `SLURM_JOB_NUM_NODES`, the node
-  list `SLURM_STEP_NODELIST` / `SLURM_JOB_NODELIST` expanded by `scontrol show hostnames`
-  (https://slurm.schedmd.com/scontrol.html) or, where `scontrol` is absent, by the python-hostlist library,
-  `SLURM_GPUS_ON_NODE`, `SLURM_STEP_TASKS_PER_NODE` (one task per node is required: our launcher starts the
-  node's processes itself).
+  list `SLURM_STEP_NODELIST` / `SLURM_JOB_NODELIST` (only its first host is needed, node 0's address: read
+  from Slurm's hostlist syntax, https://slurm.schedmd.com/scontrol.html#OPT_hostnames, without expanding the
+  list, so neither `scontrol` nor python-hostlist is needed), `SLURM_GPUS_ON_NODE`,
+  `SLURM_STEP_TASKS_PER_NODE` (one task per node is required: our launcher starts the node's processes
+  itself).
 - **Kubeflow** PyTorchJob (kubeflow/training-operator `pkg/controller.v1/pytorch/envvar.go`): the operator
   sets `MASTER_ADDR`, `MASTER_PORT`, `RANK` (the pod's index, master 0), `WORLD_SIZE` (pods before v1.8;
   pods x nproc-per-node at v1.9.0, so it is read only where `PET_NNODES` is absent) and, at v1.9.0,
@@ -44,23 +51,74 @@ The platforms, one record each, with the variables each one documents:
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.registry import Registry
 
-AddrForm = Literal["value", "first_of_list", "first_line", "slurm_nodelist"]
 TOPOLOGY_KEYS = ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPUS_PER_NODE")
 TASK = "{TASK}"  # in a variable name: the Volcano task's name, found from its VC_<TASK>_HOSTS variable
+NAMED = "AF_PLATFORM"  # names the platform of a plugin's scheduler (its nodes' environment)
+
+
+def value(text: str) -> str:
+    """The variable holds node 0's address itself."""
+    return text.strip()
+
+
+def first_of_list(text: str) -> str:
+    """A comma-separated host list (ModelArts' and Volcano's `*_HOSTS`): its first host."""
+    return next((h.strip() for h in text.split(",") if h.strip()), "")
+
+
+def first_line(text: str) -> str:
+    """One host per line, the head first (SkyPilot's `SKYPILOT_NODE_IPS`)."""
+    return next((h.strip() for h in text.splitlines() if h.strip()), "")
+
+
+_RANGE = re.compile(r"^\s*([0-9]+)(?:-[0-9]+)?\s*$")
+
+
+def slurm_first_host(nodelist: str) -> str:
+    """The first host of a Slurm node list in its hostlist syntax: comma-separated host ranges, each a name
+    with bracketed ranges (`gpu[07-09,12],login1`, `rack[1-2]-n[01-04]`); the first host takes each bracket's
+    first number as written (zero padding kept): `gpu07`, `rack1-n01`. Slurm numbers a job's nodes in this
+    order (SLURM_NODEID 0 is its first host). A ConfigError for a list that is not in that syntax."""
+    text, i = nodelist.strip(), 0
+    host: list[str] = []
+    while i < len(text) and text[i] != ",":
+        if text[i] == "[":
+            close = text.find("]", i)
+            inner = text[i + 1 : close] if close > i else "["
+            m = _RANGE.match(inner.split(",")[0])
+            if m is None or "[" in inner:
+                host = []
+                break
+            host.append(m.group(1))
+            i = close + 1
+        elif text[i] == "]":
+            host = []
+            break
+        else:
+            host.append(text[i])
+            i += 1
+    if not host:
+        raise ConfigError(
+            Problem(
+                "SLURM_JOB_NODELIST",
+                f"{nodelist!r} is not a Slurm node list (hosts like n[01-04],gpu07)",
+                fix="set --env.MASTER_ADDR=<the job's first node> (then no node list is read)",
+            )
+        )
+    return "".join(host)
 
 
 @dataclass(frozen=True)
 class Platform:
     """One platform: the variables that say a process runs there, and where each topology value is read
-    (the first variable set wins)."""
+    (the first variable set wins); `addr` reads node 0's address from the value of `master_addr`'s
+    variable; `prefixes`: what its variables start with (a `submit` dry run leaves this machine's own out)."""
 
     name: str
     present: tuple[tuple[str, ...], ...]  # any one group fully set: this platform
@@ -68,21 +126,35 @@ class Platform:
     nnodes: tuple[str, ...] = ()
     node_rank: tuple[str, ...] = ()
     master_addr: tuple[str, ...] = ()
-    addr_form: AddrForm = "value"
+    addr: Callable[[str], str] = value
     master_port: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
     one_task_per_node: tuple[str, ...] = ()  # variables holding the tasks per node (Slurm: "1", "2(x3)")
+    prefixes: tuple[str, ...] = ()
 
 
-PLATFORMS: tuple[Platform, ...] = (
+PLATFORMS: Registry[Platform] = Registry(
+    "platform",
+    key=NAMED,
+    how="ascendfactory.config.platforms.register_platform(Platform(...))",
+)
+
+
+def register_platform(platform: Platform) -> Platform:
+    """Add a platform (a plugin's scheduler module calls this at import). Its name must be new."""
+    return PLATFORMS.register(platform.name, platform)
+
+
+for _builtin in (
     Platform(
         name="ModelArts",
         present=(("MA_NUM_HOSTS", "VC_TASK_INDEX"),),
         nnodes=("MA_NUM_HOSTS", "VC_WORKER_NUM"),
         node_rank=("VC_TASK_INDEX",),
         master_addr=("VC_WORKER_HOSTS",),
-        addr_form="first_of_list",
+        addr=first_of_list,
         devices=("MA_NUM_GPUS",),
+        prefixes=("MA_", "VC_"),
     ),
     Platform(
         name="Volcano",
@@ -91,7 +163,8 @@ PLATFORMS: tuple[Platform, ...] = (
         nnodes=(f"VC_{TASK}_NUM",),
         node_rank=("VC_TASK_INDEX",),
         master_addr=(f"VC_{TASK}_HOSTS",),
-        addr_form="first_of_list",
+        addr=first_of_list,
+        prefixes=("VC_",),
     ),
     Platform(
         name="Slurm",
@@ -99,9 +172,10 @@ PLATFORMS: tuple[Platform, ...] = (
         nnodes=("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"),
         node_rank=("SLURM_NODEID",),
         master_addr=("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
-        addr_form="slurm_nodelist",
+        addr=slurm_first_host,
         devices=("SLURM_GPUS_ON_NODE",),
         one_task_per_node=("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"),
+        prefixes=("SLURM_",),
     ),
     Platform(
         name="Kubeflow",
@@ -115,6 +189,7 @@ PLATFORMS: tuple[Platform, ...] = (
         master_addr=("PET_MASTER_ADDR", "MASTER_ADDR"),
         master_port=("PET_MASTER_PORT", "MASTER_PORT"),
         devices=("PET_NPROC_PER_NODE",),
+        prefixes=("PET_",),
     ),
     Platform(
         name="SkyPilot",
@@ -122,10 +197,12 @@ PLATFORMS: tuple[Platform, ...] = (
         nnodes=("SKYPILOT_NUM_NODES",),
         node_rank=("SKYPILOT_NODE_RANK",),
         master_addr=("SKYPILOT_NODE_IPS",),
-        addr_form="first_line",
+        addr=first_line,
         devices=("SKYPILOT_NUM_GPUS_PER_NODE",),
+        prefixes=("SKYPILOT_",),
     ),
-)
+):
+    register_platform(_builtin)
 
 
 @dataclass(frozen=True)
@@ -139,38 +216,22 @@ class Detected:
     rank_problem: list[Problem] = field(default_factory=list)
 
 
-def expand_nodelist(nodelist: str) -> list[str]:
-    """Slurm's compressed node list (`n[1-3],gpu07`) as host names, expanded by Slurm itself
-    (`scontrol show hostnames`) or, without scontrol, by python-hostlist."""
-    scontrol = shutil.which("scontrol")
-    if scontrol:
-        proc = subprocess.run(
-            [scontrol, "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30, check=False
-        )
-        if proc.returncode == 0 and proc.stdout.split():
-            return proc.stdout.split()
-    try:
-        import hostlist  # python-hostlist
-    except ImportError:
-        raise ConfigError(
-            Problem(
-                "SLURM_JOB_NODELIST",
-                f"cannot expand the node list {nodelist!r}: no scontrol on PATH and no python-hostlist",
-                fix="pip install python-hostlist, or set --env.MASTER_ADDR=<first node>",
-            )
-        ) from None
-    try:
-        return list(hostlist.expand_hostlist(nodelist))
-    except hostlist.BadHostlist as e:
-        raise ConfigError(Problem("SLURM_JOB_NODELIST", f"bad node list {nodelist!r}: {e}")) from None
+def platform_variable(name: str) -> bool:
+    """Whether `name` is a variable a platform sets (or `AF_PLATFORM`)."""
+    registered = PLATFORMS.registered().values()
+    marks = {v for p in registered for group in p.present for v in group}
+    return name == NAMED or name in marks or name.startswith(tuple(x for p in registered for x in p.prefixes))
 
 
-def detect(
-    environ: Mapping[str, str], *, expand: Callable[[str], list[str]] = expand_nodelist
-) -> Detected | None:
+def detect(environ: Mapping[str, str], *, given: frozenset[str] | set[str] = frozenset()) -> Detected | None:
     """The platform this process runs on and what it says, or None; two platforms at once, a value that is
-    no number or a rank outside the node count raise ConfigError."""
-    found = [p for p in PLATFORMS if _present(p, environ)]
+    no number or a rank outside the node count raise ConfigError. `given`: the topology keys the experiment
+    sets itself (never read from the platform)."""
+    named = environ.get(NAMED, "").strip()
+    if named:
+        found = [PLATFORMS.get(named)]
+    else:
+        found = [p for p in PLATFORMS.registered().values() if _present(p, environ)]
     if len(found) > 1:
         marks = "; ".join(f"{p.name} ({', '.join(_marks(p, environ))})" for p in found)
         raise ConfigError(
@@ -187,7 +248,8 @@ def detect(
     task = _volcano_task(environ) if any(TASK in v for g in platform.present for v in g) else None
     detected = Detected(platform.name)
     _read_ints(detected, platform, environ, task)
-    _read_addr(detected, platform, environ, task, expand)
+    if "MASTER_ADDR" not in given:
+        _read_addr(detected, platform, environ, task)
     _check(detected, platform, environ)
     return detected
 
@@ -256,25 +318,15 @@ def _int(p: Platform, name: str, value: str) -> int:
     return int(value)
 
 
-def _read_addr(
-    d: Detected, p: Platform, environ: Mapping[str, str], task: str | None, expand: Callable[[str], list[str]]
-) -> None:
+def _read_addr(d: Detected, p: Platform, environ: Mapping[str, str], task: str | None) -> None:
     hit = _first(p.master_addr, environ, task)
     if not hit:
         return
-    name, value = hit
-    if p.addr_form == "first_of_list":
-        hosts = [h.strip() for h in value.split(",") if h.strip()]
-    elif p.addr_form == "first_line":
-        hosts = [h.strip() for h in value.splitlines() if h.strip()]
-    elif p.addr_form == "slurm_nodelist":
-        hosts = expand(value)
-    else:
-        hosts = [value]
-    if hosts:
-        d.values["MASTER_ADDR"] = hosts[0]
-        shown = "first of " if len(hosts) > 1 or p.addr_form != "value" else ""
-        d.sources["MASTER_ADDR"] = f"{shown}{name}={value} ({p.name})"
+    name, text = hit
+    host = p.addr(text)
+    if host:
+        d.values["MASTER_ADDR"] = host
+        d.sources["MASTER_ADDR"] = f"{'first of ' if host != text else ''}{name}={text} ({p.name})"
 
 
 def _check(d: Detected, p: Platform, environ: Mapping[str, str]) -> None:

@@ -125,7 +125,8 @@ def problem_from(
 
 def known_keys(model: type[BaseModel], parent: list[str]) -> list[str]:
     """The keys of the model found at `parent` (a location below `model`), as the user writes them (the
-    alias where a field has one); [] where the location leads to no model."""
+    alias where a field has one, and the names of a model with registered sections: `section_names()`);
+    [] where the location leads to no model."""
     current: type[BaseModel] | None = model
     pending: Any = None  # a container annotation whose next location part is a key or an index
     for part in parent:
@@ -136,11 +137,21 @@ def known_keys(model: type[BaseModel], parent: list[str]) -> list[str]:
             return []
         field = next((f for n, f in current.model_fields.items() if part in (n, f.alias)), None)
         if field is None:
-            return []
+            current = _section(current, part)  # a model whose keys are registered names (`report_to`)
+            continue
         current, pending = _model_in(field.annotation)
     if current is None or pending is not None:
         return []
-    return [f.alias or n for n, f in current.model_fields.items()]
+    sections = getattr(current, "section_names", None)
+    return [f.alias or n for n, f in current.model_fields.items()] + (
+        sections() if callable(sections) else []
+    )
+
+
+def _section(model: type[BaseModel], key: str) -> type[BaseModel] | None:
+    """The model of `key` in a model with named sections beside its fields (`section_model(key)`)."""
+    hook = getattr(model, "section_model", None)
+    return hook(key) if callable(hook) else None
 
 
 def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, Any]:

@@ -14,96 +14,73 @@ Long form, settings per tracker (any left out keep their defaults):
       swanlab: {mode: local}
       tensorboard: {}
 
-Offline first: with no location given, MLflow writes a SQLite store under `{af_output_dir}/trackers/mlflow/`,
-W&B runs offline into `{af_output_dir}/trackers/`, SwanLab runs in local mode into
-`{af_output_dir}/trackers/swanlog/`, TensorBoard into `{af_output_dir}/tensorboard/`. Credentials never go in
-the file: MLflow, W&B and SwanLab read them from the environment (`MLFLOW_TRACKING_TOKEN`,
-`MLFLOW_TRACKING_USERNAME`/`_PASSWORD`, `WANDB_API_KEY`, `SWANLAB_API_KEY`).
+The trackers are the registered ones (`ascendfactory.trackers.registry`: TensorBoard, MLflow, W&B, SwanLab,
+and any a plugin registers); each one's section is its record's settings model (in its module:
+`trackers/mlflow.py`, ...), and a name no tracker has is refused with the valid names. Offline first: with no
+location given, MLflow writes a SQLite store under `{af_output_dir}/trackers/mlflow/`, W&B runs offline into
+`{af_output_dir}/trackers/`, SwanLab runs in local mode into `{af_output_dir}/trackers/swanlog/`,
+TensorBoard into `{af_output_dir}/tensorboard/`. Credentials never go in the file: MLflow, W&B and SwanLab
+read them from the environment (`MLFLOW_TRACKING_TOKEN`, `MLFLOW_TRACKING_USERNAME`/`_PASSWORD`,
+`WANDB_API_KEY`, `SWANLAB_API_KEY`).
 
-Each backend reaches a tracker through its framework's own mechanism (`Backend.tracker_keys`); a tracker the
-framework cannot reach is a configuration error naming the backend.
+Each backend reaches a tracker through its framework's own mechanism (`Backend.tracker_keys`, or the rows a
+tracker's record brings for it); a tracker the framework cannot reach is a configuration error naming the
+backend.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    create_model,
+    model_serializer,
+    model_validator,
+)
 
-from ascendfactory.plan import TRACKERS, TrackerSpec
+from ascendfactory.plan import TrackerSpec
 
-CREDENTIAL_ENV = {
-    "mlflow": "MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD)",
-    "wandb": "WANDB_API_KEY",
-    "swanlab": "SWANLAB_API_KEY",
-}
-_CREDENTIAL_KEYS = ("api_key", "apikey", "token", "password", "key")
+if TYPE_CHECKING:  # the tracker records load when `report_to` is used, not with every experiment
+    from ascendfactory.registry import Registry
+    from ascendfactory.trackers.base import Tracker, TrackerSettings
 
-
-class _Tracker(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    project: str | None = Field(
-        None, min_length=1, description="Project (W&B, SwanLab) or experiment (MLflow); default `project`."
-    )
-    run_name: str | None = Field(None, min_length=1, description="The run's name; default `run_name`.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_credentials(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key in data:
-                if str(key).lower() in _CREDENTIAL_KEYS:
-                    name = cls.__name__.removesuffix("Tracker").lower()
-                    raise ValueError(
-                        f"'{key}': credentials are read from the environment only; remove it and export "
-                        f"{CREDENTIAL_ENV.get(name, 'the tracker’s credential variable')}"
-                    )
-        return data
+SHARED = ("project", "run_name")  # the keys of `report_to` that are no tracker
 
 
-class TensorboardTracker(_Tracker):
-    """TensorBoard event files (the framework's own writer)."""
+def _registry() -> Registry[Tracker]:
+    from ascendfactory.trackers.registry import TRACKERS
 
-    dir: str | None = Field(
-        None,
-        description="Event file folder; default `tensorboard.tensorboard_dir`, else "
-        "{af_output_dir}/tensorboard.",
-    )
+    return TRACKERS
 
 
-class MlflowTracker(_Tracker):
-    """MLflow: a local SQLite store under the output tree unless a tracking URI is given."""
-
-    tracking_uri: str | None = Field(
-        None,
-        description="MLflow tracking URI (http(s)://..., sqlite:///..., databricks); default "
-        "sqlite:///{af_output_dir}/trackers/mlflow/mlflow.db. Env MLFLOW_TRACKING_URI is not read: write it "
-        "here.",
-    )
+def find_tracker(name: str) -> Tracker | None:
+    return _registry().find(name)
 
 
-class WandbTracker(_Tracker):
-    """Weights & Biases: offline by default (`wandb sync` uploads the run later)."""
-
-    dir: str | None = Field(
-        None, description="Where wandb writes its run folder; default {af_output_dir}/trackers."
-    )
-    mode: Literal["offline", "online", "disabled"] = Field(
-        "offline", description="offline (default: no account, no network), online, or disabled."
-    )
-    entity: str | None = Field(None, min_length=1, description="W&B team or user (online mode).")
+def tracker_names() -> list[str]:
+    return _registry().names()
 
 
-class SwanlabTracker(_Tracker):
-    """SwanLab: local mode by default."""
+def _unknown(names: list[str]) -> str:
+    return f"unknown tracker(s) {', '.join(map(repr, names))}; use: {', '.join(tracker_names())}"
 
-    dir: str | None = Field(
-        None, description="SwanLab's log folder; default {af_output_dir}/trackers/swanlog."
-    )
-    mode: Literal["local", "offline", "cloud", "disabled"] = Field(
-        "local", description="local (default: no account, no network), offline, cloud, or disabled."
+
+@functools.lru_cache(maxsize=64)
+def _model(names: tuple[str, ...]) -> type[BaseModel]:
+    """A model with one field per named tracker (its settings model) and the shared keys."""
+    fields: dict[str, Any] = {name: (_registry().get(name).settings | None, None) for name in names}
+    return create_model(
+        "ReportToSections",
+        __config__=ConfigDict(extra="forbid"),
+        project=(str | None, None),
+        run_name=(str | None, None),
+        **fields,
     )
 
 
@@ -120,30 +97,62 @@ class ReportTo(BaseModel):
     run_name: str | None = Field(
         None, min_length=1, description="Run name for every tracker; default exp_name."
     )
-    tensorboard: TensorboardTracker | None = Field(None, description="TensorBoard settings.")
-    mlflow: MlflowTracker | None = Field(None, description="MLflow settings.")
-    wandb: WandbTracker | None = Field(None, description="Weights & Biases settings.")
-    swanlab: SwanlabTracker | None = Field(None, description="SwanLab settings.")
+    _trackers: dict[str, Any] = {}
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _short_form(cls, data: Any) -> Any:
-        """`[mlflow, wandb]` or `mlflow` -> `{mlflow: {}, wandb: {}}`; `mlflow: null` (long form) -> {}."""
+    def _by_registry(cls, data: Any, handler: Any) -> ReportTo:
+        """`[mlflow, wandb]` or `mlflow` -> `{mlflow: {}, wandb: {}}`; `mlflow: null` (long form) -> {}; each
+        tracker's section validated by its record's settings model."""
+        if isinstance(data, ReportTo):
+            return data
         if isinstance(data, str):
             data = [data]
         if isinstance(data, (list, tuple)):
-            unknown = [x for x in data if x not in TRACKERS]
+            unknown = [str(x) for x in data if not isinstance(x, str) or find_tracker(x) is None]
             if unknown:
-                raise ValueError(
-                    f"unknown tracker(s) {', '.join(map(repr, unknown))}; use: {', '.join(TRACKERS)}"
-                )
-            return {name: {} for name in data}
-        if isinstance(data, dict):
-            return {k: ({} if k in TRACKERS and v is None else v) for k, v in data.items()}
-        return data
+                raise ValueError(_unknown(unknown))
+            data = {_registry().canonical(x): {} for x in data}
+        if not isinstance(data, dict):
+            return handler(data)  # pydantic's own message for a wrong type
+        unknown = [
+            str(k) for k in data if k not in SHARED and (not isinstance(k, str) or find_tracker(k) is None)
+        ]
+        if unknown:
+            raise ValueError(_unknown(unknown))
+        sections = {
+            (k if k in SHARED else _registry().canonical(k)): ({} if k not in SHARED and v is None else v)
+            for k, v in data.items()
+        }
+        names = tuple(k for k in sections if k not in SHARED)
+        validated = _model(names).model_validate(sections)
+        self = handler({k: v for k, v in sections.items() if k in SHARED})
+        self._trackers = {n: getattr(validated, n) for n in tracker_names() if n in names}
+        return self
+
+    @model_serializer(mode="wrap")
+    def _with_sections(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+        out = handler(self)
+        out.update({n: settings.model_dump(mode=info.mode) for n, settings in self._trackers.items()})
+        return out
+
+    @classmethod
+    def section_names(cls) -> list[str]:
+        """Every tracker's name: the keys `report_to` takes beside `project` and `run_name`."""
+        return tracker_names()
+
+    @classmethod
+    def section_model(cls, name: str) -> type[TrackerSettings] | None:
+        """The settings model of the tracker `name` (its section of `report_to`)."""
+        tracker = find_tracker(name)
+        return tracker.settings if tracker is not None else None
 
     def names(self) -> list[str]:
-        return [n for n in TRACKERS if getattr(self, n) is not None]
+        """The trackers named, in report order."""
+        return list(self._trackers)
+
+    def settings(self, name: str) -> TrackerSettings | None:
+        return self._trackers.get(name)
 
 
 def tracker_specs(
@@ -160,26 +169,15 @@ def tracker_specs(
     root = os.path.abspath(output_dir)
     specs = []
     for name in report.names():
-        t = getattr(report, name)
-        project = t.project or report.project or model_name
-        run_name = t.run_name or report.run_name or exp_name
-        if name == "tensorboard":
-            where = t.dir or tensorboard_dir or os.path.join(root, "tensorboard")
-            spec = TrackerSpec(name, project, run_name, location=os.path.abspath(where))
-        elif name == "mlflow":
-            uri = t.tracking_uri or "sqlite:///" + os.path.join(root, "trackers", "mlflow", "mlflow.db")
-            spec = TrackerSpec(
-                name,
-                project,
-                run_name,
-                location=uri,
-                artifacts=os.path.join(root, "trackers", "mlflow", "artifacts"),
-            )
-        elif name == "wandb":
-            where = os.path.abspath(t.dir or os.path.join(root, "trackers"))
-            spec = TrackerSpec(name, project, run_name, location=where, mode=t.mode, entity=t.entity)
-        else:
-            where = os.path.abspath(t.dir or os.path.join(root, "trackers", "swanlog"))
-            spec = TrackerSpec(name, project, run_name, location=where, mode=t.mode)
-        specs.append(spec)
+        settings = report.settings(name)
+        assert settings is not None
+        from ascendfactory.trackers.base import RunNames
+
+        names = RunNames(
+            output_dir=root,
+            project=settings.project or report.project or model_name,
+            run_name=settings.run_name or report.run_name or exp_name,
+            tensorboard_dir=tensorboard_dir,
+        )
+        specs.append(_registry().get(name).resolve(settings, names))
     return tuple(specs)

@@ -167,6 +167,15 @@ class ExperimentConfig(BaseModel):
         description="Launch topology and exported variables.",
     )
 
+    accelerator: Literal["auto", "cpu"] = Field(
+        "auto",
+        description="What the training processes run on. auto: the node's NPUs or GPUs, one process per "
+        "device (env.NPUS_PER_NODE of them; a real run asking more than the node has visible is refused "
+        "before launch), CPU processes on a node without any. cpu: CPU processes (gloo) even on a node with "
+        "accelerators; backend torch only (the quickstarts use it, so they give the same figures on every "
+        "machine).",
+    )
+
     stage: str | None = Field(
         None,
         description="Training stage, one of the backend's stages (`ascendfactory-cli experiments` lists "

@@ -1,17 +1,5 @@
-"""'Did you mean' for unknown keys."""
+"""'Did you mean' for unknown keys: the one spelling check of the house (`ascendfactory.registry`)."""
 
-from __future__ import annotations
+from ascendfactory.registry import did_you_mean
 
-import difflib
-from collections.abc import Iterable
-
-
-def did_you_mean(word: str, candidates: Iterable[str], *, n: int = 3) -> str:
-    """' (did you mean: a, b?)' or '' when nothing is close."""
-    cands = list(candidates)
-    norm = {c.replace("-", "_").lower(): c for c in cands}
-    key = word.replace("-", "_").lower()
-    if key in norm and norm[key] != word:
-        return f" (did you mean: {norm[key]}?)"
-    close = difflib.get_close_matches(word, cands, n=n, cutoff=0.6)
-    return f" (did you mean: {', '.join(close)}?)" if close else ""
+__all__ = ["did_you_mean"]

@@ -14,12 +14,12 @@ SLURM_STEP_NODELIST, MASTER_PORT=29517 from the file, NPUS_PER_NODE from SLURM_G
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from pydantic import ValidationError
 
 from ascendfactory.config.load import LoadedExperiment
-from ascendfactory.config.platforms import TOPOLOGY_KEYS, Detected, detect, expand_nodelist
+from ascendfactory.config.platforms import TOPOLOGY_KEYS, Detected, detect
 from ascendfactory.config.schema import EnvConfig
 from ascendfactory.errors import ConfigError, Problem
 
@@ -27,18 +27,13 @@ LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 DEFAULT = "default"
 
 
-def with_platform(
-    loaded: LoadedExperiment,
-    environ: Mapping[str, str],
-    *,
-    expand: Callable[[str], list[str]] = expand_nodelist,
-) -> LoadedExperiment:
+def with_platform(loaded: LoadedExperiment, environ: Mapping[str, str]) -> LoadedExperiment:
     """`loaded` with the platform's values in the env keys the experiment leaves unset, and
     `topology` saying where each topology value came from."""
-    detected = detect(environ, expand=expand)
     given = loaded.tree.get("env")
     env_tree = given if isinstance(given, dict) else {}
     explicit = {k for k in TOPOLOGY_KEYS if env_tree.get(k) is not None}
+    detected = detect(environ, given=explicit)
     sources = {
         k: loaded.source_of(f"env.{k}")
         if k in explicit

@@ -105,7 +105,7 @@ def export_records(records: Callable[[], Iterator[Record]], to: str, dest: str |
             Problem(
                 key="--to",
                 message=f"unknown export target {to!r}",
-                fix="use one of: " + ", ".join((*TARGETS, "mlflow", "wandb", "swanlab")),  # trackers: cli
+                fix="use one of: " + ", ".join(TARGETS) + " (or a tracker: `logs export --to` lists them)",
             )
         )
     dest = Path(dest)

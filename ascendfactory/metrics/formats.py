@@ -21,6 +21,7 @@ from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.metrics import fastscan, llamafactory, megatron, mindspeed_rl, roll, verl
 from ascendfactory.metrics.lines import iter_lines, strip_ansi
 from ascendfactory.metrics.record import Record
+from ascendfactory.registry import Registry
 
 DETECT_BUFFER = 64
 
@@ -39,7 +40,9 @@ class LogFormat:
 
     `priority` orders detection (lower is sniffed first: the most specific markers first). `loss_keys`: the
     format's loss metric names beyond the common ones (`convergence.LOSS_KEYS`), for `logs summary`,
-    `logs compare` and the plot where no plan names the loss."""
+    `logs compare` and the plot where no plan names the loss. `tracker_name(kind, label)`: the name the
+    framework's own tracker integration gives a parsed value (`logs export --to <tracker>` uses it, so an
+    exported run lines up with a live one); None: training values as parsed, others as `<kind>/<label>`."""
 
     name: str
     description: str
@@ -48,28 +51,25 @@ class LogFormat:
     aliases: tuple[str, ...] = ()
     priority: int = 100
     loss_keys: tuple[str, ...] = ()
+    tracker_name: Callable[[str, str], str] | None = None
 
 
-_REGISTRY: dict[str, LogFormat] = {}
-
-
-def _key(name: str) -> str:
-    return name.strip().lower().replace("-", "_")
+FORMATS: Registry[LogFormat] = Registry(
+    "log format",
+    key="--format",
+    how="ascendfactory.metrics.formats.register_format(LogFormat(...))",
+    order=lambda f: f.priority,
+)
 
 
 def register_format(fmt: LogFormat) -> LogFormat:
     """Add a log format (a backend's module calls this at import). Its name and aliases must be new."""
-    taken = {_key(a): f.name for f in _REGISTRY.values() if f is not fmt for a in (f.name, *f.aliases)}
-    clash = [n for n in (fmt.name, *fmt.aliases) if _key(n) in taken]
-    if clash:
-        raise ValueError(f"log format name {clash[0]!r} is already registered by {taken[_key(clash[0])]!r}")
-    _REGISTRY[fmt.name] = fmt
-    return fmt
+    return FORMATS.register(fmt.name, fmt, aliases=fmt.aliases)
 
 
 def registered_formats() -> list[LogFormat]:
-    """Every registered format in detection order (`priority`, then registration order)."""
-    return sorted(_REGISTRY.values(), key=lambda f: f.priority)
+    """Every registered format (the plugins' too) in detection order (`priority`, then registration)."""
+    return FORMATS.entries()
 
 
 for _builtin in (
@@ -105,6 +105,7 @@ for _builtin in (
         megatron.MegatronParser,
         ("mindspeed-llm", "mindspeed_llm", "modellink", "mindspeed-mm", "mindspeed_mm", "megatron-deepspeed"),
         priority=50,
+        tracker_name=megatron.tracker_name,
     ),
     LogFormat(
         verl.NAME, "VeRL console `step:N - key:value` lines", verl.sniff, verl.VerlConsoleParser, priority=60
@@ -127,25 +128,12 @@ def format_names() -> list[str]:
 
 def find_format(name: str) -> LogFormat | None:
     """A format by name or alias (case-insensitive, `-` and `_` alike); None when none is registered."""
-    key = _key(name)
-    for fmt in registered_formats():
-        if key == _key(fmt.name) or key in (_key(a) for a in fmt.aliases):
-            return fmt
-    return None
+    return FORMATS.find(name)
 
 
 def get_format(name: str) -> LogFormat:
     """Look a format up by name or alias (case-insensitive, `-` and `_` alike)."""
-    fmt = find_format(name)
-    if fmt is not None:
-        return fmt
-    raise ConfigError(
-        Problem(
-            key="--format",
-            message=f"unknown log format {name!r}",
-            fix="use one of: " + ", ".join(format_names()) + " (or leave it out to detect)",
-        )
-    )
+    return FORMATS.get(name, hint=" (or leave it out to detect)")
 
 
 def sniff_line(line: str) -> LogFormat | None:

@@ -4,7 +4,7 @@
   else, among the newest run's `run_log` files (and MindSpeed-RL's `grpo_metrics-*.log`), the one with the
   most training steps (a Megatron run prints them on its last rank).
 - A run log without training steps: the sibling of the same run that has them (Megatron: the last rank).
-- `exp-config.yaml` beside `logs/`: the sequence length and the device count of the run.
+- `exp-config.yaml` beside `logs/`: the sequence length, the device count and the backend of the run.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ascendfactory.metrics.formats import parse_file
+from ascendfactory.output_tree import EXP_CONFIG, LOGS
 
 TRAINER_LOG = "trainer_log.jsonl"
-EXP_CONFIG = "exp-config.yaml"
 _RUN_LOG = re.compile(r"^(?P<run>.+)-run_log-(?P<tail>.+)\.txt$")
 
 
@@ -41,7 +41,7 @@ def training_log(folder: Path) -> Path | None:
     for base in (folder, folder.parent):
         if (base / TRAINER_LOG).is_file():
             return base / TRAINER_LOG
-    logs = folder / "logs" if (folder / "logs").is_dir() else folder
+    logs = folder / LOGS if (folder / LOGS).is_dir() else folder
     metrics = sorted(logs.glob("grpo_metrics-*.log"))
     if metrics:
         return metrics[-1]
@@ -51,6 +51,14 @@ def training_log(folder: Path) -> Path | None:
         if _train_steps(best) > 0:
             return best
     return None
+
+
+def has_train_steps(path: Path) -> bool:
+    """Whether the log holds at least one training step (False for a file no parser reads)."""
+    try:
+        return any(r.kind == "train" for r in parse_file(path))
+    except Exception:  # noqa: BLE001 - as `_train_steps`
+        return False
 
 
 def loss_sibling(path: Path) -> Path | None:
@@ -64,7 +72,8 @@ def loss_sibling(path: Path) -> Path | None:
 
 
 def run_facts(path: Path) -> dict[str, Any]:
-    """`seq_length` and `devices` from the `exp-config.yaml` of the output directory `path` lies in."""
+    """`seq_length`, `devices` and `backend` from the `exp-config.yaml` of the output directory `path` lies
+    in."""
     import yaml
 
     for base in (path.parent, path.parent.parent):
@@ -88,4 +97,10 @@ def _facts(cfg: dict[str, Any], source: str) -> dict[str, Any]:
     env = cfg.get("env") or {}
     nnodes, per_node = env.get("NNODES"), env.get("NPUS_PER_NODE")
     devices = nnodes * per_node if isinstance(nnodes, int) and isinstance(per_node, int) else None
-    return {"seq_length": seq if isinstance(seq, int) else None, "devices": devices, "source": source}
+    backend = cfg.get("backend")
+    return {
+        "seq_length": seq if isinstance(seq, int) else None,
+        "devices": devices,
+        "backend": backend if isinstance(backend, str) else None,
+        "source": source,
+    }

@@ -27,6 +27,7 @@ differences between them are used.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timezone
 
@@ -45,6 +46,33 @@ _NO_RECORDS: tuple[Record, ...] = ()
 GBS = "global batch size"
 ELAPSED_MS = "elapsed time per iteration (ms)"
 LOSS_KEYS = ("lm loss", "loss")
+
+
+# The names Megatron gives its logged values in TensorBoard and W&B where they differ from its log line
+# (core_r0.8.0 megatron/training/training.py `training_log`, lines 740-842; `evaluate_and_print_results`
+# writes `<key> validation` and `<key> validation ppl`, lines 1387-1400), so a log exported to a tracker
+# lines up with the run the framework reported itself.
+TRACKER_NAMES = {
+    "learning rate": "learning-rate",
+    "decoupled learning rate": "decoupled-learning-rate",
+    GBS: "batch-size",
+    "loss scale": "loss-scale",
+    "grad norm": "grad-norm",
+    "num zeros": "num-zeros",
+    "params norm": "params-norm",
+    "throughput per GPU (TFLOP/s/GPU)": "throughput",
+}
+
+
+def tracker_name(kind: str, label: str) -> str:
+    """A parsed value's name in Megatron's own tracker writers (`TRACKER_NAMES`); other kinds prefixed."""
+    if kind == "eval" and label.endswith(" value"):
+        return label.removesuffix(" value") + " validation"
+    if kind == "eval" and label.endswith(" PPL"):
+        return label.removesuffix(" PPL") + " validation ppl"
+    if kind in ("train", "memory"):
+        return TRACKER_NAMES.get(label, label)
+    return f"{kind}/{label}"
 
 
 def sniff(line: str) -> bool:
@@ -186,7 +214,7 @@ class MegatronParser:
         if "validation loss at iteration" in line:
             m = _VALID.search(line)
             if m:
-                metrics = parse_fields(line[m.end() :])
+                metrics = _without_capped_ppl(parse_fields(line[m.end() :]))
                 if metrics:
                     return (
                         Record(
@@ -197,6 +225,18 @@ class MegatronParser:
                         ),
                     )
         return _NO_RECORDS
+
+
+def _without_capped_ppl(metrics: dict[str, float]) -> dict[str, float]:
+    """A validation loss that is NaN / inf makes its PPL NaN: Megatron prints `exp(min(20, loss))`
+    (megatron/training/training.py line 1384 at core_r0.8.0, `evaluate_and_print_results`), e^20 = 4.85e8 for
+    a NaN loss (`min(20, nan)` is 20), a perplexity no model had."""
+    for key, value in list(metrics.items()):
+        if key.endswith(" value") and not math.isfinite(value):
+            ppl = key[: -len(" value")] + " PPL"
+            if ppl in metrics:
+                metrics[ppl] = float("nan")
+    return metrics
 
 
 _SEQ_ARG = re.compile(r"^\s*seq_length\s*\.{2,}\s*(\d+)\s*$")  # Megatron's arguments dump

@@ -218,16 +218,19 @@ def plot_loss(
             colour = colours[i % len(colours)]
             run = names[i] if i < len(names) else label
             factor = 0.0 if is_schedule(name) else smoothing_for(len(steps), smoothing)
-            if factor > 0:
+            if not any(math.isfinite(v) for v in values):
+                pass  # nothing to draw but the NaN marks (a line of NaN would only add a legend entry)
+            elif factor > 0:
                 ax.plot(steps, values, color=colour, alpha=0.3, linewidth=1, label=f"{run} (raw)")
                 ax.plot(steps, ema(values, factor), color=colour, linewidth=1.8,
                         label=f"{run} (smoothed, EMA {factor:.2f})")  # fmt: skip
-            else:
-                ax.plot(steps, values, color=colour, linewidth=1.5, label=run)
-            drawn = True
+            else:  # a single point gets a marker: a line of one point is invisible
+                ax.plot(steps, values, color=colour, linewidth=1.5, label=run,
+                        marker="o" if len(steps) == 1 else None)  # fmt: skip
+            drawn = drawn or any(math.isfinite(v) for v in values)
             mark_nan(ax, table, name)
             vsteps, vvalues = validation_series(table, name)
-            if vsteps:
+            if any(math.isfinite(v) for v in vvalues):
                 ax.plot(vsteps, vvalues, color=colour, linestyle="--", marker="o", markersize=4,
                         linewidth=1.2, label=f"{run} (validation)")  # fmt: skip
         for k, step in enumerate(resumed_at):
@@ -237,10 +240,13 @@ def plot_loss(
         ax.set_ylabel(name)
         ax.set_title(name if not title else f"{title}: {name}", loc="left")
         ax.grid(True, alpha=0.3)
-        if drawn:
+        if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best", fontsize="small")
-        else:
-            ax.text(0.5, 0.5, f"no '{name}' logged", transform=ax.transAxes, ha="center", va="center")
+        if not drawn:
+            logged = any(t.series(name)[0] for _, t in tables)
+            what = f"no finite '{name}': every logged value is NaN / inf" if logged else f"no '{name}' logged"
+            ax.text(0.5, 0.5, what, transform=ax.transAxes, ha="center", va="center")
+            ax.set_yticks([])  # no value has a height: an axis around 0 would suggest one
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=dpi)
@@ -256,27 +262,31 @@ def plot_comparison(
     metric: str,
     labels: tuple[str, str] = ("A", "B"),
     tolerance: float = 0.02,
+    x_label: str = "step",
 ) -> Path:
-    """Two curves on top, their relative difference below with the +-tolerance band."""
+    """Two curves on top, their relative difference below with the +-tolerance band. The runs are named in
+    the legend as A and B (a file name can be long: an axis label holding it would run off the figure);
+    few points get markers (one point draws no line)."""
     Figure, FigureCanvasAgg = _matplotlib()  # noqa: N806 - the classes, named as matplotlib names them
 
     fig = Figure(figsize=(8, 6), layout="constrained")
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[2, 1])
-    top.plot(steps, a, label=labels[0], linewidth=1.4)
-    top.plot(steps, b, label=labels[1], linewidth=1.4)
+    marker = "o" if len(steps) <= 40 else None
+    top.plot(steps, a, label=f"A: {labels[0]}", linewidth=1.4, marker=marker, markersize=4)
+    top.plot(steps, b, label=f"B: {labels[1]}", linewidth=1.4, marker=marker, markersize=4)
     top.set_ylabel(metric)
     top.legend(loc="best", fontsize="small")
     top.grid(True, alpha=0.3)
     rel = [(x - y) / abs(x) * 100 if x else 0.0 for x, y in zip(a, b)]
-    bottom.plot(steps, rel, color="C3", linewidth=1.2)
+    bottom.plot(steps, rel, color="C3", linewidth=1.2, marker=marker, markersize=4)
     for y in (tolerance * 100, -tolerance * 100):
         bottom.axhline(y, color="grey", linestyle="--", linewidth=1)
     from matplotlib.ticker import MaxNLocator
 
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
-    bottom.set_ylabel(f"({labels[0]} - {labels[1]}) / {labels[0]} (%)")
-    bottom.set_xlabel("step")
+    bottom.set_ylabel("(A - B) / A (%)")
+    bottom.set_xlabel(x_label)
     bottom.grid(True, alpha=0.3)
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ from ascendfactory.metrics.megatron import ELAPSED_MS, GBS, seq_length_from_line
 from ascendfactory.metrics.mindspeed_rl import TPS_KEYS
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
+from ascendfactory.registry import Registry
 
 TFLOPS_KEYS = ("throughput per GPU (TFLOP/s/GPU)", "TFLOPs")
 
@@ -330,26 +331,28 @@ class Formula:
         return None
 
 
-_FORMULAS: dict[str, Formula] = {}
+FORMULAS: Registry[Formula] = Registry(
+    "throughput formula",
+    key="logs.throughput.formula",
+    how="ascendfactory.metrics.throughput.register_formula(Formula(...))",
+)
 
 
 def register_formula(formula: Formula) -> Formula:
     """Add a throughput formula (a backend's module calls this at import). Its name must be new."""
-    old = _FORMULAS.get(formula.name)
-    if old is not None and old is not formula:
-        raise ValueError(f"throughput formula {formula.name!r} is already registered")
-    _FORMULAS[formula.name] = formula
-    return formula
+    return FORMULAS.register(formula.name, formula)
 
 
 def formula_names() -> list[str]:
-    return list(_FORMULAS)
+    return FORMULAS.names()
+
+
+def find_formula(name: str) -> Formula | None:
+    return FORMULAS.find(name)
 
 
 def get_formula(name: str) -> Formula:
-    if name not in _FORMULAS:
-        raise ValueError(f"unknown throughput formula '{name}'; known: {', '.join(_FORMULAS)}")
-    return _FORMULAS[name]
+    return FORMULAS.get(name)
 
 
 def throughput_for(

@@ -173,6 +173,42 @@ def write_failure(manifest_dir: str, step: Step, *, returncode: int, log_path: s
     )
 
 
+def outcome_path(manifest_dir: str, step: Step, node_rank: int) -> str:
+    return os.path.join(manifest_dir, f"{step.name}.node{node_rank}.json")
+
+
+def write_outcome(manifest_dir: str, step: Step, *, node_rank: int, returncode: int, log_path: str) -> None:
+    """How this node's run of `step` ended (each attempt overwrites it): what the other nodes read before a
+    retry (`peer_outcomes`), on a shared filesystem."""
+    _write_json(
+        outcome_path(manifest_dir, step, node_rank),
+        {
+            "version": VERSION,
+            "step": step.name,
+            "returncode": returncode,
+            "log_path": log_path,
+            "finished_at": time.time(),
+            "node_rank": node_rank,
+            "host": socket.gethostname(),
+        },
+    )
+
+
+def peer_outcomes(
+    manifest_dir: str, step: Step, *, nnodes: int, node_rank: int, since: float
+) -> dict[int, dict[str, Any] | None]:
+    """The other nodes' outcome of `step` in this run (written at or after `since`, less the clock slack):
+    {node rank: its record, or None when it has written none yet}."""
+    out: dict[int, dict[str, Any] | None] = {}
+    for rank in range(nnodes):
+        if rank == node_rank:
+            continue
+        data = read(outcome_path(manifest_dir, step, rank))
+        fresh = data is not None and data.get("finished_at", 0) >= since - CLOCK_SLACK_S
+        out[rank] = data if fresh else None
+    return out
+
+
 @dataclass(frozen=True)
 class Decision:
     up_to_date: bool
@@ -210,7 +246,7 @@ def annotate_plan(plan: Plan, manifest_dir: str | None = None) -> Plan:
     A step that reads what an earlier, running step writes cannot be decided before that step ran; it
     gets a note instead. Returns the same plan.
     """
-    manifest_dir = manifest_dir or os.path.join(plan.output_dir, ".af")
+    manifest_dir = manifest_dir or plan.manifest_dir
     produced: list[str] = []
     for step in plan.steps:
         if step.skipped:

@@ -31,6 +31,7 @@ from ascendfactory.pipeline.launchers import MonitorTargets
 
 INTERVAL_ENV = "AF_MONITOR_INTERVAL_S"
 DEFAULT_INTERVAL_S = 5.0
+ACCELERATOR_ENV = "AF_ACCELERATOR"  # set by the plan for CPU processes (an experiment's `accelerator: cpu`)
 NVIDIA_QUERY = "index,name,memory.used,memory.total,utilization.gpu"
 _NPU_ROW = re.compile(r"^\|\s*(\d+)\s")
 
@@ -103,7 +104,8 @@ class DeviceMonitor(threading.Thread):
         self.interval_s = (
             interval_s if interval_s is not None else float(env.get(INTERVAL_ENV) or DEFAULT_INTERVAL_S)
         )
-        self.kind = kind or detect_kind()
+        # CPU processes on a node with accelerators (`accelerator: cpu`): their RSS, not the devices' memory
+        self.kind = kind or ("cpu" if env.get(ACCELERATOR_ENV) == "cpu" else detect_kind())
         self.devices = visible_devices(env, self.kind)
         self.root_pid: int | None = None
         self.samples = 0

@@ -61,6 +61,11 @@ def _train_records(path: str, fmt: str, kinds: tuple[str, ...] = ("train",)) -> 
         return []
 
 
+def has_training_steps(path: str, logs: LogSpec) -> bool:
+    """Whether the log at `path` exists and holds a training step."""
+    return os.path.exists(path) and next(iter(_train_records(path, logs.format)), None) is not None
+
+
 def loss_logs(names: LogNames, logs: LogSpec, *, rank: int, nnodes: int, world_size: int) -> list[str]:
     """The loss rank's log of this run, preceded by the earlier runs' logs it continues.
 
@@ -201,6 +206,39 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
     if table.steps:
         summary.throughput = formula.summary(table, seq_length=seq, devices=spec.devices).to_dict()
     return summary
+
+
+# A train step in which more than this share of the iterations had a NaN / inf loss failed, whatever the
+# framework's NaN checks were set to (README, "Running a job"): it updated (almost) nothing.
+NAN_SHARE_LIMIT = 0.5
+
+
+def untrained(paths: list[str], logs: LogSpec) -> str | None:
+    """Why the training in these logs (the loss rank's, joined segments) trained nothing (None: it trained):
+    no logged loss is finite, or more than `NAN_SHARE_LIMIT` of the iterations up to the last logged step
+    had a NaN / inf loss (Megatron's `number of nan iterations` summed, else the logged NaN steps)."""
+    table = StepTable.from_records(chained_records(paths, logs.format))
+    key = next((k for k in logs.loss_keys if table.has(k)), None)
+    if key is None:
+        return None
+    steps, values = table.series(key)
+    if not steps:
+        return None
+    nan_steps, nan_count = nan_points(table, key)
+    total = max(steps[-1], nan_count, 1)
+    finite = sum(1 for v in values if math.isfinite(v))
+    if finite and nan_count <= NAN_SHARE_LIMIT * total:
+        return None
+    first = f", the first logged at step {nan_steps[0]}" if nan_steps else ""
+    what = (
+        f"no logged {key} is finite"
+        if not finite
+        else f"more than {NAN_SHARE_LIMIT:.0%} of the iterations had a NaN / inf {key}"
+    )
+    return (
+        f"{what}: {nan_count} of {total} iteration(s) NaN{first}; they updated nothing, so the weights "
+        "are (nearly) the ones it started from"
+    )
 
 
 def memory_by_rank(paths: list[str], logs: LogSpec) -> dict[int, dict[str, float]]:

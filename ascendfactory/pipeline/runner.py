@@ -21,7 +21,8 @@ the CLI. What it does per role and launch kind:
    (loss, throughput by `logs.throughput`) is printed through `out` and saved to `.af/summary.json`;
 5. with `plan.tracking` (`report_to`), on the loss rank's node: each tracker run is created or continued
    before the steps, its id handed to the train step, and the summary, the loss plot and `exp-config.yaml`
-   reported to it at the end (`pipeline.tracking`).
+   reported to it at the end (`pipeline.tracking`); a failed training ends those runs failed, an interrupted
+   run killed.
 
 SIGINT / SIGTERM stop every child process group (SIGTERM, grace, SIGKILL) and raise InterruptedRunError
 (exit 130 / 143); the logs record `run interrupted by SIGINT`.
@@ -29,6 +30,7 @@ SIGINT / SIGTERM stop every child process group (SIGTERM, grace, SIGKILL) and ra
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -40,6 +42,7 @@ from typing import IO, Any
 
 from ascendfactory.checkpoints import get_scheme
 from ascendfactory.errors import InterruptedRunError, MissingDependencyError, StageFailedError
+from ascendfactory.output_tree import EXP_CONFIG
 from ascendfactory.pipeline import manifest, procgroup, results
 from ascendfactory.pipeline.launch import LogNames, Outcome, read_tail, timestamp
 from ascendfactory.pipeline.launchers import open_step
@@ -53,7 +56,6 @@ from ascendfactory.secrets import mask_argv
 
 POLL_S = 0.2
 SUMMARY_LABELS = {Role.EXPORT: "hf weights", Role.PLOT: "loss curve"}
-EXP_CONFIG = "exp-config.yaml"  # every backend's documented tree has the resolved config under this name
 
 
 def run_experiment(
@@ -97,6 +99,7 @@ class Runner:
         self.results: list[StepResult] = []
         self.started_at = time.time()
         self._saved = threading.Event()
+        self._train_detail = ""  # what the summary says of a train step that ended unusually
         self._log: IO[str] | None = None
         self._live = live
         self.tracking = RunTracking(plan.tracking, warn=lambda text: self.event(f"warning: {text}"))
@@ -137,12 +140,15 @@ class Runner:
             self.progress.close()
             self.finish(time.monotonic() - t0, loss_rank)
         except InterruptedRunError as e:
-            self.event(str(e))
-            raise
+            e = InterruptedRunError(e.signum, self._resume_hint())
+            self.event(str(e), console=False)  # the CLI prints it once, as the error
+            self.tracking.wait()
+            self.tracking.report(None, [], state="killed")  # never left RUNNING
+            raise e from None
         except StageFailedError as e:
             self.event(f"step {e.stage} failed with exit code {e.returncode}; log: {e.log_path}")
             self.tracking.wait()
-            self.tracking.report(None, [], ok=False)
+            self.tracking.report(None, [], state="failed")
             raise
         finally:
             self.progress.close()
@@ -166,25 +172,69 @@ class Runner:
         if loss_rank is not None:
             results.summarize(summary, self._loss_logs(loss_rank), self.plan.logs)
         summary.memory = results.memory_by_rank(self._rank_logs(), self.plan.logs)
-        written["summary"] = results.save_summary(summary, os.path.join(self.manifests, "summary.json"))
+        written["summary"] = results.save_summary(summary, self.plan.tree.summary)
         self.tracking.wait()  # a run whose train step was skipped: its runs exist all the same
         if loss_rank is not None:
-            self.tracking.report(summary, [written[k] for k in ("loss curve", "config") if k in written])
+            fresh = summary if self._trained_here(loss_rank) else None  # a no-op re-run adds no summary
+            self.tracking.report(fresh, [written[k] for k in ("loss curve", "config") if k in written])
         if self.tracking.ids:
             written["trackers"] = ", ".join(f"{k} run {v}" for k, v in self.tracking.ids.items())
         results.render_summary(summary, self.out)
         self.event(f"run finished in {wall_s:.1f}s")
 
-    def event(self, text: str, *, log_only: str = "") -> None:
-        """`text` to the runner log and the console; `log_only` (a command line, ...) to the log alone."""
+    def event(self, text: str, *, log_only: str = "", console: bool = True) -> None:
+        """`text` to the runner log and the console (`console`); `log_only` (a command line, ...) to the log
+        alone."""
         if self._log is not None and not self._log.closed:
             self._log.write(f"[{datetime.now():%Y-%m-%d %H:%M:%S}] {text}{log_only}\n")
-        if hasattr(self, "progress"):
+        if console and hasattr(self, "progress"):
             self.progress.event(text)
+
+    def _resume_hint(self) -> str:
+        """What the same command does after an interrupt: resume from the newest complete checkpoint (the
+        tracker is repaired now, as the next run would), or start the training again."""
+        ckpt = self.plan.checkpoints
+        if self.plan.with_role(Role.TRAIN) is None or ckpt is None:
+            return "run the same command again to continue (finished steps are skipped)"
+        if not self.policy.auto_resume:
+            return "train_auto_resume is off: the same command trains again from the start"
+        start = self._repair()[0] if os.path.isdir(ckpt.root) else None
+        if start is None:
+            return "run the same command again to train from the start (no complete checkpoint yet)"
+        return f"run the same command again to resume from {start}"
+
+    # -- what the train step trained ------------------------------------------------------------------
+    def _refuse_untrained(
+        self, step: Step, loss_rank: int | None, wall_s: float = 0.0, logs: Any = None
+    ) -> None:
+        """A train step whose loss rank's log shows it trained nothing (`results.untrained`: no finite loss,
+        or more than half the iterations NaN) fails here, whatever the framework's NaN checks were set to
+        and whatever its exit code: a scheduler reading the exit status learns that nothing was trained.
+        Not retried (the same data and settings give the same NaN)."""
+        if loss_rank is None:
+            return
+        paths = self._loss_logs(loss_rank)
+        reason = results.untrained(paths, self.plan.logs) if paths else None
+        if reason is None:
+            return
+        ckpt = self.plan.checkpoints
+        fix = (
+            "check the data against the sequence length (check_data_fit: true names the samples that train "
+            "on nothing), the learning rate and the precision"
+        )
+        if ckpt is not None:
+            fix += f"; then remove {ckpt.root} to train again (its last checkpoint makes the run complete)"
+        manifest.write_failure(
+            self.manifests, step, returncode=1, log_path=paths[-1], node_rank=self.policy.node_rank
+        )
+        self._record(step, "failed", "trained nothing", wall_s, logs)
+        raise StageFailedError(step.name, 1, paths[-1], f"{reason}\nfix: {fix}", what="trained nothing")
 
     # -- one step -------------------------------------------------------------------------------------
     def run_step(self, step: Step, loss_rank: int | None) -> None:
         if step.skipped:
+            if step.role is Role.TRAIN:  # complete: what it trained is judged all the same
+                self._refuse_untrained(step, loss_rank)
             return self._record(step, "skipped", step.skip_reason or "")
         if step.role is Role.PLOT:
             return self._plot(step, loss_rank)
@@ -238,7 +288,10 @@ class Runner:
             manifest.write(
                 self.manifests, step, self.plan.env, wall_s=outcome.wall_s, node_rank=self.policy.node_rank
             )
-        self._record(step, "done", "", outcome.wall_s, outcome.logs)
+        else:
+            self._refuse_untrained(step, loss_rank, outcome.wall_s, outcome.logs)
+        detail = self._train_detail if step.role is Role.TRAIN else ""
+        self._record(step, "done", detail, outcome.wall_s, outcome.logs)
 
     def launch(self, step: Step, *, loss_rank: int | None) -> Outcome:
         """Start the step through its launcher, tee it, watch it (monitor, retention, signals) to its end."""
@@ -298,7 +351,14 @@ class Runner:
         while True:
             outcome = self.launch(step, loss_rank=loss_rank)
             self._retention()
-            if outcome.returncode == 0 or not policy.auto_resume or attempt >= policy.max_attempts:
+            manifest.write_outcome(
+                self.manifests,
+                step,
+                node_rank=policy.node_rank,
+                returncode=outcome.returncode,
+                log_path=outcome.log_path,
+            )
+            if outcome.returncode == 0 or not policy.auto_resume:
                 return step, outcome
             fatal = self._unretryable(outcome)
             if fatal:
@@ -307,10 +367,18 @@ class Runner:
                     f"restart cannot fix; auto-resume stops"
                 )
                 return step, outcome
-            attempt += 1
             start, repaired = self._repair()
             if repaired:
                 self.event(repaired)
+            new = self._replan_train(step)
+            if new.skipped:  # the plan finds the run complete: its last iteration is saved
+                return step, self._complete_after_failure(new, outcome)
+            finished = self._finished_peers()
+            if finished:
+                return step, self._not_retried(outcome, finished, start)
+            if attempt >= policy.max_attempts:
+                return step, outcome
+            attempt += 1
             start = start or "the start (no complete checkpoint yet)"
             rank = f" (first failing rank {outcome.rank})" if outcome.rank is not None else ""
             self.event(
@@ -319,8 +387,90 @@ class Runner:
             )
             if not self.interrupt.sleep(policy.backoff_s):
                 self._check_interrupt(step)
-            step = self._replan_train(step)
+            step = new
             self.tracking.resumed()
+
+    # -- a failure after the others finished: complete, or failed with the reason, never a lone retry ------
+    def _complete_after_failure(self, planned: Step, outcome: Outcome) -> Outcome:
+        """The train step failed, and the re-plan finds the run complete (`planned.skip_reason`): this node's
+        failure came after the last save (a teardown abort). With other nodes, their outcome decides:
+        every one finished -> the step is complete; one failed, or none was heard of within
+        `node_wait_timeout_s` -> it fails with that reason. Never retried: a retry has nothing to train and,
+        on several nodes, would wait for peers that have left."""
+        code = outcome.returncode
+        peers = self._wait_for_peers()
+        failed = {r: p for r, p in peers.items() if p is not None and p.get("returncode") != 0}
+        silent = [r for r, p in peers.items() if p is None]
+        if failed or silent:
+            why = "; ".join(
+                [
+                    *(
+                        f"NODE_RANK {r} failed too (exit code {p.get('returncode')}, log {p.get('log_path')})"
+                        for r, p in failed.items()
+                    ),
+                    *(
+                        f"NODE_RANK {r} reported no outcome within node_wait_timeout_s "
+                        f"({self.policy.node_wait_timeout_s:g}s; on a shared filesystem it writes "
+                        f"{os.path.basename(manifest.outcome_path(self.manifests, planned, r))})"
+                        if self.policy.shared_filesystem
+                        else f"NODE_RANK {r}'s outcome cannot be read here (shared_filesystem: false)"
+                        for r in silent
+                    ),
+                ]
+            )
+            text = (
+                f"train exited with code {code} after the run saved its last iteration "
+                f"({planned.skip_reason}); {why}: not retried (nothing is left to train)"
+            )
+            self.event(text)
+            return dataclasses.replace(outcome, tail=text + ("\n" + outcome.tail if outcome.tail else ""))
+        others = f"; NODE_RANK {', '.join(map(str, peers))} finished" if peers else ""
+        self._train_detail = f"complete; exit code {code} came after the last save"
+        self.event(
+            f"train exited with code {code} after the run saved its last iteration{others}: the step is "
+            f"complete, not retried ({planned.skip_reason})"
+        )
+        return dataclasses.replace(outcome, returncode=0, tail="")
+
+    def _wait_for_peers(self) -> dict[int, dict[str, Any] | None]:
+        """The other nodes' train outcomes, waiting up to `node_wait_timeout_s` for all of them (not at all
+        without a shared filesystem: they cannot be read here)."""
+        if not self.policy.shared_filesystem:
+            return self._peer_outcomes()
+        deadline = time.monotonic() + self.policy.node_wait_timeout_s
+        while True:
+            peers = self._peer_outcomes()
+            if all(p is not None for p in peers.values()) or time.monotonic() >= deadline:
+                return peers
+            if not self.interrupt.sleep(min(1.0, max(deadline - time.monotonic(), 0.01))):
+                self._check_interrupt(None)
+
+    def _peer_outcomes(self) -> dict[int, dict[str, Any] | None]:
+        train = self.plan.with_role(Role.TRAIN)
+        if train is None or self.policy.nnodes <= 1:
+            return {}
+        return manifest.peer_outcomes(
+            self.manifests,
+            train,
+            nnodes=self.policy.nnodes,
+            node_rank=self.policy.node_rank,
+            since=self.started_at,
+        )
+
+    def _finished_peers(self) -> list[int]:
+        """Other nodes whose train step already ended well in this run: a lone restart would wait for them."""
+        return [r for r, p in self._peer_outcomes().items() if p is not None and p.get("returncode") == 0]
+
+    def _not_retried(self, outcome: Outcome, finished: list[int], start: str | None) -> Outcome:
+        ranks = ", ".join(map(str, finished))
+        text = (
+            f"train failed with exit code {outcome.returncode}, but NODE_RANK {ranks} already finished its "
+            f"train step: a restart of this node alone would wait for it until node_wait_timeout_s; not "
+            f"retried. Run the same command on every node to resume from "
+            f"{start or 'the start (no complete checkpoint yet)'}"
+        )
+        self.event(text)
+        return dataclasses.replace(outcome, tail=text + ("\n" + outcome.tail if outcome.tail else ""))
 
     def _unretryable(self, outcome: Outcome) -> str | None:
         """The first of the policy's unretryable texts found in the end of the failing log."""
@@ -370,7 +520,7 @@ class Runner:
     def _plot(self, step: Step, loss_rank: int | None) -> None:
         t0 = time.monotonic()
         paths = self._loss_logs(loss_rank) if loss_rank is not None else []
-        out_png = step.outputs[0] if step.outputs else os.path.join(self.plan.output_dir, "training_loss.png")
+        out_png = step.outputs[0] if step.outputs else self.plan.tree.loss_plot
         try:
             written = (
                 results.plot(paths, out_png, self.plan.logs, label=self.plan.exp_name) if paths else None
@@ -382,6 +532,17 @@ class Runner:
         if written is None:
             return self._record(step, "skipped", "no loss logged by this node", time.monotonic() - t0)
         self._record(step, "done", written, time.monotonic() - t0)
+
+    def _trained_here(self, rank: int) -> bool:
+        """Whether this invocation trained: its train step ran and (where each run has its own log) this
+        run's loss log has training steps (a re-run of a finished training logs none)."""
+        train = self.plan.with_role(Role.TRAIN)
+        ran = any(r.name == train.name and r.state == "done" for r in self.results) if train else False
+        if not ran or self.plan.logs.metrics_file:
+            return ran
+        world = train.launch.world_size if train is not None and train.launch is not None else 1
+        current = self.names.run_log(self.policy.nnodes, rank, world_size=world)
+        return results.has_training_steps(current, self.plan.logs)
 
     def _loss_logs(self, rank: int) -> list[str]:
         train = self.plan.with_role(Role.TRAIN)

@@ -7,7 +7,9 @@
    `WANDB_RESUME=allow`): the framework's own integration, or the embedded trainer, logs into that run;
 3. after the run, what only the pipeline knows goes to the same run: the summary (throughput by the
    framework's formula, first and last loss, NaN count, peak memory where the log has it) and the loss plot
-   and `exp-config.yaml` as artifacts; a failed training marks the run failed.
+   and `exp-config.yaml` as artifacts; a failed training marks the run failed, an interrupted one (Ctrl-C,
+   SIGTERM) killed. A run that trained nothing this time (an experiment re-run after it completed) adds no
+   summary: the one of the training that ran stays.
 
 A tracker never stops a run: a client that fails is reported once and left out.
 """
@@ -22,10 +24,12 @@ from typing import Any
 
 from ascendfactory.pipeline import procgroup
 from ascendfactory.plan import Tracking
-from ascendfactory.trackers import Sink, Sinks, open_run, run_env
-from ascendfactory.trackers.wandb_sink import new_run_id
+from ascendfactory.trackers import RunState, Sink, Sinks, Tracker, get_tracker, open_run, run_env
+from ascendfactory.trackers.base import new_run_id
 
-OWN_RUN = ("mlflow", "wandb")  # trackers whose run the pipeline opens before training and continues
+
+def _tracker(name: str) -> Tracker:
+    return get_tracker(name)
 
 
 class RunTracking:
@@ -39,7 +43,7 @@ class RunTracking:
 
     @property
     def active(self) -> bool:
-        return self.tracking is not None and any(s.name != "tensorboard" for s in self.tracking.specs)
+        return self.tracking is not None and any(_tracker(s.name).open for s in self.tracking.specs)
 
     def _read_ids(self) -> dict[str, str]:
         path = self.tracking.runs_file if self.tracking else ""
@@ -74,7 +78,12 @@ class RunTracking:
         if not self.active or self._thread is not None or self.tracking is None:
             return
         # imports register at-fork hooks (logging's): never beside the steps' forks (procgroup)
-        clients = tuple(s.name for s in self.tracking.specs if s.name in OWN_RUN)
+        clients = tuple(
+            module
+            for s in self.tracking.specs
+            if _tracker(s.name).run_ids
+            for module in _tracker(s.name).client
+        )
 
         def prepare() -> None:  # its warnings come back with its lines, on the runner's thread
             warn, self.warn = self.warn, lambda text: self._lines.append(f"warning: {text}")
@@ -102,10 +111,11 @@ class RunTracking:
         self.prepared = True
         known, lines = self._read_ids(), []
         for spec in self.tracking.specs:
-            if spec.name not in OWN_RUN:
+            ids = _tracker(spec.name).run_ids
+            if ids is None:
                 continue
             run_id = spec.run_id or known.get(spec.name)
-            if spec.name == "mlflow":
+            if ids == "create":
                 sink = self._open(spec, run_id)
                 if sink is None:
                     continue
@@ -142,14 +152,21 @@ class RunTracking:
         """The train step restarts (auto-resume): every run it reports to now exists."""
         self.continued.update(self.ids)
 
-    def report(self, summary: Any, artifacts: list[str], *, ok: bool = True) -> None:
-        """The pipeline's results into each run (after training, or `ok=False` after a failed training)."""
+    def _segment(self, name: str, state: RunState) -> bool:
+        """A tracker whose every segment is a run of its own (no id kept) gets one at the end, unless the
+        run was killed: then there is no run of it to end."""
+        return _tracker(name).run_ids is None and state != "killed"
+
+    def report(self, summary: Any, artifacts: list[str], *, state: RunState = "finished") -> None:
+        """The pipeline's results into each run, and the run ended in `state` (after training: finished;
+        failed after a failed training; killed after an interrupt). `summary` None: no new summary (the
+        runner passes none when this invocation trained nothing: the training's own summary stays)."""
         if not self.prepared or self.tracking is None:
             return
         opened = [
             self._open(s, self.ids.get(s.name))
             for s in self.tracking.specs
-            if s.name != "tensorboard" and (s.name not in OWN_RUN or s.name in self.ids)
+            if _tracker(s.name).open is not None and (s.name in self.ids or self._segment(s.name, state))
         ]
         sinks = Sinks([s for s in opened if s is not None], warn=self.warn)
         if not sinks:
@@ -160,7 +177,7 @@ class RunTracking:
         for path in artifacts:
             if os.path.isfile(path):
                 sinks.log_artifact(path)
-        sinks.close(ok=ok)
+        sinks.close(state=state)
 
 
 def summary_values(summary: Any) -> dict[str, float | str]:

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.config.load import LoadedExperiment
+from ascendfactory.config.platforms import platform_variable
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.output_tree import SUBMIT_RECORD as RECORD
+from ascendfactory.output_tree import OutputTree
 
-RECORD = "submit.json"
 PER_NODE_KEYS = ("env.NODE_RANK",)  # a value every node would share: refused on `submit` when nodes > 1
 
 
@@ -32,6 +34,10 @@ class Experiment:
     @property
     def output_dir(self) -> Path:
         return Path(self.loaded.config.af_output_dir).absolute()
+
+    @property
+    def tree(self) -> OutputTree:
+        return OutputTree(str(self.output_dir))
 
     def train_argv(self) -> list[str]:
         """`ascendfactory-cli train <file> [names] [overrides]`, with the file made absolute and the console
@@ -62,25 +68,20 @@ def check_nodes(
     if problems:
         raise ConfigError(problems)
     loaded = exp.loaded
-    given = loaded.tree.get("env")
-    env_tree = given if isinstance(given, dict) else {}
+    env_tree = loaded.tree.get("env")
+    env_tree = env_tree if isinstance(env_tree, dict) else {}
     if devices and env_tree.get("NPUS_PER_NODE") is None:
         env = loaded.config.env.model_copy(update={"NPUS_PER_NODE": devices})
         loaded = dataclasses.replace(loaded, config=loaded.config.model_copy(update={"env": env}))
-    scrubbed = {k: v for k, v in os.environ.items() if not _platform_var(k) and k not in VISIBLE_DEVICE_VARS}
+    scrubbed = {
+        k: v for k, v in os.environ.items() if not platform_variable(k) and k not in VISIBLE_DEVICE_VARS
+    }
     make_plan(loaded, dry_run=True, environ={**scrubbed, **platform_env})
-
-
-def _platform_var(name: str) -> bool:
-    from ascendfactory.config.platforms import PLATFORMS
-
-    marks = {v for p in PLATFORMS for group in p.present for v in group}
-    return name.startswith(("SLURM_", "VC_", "MA_", "PET_", "SKYPILOT_")) or name in marks
 
 
 def record(exp: Experiment, entry: dict[str, object]) -> Path:
     """Append `entry` (scheduler, job id, script, time) to the output tree's submission record."""
-    path = exp.output_dir / ".af" / RECORD
+    path = Path(exp.tree.submit_record)
     path.parent.mkdir(parents=True, exist_ok=True)
     jobs = read_record(exp.output_dir)
     jobs.append({**entry, "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -91,7 +92,7 @@ def record(exp: Experiment, entry: dict[str, object]) -> Path:
 
 
 def read_record(output_dir: Path) -> list[dict[str, object]]:
-    path = output_dir / ".af" / RECORD
+    path = Path(OutputTree(str(output_dir)).submit_record)
     if not path.is_file():
         return []
     try:
@@ -100,6 +101,21 @@ def read_record(output_dir: Path) -> list[dict[str, object]]:
         raise ConfigError(
             Problem(str(path), "is not a submission record", fix="remove it (it lists submitted job ids)")
         ) from None
+
+
+def newest_job(output_dir: Path, scheduler: str | None = None) -> dict[str, object]:
+    """The newest job submitted for `output_dir` (of `scheduler`, when given)."""
+    jobs = [j for j in read_record(output_dir) if scheduler is None or j.get("scheduler") == scheduler]
+    if not jobs:
+        which = f"{scheduler} job" if scheduler else "job"
+        raise ConfigError(
+            Problem(
+                "job",
+                f"no {which} was submitted for {output_dir} (no {RECORD} entry)",
+                fix="submit it first (ascendfactory-cli submit ...), or give the job id",
+            )
+        )
+    return jobs[-1]
 
 
 def last_job(output_dir: Path, scheduler: str) -> dict[str, object]:

@@ -1,4 +1,6 @@
-"""Kubernetes: a job manifest whose pods all run `ascendfactory-cli train <yaml>`; `kubectl apply -f` it.
+"""Kubernetes, two scheduler records (`submit.scheduler`) under `submit k8s --kind`: a job manifest whose pods
+all run `ascendfactory-cli train <yaml>`; `kubectl apply -f` it; `submit status` and `submit cancel` ask
+`kubectl get` / `kubectl delete` for the job by its name (recorded in the output tree's submit.json).
 
 - `volcano`: a `batch.volcano.sh/v1alpha1` `Job` with one task `worker` of N replicas and the `svc` and
   `env` plugins, which give every pod `VC_TASK_INDEX`, `VC_WORKER_HOSTS` and `VC_WORKER_NUM`
@@ -17,23 +19,42 @@ manifest: `volumes` / `volumeMounts`), as ModelArts mounts its shared storage. `
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+import shutil
+import subprocess
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from ascendfactory.submit.job import Experiment, check_nodes
+from pydantic import Field
+
+from ascendfactory.errors import SchedulerError
+from ascendfactory.submit.job import Experiment, record
+from ascendfactory.submit.scheduler import JobState, Scheduler, SchedulerOptions, Submitted
 
 FILES = {"volcano": "volcano-job.yaml", "pytorchjob": "pytorchjob.yaml"}
+RESOURCES = {"volcano": "jobs.batch.volcano.sh", "pytorchjob": "pytorchjobs.kubeflow.org"}  # kubectl names
 PYTORCHJOB_CONTAINER = "pytorch"  # the operator reads the port of the container with this name
 PYTORCHJOB_PORT = "pytorchjob-port"
+DEFAULT_DEVICE = "nvidia.com/gpu"
+KUBECTL_TIMEOUT_S = 60
 
 
-@dataclass(frozen=True)
-class PodOptions:
-    image: str
-    nodes: int
-    gpus_per_node: int | None = None
-    device_resource: str = "nvidia.com/gpu"
+class PodOptions(SchedulerOptions):
+    """The pods of `submit k8s`: the image, and the device each node requests."""
+
+    image: str = Field(description="Container image with ascendfactory-cli installed.")
+    device_resource: str | None = Field(
+        None,
+        description=f"Resource name of one accelerator (huawei.com/Ascend910 ...); with --gpus-per-node "
+        f"alone, {DEFAULT_DEVICE}; alone, env.NPUS_PER_NODE of it.",
+    )
+
+    @property
+    def names_a_device(self) -> bool:
+        return self.device_resource is not None
 
 
 def job_name(exp: Experiment) -> str:
@@ -52,7 +73,7 @@ def _container(exp: Experiment, opts: PodOptions, name: str) -> dict:
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
     if opts.gpus_per_node:
-        container["resources"] = {"limits": {opts.device_resource: opts.gpus_per_node}}
+        container["resources"] = {"limits": {opts.device_resource or DEFAULT_DEVICE: opts.gpus_per_node}}
     return container
 
 
@@ -130,7 +151,7 @@ def manifest(exp: Experiment, kind: str, opts: PodOptions) -> dict:
     return BUILDERS[kind](exp, opts)
 
 
-def render(exp: Experiment, kind: str, opts: PodOptions) -> str:
+def render(kind: str, exp: Experiment, opts: PodOptions) -> str:
     import yaml
 
     head = (
@@ -141,27 +162,123 @@ def render(exp: Experiment, kind: str, opts: PodOptions) -> str:
     return head + yaml.safe_dump(manifest(exp, kind, opts), sort_keys=False)
 
 
-def validate(exp: Experiment, kind: str, opts: PodOptions) -> None:
-    """The experiment planned as the first pod would plan it (the platform variables that pod gets)."""
+def node_env(kind: str, exp: Experiment, opts: PodOptions) -> dict[str, str]:
+    """The platform variables the first pod gets (Volcano's env and svc plugins; the PyTorchJob operator)."""
     name = job_name(exp)
     if kind == "volcano":
         hosts = ",".join(f"{name}-worker-{i}.{name}" for i in range(opts.nodes))
-        env = {"VC_TASK_INDEX": "0", "VC_WORKER_HOSTS": hosts, "VC_WORKER_NUM": str(opts.nodes)}
-    else:
-        env = {
-            "KUBERNETES_SERVICE_HOST": "10.0.0.1",
-            "MASTER_ADDR": f"{name}-master-0",
-            "MASTER_PORT": str(exp.loaded.config.env.MASTER_PORT),
-            "WORLD_SIZE": str(opts.nodes),
-            "RANK": "0",
-            "PET_NNODES": str(opts.nodes),
-            "PET_NODE_RANK": "0",
-        }
-    check_nodes(exp, opts.nodes, platform_env=env, devices=opts.gpus_per_node)
+        return {"VC_TASK_INDEX": "0", "VC_WORKER_HOSTS": hosts, "VC_WORKER_NUM": str(opts.nodes)}
+    return {
+        "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "MASTER_ADDR": f"{name}-master-0",
+        "MASTER_PORT": str(exp.loaded.config.env.MASTER_PORT),
+        "WORLD_SIZE": str(opts.nodes),
+        "RANK": "0",
+        "PET_NNODES": str(opts.nodes),
+        "PET_NODE_RANK": "0",
+    }
 
 
-def write(exp: Experiment, kind: str, text: str) -> Path:
-    path = exp.output_dir / ".af" / "submit" / FILES[kind]
+def write(kind: str, exp: Experiment, opts: PodOptions, text: str) -> Submitted:
+    """The manifest into the output tree (`kubectl apply -f` it), recorded so that `submit status|cancel`
+    find the job by its name."""
+    path = Path(exp.tree.submitted(FILES[kind]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    return path
+    name = job_name(exp)
+    record(exp, {"scheduler": kind, "job_id": name, "manifest": str(path), "nodes": opts.nodes})
+    return Submitted(
+        name,
+        (
+            f"wrote {path}",
+            f"apply it: kubectl apply -f {path}",
+            f"status: ascendfactory-cli submit status {exp.path}",
+        ),
+    )
+
+
+def kubectl(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("kubectl")
+    if exe is None:
+        raise SchedulerError("kubectl not found on PATH: run this where kubectl reaches the cluster")
+    try:
+        done = subprocess.run(
+            [exe, *argv], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SchedulerError(f"kubectl did not answer within {KUBECTL_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        raise SchedulerError(
+            f"kubectl {' '.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()}"
+        )
+    return done
+
+
+# Volcano Job phases (volcano-sh/apis pkg/apis/batch/v1alpha1/job.go `JobPhase`; the CRD schema's
+# `status.state.phase` enum in tests/data/k8s): the active ones, then Completed, Failed, Aborted, Terminated.
+VOLCANO_ACTIVE = ("Pending", "Aborting", "Running", "Restarting", "Completing", "Terminating")
+# PyTorchJob condition types (kubeflow/training-operator v1.9.0 pkg/apis/kubeflow.org/v1/common_types.go
+# JobConditionType): Created, Running, Restarting, Suspended, Succeeded, Failed; the newest true one counts.
+PYTORCHJOB_ACTIVE = ("Created", "Running", "Restarting", "Suspended")
+
+
+def state_of(kind: str, doc: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(state, reason, message) of a job object as `kubectl get -o json` prints it."""
+    status = doc.get("status") or {}
+    if kind == "volcano":
+        st = status.get("state") or {}
+        return str(st.get("phase") or "Pending"), str(st.get("reason") or ""), str(st.get("message") or "")
+    true = [c for c in status.get("conditions") or [] if str(c.get("status")) == "True"]
+    last = true[-1] if true else {}
+    return str(last.get("type") or "Created"), str(last.get("reason") or ""), str(last.get("message") or "")
+
+
+def status(kind: str, job: Mapping[str, Any], logs_dir: Path | None) -> JobState:
+    """`kubectl get <kind> <name> -o json`: the job's phase (Volcano) or newest condition (PyTorchJob)."""
+    name = str(job["job_id"])
+    doc = json.loads(kubectl(["get", RESOURCES[kind], name, "-o", "json"]).stdout)
+    state, reason, message = state_of(kind, doc)
+    active = state in (VOLCANO_ACTIVE if kind == "volcano" else PYTORCHJOB_ACTIVE)
+    succeeded = state == ("Completed" if kind == "volcano" else "Succeeded")
+    return JobState(
+        job_id=name,
+        state=state,
+        active=active,
+        succeeded=succeeded,
+        reason=reason,
+        errors=(message,) if message and not (active or succeeded) else (),
+    )
+
+
+def cancel(kind: str, job: Mapping[str, Any]) -> None:
+    """`kubectl delete`: its pods get SIGTERM, and each node's runner stops its processes."""
+    kubectl(["delete", RESOURCES[kind], str(job["job_id"])])
+
+
+def _record(kind: str, description: str) -> Scheduler:
+    return Scheduler(
+        name=kind,
+        description=description,
+        help="Write a Kubernetes job manifest (kubectl apply -f it); its pods run `ascendfactory-cli train`.",
+        options=PodOptions,
+        platform="Volcano" if kind == "volcano" else "Kubeflow",
+        node_env=partial(node_env, kind),
+        render=partial(render, kind),
+        submit=partial(write, kind),
+        status=partial(status, kind),
+        cancel=partial(cancel, kind),
+        command="k8s",
+        kind=kind,
+        examples=(
+            "ascendfactory-cli submit k8s --kind volcano exp.yaml --nodes 2 --image registry/af:latest",
+            "kubectl apply -f outputs/<model>-<exp>/.af/submit/volcano-job.yaml",
+            "ascendfactory-cli submit k8s --kind pytorchjob exp.yaml --nodes 4 --image registry/af:latest "
+            "--gpus-per-node 8 --dry-run",
+            "ascendfactory-cli submit k8s --kind volcano exp.yaml --image img --device-resource "
+            "huawei.com/Ascend910      # env.NPUS_PER_NODE devices each",
+        ),
+    )
+
+
+VOLCANO = _record("volcano", "a Volcano Job (batch.volcano.sh/v1alpha1), gang-scheduled")
+PYTORCHJOB = _record("pytorchjob", "a Kubeflow PyTorchJob (kubeflow.org/v1): one Master, N-1 Workers")

@@ -1,5 +1,6 @@
-"""Slurm: an sbatch script in the output tree, submitted with `sbatch --parsable`; status from `squeue`,
-`scontrol show job` and `sacct` (where accounting answers); cancel with `scancel`.
+"""Slurm, a scheduler record (`submit.scheduler`): an sbatch script in the output tree, submitted with
+`sbatch --parsable`; status from `scontrol show job` and `sacct` (where accounting answers); cancel with
+`scancel`.
 
 The script asks for `--nodes N --ntasks-per-node=1` and runs one `srun --kill-on-bad-exit=1 ascendfactory-cli
 train ...` task per node. No `--wait`: with a shared filesystem node 0 converts the weights back after the
@@ -15,11 +16,15 @@ import re
 import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 from ascendfactory.errors import ConfigError, Problem, SchedulerError
-from ascendfactory.submit.job import Experiment, check_nodes, last_job, record
+from ascendfactory.submit.job import Experiment, last_job, record
+from ascendfactory.submit.scheduler import JobState, Scheduler, SchedulerOptions, Submitted
 
 SCRIPT = "slurm.sbatch"
 TIMEOUT_S = 60
@@ -27,22 +32,18 @@ ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZI
 ERROR_LINE = re.compile(r"^(error|  - |    fix:|step \S+ failed|.*Error:)", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class SlurmOptions:
+class SlurmOptions(SchedulerOptions):
     """The sbatch resources `submit slurm` takes; everything else is the experiment's."""
 
-    nodes: int
-    partition: str | None = None
-    time: str | None = None
-    account: str | None = None
-    gpus_per_node: int | None = None
-    cpus_per_task: int | None = None
-    job_name: str | None = None
+    partition: str | None = Field(None, description="sbatch --partition.")
+    time: str | None = Field(None, description="sbatch --time, e.g. 04:00:00.")
+    account: str | None = Field(None, description="sbatch --account.")
+    cpus_per_task: int | None = Field(None, ge=1, description="sbatch --cpus-per-task.")
 
     def sbatch_flags(self, exp: Experiment, *, requeue: bool) -> list[str]:
-        logs = exp.output_dir / "logs"
+        logs = Path(exp.tree.logs_dir)
         flags = [
-            f"--job-name={self.job_name or _job_name(exp)}",
+            f"--job-name={_job_name(exp)}",
             f"--nodes={self.nodes}",
             "--ntasks-per-node=1",
             f"--output={logs / 'slurm-%j.out'}",
@@ -77,7 +78,7 @@ def render(exp: Experiment, opts: SlurmOptions) -> str:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["q"] = lambda v: shlex.quote(str(v))
-    logs = exp.output_dir / "logs"
+    logs = Path(exp.tree.logs_dir)
     return env.get_template(SCRIPT + ".j2").render(
         experiment=exp.path,
         sbatch=opts.sbatch_flags(exp, requeue=exp.loaded.config.train_auto_resume),
@@ -89,8 +90,8 @@ def render(exp: Experiment, opts: SlurmOptions) -> str:
     )
 
 
-def validate(exp: Experiment, opts: SlurmOptions) -> None:
-    """The experiment planned as node 0 of `opts.nodes` Slurm nodes would plan it."""
+def node_env(exp: Experiment, opts: SlurmOptions) -> dict[str, str]:
+    """What node 0 of `opts.nodes` Slurm nodes sees (its node list: one host, which needs no expanding)."""
     env = {
         "SLURM_JOB_ID": "0",
         "SLURM_NODEID": "0",
@@ -100,15 +101,28 @@ def validate(exp: Experiment, opts: SlurmOptions) -> None:
     }
     if opts.gpus_per_node:
         env["SLURM_GPUS_ON_NODE"] = str(opts.gpus_per_node)
-    check_nodes(exp, opts.nodes, platform_env=env)
+    return env
 
 
-def submit(exp: Experiment, opts: SlurmOptions, script_text: str) -> tuple[str, Path]:
+def submit(exp: Experiment, opts: SlurmOptions, script_text: str) -> Submitted:
     """Write the script into the output tree, `sbatch --parsable` it, record the job id."""
+    job_id, script = queue(exp, opts, script_text)
+    return Submitted(
+        job_id,
+        (
+            f"submitted slurm job {job_id} ({opts.nodes} node{'s' if opts.nodes > 1 else ''})",
+            f"script: {script}",
+            f"logs: {exp.tree.logs_dir}/slurm-{job_id}*.out",
+            f"status: ascendfactory-cli submit status {job_id}",
+        ),
+    )
+
+
+def queue(exp: Experiment, opts: SlurmOptions, script_text: str) -> tuple[str, Path]:
+    """`sbatch --parsable` the script written into the output tree; (job id, script)."""
     _refuse_if_running(exp)
-    out = exp.output_dir
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    script = out / ".af" / "submit" / SCRIPT
+    Path(exp.tree.logs_dir).mkdir(parents=True, exist_ok=True)
+    script = Path(exp.tree.submitted(SCRIPT))
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(script_text)
     proc = run_slurm(["sbatch", "--parsable", str(script)])
@@ -173,32 +187,30 @@ def job_state(job_id: str) -> dict[str, str]:
     return {}
 
 
-def job_of(output_dir: Path) -> str:
-    """The newest slurm job submitted for `output_dir`."""
-    return str(last_job(output_dir, "slurm")["job_id"])
-
-
-def status(job_id: str, logs_dir: Path | None = None) -> dict[str, object]:
+def status(job: Mapping[str, Any], logs_dir: Path | None = None) -> JobState:
     """State, exit code and reason of the job, and for a failed job the error lines its nodes printed
     (from `logs_dir`, default the directory of the job's output file)."""
+    job_id = str(job["job_id"])
     state = job_state(job_id)
     if not state:
         raise SchedulerError(
             f"slurm knows no job {job_id} (finished jobs are kept MinJobAge seconds; sacct needs accounting)"
         )
-    result: dict[str, object] = {
-        "job_id": job_id,
-        "state": state.get("JobState", "?"),
-        "exit_code": state.get("ExitCode", ""),
-        "reason": state.get("Reason", ""),
-        "nodes": state.get("NodeList", ""),
-        "log": state.get("StdOut", ""),
-    }
+    name = state.get("JobState", "?")
     if logs_dir is None and state.get("StdOut"):
         logs_dir = Path(state["StdOut"]).parent
-    if result["state"] not in ACTIVE and result["state"] != "COMPLETED" and logs_dir is not None:
-        result["errors"] = node_errors(logs_dir, job_id)
-    return result
+    failed = name not in ACTIVE and name != "COMPLETED"
+    return JobState(
+        job_id=job_id,
+        state=name,
+        active=name in ACTIVE,
+        succeeded=name == "COMPLETED",
+        exit_code=state.get("ExitCode", ""),
+        reason=state.get("Reason", ""),
+        nodes=state.get("NodeList", ""),
+        log=state.get("StdOut", ""),
+        errors=tuple(node_errors(logs_dir, job_id)) if failed and logs_dir is not None else (),
+    )
 
 
 def node_errors(logs_dir: Path, job_id: str) -> list[str]:
@@ -216,5 +228,25 @@ def node_errors(logs_dir: Path, job_id: str) -> list[str]:
     return lines
 
 
-def cancel(job_id: str) -> None:
-    run_slurm(["scancel", job_id])
+def cancel(job: Mapping[str, Any]) -> None:
+    """`scancel`: every node's runner stops its processes (SIGTERM) and marks its tracker runs killed."""
+    run_slurm(["scancel", str(job["job_id"])])
+
+
+SCHEDULER = Scheduler(
+    name="slurm",
+    description="Slurm: an sbatch script in the output tree, one `ascendfactory-cli train` per node",
+    help="Submit to Slurm: an sbatch script in the output tree, one `ascendfactory-cli train` per node.",
+    options=SlurmOptions,
+    platform="Slurm",
+    node_env=node_env,
+    render=render,
+    submit=submit,
+    status=status,
+    cancel=cancel,
+    id_is_number=True,
+    examples=(
+        "ascendfactory-cli submit slurm exp.yaml --nodes 2 --partition gpu --time 04:00:00 --gpus-per-node 8",
+        "ascendfactory-cli submit slurm cfgs/quickstart.yaml --nodes 1 --dry-run",
+    ),
+)

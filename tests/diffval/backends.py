@@ -115,7 +115,9 @@ class LlamaFactory(Adapter):
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
         args = copy.deepcopy(payload)
         for m in mutations:
-            if m.path[:2] == LF_T and len(m.path) == 3:
+            if m.path == ("stage",) and m.value != DELETE:  # the top-level stage wins (read.py)
+                args["stage"] = m.value
+            elif m.path[:2] == LF_T and len(m.path) == 3:
                 if m.value == DELETE and m.path[2] in LF_PLAN_DEFAULTS:
                     args[m.path[2]] = LF_PLAN_DEFAULTS[m.path[2]]
                 elif m.value == DELETE:
@@ -188,10 +190,12 @@ class Verl(Adapter):
         texts = list(payload)
         for m in mutations:
             key = VERL_LAYOUT.get(m.path) or ".".join(m.path[1:])
+            plus = "+" if "+" in key else ""  # a child of an open map: Hydra's `+key=` (overrides.py)
+            key = key.replace("+", "")
             texts = [t for t in texts if t.split("=", 1)[0].lstrip("+") != key]
             value = VERL_LAYOUT_DEFAULTS.get(m.path, DELETE) if m.value == DELETE else m.value
             if value != DELETE:
-                texts.insert(0, f"{key}={format_value(value)}")
+                texts.insert(0, f"{plus}{key}={format_value(value)}")
         return texts
 
     def comparable(self, payload: Any) -> Any:
@@ -386,6 +390,9 @@ MSRL_SECTIONS = {
 MSRL_OWNED = {"save", "load", "data_path", "tokenizer_name_or_path", "stage", "model", "actor_resource"}
 MSRL_OWNED |= {"finetune", "no_load_optim", "no_load_rng", "integrated_mode_config"}
 MS_RL_ENV = "AF_MINDSPEED_RL_DIR"
+# The sections parse_training_config merges over megatron_training for the reference and reward workers
+# (cli/train_grpo.py): written to the yaml as given (the S1/S2 rules say when they may be)
+MSRL_ROLE_SECTIONS = ("ref_config", "reward_config")
 # msrl/config.py ARCH_KEYS: one of them in megatron_training and the plan builds no `model` entry
 MSRL_ARCH = {("megatron_training", k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
 
@@ -460,7 +467,7 @@ class MindSpeedRL(Adapter):
                 nproc = 1 if m.value == DELETE else m.value
             elif m.path == ("env", "NNODES"):
                 nnodes = 1 if m.value == DELETE else m.value
-            elif m.path[0] == "backend_config" and m.path[1] in MSRL_SECTIONS:
+            elif m.path[0] == "backend_config" and m.path[1] in (*MSRL_SECTIONS, *MSRL_ROLE_SECTIONS):
                 node = config.setdefault(m.path[1], {})
                 for part in m.path[2:-1]:  # as cases.apply: a parent that is no mapping becomes one
                     if not isinstance(node.get(part), dict):

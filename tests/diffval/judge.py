@@ -112,9 +112,12 @@ def _base_payload(adapter: Adapter, base: Base, workdir: Path) -> Any:
     return adapter.payload(ours.plan)
 
 
-def ask_framework(argv: list[str], items: list[tuple[str, Any]]) -> dict[str, tuple[bool | None, str | None]]:
+def ask_framework(
+    argv: list[str], items: list[tuple[str, Any]], frames: dict[str, list[str]] | None = None
+) -> dict[str, tuple[bool | None, str | None]]:
     """Send every payload to one framework process; a process that dies is restarted after the case it
-    died on (that case is a refusal: the framework's own code crashed on it)."""
+    died on (that case is a refusal: the framework's own code crashed on it). `frames`, when given, gets
+    each refusal's traceback as `file:line` places (the worker's `at`), innermost last."""
     answers: dict[str, tuple[bool | None, str | None]] = {}
     todo = list(items)
     while todo:
@@ -124,6 +127,8 @@ def ask_framework(argv: list[str], items: list[tuple[str, Any]]) -> dict[str, tu
             if line.startswith("{"):
                 got = json.loads(line)
                 answers[got["id"]] = (got["ok"] if got["ok"] is None else bool(got["ok"]), got.get("error"))
+                if frames is not None:
+                    frames[got["id"]] = list(got.get("at") or [])
         left = [(i, p) for i, p in todo if i not in answers]
         if left and len(left) == len(todo) and done.returncode != 0 and not done.stdout.strip():
             raise RuntimeError(f"the framework's judge failed: {done.stderr[-2000:]}")

@@ -25,14 +25,20 @@ class Ours:
     accepted: bool
     keys: list[str] = field(default_factory=list)  # the keys our problems name
     messages: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)  # each problem's fix, as the user reads it
     plan: Any = None
     seconds: float = 0.0
 
     def names(self, key: str) -> bool:
         """A problem names the key, a key inside it, or the mapping it sits in."""
+        key = key.replace("+", "")  # a child of an open map is written `+name` (verl's Hydra append)
         if any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.keys):
             return True
         if any(key in m for m in self.messages):  # named inside a message about another key
+            return True
+        short = key.removeprefix("backend_config.").removeprefix("training.")  # as messages name keys
+        bounded = rf"(?<![\w.-]){re.escape(short)}(?![\w-])"
+        if "." in short and any(re.search(bounded, m) for m in self.messages):
             return True
         leaf = key.rsplit(".", 1)[-1]  # a rule across keys names the other key in its message
         spellings = {leaf, leaf.replace("-", "_")}  # Megatron's layout messages use its attribute names
@@ -60,6 +66,7 @@ def verdict(case: Case, workdir: Path, *, dry_run: bool = False) -> Ours:
             False,
             [p.key for p in e.problems],
             [f"{p.key}: {p.message}" for p in e.problems],
+            [p.fix for p in e.problems],
             seconds=time.perf_counter() - t0,
         )
     except AscendFactoryError as e:  # a backend that cannot run here (verl on CPU) after its checks passed

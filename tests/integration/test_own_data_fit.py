@@ -1,7 +1,8 @@
 """A user's own sft data whose answers mostly start past `seq-length: 64` (audit row 18), end to end on the
 embedded backend: the data-fit step refuses with the counts; with `check_data_fit: false` the trainer stops
 at the first NaN iteration, naming it, and the CLI exits non-zero without an auto-resume retry; with the NaN
-check off as well, the run finishes and its summary and log show the NaN iterations."""
+check off as well, a run with a few NaN iterations finishes and its summary and log show them, and one with
+mostly NaN iterations fails as having trained nothing."""
 
 from __future__ import annotations
 
@@ -23,10 +24,14 @@ QUICK = REPO / "cfgs" / "quickstart.yaml"
 LONG_PROMPT = " ".join(f"Consider item number {i} of the list carefully." for i in range(20))
 
 
-def own_records(path: Path) -> Path:
-    """50 alpaca records: the first 30 have a prompt far past 64 tokens, the other 20 a short one."""
+def own_records(path: Path, long: int = 30) -> Path:
+    """50 alpaca records: the first `long` (30) have a prompt far past 64 tokens, the others a short one."""
     rows = [
-        {"instruction": LONG_PROMPT if i < 30 else f"What is {i} plus 1?", "input": "", "output": f"{i + 1}."}
+        {
+            "instruction": LONG_PROMPT if i < long else f"What is {i} plus 1?",
+            "input": "",
+            "output": f"{i + 1}.",
+        }
         for i in range(50)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -39,8 +44,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(tmp_path: Path, model: Path, *extra: str) -> subprocess.CompletedProcess:
-    data = own_records(tmp_path / "own.jsonl")
+def run(tmp_path: Path, model: Path, *extra: str, long: int = 30) -> subprocess.CompletedProcess:
+    data = own_records(tmp_path / "own.jsonl", long)
     argv = [
         "train",
         str(QUICK),
@@ -93,6 +98,29 @@ def test_with_the_check_off_the_trainer_stops_at_the_first_nan_iteration(tmp_pat
 
 
 def test_training_through_nan_shows_them_in_the_log_summary_and_plot(tmp_path, demo_model):
+    """10 of 50 samples train on nothing: some iterations are NaN, fewer than half; the run finishes."""
+    proc = run(
+        tmp_path,
+        demo_model,
+        "--check_data_fit=false",
+        "--backend_config.training.no-check-for-nan-in-loss-and-grad=true",
+        "--backend_config.training.train-iters=16",
+        long=10,
+    )
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    summary = json.loads((tmp_path / "run" / ".af" / "summary.json").read_text())
+    assert 0 < summary["nan_iterations"] <= 8 and "WARNING: NaN loss in" in text
+    log = next((tmp_path / "run" / "logs").glob("*run_log-N1-0.txt")).read_text()
+    lines = [x for x in log.splitlines() if " iteration " in x and "consumed samples" in x]
+    assert len(lines) == 16 and all("lm loss:" in x for x in lines)  # never dropped
+    assert any("lm loss: nan" in x for x in lines)
+    assert (tmp_path / "run" / "training_loss.png").exists()
+
+
+def test_training_mostly_nan_fails_whatever_the_nan_checks_say(tmp_path, demo_model):
+    """Audit A1: both guards off, most iterations NaN: the train step fails (exit 1, 'trained nothing'),
+    not 'done' with exit 0; the log keeps every line."""
     proc = run(
         tmp_path,
         demo_model,
@@ -100,11 +128,9 @@ def test_training_through_nan_shows_them_in_the_log_summary_and_plot(tmp_path, d
         "--backend_config.training.no-check-for-nan-in-loss-and-grad=true",
     )
     text = proc.stdout + proc.stderr
-    assert proc.returncode == 0, text[-3000:]
-    summary = json.loads((tmp_path / "run" / ".af" / "summary.json").read_text())
-    assert summary["nan_iterations"] > 0 and "WARNING: NaN loss in" in text
+    assert proc.returncode == 1, text[-3000:]
+    assert "error: step 'train' trained nothing" in text and "more than 50% of the iterations" in text
+    assert "run finished" not in text and "auto-resume" not in text
     log = next((tmp_path / "run" / "logs").glob("*run_log-N1-0.txt")).read_text()
     lines = [x for x in log.splitlines() if " iteration " in x and "consumed samples" in x]
-    assert len(lines) == 8 and all("lm loss:" in x for x in lines)  # never dropped
-    assert any("lm loss: nan" in x for x in lines)
-    assert (tmp_path / "run" / "training_loss.png").exists()
+    assert len(lines) == 8 and sum("lm loss: nan" in x for x in lines) > 4

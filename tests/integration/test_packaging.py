@@ -188,3 +188,18 @@ def test_core_install_draws_the_loss_plot(core_env: Path, tmp_path: Path) -> Non
     done = cli(core_env, "logs", "plot", str(log), "-o", str(tmp_path / "loss.png"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "loss.png").stat().st_size > 1000
+
+
+def test_core_install_refuses_a_real_torch_run_naming_the_extra(core_env: Path, tmp_path: Path) -> None:
+    """The quickstart from a core install: refused when planning (exit 2, nothing written), naming
+    `pip install ".[torch]"`, not a traceback from the preprocessing step."""
+    shutil.copytree(REPO / "cfgs", tmp_path / "cfgs")
+    shutil.copytree(REPO / "demo_assets" / "tiny-qwen2", tmp_path / "demo_assets" / "tiny-qwen2")
+    done = cli(core_env, "train", "cfgs/quickstart.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    text = " ".join(done.stderr.split())
+    assert "the embedded backend's programs need torch, transformers, safetensors, tokenizers" in text
+    assert 'fix: pip install ".[torch]"' in text and "Traceback" not in done.stderr
+    assert not (tmp_path / "outputs").exists()
+    dry = cli(core_env, "train", "cfgs/quickstart.yaml", "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0 and "a real run stops here" in dry.stdout, dry.stdout + dry.stderr

@@ -177,6 +177,7 @@ def test_same_file_plans_mindspeed_llm(tmp_path, demo_model):
             str(QUICK),
             *overrides(tmp_path / "ms", demo_model),
             "--backend=mindspeed-llm",
+            "--accelerator=auto",  # the file's comment: drop `accelerator: cpu` with another backend
             "--dry-run",
             "--format",
             "json",

@@ -20,7 +20,15 @@ pytestmark = pytest.mark.integration
 
 
 def _start_node(
-    tmp_path: Path, node_rank: int, port: int, *, iters: int, sleep: float, timeout_s: float = 60
+    tmp_path: Path,
+    node_rank: int,
+    port: int,
+    *,
+    iters: int,
+    sleep: float,
+    timeout_s: float = 60,
+    env: dict[str, str] | None = None,
+    auto_resume: bool = False,
 ) -> subprocess.Popen:
     out = tmp_path / "shared"  # both nodes see the same af_output_dir (shared_filesystem: true)
     trainer = fakes.write_script(tmp_path, "trainer.py", fakes.FAKE_TRAINER)
@@ -48,15 +56,18 @@ def _start_node(
             "af_output_dir": str(out),
             "env": {"NNODES": 2, "NODE_RANK": node_rank, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
             "node_wait_timeout_s": timeout_s,
+            "train_auto_resume": auto_resume,
+            "auto_resume": {"backoff_s": 0},
         },
         "steps": [fakes.step_spec(s) for s in (hf2mg, train, plot)],
         "facts": {"world_size": 2},
         "root": str(Path(fakes.__file__).resolve().parents[2]),
+        "final_iteration": iters,  # re-plans as a Megatron backend would: complete at train-iters
     }
     path = tmp_path / f"node{node_rank}.json"
     path.write_text(json.dumps(spec))
     driver = fakes.write_script(tmp_path, "driver.py", fakes.DRIVER)
-    env = {**os.environ, "AF_FAKE_DIST": "1", "AF_MONITOR_INTERVAL_S": "1"}
+    env = {**os.environ, "AF_FAKE_DIST": "1", "AF_MONITOR_INTERVAL_S": "1", **(env or {})}
     return subprocess.Popen(
         [sys.executable, driver, str(path)],
         stdout=subprocess.PIPE,
@@ -113,3 +124,24 @@ def test_a_killed_peer_makes_the_other_node_exit_with_an_error_in_time(tmp_path)
     assert node0.returncode not in (0, None)
     assert "step 'train' failed" in out0
     assert took < timeout_s, f"node 0 took {took:.0f}s to notice"
+
+
+def test_a_node_failing_after_the_last_step_ends_complete_without_waiting_for_the_others(tmp_path):
+    """Node 0's rank aborts in its teardown after the last save (exit 134) while node 1 finished: auto-resume
+    asks whether the run is complete (the last iteration saved, node 1's outcome) and ends the step complete,
+    instead of restarting node 0 alone to wait node_wait_timeout_s for a peer that has left, every attempt."""
+    port = fakes.free_port()
+    timeout_s = 90
+    teardown_abort = {"FAKE_EXIT_AT_END": "134", "FAKE_FAIL_RANK": "0"}
+    node0 = _start_node(
+        tmp_path, 0, port, iters=4, sleep=0.1, timeout_s=timeout_s, env=teardown_abort, auto_resume=True
+    )
+    node1 = _start_node(tmp_path, 1, port, iters=4, sleep=0.1, timeout_s=timeout_s, auto_resume=True)
+    t0 = time.monotonic()
+    out0, out1 = (p.communicate(timeout=4 * timeout_s)[0].decode() for p in (node0, node1))
+    took = time.monotonic() - t0
+    print(f"both nodes done in {took:.1f}s")
+    assert node1.returncode == 0, out1
+    assert node0.returncode == 0, out0
+    assert "train exited with code" in out0 and "NODE_RANK 1 finished: the step is complete" in out0
+    assert "auto-resume" not in out0 and took < timeout_s

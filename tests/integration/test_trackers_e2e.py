@@ -60,7 +60,7 @@ def train_segment(tracking: Tracking, env: dict[str, str], monkeypatch, steps: d
     assert len(sinks.sinks) == 2
     for step, loss in steps.items():
         sinks.log_metrics({"loss": loss}, step)
-    sinks.close(ok=True)
+    sinks.close(state="finished")
 
 
 def test_a_resumed_run_continues_its_mlflow_run_and_wandb_id(tmp_path, monkeypatch):
@@ -72,7 +72,10 @@ def test_a_resumed_run_continues_its_mlflow_run_and_wandb_id(tmp_path, monkeypat
     assert set(env) == {"MLFLOW_RUN_ID", "WANDB_RUN_ID", "WANDB_RESUME"}  # a new run: no resume variables
     train_segment(tracking, env, monkeypatch, {1: 2.0})
     (out / "exp-config.yaml").write_text("lr: 0.1\n")
-    first.report(RunSummary(str(out), [], 1.0, loss_start=2.0, loss_end=2.0), [str(out / "exp-config.yaml")])
+    first.report(
+        RunSummary(str(out), [], 1.0, loss_start=2.0, loss_end=2.0, last_step=1),
+        [str(out / "exp-config.yaml")],
+    )
     ids = run_ids(out)
 
     second = RunTracking(tracking, warn=warnings.append)  # the same command again: it resumes
@@ -81,7 +84,9 @@ def test_a_resumed_run_continues_its_mlflow_run_and_wandb_id(tmp_path, monkeypat
     assert env2["MLFLOW_RUN_ID"] == env["MLFLOW_RUN_ID"] and env2["WANDB_RUN_ID"] == env["WANDB_RUN_ID"]
     assert env2["MLFLOW_MAX_LOG_PARAMS"] == "0"  # the framework's variables for a continued run
     train_segment(tracking, env2, monkeypatch, {2: 1.0})
-    second.report(RunSummary(str(out), [], 1.0, loss_start=2.0, loss_end=1.0), [], ok=False)
+    second.report(
+        RunSummary(str(out), [], 1.0, loss_start=2.0, loss_end=1.0, last_step=2), [], state="failed"
+    )
     assert run_ids(out) == ids and not warnings
 
     client, run = mlflow_run(out)
@@ -154,3 +159,87 @@ def test_logs_export_turns_a_log_into_mlflow_and_wandb_runs(tmp_path):
     (seg,) = wandb_segments(tmp_path / "wb")
     assert seg.name == "node0" and seg.project == tmp_path.name
     assert wandb_series([seg], "lm loss") == losses and source.name in seg.files
+
+
+def test_an_interrupted_run_is_killed_in_mlflow_and_its_rerun_logs_no_step_twice(tmp_path, demo_model):
+    """Ctrl-C during training ends the MLflow run KILLED (not RUNNING); the re-run continues the same run,
+    resumes from the newest checkpoint and leaves every step with one value."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+    from tests.support.ports import free_port
+
+    out = tmp_path / "out"
+    argv = [
+        sys.executable,
+        "-m",
+        "ascendfactory.cli.app",
+        "train",
+        str(REPO / "cfgs" / "quickstart.yaml"),
+        f"--af_output_dir={out}",
+        f"--backend_config.training.tokenizer-name-or-path={demo_model}",
+        f"--env.MASTER_PORT={free_port()}",
+        "--backend_config.training.train-iters=12",
+        "--backend_config.training.save-interval=4",
+        "--backend_config.training.log-interval=1",
+        "--report_to=[mlflow]",
+        "--convert_mg2hf_at_last=false",
+    ]
+    first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and first.poll() is None:
+        logs = list((out / "logs").glob("*run_log-N1-1.txt")) if (out / "logs").is_dir() else []
+        if logs and "iteration        6/" in logs[0].read_text(errors="replace"):
+            break
+        time.sleep(0.2)
+    first.send_signal(signal.SIGINT)
+    text = first.communicate(timeout=120)[0]
+    assert first.returncode == 130, text[-3000:]
+    client, run = mlflow_run(out)
+    assert run.info.status == "KILLED", text[-3000:]
+    before = client.get_metric_history(run.info.run_id, "loss")
+    assert max(m.step for m in before) >= 6
+
+    again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    client, run = mlflow_run(out)
+    assert run.info.status == "FINISHED" and len(client.search_runs([run.info.experiment_id])) == 1
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+    assert sorted(steps) == list(range(1, 13))  # every step once, though steps 5-6 trained twice
+
+
+def test_the_readmes_mlflow_browsing_works_with_the_extra_it_installs(tmp_path):
+    """The README's snippet, verbatim, reads a store with the `[mlflow]` extra's client (no pandas, no
+    flask: what `search_runs` as a DataFrame and `mlflow ui` need is named as the full package)."""
+    import re
+    import subprocess
+    import sys
+
+    from ascendfactory.trackers import open_run
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    bullet = readme[readme.index("- **Browsing an MLflow store**") :]
+    bullet = bullet[: bullet.index("\n- **")]
+    (code,) = re.findall(r"```python\n(.*?)```", bullet, flags=re.S)
+    code = "\n".join(line.removeprefix("  ") for line in code.splitlines())
+    store = "sqlite:///outputs/tiny-demo-quickstart-sft/trackers/mlflow/mlflow.db"
+    assert (
+        store in code
+        and "pip install mlflow`" in bullet
+        and bullet.index("pip install mlflow") < bullet.index("mlflow ui")
+    )
+    spec = TrackerSpec(
+        "mlflow", "tiny-demo", "quickstart-sft", location=store.replace("outputs", f"{tmp_path}/outputs", 1)
+    )
+    sink = open_run(spec)
+    sink.log_metrics({"loss": 1.5}, 3)
+    sink.close(state="finished")
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [sink.run_id, "FINISHED", "1.5"]

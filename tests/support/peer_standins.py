@@ -3,8 +3,9 @@
     python tests/support/peer_standins.py SCRIPT [ARGS...]
 
 MindSpeed-LLM's entry scripts import `torch_npu`, `torchair` and (through MindSpeed's patches) `apex` at
-start-up, before any argument is read. The stand-ins are empty modules: any attribute is an inert class, so
-importing and patching go through while nothing they stand for runs. They hold no rule and no value the
+start-up, before any argument is read (and MindSpeed 26.x reads `torch.npu`, which torch_npu registers).
+The stand-ins are empty modules: any attribute is an inert class, so importing and patching go through
+while nothing they stand for runs. They hold no rule and no value the
 script could read as data; a script whose result depended on them would fail, not pass. They make the
 peer's start-up cheaper than on an NPU machine (no CANN, no op compilation), never dearer.
 """
@@ -19,6 +20,8 @@ import sys
 import types
 
 STANDINS = ("torch_npu", "torchair", "acl", "apex", "transformer_engine")
+# what `import torch_npu` registers on torch (MindSpeed 26.x annotates signatures with torch.npu.Stream)
+TORCH_ATTRIBUTES = ("npu",)
 
 
 class _InertMeta(type):
@@ -65,6 +68,11 @@ def main() -> None:
         raise SystemExit(__doc__)
     script = os.path.abspath(sys.argv[1])
     sys.meta_path.insert(0, StandInFinder())
+    import torch
+
+    for name in TORCH_ATTRIBUTES:
+        if not hasattr(torch, name):
+            setattr(torch, name, StandInModule(f"torch.{name}"))
     sys.argv = [script, *sys.argv[2:]]
     sys.path.insert(0, os.path.dirname(script))
     runpy.run_path(script, run_name="__main__")

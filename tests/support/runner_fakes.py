@@ -5,7 +5,8 @@ and one iteration line per step on the last rank, saves `iter_%07d/mp_rank_00/mo
 tracker every `--save-interval` steps (rank 0, temp dir then rename, as Megatron-LM does), resumes from
 `--load` (deterministic: the loss is a function of the iteration only), and fails on request
 (`FAKE_FAIL_AT=<iteration>` on `FAKE_FAIL_RANK`, once per marker file `FAKE_FAIL_MARKER`;
-`FAKE_FAIL_MODE=kill` for a SIGKILL). Under torchrun with
+`FAKE_FAIL_MODE=kill` for a SIGKILL; `FAKE_EXIT_AT_END=<code>` on `FAKE_FAIL_RANK` after the last save, as a
+teardown abort; `FAKE_NAN_FROM=<iteration>`: a NaN loss from there on). Under torchrun with
 `AF_FAKE_DIST=1` it joins a gloo process group and all-reduces every iteration, so a dead peer is noticed.
 """
 
@@ -76,12 +77,14 @@ FAKE_TRAINER = textwrap.dedent("""
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"fake failure at iteration {it}")
         if last:
-            loss = 10.0 / it
+            nan = it >= int(os.environ.get("FAKE_NAN_FROM", "0") or 0) > 0
+            loss = "nan" if nan else f"{10.0 / it:.6E}"
             print(f" [2026-01-22 10:00:{it % 60:02d}] iteration {it:8d}/{a.train_iters:8d} | "
                   f"consumed samples: {it * a.gbs:12d} | elapsed time per iteration (ms): 100.0 | "
                   f"learning rate: 1.000000E-05 | global batch size: {a.gbs:5d} | "
-                  f"lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | "
-                  f"number of skipped iterations:   0 | number of nan iterations:   0 |", flush=True)
+                  f"lm loss: {loss} | loss scale: 1.0 | grad norm: 1.000 | "
+                  f"number of skipped iterations:   0 | number of nan iterations: {int(nan):3d} |",
+                  flush=True)
         if a.save and a.save_interval and it % a.save_interval == 0:
             if rank == 0:
                 final = os.path.join(a.save, f"iter_{it:07d}")
@@ -97,6 +100,9 @@ FAKE_TRAINER = textwrap.dedent("""
                 print(f"  successfully saved checkpoint from iteration {it:7d} to {a.save}", flush=True)
     if os.environ.get("AF_FAKE_DIST") == "1":
         dist.destroy_process_group()
+    if os.environ.get("FAKE_EXIT_AT_END") and rank == int(os.environ.get("FAKE_FAIL_RANK", world - 1)):
+        print("terminate called without an active exception", flush=True)  # a teardown abort, after it all
+        sys.exit(int(os.environ["FAKE_EXIT_AT_END"]))
 """)
 
 WRITER = textwrap.dedent("""
@@ -295,6 +301,39 @@ def train_step(
     return Step(name="train", role=Role.TRAIN, launch=launch, outputs=[save])
 
 
+def replanned_train(out_dir: Path, train: Step, *, final: int) -> Step:
+    """The train step as a Megatron backend plans it again after a failure: loading saved_checkpoints once
+    it holds a complete checkpoint, and skipped as complete when that is at `final` (train-iters), as
+    `backends.megatron.skeleton.finished_reason` says."""
+    from ascendfactory.checkpoints.megatron import inspect, iteration_name
+
+    save = str(Path(out_dir) / "saved_checkpoints")
+    state = inspect(save)
+    if not state.resumable:
+        return train
+    launch = train.launch
+    if isinstance(launch, Torchrun) and "--load" not in launch.entry:
+        launch = dataclasses.replace(launch, entry=(*launch.entry, "--load", save))
+    elif isinstance(launch, Process) and "--load" not in launch.argv:
+        launch = dataclasses.replace(launch, argv=(*launch.argv, "--load", save))
+    at = state.tracker if isinstance(state.tracker, int) else 0
+    skip = (
+        f"complete: saved_checkpoints is at iteration {at} of train-iters {final}; nothing to train"
+        if at >= final
+        else None
+    )
+    return dataclasses.replace(train, launch=launch, skip_reason=skip, notes=[f"resume {iteration_name(at)}"])
+
+
+def finishing_planner(out_dir: Path, train: Step, *, final: int, world_size: int = 1):
+    """A stand-in for `planner.make_plan` in the runner's re-plan: `replanned_train` in a fake plan."""
+
+    def make_plan(loaded: object, *, dry_run: bool, environ: object = None) -> Plan:
+        return plan(out_dir, [replanned_train(out_dir, train, final=final)], world_size=world_size)
+
+    return make_plan
+
+
 DRIVER = textwrap.dedent("""
     # Runs the runner in a process of its own, as `ascendfactory-cli train` would (exit code included).
     import base64, json, pickle, sys
@@ -307,8 +346,14 @@ DRIVER = textwrap.dedent("""
     loaded = fakes.loaded(config.pop("af_output_dir"), **config)
     cfg = loaded.config
     steps = [pickle.loads(base64.b64decode(s)) for s in spec["steps"]]
-    plan = fakes.plan(Path(cfg.af_output_dir), steps, world_size=spec.get("facts", {}).get("world_size", 1),
-                      model=cfg.af_model_name, exp=cfg.exp_name)
+    world = spec.get("facts", {}).get("world_size", 1)
+    plan = fakes.plan(Path(cfg.af_output_dir), steps, world_size=world, model=cfg.af_model_name,
+                      exp=cfg.exp_name)
+    if spec.get("final_iteration"):  # re-plans as a Megatron backend would (fakes.replanned_train)
+        from ascendfactory.backends import planner
+        train = next(s for s in steps if s.name == "train")
+        planner.make_plan = fakes.finishing_planner(
+            Path(cfg.af_output_dir), train, final=spec["final_iteration"], world_size=world)
     try:
         sys.exit(fakes.run_experiment(plan, loaded, live=False, grace_s=spec.get("grace_s", 5.0)))
     except AscendFactoryError as e:

@@ -32,11 +32,12 @@ from ascendfactory.backends.llamafactory.memory import LFLaunch
 from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.llamafactory.read import LFRun, read
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.report_to import TrackerKeys, client_check_args
 from ascendfactory.backends.venv import package_version
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
     LogNaming,
@@ -259,7 +260,13 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
         name="check",
         role=Role.CHECK,
         launch=Process(
-            (py, CHECK_PROGRAM, train_yaml, f"--data-fit={'fail' if cfg.check_data_fit else 'warn'}")
+            (
+                py,
+                CHECK_PROGRAM,
+                train_yaml,
+                *client_check_args(cfg.report_to, cfg.backend),
+                f"--data-fit={'fail' if cfg.check_data_fit else 'warn'}",
+            )
         ),
         env=step_env,
         inputs=inputs,
@@ -285,7 +292,7 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
     ]
     if run.training.get("finetuning_type", "lora") == "lora" and run.options.merge_lora:
         steps.append(_merge_step(run, train, files, cli, step_env))
-    steps.append(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")]))
+    steps.append(Step(name="plot", role=Role.PLOT, outputs=[OutputTree(out).loss_plot]))
     return steps
 
 

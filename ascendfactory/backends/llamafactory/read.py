@@ -232,5 +232,6 @@ def _environment(
             warnings.append(f"{what}: {environment.INSTALL_FIX}")
     installed = None if lacking else (lambda dist: package_version(env, dist) is not None)
     named = {p.key for p in problems}
-    problems += [p for p in combos.problems(training, installed, prefix=rules.T) if p.key not in named]
+    found = combos.problems(training, installed, prefix=rules.T, world=ctx.world_size)
+    problems += [p for p in found if p.key not in named]
     return env

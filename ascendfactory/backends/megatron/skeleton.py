@@ -27,6 +27,7 @@ from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.memory.target import MemoryTarget
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
     LogNaming,
@@ -143,7 +144,7 @@ class MegatronBackend(Backend, Generic[F]):
             Step(
                 name="plot",
                 role=Role.PLOT,
-                outputs=[os.path.join(out, "training_loss.png")],
+                outputs=[OutputTree(out).loss_plot],
                 skip_reason=None if run.node_rank == run.nnodes - 1 else LOSS_ON_LAST_NODE,
             )
         )
@@ -279,7 +280,7 @@ def megatron_plan(ctx: PlanContext, run: MegatronRun, *, output_dir: str, facts:
         loss_rank="last",
         throughput=ThroughputSpec("megatron", seq_length=seq, devices=run.world_size),
     )
-    saved = os.path.join(output_dir, "saved_checkpoints")
+    saved = OutputTree(output_dir).saved_checkpoints
     return ctx.new_plan(
         output_dir,
         logs,

@@ -14,6 +14,7 @@ from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, 
 from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names, training_values
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
+from ascendfactory.output_tree import OutputTree
 
 REJECTED_FLAGS = {
     "num-layers-per-virtual-pipeline-stage": "MindSpeed-MM Error: --num-layers-per-virtual-pipeline-stage is "
@@ -78,7 +79,7 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
                     "or remove it",
                 )
             )
-    saved = os.path.abspath(os.path.join(ctx.config.af_output_dir, "saved_checkpoints"))
+    saved = OutputTree(os.path.abspath(ctx.config.af_output_dir)).saved_checkpoints
     return problems + owned_key_problems(
         ctx, T, user, owned_save(saved, "resume, retention and mm_to_hf read it")
     )

@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from ascendfactory.output_tree import LOGS, OutputTree
 
 TRAIN_CONFIG = "mindspeed_rl_grpo"  # --config-name of cli/train_grpo.py
 DATA_CONFIG = "mindspeed_rl_data"  # the config name cli/preprocess_data.py takes as its first argument
@@ -22,50 +23,36 @@ METRICS_LOG = "grpo_metrics-{time}.log"
 
 
 @dataclass(frozen=True)
-class RLOutputTree:
-    root: str
-
-    def _p(self, *parts: str) -> str:
-        return os.path.join(self.root, *parts)
+class RLOutputTree(OutputTree):
+    """The house's paths (`ascendfactory.output_tree`), plus MindSpeed-RL's own entries."""
 
     @property
     def preprocessed(self) -> str:
-        return self._p("preprocessed_data")
+        return self.path("preprocessed_data")
 
     def converted(self, tp: int, pp: int) -> str:
-        return self._p(f"converted_hf2mg_weight_TP{tp}PP{pp}")
-
-    @property
-    def saved_checkpoints(self) -> str:
-        return self._p("saved_checkpoints")
+        return self.path(f"converted_hf2mg_weight_TP{tp}PP{pp}")
 
     @property
     def mg2hf(self) -> str:
-        return self._p("converted_mg2hf_weight")
+        return self.path("converted_mg2hf_weight")
 
     @property
     def logs(self) -> str:
-        return self._p("logs")
+        return self.logs_dir
 
     @property
     def metrics_log(self) -> str:
-        return self._p("logs", METRICS_LOG)
+        return self.path(LOGS, METRICS_LOG)
 
     @property
     def train_yaml(self) -> str:
-        return self._p(f"{TRAIN_CONFIG}.yaml")
+        return self.path(f"{TRAIN_CONFIG}.yaml")
 
     @property
     def data_yaml(self) -> str:
-        return self._p(f"{DATA_CONFIG}.yaml")
-
-    @property
-    def loss_plot(self) -> str:
-        return self._p("training_loss.png")
+        return self.path(f"{DATA_CONFIG}.yaml")
 
     def hydra_dir(self, step: str) -> str:
         """Where Hydra writes its `.hydra/` record of a step (not outputs/<date>/ in MindSpeed-RL's dir)."""
-        return self._p(".af", "hydra", step)
-
-
-RLLayout = RLOutputTree  # the old name ("layout" also means the parallel layout)
+        return self.records("hydra", step)

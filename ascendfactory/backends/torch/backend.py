@@ -12,6 +12,7 @@ plot        training_loss.png from the last rank's log (in-process)
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -29,7 +30,7 @@ from ascendfactory.backends.megatron.skeleton import (
 )
 from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.report_to import ANY_TRACKER, TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
@@ -58,12 +59,12 @@ PLANNER_TRAIN_FLAGS = (
 )
 
 
-# The embedded trainer: Megatron's TensorBoard and W&B flags, and MLflow / SwanLab by `--af-report-to` (their
-# settings and the run to continue from their own variables).
+# The embedded trainer: Megatron's TensorBoard and W&B flags, and every tracker it opens itself (MLflow,
+# SwanLab, a plugin's: `Tracker.from_env`) by `--af-report-to` (settings and the run to continue from their
+# own variables).
 TORCH_TRACKERS: dict[str, TrackerKeys] = {
     **MEGATRON_TRACKERS,
-    "mlflow": TrackerKeys(append={"training.af-report-to": "mlflow"}),
-    "swanlab": TrackerKeys(append={"training.af-report-to": "swanlab"}),
+    ANY_TRACKER: TrackerKeys(append={"training.af-report-to": "{name}"}),
 }
 # Its GRPO trainer: MindSpeed-RL's switches, as the mindspeed-rl backend maps them (engine/rl/trackers.py
 # reads them); MindSpeed-RL has no MLflow integration, so neither has the GRPO trainer.
@@ -79,6 +80,10 @@ class TorchBackend(MegatronBackend[None]):
     # its trainer: "error (rank N): K configuration problem(s):", and the NaN check's "found NaN in"
     unretryable = ("configuration problem", "found NaN in")
     tracker_keys = TORCH_TRACKERS
+    # its trainer reports the loss as MindSpore Transformers' MFLossMonitor names it, `loss`
+    # (engine/train/monitor.py `training_scalars`), where Megatron's writers say `lm loss`
+    tracker_names = {"lm loss": "loss"}
+    trains_on_cpu = True  # gloo on CPU; `accelerator: cpu` forces it on a node with accelerators
 
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         return GRPO_TRACKERS if stage == "grpo" else TORCH_TRACKERS
@@ -93,11 +98,24 @@ class TorchBackend(MegatronBackend[None]):
         return super().memory_target(run)
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
-        if ctx.config.stage == "grpo":
-            from ascendfactory.backends.torch.grpo import plan_grpo
+        """The plan of the stage; a real run on a Python without the embedded backend's packages (a core
+        `pip install .`) is refused here, with every other problem, before anything is written."""
+        missing = missing_packages()
+        refused = [missing_packages_problem(ctx, missing)] if missing and strict_paths else []
+        try:
+            if ctx.config.stage == "grpo":
+                from ascendfactory.backends.torch.grpo import plan_grpo
 
-            return plan_grpo(self, ctx, strict_paths=strict_paths)
-        return super().plan(ctx, strict_paths=strict_paths)
+                plan = plan_grpo(self, ctx, strict_paths=strict_paths)
+            else:
+                plan = super().plan(ctx, strict_paths=strict_paths)
+        except ConfigError as e:
+            raise ConfigError(refused + e.problems) from None
+        self.raise_if(refused)
+        if missing:
+            p = missing_packages_problem(ctx, missing)
+            plan.warnings.append(f"{p.message} (a real run stops here; fix: {p.fix})")
+        return plan
 
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun[None], shared: bool) -> Step:
@@ -308,22 +326,19 @@ class TorchBackend(MegatronBackend[None]):
     def value_problems(self, ctx: PlanContext) -> list[Problem]:
         """Values each program's parser refuses (`lr: abc`), found before the layout is known."""
         from ascendfactory.engine.argv_check import parse_known
-        from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
-        from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
-        from ascendfactory.engine.train.flags import build_parser as train_parser
 
         bc = ctx.config.backend_config or {}
         problems: list[Problem] = []
-        for section, build in (
-            ("preprocess_data", preprocess_parser),
-            ("convert_ckpt_hf2mg", convert_parser),
-            ("training", train_parser),
-            ("convert_ckpt_mg2hf", convert_parser),
+        for section, program in (
+            ("preprocess_data", "preprocess"),
+            ("convert_ckpt_hf2mg", "convert"),
+            ("training", "train"),
+            ("convert_ckpt_mg2hf", "convert"),
         ):
             options = bc.get(section)
             if not isinstance(options, dict):
                 continue
-            parser = build()  # once per section: building the trainer's (~300 flags) costs more than parsing
+            parser = _values_parser(program)  # built once per process: the trainer's has ~300 flags
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
                     _, left = parse_known(parser, to_flags({key: value}), values_only=True)
@@ -410,9 +425,32 @@ class TorchBackend(MegatronBackend[None]):
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return [
-            *(module_check(m) for m in ("torch", "transformers", "safetensors", "tokenizers", "numpy")),
+            *(module_check(m) for m in EMBEDDED_PACKAGES),
             *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil")),
         ]
+
+
+# What the embedded backend's programs import (preprocess: tokenizers, numpy; hf2mg / mg2hf: torch,
+# safetensors; train: torch, transformers): the `torch` extra of pyproject.toml.
+EMBEDDED_PACKAGES = ("torch", "transformers", "safetensors", "tokenizers", "numpy")
+
+
+def missing_packages() -> list[str]:
+    """The embedded backend's packages this Python cannot import (found without importing them)."""
+    import importlib.util
+
+    return [m for m in EMBEDDED_PACKAGES if importlib.util.find_spec(m) is None]
+
+
+def missing_packages_problem(ctx: PlanContext, missing: list[str]) -> Problem:
+    import sys
+
+    return ctx.problem(
+        "backend",
+        f"torch: the embedded backend's programs need {', '.join(missing)}, which this Python "
+        f"({sys.executable}) lacks (a core install: `pip install .` plans and reads logs, it does not train)",
+        fix='pip install ".[torch]" from the checkout (or "ascendfactory-cli[torch]"), or sh install.sh',
+    )
 
 
 def trainer_defaults() -> dict[str, Any]:
@@ -451,6 +489,17 @@ def _virtual_chunk_layers(run: MegatronRun[None]) -> int | None:
     if not per_chunk or run.pp < 2 or run.arch.layers // run.pp <= per_chunk:
         return None
     return per_chunk
+
+
+@functools.lru_cache(maxsize=None)
+def _values_parser(program: str) -> Any:
+    """The program's own parser for checking values one flag at a time (its required flags made optional by
+    `parse_known(values_only=True)`, so it serves only that: a bulk dry run builds each once)."""
+    from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
+    from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
+    from ascendfactory.engine.train.flags import build_parser as train_parser
+
+    return {"preprocess": preprocess_parser, "convert": convert_parser, "train": train_parser}[program]()
 
 
 def _interleaved_problems(ctx: PlanContext, run: MegatronRun[None]) -> list[Problem]:

@@ -45,6 +45,7 @@ def add_data_fit(ctx: PlanContext, run: MegatronRun, plan: Plan) -> None:
     if pre is not None and not pre.skipped:
         argv = [ctx.python, "-m", "ascendfactory.engine.data.fit", "--data-path", data_path]
         argv += ["--seq-length", str(seq), "--on-unfit", "fail" if enforce else "warn", "--key", KEY]
+        argv += [f"--{k}" if k == "stops-on-nan" else f"--{k}={v}" for k, v in _context(run).items() if v]
         check = Step(
             name="data-fit",
             role=Role.CHECK,
@@ -55,16 +56,32 @@ def add_data_fit(ctx: PlanContext, run: MegatronRun, plan: Plan) -> None:
         )
         plan.steps.insert(plan.steps.index(pre) + 1, check)
         return
-    _count_now(ctx, data_path, seq, plan, enforce=enforce)
+    _count_now(ctx, run, seq, plan, enforce=enforce)
 
 
-def _count_now(ctx: PlanContext, prefix: str, seq: int, plan: Plan, *, enforce: bool) -> None:
+def _context(run: MegatronRun) -> dict[str, int]:
+    """What the data-fit program is told besides the data: the model's positions (its suggestion stays
+    within them) and, with the trainer's NaN check on, the run's micro-batches (the odds of a NaN stop)."""
+    args = run.launch
+    if args is None:
+        return {"max-positions": run.arch.max_pos}
+    max_pos = args.number("max-position-embeddings") or run.arch.max_pos
+    out = {"max-positions": max_pos}
+    mbs, gbs, iters = args.micro_batch_size, args.global_batch_size(run.dp), args.number("train-iters")
+    if not args.on("no-check-for-nan-in-loss-and-grad") and iters:
+        out.update({"micro-batch-size": mbs, "micro-batches": iters * gbs // mbs, "stops-on-nan": 1})
+    return out
+
+
+def _count_now(ctx: PlanContext, run: MegatronRun, seq: int, plan: Plan, *, enforce: bool) -> None:
     from ascendfactory.engine.data import fit
     from ascendfactory.engine.data.indexed import exists
 
-    if not exists(prefix + fit.LABELS_SUFFIX):
+    prefix = run.data_path
+    if not isinstance(prefix, str) or not exists(prefix + fit.LABELS_SUFFIX):
         return  # a missing input is reported by the path checks
-    report = fit.check(prefix, seq)
+    told = _context(run)
+    report = fit.check(prefix, seq, told["max-positions"] or None)
     if report.fits:
         return
     if report.refuse and enforce:
@@ -75,9 +92,13 @@ def _count_now(ctx: PlanContext, prefix: str, seq: int, plan: Plan, *, enforce: 
                 ctx.problem(
                     KEY,
                     f"the data does not fit: {report.describe(what='seq-length')}",
-                    fix=f"seq-length: {report.keep_95} (or shorter prompts); check_data_fit: false trains "
-                    "anyway (micro-batches without answer tokens have a NaN loss)",
+                    fix=report.fix("seq-length"),
                 )
             ]
         )
-    plan.warnings.append(f"{KEY}: {report.describe(what='seq-length')}")
+    odds = ""
+    if told.get("stops-on-nan"):
+        odds = fit.odds_sentence(
+            report, micro_batch_size=told["micro-batch-size"], micro_batches=told["micro-batches"]
+        )
+    plan.warnings.append(f"{KEY}: {report.describe(what='seq-length')}{odds}")

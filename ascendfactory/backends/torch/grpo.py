@@ -326,7 +326,7 @@ def _train_step(ctx: PlanContext, rl: MindSpeedRLConfig, layout: RLOutputTree, l
     entry += ["--af-metrics-dir", layout.logs]
     if rl.rl.get("use_tensorboard"):
         given = cfg.tensorboard.tensorboard_dir if cfg.tensorboard else None
-        entry += ["--af-tensorboard-dir", str(absolute(given) or os.path.join(layout.root, "tensorboard"))]
+        entry += ["--af-tensorboard-dir", str(absolute(given) or layout.tensorboard_dir)]
     inputs = [layout.train_yaml]
     if load.path and load.path != layout.saved_checkpoints:
         inputs.append(load.path)

@@ -30,7 +30,7 @@ from ascendfactory.backends.base import EXP_CONFIG, Backend, PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.registry import register_backend
-from ascendfactory.backends.report_to import TrackerKeys
+from ascendfactory.backends.report_to import TrackerKeys, client_check_args
 from ascendfactory.backends.verl import composer, environment, prompts, rules
 from ascendfactory.backends.verl import run as verl_run
 from ascendfactory.backends.verl.memory import VerlLaunch
@@ -41,6 +41,7 @@ from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import BackendNotRunnableError, Problem
 from ascendfactory.monitors import TensorboardConfig
+from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
     LogNaming,
@@ -164,9 +165,19 @@ class VerlBackend(Backend):
         checked = _compose(ctx, run, strict_paths, found)
         _check_rules(checked, found)
         _check_resources(ctx, checked, accelerator, strict_paths, found)
-        self.raise_if(found.problems)
         if strict_paths and accelerator == "cpu":
-            raise BackendNotRunnableError(NO_ACCELERATOR)
+            if not found.problems:
+                raise BackendNotRunnableError(NO_ACCELERATOR)
+            # named with the experiment's own problems: every reason at once, not one per try
+            found.problems.append(
+                Problem(
+                    key="(environment)",
+                    message="this machine has no GPU or NPU: verl 0.9.1 cannot train here (no CPU platform; "
+                    "its rollouts need vLLM, SGLang or TensorRT-LLM on an accelerator)",
+                    fix="run the same command on a GPU or NPU node; `train --dry-run` shows the plan here",
+                )
+            )
+        self.raise_if(found.problems)
         if accelerator == "cpu":
             found.warnings.append(
                 "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
@@ -198,7 +209,7 @@ class VerlBackend(Backend):
             Step(
                 name="plot",
                 role=Role.PLOT,
-                outputs=[os.path.join(plan.output_dir, "training_loss.png")],
+                outputs=[plan.tree.loss_plot],
                 skip_reason=None
                 if ctx.config.env.NODE_RANK == 0
                 else "verl prints its metrics on the first node",
@@ -284,7 +295,7 @@ def _device(accelerator: str) -> str:
 
 
 def _checkpoint_root(ctx: PlanContext) -> str:
-    return os.path.join(os.path.abspath(ctx.config.af_output_dir), verl_run.CHECKPOINT_DIR)
+    return OutputTree(os.path.abspath(ctx.config.af_output_dir)).saved_checkpoints
 
 
 def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlRun:
@@ -412,7 +423,7 @@ def _plan_shell(ctx: PlanContext, checked: Checked, device: str, warnings: list[
     _, experiment_text = ctx.exp_config_file(out)  # the resolved experiment, beside the manifests
     files = {
         os.path.join(out, EXP_CONFIG): _exp_config(config, run, composition.by),
-        os.path.join(out, ".af", "experiment.yaml"): experiment_text,
+        OutputTree(out).records("experiment.yaml"): experiment_text,
     }
     return ctx.new_plan(
         out,
@@ -439,7 +450,14 @@ def _check_step(ctx: PlanContext, checked: Checked, step_env: dict[str, str]) ->
     return Step(
         name="check",
         role=Role.CHECK,
-        launch=Process((checked.python, CHECK_PROGRAM, *checked.run.texts())),
+        launch=Process(
+            (
+                checked.python,
+                CHECK_PROGRAM,
+                *client_check_args(ctx.config.report_to, ctx.config.backend),
+                *checked.run.texts(),
+            )
+        ),
         env=step_env,
         skip_reason=None if ctx.config.env.NODE_RANK == 0 else "verl's own checks run on NODE_RANK 0",
         notes=["verl's own Hydra composition and validate_config, before Ray starts (imports verl)"],
@@ -553,5 +571,5 @@ def _step_env(
         step["ASCEND_PROCESS_LOG_PATH"] = os.path.join(out, "plog", f"rank{node_rank}")
     if tensorboard:
         where = tensorboard.tensorboard_dir or environ.get("MA_SUMMARY_LOG_DIR")
-        step["TENSORBOARD_DIR"] = os.path.abspath(where) if where else os.path.join(out, "tensorboard")
+        step["TENSORBOARD_DIR"] = os.path.abspath(where) if where else OutputTree(out).tensorboard_dir
     return step

@@ -57,7 +57,8 @@ def rollout_engines(env: str) -> list[str]:
 
 
 def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
-    """A venv of its own with the pinned verl; skipped entirely once the marker is written."""
+    """A venv of its own with the pinned verl (skipped entirely once the marker is written), then the
+    tracker clients AF_TRACKERS names."""
     torch_spec = environ.get("AF_TORCH_SPEC", "torch==2.13.0")
     py, marker = python_of(ENV.default(environ)), os.path.join(ENV.default(environ), MARKER)
     pip = (py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
@@ -67,7 +68,8 @@ def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
         f"pathlib.Path({marker!r}).write_text(v + '\\n'); print('verl', v, 'in', sys.prefix)"
     )
     what = f"install verl[{EXTRA}]=={VERSION}, keeping {torch_spec}"
-    return ENV.install_steps(environ, (what, (*pip, torch_spec, f"verl[{EXTRA}]=={VERSION}")), record)
+    steps = ENV.install_steps(environ, (what, (*pip, torch_spec, f"verl[{EXTRA}]=={VERSION}")), record)
+    return [*steps, *ENV.tracker_steps(environ)]
 
 
 def checks(environ: Mapping[str, str], accelerator: str) -> list[Check]:

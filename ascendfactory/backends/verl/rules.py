@@ -92,6 +92,21 @@ class View:
         value = self.get(key)
         return value is True
 
+    @staticmethod
+    def architectures(path: Any) -> Any:
+        """`architectures` of the HF model directory's config.json (MISSING when it cannot be read)."""
+        import json
+        import os
+
+        if not isinstance(path, str) or not path:
+            return MISSING
+        try:
+            with open(os.path.join(os.path.expanduser(path), "config.json"), encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError):
+            return MISSING
+        return config.get("architectures") if isinstance(config, dict) else MISSING
+
     @property
     def n_gpus(self) -> builtins.int | None:
         nodes, per = self.int("trainer.nnodes"), self.int("trainer.n_gpus_per_node")
@@ -193,7 +208,8 @@ def _wrong_type(key: str, value: Any, want: str | None) -> bool:
         (want == "bool" and not isinstance(value, bool))
         or (want == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))))
         or (want == "string" and isinstance(value, (dict, bool)))
-        or (want == "string" and isinstance(value, list) and not key.endswith("_files"))  # file lists
+        # file lists; target_modules takes a list of module names (HFModelConfig)
+        or (want == "string" and isinstance(value, list) and not key.endswith(("_files", ".target_modules")))
         or (key.endswith("._target_") and not (isinstance(value, str) and value))  # a class path
         or (want == "list" and not isinstance(value, (list, str)))
     )
@@ -219,6 +235,16 @@ def check_types(v: View) -> Iterator[Problem]:
                 key,
                 f"is {_num(value)}: verl needs a whole number >= 1 or null here",
                 f"set {key} to a positive integer, or null",
+            )
+    for key in ("actor_rollout_ref.model.target_modules", "critic.model.target_modules"):
+        value = v.get(key)  # HFModelConfig.__post_init__ (verl/workers/config/model.py): str or list[str]
+        ok = isinstance(value, str) or (isinstance(value, list) and all(isinstance(x, str) for x in value))
+        if value is not None and key not in seen and not ok:
+            seen.add(key)
+            yield Problem(
+                key,
+                f"is {_num(value)}: verl's model config takes a module name pattern or a list of names",
+                f"set {key} to all-linear, or a list of module names",
             )
     if v.schema is None:
         return
@@ -420,11 +446,15 @@ def check_critic(v: View) -> Iterator[Problem]:
             f"{micro} does not divide critic.ppo_mini_batch_size {mini}",
             "use a divisor",
         )
-    sp, n = v.int("critic.ulysses_sequence_parallel_size") or 1, v.n_gpus
-    if micro and n and v.get("critic.strategy") in ("fsdp", "fsdp2") and micro * sp < n:
+    # FSDPCriticConfig.validate and VeOmniCriticConfig.validate: micro x the critic's Ulysses size >= devices
+    fsdp_sp = "critic.ulysses_sequence_parallel_size"
+    sp_key = {"fsdp": fsdp_sp, "fsdp2": fsdp_sp, "veomni": "critic.veomni.ulysses_parallel_size"}
+    key = sp_key.get(v.get("critic.strategy"))
+    sp, n = (v.int(key) or 1) if key else 1, v.n_gpus
+    if micro and n and key and micro * sp < n:
         yield Problem(
             "critic.ppo_micro_batch_size",
-            f"{micro} x critic.ulysses_sequence_parallel_size {sp} is below {v.devices_text}",
+            f"{micro} x {key} {sp} is below {v.devices_text}",
             "use critic.ppo_micro_batch_size_per_gpu instead",
         )
 
@@ -489,12 +519,121 @@ def check_rollout_parallel(v: View) -> Iterator[Problem]:
         )
 
 
+# The engine config classes validate_config builds with the actor (and the critic): their __post_init__
+# asserts (verl 0.9.1 verl/workers/config/engine.py, optimizer.py). Engine section -> field -> choices.
+ENGINE_SECTIONS = {  # the actor's engine section, the critic's, per actor strategy
+    "fsdp": ("fsdp_config", "fsdp"),
+    "fsdp2": ("fsdp_config", "fsdp"),
+    "megatron": ("megatron", "megatron"),
+    "veomni": ("veomni", "veomni"),
+    "torchtitan": ("torchtitan", "torchtitan"),
+}
+ENGINE_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    "fsdp_config": {"strategy": ("fsdp", "fsdp2", "fsdp_turbo")},  # FSDPEngineConfig
+    "fsdp": {"strategy": ("fsdp", "fsdp2", "fsdp_turbo")},
+    "megatron": {"dtype": ("bfloat16", "float16"), "router_replay.mode": ("disabled", "R2", "R3")},
+    "veomni": {"strategy": ("veomni",), "router_replay.mode": ("disabled", "R2", "R3")},
+    "torchtitan": {
+        "attn_type": ("flex", "flex_flash", "varlen"),
+        "spmd_backend": ("default", "full_dtensor", "spmd_types"),
+        "activation_checkpoint": ("selective", "full", "none"),
+        "strategy": ("torchtitan",),
+    },
+}
+MCORE_OPTIM_DTYPES = ("fp32", "float32", "32", "bf16", "bfloat16")  # McoreOptimizerConfig.__post_init__
+
+
+def _engine_sections(v: View) -> Iterator[tuple[str, str]]:
+    """(the section's key prefix, its engine kind) for the actor, and the critic when one runs."""
+    strategy = v.get(A + "strategy")
+    sections = ENGINE_SECTIONS.get(strategy) if isinstance(strategy, str) else None
+    if sections is None:
+        return
+    yield A + sections[0] + ".", sections[0]
+    if v.need_critic:
+        yield "critic." + sections[1] + ".", sections[1]
+
+
+def check_engine_choices(v: View) -> Iterator[Problem]:
+    for prefix, engine in _engine_sections(v):
+        for name, allowed in ENGINE_CHOICES[engine].items():
+            value = v.get(prefix + name)
+            if value is not None and value not in allowed:
+                yield Problem(
+                    prefix + name,
+                    f"is {value!r}: verl's {engine} engine config takes " + ", ".join(allowed),
+                    f"set {prefix}{name} to one of: " + ", ".join(allowed),
+                )
+        if engine == "megatron" and v.flag(prefix + "dynamic_context_parallel"):
+            seqlen = v.get(prefix + "max_seqlen_per_dp_cp_rank")
+            if not (isinstance(seqlen, int) and not isinstance(seqlen, bool) and seqlen > 0):
+                yield Problem(
+                    prefix + "max_seqlen_per_dp_cp_rank",
+                    f"is {seqlen!r}, but {prefix}dynamic_context_parallel is true: it needs a positive whole "
+                    "number of tokens",
+                    f"set {prefix}max_seqlen_per_dp_cp_rank (e.g. the sequence length), or "
+                    "dynamic_context_parallel: false",
+                )
+        if engine == "veomni":
+            limit = v.get(prefix + "activation_offload_host_cache_limit_gb")
+            if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+                if not math.isfinite(limit) or limit < 0:
+                    yield Problem(
+                        prefix + "activation_offload_host_cache_limit_gb",
+                        f"is {limit}: verl needs a finite value >= 0",
+                        f"set {prefix}activation_offload_host_cache_limit_gb to 0 or more",
+                    )
+            mode = v.get(prefix + "router_replay.mode")
+            if (
+                prefix.startswith(A)
+                and mode not in (None, "disabled")
+                and not v.flag(A + "use_remove_padding")
+            ):
+                yield Problem(
+                    prefix + "router_replay.mode",
+                    f"is {mode!r}, but the actor's use_remove_padding is false: verl's VeOmni actor replays "
+                    "routes only with remove-padding",
+                    "set actor_rollout_ref.model.use_remove_padding: true, or router_replay.mode: disabled",
+                )
+    if v.megatron:
+        for prefix in (A + "optim.", *(("critic.optim.",) if v.need_critic else ())):
+            for name in ("main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+                value = v.get(prefix + name)
+                if value is not None and str(value) not in MCORE_OPTIM_DTYPES:
+                    yield Problem(
+                        prefix + name,
+                        f"is {value!r}: verl's Megatron optimizer takes " + ", ".join(MCORE_OPTIM_DTYPES),
+                        f"set {prefix}{name}: fp32 or bf16",
+                    )
+
+
+def check_critic_architectures(v: View) -> Iterator[Problem]:
+    """HFModelConfig.__post_init__ (verl/workers/config/model.py), built for the critic by validate_config:
+    the model's config.json (with override_config on top) names exactly one architecture."""
+    if not v.need_critic:
+        return
+    override = v.get("critic.model.override_config")
+    override = override if isinstance(override, dict) else {}
+    if "architectures" in override:
+        found, where = override["architectures"], "critic.model.override_config.architectures"
+    else:
+        found, where = v.architectures(v.get("critic.model.path")), "critic.model.path"
+    if found is MISSING:
+        return
+    if not (isinstance(found, list) and len(found) == 1):
+        yield Problem(
+            where,
+            f"gives the critic's model the architectures {found!r}: verl's HFModelConfig needs exactly one",
+            "name one architecture (config.json's architectures, or override_config.architectures)",
+        )
+
+
 FSDP_SCHEDULES = ("constant", "cosine")  # verl/workers/config/optimizer.py FSDPOptimizerConfig.__post_init__
 
 
 def check_fsdp_schedule(v: View) -> Iterator[Problem]:
-    if v.megatron:
-        return  # McoreOptimizerConfig has its own styles
+    if v.get(A + "strategy") not in ("fsdp", "fsdp2"):
+        return  # the Megatron, VeOmni and TorchTitan optimizer configs have their own schedules
     for prefix in (A + "optim.", *(("critic.optim.",) if v.need_critic else ())):
         for key in ("warmup_style", "lr_scheduler_type"):
             value = v.get(prefix + key)
@@ -652,6 +791,16 @@ RULES: tuple[Rule, ...] = (
         check_rollout_parallel,
     ),
     Rule("fsdp_schedule", "FSDPOptimizerConfig.__post_init__ (via validate_config)", check_fsdp_schedule),
+    Rule(
+        "engine_choices",
+        "the engine and Megatron optimizer config classes' __post_init__ (via validate_config)",
+        check_engine_choices,
+    ),
+    Rule(
+        "critic_architectures",
+        "HFModelConfig.__post_init__ (via validate_config)",
+        check_critic_architectures,
+    ),
     Rule("rollout_engine", "only on the workers: get_rollout_class", check_rollout_engine),
     Rule("separate_async", "only in the trainer: trainer_separate_async.py", check_separate_async),
     Rule(

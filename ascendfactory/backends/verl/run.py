@@ -33,8 +33,8 @@ from ascendfactory.backends.verl.schema import Override
 from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import Problem
 from ascendfactory.monitors import TensorboardConfig
+from ascendfactory.output_tree import OutputTree
 
-CHECKPOINT_DIR = "saved_checkpoints"
 HYDRA_OVERRIDES = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout")
 # Keys the plan decides: (what decides it, the fix).
 OWNED: dict[str, tuple[str, str]] = {
@@ -137,7 +137,7 @@ def read(
     out = os.path.abspath(output_dir)
     resume = _resume(out, train_auto_resume, ckpt_load_type, user_converted_ckpt_path, problems)
     owned_values: dict[str, Any] = {
-        "trainer.default_local_dir": os.path.join(out, CHECKPOINT_DIR),
+        "trainer.default_local_dir": OutputTree(out).saved_checkpoints,
         "trainer.nnodes": nnodes,
         "trainer.n_gpus_per_node": devices_per_node,
         "trainer.resume_mode": resume.mode,
@@ -279,7 +279,9 @@ def _resume(
         )
     if train_auto_resume:
         return Resume(
-            "auto", None, f"auto: verl resumes from the newest checkpoint in {out}/{CHECKPOINT_DIR}"
+            "auto",
+            None,
+            f"auto: verl resumes from the newest checkpoint in {OutputTree(out).saved_checkpoints}",
         )
     if ckpt_load_type == 2 and user_converted_ckpt_path:
         path = os.path.abspath(user_converted_ckpt_path)

@@ -14,6 +14,7 @@ import time
 import traceback
 from collections.abc import Sequence
 
+from ascendfactory.engine.convert.families import FAMILIES
 from ascendfactory.errors import AscendFactoryError, ConfigError, Problem
 
 log = logging.getLogger("ascendfactory.convert")
@@ -58,10 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
         "shard then holds model0, model1, ... (mg->hf reads such checkpoints without this flag)",
     )
     p.add_argument(
+        "--target-expert-parallel-size",
+        type=int,
+        default=1,
+        help="EP of the Megatron output: each EP rank holds num_experts / EP routed experts (MoE models)",
+    )
+    p.add_argument(
+        "--moe-grouped-gemm",
+        action="store_true",
+        help="write each EP rank's experts in Megatron's grouped-GEMM layout (mlp.experts.weight1/weight2), "
+        "as training with --moe-grouped-gemm loads them; mg->hf reads either layout without it",
+    )
+    p.add_argument(
         "--model-type-hf",
         default=None,
-        choices=["llama2", "qwen25", "qwen3"],
-        help="model family (default: from config.json model_type)",
+        choices=list(FAMILIES),
+        help="model family, MindSpeed-LLM's spelling (default: from config.json model_type)",
     )
     p.add_argument(
         "--params-dtype",
@@ -143,6 +156,7 @@ def _validate(a: argparse.Namespace) -> None:
     for flag, value in (
         ("--target-tensor-parallel-size", a.target_tensor_parallel_size),
         ("--target-pipeline-parallel-size", a.target_pipeline_parallel_size),
+        ("--target-expert-parallel-size", a.target_expert_parallel_size),
         ("--make-vocab-size-divisible-by", a.make_vocab_size_divisible_by),
     ):
         if value < 1:

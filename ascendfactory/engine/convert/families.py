@@ -1,9 +1,16 @@
 """HF <-> Megatron-core weight names, one table per model family, as data.
 
-Each `Family` has one-to-one names (HF pattern -> Megatron pattern, `*` = layer number; `None` = an HF key
-that is dropped on purpose, e.g. rotary `inv_freq`), plus a short list of named transforms that fuse several
-HF tensors into one Megatron tensor (`QKVMapping`, `GatedMLPMapping`). The reverse direction is computed
-from the same tables. Nothing here imports torch.
+Each `Family` has one-to-one names (HF pattern -> Megatron pattern, `*` = layer number, `#` = expert number;
+`None` = an HF key that is dropped on purpose, e.g. rotary `inv_freq`), plus a short list of named transforms
+that fuse several HF tensors into one Megatron tensor (`QKVMapping`, `GatedMLPMapping`, `ConcatMapping`). The
+reverse direction is computed from the same tables. Nothing here imports torch.
+
+The mixture-of-experts families (`qwen3-moe`, `deepseek2-lite`, `deepseek2`, `deepseek3`, MindSpeed-LLM's
+`--model-type-hf` spellings) follow MindSpeed-LLM 26.1.0's `convert_ckpt_v2.py`
+(`mindspeed_llm/tasks/checkpoint/model_builder.py` `MegatronModel.get_module_mapping` for the Megatron
+names, `configs/checkpoint/model_cfg.json` for the HF ones). Expert numbers are global on the HF side and
+local to the expert-parallel rank on the Megatron side (`local_experts.J`); `shard_map` renumbers them, and
+fuses the local experts into Megatron's grouped-GEMM `weight1` / `weight2` when asked.
 """
 
 from __future__ import annotations
@@ -51,11 +58,37 @@ class GatedMLPMapping:
         return (self.gate, self.up)
 
 
-Transform = QKVMapping | GatedMLPMapping
+@dataclass(frozen=True)
+class ConcatMapping:
+    """HF tensors stacked row-wise into one Megatron tensor, the same on every TP rank (MLA's `linear_qkv` =
+    [q_proj or q_a_proj; kv_a_proj_with_mqa], MindSpeed-LLM's `LinearNoTP`). `rows` names the `ModelDims`
+    properties that give each part's row count, so the reverse split needs no stored sizes."""
+
+    megatron: str
+    parts: tuple[str, ...]
+    rows: tuple[str, ...]
+
+    @property
+    def hf(self) -> tuple[str, ...]:
+        return self.parts
+
+
+Transform = QKVMapping | GatedMLPMapping | ConcatMapping
 
 
 def _pattern(p: str) -> re.Pattern[str]:
-    return re.compile("^" + re.escape(p).replace(r"\*", r"(\d+)") + "$")
+    rx = re.escape(p).replace(r"\*", r"(?P<layer>\d+)").replace(r"\#", r"(?P<expert>\d+)")
+    return re.compile("^" + rx + "$")
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    """A tensor name matched against a family table: its pattern, layer and expert numbers, and target."""
+
+    pattern: str
+    layer: int | None
+    expert: int | None
+    target: Any
 
 
 @dataclass(frozen=True)
@@ -105,17 +138,39 @@ class Family:
 
     def lookup_hf(self, name: str) -> tuple[str, int | None, str | Transform | None]:
         """HF name -> (matched HF pattern, layer number or None, Megatron pattern | transform | None)."""
-        return self._lookup(name, self._hf_rules, self.hf_patterns, "HF")
+        m = self.match_hf(name)
+        return m.pattern, m.layer, m.target
 
     def lookup_megatron(self, name: str) -> tuple[str, int | None, str | Transform]:
         """Megatron name -> (matched Megatron pattern, layer number or None, HF pattern | transform)."""
+        m = self.match_megatron(name)
+        return m.pattern, m.layer, m.target
+
+    def match_hf(self, name: str) -> NameMatch:
+        """`lookup_hf` with the expert number too (None outside the experts)."""
+        return self._lookup(name, self._hf_rules, self.hf_patterns, "HF")
+
+    def match_megatron(self, name: str) -> NameMatch:
+        """`lookup_megatron` with the (EP-local) expert number too."""
         return self._lookup(name, self._mg_rules, self.megatron_patterns, "Megatron")
 
-    def _lookup(self, name: str, rules: list, patterns: list[str], side: str) -> tuple[str, int | None, Any]:
+    @property
+    def moe(self) -> bool:
+        """Whether the family has routed experts."""
+        return any("#" in p for p in self.names) or any("#" in h for t in self.transforms for h in t.hf)
+
+    def _lookup(self, name: str, rules: list, patterns: list[str], side: str) -> NameMatch:
         for rx, pat, target in rules:
             m = rx.match(name)
             if m:
-                return pat, (int(m.group(1)) if m.groups() else None), target
+                groups = m.groupdict()
+                layer, expert = groups.get("layer"), groups.get("expert")
+                return NameMatch(
+                    pat,
+                    None if layer is None else int(layer),
+                    None if expert is None else int(expert),
+                    target,
+                )
         known = "\n    ".join(patterns)
         raise ConversionKeyError(
             f"{side} tensor '{name}' has no mapping in family '{self.name}'.\n"
@@ -129,9 +184,10 @@ class Family:
         return self.tp_dims[hf_pattern]
 
 
-def hf_name(pattern: str, layer: int | None) -> str:
-    """Fill the `*` of a pattern with a layer number."""
-    return pattern if layer is None else pattern.replace("*", str(layer), 1)
+def hf_name(pattern: str, layer: int | None, expert: int | None = None) -> str:
+    """Fill the `*` of a pattern with a layer number and its `#` with an expert number."""
+    out = pattern if layer is None else pattern.replace("*", str(layer), 1)
+    return out if expert is None else out.replace("#", str(expert), 1)
 
 
 _COMMON_NAMES: dict[str, str | None] = {
@@ -211,7 +267,111 @@ QWEN3 = Family(
     qk_norm=True,
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (LLAMA2, QWEN25, QWEN3)}
+
+# ---- mixture of experts (MindSpeed-LLM 26.1.0 convert_ckpt_v2.py's names; see the module docstring)
+X = L + "mlp.experts.#."  # HF routed expert prefix (global expert number)
+MX = M + "mlp.experts.local_experts.#."  # Megatron local expert prefix (EP-local number)
+_ROUTER_NAMES: dict[str, str | None] = {
+    L + "mlp.gate.weight": M + "mlp.router.weight",
+    X + "down_proj.weight": MX + "linear_fc2.weight",
+}
+_EXPERT_FC1 = GatedMLPMapping(MX + "linear_fc1.weight", gate=X + "gate_proj.weight", up=X + "up_proj.weight")
+_SHARED_NAMES: dict[str, str | None] = {
+    L + "mlp.shared_experts.down_proj.weight": M + "mlp.shared_experts.linear_fc2.weight",
+}
+_SHARED_FC1 = GatedMLPMapping(
+    M + "mlp.shared_experts.linear_fc1.weight",
+    gate=L + "mlp.shared_experts.gate_proj.weight",
+    up=L + "mlp.shared_experts.up_proj.weight",
+)
+_MOE_TP_DIMS: dict[str, int | None] = {
+    L + "mlp.gate.weight": REPLICATED,
+    L + "mlp.gate.e_score_correction_bias": REPLICATED,
+    X + "gate_proj.weight": ROW,
+    X + "up_proj.weight": ROW,
+    X + "down_proj.weight": COL,
+    L + "mlp.shared_experts.gate_proj.weight": ROW,
+    L + "mlp.shared_experts.up_proj.weight": ROW,
+    L + "mlp.shared_experts.down_proj.weight": COL,
+}
+# Multi-head latent attention (DeepSeek-V2/V3): linear_qkv is not TP-sharded (MindSpeed-LLM's LinearNoTP);
+# the up-projections are column-parallel (row chunks of the HF weight), the output projection row-parallel.
+_MLA_NAMES: dict[str, str | None] = {
+    L + "self_attn.kv_b_proj.weight": M + "self_attention.linear_kv_up_proj.weight",
+    L + "self_attn.kv_a_layernorm.weight": M + "self_attention.kv_layernorm.weight",
+}
+_MLA_Q_LORA_NAMES: dict[str, str | None] = {
+    L + "self_attn.q_b_proj.weight": M + "self_attention.linear_q_up_proj.weight",
+    L + "self_attn.q_a_layernorm.weight": M + "self_attention.q_layernorm.weight",
+}
+_MLA_QKV = ConcatMapping(
+    M + "self_attention.linear_qkv.weight",
+    parts=(L + "self_attn.q_proj.weight", L + "self_attn.kv_a_proj_with_mqa.weight"),
+    rows=("mla_q_rows", "mla_kv_a_rows"),
+)
+_MLA_QKV_Q_LORA = ConcatMapping(
+    M + "self_attention.linear_qkv.weight",
+    parts=(L + "self_attn.q_a_proj.weight", L + "self_attn.kv_a_proj_with_mqa.weight"),
+    rows=("mla_q_rows", "mla_kv_a_rows"),
+)
+_MLA_TP_DIMS: dict[str, int | None] = {
+    L + "self_attn.q_proj.weight": REPLICATED,
+    L + "self_attn.q_a_proj.weight": REPLICATED,
+    L + "self_attn.kv_a_proj_with_mqa.weight": REPLICATED,
+    L + "self_attn.q_a_layernorm.weight": REPLICATED,
+    L + "self_attn.kv_a_layernorm.weight": REPLICATED,
+    L + "self_attn.q_b_proj.weight": ROW,
+    L + "self_attn.kv_b_proj.weight": ROW,
+}
+
+QWEN3_MOE = Family(
+    name="qwen3-moe",
+    hf_model_types=("qwen3_moe",),
+    # Qwen3-MoE's dense layers (mlp_only_layers, decoder_sparse_step > 1) keep the dense MLP names
+    names={**_COMMON_NAMES, **_QK_NORM_NAMES, **_ROUTER_NAMES},
+    transforms=(_QKV_WEIGHT, _GATED_MLP, _EXPERT_FC1),
+    tp_dims={**_TP_DIMS, **_MOE_TP_DIMS},
+    qk_norm=True,
+)
+# DeepSeek's first_k_dense_replace layers keep the dense MLP names (_COMMON_NAMES, _GATED_MLP)
+_DEEPSEEK_NAMES = {**_COMMON_NAMES, **_MLA_NAMES, **_ROUTER_NAMES, **_SHARED_NAMES}
+_DEEPSEEK_TP_DIMS = {**_TP_DIMS, **_MOE_TP_DIMS, **_MLA_TP_DIMS}
+DEEPSEEK2_LITE = Family(
+    name="deepseek2-lite",
+    hf_model_types=("deepseek_v2",),
+    names=_DEEPSEEK_NAMES,
+    transforms=(_MLA_QKV, _GATED_MLP, _SHARED_FC1, _EXPERT_FC1),
+    tp_dims=_DEEPSEEK_TP_DIMS,
+)
+DEEPSEEK2 = Family(
+    name="deepseek2",
+    hf_model_types=("deepseek_v2",),
+    names={**_DEEPSEEK_NAMES, **_MLA_Q_LORA_NAMES},
+    transforms=(_MLA_QKV_Q_LORA, _GATED_MLP, _SHARED_FC1, _EXPERT_FC1),
+    tp_dims=_DEEPSEEK_TP_DIMS,
+)
+DEEPSEEK3 = Family(
+    name="deepseek3",
+    hf_model_types=("deepseek_v3",),
+    names={
+        **_DEEPSEEK_NAMES,
+        **_MLA_Q_LORA_NAMES,
+        L + "mlp.gate.e_score_correction_bias": M + "mlp.router.expert_bias",
+    },
+    transforms=(_MLA_QKV_Q_LORA, _GATED_MLP, _SHARED_FC1, _EXPERT_FC1),
+    tp_dims=_DEEPSEEK_TP_DIMS,
+)
+# MindSpeed-LLM 2.1.0 (v1 convert_ckpt.py, its deepseek_spec.py MLASelfAttentionSubmodules) names three MLA
+# tensors differently; checkpoints trained there are read with these names too.
+V1_MLA_ALIASES = {
+    "self_attention.linear_qb.weight": "self_attention.linear_q_up_proj.weight",
+    "self_attention.linear_kvb.weight": "self_attention.linear_kv_up_proj.weight",
+    "self_attention.k_layernorm.weight": "self_attention.kv_layernorm.weight",
+}
+
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in (LLAMA2, QWEN25, QWEN3, QWEN3_MOE, DEEPSEEK2_LITE, DEEPSEEK2, DEEPSEEK3)
+}
 _ALL_MODEL_TYPES = [t for f in FAMILIES.values() for t in f.hf_model_types]
 
 
@@ -252,7 +412,9 @@ def family_for(hf_config: Any, model_type_hf: str | None = None) -> Family:
                 )
             )
         fam = found[0]
-    if hf_config is not None and fam.name in ("llama2", "qwen3"):
+        if model_type == "deepseek_v2" and get("q_lora_rank"):
+            fam = DEEPSEEK2  # DeepSeek-V2 (q_lora_rank 1536) vs V2-Lite (null): MindSpeed-LLM's two tables
+    if hf_config is not None and fam.name in ("llama2", "qwen3", "qwen3-moe"):
         for flag in ("attention_bias", "mlp_bias"):
             if get(flag, False):
                 raise ConfigError(

@@ -1,4 +1,4 @@
-"""Megatron checkpoint layout: tracker file, `iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt`, PP layer split.
+"""Megatron checkpoint layout: tracker, `iter_%07d/mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt`, PP layer split.
 
 torch is imported inside the functions that load or save, so the layout helpers stay light.
 """
@@ -22,7 +22,7 @@ from ascendfactory.checkpoints.megatron import (  # the layout names live in one
 from ascendfactory.errors import ConfigError, Problem
 
 __all__ = ["SHARD_FILE", "TRACKER", "write_tracker"]  # re-exported for the converter and the trainer
-_RANK_DIR = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?$")
+_RANK_DIR = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?(?:_(\d{3}))?$")
 
 
 def iteration_dir(root: str | Path, iteration: int) -> Path:
@@ -30,9 +30,21 @@ def iteration_dir(root: str | Path, iteration: int) -> Path:
     return Path(root) / iteration_name(iteration)
 
 
-def checkpoint_dir(root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_size: int) -> Path:
-    """The folder of one shard: `iter_%07d/mp_rank_{tp:02d}` (PP == 1) or `..._{pp:03d}` (PP > 1)."""
+def checkpoint_dir(
+    root: str | Path,
+    iteration: int,
+    tp_rank: int,
+    pp_rank: int,
+    pp_size: int,
+    ep_rank: int = 0,
+    ep_size: int = 1,
+) -> Path:
+    """The folder of one shard: `iter_%07d/mp_rank_{tp:02d}`, plus `_{pp:03d}` when PP > 1 and `_{ep:03d}`
+    when EP > 1 (Megatron's `get_checkpoint_name`, core_r0.8.0 megatron/training/checkpointing.py;
+    MindSpeed-LLM's `Convert.generate_mg_weights_dir`)."""
     name = f"mp_rank_{tp_rank:02d}" if pp_size == 1 else f"mp_rank_{tp_rank:02d}_{pp_rank:03d}"
+    if ep_size > 1:
+        name += f"_{ep_rank:03d}"
     return iteration_dir(root, iteration) / name
 
 
@@ -164,7 +176,40 @@ def virtual_stages(num_layers: int, pp: int, per_chunk: int) -> list[list[tuple[
 
 
 def discover_layout(root: str | Path, iteration: int) -> tuple[int, int]:
-    """(TP, PP) of a checkpoint from its `mp_rank_*` folder names; ConfigError if incomplete."""
+    """(TP, PP) of a checkpoint without expert parallelism (`discover_parallel` for EP too); ConfigError if
+    incomplete or expert-parallel."""
+    tp, pp, ep = discover_parallel(root, iteration)
+    if ep > 1:
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"{iteration_dir(root, iteration)} is an expert-parallel checkpoint (EP {ep})",
+                fix="convert it to EP 1 first (python -m ascendfactory.engine.convert --load-model-type mg "
+                "--save-model-type mg --target-expert-parallel-size 1 ...)",
+                source="command line",
+            )
+        )
+    return tp, pp
+
+
+def _saved_pp_ep(folder: Path) -> tuple[int, int] | None:
+    """(PP, EP) from the args of the shard in `folder`; None without args (`mp_rank_TT_XXX` is then PP)."""
+    import torch
+
+    try:
+        args = torch.load(folder / SHARD_FILE, map_location="cpu", weights_only=False, mmap=True).get("args")
+    except Exception:  # an unreadable shard: the names decide, as for checkpoints without args
+        return None
+    pp = getattr(args, "pipeline_model_parallel_size", None)
+    ep = getattr(args, "expert_model_parallel_size", None)
+    return (int(pp or 1), int(ep or 1)) if pp or ep else None
+
+
+def discover_parallel(root: str | Path, iteration: int) -> tuple[int, int, int]:
+    """(TP, PP, EP) of a checkpoint from its `mp_rank_*` folder names; ConfigError if incomplete.
+
+    `mp_rank_TT_XXX` is a PP rank or an EP rank (Megatron appends `_PPP` only when PP > 1 and `_EEE` only when
+    EP > 1): the saved args' pipeline / expert parallel sizes decide, PP when they say nothing."""
     it_dir = iteration_dir(root, iteration)
     if not it_dir.is_dir():
         raise ConfigError(
@@ -175,12 +220,12 @@ def discover_layout(root: str | Path, iteration: int) -> tuple[int, int]:
                 source="command line",
             )
         )
-    ranks = set()
+    found: dict[tuple[int, ...], Path] = {}
     for d in it_dir.iterdir():
         m = _RANK_DIR.match(d.name)
         if m and (d / SHARD_FILE).is_file():
-            ranks.add((int(m.group(1)), int(m.group(2)) if m.group(2) is not None else None))
-    if not ranks:
+            found[tuple(int(g) for g in m.groups() if g is not None)] = d
+    if not found:
         raise ConfigError(
             Problem(
                 key="--load-dir",
@@ -189,11 +234,35 @@ def discover_layout(root: str | Path, iteration: int) -> tuple[int, int]:
                 source="command line",
             )
         )
-    tp = max(r[0] for r in ranks) + 1
-    pp = 1 if all(r[1] is None for r in ranks) else max(r[1] or 0 for r in ranks) + 1
-    expected = {(t, None if pp == 1 else p) for t in range(tp) for p in range(pp)}
-    if ranks != expected:
-        missing = sorted(expected - ranks, key=str)
+    arity = {len(k) for k in found}
+    if len(arity) > 1:
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"{it_dir} mixes mp_rank_* folder layouts: "
+                f"{sorted(d.name for d in found.values())[:4]}",
+                fix="keep the folders of one checkpoint only",
+                source="command line",
+            )
+        )
+    n = arity.pop()
+    tp = max(k[0] for k in found) + 1
+    if n == 1:
+        pp, ep = 1, 1
+    elif n == 3:
+        pp, ep = max(k[1] for k in found) + 1, max(k[2] for k in found) + 1
+    else:
+        second = max(k[1] for k in found) + 1
+        saved = _saved_pp_ep(next(iter(found.values())))
+        pp, ep = (1, second) if saved is not None and saved[0] == 1 and saved[1] > 1 else (second, 1)
+    expected = {
+        (t,) + ((p,) if pp > 1 else ()) + ((e,) if ep > 1 else ())
+        for t in range(tp)
+        for p in range(pp)
+        for e in range(ep)
+    }
+    if set(found) != expected:
+        missing = sorted(expected - set(found))
         raise ConfigError(
             Problem(
                 key="--load-dir",
@@ -202,14 +271,22 @@ def discover_layout(root: str | Path, iteration: int) -> tuple[int, int]:
                 source="command line",
             )
         )
-    return tp, pp
+    return tp, pp, ep
 
 
-def load_shard(root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_size: int) -> dict[str, Any]:
+def load_shard(
+    root: str | Path,
+    iteration: int,
+    tp_rank: int,
+    pp_rank: int,
+    pp_size: int,
+    ep_rank: int = 0,
+    ep_size: int = 1,
+) -> dict[str, Any]:
     """`torch.load` one `model_optim_rng.pt` (memory-mapped; the dict holds args, so not weights-only)."""
     import torch
 
-    path = checkpoint_dir(root, iteration, tp_rank, pp_rank, pp_size) / SHARD_FILE
+    path = checkpoint_dir(root, iteration, tp_rank, pp_rank, pp_size, ep_rank, ep_size) / SHARD_FILE
     if not path.is_file():
         raise ConfigError(
             Problem(
@@ -223,12 +300,19 @@ def load_shard(root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_
 
 
 def save_shard(
-    root: str | Path, iteration: int, tp_rank: int, pp_rank: int, pp_size: int, payload: dict[str, Any]
+    root: str | Path,
+    iteration: int,
+    tp_rank: int,
+    pp_rank: int,
+    pp_size: int,
+    payload: dict[str, Any],
+    ep_rank: int = 0,
+    ep_size: int = 1,
 ) -> Path:
     """`torch.save` one shard dict to its folder (temp name, then rename); returns the file path."""
     import torch
 
-    folder = checkpoint_dir(root, iteration, tp_rank, pp_rank, pp_size)
+    folder = checkpoint_dir(root, iteration, tp_rank, pp_rank, pp_size, ep_rank, ep_size)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / SHARD_FILE
     tmp = folder / (SHARD_FILE + ".tmp")

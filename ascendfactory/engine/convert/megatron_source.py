@@ -13,7 +13,7 @@ import torch
 from ascendfactory.engine.convert import lora as lora_ops
 from ascendfactory.engine.convert import megatron_io as mio
 from ascendfactory.engine.convert.dims import ModelDims
-from ascendfactory.engine.convert.shard_map import hf_locals_to_full, megatron_to_hf_local
+from ascendfactory.engine.convert.shard_map import hf_locals_to_full, megatron_to_hf_local, merge_ep
 from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
 
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")
@@ -67,7 +67,7 @@ class MegatronSource:
         self.root = Path(root)
         self.lora = lora
         self.iteration = mio.read_tracker(self.root)
-        self.tp, self.pp = mio.discover_layout(self.root, self.iteration)
+        self.tp, self.pp, self.ep = mio.discover_parallel(self.root, self.iteration)
         first = self._load(0, 0)
         self.vpp = _chunk_count(first)
         self.args = first.get("args")
@@ -86,17 +86,18 @@ class MegatronSource:
         self.dims = dims
         saved_tp = getattr(self.args, "tensor_model_parallel_size", self.tp)
         saved_pp = getattr(self.args, "pipeline_model_parallel_size", self.pp)
-        if (saved_tp, saved_pp) != (self.tp, self.pp):
+        saved_ep = getattr(self.args, "expert_model_parallel_size", None) or self.ep
+        if (saved_tp, saved_pp, saved_ep) != (self.tp, self.pp, self.ep):
             raise ConfigError(
                 Problem(
                     key="--load-dir",
-                    message=f"the folders say TP {self.tp} PP {self.pp} but "
-                    f"the saved args say TP {saved_tp} PP {saved_pp}",
+                    message=f"the folders say TP {self.tp} PP {self.pp} EP {self.ep} but "
+                    f"the saved args say TP {saved_tp} PP {saved_pp} EP {saved_ep}",
                     fix="check that every mp_rank_* folder is from the same checkpoint",
                     source="command line",
                 )
             )
-        self.padded_vocab_size = int(self.args.padded_vocab_size)
+        self.padded_vocab_size = int(getattr(self.args, "padded_vocab_size", None) or dims.vocab_size)
         self._offset = 0
         self._next_stage = 0
         self._lora_root: Path | None = None
@@ -104,8 +105,8 @@ class MegatronSource:
         if lora is not None and lora.load:
             self._lora_root = Path(lora.load)
             self._lora_iteration = mio.read_tracker(self._lora_root)
-            layout = mio.discover_layout(self._lora_root, self._lora_iteration)
-            if layout != (self.tp, self.pp):
+            layout = mio.discover_parallel(self._lora_root, self._lora_iteration)
+            if layout != (self.tp, self.pp, self.ep):
                 raise ConfigError(
                     Problem(
                         key="--lora-load",
@@ -116,11 +117,11 @@ class MegatronSource:
                     )
                 )
 
-    def _load(self, tp_rank: int, pp_rank: int) -> dict[str, Any]:
-        return mio.load_shard(self.root, self.iteration, tp_rank, pp_rank, self.pp)
+    def _load(self, tp_rank: int, pp_rank: int, ep_rank: int = 0) -> dict[str, Any]:
+        return mio.load_shard(self.root, self.iteration, tp_rank, pp_rank, self.pp, ep_rank, self.ep)
 
-    def _model(self, tp_rank: int, pp_rank: int, chunk: int = 0) -> dict[str, torch.Tensor]:
-        shard = self._load(tp_rank, pp_rank)
+    def _model(self, tp_rank: int, pp_rank: int, chunk: int = 0, ep_rank: int = 0) -> dict[str, torch.Tensor]:
+        shard = self._load(tp_rank, pp_rank, ep_rank)
         key = mio.model_key(chunk, self.vpp)
         if key not in shard:
             keys = ", ".join(sorted(shard)[:8])
@@ -146,7 +147,9 @@ class MegatronSource:
             return model
         override = None
         if self._lora_root is not None:
-            lshard = mio.load_shard(self._lora_root, self._lora_iteration, tp_rank, pp_rank, self.pp)
+            lshard = mio.load_shard(
+                self._lora_root, self._lora_iteration, tp_rank, pp_rank, self.pp, ep_rank, self.ep
+            )
             override = {k: v for k, v in lshard.get(key, {}).items() if v is not None}
             if not lora_ops.adapter_targets(override):
                 raise ConfigError(
@@ -184,22 +187,33 @@ class MegatronSource:
         if pp_rank != self._next_stage:
             raise ValueError(f"stages are read in order: expected {self._next_stage}, got {pp_rank}")
         chunk, pp_rank = divmod(pp_rank, self.pp)
-        locals_, n_layers = [], None
-        for r in range(self.tp):
-            model = self._model(r, pp_rank, chunk)
-            if meta:
-                model = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in model.items()}
-            n = _stage_layers(model)
-            if n_layers is not None and n != n_layers:
-                raise ConversionKeyError(f"pp stage {pp_rank}: TP rank {r} has {n} layers, rank 0 {n_layers}")
-            n_layers = n
-            local = megatron_to_hf_local(
-                model, cfg=self.dims, tp=self.tp, tp_rank=r, layer_offset=self._offset
-            )
-            if self.dims.tie_word_embeddings:
-                local.pop("lm_head.weight", None)  # a tied model's last-stage copy (PP > 1)
-            locals_.append(local)
-        full = hf_locals_to_full(locals_, cfg=self.dims, vocab_size=self.dims.vocab_size)
+        per_ep, n_layers = [], None
+        for e in range(self.ep):
+            locals_ = []
+            for r in range(self.tp):
+                model = self._model(r, pp_rank, chunk, e)
+                if meta:
+                    model = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in model.items()}
+                n = _stage_layers(model)
+                if n_layers is not None and n != n_layers:
+                    raise ConversionKeyError(
+                        f"pp stage {pp_rank}: TP rank {r} EP rank {e} has {n} layers, rank 0 {n_layers}"
+                    )
+                n_layers = n
+                local = megatron_to_hf_local(
+                    model,
+                    cfg=self.dims,
+                    tp=self.tp,
+                    tp_rank=r,
+                    layer_offset=self._offset,
+                    ep=self.ep,
+                    ep_rank=e,
+                )
+                if self.dims.tie_word_embeddings:
+                    local.pop("lm_head.weight", None)  # a tied model's last-stage copy (PP > 1)
+                locals_.append(local)
+            per_ep.append(hf_locals_to_full(locals_, cfg=self.dims, vocab_size=self.dims.vocab_size))
+        full = per_ep[0] if self.ep == 1 else merge_ep(per_ep)
         if dtype is not None:
             full = {k: v if v.dtype == dtype else v.to(dtype) for k, v in full.items()}
         offset = self._offset

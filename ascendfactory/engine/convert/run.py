@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ log = logging.getLogger("ascendfactory.convert")
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 CONVERTED_ITERATION = 1  # MindSpeed-LLM's converters write iter_0000001 and tracker "1"
+_LAYER = re.compile(r"^model\.layers\.(\d+)\.")
 
 
 def _owned(t: torch.Tensor) -> torch.Tensor:
@@ -111,8 +113,10 @@ def write_stage(
     padded: int,
     args: argparse.Namespace,
     pool: BufferPool | None = None,
+    ep: int = 1,
+    grouped_gemm: bool = False,
 ) -> None:
-    """Cut one PP rank's full HF tensors into TP shards and save each as soon as it is built.
+    """Cut one PP rank's full HF tensors into TP (and EP) shards and save each as soon as it is built.
 
     `parts`: one (full HF tensors, first global layer, holds a tied output copy) per model chunk: one chunk
     is saved as `model`, several (virtual pipeline) as `model0`, `model1`, ... (`mio.model_key`).
@@ -125,31 +129,40 @@ def write_stage(
             raise ConversionKeyError(
                 "internal: the last stage of a tied model with PP > 1 needs the embedding as lm_head.weight"
             )
-    for r in range(tp):
-        payload: dict[str, Any] = {}
-        for c, (full, offset, keep_output) in enumerate(parts):
-            local = hf_full_to_local(full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded)
-            model = hf_local_to_megatron(
-                local,
-                cfg=dims,
-                tp=tp,
-                tp_rank=r,
-                layer_offset=offset,
-                alloc=pool.take,
-                keep_tied_output=keep_output,
-            )
-            payload[mio.model_key(c, len(parts))] = {k: pool.own(v) for k, v in model.items()}
-            del model, local
-        payload |= {"args": args, "checkpoint_version": 3.0, "iteration": CONVERTED_ITERATION}
-        mio.save_shard(save_dir, CONVERTED_ITERATION, r, pp_rank, pp, payload)
-        del payload
-        pool.release()
+    for e in range(ep):
+        for r in range(tp):
+            payload: dict[str, Any] = {}
+            for c, (full, offset, keep_output) in enumerate(parts):
+                local = hf_full_to_local(
+                    full, cfg=dims, tp=tp, tp_rank=r, padded_vocab_size=padded, ep=ep, ep_rank=e
+                )
+                model = hf_local_to_megatron(
+                    local,
+                    cfg=dims,
+                    tp=tp,
+                    tp_rank=r,
+                    layer_offset=offset,
+                    alloc=pool.take,
+                    keep_tied_output=keep_output,
+                    ep=ep,
+                    ep_rank=e,
+                    grouped_gemm=grouped_gemm,
+                )
+                payload[mio.model_key(c, len(parts))] = {k: pool.own(v) for k, v in model.items()}
+                del model, local
+            payload |= {"args": args, "checkpoint_version": 3.0, "iteration": CONVERTED_ITERATION}
+            mio.save_shard(save_dir, CONVERTED_ITERATION, r, pp_rank, pp, payload, e, ep)
+            del payload
+            pool.release()
 
 
-def _remove_stale_shards(save_dir: Path, tp: int, pp: int) -> None:
+def _remove_stale_shards(save_dir: Path, tp: int, pp: int, ep: int = 1) -> None:
     it_dir = mio.iteration_dir(save_dir, CONVERTED_ITERATION)
     keep = {
-        mio.checkpoint_dir(save_dir, CONVERTED_ITERATION, t, p, pp).name for t in range(tp) for p in range(pp)
+        mio.checkpoint_dir(save_dir, CONVERTED_ITERATION, t, p, pp, e, ep).name
+        for t in range(tp)
+        for p in range(pp)
+        for e in range(ep)
     }
     for d in it_dir.glob("mp_rank_*"):
         if d.is_dir() and d.name not in keep:
@@ -160,6 +173,7 @@ def _remove_stale_shards(save_dir: Path, tp: int, pp: int) -> None:
 def _target_layout(dims: ModelDims, a: argparse.Namespace) -> tuple[int, int, list[int], int]:
     tp, pp = a.target_tensor_parallel_size, a.target_pipeline_parallel_size
     dims.check_tp(tp)
+    dims.check_ep(a.target_expert_parallel_size)
     counts = mio.layers_per_stage(dims.num_layers, pp, a.num_layer_list)
     return tp, pp, counts, dims.padded_vocab_size(tp, a.make_vocab_size_divisible_by)
 
@@ -178,34 +192,67 @@ def _progress(what: str, i: int, n: int, t0: float, detail: str) -> None:
     log.info("%s: stage %d/%d %s (%.1fs)", what, i + 1, n, detail, time.perf_counter() - t0)
 
 
-def hf_to_mg(a: argparse.Namespace) -> None:
-    """HF safetensors folder -> Megatron checkpoint (iter_0000001, tracker 1), one target stage at a time."""
-    hf_cfg = read_config(a.load_dir)
-    family = resolve_family(hf_cfg, a.model_type_hf)
-    dims = ModelDims.from_hf_config(hf_cfg, family)
-    tp, pp, counts, padded = _target_layout(dims, a)
-    chunks = _chunks(dims, a, pp, counts)
-    reader = HFReader(a.load_dir)
+def _hf_names(reader: HFReader, dims: ModelDims) -> list[str]:
+    """The HF tensors the conversion reads: FP8 checkpoints refused, multi-token-prediction layers
+    (DeepSeek-V3's `model.layers.<num_hidden_layers>.*`) left out as MindSpeed-LLM's convert_ckpt_v2.py does
+    without `--mtp-num-layers`; unknown names raise here, before anything is written."""
     names = reader.keys()
-    kept = [
-        n for n in names if dims.fam.lookup_hf(n)[2] is not None
-    ]  # unknown names raise here, before writing
+    scales = [n for n in names if n.endswith(".weight_scale_inv")]
+    if scales:
+        raise ConfigError(
+            Problem(
+                key="--load-dir",
+                message=f"holds FP8 weights with block scales ({scales[0]}, ...)",
+                fix="cast them to bf16 first (DeepSeek-V3's inference/fp8_cast_bf16.py, as MindSpeed-LLM's "
+                "examples/mcore/deepseek3/README.md does), then convert the bf16 folder",
+                source="command line",
+            )
+        )
+    mtp = [n for n in names if (m := _LAYER.match(n)) and int(m.group(1)) >= dims.num_layers]
+    if mtp:
+        log.info(
+            "leaving out %d tensors of the multi-token-prediction layer(s) (model.layers.%d.* and later): "
+            "Megatron's decoder has %d layers",
+            len(mtp),
+            dims.num_layers,
+            dims.num_layers,
+        )
+    kept = [n for n in names if n not in set(mtp) and dims.fam.lookup_hf(n)[2] is not None]
     if dims.tie_word_embeddings:
         kept = [n for n in kept if n != "lm_head.weight"]
     elif "lm_head.weight" not in names:
         raise ConversionKeyError(
             "config.json says tie_word_embeddings = false but there is no 'lm_head.weight'"
         )
-    dtype = DTYPES[a.params_dtype] if a.params_dtype else reader.get("model.norm.weight").dtype
-    expected = {n: (reader.meta(n)[0], verify.dtype_name(dtype)) for n in kept}
+    return kept
+
+
+def hf_to_mg(a: argparse.Namespace) -> None:
+    """HF safetensors folder -> Megatron checkpoint (iter_0000001, tracker 1), one target stage at a time."""
+    hf_cfg = read_config(a.load_dir)
+    family = resolve_family(hf_cfg, a.model_type_hf)
+    dims = ModelDims.from_hf_config(hf_cfg, family)
+    tp, pp, counts, padded = _target_layout(dims, a)
+    ep, grouped = a.target_expert_parallel_size, a.moe_grouped_gemm and dims.fam.moe
+    chunks = _chunks(dims, a, pp, counts)
+    reader = HFReader(a.load_dir)
+    kept = _hf_names(reader, dims)
+    # no --params-dtype: every tensor keeps its own dtype (DeepSeek-V3's fp32 e_score_correction_bias beside
+    # bf16 weights, as convert_ckpt_v2.py keeps it)
+    dtype = DTYPES[a.params_dtype] if a.params_dtype else None
+    expected = {
+        n: (reader.meta(n)[0], verify.dtype_name(dtype) if dtype else reader.meta(n)[1]) for n in kept
+    }
     args = dims.megatron_args(
         tp=tp,
         pp=pp,
         num_layer_list=counts if a.num_layer_list else None,
         padded_vocab_size=padded,
-        params_dtype=dtype,
+        params_dtype=dtype or reader.get("model.norm.weight").dtype,
         make_vocab_size_divisible_by=a.make_vocab_size_divisible_by,
         virtual_stage_layers=chunks[0][0][1] if len(chunks[0]) > 1 else None,
+        ep=ep,
+        grouped_gemm=grouped,
     )
     save = Path(a.save_dir)
     save.mkdir(parents=True, exist_ok=True)
@@ -220,16 +267,28 @@ def hf_to_mg(a: argparse.Namespace) -> None:
             if tied_output_stage(dims, v, stages):
                 full["lm_head.weight"] = reader.get("model.embed_tokens.weight", dtype)
             parts.append((full, offset, tied_output_stage(dims, v, stages)))
-        write_stage(save, parts, dims=dims, tp=tp, pp=pp, pp_rank=s, padded=padded, args=args, pool=pool)
+        write_stage(
+            save,
+            parts,
+            dims=dims,
+            tp=tp,
+            pp=pp,
+            pp_rank=s,
+            padded=padded,
+            args=args,
+            pool=pool,
+            ep=ep,
+            grouped_gemm=grouped,
+        )
         spans = ", ".join(f"{o}-{o + n - 1}" for o, n in rank_chunks)
-        _progress("hf->mg", s, pp, t0, f"layers {spans}: {tp} TP shards written")
+        _progress("hf->mg", s, pp, t0, f"layers {spans}: {tp * ep} TP x EP shards written")
         del parts, full
-    _remove_stale_shards(save, tp, pp)
+    _remove_stale_shards(save, tp, pp, ep)
     mio.write_tracker(save, CONVERTED_ITERATION)
     if a.verify:
         out = MegatronSource(save, model_type_hf=family)
         verify.compare_signatures(
-            expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})"
+            expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp}, EP {ep})"
         )
     if a.verify_logits:
         ref = reader.read(kept)
@@ -264,19 +323,31 @@ def _source(a: argparse.Namespace) -> tuple[MegatronSource, dict[str, Any] | Non
 
 
 def mg_to_hf(a: argparse.Namespace) -> None:
-    """Megatron checkpoint (any TP/PP, converted or trained) -> HF safetensors + config/tokenizer files."""
+    """Megatron checkpoint (any TP/PP/EP, converted or trained) -> HF safetensors + config/tokenizer files."""
     src, hf_cfg = _source(a)
+    if src.dims.fam.moe and not a.hf_cfg_dir:
+        raise ConfigError(
+            Problem(
+                key="--hf-cfg-dir",
+                message=f"is required for the mixture-of-experts family '{src.dims.family}': a checkpoint's "
+                "args do not carry the HF router settings (norm_topk_prob, n_group, topk_group, "
+                "routed_scaling_factor, ...)",
+                fix="pass --hf-cfg-dir <the HF model folder the checkpoint was converted from>",
+                source="command line",
+            )
+        )
     dtype = DTYPES[a.params_dtype] if a.params_dtype else None
     save = Path(a.save_dir)
     writer = HFShardWriter(save, parse_size(a.max_shard_size))
     expected: verify.Signature = {}
     t0 = time.perf_counter()
     log.info(
-        "mg->hf: %s iteration %d, TP %d, PP %d, %d model chunk(s) per stage",
+        "mg->hf: %s iteration %d, TP %d, PP %d, EP %d, %d model chunk(s) per stage",
         src.root,
         src.iteration,
         src.tp,
         src.pp,
+        src.ep,
         src.vpp,
     )
     try:
@@ -328,6 +399,7 @@ def mg_to_mg(a: argparse.Namespace) -> None:
     dims = src.dims
     tp, pp, counts, padded = _target_layout(dims, a)
     dtype = DTYPES[a.params_dtype] if a.params_dtype else None
+    ep, grouped = a.target_expert_parallel_size, a.moe_grouped_gemm and dims.fam.moe
     first = next(iter(src._model(0, 0).values()))
     args = dims.megatron_args(
         tp=tp,
@@ -336,6 +408,8 @@ def mg_to_mg(a: argparse.Namespace) -> None:
         padded_vocab_size=padded,
         params_dtype=dtype or first.dtype,
         make_vocab_size_divisible_by=a.make_vocab_size_divisible_by,
+        ep=ep,
+        grouped_gemm=grouped,
     )
     save = Path(a.save_dir)
     if save.resolve() == src.root.resolve():
@@ -373,8 +447,10 @@ def mg_to_mg(a: argparse.Namespace) -> None:
                 padded=padded,
                 args=args,
                 pool=pool,
+                ep=ep,
+                grouped_gemm=grouped,
             )
-            _progress("mg->mg", target, pp, t0, f"{tp} TP shards written")
+            _progress("mg->mg", target, pp, t0, f"{tp * ep} TP x EP shards written")
             target += 1
 
     for _, _, full in src.stages(dtype):
@@ -382,12 +458,12 @@ def mg_to_mg(a: argparse.Namespace) -> None:
         pending.update(full)
         flush(final=False)
     flush(final=True)
-    _remove_stale_shards(save, tp, pp)
+    _remove_stale_shards(save, tp, pp, ep)
     mio.write_tracker(save, CONVERTED_ITERATION)
     if a.verify:
         out = MegatronSource(save, model_type_hf=dims.family)
         verify.compare_signatures(
-            expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp})"
+            expected, _collect(out.stages(meta=True)), what=f"{save} (TP {tp}, PP {pp}, EP {ep})"
         )
     if a.verify_logits:
         cfg = hf_cfg or dims.hf_config_dict()

@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["chunk", "merge_gate_up", "merge_qkv", "pad_vocab", "split_gate_up", "split_qkv", "unpad_vocab"]
+__all__ = [
+    "chunk",
+    "group_experts",
+    "merge_gate_up",
+    "merge_qkv",
+    "pad_vocab",
+    "split_gate_up",
+    "split_qkv",
+    "split_rows",
+    "ungroup_experts",
+    "unpad_vocab",
+]
 
 
 def cat(parts: list[torch.Tensor] | tuple[torch.Tensor, ...], dim: int = 0) -> torch.Tensor:
@@ -179,3 +190,55 @@ def unpad_vocab(t: torch.Tensor, vocab_size: int) -> torch.Tensor:
             f"unpad_vocab: tensor has {t.shape[0]} rows, fewer than the vocabulary ({vocab_size})"
         )
     return t if vocab_size == t.shape[0] else t[:vocab_size].clone()
+
+
+def split_rows(t: torch.Tensor, rows: tuple[int, ...] | list[int]) -> list[torch.Tensor]:
+    """Inverse of a row-wise `cat`: [sum(rows), ...] -> one tensor of `rows[i]` rows each, owning its memory
+    (MLA's `linear_qkv` back into q_proj / q_a_proj and kv_a_proj_with_mqa)."""
+    if t.shape[0] != sum(rows):
+        want = " + ".join(map(str, rows))
+        raise ValueError(f"split_rows: {tuple(t.shape)} has {t.shape[0]} rows, expected {want}")
+    parts = [x.clone(memory_format=torch.contiguous_format) for x in torch.split(t, list(rows), dim=0)]
+    _check_numel("split_rows", t.numel(), sum(p.numel() for p in parts))
+    return parts
+
+
+def group_experts(
+    fc1: list[torch.Tensor] | tuple[torch.Tensor, ...], fc2: list[torch.Tensor] | tuple[torch.Tensor, ...]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One EP rank's experts in Megatron's grouped-GEMM layout (`--moe-grouped-gemm`).
+
+    fc1[j] [2f, h] (linear_fc1 of local expert j, this TP rank's [gate_r; up_r]), fc2[j] [h, f] ->
+    weight1 [h, E*2f], weight2 [E*f, h]: the experts' transposes stacked expert-major and viewed as 2-D.
+    Megatron's GroupedMLP reads them back with `weight1.view(E, h, -1)` and `weight2.view(E, -1, h)`
+    (core_r0.8.0 megatron/core/transformer/moe/experts.py `GroupedMLP.forward`); MindSpeed-LLM's
+    convert_hf2mg.py builds the same layout from the HF experts (`gemm_fc1` / `gemm_fc2`).
+    """
+    if not fc1 or len(fc1) != len(fc2):
+        raise ValueError(f"group_experts: {len(fc1)} fc1 and {len(fc2)} fc2 tensors")
+    hidden = fc1[0].shape[1]
+    w1 = cat([w.t().unsqueeze(0) for w in fc1], dim=0)  # [E, h, 2f]
+    w2 = cat([w.t().unsqueeze(0) for w in fc2], dim=0)  # [E, f, h]
+    w1, w2 = w1.view(hidden, -1), w2.view(-1, hidden)
+    _check_numel("group_experts", sum(w.numel() for w in (*fc1, *fc2)), w1.numel() + w2.numel())
+    return w1, w2
+
+
+def ungroup_experts(
+    weight1: torch.Tensor, weight2: torch.Tensor, num_experts: int
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Inverse of `group_experts`: weight1 [h, E*2f], weight2 [E*f, h] -> E fc1 [2f, h] and E fc2 [h, f]."""
+    hidden = weight1.shape[0]
+    if num_experts < 1 or weight1.shape[1] % num_experts or weight2.shape[0] % num_experts:
+        raise ValueError(
+            f"ungroup_experts: weight1 {tuple(weight1.shape)} / weight2 {tuple(weight2.shape)} do not hold "
+            f"{num_experts} experts"
+        )
+    if weight2.shape[1] != hidden:
+        raise ValueError(f"ungroup_experts: weight2 {tuple(weight2.shape)} is not [E*f, {hidden}]")
+    w1 = weight1.reshape(num_experts, hidden, -1)
+    w2 = weight2.reshape(num_experts, -1, hidden)
+    fc1 = [w1[j].t().clone(memory_format=torch.contiguous_format) for j in range(num_experts)]
+    fc2 = [w2[j].t().clone(memory_format=torch.contiguous_format) for j in range(num_experts)]
+    _check_numel("ungroup_experts", weight1.numel() + weight2.numel(), sum(w.numel() for w in (*fc1, *fc2)))
+    return fc1, fc2

@@ -47,6 +47,29 @@ def compare_signatures(expected: Signature, actual: Signature, *, what: str) -> 
     log.info("verified %s: %d tensors, names, shapes and dtypes match the source", what, len(actual))
 
 
+def _hf_model(config: Any, sd: Mapping[str, torch.Tensor], what: str) -> Any:
+    """The HF model with the weights `sd` (float32), loaded by `from_pretrained` from a temporary folder:
+    transformers' own key conversions then apply (transformers 5 fuses the per-expert tensors of the Hub
+    layout into one tensor per layer). Weights that do not fit raise VerificationError."""
+    import tempfile
+
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    with tempfile.TemporaryDirectory(prefix="af-verify-") as tmp:
+        config.save_pretrained(tmp)
+        save_file({k: v.float().contiguous() for k, v in sd.items()}, f"{tmp}/model.safetensors")
+        model, info = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32, output_loading_info=True)
+    missing = [k for k in info["missing_keys"] if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    unexpected, mismatched = list(info["unexpected_keys"]), list(info["mismatched_keys"])
+    if missing or unexpected or mismatched:
+        raise VerificationError(
+            f"--verify-logits ({what}): weights do not fit the HF model: missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}, other shapes {sorted(map(str, mismatched))[:5]}"
+        )
+    return model.eval()
+
+
 def verify_logits(
     config: Any,
     reference: Mapping[str, torch.Tensor],
@@ -60,22 +83,13 @@ def verify_logits(
     Exact equality is required when both sides have the same dtypes, else a max abs difference <= 1e-2.
     Returns the max abs difference.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     if isinstance(config, dict):
         config = AutoConfig.for_model(**config)
     logits = []
     for sd in (reference, converted):
-        model = AutoModelForCausalLM.from_config(config).float().eval()
-        missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
-        missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
-        if missing or unexpected:
-            raise VerificationError(
-                f"--verify-logits ({what}): weights do not fit the HF model: missing "
-                f"{missing[:5]}, unexpected {unexpected[:5]}"
-            )
-        if config.tie_word_embeddings:
-            model.tie_weights()
+        model = _hf_model(config, sd, what)
         ids = (torch.arange(seq_len, dtype=torch.long) * 7919 % config.vocab_size).unsqueeze(0)
         with torch.no_grad():
             logits.append(model(input_ids=ids).logits)

@@ -13,6 +13,13 @@ packed row counts as one), from the `_packed_labels_document` indexed dataset, r
 
 A warning names the counts; most samples beyond `--seq-length` is a refusal (exit 2), unless
 `--on-unfit warn` (the experiment key `check_data_fit: false`).
+
+The length it suggests is never past the model's positions (`--max-positions`, its max_position_embeddings):
+when 95% of the answers end further out, the data cannot fit the model at any `--seq-length`, and the
+message says so, with what the model's own length keeps and what to change instead (the prompts, the
+samples). With `--micro-batch-size` and `--micro-batches` (of the whole run), a warning also gives the odds
+that some micro-batch holds only samples that train on nothing, which Megatron's NaN check stops the run on
+(`--stops-on-nan`).
 """
 
 from __future__ import annotations
@@ -41,6 +48,16 @@ class FitReport:
     cut_short: int  # label tokens on both sides of seq_length
     without_labels: int  # no label token at all, whatever the length
     keep_95: int | None  # seq_length that keeps 95% of the answers whole (None: no answers)
+    max_positions: int | None = None  # the model's max_position_embeddings (None: unknown)
+    whole_at_max: int = 0  # answers kept whole at max_positions
+    beyond_at_max: int = 0  # samples that train on nothing even at max_positions
+
+    @property
+    def past_the_model(self) -> bool:
+        """95% of the answers end past the model's positions: no seq-length the model takes fits them."""
+        return (
+            self.keep_95 is not None and self.max_positions is not None and self.keep_95 > self.max_positions
+        )
 
     @property
     def refuse(self) -> bool:
@@ -59,14 +76,48 @@ class FitReport:
             f"past {what} {self.seq_length} and train on nothing; {self.cut_short} ({pct(self.cut_short)}) "
             "have their answer cut short"
         )
-        if self.keep_95 is not None:
+        if self.past_the_model:
+            text += (
+                f"; 95% of the answers end by token {self.keep_95}, past the model's {self.max_positions} "
+                f"positions (max_position_embeddings): at {what} {self.max_positions} "
+                f"{pct(self.whole_at_max)} of the answers stay whole and {self.beyond_at_max} samples still "
+                "train on nothing"
+            )
+        elif self.keep_95 is not None:
             text += f"; {what} {self.keep_95} would keep 95% of the answers whole"
         if self.without_labels:
             text += f" ({self.without_labels} samples have no answer tokens at all)"
         return text
 
+    def fix(self, key: str) -> str:
+        """What to change: the length that keeps 95% of the answers whole, within the model's positions;
+        else that the data cannot fit the model, and what to do instead."""
+        anyway = "`check_data_fit: false` trains anyway (micro-batches without answer tokens have a NaN loss)"
+        if not self.past_the_model:
+            return f"{key}: {self.keep_95} (or shorter prompts); {anyway}"
+        longest = (
+            f" and {key}: {self.max_positions}, the most the model takes,"
+            if self.seq_length < (self.max_positions or 0)
+            else ""
+        )
+        return (
+            f"the data cannot fit this model: shorten the prompts, or drop the samples whose answers start "
+            f"past token {self.max_positions}{longest} (or use a model with a longer context); {anyway}"
+        )
 
-def report_from_spans(first: np.ndarray, last: np.ndarray, seq_length: int) -> FitReport:
+    def stop_odds(self, micro_batch_size: int, micro_batches: int) -> float:
+        """The chance that at least one of `micro_batches` micro-batches of `micro_batch_size` samples,
+        drawn without replacement from the dataset, holds only samples that train on nothing."""
+        empty = self.beyond + self.without_labels
+        if micro_batch_size < 1 or micro_batches < 1 or empty < micro_batch_size or not self.samples:
+            return 0.0
+        one = math.comb(empty, micro_batch_size) / math.comb(self.samples, micro_batch_size)
+        return 1.0 - (1.0 - one) ** micro_batches
+
+
+def report_from_spans(
+    first: np.ndarray, last: np.ndarray, seq_length: int, max_positions: int | None = None
+) -> FitReport:
     """The report from each sample's first and last label position (NONE where it has none)."""
     first, last = np.asarray(first, dtype=np.int64), np.asarray(last, dtype=np.int64)
     labelled = first != NONE
@@ -74,6 +125,7 @@ def report_from_spans(first: np.ndarray, last: np.ndarray, seq_length: int) -> F
     cut = int(np.count_nonzero(labelled & (first < seq_length) & (last >= seq_length)))
     ends = np.sort(last[labelled] + 1)
     keep = int(ends[max(0, math.ceil(KEEP_FRACTION * len(ends)) - 1)]) if len(ends) else None
+    top = max_positions or 0
     return FitReport(
         samples=int(len(first)),
         seq_length=seq_length,
@@ -81,6 +133,9 @@ def report_from_spans(first: np.ndarray, last: np.ndarray, seq_length: int) -> F
         cut_short=cut,
         without_labels=int(np.count_nonzero(~labelled)),
         keep_95=keep,
+        max_positions=max_positions,
+        whole_at_max=int(np.count_nonzero(labelled & (last < top))),
+        beyond_at_max=int(np.count_nonzero(labelled & (first >= top))),
     )
 
 
@@ -124,10 +179,23 @@ def _spans_of_chunk(data, sizes: np.ndarray, lo: int, first: np.ndarray, last: n
     first[idx], last[idx] = lo_pos[has], hi_pos[has]
 
 
-def check(prefix: str, seq_length: int) -> FitReport:
+def check(prefix: str, seq_length: int, max_positions: int | None = None) -> FitReport:
     """The report for the sft dataset `prefix` (the preprocess `--output-prefix`) at `seq_length`."""
     first, last = label_spans(prefix)
-    return report_from_spans(first, last, seq_length)
+    return report_from_spans(first, last, seq_length, max_positions)
+
+
+def odds_sentence(report: FitReport, *, micro_batch_size: int, micro_batches: int) -> str:
+    """With the NaN check on: how likely a micro-batch made only of samples that train on nothing stops
+    the run ('' when none can be)."""
+    odds = report.stop_odds(micro_batch_size, micro_batches)
+    if odds <= 0:
+        return ""
+    shown = "over 99.9%" if odds > 0.999 else "below 0.1%" if odds < 0.001 else f"about {odds:.0%}"
+    return (
+        f"; with the NaN check on (the default), a micro-batch made only of such samples stops the run: "
+        f"{shown} over this run's {micro_batches} micro-batches of {micro_batch_size}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="most samples beyond --seq-length: stop with exit 2 (default) or only warn",
     )
     p.add_argument("--key", default="--seq-length", help="how the length is named in the messages")
+    p.add_argument("--max-positions", type=int, help="the model's max_position_embeddings")
+    p.add_argument("--micro-batch-size", type=int, default=0, help="samples per micro-batch (the odds)")
+    p.add_argument("--micro-batches", type=int, default=0, help="micro-batches of the whole run (the odds)")
+    p.add_argument(
+        "--stops-on-nan", action="store_true", help="the trainer stops at a NaN loss (its NaN check is on)"
+    )
     return p
 
 
@@ -152,21 +226,22 @@ def main(argv: list[str] | None = None) -> int:
     import time
 
     t0 = time.perf_counter()
-    report = check(args.data_path, args.seq_length)
+    report = check(args.data_path, args.seq_length, args.max_positions)
     took = time.perf_counter() - t0
     what = args.key.rsplit(".", 1)[-1]
     if report.refuse and args.on_unfit == "fail":
         print(f"error: {args.key}: the data does not fit: {report.describe(what=what)}", file=sys.stderr)
-        print(
-            f"  fix: {args.key}: {report.keep_95} (or shorter prompts); `check_data_fit: false` trains "
-            "anyway (micro-batches without answer tokens have a NaN loss)",
-            file=sys.stderr,
-        )
+        print(f"  fix: {report.fix(args.key)}", file=sys.stderr)
         return 2
     if report.fits:
         print(f"data fits {what} {args.seq_length}: {report.samples} samples checked in {took:.2f}s")
     else:
-        print(f"WARNING: {report.describe(what=what)} (checked in {took:.2f}s)")
+        odds = ""
+        if args.stops_on_nan:
+            odds = odds_sentence(
+                report, micro_batch_size=args.micro_batch_size, micro_batches=args.micro_batches
+            )
+        print(f"WARNING: {report.describe(what=what)}{odds} (checked in {took:.2f}s)")
     return 0
 
 

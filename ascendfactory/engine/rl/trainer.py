@@ -411,7 +411,7 @@ class GRPOTrainer:
         if getattr(self, "monitor", None) is not None:
             self.monitor.close()
         if getattr(self, "sinks", None) is not None:
-            self.sinks.close(ok=finished)
+            self.sinks.close(state="finished" if finished else "failed")
         if dist.is_initialized():
             if finished:
                 dist.barrier()

@@ -100,8 +100,10 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
         LIST,
         [],
         str,
-        "more trackers for the logged scalars: mlflow (MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME, "
-        "MLFLOW_RUN_ID), swanlab (SWANLAB_MODE, SWANLAB_LOG_DIR, SWANLAB_PROJ_NAME, SWANLAB_EXP_NAME)",
+        "more trackers for the logged scalars, each with its settings from its own variables: mlflow "
+        "(MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_ID), swanlab (SWANLAB_MODE, "
+        "SWANLAB_LOG_DIR, SWANLAB_PROJ_NAME, SWANLAB_EXP_NAME), or a registered tracker that opens "
+        "itself (Tracker.from_env)",
     ),
     # Megatron's defaults (core_r0.8.0 arguments.py): evaluate every 1000 iterations and after training
     "--eval-interval": (VALUE, 1000, int, "validation loss every N iterations (0: only after training)"),

@@ -313,7 +313,7 @@ class Monitor:
                 f.write(json.dumps({"iteration": iteration, **{t: v for _, t, v in rows}}) + "\n")
 
     def close(self, *, ok: bool = True) -> None:
-        self.sinks.close(ok=ok)
+        self.sinks.close(state="finished" if ok else "failed")
         if self.writer:
             self.writer.flush()
             self.writer.close()

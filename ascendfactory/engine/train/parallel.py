@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ascendfactory.errors import ParallelismError, Problem
+from ascendfactory.errors import DeviceMismatchError, ParallelismError, Problem
 
 
 @dataclass(frozen=True)
@@ -107,20 +107,47 @@ class DistEnv:
     backend: str
 
 
+ACCELERATOR_ENV = "AF_ACCELERATOR"  # "cpu": CPU + gloo even where an accelerator is (`accelerator: cpu`)
+
+
 def device_and_backend(local_rank: int) -> tuple[Any, str]:
-    """CUDA + nccl, Ascend NPU + hccl (torch_npu), or CPU + gloo."""
+    """CUDA + nccl, Ascend NPU + hccl (torch_npu), or CPU + gloo (always with AF_ACCELERATOR=cpu)."""
     import torch
 
+    if os.environ.get(ACCELERATOR_ENV) == "cpu":
+        return torch.device("cpu"), "gloo"
     if importlib.util.find_spec("torch_npu") is not None:
         import torch_npu  # noqa: F401
 
         if torch.npu.is_available():
-            torch.npu.set_device(local_rank)
+            _take_device(torch.npu, local_rank, "NPU", "ASCEND_RT_VISIBLE_DEVICES")
             return torch.device("npu", local_rank), "hccl"
     if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
+        _take_device(torch.cuda, local_rank, "GPU", "CUDA_VISIBLE_DEVICES")
         return torch.device("cuda", local_rank), "nccl"
     return torch.device("cpu"), "gloo"
+
+
+def _take_device(runtime: Any, local_rank: int, noun: str, var: str) -> None:
+    """`runtime.set_device(local_rank)`, or one line saying why this rank has no device (the plan checks the
+    node's device files; this catches what they do not show: a container's limits, a busy or lost device)."""
+    count = runtime.device_count()
+    error = None
+    if local_rank < count:
+        try:
+            runtime.set_device(local_rank)
+            return
+        except RuntimeError as e:  # CUDA's "invalid device ordinal", a device in an exclusive mode, ...
+            error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    shown = os.environ.get(var)
+    raise DeviceMismatchError(
+        f"local rank {local_rank} cannot use {noun} {local_rank}"
+        + (f" ({error})" if error else "")
+        + f": {count} {noun}(s) are the devices visible to this process ({var}="
+        + (f"{shown})" if shown is not None else "unset)")
+        + f"; run at most {count} process(es) per node (env.NPUS_PER_NODE: {max(count, 1)}), "
+        "or accelerator: cpu for CPU processes"
+    )
 
 
 MALLOC_ENV = "AF_TRAIN_MALLOC_TUNING"  # "0": leave glibc malloc's thresholds alone

@@ -1,7 +1,9 @@
 """The embedded trainer's trackers: the scalars it writes to TensorBoard go to W&B (Megatron's
-`--wandb-project` / `--wandb-exp-name` / `--wandb-save-dir`), MLflow and SwanLab (`--af-report-to`) too,
-from the rank that logs the loss. Settings and the run to continue come from the trackers' own environment
-variables, which the runner sets from the experiment's `report_to` (`ascendfactory.trackers.tracker_env`)."""
+`--wandb-project` / `--wandb-exp-name` / `--wandb-save-dir`) and to every tracker `--af-report-to` names
+(MLflow, SwanLab, and any registered tracker whose record the trainer can open from its variables,
+`Tracker.from_env`), from the rank that logs the loss. Settings and the run to continue come from the
+trackers' own environment variables, which the runner sets from the experiment's `report_to`
+(`ascendfactory.trackers.tracker_env`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 from ascendfactory.plan import TrackerSpec
 from ascendfactory.secrets import mask_secrets
-from ascendfactory.trackers import Sinks, flatten, open_run
+from ascendfactory.trackers import Sinks, find_tracker, flatten, open_run
 
 
 def specs_from_args(args: Any, environ: Mapping[str, str]) -> list[tuple[TrackerSpec, str | None]]:
@@ -22,35 +24,22 @@ def specs_from_args(args: Any, environ: Mapping[str, str]) -> list[tuple[Tracker
         spec = TrackerSpec("wandb", args.wandb_project, args.wandb_exp_name or "", location=where)
         out.append((spec, environ.get("WANDB_RUN_ID")))
     for name in args.af_report_to or ():
-        if name == "mlflow":
-            spec = TrackerSpec(
-                "mlflow",
-                project=environ.get("MLFLOW_EXPERIMENT_NAME", "Default"),
-                run_name=args.wandb_exp_name or "train",
-                location=environ.get("MLFLOW_TRACKING_URI", ""),
-            )
-            out.append((spec, environ.get("MLFLOW_RUN_ID")))
-        elif name == "swanlab":
-            spec = TrackerSpec(
-                "swanlab",
-                project=environ.get("SWANLAB_PROJ_NAME", "ascendfactory"),
-                run_name=environ.get("SWANLAB_EXP_NAME", "train"),
-                location=environ.get("SWANLAB_LOG_DIR", "swanlog"),
-                mode=environ.get("SWANLAB_MODE", "local"),
-            )
-            out.append((spec, None))
+        tracker = find_tracker(name)
+        if tracker is not None and tracker.from_env is not None:
+            out.append(tracker.from_env(environ))
     return out
 
 
 def unknown_trackers(args: Any) -> list[str]:
-    return [n for n in args.af_report_to or () if n not in ("mlflow", "swanlab")]
+    """The `--af-report-to` names this trainer cannot open (no such tracker, or none it opens itself)."""
+    return [n for n in args.af_report_to or () if (t := find_tracker(n)) is None or t.from_env is None]
 
 
 def open_sinks(args: Any, *, params: Mapping[str, Any], warn: Callable[[str], None]) -> Sinks:
     """One sink per tracker asked for, each with the run's parameters logged (secrets masked). A tracker
     that cannot be opened is reported through `warn` and left out: training goes on."""
     for name in unknown_trackers(args):
-        warn(f"warning: --af-report-to {name}: not a tracker of this trainer (mlflow, swanlab); ignored")
+        warn(f"warning: --af-report-to {name}: not a tracker this trainer opens itself; ignored")
     return open_specs(specs_from_args(args, os.environ), params=params, warn=warn)
 
 

@@ -26,7 +26,28 @@ def where(error: BaseException) -> str:
     return f"{os.path.basename(frame.filename)}:{frame.lineno}: {frame.line}"
 
 
+def places(error: BaseException) -> list[str]:
+    """The traceback of a refusal as `file:line` places, innermost last: which statement refused. The
+    exceptions it was raised while handling come first (a check whose exception the framework catches
+    and turns into another still refused there)."""
+    out: list[str] = []
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    for e in reversed(chain):
+        out += [f"{f.filename}:{f.lineno}" for f in traceback.extract_tb(e.__traceback__)]
+    return out
+
+
+# The places of the last refusal `refusal()` or `judge_argv` named; serve() sends them as the verdict's `at`.
+LAST_AT: list[str] = []
+
+
 def refusal(error: BaseException) -> str:
+    LAST_AT[:] = places(error)
     # MindSpeed-MM's ensure_valid raises IsNotValidError, whose message is in _error_message (str() is empty)
     message = str(error).strip() or str(getattr(error, "_error_message", None) or "")
     text = [t for t in message.splitlines() if t.strip()] or [where(error)]
@@ -51,6 +72,7 @@ def judge_argv(judge: Callable[[], None], env: dict[str, Any]) -> Verdict:
             return None, f"undecided: a device query ({type(e).__name__}: {str(e)[:120]})"
         return False, refusal(e)
     except SystemExit as e:  # argparse: usage and the message on stderr
+        LAST_AT[:] = places(e)
         lines = [t for t in err.getvalue().strip().splitlines() if t.strip()]
         return False, f"SystemExit({e.code}): {lines[-1] if lines else ''}"[:300]
     finally:
@@ -78,7 +100,9 @@ def serve(
             if not line.strip():
                 continue
             request = json.loads(line)
+            LAST_AT.clear()
             ok, error = verdict(judged, request["args"])
-            out.write(json.dumps({"id": request["id"], "ok": ok, "error": error}) + "\n")
+            at = list(LAST_AT) if ok is False else []
+            out.write(json.dumps({"id": request["id"], "ok": ok, "error": error, "at": at}) + "\n")
             out.flush()
     return 0

@@ -3,7 +3,8 @@
     <env>/bin/python verl_worker.py < cases.jsonl > verdicts.jsonl
 
 Each input line: `{"id": ..., "args": ["data.train_batch_size=32", ...]}`, the overrides our plan passes to
-`python -m verl.trainer.main_ppo`. Each output line: `{"id", "ok", "error"}`. What decides, in the order
+`python -m verl.trainer.main_ppo`. Each output line: `{"id", "ok", "error", "at"}` (`at`: a refusal's
+traceback, `file:line` places). What decides, in the order
 `main_ppo.main` runs it before Ray starts:
 
 1. Hydra: the overrides composed against verl's `trainer/config/ppo_trainer.yaml` (Hydra's own
@@ -26,6 +27,10 @@ import io
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import judging  # noqa: E402
 
 
 class Composer:
@@ -114,7 +119,7 @@ def main() -> int:
                     continue
                 request = json.loads(line)
                 overrides = [o for o in request["args"] if not o.startswith(("hydra.", "hydra/"))]
-                error = None
+                error, at = None, []
                 try:
                     with contextlib.redirect_stdout(io.StringIO()):
                         config = compose(overrides)
@@ -128,8 +133,9 @@ def main() -> int:
                 except Exception as e:  # noqa: BLE001 - the framework's refusal is the answer
                     text = [t for t in str(e).strip().splitlines() if t.strip()]
                     error = f"{type(e).__name__}: {' | '.join(text[:2])}"[:300]
+                    at = judging.places(e)
                 ok = error is None if not (error and UNDECIDED in error) else None
-                out.write(json.dumps({"id": request["id"], "ok": ok, "error": error}) + "\n")
+                out.write(json.dumps({"id": request["id"], "ok": ok, "error": error, "at": at}) + "\n")
                 out.flush()
     return 0
 

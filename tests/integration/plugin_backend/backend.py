@@ -17,7 +17,15 @@ from ascendfactory.plan import CheckpointSpec, LogNaming, LogSpec, Plan, Role, S
 from . import lightning
 
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver.py")
-OPTIONS = {"steps": int, "save_every": int, "save_total_limit": int, "tokens_per_step": int, "fail_at": int}
+OPTIONS = {
+    "steps": int,
+    "save_every": int,
+    "save_total_limit": int,
+    "tokens_per_step": int,
+    "fail_at": int,
+    "step_sleep": float,  # seconds each step lasts at least (a job long enough to cancel)
+    "loggers": list,  # the framework's own logger integrations (csvlog: the csvlog tracker's client)
+}
 
 
 @register_backend
@@ -46,7 +54,9 @@ class LightningDemoBackend(Backend):
         tokens = int(options.get("tokens_per_step", 256))
         argv = ["--steps", options.get("steps", 8), "--save-every", options.get("save_every", 2)]
         argv += ["--save-dir", root, "--fail-at", options.get("fail_at", 0)]
-        argv += ["--marker", os.path.join(out, "failed-once")]
+        argv += ["--marker", os.path.join(out, "failed-once"), "--step-sleep", options.get("step_sleep", 0)]
+        for logger in options.get("loggers") or ():
+            argv += ["--logger", logger]
         if done:
             argv += ["--resume", done[-1][1]]
         launch = Torchrun(
@@ -71,5 +81,21 @@ class LightningDemoBackend(Backend):
         )
         note = [f"resumes from {os.path.basename(done[-1][1])}"] if done else []
         plan.add(Step(name="train", role=Role.TRAIN, launch=launch, outputs=[root], notes=note))
-        plan.add(Step(name="plot", role=Role.PLOT, outputs=[os.path.join(out, "training_loss.png")]))
+        plan.add(Step(name="plot", role=Role.PLOT, outputs=[plan.tree.loss_plot]))
         return plan
+
+    def checks(self, environ):
+        """`doctor --backend lightning-demo`: its driver and torch's distributed package."""
+        from ascendfactory.backends.doctor import Check, module_check
+
+        found = os.path.isfile(DRIVER)
+        return [
+            Check("lightning-demo driver", "ok" if found else "missing", DRIVER),
+            module_check("torch"),
+        ]
+
+    def install_steps(self, environ):
+        """`install.sh lightning-demo`: nothing to install beyond torch; the plan checks it imports."""
+        from ascendfactory.backends.install import InstallStep
+
+        return [InstallStep("check torch.distributed", (sys.executable, "-c", "import torch.distributed"))]

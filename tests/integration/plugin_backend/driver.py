@@ -24,6 +24,21 @@ def save(root: str, step: int, samples: int, w: torch.Tensor) -> None:
     shutil.copytree(os.path.join(root, name), os.path.join(root, name + "-last"))
 
 
+def open_logger(names: list[str]):
+    """The framework's csvlog integration: the run its tracker's variables name (the pipeline opened it)."""
+    if "csvlog" not in names:
+        return None
+    import af_csvlog
+
+    env = os.environ
+    return af_csvlog.init(
+        env["AF_CSVLOG_DIR"],
+        env["AF_CSVLOG_PROJECT"],
+        env["AF_CSVLOG_NAME"],
+        run_id=env.get("AF_CSVLOG_RUN_ID"),
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, required=True)
@@ -32,6 +47,8 @@ def main() -> int:
     p.add_argument("--fail-at", type=int, default=0)
     p.add_argument("--marker", required=True)
     p.add_argument("--resume")
+    p.add_argument("--logger", action="append", default=[], help="a logger integration: csvlog")
+    p.add_argument("--step-sleep", type=float, default=0.0)
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -45,6 +62,7 @@ def main() -> int:
         if rank == 0:
             print(f"resumed from {os.path.basename(args.resume)} at step {start}", flush=True)
     os.makedirs(args.save_dir, exist_ok=True)
+    logger = open_logger(args.logger) if rank == 0 else None
     batch = 16
     for step in range(start + 1, args.steps + 1):
         t0 = time.perf_counter()
@@ -57,6 +75,7 @@ def main() -> int:
         dist.all_reduce(loss)
         w = w - 0.1 * grad / world
         loss = loss / world
+        time.sleep(args.step_sleep)
         if fail and step == args.fail_at:
             if rank == 0:
                 open(args.marker, "w").close()
@@ -70,6 +89,8 @@ def main() -> int:
                 f"{'train_step_timing in s'}={dt:.6f}, global_step={step}]",
                 flush=True,
             )
+            if logger is not None:
+                logger.log({"reduced_train_loss": loss.item()}, step)
             if step % args.save_every == 0:
                 save(args.save_dir, step, step * batch * world, w)
         dist.barrier()

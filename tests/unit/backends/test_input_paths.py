@@ -36,7 +36,7 @@ def _plan(path, *overrides: str, dry_run: bool):
 )
 @pytest.mark.parametrize("backend", ["torch", "mindspeed-llm"])
 def test_megatron_backends_warn_on_a_dry_run_and_refuse_a_real_run(tmp_path, backend, overrides, keys):
-    args = [f"--af_output_dir={tmp_path}", f"--backend={backend}", *overrides]
+    args = [f"--af_output_dir={tmp_path}", f"--backend={backend}", "--accelerator=auto", *overrides]
     plan = _plan(REPO / "cfgs" / "quickstart.yaml", *args, dry_run=True)
     for key in keys:
         assert any(w.startswith(key) and "a real run stops here" in w for w in plan.warnings), plan.warnings
@@ -108,7 +108,7 @@ def test_the_producer_lookup_loads_only_files_whose_output_dir_could_hold_the_pa
     monkeypatch.setattr(
         load_module, "load_experiment", lambda p, *a, **k: loads.append(p) or real(p, *a, **k)
     )
-    inputs._experiments_beside.cache_clear()
+    inputs._experiments_in.cache_clear()
     inputs._output_dir.cache_clear()
     loaded = real(str(exp))
 

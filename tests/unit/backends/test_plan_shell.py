@@ -26,7 +26,8 @@ MACHINE = {"ASCEND_RT_VISIBLE_DEVICES": "0,1,2"}
 
 
 def context(*overrides: str):
-    return build_context(load_experiment(QUICK, ["--env.NNODES=2", *overrides]), MACHINE)
+    args = ["--env.NNODES=2", "--accelerator=auto", *overrides]  # devices: MACHINE's visibility variable
+    return build_context(load_experiment(QUICK, args), MACHINE)
 
 
 def logs() -> LogSpec:

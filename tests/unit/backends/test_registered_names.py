@@ -16,7 +16,8 @@ from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
 from ascendfactory.metrics.formats import get_format
 from ascendfactory.metrics.throughput import get_formula
-from ascendfactory.plan import ThroughputSpec
+from ascendfactory.plan import Role, ThroughputSpec
+from ascendfactory.registry import RegistryError
 from tests.conftest import REPO
 
 QUICK = REPO / "cfgs" / "quickstart.yaml"
@@ -40,6 +41,20 @@ def test_every_backend_plans_names_that_are_registered(tmp_path, monkeypatch, ba
         assert get_formula(plan.logs.throughput.formula).name == plan.logs.throughput.formula
         if plan.checkpoints is not None:
             get_scheme(plan.checkpoints.scheme)
+        assert_the_house_tree(plan)
+
+
+def assert_the_house_tree(plan) -> None:
+    """What every backend's run leaves where the house's output tree says (`ascendfactory.output_tree`)."""
+    import os
+
+    tree = plan.tree
+    assert os.path.abspath(tree.exp_config) in {os.path.abspath(f) for f in plan.files}
+    plot = plan.with_role(Role.PLOT)
+    if plot is not None:
+        assert [os.path.abspath(p) for p in plot.outputs] == [os.path.abspath(tree.loss_plot)]
+    if plan.checkpoints is not None and os.path.basename(plan.checkpoints.root) == "saved_checkpoints":
+        assert os.path.abspath(plan.checkpoints.root) == os.path.abspath(tree.saved_checkpoints)
 
 
 class Misspelling:
@@ -90,9 +105,9 @@ def test_registering_a_taken_name_is_refused_and_a_new_one_is_found():
     from ascendfactory.metrics import formats, throughput
 
     megatron = formats.get_format("megatron")
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(RegistryError, match="already registered"):
         formats.register_format(dataclasses.replace(megatron, name="other", aliases=("modellink",)))
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(RegistryError, match="already registered"):
         throughput.register_formula(dataclasses.replace(get_formula("verl")))
     fmt = dataclasses.replace(megatron, name="test_only_format", aliases=(), priority=1000)
     try:
@@ -100,4 +115,4 @@ def test_registering_a_taken_name_is_refused_and_a_new_one_is_found():
         assert formats.get_format("test-only-format") is fmt
         assert formats.registered_formats()[-1] is fmt  # the lowest priority is sniffed last
     finally:
-        formats._REGISTRY.pop("test_only_format")
+        formats.FORMATS.unregister("test_only_format")

@@ -22,6 +22,14 @@ LF_QUICK = REPO / "cfgs" / "quickstart_llamafactory.yaml"
 NO_LF = {"AF_LLAMAFACTORY_ENV": "/nonexistent/lf-env", "PATH": os.environ.get("PATH", "")}
 
 
+@pytest.fixture(autouse=True)
+def every_client_installed(monkeypatch):
+    """The key mapping alone: whether this machine has each client is test_tracker_clients.py's matter."""
+    from ascendfactory.backends import report_to
+
+    monkeypatch.setattr(report_to, "absent_modules", lambda python, modules: [])
+
+
 def plan(path: Path, tmp_path: Path, *overrides: str, environ: dict | None = None):
     loaded = load_experiment(path, [f"--af_output_dir={tmp_path / 'out'}", *overrides])
     return make_plan(loaded, dry_run=True, environ=environ or {"PATH": os.environ.get("PATH", "")})
@@ -75,12 +83,16 @@ def test_the_users_own_megatron_flags_and_env_win(tmp_path):
 
 
 def test_mindspeed_llm_gets_megatrons_flags_and_refuses_mlflow(tmp_path, checkout):
-    p = plan(QUICK, tmp_path, "--backend=mindspeed-llm", "--report_to=[wandb,tensorboard]")
+    p = plan(
+        QUICK, tmp_path, "--backend=mindspeed-llm", "--accelerator=auto", "--report_to=[wandb,tensorboard]"
+    )
     argv = p.step("train").argv
     assert flag_values(argv, "--wandb-project") == ["tiny-demo"]
     assert flag_values(argv, "--wandb-exp-name") == ["quickstart-sft"]
     assert flag_values(argv, "--tensorboard-dir") == [os.path.abspath(tmp_path / "out" / "tensorboard")]
-    problems = refused(plan, QUICK, tmp_path, "--backend=mindspeed-llm", "--report_to=[mlflow,swanlab]")
+    problems = refused(
+        plan, QUICK, tmp_path, "--backend=mindspeed-llm", "--accelerator=auto", "--report_to=[mlflow,swanlab]"
+    )
     assert [k for k, _ in problems] == ["report_to.mlflow", "report_to.swanlab"]
     assert "backend mindspeed-llm cannot report to mlflow" in problems[0][1]
     assert "mindspeed-llm reaches: tensorboard, wandb" in problems[0][1]

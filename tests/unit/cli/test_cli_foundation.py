@@ -204,8 +204,8 @@ GROUPS = {  # command groups: their commands and options
             "--dry-run",
         },
         "k8s": {"--kind", "--image", "--nodes", "--gpus-per-node", "--device-resource", "--dry-run"},
-        "status": {"--json"},
-        "cancel": set(),
+        "status": {"--json", "--scheduler"},  # which scheduler holds a job given by its id
+        "cancel": {"--scheduler"},
     },
 }
 
@@ -257,3 +257,14 @@ def test_config_interactive_prompts(tmp_path):
     assert "backend: torch" in text and "af_model_name: tiny-demo" in text and "exp_name: tiny-sft" in text
     r = runner.invoke(app, ["train", str(out), "--dry-run", "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["exp_name"] == "tiny-sft"
+
+
+def test_config_offers_the_demo_template_first_for_the_demo_model(tmp_path):
+    """Enter at every prompt: the demo model gets tiny-sft (its own sizes), a real model the first one."""
+    out = tmp_path / "defaults.yaml"
+    r = runner.invoke(app, ["config", "--backend=torch"], input=f"\n\n{out}\n")
+    assert r.exit_code == 0, r.output
+    assert "af_model_name: tiny-demo" in out.read_text() and "exp_name: tiny-sft" in out.read_text()
+    real = tmp_path / "real.yaml"
+    r = runner.invoke(app, ["config", "--backend=torch", "--af_model_name=qwen2.5-7b"], input=f"\n{real}\n")
+    assert r.exit_code == 0 and "exp_name: full-4k" in real.read_text(), r.output

@@ -189,3 +189,60 @@ def test_summary_shows_each_ranks_memory_peak(run_log, tmp_path):
     res = invoke("summary", str(path))
     assert res.exit_code == 0, res.output
     assert "321.5" in res.output and "210" in res.output and "max allocated" in res.output
+
+
+def _trainer_log(path, tokens_per_step: int, steps: int):
+    rows = [
+        {"current_steps": i, "total_steps": steps, "loss": 7 - i / 10, "lr": 1e-3, "epoch": i / steps,
+         "percentage": 100 * i / steps, "elapsed_time": "0:00:01", "remaining_time": "0:00:01",
+         "total_tokens": tokens_per_step * i}
+        for i in range(1, steps + 1)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_compare_by_tokens_reads_the_runs_seq_length_and_plots_legibly(tmp_path, capsys, monkeypatch):
+    """The README's cross-framework example: a Megatron log without its arguments dump, its seq-length in
+    exp-config.yaml beside logs/ (as `logs summary` reads it), against LLaMA-Factory's trainer_log.jsonl."""
+    from ascendfactory.metrics import plot as plot_mod
+
+    figures = []
+    figure, canvas = plot_mod._matplotlib()
+
+    class Recorded(figure):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            figures.append(self)
+
+    monkeypatch.setattr(plot_mod, "_matplotlib", lambda: (Recorded, canvas))
+    logs = _megatron_run(tmp_path / "mega")
+    (tmp_path / "lf").mkdir()
+    lf = _trainer_log(tmp_path / "lf" / "trainer_log.jsonl", 16 * 128 * 10, 2)
+    png = tmp_path / "c.png"
+    code = main(["logs", "compare", str(logs / "m-e-20260101_000000-run_log-N1-1.txt"), str(lf),
+                 "--metric", "loss", "--align", "tokens", "--plot", str(png)])  # fmt: skip
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "seq_length 128 of m-e-20260101_000000-run_log-N1-1.txt from" in printed.err
+    assert "of 11 steps within" in printed.out and png.stat().st_size > 1000  # tokens 20480..40960
+    top, bottom = figures[-1].axes
+    assert bottom.get_xlabel() == "tokens seen" and bottom.get_ylabel() == "(A - B) / A (%)"
+    assert all(line.get_marker() == "o" for line in top.get_lines())
+    legend = [t.get_text() for t in top.get_legend().get_texts()]
+    assert legend[0].startswith("A: ") and legend[1].startswith("B: ")
+
+
+def test_plot_takes_a_run_folder_and_the_rank_0_log(tmp_path, capsys):
+    logs = _megatron_run(tmp_path)
+    assert main(["logs", "plot", str(logs), "-o", str(tmp_path / "a.png")]) == 0
+    assert (tmp_path / "a.png").stat().st_size > 1000
+    rank0 = logs / "m-e-20260101_000000-run_log-N1-0.txt"
+    assert main(["logs", "plot", str(rank0), "-o", str(tmp_path / "b.png")]) == 0
+    assert "has no training steps: reading m-e-20260101_000000-run_log-N1-1.txt" in capsys.readouterr().err
+    alone = tmp_path / "alone.txt"
+    alone.write_text("using world size: 2\n")
+    assert main(["logs", "plot", str(alone), "-o", str(tmp_path / "c.png")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--metric: no loss or reward found in" in err and "metric=" not in err
+    assert "with --metric" in err

@@ -12,11 +12,6 @@ from ascendfactory.config import platforms
 from ascendfactory.config.platforms import detect
 from ascendfactory.errors import ConfigError
 
-
-def no_expand(nodelist: str) -> list[str]:
-    raise AssertionError("only Slurm expands node lists")
-
-
 MODELARTS = {  # a worker of a 2-instance ModelArts training job (the page's own variable names)
     "MA_NUM_HOSTS": "2",
     "VC_TASK_INDEX": "1",
@@ -101,8 +96,7 @@ MODELARTS = {  # a worker of a 2-instance ModelArts training job (the page's own
     ],
 )
 def test_each_platform(environ, platform, values):
-    expand = platforms.expand_nodelist if platform == "Slurm" else no_expand
-    d = detect(environ, expand=expand)
+    d = detect(environ)
     assert d is not None and d.platform == platform
     assert d.values == values
     assert set(d.sources) == set(values)
@@ -111,7 +105,7 @@ def test_each_platform(environ, platform, values):
 
 
 def test_nothing_detected_on_a_plain_machine():
-    assert detect({"HOME": "/root", "PATH": "/usr/bin"}, expand=no_expand) is None
+    assert detect({"HOME": "/root", "PATH": "/usr/bin"}) is None
 
 
 @pytest.mark.parametrize(
@@ -129,32 +123,32 @@ def test_nothing_detected_on_a_plain_machine():
     ],
 )
 def test_partial_or_foreign_variables_are_no_platform(environ):
-    assert detect(environ, expand=no_expand) is None
+    assert detect(environ) is None
 
 
 def test_two_platforms_at_once_is_an_error():
     environ = {**MODELARTS, "SLURM_JOB_ID": "1", "SLURM_NODEID": "0", "SLURM_NNODES": "1"}
     with pytest.raises(ConfigError) as e:
-        detect(environ, expand=no_expand)
+        detect(environ)
     assert "two cluster platforms at once: ModelArts" in str(e.value) and "Slurm" in str(e.value)
 
 
 def test_rank_outside_the_node_count_is_an_error():
     with pytest.raises(ConfigError) as e:
-        detect({**MODELARTS, "VC_TASK_INDEX": "2"}, expand=no_expand)
+        detect({**MODELARTS, "VC_TASK_INDEX": "2"})
     assert "VC_TASK_INDEX=2 (ModelArts) is outside the node count MA_NUM_HOSTS=2" in str(e.value)
 
 
 def test_a_value_that_is_no_number_is_an_error():
     with pytest.raises(ConfigError) as e:
-        detect({"PET_NNODES": "1:4", "PET_NODE_RANK": "0"}, expand=no_expand)
+        detect({"PET_NNODES": "1:4", "PET_NODE_RANK": "0"})
     assert "PET_NNODES='1:4'" in str(e.value) and "elastic" in str(e.value)
 
 
 def test_several_volcano_tasks_are_refused():
     environ = {"VC_TASK_INDEX": "0", "VC_MASTER_HOSTS": "m-0.j", "VC_WORKER_HOSTS": "w-0.j,w-1.j"}
     with pytest.raises(ConfigError, match="several tasks"):
-        detect(environ, expand=no_expand)
+        detect(environ)
 
 
 def test_several_slurm_tasks_per_node_leave_a_rank_problem():
@@ -165,26 +159,64 @@ def test_several_slurm_tasks_per_node_leave_a_rank_problem():
         "SLURM_JOB_NODELIST": "n1",
         "SLURM_STEP_TASKS_PER_NODE": "2",
     }
-    d = detect(environ, expand=lambda s: [s])
+    d = detect(environ)
     assert d is not None and d.rank_problem and "2 tasks per node" in d.rank_problem[0].message
 
 
-def test_nodelist_expanded_without_scontrol_by_python_hostlist(monkeypatch):
-    pytest.importorskip("hostlist")
-    monkeypatch.setattr(platforms.shutil, "which", lambda name: None)
-    assert platforms.expand_nodelist("gpu[07-09],login1") == ["gpu07", "gpu08", "gpu09", "login1"]
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text("abcxyz-", min_size=1, max_size=4),
+            st.lists(
+                st.tuples(st.integers(0, 120), st.integers(0, 9), st.integers(0, 3)), min_size=0, max_size=3
+            ),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_the_first_host_is_python_hostlists_first(hosts):
+    """Node 0's address read from Slurm's hostlist syntax, against python-hostlist's full expansion."""
+    hostlist = pytest.importorskip("hostlist")
+    names = []
+    for prefix, ranges in hosts:
+        name = prefix
+        for start, extra, pad in ranges:
+            name += f"[{start:0{pad}d}-{start + extra:0{pad}d},{start + extra + 2}]x"
+        names.append(name)
+    text = ",".join(names)
+    assert platforms.slurm_first_host(text) == hostlist.expand_hostlist(text)[0]
+
+
+@pytest.mark.parametrize("bad", ["n[1-", "n]1", "[", "n[a-b]", ",n1", "n[[1]]"])
+def test_a_node_list_not_in_slurms_syntax_names_the_fix(bad):
+    with pytest.raises(ConfigError) as e:
+        platforms.slurm_first_host(bad)
+    (p,) = e.value.problems
+    assert p.key == "SLURM_JOB_NODELIST" and "--env.MASTER_ADDR=" in p.fix
 
 
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed (sh install.sh --dev)")
-def test_nodelist_expanded_by_scontrol():
-    assert platforms.expand_nodelist("n[1-3]") == ["n1", "n2", "n3"]
+def test_the_first_host_is_scontrols_first_where_scontrol_answers():
+    import subprocess
+
+    done = subprocess.run(["scontrol", "show", "hostnames", "n[07-09],gpu1"], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"scontrol answers only on a configured Slurm node: {done.stderr.strip()[-200:]}")
+    assert platforms.slurm_first_host("n[07-09],gpu1") == done.stdout.split()[0]
 
 
 ALL_VARS = sorted(
-    {v.replace("{TASK}", "WORKER") for p in platforms.PLATFORMS for group in p.present for v in group}
+    {
+        v.replace("{TASK}", "WORKER")
+        for p in platforms.PLATFORMS.registered().values()
+        for group in p.present
+        for v in group
+    }
     | {
         v.replace("{TASK}", "WORKER")
-        for p in platforms.PLATFORMS
+        for p in platforms.PLATFORMS.registered().values()
         for v in (*p.nnodes, *p.node_rank, *p.devices)
     }
 )
@@ -200,7 +232,7 @@ ALL_VARS = sorted(
 )
 def test_any_environment_gives_a_consistent_topology_or_a_config_error(environ):
     try:
-        d = detect(environ, expand=lambda s: [h for h in s.split(",") if h] or [s])
+        d = detect(environ)
     except ConfigError:
         return
     if d is None:

@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ascendfactory.config.report_to import ReportTo, tracker_specs
-from ascendfactory.plan import TRACKERS
+from ascendfactory.trackers import tracker_names
+
+TRACKERS = tuple(tracker_names())
 
 
 def specs(value, **kw):

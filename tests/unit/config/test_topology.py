@@ -37,13 +37,9 @@ def experiment(tmp_path, env: dict | None) -> str:
     return str(path)
 
 
-def expand(nodelist: str) -> list[str]:
-    return {"gpu[1-2]": ["gpu1", "gpu2"]}[nodelist]
-
-
 def test_platform_fills_what_the_file_leaves_unset(tmp_path):
     loaded = load_experiment(experiment(tmp_path, {"MASTER_PORT": 29999}))
-    got = with_platform(loaded, SLURM_NODE1, expand=expand)
+    got = with_platform(loaded, SLURM_NODE1)
     env = got.config.env
     assert (env.NNODES, env.NODE_RANK, env.MASTER_ADDR, env.MASTER_PORT) == (2, 1, "gpu1", 29999)
     assert got.topology["NODE_RANK"] == "SLURM_NODEID=1 (Slurm)"
@@ -55,14 +51,14 @@ def test_platform_fills_what_the_file_leaves_unset(tmp_path):
 
 def test_command_line_beats_the_platform(tmp_path):
     loaded = load_experiment(experiment(tmp_path, None), ["--env.MASTER_ADDR=10.0.0.9", "--env.NODE_RANK=0"])
-    got = with_platform(loaded, SLURM_NODE1, expand=expand)
+    got = with_platform(loaded, SLURM_NODE1)
     assert (got.config.env.MASTER_ADDR, got.config.env.NODE_RANK, got.config.env.NNODES) == ("10.0.0.9", 0, 2)
     assert got.topology["MASTER_ADDR"] == got.topology["NODE_RANK"] == "command line"
     assert got.topology["NNODES"].startswith("SLURM_NNODES=2")
 
 
 def test_defaults_without_a_platform(tmp_path):
-    got = with_platform(load_experiment(experiment(tmp_path, None)), {}, expand=expand)
+    got = with_platform(load_experiment(experiment(tmp_path, None)), {})
     assert set(got.topology.values()) == {"default"} and got.platform is None
     assert (got.config.env.NNODES, got.config.env.NODE_RANK, got.config.env.MASTER_ADDR) == (
         1,
@@ -74,7 +70,7 @@ def test_defaults_without_a_platform(tmp_path):
 def test_a_file_pinning_what_each_node_must_differ_in_is_refused(tmp_path):
     loaded = load_experiment(experiment(tmp_path, {"NNODES": 1, "NODE_RANK": 0, "MASTER_ADDR": "localhost"}))
     with pytest.raises(ConfigError) as e:
-        with_platform(loaded, SLURM_NODE1, expand=expand)
+        with_platform(loaded, SLURM_NODE1)
     keys = [p.key for p in e.value.problems]
     assert keys == ["env.NNODES", "env.NODE_RANK", "env.MASTER_ADDR"]
     assert "Slurm runs this command on 2 nodes" in str(e.value) and "remove env.NNODES" in str(e.value)
@@ -82,16 +78,16 @@ def test_a_file_pinning_what_each_node_must_differ_in_is_refused(tmp_path):
 
 def test_a_file_agreeing_with_the_platform_is_fine(tmp_path):
     loaded = load_experiment(experiment(tmp_path, {"NNODES": 2, "MASTER_ADDR": "gpu1"}))
-    got = with_platform(loaded, SLURM_NODE1, expand=expand)
+    got = with_platform(loaded, SLURM_NODE1)
     assert got.config.env.NODE_RANK == 1 and got.topology["NNODES"] == loaded.source
 
 
 def test_several_tasks_per_node_refused_unless_the_rank_is_given(tmp_path):
     environ = {**SLURM_NODE1, "SLURM_STEP_TASKS_PER_NODE": "2"}
     with pytest.raises(ConfigError, match="2 tasks per node"):
-        with_platform(load_experiment(experiment(tmp_path, None)), environ, expand=expand)
+        with_platform(load_experiment(experiment(tmp_path, None)), environ)
     loaded = load_experiment(experiment(tmp_path, None), ["--env.NODE_RANK=1"])
-    assert with_platform(loaded, environ, expand=expand).config.env.NODE_RANK == 1
+    assert with_platform(loaded, environ).config.env.NODE_RANK == 1
 
 
 runner = CliRunner()
@@ -148,5 +144,5 @@ def test_dry_run_text_names_each_source(tmp_path, monkeypatch):
 def test_rank_beyond_the_default_node_count_is_refused_without_a_platform(tmp_path):
     loaded = load_experiment(experiment(tmp_path, None), ["--env.NODE_RANK=3"])  # loads: a platform may say
     with pytest.raises(ConfigError) as e:
-        with_platform(loaded, {}, expand=expand)
+        with_platform(loaded, {})
     assert "NODE_RANK (3, from command line) must be < NNODES (1, from default)" in str(e.value)

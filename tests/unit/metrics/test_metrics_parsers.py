@@ -308,3 +308,14 @@ def test_hf_console_steps_count_as_trainer_log_does_when_the_bar_lags():
     ]
     steps = [r.step for text in lines for r in parser.feed(text) if r.kind == "train"]
     assert steps == [1, 2, 3]
+
+
+def test_a_nan_validation_loss_has_no_perplexity():
+    line = (
+        " validation loss at iteration 60 on validation set | lm loss value: nan | "
+        "lm loss PPL: 4.851652E+08 | "
+    )
+    [rec] = list(parse_lines([line], "megatron"))
+    assert math.isnan(rec.metrics["lm loss value"]) and math.isnan(rec.metrics["lm loss PPL"])
+    line = " validation loss at iteration 60 | lm loss value: 1.371027E+00 | lm loss PPL: 3.939393E+00 | "
+    assert next(iter(parse_lines([line], "megatron"))).metrics["lm loss PPL"] == 3.939393

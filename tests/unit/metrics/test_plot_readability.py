@@ -76,3 +76,27 @@ def test_compare_across_formats_uses_the_loss_each_log_has():
     hf = [Record(step=i, metrics={"loss": 2.02, "grad_norm": 1.0}) for i in range(1, 6)]
     cmp = compare(megatron, hf)
     assert cmp.metric == "lm loss (A) / loss (B)" and len(cmp.steps) == 5
+
+
+def _nan_run(n: int) -> list[Record]:
+    nan = float("nan")
+    train = [
+        Record(step=i, metrics={"lm loss": nan, "number of nan iterations": 5.0}) for i in range(5, n + 1, 5)
+    ]
+    return [*train, Record(step=n, metrics={"lm loss value": nan, "lm loss PPL": nan}, kind="eval")]
+
+
+def test_an_all_nan_run_shows_its_nan_marks_and_says_why_the_axis_is_empty(tmp_path, figures):
+    plot_loss(_nan_run(60), tmp_path / "nan.png", labels=["own64"])
+    ax = figures[-1].axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["NaN lm loss (60 iterations)"]  # no entry for a line that is not drawn
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["no finite 'lm loss': every logged value is NaN / inf"]
+    assert list(ax.get_yticks()) == []
+
+
+def test_a_single_point_has_a_marker(tmp_path, figures):
+    plot_loss(_records(1), tmp_path / "one.png")
+    [line] = figures[-1].axes[0].get_lines()
+    assert line.get_marker() == "o"

@@ -99,7 +99,7 @@ def test_volcano_job_shape_and_what_its_pods_detect(tmp_path):
         "VC_WORKER_HOSTS": f"{name}-worker-0.{name},{name}-worker-1.{name}",
         "VC_WORKER_NUM": "2",
     }
-    d = detect(pod1, expand=lambda s: [s])
+    d = detect(pod1)
     assert d is not None and d.platform == "Volcano"
     assert d.values == {"NNODES": 2, "NODE_RANK": 1, "MASTER_ADDR": f"{name}-worker-0.{name}"}
 

@@ -23,8 +23,8 @@ class Recording(Sink):
             raise RuntimeError("store gone")
         self.calls.append(("metrics", dict(metrics), step))
 
-    def close(self, *, ok=True):
-        self.calls.append(("close", ok))
+    def close(self, *, state="finished"):
+        self.calls.append(("close", state))
 
 
 def test_the_container_drops_a_failing_sink_after_one_warning_and_keeps_the_others():
@@ -34,8 +34,8 @@ def test_the_container_drops_a_failing_sink_after_one_warning_and_keeps_the_othe
     sinks.log_metrics({"loss": 1.0}, 1)
     sinks.log_metrics({"loss": 0.5}, 2)
     sinks.log_metrics({}, 3)  # nothing to log: no call
-    sinks.close(ok=False)
-    assert good.calls == [("metrics", {"loss": 1.0}, 1), ("metrics", {"loss": 0.5}, 2), ("close", False)]
+    sinks.close(state="failed")
+    assert good.calls == [("metrics", {"loss": 1.0}, 1), ("metrics", {"loss": 0.5}, 2), ("close", "failed")]
     assert len(warnings) == 1 and "recording: log_metrics failed (RuntimeError: store gone)" in warnings[0]
     assert not Sinks([Sink()])
 
@@ -66,13 +66,13 @@ def test_mlflow_run_on_a_local_store_is_created_reported_and_continued(tmp_path)
     first.log_summary({"summary/throughput": 12.5, "summary/unit": "tokens/s"})
     (tmp_path / "plot.png").write_bytes(b"png")
     first.log_artifact(str(tmp_path / "plot.png"))
-    first.close(ok=True)
+    first.close(state="finished")
 
     again = open_run(spec, run_id=first.run_id)  # a resumed segment: same run, changed value kept as it was
     assert again.run_id == first.run_id
     again.log_params({"lr": "0.2", "iters": "10"})
     again.log_metrics({"loss": 1.0}, step=2)
-    again.close(ok=False)
+    again.close(state="failed")
 
     from mlflow import MlflowClient
 

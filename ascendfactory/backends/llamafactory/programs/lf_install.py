@@ -23,6 +23,14 @@ import tempfile
 import zipfile
 
 LEFT_OUT = ("torch", "torchvision", "torchaudio")
+# pip checks the installed llamafactory's requirements after the step above and prints `ERROR: pip's
+# dependency resolver does not currently take into account ... llamafactory requires torchvision ...,
+# torchaudio ...`: expected, those are left out on purpose (the module docstring).
+RESOLVER_NOTE = (
+    '[lf-install] note: an "ERROR: pip\'s dependency resolver ..." above that names torchvision or '
+    "torchaudio is expected: they are left out on purpose (a CPU torch is kept; torchaudio comes next); "
+    "nothing failed"
+)
 
 
 def pip(*args: str) -> None:
@@ -61,6 +69,7 @@ def main(argv: list[str]) -> int:
     deps = requirements(version)
     pip("install", "--quiet", "--no-deps", f"llamafactory=={version}")
     pip("install", "--quiet", torch_spec, *deps)
+    print(RESOLVER_NOTE, flush=True)
     pip("install", "--quiet", "--no-deps", "torchaudio")
     if not torchaudio_loads():
         print(

@@ -26,8 +26,28 @@ def say(text: str) -> None:
     print(f"[verl-check] {text}", flush=True)
 
 
+def clients_missing(argv: list[str]) -> str | None:
+    """`--clients=a,b` and `--clients-fix=TEXT`, taken out of `argv`: the error for the tracker clients
+    (the modules a framework's tracker integration imports) this environment lacks, or None."""
+    wanted = {
+        a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith(("--clients=", "--clients-fix="))
+    }
+    argv[:] = [a for a in argv if not a.startswith(("--clients=", "--clients-fix="))]
+    absent = [m for m in wanted.get("--clients", "").split(",") if m and importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return (
+        f"error: report_to: {', '.join(absent)} is not installed in this environment ({sys.prefix})\n"
+        f"  fix: {wanted.get('--clients-fix', 'install it into this environment')}"
+    )
+
+
 def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
+    clients = clients_missing(argv)  # `--clients=...`: the tracker clients `report_to` needs here
+    if clients:
+        say(clients)
+        return 2
     overrides = [o for o in argv if not o.startswith(("hydra.", "hydra/"))]
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:

@@ -24,7 +24,7 @@ def test_importing_the_experiment_registers_nothing():
         from ascendfactory.backends import registry
         for m in pkgutil.iter_modules(msrl.__path__):
             __import__(f"ascendfactory.backends.msrl.{m.name}")
-        print(sorted(registry._REGISTRY), "ascendfactory.backends.mindspeed_rl" in sys.modules)
+        print(sorted(registry.BACKENDS.registered()), "ascendfactory.backends.mindspeed_rl" in sys.modules)
         """
     )
     assert done.returncode == 0, done.stderr

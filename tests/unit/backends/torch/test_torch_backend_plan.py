@@ -145,11 +145,12 @@ def test_multi_node_plan_runs_conversion_on_node0_only(tmp_path):
 
 
 def test_the_plan_carries_the_errors_auto_resume_does_not_retry(tmp_path):
-    from ascendfactory.backends import ports
+    from ascendfactory.backends import device_fit, ports
 
     unretryable = plan_for(f"--af_output_dir={tmp_path}").policy.unretryable
-    # the trainer's configuration problems, its NaN check, and a busy port
-    assert unretryable == ("configuration problem", "found NaN in", *ports.UNRETRYABLE)
+    # the trainer's configuration problems, its NaN check, a busy port and a rank without a device
+    expected = ("configuration problem", "found NaN in", *ports.UNRETRYABLE, *device_fit.UNRETRYABLE)
+    assert unretryable == expected
 
 
 @pytest.mark.parametrize(

@@ -97,3 +97,47 @@ def test_the_llamafactory_check_step_counts_the_data_against_cutoff_len(tmp_path
     environ = {"AF_LLAMAFACTORY_ENV": "/nonexistent/lf-env", "PATH": os.environ.get("PATH", "")}
     argv = make_plan(loaded, dry_run=True, environ=environ).step("check").argv
     assert argv[1].endswith("lf_check.py") and argv[-1] == f"--data-fit={mode}"
+
+
+def test_the_fix_never_passes_the_models_positions(tmp_path):
+    """The demo model takes 512 positions: answers starting at 600 fit no seq-length it takes, and the fix
+    says so instead of suggesting seq-length 604 (which the layout check then refuses)."""
+    prefix = given_data(tmp_path, [600] * 30 + [10] * 20)
+    with pytest.raises(ConfigError) as e:
+        plan_for(tmp_path, f"--backend_config.training.data-path={prefix}")
+    [p] = e.value.problems
+    assert "604" not in p.fix and "seq-length: 604" not in p.message
+    assert (
+        "95% of the answers end by token 604, past the model's 512 positions (max_position_embeddings)"
+        in (p.message)
+    )
+    assert (
+        "at seq-length 512 40% of the answers stay whole and 30 samples still train on nothing" in p.message
+    )
+    assert p.fix.startswith("the data cannot fit this model: shorten the prompts, or drop the samples")
+    assert "and seq-length: 512, the most the model takes," in p.fix
+    (tmp_path / "w").mkdir()
+    within = given_data(tmp_path / "w", [100] * 30 + [10] * 20)  # 104 tokens: within the model
+    with pytest.raises(ConfigError, match=r"fix: seq-length: 104 \(or shorter prompts\)"):
+        plan_for(tmp_path, f"--backend_config.training.data-path={within}")
+
+
+def test_a_warning_gives_the_odds_of_the_nan_stop(tmp_path):
+    """20 of 50 samples train on nothing, MBS 4: a micro-batch of four such samples is a NaN stop."""
+    prefix = given_data(tmp_path, [80] * 20 + [10] * 30)
+    args = [f"--backend_config.training.data-path={prefix}", "--backend_config.training.train-iters=60"]
+    [warning] = [w for w in plan_for(tmp_path, *args).warnings if "20 of 50 samples" in w]
+    q = 1 - (1 - (4845 / 230300)) ** 240  # C(20,4)/C(50,4) per micro-batch, 60 x 16 / 4 micro-batches
+    assert f"a micro-batch made only of such samples stops the run: about {q:.0%} over this run's 240" in (
+        warning
+    )
+    off = plan_for(tmp_path, *args, "--backend_config.training.no-check-for-nan-in-loss-and-grad=true")
+    assert not [w for w in off.warnings if "stops the run" in w]
+
+
+def test_the_check_step_is_told_the_positions_and_the_micro_batches(tmp_path, capsys):
+    argv = plan_for(tmp_path).step("data-fit").argv
+    assert "--max-positions=512" in argv and "--micro-batches=480" in argv and "--stops-on-nan" in argv
+    prefix = given_data(tmp_path, [600] * 3)
+    assert fit.main(["--data-path", prefix, "--seq-length", "64", "--max-positions", "512"]) == 2
+    assert "fix: the data cannot fit this model" in capsys.readouterr().err

@@ -33,6 +33,7 @@ def plan_for(tmp_path, model_dir, *overrides: str, backend: str = "torch"):
         f"--af_output_dir={tmp_path / 'out'}",
         f"--backend_config.megatron_training.tokenizer_name_or_path={model_dir}",
         f"--backend={backend}",
+        *([] if backend == "torch" else ["--accelerator=auto"]),  # as the file's comment says
         *overrides,
     ]
     return make_plan(load_experiment(QUICK, args), dry_run=True)

@@ -265,6 +265,20 @@ def test_a_real_run_without_an_accelerator_stops_before_ray(tmp_path, machine):
     assert "trainer.device=cpu" in overrides_of(dry) and dry.logs.naming.prefix.endswith("-cpu")
 
 
+def test_without_an_accelerator_every_problem_is_named_at_once(tmp_path, machine):
+    """Missing data and no GPU/NPU: one refusal names both (audit D7: the machine came on the next try)."""
+    machine.kind = "cpu"
+    path = experiment(tmp_path, grpo(tmp_path))
+    missing = tmp_path / "gone.parquet"
+    with pytest.raises(ConfigError) as e:
+        plan_for(
+            path, f"--backend_config.data.train_files={missing}", dry_run=False, environ=fake_env(tmp_path)
+        )
+    keys = [p.key for p in e.value.problems]
+    assert "backend_config.data.train_files" in keys and keys[-1] == "(environment)"
+    assert "this machine has no GPU or NPU: verl 0.9.1 cannot train here" in e.value.problems[-1].message
+
+
 def test_a_real_run_needs_the_verl_environment(tmp_path, machine):
     with pytest.raises(ConfigError) as e:
         plan_for(experiment(tmp_path, grpo(tmp_path)), dry_run=False)

@@ -344,3 +344,80 @@ def test_good_profiler_values_pass_and_the_token_window_must_open():
     window = {P + "tool_config.npu.profile_token_start": 5, P + "tool_config.npu.profile_token_end": 5}
     found = rules.run(view(window))
     assert [p.key for p in found] == [P + "tool_config.npu.profile_token_end"], found
+
+
+# -- found by the coverage map (tests/diffval/maps/verl-0.9.1.yaml): the engine config classes' asserts -----
+@pytest.mark.parametrize(
+    ("engine", "changes", "key", "words"),
+    [
+        ("megatron", {A + "megatron.dtype": "float32"}, A + "megatron.dtype", "bfloat16, float16"),
+        ("megatron", {A + "megatron.router_replay.mode": "R9"}, A + "megatron.router_replay.mode", "R3"),
+        (
+            "megatron",
+            {A + "megatron.dynamic_context_parallel": True},
+            A + "megatron.max_seqlen_per_dp_cp_rank",
+            "positive whole number",
+        ),
+        ("megatron", {A + "optim.exp_avg_dtype": "fp8"}, A + "optim.exp_avg_dtype", "fp32, float32"),
+        ("dp", {A + "fsdp_config.strategy": "ddp"}, A + "fsdp_config.strategy", "fsdp_turbo"),
+        ("torchtitan", {A + "torchtitan.attn_type": "sdpa"}, A + "torchtitan.attn_type", "flex"),
+        ("torchtitan", {A + "torchtitan.spmd_backend": "x"}, A + "torchtitan.spmd_backend", "full_dtensor"),
+        (
+            "veomni",
+            {A + "veomni.activation_offload_host_cache_limit_gb": -1.0},
+            A + "veomni.activation_offload_host_cache_limit_gb",
+            "finite value >= 0",
+        ),
+        (
+            "veomni",
+            {A + "veomni.router_replay.mode": "R2", "actor_rollout_ref.model.use_remove_padding": False},
+            A + "veomni.router_replay.mode",
+            "remove-padding",
+        ),
+    ],
+)
+def test_the_engine_config_classes_asserts_are_ours(engine, changes, key, words):
+    found = rules.run(view(changes, engine=engine))
+    assert [p.key for p in found] == [key] and words in found[0].message, found
+
+
+def test_the_torchtitan_optimizer_is_not_held_to_the_fsdp_schedules():
+    # TorchtitanOptimizerConfig leaves lr_scheduler_type null; FSDPOptimizerConfig's choices are not its own
+    assert rules.run(view(engine="torchtitan")) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"critic.model.target_modules": 3}, "critic.model.target_modules"),
+        ({"critic.model.target_modules": ["q_proj", 3]}, "critic.model.target_modules"),
+    ],
+)
+def test_target_modules_takes_a_text_or_a_list_of_texts(changes, key):
+    assert [p.key for p in rules.run(view(changes))] == [key]
+    assert rules.run(view({"critic.model.target_modules": ["q_proj", "v_proj"]})) == []
+
+
+def test_the_critics_model_names_one_architecture(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["A", "B"]}), encoding="utf-8")
+    ppo = {
+        "algorithm.adv_estimator": "gae",
+        "critic.model.path": str(tmp_path),
+        "critic.ppo_micro_batch_size_per_gpu": 1,
+    }
+    assert [p.key for p in rules.run(view(ppo))] == ["critic.model.path"]
+    one = {**ppo, "critic.model.override_config": {"architectures": ["A"]}}
+    assert rules.run(view(one)) == []
+
+
+def test_the_veomni_critic_needs_its_micro_batch_over_the_devices():
+    ppo = {
+        "algorithm.adv_estimator": "gae",
+        "critic.model.path": "/m",
+        "critic.ppo_micro_batch_size": 1,
+        "critic.ppo_micro_batch_size_per_gpu": None,
+    }
+    found = rules.run(view(ppo, engine="veomni"))
+    assert "critic.ppo_micro_batch_size" in {p.key for p in found}, found

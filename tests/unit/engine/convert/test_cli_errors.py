@@ -121,10 +121,12 @@ def test_missing_checkpoint_and_bad_flags(tmp_path, capsys):
         "hf",
     )
     assert code == 2 and "hf -> hf is not a conversion" in err
-    code, err = run(
-        capsys, "--load-dir", tmp_path, "--save-dir", tmp_path, "--target-expert-parallel-size", "2"
-    )
+    code, err = run(capsys, "--load-dir", tmp_path, "--save-dir", tmp_path, "--noop-layers", "2")
     assert code == 2 and "unrecognized arguments" in err
+    code, err = run(
+        capsys, "--load-dir", tmp_path, "--save-dir", tmp_path, "--target-expert-parallel-size", "0"
+    )
+    assert code == 2 and "--target-expert-parallel-size" in err and "must be >= 1" in err
 
 
 def test_strip_v1_flags():

@@ -1,0 +1,240 @@
+"""The coverage maps (tests/diffval/maps/): every statement of every pin mapped by hand to a rule of ours with
+a targeted case, a "stricter or equal" row or a device reason, with rule ids that resolve; and the walk and
+merge that generate them (scripts/gen_validation_map.py), on a small package written here. Runs without the
+frameworks: their own judges run the cases in tests/integration/test_coverage_maps.py."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.diffval.cases import Case
+from tests.diffval.coverage import (
+    KINDS,
+    Coverage,
+    Run,
+    dump_map,
+    entry_problems,
+    load_map,
+    merge,
+    mutations,
+    resolve_rule,
+)
+from tests.diffval.ours import Ours
+from tests.diffval.pins import MAPS, PINS
+from tests.diffval.walk import Walker
+
+MAP_FILES = sorted(MAPS.glob("*.yaml"))
+
+
+def test_every_pin_has_a_checked_in_map() -> None:
+    assert {p.stem for p in MAP_FILES} == set(PINS)
+
+
+@pytest.mark.parametrize("path", MAP_FILES, ids=[p.stem for p in MAP_FILES])
+def test_every_statement_is_mapped(path: Path) -> None:
+    doc = load_map(path)
+    assert doc["pin"] == path.stem and doc["statements"]
+    ids = [st["id"] for st in doc["statements"]]
+    assert len(ids) == len(set(ids))
+    problems = [
+        f"{st['id']} ({st['file']}:{st['line']}): {p}" for st in doc["statements"] for p in entry_problems(st)
+    ]
+    assert not problems, "\n".join(problems)
+    assert {st["map"]["kind"] for st in doc["statements"]} <= set(KINDS)
+
+
+@pytest.mark.parametrize("path", MAP_FILES, ids=[p.stem for p in MAP_FILES])
+def test_a_map_file_is_what_the_generator_writes(path: Path) -> None:
+    """The checked-in text is the generator's own dump (so a regeneration changes only what changed)."""
+    assert dump_map(load_map(path)) == path.read_text(encoding="utf-8")
+
+
+def test_an_unmapped_or_broken_row_is_named() -> None:
+    row = {"id": "f:1", "map": None}
+    assert entry_problems(row) == ["no map"]
+    assert entry_problems({"map": {"kind": "rule", "rule": "llamafactory.combos:COMBOS[no_such_key]"}}) == [
+        "map.case is missing",
+        "map.fix is missing",
+        "llamafactory.combos:COMBOS[no_such_key]: no entry 'no_such_key' in COMBOS",
+    ]
+    assert entry_problems({"map": {"kind": "device", "why": "x"}}) == ["map.stops is missing"]
+    assert entry_problems({"map": {"kind": "equal", "why": "x", "cases": {}}}) == [
+        "map.cases is not a field of a map"
+    ]
+    assert resolve_rule("verl.rules:RULES[batch_divisible]").name == "batch_divisible"
+    with pytest.raises(LookupError):
+        resolve_rule("verl.rules:check_nothing")
+
+
+def test_a_case_key_is_below_the_backend_section_or_from_the_root() -> None:
+    case = {"data.train_batch_size": 3, "/env.NPUS_PER_NODE": 2, "trainer.nnodes": "<deleted>"}
+    got = mutations("verl", case)
+    assert [m.path for m in got] == [
+        ("backend_config", "data", "train_batch_size"),
+        ("env", "NPUS_PER_NODE"),
+        ("backend_config", "trainer", "nnodes"),
+    ]
+    assert got[2].value == "<deleted>"
+    assert mutations("llamafactory", {"dataset": "${DEMO_DATA}"})[0].value.endswith("demo_sft.jsonl")
+
+
+SOURCE = {
+    "fw/__init__.py": "",
+    "fw/checks.py": """
+        from fw.helpers import must, other
+        from elsewhere import ignored
+
+
+        class Base:
+            def __post_init__(self):
+                if self.size < 0:
+                    raise ValueError("size is negative")
+
+
+        class Config(Base):
+            def __post_init__(self):
+                super().__post_init__()
+                assert self.mode in ("a", "b"), "unknown mode"
+                self._more()
+
+            def _more(self):
+                for item in self.items:
+                    if not item:
+                        raise ValueError(f"empty item {item}")
+
+
+        def validate(args):
+            if args.x and not args.y:
+                raise ValueError("x needs y")
+            elif args.z:
+                must(args.z, "z is set")
+            else:
+                other(args)
+            ignored(args)
+            Config()
+
+            def inner():
+                assert args.w, "w"
+
+            inner()
+            if args.bye:
+                sys.exit(1)
+    """,
+    "fw/helpers.py": """
+        def must(value, message):
+            if not value:
+                raise ValueError(message)
+
+
+        def other(args):
+            assert args.q > 0
+    """,
+}
+
+
+def _package(root: Path, shift: int = 0) -> None:
+    for rel, text in SOURCE.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n" * shift + textwrap.dedent(text), encoding="utf-8")
+
+
+def _walk(root: Path) -> dict[str, object]:
+    walker = Walker([root], ("fw",), helpers=("must",))
+    walker.entry("fw.checks:validate")
+    return {f"{s.function}|{s.kind}|{s.condition}|{s.message}": s for s in walker.result()}
+
+
+def test_the_walk_lists_each_check_with_its_condition(tmp_path: Path) -> None:
+    _package(tmp_path)
+    found = _walk(tmp_path)
+    assert set(found) == {
+        "validate|raise|args.x and (not args.y)|ValueError('x needs y')",
+        "validate|call|not (args.x and (not args.y)) and args.z|must(args.z, 'z is set')",
+        "validate|exit|args.bye|sys.exit(1)",
+        "validate.inner|assert|not (args.w)|'w'",
+        "other|assert|not (args.q > 0)|",
+        "Config.__post_init__|assert|not (self.mode in ('a', 'b'))|'unknown mode'",
+        "Base.__post_init__|raise|self.size < 0|ValueError('size is negative')",
+        "Config._more|raise|[for item in self.items] and not item|ValueError(f'empty item {item}')",
+    }
+    other = next(s for s in found.values() if s.function == "other")
+    assert other.file == "fw/helpers.py" and other.via == ["fw.checks:validate"]
+    base = next(s for s in found.values() if s.function == "Base.__post_init__")
+    assert base.via == ["fw.checks:Config.__post_init__"]
+
+
+def test_an_id_survives_moved_lines_and_changes_with_the_condition(tmp_path: Path) -> None:
+    _package(tmp_path / "a")
+    _package(tmp_path / "b", shift=5)
+    a, b = _walk(tmp_path / "a"), _walk(tmp_path / "b")
+    assert {k: s.id for k, s in a.items()} == {k: s.id for k, s in b.items()}
+    assert all(a[k].line + 5 == b[k].line for k in a)
+    SOURCE_CHANGED = dict(SOURCE)
+    SOURCE_CHANGED["fw/helpers.py"] = SOURCE["fw/helpers.py"].replace("args.q > 0", "args.q >= 0")
+    _write(tmp_path / "c", SOURCE_CHANGED)
+    c = _walk(tmp_path / "c")
+    old = next(s.id for s in a.values() if s.function == "other")
+    new = next(s.id for s in c.values() if s.function == "other")
+    assert old != new and old.startswith("other:") and new.startswith("other:")
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def test_a_regeneration_keeps_the_hand_kept_maps_and_drops_gone_statements(tmp_path: Path) -> None:
+    _package(tmp_path)
+    walker = Walker([tmp_path], ("fw",), helpers=("must",))
+    walker.entry("fw.checks:validate")
+    statements = walker.result()
+
+    class Pin:
+        name, backend, title = "fw-1", "verl", "fw 1"
+
+        @staticmethod
+        def versions(roots: list[Path]) -> dict[str, str]:
+            return {"fw": "1"}
+
+        @staticmethod
+        def entries(roots: list[Path]) -> list[str]:
+            return ["fw.checks:validate"]
+
+    kept = {"kind": "equal", "why": "kept"}
+    old = {"statements": [{"id": statements[0].id, "map": kept}, {"id": "gone:123456", "map": kept}]}
+    doc, notes = merge(Pin, [tmp_path], statements, {}, old, None)
+    assert doc["statements"][0]["id"] != "" and any(s.get("map") == kept for s in doc["statements"])
+    assert sum(1 for s in doc["statements"] if s.get("map")) == 1
+    assert notes == ["gone (its map dropped): gone:123456"]
+    assert load_map_text(dump_map(doc), tmp_path) == doc
+
+
+def load_map_text(text: str, tmp_path: Path) -> dict[str, object]:
+    path = tmp_path / "m.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_map(path)
+
+
+def _run(variant: str, ok: bool | None, ours: Ours, at: list[str]) -> Run:
+    return Run("p", "f:1", variant, "b", Case("c", "b", {}, []), ours, None, ok, None if ok else "no", at)
+
+
+def test_the_coverage_figures_count_what_the_issue_counts() -> None:
+    st = {"id": "f:1", "file": "pkg/m.py", "line": 10, "end": 12, "map": {"kind": "rule", "fix": {"k": 1}}}
+    refused = Ours(False, ["backend_config.k"], ["backend_config.k: bad"], ["set k"])
+    cov = Coverage("p", "verl", [st])
+    cov.runs = [
+        _run("case", False, Ours(True), ["/x/pkg/m.py:11"]),  # we accept, the framework refuses (there)
+        _run("case", False, refused, ["/x/pkg/m.py:40"]),  # refused elsewhere: the case misses
+        _run("fix", False, refused, []),
+    ]
+    assert len(cov.we_accept_they_refuse) == 1 and len(cov.missed) == 1 and len(cov.fixes_refused) == 1
+    assert len(cov.fixes_we_refuse) == 1 and cov.failed()
+    cov.runs = [_run("case", None, refused, [])]
+    assert cov.undemonstrated == ["f:1"]
