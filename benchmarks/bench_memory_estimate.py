@@ -233,7 +233,7 @@ def overrides(model: Path, out: Path, nproc: int, flags: dict, port: int, *, seq
         "--ckpt_load_type=0",
         "--train_auto_resume=false",
         "--convert_mg2hf_at_last=false",
-        "--memory_check.on_exceed=off",
+        "--memory_check.on_exceed=warn",  # measure whatever the estimate says
     ]
     for k, v in base.items():
         if isinstance(v, list):
