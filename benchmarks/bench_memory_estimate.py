@@ -300,6 +300,7 @@ def run_measured(
 ) -> None:
     root = Path(keep or tempfile.mkdtemp(prefix="af-memest-"))
     rows: list[tuple[str, str, int, float, float, float]] = []
+    failed: list[str] = []
     plan = [("qwen05", c) for c in CUDA_GRID] if device == "cuda" else []
     if device == "cuda":
         plan = [("demo", ("quickstart", 1, {"_quickstart": True}))] + plan
@@ -326,7 +327,13 @@ def run_measured(
         peaks = read_peaks(out) if reuse else {}
         if not peaks:
             shutil.rmtree(out, ignore_errors=True)
-            peaks = measure(args, out)
+            try:
+                peaks = measure(args, out)
+            except RuntimeError as e:  # the trainer failed: said, and the grid goes on
+                failed.append(name)
+                last = [line for line in str(e).splitlines() if line.strip()][-1:]
+                print(f"{shape:<7} {name:<26}  training failed: {' '.join(last)[:150]}", flush=True)
+                continue
         for rank, measured in sorted(peaks.items()):
             est = stages[stage_of(rank, layout)]["total"]
             err = (est - measured) / measured
@@ -346,6 +353,8 @@ def run_measured(
             f"{'all':<7} {len(errs):>10} {statistics.median(errs) * 100:14.1f}% {max(errs) * 100:15.1f}%"
             "   (goal: <= 3%, <= 10%)"
         )
+    if failed:
+        print(f"not measured (the trainer failed): {', '.join(failed)}")
     if not keep:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -83,9 +83,10 @@ def refusal(
     layouts = advice.suggest_layouts(target, est.usable, device=device, environ=environ, limit=1)
     if layouts:
         best = layouts[0]
+        note = f"; {best.note}" if best.note else ""
         return message, (
             f"no single change fits; the fastest layout that fits on these {target.world_size} devices is "
-            f"{best.describe()}: {best.describe_settings()} -> {gib(best.estimate.peak)} GiB (more: "
+            f"{best.describe()}: {best.describe_settings()} -> {gib(best.estimate.peak)} GiB{note} (more: "
             "ascendfactory-cli estimate <the same arguments> --suggest)"
         )
     return message, (
