@@ -69,6 +69,14 @@ else
     say "building the demo model into $DEMO"
     "$PYTHON" -m ascendfactory.engine.demo "$DEMO"
 fi
+# The mixture-of-experts demos (tiny Qwen3-MoE and DeepSeek-V2-Lite for the embedded trainer).
+for FAMILY in qwen3_moe:tiny-qwen3-moe deepseek_v2_lite:tiny-deepseek-v2-lite; do
+    MOE_DEMO="$HERE/demo_assets/${FAMILY#*:}"
+    if ! { [ -f "$MOE_DEMO/config.json" ] && [ -f "$MOE_DEMO/model.safetensors" ]; }; then
+        say "building the demo model into $MOE_DEMO"
+        "$PYTHON" -m ascendfactory.engine.demo "$MOE_DEMO" --family "${FAMILY%%:*}"
+    fi
+done
 
 # The backend's own installation plan (an unknown name fails here, listing the registered ones): printed,
 # then run (each step is skipped or harmless when already done; a backend whose steps this version does

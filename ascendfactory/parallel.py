@@ -307,10 +307,21 @@ def parse_layer_list(value: object) -> list[int] | None:
     return [int(str(v).strip()) for v in items if str(v).strip()]
 
 
+def suggest_ep(arch: Any, dp: int) -> int:
+    """A starting expert parallel size for a MoE model (`arch.experts` routed experts) on `dp` data-parallel
+    ranks: the largest size that divides both (Megatron: EP divides DP, the experts divide by EP); 1 for a
+    dense model."""
+    experts = getattr(arch, "experts", 0) or 0
+    return max((e for e in range(1, dp + 1) if dp % e == 0 and experts % e == 0), default=1) if experts else 1
+
+
 def suggest_layout(arch: Any, devices: int = 8) -> tuple[int, int]:
     """A starting TP/PP for `devices` per node, by model size (`arch`: layers, hidden, heads, kv_heads);
-    TP divides the heads and KV heads."""
+    TP divides the heads and KV heads. A MoE model is sized by its non-expert weights (attention, the
+    embedding): its experts are sharded by expert parallelism (`suggest_ep`)."""
     params_b = 12 * arch.layers * arch.hidden**2 / 1e9
+    if getattr(arch, "experts", 0):
+        params_b = 4 * arch.layers * arch.hidden**2 / 1e9
     tp = 1 if params_b < 3 else 2 if params_b < 10 else 4 if params_b < 40 else 8
     pp = 1 if params_b < 10 else 2 if params_b < 40 else 4
     while tp > 1 and (arch.heads % tp or arch.kv_heads % tp or devices % tp):

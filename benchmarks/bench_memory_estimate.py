@@ -537,6 +537,16 @@ def published_cases():
         )
 
 
+def moe_cases():
+    """The mixture-of-experts rows (tests/support/published_moe.py), as `published_cases` rows."""
+    from tests.support.published_moe import published
+
+    for label, job, measured in published():
+        source = "modelscope/ms-swift Megatron-SWIFT example (see published_moe.py), nvidia-smi"
+        peers = {"megatron": None, "deepspeed": None, "accelerate": None}
+        yield (label, source, job, measured * GiB, "process", peers)
+
+
 def run_published() -> None:
     from ascendfactory.memory.devices import RESERVE_FIXED, RESERVE_FRACTION
 
@@ -545,7 +555,7 @@ def run_published() -> None:
         f"{'Megatron':>9} {'DeepSpeed':>9} {'accelerate':>10}"
     )
     errors = []
-    for label, source, job, measured, kind, peers in published_cases():
+    for label, source, job, measured, kind, peers in (*published_cases(), *moe_cases()):
         est = job.estimate().peak
         if kind == "process":  # nvidia-smi: the process holds the runtime context and the allocator's reserve
             est += RESERVE_FIXED + RESERVE_FRACTION * 80 * GiB

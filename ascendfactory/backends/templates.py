@@ -14,7 +14,7 @@ from ascendfactory.backends.registry import get_backend
 from ascendfactory.config.catalog import from_catalog, list_models
 from ascendfactory.config.schema import ExperimentConfig
 from ascendfactory.errors import ConfigError, Problem
-from ascendfactory.parallel import suggest_layout
+from ascendfactory.parallel import suggest_ep, suggest_layout
 
 WRAPPER_DIR = Path(__file__).resolve().parent
 DEMO_MODEL = "tiny-demo"
@@ -47,6 +47,7 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
     devices = 2 if is_demo else 8
     tp, pp = (1, 1) if is_demo else suggest_layout(arch, devices)
     dp = devices // (tp * pp)
+    ep = suggest_ep(arch, dp)
     env = Environment(
         loader=FileSystemLoader([str(WRAPPER_DIR), str(chosen.experiments_dir)]),
         undefined=StrictUndefined,
@@ -59,6 +60,7 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
         tp=tp,
         pp=pp,
         dp=dp,
+        ep=ep,
         gbs=max(8, dp) if is_demo else 8 * dp,
         seq_length=min(4096, arch.max_pos or 4096),  # the "4k" experiments, within the model's positions
         **chosen.template_values(arch, devices=devices, tp=tp, pp=pp),

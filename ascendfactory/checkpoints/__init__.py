@@ -9,10 +9,12 @@ retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme
 
 from __future__ import annotations
 
+import importlib
 from typing import Protocol
 
-from ascendfactory.checkpoints import hf_trainer, megatron, verl
-from ascendfactory.registry import Registry
+from ascendfactory.registry import Registry, fold
+
+BUILTIN = ("megatron", "hf_trainer", "verl")  # each a module of this package with its `SCHEME`
 
 
 class CheckpointScheme(Protocol):
@@ -23,10 +25,23 @@ class CheckpointScheme(Protocol):
         """Remove the oldest complete checkpoints beyond the newest `keep`; returns the removed paths."""
 
 
+def _locate(name: str) -> None:
+    """A built-in scheme's module, imported when its name is first asked for (a plan needs one)."""
+    if fold(name) in BUILTIN and fold(name) not in SCHEMES.registered():
+        register_scheme(fold(name), importlib.import_module(f"ascendfactory.checkpoints.{fold(name)}").SCHEME)
+
+
+def _import_all() -> None:
+    for name in BUILTIN:
+        _locate(name)
+
+
 SCHEMES: Registry[CheckpointScheme] = Registry(
     "checkpoint scheme",
     key="checkpoints.scheme",
     how="ascendfactory.checkpoints.register_scheme(name, scheme)",
+    locate=_locate,
+    everything=_import_all,
 )
 
 
@@ -45,8 +60,3 @@ def find_scheme(name: str) -> CheckpointScheme | None:
 
 def get_scheme(name: str) -> CheckpointScheme:
     return SCHEMES.get(name)
-
-
-register_scheme("megatron", megatron.SCHEME)
-register_scheme("hf_trainer", hf_trainer.SCHEME)
-register_scheme("verl", verl.SCHEME)

@@ -21,11 +21,13 @@ COMMANDS = {
 }
 
 
-def build_app(command: str | None = None) -> typer.Typer:
+def build_app(command: str | None = None, *, listing: bool = False) -> typer.Typer:
     """The CLI with every command, or with `command` alone. Typer turns each registered command into a
     click command (signature, type hints, pydantic adapters) on every start, so the console script imports
     and builds only the one it runs; its `--help`, usage and errors are the same as in the full app. A group
-    whose commands plugins add (`submit`) reads the installed plugins only when it runs alone (`alone`)."""
+    whose commands plugins add (`submit`) reads the installed plugins only when it runs alone (`alone`);
+    `listing`: the app only lists the commands (`--help`, a misspelt command), so such a group adds its help
+    line, not its commands (they import the schedulers' models)."""
     cli = typer.Typer(
         name="ascendfactory-cli",
         help="One experiment YAML in; validated, resumable LLM training out (MindSpeed-LLM, LLaMA-Factory, "
@@ -38,7 +40,7 @@ def build_app(command: str | None = None) -> typer.Typer:
     for module in dict.fromkeys([COMMANDS[command]] if command else COMMANDS.values()):
         register = importlib.import_module(f"ascendfactory.cli.{module}").register
         if "alone" in inspect.signature(register).parameters:  # a group whose commands plugins extend
-            register(cli, alone=command is not None)
+            register(cli, alone=command is not None, listing=listing)
         else:
             register(cli)
     if command:
@@ -66,7 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; every error ends in a few lines, never a traceback (unless
     AF_DEBUG=1): ours by the table in `cli._errors`, usage errors as click shows them (exit 2), anything else
     as an internal error (exit 1)."""
-    from ascendfactory.cli._errors import debug_enabled, format_error, format_internal
     from ascendfactory.errors import AscendFactoryError
 
     try:
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             args=argv, prog_name="ascendfactory-cli", standalone_mode=False
         )
     except AscendFactoryError as e:
+        from ascendfactory.cli._errors import debug_enabled, format_error
         from ascendfactory.cli._output import out
 
         if debug_enabled():
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         usage = _usage_error_code(e)  # typer raises its bundled click's exceptions (typer._click)
         if usage is not None:
             return usage
+        from ascendfactory.cli._errors import debug_enabled, format_internal
+
         if debug_enabled():
             raise
         from ascendfactory.cli._output import out
@@ -100,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 def _app_for(argv: list[str]) -> typer.Typer:
     """The app with only the command `argv` names; the full app for anything else (no command, `--help`,
     completion, a misspelt command, which click answers with the names it knows)."""
-    return build_app(argv[0] if argv and argv[0] in COMMANDS else None)
+    if argv and argv[0] in COMMANDS:
+        return build_app(argv[0])
+    return build_app(listing=True)
 
 
 def _usage_error_code(e: Exception) -> int | None:

@@ -20,11 +20,48 @@ EXAMPLES = {
 }
 
 
-WIDE = 120  # `models`: below this many columns, the four least used columns are left out
+WIDE = 140  # `models`: below this many columns, the five least used columns are left out
 
 
 def _epilog(name: str) -> str:
     return "Examples:\n\n" + "\n\n".join(EXAMPLES[name])
+
+
+FACTS = (
+    "layers",
+    "hidden",
+    "ffn",
+    "heads",
+    "kv_heads",
+    "vocab",
+    "max_pos",
+    "tied",
+    "model_type_hf",
+    "family",
+)
+# mixture of experts / latent attention: every fact in --json; the routed experts and top-k in the table
+MOE_FACTS = (
+    "experts",
+    "topk",
+    "moe_ffn",
+    "shared_experts",
+    "dense_layers",
+    "mtp_layers",
+    "q_lora",
+    "kv_lora",
+    "qk_nope",
+    "qk_rope",
+    "v_head",
+)
+NARROW_DROPS = ("ffn", "tied", "model_type_hf", "family", "experts")
+
+
+def _experts(e: dict) -> str:
+    """'128 top 8', '64+2 shared top 6' (routed, shared, top-k); '-' for a dense model."""
+    if not e.get("experts"):
+        return "-"
+    shared = f"+{e['shared_experts']}sh" if e.get("shared_experts") else ""
+    return f"{e['experts']}{shared} top{e.get('topk')}"
 
 
 def models(as_json: JsonOpt = False) -> None:
@@ -33,31 +70,18 @@ def models(as_json: JsonOpt = False) -> None:
     from ascendfactory.config.catalog import load_catalog
 
     out.mode = "json" if as_json else "human"
-    rows = [
-        {
-            "model": name,
-            **{
-                k: e.get(k)
-                for k in (
-                    "layers",
-                    "hidden",
-                    "ffn",
-                    "heads",
-                    "kv_heads",
-                    "vocab",
-                    "max_pos",
-                    "tied",
-                    "model_type_hf",
-                    "family",
-                )
-            },
-        }
-        for name, e in load_catalog().items()
-    ]
+    rows = []
+    for name, e in load_catalog().items():
+        row = {"model": name, **{k: e.get(k) for k in FACTS}}
+        if out.mode == "json":
+            row |= {k: e.get(k) for k in MOE_FACTS if e.get(k) is not None}
+        else:
+            row["experts"] = _experts(e)
+        rows.append(row)
     columns = list(rows[0]) if rows else []
     title = "model catalog (ascendfactory/config/models.yaml)"
     if out.mode == "human" and out.console.width < WIDE:  # the facts validation uses, never cut
-        columns = [c for c in columns if c not in ("ffn", "tied", "model_type_hf", "family")]
+        columns = [c for c in columns if c not in NARROW_DROPS]
         title += f"; a wider terminal (>= {WIDE} columns) or --json shows every column"
     out.table(rows, title=title, columns=columns, whole=tuple(columns))
 

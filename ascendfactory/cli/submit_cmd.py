@@ -205,12 +205,17 @@ def cancel(target: TargetArgs, scheduler: SchedulerOpt = None) -> None:
     out.text(f"cancelled {chosen.name} job {job['job_id']}")
 
 
-def register(cli: typer.Typer, *, alone: bool = True) -> None:
+def register(cli: typer.Typer, *, alone: bool = True, listing: bool = False) -> None:
     """Add the `submit` command group to `cli`: one command per scheduler command; the plugins' too when
-    the group runs alone (the full app's `--help` reads no distribution's metadata)."""
+    the group runs alone (the full app's `--help` reads no distribution's metadata); `listing`: its help
+    line only (the top-level `--help` imports no scheduler)."""
+    app = typer.Typer(help=HELP, no_args_is_help=True)
+    if listing:
+        app.callback()(_listed)
+        cli.add_typer(app, name="submit")
+        return
     from ascendfactory.submit.registry import SCHEDULERS, commands
 
-    app = typer.Typer(help=HELP, no_args_is_help=True)
     if alone:
         SCHEDULERS.complete()
     for name, schedulers in commands().items() if alone else _registered_commands(SCHEDULERS).items():
@@ -222,6 +227,10 @@ def register(cli: typer.Typer, *, alone: bool = True) -> None:
         cancel
     )
     cli.add_typer(app, name="submit")
+
+
+def _listed() -> None:
+    """Submit an experiment to a cluster scheduler (Slurm, Kubernetes, or a plugin's); status and cancel."""
 
 
 def _registered_commands(registry: Any) -> dict[str, list[Any]]:

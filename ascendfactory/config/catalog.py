@@ -14,7 +14,14 @@ from ascendfactory.errors import ConfigError, Problem
 
 CATALOG = Path(__file__).resolve().parent / "models.yaml"  # package data: found by any install
 
-_HF_TYPE_TO_FAMILY = {"llama": "llama2", "qwen2": "qwen25", "qwen3": "qwen3"}
+_HF_TYPE_TO_FAMILY = {
+    "llama": "llama2",
+    "qwen2": "qwen25",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3-moe",
+    "deepseek_v2": "deepseek2-lite",  # deepseek2 when q_lora_rank is set (DeepSeek-V2, not -Lite)
+    "deepseek_v3": "deepseek3",
+}
 
 
 @dataclass(frozen=True)
@@ -39,11 +46,49 @@ class ModelArch:
     head_dim: int | None = None
     vit_layers: int | None = None  # vision encoder (VLMs): HF vision_config.depth / num_hidden_layers
     vit_heads: int | None = None  # vision encoder attention heads: vision_config.num_heads
+    # mixture of experts (models.yaml's header names the config.json field of each)
+    experts: int = 0  # routed experts; 0 = a dense model
+    topk: int = 0
+    moe_ffn: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0  # the first layers are dense (DeepSeek first_k_dense_replace)
+    norm_topk: bool = False
+    aux_loss: float = 0.0
+    score: str = "softmax"
+    groups: int | None = None
+    group_topk: int | None = None
+    route_scale: float | None = None
+    seq_aux: bool = False
+    mtp_layers: int = 0
+    # multi-head latent attention (DeepSeek)
+    q_lora: int | None = None
+    kv_lora: int = 0
+    qk_nope: int = 0
+    qk_rope: int = 0
+    v_head: int = 0
+    rope_scaling: dict[str, Any] | None = None
     source: str = "catalog"
 
     @property
     def kv_channels(self) -> int:
         return self.head_dim or self.hidden // self.heads
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.moe else 0
+
+    @property
+    def active_experts(self) -> int:
+        """Experts each token passes through: the top-k routed ones and the shared ones."""
+        return self.topk + self.shared_experts
 
 
 @lru_cache(maxsize=1)
@@ -99,6 +144,8 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
     cfg = {**text, **{k: v for k, v in cfg.items() if v is not None}}  # VLMs: text_config fills the LLM gaps
     heads = cfg.get("num_attention_heads") or cfg.get("n_head") or 0
     family = _HF_TYPE_TO_FAMILY.get(mtype)
+    if mtype == "deepseek_v2" and cfg.get("q_lora_rank"):
+        family = "deepseek2"
     return ModelArch(
         name=name or Path(path).name,
         layers=cfg.get("num_hidden_layers") or cfg.get("num_layers") or 0,
@@ -120,7 +167,45 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
         else None,
         vit_layers=vision.get("depth") or vision.get("num_hidden_layers"),
         vit_heads=vision.get("num_heads") or vision.get("num_attention_heads"),
+        **_moe_fields(cfg),
         source=str(cfg_path),
+    )
+
+
+def _moe_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The MoE and MLA facts of a config.json (the fields models.yaml's header lists); {} for dense models.
+    Qwen3-MoE layers named in mlp_only_layers, or off decoder_sparse_step, are dense: counted as dense_layers
+    only when they come first (what Megatron's --first-k-dense-replace expresses)."""
+    experts = cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts") or 0
+    if not experts:
+        return {}
+    dense = cfg.get("first_k_dense_replace") or 0
+    only = sorted(cfg.get("mlp_only_layers") or [])
+    if only == list(range(len(only))) and (cfg.get("decoder_sparse_step") or 1) == 1:
+        dense = max(dense, len(only))
+    rope_scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    kind = (rope_scaling.get("type"), rope_scaling.get("rope_type")) if isinstance(rope_scaling, dict) else ()
+    yarn = isinstance(rope_scaling, dict) and "yarn" in kind
+    return dict(
+        experts=int(experts),
+        topk=int(cfg.get("num_experts_per_tok") or 0),
+        moe_ffn=int(cfg.get("moe_intermediate_size") or 0),
+        shared_experts=int(cfg.get("n_shared_experts") or 0),
+        dense_layers=int(dense),
+        norm_topk=bool(cfg.get("norm_topk_prob", False)),
+        aux_loss=float(cfg.get("router_aux_loss_coef") or cfg.get("aux_loss_alpha") or 0.0),
+        score=str(cfg.get("scoring_func") or "softmax"),
+        groups=cfg.get("n_group"),
+        group_topk=cfg.get("topk_group"),
+        route_scale=cfg.get("routed_scaling_factor"),
+        seq_aux=bool(cfg.get("seq_aux", False)),
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        q_lora=cfg.get("q_lora_rank") or None,
+        kv_lora=int(cfg.get("kv_lora_rank") or 0),
+        qk_nope=int(cfg.get("qk_nope_head_dim") or 0),
+        qk_rope=int(cfg.get("qk_rope_head_dim") or 0),
+        v_head=int(cfg.get("v_head_dim") or 0),
+        rope_scaling=dict(rope_scaling) if yarn and isinstance(rope_scaling, dict) else None,
     )
 
 

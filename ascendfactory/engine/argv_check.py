@@ -44,15 +44,17 @@ def parse_known(
     def error(message: str) -> None:
         raise _ArgvError(message)
 
-    if values_only:
-        for action in parser._actions:
-            action.required = False
-
+    required = [a for a in parser._actions if a.required] if values_only else []
+    for action in required:  # restored below: the same parser serves a full parse later
+        action.required = False
     parser.error = error  # type: ignore[method-assign]  # argparse reports every usage error through it
     try:
         return parser.parse_known_args(list(argv))
     except _ArgvError as e:
         raise ConfigError(argparse_problems(str(e))) from None
+    finally:
+        for action in required:
+            action.required = True
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:

@@ -1,6 +1,6 @@
 """Demo assets made offline: a tiny Hugging Face causal LM and a byte-level BPE tokenizer trained locally.
 
-    python -m ascendfactory.engine.demo OUT_DIR [--family qwen2|qwen3|llama] [--seed 0]
+    python -m ascendfactory.engine.demo OUT_DIR [--family qwen2|qwen3|llama|qwen3_moe|deepseek_v2_lite]
 
 `make_demo_model` writes a directory that `AutoTokenizer.from_pretrained` and
 `AutoModelForCausalLM.from_pretrained` load: `config.json`, `generation_config.json`, `model.safetensors`,
@@ -54,7 +54,29 @@ _COMMON: dict[str, Any] = dict(
     initializer_range=0.02,
     torch_dtype="float32",
 )
-FAMILIES = ("qwen2", "qwen3", "llama")
+# Mixture of experts, shaped like the real models scaled down (and routed as they route): Qwen3-30B-A3B
+# (every layer MoE, top-k renormalised, q/k norm) and DeepSeek-V2-Lite (a dense first layer, shared experts,
+# multi-head latent attention without a query latent, softmax top-k not renormalised, YaRN rotary scaling,
+# the sequence-level balance loss of its config.json)
+_MOE: dict[str, Any] = dict(
+    moe_intermediate_size=32, num_experts_per_tok=2, rms_norm_eps=1e-6, tie_word_embeddings=False,
+    initializer_range=0.02, torch_dtype="float32", hidden_size=64, intermediate_size=176,
+    max_position_embeddings=512, num_attention_heads=4,
+)  # fmt: skip
+_QWEN3_MOE: dict[str, Any] = dict(
+    num_hidden_layers=2, num_key_value_heads=2, head_dim=16, num_experts=4, decoder_sparse_step=1,
+    mlp_only_layers=[], norm_topk_prob=True, router_aux_loss_coef=0.001, rope_theta=10000.0,
+    attention_bias=False,
+)  # fmt: skip
+_DEEPSEEK_V2_LITE: dict[str, Any] = dict(
+    num_hidden_layers=3, num_key_value_heads=4, n_routed_experts=4, n_shared_experts=2,
+    first_k_dense_replace=1, moe_layer_freq=1, q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16,
+    qk_rope_head_dim=8, v_head_dim=16, norm_topk_prob=False, routed_scaling_factor=1.0, topk_method="greedy",
+    n_group=1, topk_group=1, aux_loss_alpha=0.001, seq_aux=True,
+    rope_scaling={"type": "yarn", "rope_theta": 10000.0, "factor": 8.0, "beta_fast": 32, "beta_slow": 1,
+                  "original_max_position_embeddings": 64, "mscale": 0.707, "mscale_all_dim": 0.707},
+)  # fmt: skip
+FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe", "deepseek_v2_lite")
 
 
 def train_tokenizer(vocab_size: int = TOKENIZER_VOCAB) -> Any:
@@ -121,6 +143,14 @@ def _config(family: str, vocab_size: int, *, bos_id: int, eos_id: int, pad_id: i
         from transformers import LlamaConfig
 
         return LlamaConfig(vocab_size=vocab_size, attention_bias=False, mlp_bias=False, **_COMMON, **ids)
+    if family == "qwen3_moe":
+        from transformers import Qwen3MoeConfig
+
+        return Qwen3MoeConfig(vocab_size=vocab_size, **_MOE, **_QWEN3_MOE, **ids)
+    if family == "deepseek_v2_lite":
+        from transformers import DeepseekV2Config
+
+        return DeepseekV2Config(vocab_size=vocab_size, **_MOE, **_DEEPSEEK_V2_LITE, **ids)
     raise ConfigError(
         Problem(
             key="family", message=f"unknown demo family {family!r}", fix=f"use one of: {', '.join(FAMILIES)}"
@@ -165,6 +195,9 @@ def _normalize_json(out: Path) -> None:
             data = json.loads(path.read_text(encoding="utf-8"))
             if name == "tokenizer_config.json":
                 data["tokenizer_class"] = "Qwen2Tokenizer"
+            if name == "config.json" and data.get("model_type") == "qwen3_moe":
+                # the Hub's name, which MindSpeed-LLM's converter reads (transformers 5: num_local_experts)
+                data.setdefault("num_experts", data.get("num_local_experts"))
             path.write_text(
                 json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
             )

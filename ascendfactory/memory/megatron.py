@@ -65,6 +65,9 @@ class MegatronJob:
     num_layer_list: tuple[int, ...] | None = None
     vocab_divisible_by: int = 128
     engine: str = "megatron"  # megatron | embedded (our trainer: fp32 weights, autocast)
+    # MoE: --moe-expert-capacity-factor (None: no token dropped) and --moe-pad-expert-input-to-capacity
+    capacity_factor: float | None = None
+    pad_to_capacity: bool = False
     label: str = ""
 
     @property
@@ -136,10 +139,12 @@ class MegatronJob:
         """compute = FLOPs / (devices x peak x EFFICIENCY), FLOPs = (6, or 8 with full recompute) x N x tokens
         + (12, or 16 recomputing attention) x L x s x h x tokens; bubble = compute x (PP - 1) / (VPP x
         micro-batches) (1F1B); TP: 4 all-reduces of s x b x h x 2 bytes per layer and micro-batch, 2(t-1)/t
-        of it on the wire at TP_BANDWIDTH (DP gradient traffic assumed overlapped)."""
+        of it on the wire at TP_BANDWIDTH (DP gradient traffic assumed overlapped). N: the decoder's ACTIVE
+        parameters (a MoE layer's router, shared and top-k routed experts:
+        `ModelShape.active_decoder_params`), which is what a token's forward and backward multiply by."""
         s, world = self.shape, self.tp * self.pp * self.dp * self.cp
         tokens = self.gbs * self.seq
-        n = s.layers * s.layer_params()
+        n = s.active_decoder_params()
         factor = 8 if self.recompute == "full" else 6
         attention = (16 if self.recompute in ("full", "selective") else 12) * s.layers * self.seq * s.hidden
         flops = factor * n * tokens + attention * tokens + 6 * s.vocab * s.hidden * tokens
@@ -223,15 +228,37 @@ def estimate_megatron(job: MegatronJob) -> MemoryEstimate:
 
 
 # -- model states ------------------------------------------------------------------------------------------
+def stage_dense_layers(job: MegatronJob, rank: int, layers: int) -> int:
+    """How many of stage `rank`'s `layers` layers are the model's dense first layers (MoE models)."""
+    s = job.shape
+    if not s.experts or not s.dense_layers:
+        return 0 if s.experts else layers
+    first = sum(job.stage_layers()[:rank])
+    return max(0, min(first + layers, s.dense_layers) - first)
+
+
+def stage_expert_params(job: MegatronJob, rank: int, layers: int) -> float:
+    """Routed-expert parameters one device of stage `rank` holds: each MoE layer's experts / EP, each
+    expert sharded by the expert tensor parallel size (Megatron: TP)."""
+    s = job.shape
+    moe_layers = layers - stage_dense_layers(job, rank, layers) if s.experts else 0
+    return moe_layers * s.expert_params() / (job.ep * job.tp)
+
+
 def stage_params(job: MegatronJob, rank: int, layers: int) -> tuple[float, float]:
-    """(all parameters, trainable parameters) held by one device of pipeline stage `rank`."""
+    """(all parameters, trainable parameters) held by one device of pipeline stage `rank`: attention and
+    norms, the dense or MoE MLP of each layer (routed experts / EP; the router replicated, its logits
+    computed on every TP rank), the embedding on the first stage, the final norm and output layer on the
+    last."""
     s, t = job.shape, job.tp
     first, last = rank == 0, rank == job.pp - 1
-    dense = s.attention_params() / t + 2 * s.hidden
-    mlp = s.mlp_params() / (t * (job.ep if s.experts else 1))
-    per_layer = dense + mlp
+    dense = stage_dense_layers(job, rank, layers)
+    common = layers * (s.attention_params() / t + 2 * s.hidden) + dense * s.dense_mlp_params() / t
+    if s.experts:
+        moe = layers - dense
+        common += moe * (s.hidden * s.experts + s.shared_params() / t)
     emb = s.padded_vocab(t, job.vocab_divisible_by) * s.hidden / t
-    total = layers * per_layer
+    total = common + stage_expert_params(job, rank, layers)
     if first:
         total += emb
     if last:
@@ -256,17 +283,24 @@ def lora_params(job: MegatronJob) -> float:
     return sum(r * (i + o / t) for i, o in (dims[d] for d in targets))
 
 
-def _states(job: MegatronJob, total: float, trainable: float) -> tuple[float, float, float, float]:
-    """(weights, gradients, optimizer, autocast buffer) bytes."""
+def _states(
+    job: MegatronJob, total: float, trainable: float, experts: float = 0.0
+) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer, autocast buffer) bytes. `experts`: the trainable routed-expert
+    parameters among them, whose optimizer state the distributed optimizer shards over DP x CP / EP only
+    (Megatron core_r0.8.0 megatron/core/optimizer/__init__.py: the expert-parallel buffers use the
+    data-modulo-expert-parallel group)."""
     table = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
     w, g, o = table.get(job.precision, table["bf16"])
     shards = job.dp * job.cp if job.distributed_optimizer else 1
+    expert_shards = max(1, job.dp * job.cp // job.ep) if job.distributed_optimizer else 1
     frozen = total - trainable
     weights = w * trainable + (2 if job.precision != "fp32" else 4) * frozen
     if job.engine == "embedded":
         weights = w * total
     autocast = 2 * total if job.engine == "embedded" and job.precision != "fp32" else 0.0
-    return weights, g * trainable, o * trainable / shards, autocast
+    optimizer = o * (trainable - experts) / shards + o * experts / expert_shards
+    return weights, g * trainable, optimizer, autocast
 
 
 # -- activations ---------------------------------------------------------------------------------------------
@@ -283,18 +317,19 @@ LAYER_BYTES = {
 }
 
 
-def layer_activation(job: MegatronJob, *, recompute_core: bool | None = None) -> float:
-    """Bytes one decoder layer keeps for backward, for one micro-batch on one device."""
+def layer_activation(
+    job: MegatronJob, *, recompute_core: bool | None = None, moe: bool | None = None
+) -> float:
+    """Bytes one decoder layer keeps for backward, for one micro-batch on one device (`moe`: a MoE layer of
+    a MoE model, the default for one; False: its dense first layers)."""
     s, t, b = job.shape, job.tp, job.mbs
+    moe = bool(s.experts) if moe is None else moe and bool(s.experts)
     seq = job.seq / job.cp
     t_sp = t if job.sequence_parallel else 1
-    h, f, q, kv, a = (
-        s.hidden,
-        (s.moe_ffn * max(s.moe_topk, 1) if s.experts else s.ffn),
-        s.q_size,
-        s.kv_size,
-        s.heads,
-    )
+    h, q, kv, a = s.hidden, s.q_size, s.kv_size, s.heads
+    if s.mla is not None:  # per head: q and k of nope + rope dims, v of v_head dims
+        q = a * (s.mla.qk_nope + s.mla.qk_rope)
+        kv = a * (s.mla.qk_nope + s.mla.qk_rope + s.mla.v_head) // 2
     c_h, c_q, c_kv, c_f, c_a, c_0 = LAYER_BYTES[(job.engine, "fp32" if job.precision == "fp32" else "16bit")]
     if not s.gated_mlp:
         c_f = c_f * 2 // 3
@@ -305,15 +340,46 @@ def layer_activation(job: MegatronJob, *, recompute_core: bool | None = None) ->
         c_h -= 8
     replicated = seq * b * (c_h * h + c_0) / t_sp
     attn = seq * b * (c_q * q + c_kv * kv) / t
-    mlp = c_f * seq * b * f / t
+    if s.mla is not None:  # the latents: each kept for its RMSNorm and its up-projection
+        attn += 2 * width * seq * b * ((s.mla.q_lora or 0) + s.mla.kv_lora + s.mla.qk_rope)
+    if moe:
+        mlp = moe_activation(job, seq) + c_f * seq * b * s.shared_ffn / t  # + the shared experts' MLP
+    else:
+        mlp = c_f * seq * b * s.ffn / t
     core = 0.0
     selective = job.recompute == "selective" if recompute_core is None else recompute_core
     if not job.flash_attention and not selective:
         core = (width + (3 if job.attention_dropout else 0)) * a * seq * seq * b / t
     elif job.flash_attention:
         core = c_a * seq * b * a / t  # fp32 log-sum-exp
-    moe = 4 * seq * b * s.experts + 4 * s.moe_topk * seq * b * h if s.experts else 0.0
-    return replicated + attn + mlp + core + moe
+    return replicated + attn + mlp + core
+
+
+def routed_tokens(job: MegatronJob, tokens: float) -> float:
+    """Token copies the routed experts of one device process for `tokens` tokens: top-k per token, balanced
+    over the EP ranks on average (each sends and receives k copies per token); a capacity factor c caps
+    each expert at c times its balanced share (Megatron's --moe-expert-capacity-factor, dropping the rest),
+    and --moe-pad-expert-input-to-capacity fills every expert up to it."""
+    k = job.shape.moe_topk * tokens
+    c = job.capacity_factor
+    if c is None:
+        return k
+    return k * c if job.pad_to_capacity else k * min(1.0, c)
+
+
+def moe_activation(job: MegatronJob, seq: float) -> float:
+    """A MoE layer's MLP for one micro-batch on one device (memory_estimate spec, section 1.4, "MoE"): the
+    router's fp32 logits `4sbE` (on the tokens of this TP rank with sequence parallelism), the dispatched
+    token copies `2ksbh` (the all-to-all's buffers), and the routed experts `ks b(2h + 6 f_moe)` with the
+    expert FFN sharded by the expert tensor parallel size (Megatron: TP); 4 bytes per element in fp32."""
+    s, t, b = job.shape, job.tp, job.mbs
+    t_sp = t if job.sequence_parallel else 1
+    width = 4 if job.precision == "fp32" else 2
+    router = 4 * seq * b * s.experts / t_sp
+    copies = routed_tokens(job, seq * b)
+    dispatch = width * copies * s.hidden
+    experts = copies * (width * s.hidden + 3 * width * s.moe_ffn / t)
+    return router + dispatch + experts
 
 
 def layer_input(job: MegatronJob) -> float:
@@ -323,17 +389,20 @@ def layer_input(job: MegatronJob) -> float:
     return width * (job.seq / job.cp) * job.mbs * job.shape.hidden / t_sp
 
 
-def stored_per_pass(job: MegatronJob, layers: int) -> tuple[float, float]:
-    """(bytes kept by one micro-batch pass over `layers` layers, the recompute working set on top)."""
-    full = layer_activation(job)
+def stored_per_pass(job: MegatronJob, layers: int, dense: int = 0) -> tuple[float, float]:
+    """(bytes kept by one micro-batch pass over `layers` layers, the recompute working set on top);
+    `dense`: how many of them are a MoE model's dense first layers."""
+    moe_layers = layers - dense if job.shape.experts else 0
+    per = [layer_activation(job, moe=False)] * (layers - moe_layers) + [layer_activation(job)] * moe_layers
+    full = max(per) if per else 0.0
     if job.recompute == "selective" and layers:
         # the attention core is re-created in backward, one layer at a time
-        return layers * full, layer_activation(job, recompute_core=False) - full
+        return sum(per), layer_activation(job, recompute_core=False) - layer_activation(job)
     if job.recompute != "full" or layers == 0:
-        return layers * full, 0.0
+        return sum(per), 0.0
     k = max(1, min(job.recompute_num_layers, layers))
     if job.recompute_method == "block":
-        return k * layer_input(job) + (layers - k) * full, full
+        return k * layer_input(job) + sum(per[k:]), full
     groups = math.ceil(layers / k)
     return groups * layer_input(job), k * full
 
@@ -402,9 +471,11 @@ def logits_bytes(job: MegatronJob) -> float:
 
 def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
     total, trainable = stage_params(job, rank, layers)
-    weights, grads, optim, autocast = _states(job, total, trainable)
+    experts = stage_expert_params(job, rank, layers) if job.lora_rank <= 0 else 0.0
+    weights, grads, optim, autocast = _states(job, total, trainable, experts)
     chunk_layers = layers / job.vpp if job.vpp > 1 else layers
-    kept, working = stored_per_pass(job, math.ceil(chunk_layers))
+    dense = stage_dense_layers(job, rank, layers) if job.shape.experts else 0
+    kept, working = stored_per_pass(job, math.ceil(chunk_layers), min(dense, math.ceil(chunk_layers)))
     last = rank == job.pp - 1
     logits = logits_bytes(job) if last else 0.0
     # a recomputed layer's working set exists during its backward, after the loss's tensors are freed
@@ -467,6 +538,21 @@ def assumptions(job: MegatronJob) -> list[str]:
         "1F1B holds min(PP - stage, micro-batches) passes",
         "logits: 16-bit output + fp32 softmax of the vocab-parallel cross entropy, one micro-batch",
     ]
+    if s.experts:
+        shared = f", shared experts of {s.shared_ffn}" if s.shared_ffn else ""
+        dense = f", the first {s.dense_layers} layers dense" if s.dense_layers else ""
+        cap = f", capacity factor {job.capacity_factor}" if job.capacity_factor is not None else ""
+        out.append(
+            f"MoE: {s.experts} routed experts of {s.moe_ffn} (top {s.moe_topk}){shared}{dense}; each device "
+            f"holds experts / EP{job.ep} sharded by TP{job.tp}, their optimizer state sharded over "
+            f"DPxCP/EP={max(1, job.dp * job.cp // job.ep) if job.distributed_optimizer else 1}; a MoE layer "
+            f"keeps the router's fp32 logits and top-k token copies (dispatch and expert FFN){cap}"
+        )
+    if s.mla is not None:
+        out.append(
+            f"multi-head latent attention: q latent {s.mla.q_lora}, kv latent {s.mla.kv_lora}, "
+            f"head dims {s.mla.qk_nope}+{s.mla.qk_rope} (qk) / {s.mla.v_head} (v)"
+        )
     if job.lora_rank:
         out.append(f"LoRA rank {job.lora_rank}: base weights frozen (no gradients or optimizer state)")
     return out

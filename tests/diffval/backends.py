@@ -467,6 +467,11 @@ class MindSpeedRL(Adapter):
                 nproc = 1 if m.value == DELETE else m.value
             elif m.path == ("env", "NNODES"):
                 nnodes = 1 if m.value == DELETE else m.value
+            elif m.path[0] == "backend_config" and len(m.path) == 2 and m.path[1] in MSRL_ROLE_SECTIONS:
+                if m.value == DELETE:  # a whole section, as the plan writes it (or leaves it out)
+                    config.pop(m.path[1], None)
+                else:
+                    config[m.path[1]] = copy.deepcopy(m.value)
             elif m.path[0] == "backend_config" and m.path[1] in (*MSRL_SECTIONS, *MSRL_ROLE_SECTIONS):
                 node = config.setdefault(m.path[1], {})
                 for part in m.path[2:-1]:  # as cases.apply: a parent that is no mapping becomes one

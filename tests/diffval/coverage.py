@@ -61,7 +61,6 @@ CASE_ROOT = {
     "mindspeed-rl": ("backend_config",),
     "mindspeed-mm": ("backend_config",),
 }
-GENERATED = ("id", "file", "line", "end", "function", "kind", "condition", "message", "via")
 
 
 # -- the map files ----------------------------------------------------------------------------------------
@@ -216,12 +215,14 @@ class Run:
     at: list[str] = field(default_factory=list)  # the framework's traceback: file:line, innermost last
 
     def fired(self, st: dict[str, Any]) -> bool:
+        """Whether the refusal passed through the statement, or failed evaluating the `if` test that guards
+        it (`if x > config.absent.size:` raises there: the check's own condition refused)."""
+        spans = [(st["line"], st["end"]), tuple(st.get("guard") or (0, -1))]
         for place in self.at:
             path, _, line = place.rpartition(":")
-            if (path == st["file"] or path.endswith("/" + st["file"])) and st["line"] <= int(line) <= st[
-                "end"
-            ]:
-                return True
+            if path == st["file"] or path.endswith("/" + st["file"]):
+                if any(lo <= int(line) <= hi for lo, hi in spans):
+                    return True
         return False
 
     def line(self) -> str:

@@ -296,6 +296,6 @@ MINDSPEED_MM = Pin(
     skip=("megatron.training.arguments:validate_args",),  # replaced by MindSpeed-MM's (force_patch)
 )
 
-PINS: dict[str, Pin] = {p.name: p for p in (LLAMAFACTORY, VERL)}
-# The Megatron family's pins join PINS as their maps are completed: MINDSPEED_LLM, MINDSPEED_RL, MINDSPEED_MM.
-DRAFTS: dict[str, Pin] = {p.name: p for p in (MINDSPEED_LLM, MINDSPEED_RL, MINDSPEED_MM)}
+PINS: dict[str, Pin] = {p.name: p for p in (LLAMAFACTORY, VERL, MINDSPEED_RL)}
+# The Megatron family's pins join PINS as their maps are completed: MINDSPEED_LLM, MINDSPEED_MM.
+DRAFTS: dict[str, Pin] = {p.name: p for p in (MINDSPEED_LLM, MINDSPEED_MM)}

@@ -14,6 +14,8 @@ written in, with:
                 in its function, and for an assert `not (test)`
     message     the exception, assert message or helper call, as written
     file, line  where it is written (the path below the source root; `line` is its first line, `end` last)
+    guard       the lines of the innermost `if` test around it (a check can fail while its condition is
+                evaluated: `if x > config.missing.size:` raises there)
     via         the functions that call this function on the walk (the entry points have none)
 
 A statement's `id` is `function:hash`, the hash of its file, function, kind, condition and message: the
@@ -45,6 +47,7 @@ class Statement:
     condition: str
     message: str
     via: list[str] = field(default_factory=list)
+    guard: list[int] = field(default_factory=list)  # the lines of the innermost `if` test around it
 
     def row(self) -> dict[str, object]:
         return {
@@ -52,6 +55,7 @@ class Statement:
             "file": self.file,
             "line": self.line,
             "end": self.end,
+            "guard": list(self.guard),
             "function": self.function,
             "kind": self.kind,
             "condition": self.condition,
@@ -253,13 +257,17 @@ class Walker:
         for stmt in body:
             self._stmt(func, stmt, conds, nested)
 
+    guard: list[int] = []  # the innermost `if` test being walked (set around its branches)
+
     def _stmt(self, func: Func, stmt: ast.stmt, conds: list[str], nested: dict) -> None:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return  # walked when called
         if isinstance(stmt, ast.If):
             self._calls(func, stmt.test, conds, nested)
+            outer, self.guard = self.guard, [stmt.test.lineno, stmt.test.end_lineno or stmt.test.lineno]
             self._body(func, stmt.body, [*conds, _part(stmt.test)], nested)
             self._body(func, stmt.orelse, [*conds, f"not ({ast.unparse(stmt.test)})"], nested)
+            self.guard = outer
             return
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             self._calls(func, stmt.iter, conds, nested)
@@ -325,6 +333,7 @@ class Walker:
             kind,
             condition,
             message,
+            guard=list(self.guard),
         )
         self.statements[sid] = st
         self.order.append(st)

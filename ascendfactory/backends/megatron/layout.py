@@ -17,8 +17,9 @@ class OutputTree(HouseTree):
     def preprocess_dir(self) -> str:
         return self.path("preprocess_data")
 
-    def converted_weights(self, tp: int, pp: int) -> str:
-        return self.path(f"converted_weight_TP{tp}PP{pp}")
+    def converted_weights(self, tp: int, pp: int, ep: int = 1) -> str:
+        """`converted_weight_TP{tp}PP{pp}`, plus `EP{ep}` for an expert-parallel layout (other folders)."""
+        return self.path(f"converted_weight_TP{tp}PP{pp}" + (f"EP{ep}" if ep > 1 else ""))
 
     @property
     def mg2hf_dir(self) -> str:

@@ -18,7 +18,7 @@ from ascendfactory.backends.megatron.run import MegatronRun
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.memory.job import Job
 from ascendfactory.memory.megatron import MegatronJob
-from ascendfactory.memory.shape import ModelShape, shape_from_arch
+from ascendfactory.memory.shape import MLAShape, ModelShape, shape_from_arch
 from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.parallel import parse_layer_list
 
@@ -74,11 +74,38 @@ def megatron_shape(args: TrainArgs, arch: ModelArch | None) -> ModelShape | None
         tied=base.tied if untie is None else not untie,
         head_dim=args.number("kv-channels") or base.head_dim,
         qkv_bias=args.on("add-qkv-bias") if args.given("add-qkv-bias") else base.qkv_bias,
-        experts=base.experts,
-        moe_topk=base.moe_topk,
-        moe_ffn=base.moe_ffn,
+        **_moe(args, base),
         vision=base.vision,
     )
+
+
+def _moe(args: TrainArgs, base: ModelShape) -> dict[str, Any]:
+    """The MoE and MLA sizes the program builds: its flags (either MindSpeed-LLM version's spelling), else
+    the catalog's / config.json's value; none for a dense model."""
+    experts = args.number("num-experts") or 0 if args.given("num-experts") else base.experts
+    if not experts:
+        return {}
+    ffn = args.number("moe-ffn-hidden-size") or args.number("moe-intermediate-size") or base.moe_ffn
+    shared = args.number("n-shared-experts")
+    first_k = args.number("first-k-dense-replace")
+    out: dict[str, Any] = dict(
+        experts=experts,
+        moe_topk=args.number("moe-router-topk") or base.moe_topk,
+        moe_ffn=ffn,
+        shared_ffn=shared * ffn if shared is not None else base.shared_ffn,
+        dense_layers=max(first_k, 0) if first_k is not None else base.dense_layers,
+        mla=base.mla,
+    )
+    if base.mla is not None:
+        m = base.mla
+        out["mla"] = MLAShape(
+            q_lora=args.number("q-lora-rank") or m.q_lora,
+            kv_lora=args.number("kv-lora-rank") or m.kv_lora,
+            qk_nope=args.number("qk-head-dim") or args.number("qk-nope-head-dim") or m.qk_nope,
+            qk_rope=args.number("qk-pos-emb-head-dim") or args.number("qk-rope-head-dim") or m.qk_rope,
+            v_head=args.number("v-head-dim") or m.v_head,
+        )
+    return out
 
 
 def megatron_job(args: TrainArgs, shape: ModelShape, *, dp: int, engine: str) -> MegatronJob:
@@ -114,7 +141,19 @@ def megatron_job(args: TrainArgs, shape: ModelShape, *, dp: int, engine: str) ->
         num_layer_list=tuple(stages) if stages and len(stages) == pp else None,
         vocab_divisible_by=args.size("make-vocab-size-divisible-by"),
         engine=engine,
+        capacity_factor=_capacity(args),
+        pad_to_capacity=args.on("moe-pad-expert-input-to-capacity"),
     )
+
+
+def _capacity(args: TrainArgs) -> float | None:
+    """--moe-expert-capacity-factor (a negative value: none, as Megatron's TransformerConfig reads it)."""
+    value = args.value("moe-expert-capacity-factor")
+    try:
+        factor = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+    return factor if factor is not None and factor >= 0 else None
 
 
 def spelling(args: TrainArgs, keys: Mapping[str, str] = KEYS) -> Any:

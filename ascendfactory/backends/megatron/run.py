@@ -197,8 +197,14 @@ class MegatronRun(Generic[F]):
         return self.report.dims.dp
 
     @property
+    def ep(self) -> int:
+        """Expert parallel size (MoE models): training's expert-model-parallel-size, 1 when not given."""
+        value = self.training.get("expert-model-parallel-size")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
+
+    @property
     def converted_dir(self) -> str:
-        return self.layout.converted_weights(self.tp, self.pp)
+        return self.layout.converted_weights(self.tp, self.pp, self.ep)
 
     def facts(self) -> dict[str, Any]:
         """What `--dry-run` and the run summary show about the resolved layout and inputs (the sizes as the
@@ -215,6 +221,7 @@ class MegatronRun(Generic[F]):
             "tp": self.tp,
             "pp": self.pp,
             "cp": self.cp,
+            "ep": self.ep,
             "dp": self.dp,
             "num_layer_list": self.num_layer_list,
             "data_path": self.data_path,

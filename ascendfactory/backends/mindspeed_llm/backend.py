@@ -402,6 +402,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                     save_dir=ctx.config.hf_save_dir or run.layout.mg2hf_dir,
                     model_dir=run.model_dir or "",
                     lora=lora,
+                    training=run.training,
                 ),
                 **run.mg2hf,
             }

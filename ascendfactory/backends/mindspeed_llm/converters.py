@@ -28,6 +28,9 @@ NAMES_KIND = {"v1": "convert_v1", "v2": "convert_v2"}
 # --model-type-hf: the catalog holds the v2 spelling; v1 converts Qwen2/2.5 and Llama as llama2
 # (with --add-qkv-bias for Qwen), per the MindSpeed-LLM 2.1.0 examples.
 V1_MODEL_TYPE_HF = {"qwen25": "llama2", "llama2": "llama2", "qwen3": "qwen3", "glm4": "glm4"}
+# MoE conversions, as the MoE examples run them (2.1.0 examples/mcore/qwen3_moe/
+# ckpt_convert_qwen3_moe_hf2mcore.sh, deepseek2_lite/convert_ckpt_deepseek2_lite_hf2mcore.sh; 26.1.0's files):
+# the expert parallel size and the grouped-GEMM layout of the training run, and for v1 the model's --spec.
 # v1 --params-dtype takes bf16 / fp16; anything else leaves the model in fp32 (models.py).
 _DTYPE_FLAGS = (("bf16", "bf16"), ("fp16", "fp16"))
 
@@ -82,6 +85,25 @@ def params_dtype(training: dict[str, Any]) -> str:
     return next((name for key, name in _DTYPE_FLAGS if training.get(key)), "fp32")
 
 
+def moe_options(version: str, arch: ModelArch, training: dict[str, Any], *, save: bool) -> dict[str, Any]:
+    """The converter flags of a MoE model ({} for a dense one): hf->mg writes the training run's expert
+    parallel size (`save`); both directions name the grouped-GEMM layout the training run uses (the plan fills
+    `moe-grouped-gemm` for MoE models, `model_flags.moe_flags`); v1 builds the model from its --spec."""
+    if not arch.moe:
+        return {}
+    from ascendfactory.backends.mindspeed_llm.model_flags import moe_flags
+
+    out: dict[str, Any] = {}
+    if version == "v1":
+        out["spec"] = moe_flags(arch)["spec"]
+    if save:
+        out["target-expert-parallel-size"] = training.get("expert-model-parallel-size") or 1
+    elif version == "v1":
+        out["target-expert-parallel-size"] = 1
+    out["moe-grouped-gemm"] = bool(training.get("moe-grouped-gemm", True))
+    return out
+
+
 def hf2mg_options(
     version: str,
     *,
@@ -109,6 +131,7 @@ def hf2mg_options(
             "tokenizer-model": _tokenizer_model(model_dir),
             "model-type-hf": v1_model_type(arch),
             "params-dtype": params_dtype(training),
+            **moe_options(version, arch, training, save=True),
         }
     return {
         "load-model-type": "hf",
@@ -119,6 +142,7 @@ def hf2mg_options(
         "load-dir": model_dir,
         "save-dir": save_dir,
         "model-type-hf": arch.model_type_hf,
+        **moe_options(version, arch, training, save=True),
     }
 
 
@@ -130,8 +154,10 @@ def mg2hf_options(
     save_dir: str,
     model_dir: str,
     lora: dict[str, Any] | None,
+    training: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`lora`: None, or {lora-load: <LoRA training output>, lora-r, lora-alpha, lora-target-modules}.
+    `training`: the training section (a MoE model's grouped-GEMM layout).
 
     v1 `save_dir` must hold the HF config files (prepared by the plan); `--load-hf-from-config` builds the
     HF model from that config instead of loading the original weights.
@@ -153,6 +179,7 @@ def mg2hf_options(
             "lora-load": lora.get("lora-load"),
             "save-dir": save_dir,
             "load-hf-from-config": True,
+            **moe_options(version, arch, training or {}, save=False),
         }
     return {
         "load-model-type": "mg",
@@ -163,6 +190,7 @@ def mg2hf_options(
         "model-type-hf": arch.model_type_hf,
         "lora-load": lora.get("lora-load"),
         **lora_shape,
+        **moe_options(version, arch, training or {}, save=False),
     }
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ascendfactory.backends.megatron.moe_flags import moe_flags
 from ascendfactory.config.catalog import ModelArch
 
 # HF model types whose attention has per-head q/k RMSNorm (Qwen3): MindSpeed-LLM `--qk-layernorm`.
-QK_LAYERNORM_TYPES = ("qwen3",)
+QK_LAYERNORM_TYPES = ("qwen3", "qwen3_moe")
 
 
 def _number(value: float) -> float | int:
@@ -20,15 +21,20 @@ def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
-def architecture_flags(arch: ModelArch, *, tp: int, pp: int, seq_length: int) -> dict[str, Any]:
-    """Ordered flag mapping (to_flags style) for a Llama / Qwen2 / Qwen2.5 / Qwen3 style decoder.
+def architecture_flags(
+    arch: ModelArch, *, tp: int, pp: int, seq_length: int, version: str = "2.1.0"
+) -> dict[str, Any]:
+    """Ordered flag mapping (to_flags style) for a Llama / Qwen2 / Qwen2.5 / Qwen3 style decoder, plus the
+    mixture-of-experts and latent-attention flags of Qwen3-MoE and DeepSeek (`moe_flags`).
 
     `--max-position-embeddings` is the sequence length, as in the MindSpeed-LLM examples (the rotary
     table only needs to cover the trained length); set it in `training` to change it.
     Dropouts are 0.0: HF checkpoints are trained without dropout, and Megatron's default is 0.1.
     """
     gqa = arch.kv_heads != arch.heads
-    head_dim_differs = arch.head_dim is not None and arch.head_dim != arch.hidden // max(arch.heads, 1)
+    head_dim_differs = (
+        arch.head_dim is not None and arch.head_dim != arch.hidden // max(arch.heads, 1) and not arch.mla
+    )  # MLA's head dims are its own flags (transformers 5 writes head_dim = qk_rope_head_dim for DeepSeek)
     return {
         "use-mcore-models": True,
         "tensor-model-parallel-size": tp,
@@ -55,4 +61,5 @@ def architecture_flags(arch: ModelArch, *, tp: int, pp: int, seq_length: int) ->
         "padded-vocab-size": arch.vocab,
         "attention-dropout": 0.0,
         "hidden-dropout": 0.0,
+        **moe_flags(arch, version),
     }

@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ascendfactory.backends.megatron.moe_flags import moe_flags
 from ascendfactory.backends.msrl import keys as keyfiles
 from ascendfactory.backends.msrl.experiment import (
     RL_SECTIONS,
@@ -117,9 +118,11 @@ def model_entry(arch: ModelArch) -> dict[str, Any]:
         "normalization": "RMSNorm",
         "swiglu": True,
         "attention_softmax_in_fp32": True,
-        "qk_layernorm": True if arch.hf_model_type == "qwen3" else None,
+        "qk_layernorm": True if arch.hf_model_type in ("qwen3", "qwen3_moe") else None,
     }
-    return {k: v for k, v in entry.items() if v is not None}
+    # mixture of experts / latent attention: MindSpeed-LLM 26.1.0's names (MindSpeed-RL 2.3.0's model yamls)
+    entry |= {k.replace("-", "_"): v for k, v in moe_flags(arch, "26.1.0").items()}
+    return {k: v for k, v in entry.items() if v is not None and v is not False}
 
 
 def entry_name(model_name: str) -> str:

@@ -481,13 +481,20 @@ def _r22(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     if cfg.rl.get("reward_resource") and d.reward_dp:
         g = cfg.reward.get("global_batch_size")
         sizes.append(("reward_dispatch_size", g if isinstance(g, int) else d.gbs, d.reward_dp))
+    if cfg.keys.at_least("2.3.0"):
+        # the rule reward's dynamic sampling, one process per Ray node (validate_config.py at the pinned
+        # commit 09b8c125: the reward config's global_batch_size over get_node_nums())
+        g = cfg.reward.get("global_batch_size") if not cfg.integrated else d.gbs
+        sizes.append(("dynamic_sampling_dispatch_size", g if isinstance(g, int) else d.gbs, d.nnodes))
     for name, g, dp in sizes:
         given = cfg.rl.get(name)
         if isinstance(given, int) and given and dp and given > g * d.n_samples // dp:
             limit = g * d.n_samples // dp
+            nodes = name == "dynamic_sampling_dispatch_size"
+            per = "num_nodes_in_ray_cluster" if nodes else "data_parallel_size"
             text = (
                 f"{name} {given} cannot be greater than the number of samples generated on each data "
-                f"parallel worker, which is global_batch_size * n_samples_per_prompt // data_parallel_size = "
+                f"parallel worker, which is global_batch_size * n_samples_per_prompt // {per} = "
                 f"{g} * {d.n_samples} // {dp} = {limit}"
             )
             yield Problem(  # R22
@@ -708,7 +715,8 @@ RULES: tuple[Rule, ...] = (
     Rule("R26", _r26, since="2.2.0"),
     Rule("R27", _r27, since="2.2.0"),
     Rule("R28", _r28, since="master"),
-    Rule("R-KL", _kl_dispatch, since="master"),
+    # the 2.3.0 commit install.sh pins (09b8c125, "添加dispatch_size参数校验") already reads it
+    Rule("R-KL", _kl_dispatch, since="2.3.0"),
     Rule("R-VIT", _multimodal_only, since="2.2.0"),
 )
 

@@ -91,11 +91,11 @@ class TorchBackend(MegatronBackend[None]):
     memory_engine = "embedded"  # fp32 weights, gradients and AdamW; bf16/fp16 by autocast
 
     def memory_target(self, run: Any) -> MemoryTarget | None:
+        if isinstance(run, MegatronRun):  # pt/sft: the GRPO reader is not loaded for them
+            return super().memory_target(run)
         from ascendfactory.backends.msrl.memory import RLRun, rl_target
 
-        if isinstance(run, RLRun):
-            return rl_target(run, engine=self.memory_engine)
-        return super().memory_target(run)
+        return rl_target(run, engine=self.memory_engine) if isinstance(run, RLRun) else None
 
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         """The plan of the stage; a real run on a Python without the embedded backend's packages (a core
@@ -163,6 +163,10 @@ class TorchBackend(MegatronBackend[None]):
             "target-pipeline-parallel-size": run.pp,
             "num-layer-list": ",".join(map(str, run.num_layer_list)) if run.num_layer_list else None,
             "num-layers-per-virtual-pipeline-stage": _virtual_chunk_layers(run),
+            # MoE: the trainer's expert parallelism and expert layout (Megatron's GroupedMLP with
+            # --moe-grouped-gemm), so the shards are the ones it loads
+            "target-expert-parallel-size": run.training.get("expert-model-parallel-size"),
+            "moe-grouped-gemm": run.training.get("moe-grouped-gemm") or None,
             "model-type-hf": run.arch.model_type_hf,
             "params-dtype": "bf16"
             if run.training.get("bf16")
@@ -259,10 +263,18 @@ class TorchBackend(MegatronBackend[None]):
         )
 
     def model_problem(self, arch: Any) -> str | None:
+        from ascendfactory.engine.convert.families import FAMILIES
+        from ascendfactory.engine.train.arch import SUPPORTED_MODEL_TYPES
+
         if arch.family is None:
             return (
                 f"{arch.name} ({arch.model_type_hf}) is not a model family the embedded backend converts "
-                "(llama2, qwen25, qwen3)"
+                f"({', '.join(FAMILIES)})"
+            )
+        if arch.hf_model_type not in SUPPORTED_MODEL_TYPES:
+            return (
+                f"{arch.name} ({arch.hf_model_type}) is not a model type the embedded trainer trains "
+                f"({', '.join(SUPPORTED_MODEL_TYPES)})"
             )
         return None
 
@@ -338,7 +350,7 @@ class TorchBackend(MegatronBackend[None]):
             options = bc.get(section)
             if not isinstance(options, dict):
                 continue
-            parser = _values_parser(program)  # built once per process: the trainer's has ~300 flags
+            parser = _parser(program)  # built once per process: the trainer's has ~300 flags
             for key, value in options.items():  # one flag at a time: argparse stops at the first error
                 try:
                     _, left = parse_known(parser, to_flags({key: value}), values_only=True)
@@ -388,8 +400,6 @@ class TorchBackend(MegatronBackend[None]):
     ) -> None:
         """Every planned argv parsed by its program's own parser (values, ranges, refused features)."""
         from ascendfactory.engine.argv_check import parse
-        from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
-        from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
         from ascendfactory.engine.train import flags as trainer_flags
 
         problems: list[Problem] = self.schedule_problems(ctx, run)
@@ -405,10 +415,10 @@ class TorchBackend(MegatronBackend[None]):
                     problems.append(Problem(key, p.message, fix, ctx.loaded.source_of(key.split(", ")[0])))
 
         for step, section, check in (
-            ("preprocess", "preprocess_data", lambda a: parse(preprocess_parser(), a)),
-            ("hf2mg", "convert_ckpt_hf2mg", lambda a: parse(convert_parser(), a)),
-            ("train", "training", trainer_flags.parse_args),
-            ("mg2hf", "convert_ckpt_mg2hf", lambda a: parse(convert_parser(), a)),
+            ("preprocess", "preprocess_data", lambda a: parse(_parser("preprocess"), a)),
+            ("hf2mg", "convert_ckpt_hf2mg", lambda a: parse(_parser("convert"), a)),
+            ("train", "training", lambda a: trainer_flags.parse_args(a, parser=_parser("train"))),
+            ("mg2hf", "convert_ckpt_mg2hf", lambda a: parse(_parser("convert"), a)),
         ):
             planned = plan.step(step)
             if planned is None or planned.skipped:
@@ -492,9 +502,9 @@ def _virtual_chunk_layers(run: MegatronRun[None]) -> int | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _values_parser(program: str) -> Any:
-    """The program's own parser for checking values one flag at a time (its required flags made optional by
-    `parse_known(values_only=True)`, so it serves only that: a bulk dry run builds each once)."""
+def _parser(program: str) -> Any:
+    """The program's own parser, built once per process (the value checks and the planned argv's parse
+    share it; a bulk dry run builds each once): parsing leaves it as it was."""
     from ascendfactory.engine.convert.__main__ import build_parser as convert_parser
     from ascendfactory.engine.data.preprocess import build_parser as preprocess_parser
     from ascendfactory.engine.train.flags import build_parser as train_parser

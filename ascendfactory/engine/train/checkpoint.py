@@ -35,6 +35,7 @@ from ascendfactory.engine.convert import lora, megatron_io
 from ascendfactory.engine.convert.shard_map import hf_local_to_megatron, megatron_to_hf_local
 from ascendfactory.engine.train import distopt_file, megatron_buffer
 from ascendfactory.engine.train.distopt import DISTRIB_OPTIM_FILE
+from ascendfactory.engine.train.moe.state import split_experts, stack_experts
 from ascendfactory.errors import ConfigError, ParallelismError, Problem
 
 CHECKPOINT_VERSION = 3.0
@@ -63,6 +64,19 @@ class Topology:
     layer_offset: int
     dp_group: Any
     chunks: tuple[tuple[int, int], ...] = ()  # virtual pipeline: (first layer, count) of each model chunk
+    ep: int = 1  # expert parallelism: this rank holds experts ep_rank x E/ep .. (ep_rank + 1) x E/ep - 1
+    ep_rank: int = 0
+    num_local_experts: int = 0  # 0: a dense model
+
+    @property
+    def saves(self) -> bool:
+        """This rank writes its (tp, pp, ep) shard: data-modulo-expert-parallel rank 0 (DP rank 0 without
+        EP; Megatron's `get_data_modulo_expert_parallel_rank() == 0`)."""
+        return self.dp_rank < self.ep
+
+    @property
+    def first_expert(self) -> int:
+        return self.ep_rank * self.num_local_experts
 
     def chunk_spans(self) -> list[tuple[int | None, int]]:
         """(first layer, count) per model chunk; one chunk (count unknown: -1) without a virtual pipeline."""
@@ -158,12 +172,9 @@ class Checkpointer:
             named = optimizer.gather_state()
             if named is not None:
                 param_state = distopt_file.to_file(named, self._fp32_chunks, self.distopt_layout())
-        if topo.dp_rank == 0:
+        if topo.saves:
             payload = self._payload(model, optimizer, scheduler, scaler, pos, rng)
-            shard_dir = (
-                tmp
-                / megatron_io.checkpoint_dir(root, pos.iteration, topo.tp_rank, topo.pp_rank, topo.pp).name
-            )
+            shard_dir = tmp / self._shard_name(root, pos.iteration)
             shard_dir.mkdir(parents=True, exist_ok=True)
             torch.save(payload, shard_dir / megatron_io.SHARD_FILE)
             if param_state is not None:
@@ -182,6 +193,12 @@ class Checkpointer:
             shutil.rmtree(old, ignore_errors=True)
         dist.barrier()
         self.log(f"  successfully saved checkpoint from iteration {pos.iteration:7d} to {args.save}")
+
+    def _shard_name(self, root: str | Path, iteration: int) -> str:
+        topo = self.topo
+        return megatron_io.checkpoint_dir(
+            root, iteration, topo.tp_rank, topo.pp_rank, topo.pp, topo.ep_rank, topo.ep
+        ).name
 
     def _payload(
         self, model, optimizer, scheduler, scaler, pos: Position, rng: list | None
@@ -289,6 +306,8 @@ class Checkpointer:
         topo = self.topo
         offset = topo.layer_offset if layer_offset is None else layer_offset
         base = {checkpoint_name(k): v for k, v in local.items() if not is_adapter(k)}
+        if topo.num_local_experts:  # the 3-D expert tensors -> one HF tensor per (global) expert
+            base = split_experts(base, first_expert=topo.first_expert)
         shard = hf_local_to_megatron(
             base,
             cfg=self.mg_args,
@@ -296,6 +315,7 @@ class Checkpointer:
             tp_rank=topo.tp_rank,
             layer_offset=offset,
             keep_tied_output=self.tied_output if tied_output is None else tied_output,
+            **self._expert_kwargs(grouped=True),
         )
         if self.lora_targets:
             adapters = lora.local_to_megatron(
@@ -315,6 +335,17 @@ class Checkpointer:
         if not cast:
             return shard
         return {k: v.to(dtype) if v.is_floating_point() and v.dtype != dtype else v for k, v in shard.items()}
+
+    def _expert_kwargs(self, *, grouped: bool = False) -> dict[str, Any]:
+        """The bridge's expert-parallel arguments (none for a dense model); `grouped`: the layout to write
+        (`--moe-grouped-gemm`: Megatron's GroupedMLP weight1 / weight2; reading takes either)."""
+        topo = self.topo
+        if not topo.num_local_experts:
+            return {}
+        out: dict[str, Any] = {"ep": topo.ep, "ep_rank": topo.ep_rank}
+        if grouped:
+            out["grouped_gemm"] = bool(getattr(self.args, "moe_grouped_gemm", False))
+        return out
 
     # ---------------------------------------------------------------- load
     def load(self, model: torch.nn.Module, optimizer: Any, scheduler: Any, scaler: Any) -> Position | None:
@@ -349,25 +380,28 @@ class Checkpointer:
             )
         iteration = 0 if release else int(value)
         folder = Path(args.load) / "release" if release else megatron_io.iteration_dir(args.load, iteration)
-        ckpt_tp, ckpt_pp = (
-            megatron_io.discover_layout(args.load, iteration) if not release else (topo.tp, topo.pp)
+        ckpt = (
+            megatron_io.discover_parallel(args.load, iteration)
+            if not release
+            else (topo.tp, topo.pp, topo.ep)
         )
-        if (ckpt_tp, ckpt_pp) != (topo.tp, topo.pp):
+        if ckpt != (topo.tp, topo.pp, topo.ep):
+            ep_fix = f" --target-expert-parallel-size {topo.ep}" if topo.num_local_experts else ""
             raise ParallelismError(
                 Problem(
                     key="--load",
-                    message=f"{args.load} was saved with TP={ckpt_tp}, PP={ckpt_pp} but this run uses "
-                    f"TP={topo.tp}, PP={topo.pp}",
+                    message=f"{args.load} was saved with TP={ckpt[0]}, PP={ckpt[1]}"
+                    + (f", EP={ckpt[2]}" if ckpt[2] > 1 or topo.ep > 1 else "")
+                    + f" but this run uses TP={topo.tp}, PP={topo.pp}"
+                    + (f", EP={topo.ep}" if ckpt[2] > 1 or topo.ep > 1 else ""),
                     fix="reshard it: ascendfactory-cli convert --load-model-type mg --save-model-type mg "
                     f"--load-dir "
                     f"{args.load} --save-dir <new> --target-tensor-parallel-size {topo.tp} "
-                    f"--target-pipeline-parallel-size {topo.pp}",
+                    f"--target-pipeline-parallel-size {topo.pp}" + ep_fix,
                     source="command line",
                 )
             )
-        shard_dir = (
-            folder / megatron_io.checkpoint_dir(args.load, 1, topo.tp_rank, topo.pp_rank, topo.pp).name
-        )
+        shard_dir = folder / self._shard_name(args.load, 1)
         state = torch.load(shard_dir / megatron_io.SHARD_FILE, map_location="cpu", weights_only=False)
         self.log(f" loading checkpoint from {args.load} at iteration {iteration}")
         if getattr(args, "lora_load", None):
@@ -548,8 +582,15 @@ class Checkpointer:
                 )
             )
         local = megatron_to_hf_local(
-            base, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=offset
+            base,
+            cfg=self.mg_args,
+            tp=topo.tp,
+            tp_rank=topo.tp_rank,
+            layer_offset=offset,
+            **self._expert_kwargs(),
         )
+        if topo.num_local_experts:  # one HF tensor per expert -> this rank's 3-D expert tensors
+            local = stack_experts(local, first_expert=topo.first_expert, num_local=topo.num_local_experts)
         local.update(
             lora.megatron_to_local(
                 adapters, cfg=self.mg_args, tp=topo.tp, tp_rank=topo.tp_rank, layer_offset=offset

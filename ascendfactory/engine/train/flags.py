@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendfactory.engine.convert.lora import TARGET_MODULES, check_targets
+from ascendfactory.engine.train.moe import flags as moe_flags
 from ascendfactory.engine.train.recompute import problems as recompute_problems
 from ascendfactory.errors import ConfigError, Problem
 
@@ -53,7 +54,6 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--tensor-model-parallel-size": (VALUE, 1, int, "TP degree"),
     "--pipeline-model-parallel-size": (VALUE, 1, int, "PP degree"),
     "--context-parallel-size": (VALUE, 1, int, "only 1 is supported"),
-    "--expert-model-parallel-size": (VALUE, 1, int, "only 1 is supported"),
     "--num-layer-list": (VALUE, None, str, "layers per pipeline stage, e.g. 3,5"),
     "--data-path": (LIST, None, str, "dataset prefix (pretrain: <prefix>_text_document; sft: <prefix>)"),
     "--split": (VALUE, "969,30,1", str, "train,valid,test document split (Megatron's rounding)"),
@@ -245,13 +245,10 @@ IGNORED_WHY: dict[str, str] = {
 REFUSED: dict[str, str] = {
     "--qlora": "QLoRA",
     "--qlora-save-dequantize": "QLoRA",
-    "--num-experts": "mixture of experts",
-    "--moe-router-topk": "mixture of experts",
     "--reset-position-ids": "packed sequences",
     "--reset-attention-mask": "packed sequences",
     "--neat-pack": "packed sequences",
     "--eod-mask-loss": "EOD loss masking",
-    "--rope-scaling-type": "RoPE scaling",
     "--rotary-seq-len-interpolation-factor": "RoPE scaling",
     "--apply-layernorm-1p": "LayerNorm1p",
     "--mtp-num-layers": "multi-token prediction",
@@ -274,8 +271,16 @@ _REFUSED_KIND = {
     "--apply-query-key-layer-scaling": BOOL,
 }
 
+HONOURED.update(moe_flags.HONOURED)  # mixture of experts (engine/train/moe/flags.py)
+ARCHITECTURE.update(moe_flags.ARCHITECTURE)
+IGNORED.update(moe_flags.IGNORED)
+IGNORED_WHY.update(moe_flags.IGNORED_WHY)
+REFUSED.update(moe_flags.REFUSED)
+_REFUSED_KIND.update(moe_flags.REFUSED_KIND)
+
 # HONOURED by this trainer, not by the GRPO actor (engine/rl): its info line lists them as ignored
 NOT_IN_GRPO = (
+    *moe_flags.HONOURED,  # the GRPO actor runs the HF model's own MoE blocks, without expert parallelism
     "--use-distributed-optimizer",
     "--sequence-parallel",
     "--num-layers-per-virtual-pipeline-stage",
@@ -332,16 +337,21 @@ def _dest(flag: str) -> str:
 
 
 def given(args: argparse.Namespace, flag: str) -> bool:
-    """Whether an IGNORED / REFUSED flag was on the command line."""
+    """Whether an IGNORED / REFUSED flag was on the command line (an HONOURED one: set to another value
+    than its default)."""
     value = getattr(args, _dest(flag), None)
-    return value is not None and value is not False and value != []
+    default = HONOURED[flag][1] if flag in HONOURED else None
+    return value is not None and value is not False and value != [] and value != default
 
 
-def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
-    """Parse and validate; returns (args, ignored flags given). ConfigError lists every problem at once."""
+def parse_args(
+    argv: Sequence[str], *, parser: argparse.ArgumentParser | None = None
+) -> tuple[argparse.Namespace, list[str]]:
+    """Parse and validate; returns (args, ignored flags given). ConfigError lists every problem at once.
+    `parser`: one `build_parser()` made earlier (planning reuses one; building it costs more than parsing)."""
     from ascendfactory.engine.argv_check import parse_known
 
-    args, unknown = parse_known(build_parser(), argv)  # a bad value: ConfigError naming the flag
+    args, unknown = parse_known(parser or build_parser(), argv)  # a bad value: ConfigError naming the flag
     problems: list[Problem] = []
     flags = [a.split("=")[0] for a in unknown if a.startswith("--")]
     if flags or unknown:
@@ -403,12 +413,6 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         "use --context-parallel-size 1 (spread the ranks over TP/PP/DP), or the mindspeed-llm backend",
     )
     need(
-        "--expert-model-parallel-size",
-        args.expert_model_parallel_size == 1,
-        "expert parallelism is not supported (dense models only)",
-        "use --expert-model-parallel-size 1",
-    )
-    need(
         "--hidden-dropout",
         not args.hidden_dropout,
         "hidden dropout is not supported (HF Llama/Qwen have none)",
@@ -439,6 +443,7 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, "
         "or drop --sequence-parallel",
     )
+    p += moe_flags.problems(args)
     p += _vpp_problems(args)
     p += distributed_optimizer_switch(args)
     p += _lora_problems(args)

@@ -28,10 +28,26 @@ class FlopsDims:
     kv_channels: int
     padded_vocab_size: int
     swiglu: bool = True
+    # MoE: how many layers are MoE, each routing a token to `experts_routed_to` experts of
+    # `moe_ffn_hidden_size` plus shared experts of `shared_ffn_hidden_size`
+    moe_layers: int = 0
+    moe_ffn_hidden_size: int = 0
+    experts_routed_to: int = 0
+    shared_ffn_hidden_size: int = 0
+
+    @property
+    def mlp_width(self) -> float:
+        """The FFN width a token goes through, averaged over the layers: Megatron core_v0.12.1's MLP term
+        (dense layers ffn_hidden_size, MoE layers moe_ffn_hidden_size x top-k + the shared experts');
+        core_r0.8.0 multiplied ffn_hidden_size by top-k in every layer, which counts no MoE model right."""
+        dense = self.num_layers - self.moe_layers
+        moe = self.moe_ffn_hidden_size * self.experts_routed_to + self.shared_ffn_hidden_size
+        return (dense * self.ffn_hidden_size + self.moe_layers * moe) / self.num_layers
 
 
 def num_floating_point_operations(d: FlopsDims, *, seq_length: int, batch_size: int) -> float:
-    """Megatron core_r0.8.0 `num_floating_point_operations` (forward + backward, dense model)."""
+    """Megatron core_r0.8.0 `num_floating_point_operations` (forward + backward); MoE layers by
+    `FlopsDims.mlp_width` (core_v0.12.1's MLP term)."""
     query_projection_to_hidden = d.kv_channels * d.num_attention_heads / d.hidden_size
     gated = 3 / 2 if d.swiglu else 1
     return (
@@ -44,7 +60,7 @@ def num_floating_point_operations(d: FlopsDims, *, seq_length: int, batch_size: 
         * (
             (1 + d.num_query_groups / d.num_attention_heads + seq_length / d.hidden_size)
             * query_projection_to_hidden
-            + d.ffn_hidden_size / d.hidden_size * gated
+            + d.mlp_width / d.hidden_size * gated
             + d.padded_vocab_size / (2 * d.num_layers * d.hidden_size)
         )
     )

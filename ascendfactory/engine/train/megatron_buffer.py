@@ -70,6 +70,30 @@ _LEAVES = (  # inside one module: Megatron's weight then bias; PEFT's base layer
 _TOP = {"embedding.word_embeddings.weight": 0, "decoder.final_layernorm.weight": 2, "output_layer.weight": 3}
 
 
+# A MoE layer's MLP (core_r0.8.0 `transformer/moe/moe_layer.py` MoELayer.__init__, MindSpeed-LLM 2.1.0
+# `core/transformer/moe/moe_layer.py` moe_layer_init_wrapper): the router, then the experts (SequentialMLP's
+# local_experts in order, each fc1 then fc2; or GroupedMLP's weight1, weight2), then the shared experts.
+_MOE = re.compile(
+    r"^mlp\.(?:(router)\.weight|experts\.local_experts\.(\d+)\.linear_fc([12])\.weight"
+    r"|experts\.weight([12])|shared_experts\.linear_fc([12])\.weight)$"
+)
+_MOE_SLOT = _LAYER_MODULES.index("mlp.linear_fc1")
+
+
+def _moe_key(rest: str) -> tuple[int, ...] | None:
+    m = _MOE.match(rest)
+    if not m:
+        return None
+    router, expert, fc, grouped, shared = m.groups()
+    if router:
+        return (0,)
+    if expert is not None:
+        return (1, int(expert), int(fc))
+    if grouped:
+        return (1, 0, int(grouped))
+    return (2, int(shared))
+
+
 def registration_key(name: str) -> tuple[int, ...]:
     """Sort key: the position of a Megatron GPT parameter in `named_parameters()` of its model chunk."""
     if name in _TOP:
@@ -77,6 +101,9 @@ def registration_key(name: str) -> tuple[int, ...]:
     m = _LAYER.match(name)
     if m:
         rest = m.group(2)
+        moe = _moe_key(rest)
+        if moe is not None:
+            return (1, int(m.group(1)), _MOE_SLOT, *moe)
         for i, module in enumerate(_LAYER_MODULES):
             if rest.startswith(module + ".") and rest[len(module) + 1 :] in _LEAVES:
                 return (1, int(m.group(1)), i, _LEAVES.index(rest[len(module) + 1 :]))

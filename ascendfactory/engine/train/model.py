@@ -21,14 +21,34 @@ IGNORE_INDEX = -100
 
 
 class StageModel(nn.Module):
-    """Embeddings (first stage), decoder layers `layer_ids`, final norm + lm_head (last stage)."""
+    """Embeddings (first stage), decoder layers `layer_ids`, final norm + lm_head (last stage).
 
-    def __init__(self, cfg: Any, *, layer_ids: Any, first: bool, last: bool, device: torch.device):
+    With `moe` (a `MoESpec`), every HF MoE block of the stage is replaced by the trainer's `MoELayer`
+    holding expert-parallel rank `ep_rank`'s experts; `moe_context` is shared by them (aux-loss scale and
+    log)."""
+
+    def __init__(
+        self,
+        cfg: Any,
+        *,
+        layer_ids: Any,
+        first: bool,
+        last: bool,
+        device: torch.device,
+        moe: Any = None,
+        ep_rank: int = 0,
+    ):
         super().__init__()
         from transformers import AutoModelForCausalLM
 
+        from ascendfactory.engine.train.moe.layer import MoEContext, MoELayer, is_moe_block
+
         with torch.device("meta"):
             full = AutoModelForCausalLM.from_config(cfg)
+            for i in layer_ids if moe is not None else ():
+                layer = full.model.layers[i]
+                if is_moe_block(layer.mlp):
+                    layer.mlp = MoELayer(moe, hidden=cfg.hidden_size, layer=i, ep_rank=ep_rank)
         self.first, self.last, self.tied = first, last, bool(getattr(cfg, "tie_word_embeddings", False))
         # PP == 1: lm_head *is* the embedding; PP > 1: the last stage holds its own copy (Megatron's
         # output_layer.weight), kept equal to the first stage's by `step.all_reduce_tied_grads`
@@ -47,6 +67,15 @@ class StageModel(nn.Module):
         # sequence parallelism: the hidden states between the TP regions hold 1/TP of the sequence
         self.sequence_shards = 1
         self.recompute = RecomputePlan()  # full recompute of the layers (`recompute.py`), set by the trainer
+        self.moe_context = MoEContext(cfg.num_hidden_layers)
+        self.moe_layers = [m for m in self.modules() if isinstance(m, MoELayer)]
+        for m in self.moe_layers:
+            m.bind(context=self.moe_context, ep_group=None)
+
+    def bind_experts(self, ep_group: Any) -> None:
+        """The expert-parallel group the MoE layers exchange tokens over (None with EP 1)."""
+        for m in self.moe_layers:
+            m.bind(context=self.moe_context, ep_group=ep_group)
 
     def rotary(self, h: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """(position_ids, (cos, sin)) for the whole sequence `h` is (part of): constants (no gradient),
@@ -130,23 +159,37 @@ def build_stage(
     pp_rank: int,
     device: torch.device,
     spans: list[tuple[int, int]] | None = None,
+    moe: Any = None,
+    ep_rank: int = 0,
 ) -> StageModel:
     """This PP rank's stage. With tied embeddings and PP > 1 the last stage has its own lm_head (Megatron).
-    `spans`: the (first layer, count) of each model chunk with a virtual pipeline (all held by the stage)."""
+    `spans`: the (first layer, count) of each model chunk with a virtual pipeline (all held by the stage).
+    `moe`/`ep_rank`: the MoE layers' spec and this rank's expert-parallel rank."""
     pp = len(layers)
     offset = sum(layers[:pp_rank])
     cfg._attn_implementation = "sdpa"  # causal SDPA without a mask tensor
     ids = [i for o, n in spans for i in range(o, o + n)] if spans else range(offset, offset + layers[pp_rank])
-    return StageModel(cfg, layer_ids=ids, first=pp_rank == 0, last=pp_rank == pp - 1, device=device)
+    return StageModel(
+        cfg,
+        layer_ids=ids,
+        first=pp_rank == 0,
+        last=pp_rank == pp - 1,
+        device=device,
+        moe=moe,
+        ep_rank=ep_rank,
+    )
 
 
-def tp_plan(*, sequence_parallel: bool = False) -> dict[str, Any]:
+def tp_plan(*, sequence_parallel: bool = False, dense_mlp_layers: list[int] | None = None) -> dict[str, Any]:
     """Module FQN pattern -> DTensor style. Embeddings, lm_head: vocab-sharded (logits gathered).
 
     `sequence_parallel` (Megatron's --sequence-parallel, torchtitan's plan): between the TP regions the
     hidden states are split along the sequence (Shard(1)): the embedding's output is reduce-scattered,
     the norms run on the local part (SequenceParallel), attention and MLP all-gather their input
-    (PrepareModuleInput) and their row-parallel outputs are reduce-scattered instead of all-reduced."""
+    (PrepareModuleInput) and their row-parallel outputs are reduce-scattered instead of all-reduced.
+
+    `dense_mlp_layers`: the layers whose MLP is dense when some are MoE (the MoE layers shard themselves,
+    `MoELayer.shard`); None: every layer's."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -163,11 +206,13 @@ def tp_plan(*, sequence_parallel: bool = False) -> dict[str, Any]:
         layer + "self_attn.k_proj": ColwiseParallel(),
         layer + "self_attn.v_proj": ColwiseParallel(),
         layer + "self_attn.o_proj": RowwiseParallel(output_layouts=between),
-        layer + "mlp.gate_proj": ColwiseParallel(),
-        layer + "mlp.up_proj": ColwiseParallel(),
-        layer + "mlp.down_proj": RowwiseParallel(output_layouts=between),
         "lm_head": ColwiseParallel(input_layouts=between, output_layouts=Replicate()),
     }
+    mlps = [layer] if dense_mlp_layers is None else [f"model.layers.{i}." for i in dense_mlp_layers]
+    for mlp in mlps:
+        plan[mlp + "mlp.gate_proj"] = ColwiseParallel()
+        plan[mlp + "mlp.up_proj"] = ColwiseParallel()
+        plan[mlp + "mlp.down_proj"] = RowwiseParallel(output_layouts=between)
     if sequence_parallel:
         plan.update(
             {
@@ -177,12 +222,13 @@ def tp_plan(*, sequence_parallel: bool = False) -> dict[str, Any]:
                     desired_input_kwarg_layouts={"hidden_states": Replicate()},
                 ),
                 layer + "post_attention_layernorm": SequenceParallel(),
-                layer + "mlp": PrepareModuleInput(
-                    input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
-                ),
                 "model.norm": SequenceParallel(),
             }
         )
+        for mlp in mlps:
+            plan[mlp + "mlp"] = PrepareModuleInput(
+                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+            )
     return plan
 
 
@@ -195,12 +241,17 @@ def parallelize_hf_decoder(
     from torch.distributed.tensor.parallel import parallelize_module
 
     present = {name for name, _ in model.named_modules()}
+    dense = None
+    if model.moe_layers:
+        dense = [int(i) for i, layer in model.model.layers.items() if layer.mlp not in model.moe_layers]
     plan = {
         k: v
-        for k, v in tp_plan(sequence_parallel=sequence_parallel).items()
+        for k, v in tp_plan(sequence_parallel=sequence_parallel, dense_mlp_layers=dense).items()
         if k.split(".*.")[0] in present and (k.split(".*.")[0] != "model.layers" or len(model.model.layers))
     }
     parallelize_module(model, tp_mesh, plan)
+    for moe in model.moe_layers:
+        moe.shard(tp_mesh)
     if sequence_parallel:
         model.sequence_shards = tp
     if model.shares_output:
@@ -283,8 +334,11 @@ def round_params(model: nn.Module, dtype: torch.dtype) -> None:
 def init_random(model: StageModel, *, std: float, num_layers: int, seed: int, rank_seed: int) -> None:
     """Megatron-style init of local shards: N(0, std), output projections std / sqrt(2 L), norms 1, bias 0."""
     gen = torch.Generator().manual_seed(seed * 1000 + rank_seed)
+    moe_params = {id(p) for m in model.moe_layers for p in m.parameters()}
     with torch.no_grad():
         for name, p in model.named_parameters():
+            if id(p) in moe_params:  # their own generators: the same experts whatever the layout
+                continue
             t = local_tensor(p)
             if name.endswith("norm.weight"):
                 t.fill_(1.0)
@@ -297,6 +351,8 @@ def init_random(model: StageModel, *, std: float, num_layers: int, seed: int, ra
                     else std
                 )
                 t.copy_(torch.randn(t.shape, generator=gen) * s)
+    for m in model.moe_layers:
+        m.init_experts(std=std, out_std=std / math.sqrt(2.0 * num_layers), seed=seed)
 
 
 def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

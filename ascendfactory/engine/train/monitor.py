@@ -243,6 +243,17 @@ class Monitor:
             )
         self.scalars({k: v for k, v in values.items() if v is not None}, iteration, samples)
 
+    def moe_scalars(self, name: str, value: float, per_layer: list[float] | None, iteration: int) -> None:
+        """Megatron's track_moe_metrics tags: `<name>` (the mean over the layers) and, with
+        --moe-per-layer-logging, `moe/<name>_layer_<i>`."""
+        values = {name: value}
+        if per_layer is not None:
+            values.update({f"moe/{name}_layer_{i}": v for i, v in enumerate(per_layer)})
+        self.sinks.log_metrics(values, iteration)
+        if self.writer:
+            for tag, v in values.items():
+                self.writer.add_scalar(tag, v, iteration)
+
     def validation_scalars(self, key: str, value: float, *, iteration: int, samples: int) -> None:
         """Megatron's `evaluate_and_print_results` tags: `<key> validation` (and `... vs samples`)."""
         self.sinks.log_metrics({f"{key} validation": value}, iteration)

@@ -22,6 +22,7 @@ class ParallelDims:
     world_size: int
     micro_batch_size: int
     global_batch_size: int
+    ep: int = 1  # expert parallelism: the experts split over groups of `ep` data-parallel ranks
 
     @classmethod
     def from_args(
@@ -83,19 +84,30 @@ class ParallelDims:
                 f"padded vocabulary ({vocab}) is not divisible by TP ({tp})",
                 "use --make-vocab-size-divisible-by or a --padded-vocab-size that is a multiple of TP",
             )
+        ep = int(getattr(args, "expert_model_parallel_size", 1) or 1)
+        if dp % ep:
+            bad(  # Megatron core_r0.8.0 parallel_state.initialize_model_parallel
+                "--expert-model-parallel-size",
+                f"data_parallel_size ({dp}) is not divisible by expert_model_parallel_size ({ep})",
+                "expert parallelism splits the data-parallel ranks: choose EP dividing "
+                "world size / (TP x PP)",
+            )
         if problems:
             raise ParallelismError(problems)
-        return cls(tp=tp, pp=pp, dp=dp, world_size=world_size, micro_batch_size=mbs, global_batch_size=gbs)
+        return cls(
+            tp=tp, pp=pp, dp=dp, world_size=world_size, micro_batch_size=mbs, global_batch_size=gbs, ep=ep
+        )
 
     @property
     def num_microbatches(self) -> int:
         return self.global_batch_size // (self.micro_batch_size * self.dp)
 
     def describe(self) -> str:
-        return (
+        line = (
             f"using world size: {self.world_size}, data-parallel size: {self.dp}, context-parallel size: 1 "
             f"tensor-model-parallel size: {self.tp}, pipeline-model-parallel size: {self.pp}"
         )
+        return line + (f", expert-model-parallel size: {self.ep}" if self.ep > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -214,6 +226,45 @@ def build_mesh(dims: ParallelDims, device: Any) -> Any:
     from torch.distributed.device_mesh import init_device_mesh
 
     return init_device_mesh(device.type, (dims.pp, dims.dp, dims.tp), mesh_dim_names=("pp", "dp", "tp"))
+
+
+@dataclass(frozen=True)
+class ExpertGroups:
+    """Megatron's expert-parallel group (the `ep` consecutive data-parallel ranks that split the experts
+    and exchange tokens) and data-modulo-expert-parallel group (the ranks holding the same experts, over
+    which expert gradients are averaged) of this rank; None where a group would have one rank."""
+
+    ep_group: Any
+    ep_rank: int
+    expert_dp_group: Any
+    expert_dp: int
+
+
+def expert_groups(dims: ParallelDims) -> ExpertGroups:
+    """Megatron core_r0.8.0 `initialize_model_parallel`: within a (pp, tp) position, data-parallel rank
+    d = j x ep + e is expert-parallel rank e of expert group j. Every rank creates every group, in one
+    order (mesh (pp, dp, tp): rank = pp x dp x tp + d x tp + t)."""
+    import torch.distributed as dist
+
+    rank, ep = dist.get_rank(), dims.ep
+    d = (rank // dims.tp) % dims.dp
+    mine: dict[str, Any] = {"ep": None, "edp": None}
+    if ep == 1:
+        return ExpertGroups(None, 0, None, dims.dp)
+    for p in range(dims.pp):
+        for t in range(dims.tp):
+            base = p * dims.dp * dims.tp + t
+            for j in range(dims.dp // ep):
+                ranks = [base + (j * ep + e) * dims.tp for e in range(ep)]
+                group = dist.new_group(ranks)
+                if rank in ranks:
+                    mine["ep"] = group
+            for e in range(ep):
+                ranks = [base + (j * ep + e) * dims.tp for j in range(dims.dp // ep)]
+                group = dist.new_group(ranks) if len(ranks) > 1 else None
+                if rank in ranks:
+                    mine["edp"] = group
+    return ExpertGroups(mine["ep"], d % ep, mine["edp"], dims.dp // ep)
 
 
 def embedding_group(dims: ParallelDims, mesh: Any) -> Any:

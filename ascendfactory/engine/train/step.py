@@ -149,6 +149,10 @@ class StepRunner:
         return loss_fn(logits, labels) * self.scale
 
     def forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        moe = getattr(self.model, "moe_context", None)
+        if moe is not None:  # Megatron's MoEAuxLossAutoScaler scale: the loss scale over the micro-batches
+            # (torch's pipeline schedule divides every gradient by the micro-batch count itself)
+            moe.backward_scale = self.scale if self.pipeline is not None else self.scale / self.n
         if self.pipeline is not None:
             losses: list[torch.Tensor] = []
             if self.pp_rank == 0:
@@ -189,18 +193,33 @@ class StepRunner:
         return total / self.n
 
 
-def all_reduce_grads(params: list[torch.nn.Parameter], group: Any, dp: int) -> None:
-    """Average gradients over the data-parallel group (one flat buffer)."""
-    if dp == 1:
+def all_reduce_grads(
+    params: list[torch.nn.Parameter], group: Any, dp: int, *, divisor: int | None = None
+) -> None:
+    """Sum gradients over `group` (`dp` ranks) and divide by `divisor` (default `dp`): the data-parallel
+    average, one flat buffer. Expert parameters are summed over their data-modulo-expert group and divided
+    by the whole data-parallel size (Megatron's expert_gradient_scaling_factor)."""
+    divisor = dp if divisor is None else divisor
+    if dp == 1 and divisor == 1 or not params:
         return
     grads = [local_tensor(p.grad) for p in params]
     flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat, group=group)
-    flat /= dp
+    if dp > 1:
+        dist.all_reduce(flat, group=group)
+    flat /= divisor
     offset = 0
     for g in grads:
         g.copy_(flat[offset : offset + g.numel()].view_as(g))
         offset += g.numel()
+
+
+def settle_partial_grads(params: list[torch.nn.Parameter]) -> None:
+    """Gradients that are partial sums over TP (a DTensor `Partial` placement: the MoE router, which every
+    TP rank runs on the same gathered tokens) all-reduced to their parameter's placement."""
+    for p in params:
+        grad = p.grad
+        if hasattr(grad, "placements") and any(pl.is_partial() for pl in grad.placements):
+            p.grad = grad.redistribute(grad.device_mesh, p.placements)
 
 
 def all_reduce_tied_grads(param: torch.nn.Parameter, group: Any) -> None:
@@ -236,6 +255,8 @@ def grad_norm_and_clip(
     unscale: float = 1.0,
     sharded: list[bool] | None = None,
     counted: list[bool] | None = None,
+    expert: list[bool] | None = None,
+    ep_group: Any = None,
 ) -> tuple[float, bool]:
     """Unscale, then the global L2 norm over TP shards and PP stages (DP grads are equal); clip in place.
 
@@ -245,7 +266,16 @@ def grad_norm_and_clip(
     Returns (norm before clipping, found inf/nan)."""
     sharded = shard_mask([p.grad for p in params]) if sharded is None else sharded
     grads = [local_tensor(p.grad) for p in params]
-    return norm_and_clip(grads, mesh=mesh, clip=clip, unscale=unscale, sharded=sharded, counted=counted)
+    return norm_and_clip(
+        grads,
+        mesh=mesh,
+        clip=clip,
+        unscale=unscale,
+        sharded=sharded,
+        counted=counted,
+        expert=expert,
+        ep_group=ep_group,
+    )
 
 
 def norm_and_clip(
@@ -257,9 +287,13 @@ def norm_and_clip(
     sharded: list[bool],
     counted: list[bool] | None,
     dp_group: Any = None,
+    expert: list[bool] | None = None,
+    ep_group: Any = None,
 ) -> tuple[float, bool]:
     """`grad_norm_and_clip` on local gradient tensors. `dp_group`: the gradients are this rank's part of a
-    data-parallel partition (the distributed optimizer's), so the squared sums are added over DP first."""
+    data-parallel partition (the distributed optimizer's), so the squared sums are added over DP first.
+    `expert`/`ep_group`: which gradients are this rank's routed experts, whose squares are summed over the
+    expert-parallel group (Megatron's MoE optimizer takes its norm over TP x PP x EP)."""
     if unscale != 1.0:
         torch._foreach_div_(grads, unscale)
     device = grads[0].device if grads else torch.device("cpu")
@@ -270,7 +304,18 @@ def norm_and_clip(
         squares = torch.zeros(0, dtype=dtype, device=device)
     if counted is not None and not all(counted):
         squares = squares * torch.tensor(counted, dtype=dtype, device=squares.device)
-    if dp_group is not None:  # [sharded part, replicated part], each summed over the DP partition
+    expert_sum, experts_sharded = None, False
+    if ep_group is not None and expert is not None and any(expert):
+        is_expert = torch.tensor(expert, dtype=torch.bool, device=squares.device)
+        expert_sum = squares[is_expert].sum()
+        dist.all_reduce(expert_sum, group=ep_group)
+        squares = squares.masked_fill(is_expert, 0.0)
+        experts_sharded = any(s for s, e in zip(sharded, expert) if e)
+    if dp_group is not None:
+        if expert_sum is not None:
+            raise NotImplementedError(
+                "the distributed optimizer with expert parallelism"
+            )  # [sharded part, replicated part], each summed over the DP partition
         is_shard = torch.tensor(sharded, dtype=torch.bool, device=squares.device)
         parts = torch.stack([squares[is_shard].sum(), squares[~is_shard].sum()])
         dist.all_reduce(parts, group=dp_group)
@@ -281,11 +326,17 @@ def norm_and_clip(
     elif any(sharded):
         is_shard = torch.tensor(sharded, device=squares.device)
         shard_sum, replicated = squares[is_shard].sum(), squares[~is_shard].sum()
+        if expert_sum is not None:  # experts: TP slices (summed over TP below) or whole
+            shard_sum, replicated = (
+                (shard_sum + expert_sum, replicated)
+                if experts_sharded
+                else (shard_sum, replicated + expert_sum)
+            )
         if mesh["tp"].size() > 1:
             dist.all_reduce(shard_sum, group=mesh["tp"].get_group())
         total = shard_sum + replicated
     else:  # the same sum as 0 + replicated part, without masking
-        total = squares.sum()
+        total = squares.sum() if expert_sum is None else squares.sum() + expert_sum
     if mesh["pp"].size() > 1:
         dist.all_reduce(total, group=mesh["pp"].get_group())
     norm = float(total.sqrt())

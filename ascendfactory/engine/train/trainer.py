@@ -49,9 +49,11 @@ from ascendfactory.engine.train.model import (
     round_params,
 )
 from ascendfactory.engine.train.parallel import (
+    ExpertGroups,
     ParallelDims,
     build_mesh,
     embedding_group,
+    expert_groups,
     init_distributed,
     tune_cpu_allocator,
 )
@@ -68,6 +70,13 @@ class Interval:
     loss_count: int = 0
     skipped: int = 0
     nan: int = 0  # iterations whose loss was NaN / inf (with the NaN check off)
+    # MoE: the auxiliary losses summed over the interval's iterations (Megatron's total_loss_dict entries
+    # added by track_moe_metrics), averaged over the advanced (not skipped) iterations
+    aux_sums: dict[str, float] = field(default_factory=dict)
+
+    def aux_means(self) -> dict[str, float]:
+        advanced = max(1, self.iterations - self.skipped)
+        return {k: v / advanced for k, v in self.aux_sums.items()}
 
     def mean_loss(self) -> float | None:
         """The mean of the interval's finite losses (`nan iterations` counts the others); NaN when none was
@@ -131,7 +140,30 @@ class Trainer:
             args.sequence_parallel = False
         self.mesh = build_mesh(self.dims, self.env.device)
         self.pp_rank, self.dp_rank, self.tp_rank = (self.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
+        self._set_up_moe(args)
         return model_dims, vocab
+
+    def _set_up_moe(self, args: Any) -> None:
+        """The MoE settings (None for a dense model), the expert-parallel groups, and warnings where the
+        flags route differently from the HF model or set something their routing type ignores."""
+        from ascendfactory.engine.train.moe import flags as moe_flags
+        from ascendfactory.engine.train.moe.spec import HFMoE, MoESpec
+
+        self.experts: ExpertGroups = expert_groups(self.dims)
+        hf = HFMoE.from_config(self.hf_config)
+        self.moe = None if hf is None else MoESpec.from_args(args, hf, tp=self.dims.tp)
+        if self.moe is None:
+            return
+        self.log0(self.moe.describe())
+        for why in self.moe.hf_routing_differences(hf):
+            self.log0(f"WARNING: the MoE routing differs from the HF model's: {why}")
+        unused = moe_flags.unused(args)
+        if unused:
+            self.log0(
+                f"WARNING: {' '.join(unused)} has no effect with --moe-router-load-balancing-type "
+                f"{args.moe_router_load_balancing_type} (MindSpeed-LLM reads it only in another routing "
+                "branch)"
+            )
 
     def _set_up_model(self, args: Any, model_dims: ModelDims, vocab: int) -> list[int]:
         """This stage's layers, built, TP-sharded, initialised (LoRA applied) and rounded to the params
@@ -144,8 +176,15 @@ class Trainer:
         self.hf_config.vocab_size = vocab
         self.hf_config.attention_dropout = args.attention_dropout  # HF attention reads it in training
         self.model = build_stage(
-            self.hf_config, layers=layers, pp_rank=pp_rank, device=self.env.device, spans=self.chunk_spans
+            self.hf_config,
+            layers=layers,
+            pp_rank=pp_rank,
+            device=self.env.device,
+            spans=self.chunk_spans,
+            moe=self.moe,
+            ep_rank=self.experts.ep_rank,
         )
+        self.model.bind_experts(self.experts.ep_group)
         self.set_recompute(args)
         parallelize_hf_decoder(
             self.model, tp_mesh=self.mesh["tp"], tp=self.dims.tp, sequence_parallel=args.sequence_parallel
@@ -178,6 +217,9 @@ class Trainer:
         round_params(self.model, self.params_dtype)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.sharded: list[bool] | None = None  # which gradients are TP shards: known after a backward
+        # routed experts differ between expert-parallel ranks: averaged over the data-modulo-expert group
+        routed = {id(p) for m in self.model.moe_layers for p in m.experts.parameters()}
+        self.expert_mask = [id(p) in routed for p in self.params] if self.dims.ep > 1 else None
         # tied embeddings with PP > 1: the first stage's embedding and the last stage's output copy
         self.tied_group = embedding_group(self.dims, self.mesh) if self.model.tied else None
         self.tied_param = None
@@ -237,6 +279,8 @@ class Trainer:
             params_dtype=self.params_dtype,
             make_vocab_size_divisible_by=args.make_vocab_size_divisible_by,
             virtual_stage_layers=self.chunk_spans[0][1] if self.chunk_spans else None,
+            ep=self.dims.ep,
+            grouped_gemm=bool(args.moe_grouped_gemm),
         )
         topo = Topology(
             tp=self.dims.tp,
@@ -247,6 +291,9 @@ class Trainer:
             layer_offset=sum(layers[: self.pp_rank]),
             chunks=tuple(self.chunk_spans or ()),
             dp_group=self.mesh["dp"].get_group(),
+            ep=self.dims.ep,
+            ep_rank=self.experts.ep_rank,
+            num_local_experts=self.moe.num_local_experts if self.moe is not None else 0,
         )
         self.checkpointer = Checkpointer(
             args=args, megatron_args=mg_args, topo=topo, device=self.env.device, log=self.log0
@@ -262,6 +309,7 @@ class Trainer:
             num_query_groups=model_dims.num_kv_heads,
             kv_channels=model_dims.head_dim,
             padded_vocab_size=vocab,
+            **self.moe_flops(),
         )
         self.flops_per_iteration = logline.num_floating_point_operations(
             self.flops_dims, seq_length=args.seq_length, batch_size=self.dims.global_batch_size
@@ -323,6 +371,7 @@ class Trainer:
                     self.scheduler.step(self.optimizer, self.dims.global_batch_size)
                 self.scaler.update(found_inf)
         loss = self.reduce_loss(local_loss)
+        self.collect_moe_losses()
         self.position.iteration += 1
         if self.check_nan:
             self.raise_on_nan(local_loss, loss, labels, grad_norm)
@@ -383,7 +432,7 @@ class Trainer:
         """DP gradient reduction (all-reduce, or the distributed optimizer's reduce-scatter), the tied
         embedding's sum, then the global norm and clipping. Returns (monitor state or None, (norm, inf))."""
         tied = self.tied_param is not None and self.tied_param.requires_grad
-        if self.args.use_distributed_optimizer:
+        if self.args.use_distributed_optimizer:  # (with EP 1: refused with EP > 1 by moe/flags.py)
             opt = self.optimizer
             if tied:  # before the DP reduction: a sum, so the order does not change the result
                 index = next(i for i, p in enumerate(opt.params) if p is self.tied_param)
@@ -400,7 +449,17 @@ class Trainer:
                 counted=counted,
                 dp_group=self.mesh["dp"].get_group(),
             )
-        step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
+        if self.moe is not None:
+            step.settle_partial_grads(self.params)
+        if self.expert_mask is None:
+            step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dims.dp)
+        else:
+            dense = [p for p, e in zip(self.params, self.expert_mask) if not e]
+            routed = [p for p, e in zip(self.params, self.expert_mask) if e]
+            step.all_reduce_grads(dense, self.mesh["dp"].get_group(), self.dims.dp)
+            step.all_reduce_grads(
+                routed, self.experts.expert_dp_group, self.experts.expert_dp, divisor=self.dims.dp
+            )
         if tied:
             step.all_reduce_tied_grads(self.tied_param, self.tied_group)
         state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
@@ -413,6 +472,8 @@ class Trainer:
             unscale=self.scaler.scale,
             sharded=self.sharded,
             counted=self.counted,
+            expert=self.expert_mask,
+            ep_group=self.experts.ep_group,
         )
 
     def evaluate(self, prefix: str, samples: Any, *, continuing: bool) -> None:
@@ -475,6 +536,47 @@ class Trainer:
         loss /= self.dims.dp
         return float(loss)
 
+    def moe_flops(self) -> dict[str, int]:
+        """The MoE terms of the FLOPs formula (none for a dense model)."""
+        if self.moe is None:
+            return {}
+        from ascendfactory.engine.train.moe.spec import HFMoE
+
+        hf = HFMoE.from_config(self.hf_config)
+        assert hf is not None
+        only = tuple(getattr(self.hf_config, "mlp_only_layers", None) or ())
+        return {
+            "moe_layers": sum(hf.is_moe_layer(i, only) for i in range(self.hf_config.num_hidden_layers)),
+            "moe_ffn_hidden_size": self.moe.ffn_hidden_size,
+            "experts_routed_to": self.moe.topk,
+            "shared_ffn_hidden_size": self.moe.shared_ffn_hidden_size,
+        }
+
+    def collect_moe_losses(self) -> None:
+        """Megatron's track_moe_metrics for one iteration: each MoE layer's losses (loss / coefficient,
+        summed over the micro-batches) summed over the pipeline stages, the mean over all the model's layers
+        (dense ones count as 0) times 1 / micro-batches, added to the interval (the last rank prints them);
+        per layer to TensorBoard with --moe-per-layer-logging."""
+        if self.moe is None:
+            return
+        sums = self.model.moe_context.take(self.dims.num_microbatches if self.dims.pp > 1 else None)
+        names = ("load_balancing_loss", "z_loss")
+        zeros = torch.zeros(self.hf_config.num_hidden_layers, device=self.env.device)
+        values = torch.stack([sums.get(n, zeros).to(self.env.device) for n in names])
+        if self.dims.pp > 1:
+            dist.all_reduce(values, group=self.mesh["pp"].get_group())
+        values = values.double().cpu()
+        values /= self.dims.num_microbatches
+        iteration = self.position.iteration + 1
+        for name, per_layer in zip(names, values):
+            if name not in sums and not (self.dims.pp > 1 and per_layer.any()):
+                continue
+            mean = float(per_layer.mean())  # Megatron adds skipped iterations too, then divides by the others
+            self.interval.aux_sums[name] = self.interval.aux_sums.get(name, 0.0) + mean
+            self.monitor.moe_scalars(
+                name, mean, per_layer.tolist() if self.moe.per_layer_logging else None, iteration
+            )
+
     def iteration_flops(self) -> float:
         return self.flops_per_iteration
 
@@ -500,7 +602,7 @@ class Trainer:
             elapsed_ms=elapsed * 1000.0,
             learning_rate=lr,
             global_batch_size=self.dims.global_batch_size,
-            losses={} if mean_loss is None else {"lm loss": mean_loss},
+            losses={**({} if mean_loss is None else {"lm loss": mean_loss}), **iv.aux_means()},
             loss_scale=self.scaler.scale,
             grad_norm=grad_norm,
             skipped_iterations=iv.skipped,

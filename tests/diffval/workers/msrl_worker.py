@@ -5,8 +5,8 @@ that has torch and Hydra (verl's environment has both).
     python msrl_worker.py --stand-ins          (the stand-in table, as JSON)
 
 Each input line: `{"id": ..., "args": {"yaml": <mindspeed_rl_grpo.yaml, its text or its mapping>, "nnodes":
-N}}`. Each output
-line: `{"id", "ok", "error"}`; `ok` is null when a stand-in was reached.
+N}}`. Each output line: `{"id", "ok", "error", "at"}`; `ok` is null when a stand-in was reached, `at` is a
+refusal's traceback (`file:line` places).
 
 What decides, in the order `cli/train_grpo.py` runs it before Ray starts its workers:
 
@@ -14,9 +14,11 @@ What decides, in the order `cli/train_grpo.py` runs it before Ray starts its wor
    only place Hydra's output directory and are left out);
 2. `main`: `RLConfig(rl_config)`, the runtime env yaml it names (`runtime_env_path`, read from the
    checkout), `GenerateConfig(generate_config)`;
-3. `train` -> `parse_training_config`: the actor (and, without the integrated worker, reference and reward)
-   `MegatronConfig` of megatron_training + its section + `model`, the use_integrated_worker rules, then
-   `validate_rl_args(actor, ref, reward, rl, generate)`.
+3. `train` -> `parse_training_config` (the checkout's own function, compiled from cli/train_grpo.py with
+   its lines: that module imports ray and the trainers): the actor (and, without the integrated worker,
+   reference and reward) `MegatronConfig` of megatron_training + its section + `model`, the
+   use_integrated_worker rules, `validate_rl_args(actor, ref, reward, rl, generate)`, then the profiler and
+   msprobe configs.
 
 Where it stops: `ray.init`, then the worker groups on the NPUs.
 """
@@ -29,6 +31,7 @@ import os
 import sys
 import tempfile
 import types
+import typing
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -74,11 +77,26 @@ class Framework:
         sys.modules["mindspeed_rl.utils"].Loggers = Loggers
         from mindspeed_rl.config_cls.generate_config import GenerateConfig
         from mindspeed_rl.config_cls.megatron_config import MegatronConfig
+        from mindspeed_rl.config_cls.mindstudio_config import MsprobeConfig, ProfilerConfig
         from mindspeed_rl.config_cls.rl_config import RLConfig
         from mindspeed_rl.config_cls.validate_config import validate_rl_args
 
         self.GenerateConfig, self.MegatronConfig, self.RLConfig = GenerateConfig, MegatronConfig, RLConfig
-        self.validate_rl_args = validate_rl_args
+        # cli/train_grpo.py's parse_training_config itself: the config classes, the integrated-worker rules,
+        # validate_rl_args, then the profiler and msprobe configs
+        self.parse_training_config = self.own_function(
+            "cli/train_grpo.py",
+            "parse_training_config",
+            {
+                "Dict": typing.Dict,
+                "MegatronConfig": MegatronConfig,
+                "RLConfig": RLConfig,
+                "GenerateConfig": GenerateConfig,
+                "validate_rl_args": validate_rl_args,
+                "ProfilerConfig": ProfilerConfig,
+                "MsprobeConfig": MsprobeConfig,
+            },
+        )
 
     def compose(self, text: str):  # noqa: ANN201
         from hydra import compose, initialize_config_dir
@@ -98,25 +116,20 @@ class Framework:
         with open(os.path.join(self.rl_dir, rl_config.runtime_env_path)) as file:
             yaml.safe_load(file)
         self.GenerateConfig(config.get("generate_config"))
-        self.parse_training_config(config)
+        self.parse_training_config(config)  # train(), first thing
 
-    def parse_training_config(self, config) -> None:  # noqa: ANN001 - cli/train_grpo.py's, up to validation
-        actor = self.MegatronConfig(
-            {**config.get("megatron_training"), **config.get("actor_config")}, config.get("model")
-        )
-        rl_config = self.RLConfig(config.get("rl_config"))
-        if rl_config.use_integrated_worker:
-            for section in ("ref_config", "reward_config"):
-                if section in config:
-                    raise ValueError(f"{section} should not be set when use_integrated_worker mode is on.")
-            ref = reward = actor
-        else:
-            ref, reward = (
-                self.MegatronConfig({**config.get("megatron_training"), **config.get(s)}, config.get("model"))
-                for s in ("ref_config", "reward_config")
-            )
-        generate = self.GenerateConfig(config.get("generate_config"))
-        self.validate_rl_args(actor, ref, reward, rl_config, generate)
+    def own_function(self, rel: str, name: str, namespace: dict):  # noqa: ANN205
+        """`name` from the checkout's `rel`, compiled from its own source with its own file and line numbers
+        (so a refusal's traceback names that file's lines), its globals the names it uses: the module itself
+        imports ray, the trainers and vLLM."""
+        import ast
+
+        path = os.path.join(self.rl_dir, rel)
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+        node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), namespace)  # noqa: S102
+        return namespace[name]
 
 
 def verdict(framework: Framework, request: dict) -> tuple[bool | None, str | None]:

@@ -149,3 +149,22 @@ print(before == after, after)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("True"), done.stdout
+
+
+def test_the_top_level_help_reads_no_plugin_metadata_and_no_scheduler():
+    """`ascendfactory-cli --help` lists `submit` by its help line: no scheduler's models are imported and no
+    distribution's metadata is read for it (plugins are read when `submit` itself runs)."""
+    import subprocess
+
+    code = """
+import sys
+from ascendfactory.cli.app import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print(sorted(m for m in sys.modules if m.startswith(("ascendfactory.submit", "importlib.metadata"))))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"

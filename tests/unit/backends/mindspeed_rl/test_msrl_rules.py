@@ -480,6 +480,20 @@ CASES = [
             )
         ],
     ),
+    Case(  # found by the coverage map (tests/diffval/maps/mindspeed-rl-2.3.0.yaml): one process per Ray node
+        "R22",
+        "2.3.0",
+        {
+            "env": {"NNODES": 2, "NPUS_PER_NODE": 8},
+            "backend_config": {"rl_config": {"dynamic_sampling_dispatch_size": 256}},
+        },
+        [
+            (
+                "rl_config.dynamic_sampling_dispatch_size",
+                '256 is more than the 128 samples each data parallel worker has (32 x 8 // 2) (MindSpeed-RL: "dynamic_sampling_dispatch_size 256 cannot be greater than the number of samples generated on each data parallel worker, which is global_batch_size * n_samples_per_prompt // num_nodes_in_ray_cluster = 32 * 8 // 2 = 128")',
+            )
+        ],
+    ),
     Case(
         "R23",
         "master",
@@ -939,7 +953,8 @@ def test_the_base_experiment_passes_every_version(tmp_path, clean_env, version):
         ("R7-2.2.0", "2.2.0", True),
         ("R7-2.2.0", "2.3.0", False),
         ("R28", "2.3.0", False),
-        ("R-KL", "2.3.0", False),
+        ("R-KL", "2.2.0", False),
+        ("R-KL", "2.3.0", True),  # the commit install.sh pins (09b8c125) checks kl_dispatch_size
         ("R-VIT", "2.1.0", False),
     ],
 )

@@ -227,3 +227,23 @@ def test_param_group_order_is_megatrons(megatron, tmp_path, first_stage):
     theirs = [g["wd_mult"] == 0.0 for g in _get_param_groups([model], None, None, 1.0, False)]
     named = [(n, p) for n, p in hf.named_parameters() if first_stage or "embed_tokens" not in n]
     assert group_kinds(named) == theirs
+
+
+def test_moe_registration_order_is_megatrons(megatron):
+    """A MoE layer's router and SequentialMLP experts, in Megatron's `named_parameters()` order."""
+    import torch.nn.functional as F
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    cfg = TransformerConfig(
+        num_layers=2, hidden_size=32, ffn_hidden_size=16, num_attention_heads=4, gated_linear_unit=True,
+        activation_func=F.silu, add_bias_linear=False, use_cpu_initialization=True, num_moe_experts=3,
+        moe_router_topk=2,
+    )  # fmt: skip
+    model = GPTModel(cfg, get_gpt_layer_local_spec(num_experts=3), vocab_size=64, max_sequence_length=32,
+                     position_embedding_type="rope")  # fmt: skip
+    names = [n for n, p in model.named_parameters() if not n.endswith(".bias")]
+    assert any(".mlp.router.weight" in n for n in names)
+    assert any(".mlp.experts.local_experts.2.linear_fc2.weight" in n for n in names)
+    assert sorted(names, key=mb.registration_key) == names
