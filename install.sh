@@ -4,8 +4,8 @@
 #   sh install.sh [BACKEND ...] [--dev]
 #
 # BACKEND: one or more registered backends (default torch, the embedded PyTorch backend;
-#          `ascendfactory-cli experiments` lists them all), each installed in turn. --dev: also the test
-#          and lint tools.
+#          `ascendfactory-cli experiments` lists them all), or `eval` (the lm-evaluation-harness environment
+#          of `ascendfactory-cli eval`), each installed in turn. --dev: also the test and lint tools.
 # Environment: PYTHON (default python3), AF_TORCH_SPEC (default torch==2.13.0: the CPU wheel this
 # project's machines serve; on a GPU/NPU machine install your own torch first and it is kept),
 # AF_TRACKERS (tracker clients for a framework's own environment: mlflow,wandb,swanlab; --dev: mlflow).

@@ -101,9 +101,6 @@ class StageFailedError(AscendFactoryError):
         self.exit_code = returncode if 0 < returncode < 256 else 1
 
 
-StepFailedError = StageFailedError  # the clearer name: a plan step failed (`.stage` holds the step's name)
-
-
 class InterruptedRunError(AscendFactoryError):
     """The run was stopped by Ctrl-C (exit 130) or SIGTERM (exit 143)."""
 

@@ -1,4 +1,5 @@
-"""The training monitor keys of an experiment (seed 001), modelled once (ground floor).
+"""The training monitor keys of an experiment (docs/sources.md#training-monitor), modelled once (ground
+floor).
 
 `monitor_config` and `tensorboard` are top-level keys of the experiment file (`config.schema` validates
 them when the file is loaded, so `--dry-run` refuses a bad value) and the embedded trainer reads the same

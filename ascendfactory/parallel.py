@@ -1,9 +1,10 @@
 """Parallel layout arithmetic and validation, in one place, before any process starts.
 
 `ParallelDims(world_size, tp, pp, cp)` derives the data-parallel degree (DP is "the rest"), and
-`validate_layout(LayoutInput(...))` checks the rules of Megatron / MindSpeed-LLM (spec mindspeed.md section 6,
-seed 002), returning every problem at once, each with the numbers and a concrete fix, plus warnings that do
-not stop the run.
+`validate_layout(LayoutInput(...))` checks the rules of Megatron / MindSpeed-LLM (Megatron's `validate_args`
+in `megatron/training/arguments.py`, core_r0.8.0; docs/sources.md#flat-hyperparameters-and-parameter-rules),
+returning every problem at once, each with the numbers and a concrete fix, plus warnings that do not stop the
+run.
 """
 
 from __future__ import annotations

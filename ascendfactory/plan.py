@@ -380,6 +380,9 @@ class Plan:
     tracking: Tracking | None = None  # `report_to`: trackers the runner opens, continues and reports to
     # The pre-launch memory estimate (`ascendfactory.memory.report` documents the shape); display only
     memory: dict[str, Any] | None = None
+    # The pre-launch time estimate (`ascendfactory.speed.StepPrediction.to_dict` + the workload); display and
+    # the run summary (`predicted` in .af/summary.json) only
+    timing: dict[str, Any] | None = None
     run: Any = field(default=None, compare=False, repr=False)  # the backend's typed run (see above)
 
     def add(self, step: Step) -> Step:
@@ -449,4 +452,5 @@ class Plan:
                 else {}
             ),
             "memory": self.memory,
+            "timing": self.timing,
         }

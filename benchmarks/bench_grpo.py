@@ -191,6 +191,7 @@ def update(
 
     def grpo_runner():
         _, model = build(size)
+        model.chunked_loss = True  # as both trainers run it: lm_head + loss in chunks
         opt = train_step.build_optimizer(model, args, env.device)
         up = Updater(
             model=model,
@@ -200,7 +201,6 @@ def update(
             dp=1,
             args=args,
             rl=rl,
-            autocast=lambda: train_step.autocast(env.device, args),
         )
         from ascendfactory.engine.rl.update import UpdateStats
 
@@ -209,6 +209,7 @@ def update(
 
     def sft_runner():
         _, model = build(size)
+        model.chunked_loss = True  # as both trainers run it: lm_head + loss in chunks
         opt = train_step.build_optimizer(model, args, env.device)
         runner = train_step.StepRunner(
             model, mesh=mesh, num_microbatches=batch // micro, device=env.device, pp=1, pp_rank=0

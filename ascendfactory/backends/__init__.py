@@ -12,4 +12,5 @@ checks. `planner.make_plan` gathers the machine facts and asks the backend; noth
     llamafactory/   LLaMA-Factory in its own environment
     verl/           verl on Ray, in its own environment
     mindspeed_rl/   MindSpeed-RL's GRPO on Ray
+    msrl/           the MindSpeed-RL experiment, shared by mindspeed_rl/ and torch's `stage: grpo`
 """

@@ -13,6 +13,7 @@ from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.device_fit import ACCELERATOR_ENV, device_problems
 from ascendfactory.backends.registry import get_backend
 from ascendfactory.backends.report_to import add_tracking, missing_clients, with_tracker_keys
+from ascendfactory.backends.timing import attach_timing
 from ascendfactory.checkpoints import SCHEMES
 from ascendfactory.config.devices import resolve_devices_per_node
 from ascendfactory.config.load import LoadedExperiment
@@ -93,7 +94,9 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     plan.facts["topology"] = topology
     if loaded.platform:
         plan.facts["platform"] = loaded.platform
-    attach_memory(plan, backend.memory_target(plan.run), loaded, dry_run=dry_run, environ=environ)
+    target = backend.memory_target(plan.run)
+    attach_memory(plan, target, loaded, dry_run=dry_run, environ=environ)
+    attach_timing(plan, target, loaded, per_node=ctx.devices.count)
     return plan
 
 

@@ -50,13 +50,5 @@ def register_scheme(name: str, scheme: CheckpointScheme) -> CheckpointScheme:
     return SCHEMES.register(name, scheme)
 
 
-def scheme_names() -> list[str]:
-    return SCHEMES.names()
-
-
-def find_scheme(name: str) -> CheckpointScheme | None:
-    return SCHEMES.find(name)
-
-
 def get_scheme(name: str) -> CheckpointScheme:
     return SCHEMES.get(name)

@@ -2,8 +2,9 @@
 
 A Megatron save directory holds `iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt` folders plus the tracker
 `latest_checkpointed_iteration.txt`. A *complete* iteration is an `iter_%07d` directory (never a temp name
-such as `iter_0000010.tmp`) with at least one shard file. Spec section 4: resume loads the tracker's
-iteration, which must name an existing directory; fault recovery uses the largest complete iteration.
+such as `iter_0000010.tmp`) with at least one shard file. docs/sources.md#resume-and-fault-recovery: resume
+loads the tracker's iteration, which must name an existing directory; fault recovery uses the largest complete
+iteration.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class CheckpointState:
 
     @property
     def resumable(self) -> bool:
-        """The tracker names an iteration whose directory exists (spec section 4, rule 2)."""
+        """The tracker names an iteration whose directory exists (docs/sources.md, resume)."""
         return isinstance(self.tracker, int) and self.tracker in self.iterations
 
     @property
@@ -99,9 +100,9 @@ def inspect(root: str) -> CheckpointState:
 def repair_tracker(root: str) -> tuple[CheckpointState, str | None]:
     """Make the tracker name the newest complete iteration when it is missing or names a missing dir.
 
-    A tracker that names an existing iteration is left alone (the user may have edited it to pick an
-    earlier one, spec section 4 rule 2). Returns the state after the repair and a sentence describing
-    what was changed (None when nothing was).
+    A tracker that names an existing iteration is left alone (the user may have edited it to pick an earlier
+    one, docs/sources.md#resume-and-fault-recovery). Returns the state after the repair and a sentence
+    describing what was changed (None when nothing was).
     """
     state = inspect(root)
     if state.resumable or state.tracker == "release" or state.newest is None:

@@ -104,13 +104,13 @@ class Output:
         self.console.print(table)
 
     def warn(self, message: str) -> None:
-        self.err_console.print(f"[yellow]warning:[/yellow] {_escape(mask_known(message))}")
+        self.err_console.print(f"[yellow]warning:[/yellow] {escape(mask_known(message))}")
 
     def info(self, message: str) -> None:
-        self.err_console.print(f"[dim]{_escape(mask_known(message))}[/dim]")
+        self.err_console.print(f"[dim]{escape(mask_known(message))}[/dim]")
 
     def error(self, message: str) -> None:
-        self.err_console.print(f"[bold red]error:[/bold red] {_escape(mask_known(message))}")
+        self.err_console.print(f"[bold red]error:[/bold red] {escape(mask_known(message))}")
 
 
 def escape(text: str) -> str:
@@ -136,9 +136,6 @@ def plain(message: str) -> str:
         position = m.end()
     out.append(message[position:].replace("\\[", "["))
     return "".join(out)
-
-
-_escape = escape
 
 
 out = Output()

@@ -18,6 +18,8 @@ COMMANDS = {
     **dict.fromkeys(("models", "experiments", "show", "doctor"), "info_cmd"),
     "logs": "logs_cmd",
     "submit": "submit_cmd",
+    "performance": "performance_cmd",
+    "eval": "eval_cmd",
 }
 
 

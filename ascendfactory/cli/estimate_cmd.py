@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
                 suggestions = suggest_layouts(target, usable, device=device, environ=environ)
         verdict = DOES_NOT_FIT if memory["fits"] is False else 0
         if as_json:
-            payload: dict[str, Any] = {"memory": memory}
+            payload: dict[str, Any] = {"memory": memory, "timing": plan.timing}
             if suggest:
                 payload["suggestions"] = [s.to_dict() for s in suggestions]
             out.json(payload)
@@ -84,6 +84,14 @@ def register(app: typer.Typer) -> None:
             out.markup(f"  {escape(line)}")
         for note in memory["assumptions"]:
             out.markup(f"  [dim]assumes: {escape(note)}[/dim]")
+        if plan.timing is not None:
+            from ascendfactory.speed.report import render_lines as time_lines
+
+            out.markup("[bold]time[/bold] (a model of the layout, calibrated on measured runs)")
+            for line in time_lines(plan.timing):
+                out.markup(f"  {escape(line)}")
+            for note in plan.timing.get("assumptions", []):
+                out.markup(f"  [dim]assumes: {escape(note)}[/dim]")
         if suggest:
             where = "these devices" if usable is not None else "(device memory unknown: all shown)"
             out.markup(

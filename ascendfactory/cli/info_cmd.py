@@ -136,7 +136,9 @@ def doctor(
     install_plan: Annotated[
         str | None,
         typer.Option(
-            "--install-plan", help="Print (and with --run, run) the installation steps of a backend."
+            "--install-plan",
+            help="Print (and with --run, run) the installation steps of a backend (or `eval`: the "
+            "evaluation environment).",
         ),
     ] = None,
     run: Annotated[bool, typer.Option("--run", help="With --install-plan: run the steps.")] = False,
@@ -149,7 +151,14 @@ def doctor(
 
     out.mode = "json" if as_json else "human"
     if install_plan:
-        steps = install_steps(install_plan)
+        if install_plan == "eval":  # the evaluation environment (`eval`), not a backend
+            import os
+
+            from ascendfactory.evaluation.env import install_steps as eval_steps
+
+            steps = eval_steps(os.environ)
+        else:
+            steps = install_steps(install_plan)
         if run:
             raise typer.Exit(run_install(steps, say=out.text))
         out.table(

@@ -176,6 +176,12 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
         out.markup("  memory (estimate per device):")
         for line in render_lines(plan.memory):
             out.markup(f"    {escape(line)}")
+    if plan.timing is not None:
+        from ascendfactory.speed.report import render_lines as time_lines
+
+        out.markup("  time (estimate, before anything queues):")
+        for line in time_lines(plan.timing):
+            out.markup(f"    {escape(line)}")
     for w in plan.warnings:
         out.markup(f"  [yellow]warning:[/yellow] {escape(w)}")
     if not plan.steps:

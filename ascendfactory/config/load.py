@@ -262,7 +262,7 @@ def _source_of(key: str, source: str, overridden: set[str]) -> str:
 # (message, fix), instead of a bare "unknown key".
 TOP_LEVEL_ELSEWHERE = {
     "callbacks": (
-        "MindSpore Transformers' training callbacks (seed 001: MFLossMonitor prints the loss every "
+        "MindSpore Transformers' training callbacks (its MFLossMonitor prints the loss every "
         "per_print_times steps) are not configurable here: the trainers print the loss themselves",
         "remove it; the loss interval is backend_config.training.log-interval (Megatron backends) or "
         "logging_steps (llamafactory)",

@@ -254,9 +254,10 @@ class ExperimentConfig(BaseModel):
     )
     monitor_config: MonitorConfig | None = Field(
         None,
-        description="Training monitor (seed 001): monitor_on, dump_path, target, invert, step_interval, "
-        "local_loss_format, local_norm_format, device_local_norm_format, optimizer_state_format, "
-        "weight_state_format, throughput_baseline, print_struct (ascendfactory/monitors.py documents each).",
+        description="Training monitor (MindSpore Transformers' monitor_config keys): monitor_on, dump_path, "
+        "target, invert, step_interval, local_loss_format, local_norm_format, device_local_norm_format, "
+        "optimizer_state_format, weight_state_format, throughput_baseline, print_struct "
+        "(ascendfactory/monitors.py documents each).",
     )
     tensorboard: TensorboardConfig | None = Field(
         None,

@@ -6,8 +6,8 @@ The terms, each a formula someone can check by hand (`tests/unit/memory/test_meg
 - **Model states** (Megatron-LM's README, "Distributed Optimizer"; `theoretical_memory_usage.py`): bytes per
   trainable parameter as (weights, gradients, optimizer) = bf16 (2, 4, 12), fp16 (2, 2, 16), fp32 (4, 4, 8);
   `--use-distributed-optimizer` divides the optimizer part by DP x CP. A frozen parameter (LoRA's base
-  model) holds only its weight. The embedded trainer keeps fp32 weights and runs bf16/fp16 under autocast:
-  (4, 4, 8) plus the autocast copies (2 bytes per parameter, a buffer held while a micro-batch runs).
+  model) holds only its weight. The embedded trainer (`engine/train/mixed_precision.py`): bf16 and fp16
+  (2, 4, 12) (16-bit weights, fp32 main gradients, fp32 masters and moments), fp32 (4, 4, 8).
 - **Activations per layer and micro-batch** (Korthikanti et al. 2022, Table 2, for the layer Megatron builds
   today: RMSNorm, SwiGLU, grouped-query attention, no dropout): norm inputs, QKV input and fc1 input
   `8sbh` (divided by TP only with sequence parallelism), Q, K, V and the attention output
@@ -18,7 +18,9 @@ The terms, each a formula someone can check by hand (`tests/unit/memory/test_meg
 - **In-flight micro-batches** under 1F1B on stage r of p: `min(p - r, M)`; interleaved (VPP = m chunks):
   `min(2(p - r - 1) + (m - 1)p + 1, Mm)` chunk passes of `L/(pm)` layers (Megatron's warm-up count + 1).
 - **Logits** on the last stage, one micro-batch: the 16-bit logits and the fp32 softmax the vocab-parallel
-  cross entropy keeps, `(2 + 4)sbV/t` over the padded vocabulary.
+  cross entropy keeps, `(2 + 4)sbV/t` over the padded vocabulary; the embedded trainer's chunked output
+  layer + cross-entropy (`engine/train/cross_entropy.py`) one chunk of tokens and the output layer's
+  gradient instead.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from ascendfactory.memory.job import Change
 from ascendfactory.memory.report import MemoryEstimate, StageMemory
 from ascendfactory.memory.shape import ModelShape
 from ascendfactory.parallel import LayoutInput, validate_layout
+from ascendfactory.speed.model import Workload
 
 # bytes per trainable parameter: (weights, gradients, optimizer before sharding)
 MEGATRON_STATES = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp32": (4, 4, 8)}
-EMBEDDED_STATES = {"bf16": (4, 4, 8), "fp16": (4, 4, 8), "fp32": (4, 4, 8)}
+EMBEDDED_STATES = {"bf16": (2, 4, 12), "fp16": (2, 4, 12), "fp32": (4, 4, 8)}
+# the embedded trainer's chunked cross-entropy (engine/train/cross_entropy.py CHUNK_ELEMENTS, chunk_tokens)
+CE_CHUNK_ELEMENTS, CE_MIN_CHUNK = 1 << 27, 256
 LORA_TARGET_DIMS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
 
 
@@ -64,11 +69,13 @@ class MegatronJob:
     lora_targets: tuple[str, ...] = ()
     num_layer_list: tuple[int, ...] | None = None
     vocab_divisible_by: int = 128
-    engine: str = "megatron"  # megatron | embedded (our trainer: fp32 weights, autocast)
+    engine: str = "megatron"  # megatron | embedded (our trainer: HF layers, chunked cross-entropy)
     # MoE: --moe-expert-capacity-factor (None: no token dropped) and --moe-pad-expert-input-to-capacity
     capacity_factor: float | None = None
     pad_to_capacity: bool = False
     label: str = ""
+    train_iters: int | None = None  # the run's iterations (the time model's wall time of the whole run)
+    overlap_grad_reduce: bool = False  # --overlap-grad-reduce: the DP all-reduce hidden in the backward
 
     @property
     def micro_batches(self) -> int:
@@ -159,6 +166,41 @@ class MegatronJob:
         above 1 (TP, PP, DP, CP, EP)."""
         dims = (self.tp, self.pp, self.dp, self.cp, self.ep)
         return (self.tp * self.pp * self.dp * self.cp > 1) + sum(d > 1 for d in dims)
+
+    def workload(self, *, devices_per_node: int | None = None) -> Workload:
+        """This layout for the step-time model (`ascendfactory.speed.predict`)."""
+        s = self.shape
+        total = s.params(tp=self.tp, divisible_by=self.vocab_divisible_by)
+        return Workload(
+            layers=s.layers,
+            hidden=s.hidden,
+            ffn=s.moe_ffn if s.experts else s.ffn,
+            heads=s.heads,
+            kv_heads=s.kv_heads,
+            kv_channels=s.kv_channels,
+            vocab=s.vocab,
+            seq=self.seq,
+            mbs=self.mbs,
+            gbs=self.gbs,
+            tp=self.tp,
+            pp=self.pp,
+            dp=self.dp,
+            cp=self.cp,
+            vpp=self.vpp,
+            tied=s.tied,
+            swiglu=s.gated_mlp,
+            routed_experts=s.moe_topk if s.experts else 1,
+            params=float(total),
+            trainable=min(1.0, lora_params(self) * s.layers * self.tp / total) if self.lora_rank else 1.0,
+            recompute=self.recompute,
+            precision=self.precision,
+            engine=self.engine,
+            distributed_optimizer=self.distributed_optimizer,
+            overlap_grad_reduce=self.overlap_grad_reduce,
+            devices_per_node=devices_per_node,
+            vocab_divisible_by=self.vocab_divisible_by,
+            train_iters=self.train_iters,
+        )
 
     def describe(self) -> str:
         parts = [f"TP{self.tp}", f"PP{self.pp}"] + ([f"VPP{self.vpp}"] if self.vpp > 1 else [])
@@ -286,34 +328,31 @@ def lora_params(job: MegatronJob) -> float:
 def _states(
     job: MegatronJob, total: float, trainable: float, experts: float = 0.0
 ) -> tuple[float, float, float, float]:
-    """(weights, gradients, optimizer, autocast buffer) bytes. `experts`: the trainable routed-expert
-    parameters among them, whose optimizer state the distributed optimizer shards over DP x CP / EP only
-    (Megatron core_r0.8.0 megatron/core/optimizer/__init__.py: the expert-parallel buffers use the
-    data-modulo-expert-parallel group)."""
+    """(weights, gradients, optimizer, autocast buffer) bytes (no engine keeps autocast copies now).
+    `experts`: the trainable routed-expert parameters among them, whose optimizer state the distributed
+    optimizer shards over DP x CP / EP only (Megatron core_r0.8.0 megatron/core/optimizer/__init__.py: the
+    expert-parallel buffers use the data-modulo-expert-parallel group)."""
     table = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
     w, g, o = table.get(job.precision, table["bf16"])
     shards = job.dp * job.cp if job.distributed_optimizer else 1
     expert_shards = max(1, job.dp * job.cp // job.ep) if job.distributed_optimizer else 1
     frozen = total - trainable
     weights = w * trainable + (2 if job.precision != "fp32" else 4) * frozen
-    if job.engine == "embedded":
-        weights = w * total
-    autocast = 2 * total if job.engine == "embedded" and job.precision != "fp32" else 0.0
     optimizer = o * (trainable - experts) / shards + o * experts / expert_shards
-    return weights, g * trainable, optimizer, autocast
+    return weights, g * trainable, optimizer, 0.0
 
 
 # -- activations ---------------------------------------------------------------------------------------------
 # Bytes a decoder layer keeps per token and per element of (hidden, query, kv, ffn) width, plus per head and
 # per token. Megatron: 16-bit tensors of its fused layer (Korthikanti et al.); the embedded trainer (HF's
-# Qwen2/Llama layer, fp32 weights): counted with autograd's saved-tensor hooks on CPU (`tests/unit/memory`
-# re-measures them): fp32 keeps every tensor in 4 bytes; under bf16 autocast the matmul inputs and outputs
-# are 16-bit while RMSNorm and the residual stream stay fp32.
+# Qwen2/Llama layer): counted with autograd's saved-tensor hooks on CPU (`tests/unit/memory` re-measures
+# them): fp32 keeps every tensor in 4 bytes; the 16-bit model (no autocast) keeps its tensors in 2 bytes
+# except RMSNorm's fp32 input copy and its per-token fp32 rsqrt, and SDPA's fp32 log-sum-exp.
 LAYER_BYTES = {
     ("megatron", "16bit"): (8, 4, 4, 6, 4, 0),
     ("megatron", "fp32"): (16, 8, 8, 12, 4, 0),
     ("embedded", "fp32"): (24, 8, 8, 16, 4, 8),
-    ("embedded", "16bit"): (26, 4, 4, 8, 4, 8),
+    ("embedded", "16bit"): (16, 4, 4, 8, 4, 8),
 }
 
 
@@ -335,9 +374,10 @@ def layer_activation(
         c_f = c_f * 2 // 3
     width = 4 if job.precision == "fp32" else 2
     if job.engine == "embedded" and job.lora_rank:
-        # frozen RMSNorm weights: `weight * normalized` keeps only the weight for backward, not the fp32
-        # normalized input of each of the layer's two norms (measured: bench_memory_estimate.py, lora rows)
-        c_h -= 8
+        # frozen RMSNorm weights: `weight * normalized` keeps only the weight for backward, not the
+        # normalized input (in the model's dtype) of each of the layer's two norms (measured:
+        # bench_memory_estimate.py, lora rows)
+        c_h -= 2 * width
     replicated = seq * b * (c_h * h + c_0) / t_sp
     attn = seq * b * (c_q * q + c_kv * kv) / t
     if s.mla is not None:  # the latents: each kept for its RMSNorm and its up-projection
@@ -385,7 +425,7 @@ def moe_activation(job: MegatronJob, seq: float) -> float:
 def layer_input(job: MegatronJob) -> float:
     """What full recompute keeps per recompute group: the group's 16-bit input (sharded with SP)."""
     t_sp = job.tp if job.sequence_parallel else 1
-    width = 4 if job.engine == "embedded" or job.precision == "fp32" else 2
+    width = 4 if job.precision == "fp32" else 2
     return width * (job.seq / job.cp) * job.mbs * job.shape.hidden / t_sp
 
 
@@ -419,10 +459,11 @@ def in_flight(job: MegatronJob, rank: int) -> int:
 
 def pipelining_buffers(job: MegatronJob, rank: int) -> float:
     """torch.distributed.pipelining's buffers on one stage: a receive buffer per micro-batch for the
-    activations (every stage but the first) and for their gradients (every stage but the last), fp32
-    hidden states of one micro-batch each, and the tensors a sending stage holds per in-flight
-    micro-batch."""
-    unit = 4 * (job.seq / job.cp) * job.mbs * job.shape.hidden / (job.tp if job.sequence_parallel else 1)
+    activations (every stage but the first) and for their gradients (every stage but the last), hidden
+    states of one micro-batch each (in the model's dtype), and the tensors a sending stage holds per
+    in-flight micro-batch."""
+    width = 4 if job.precision == "fp32" else 2
+    unit = width * (job.seq / job.cp) * job.mbs * job.shape.hidden / (job.tp if job.sequence_parallel else 1)
     recv = job.micro_batches * unit * ((rank > 0) + (rank < job.pp - 1))
     if rank < job.pp - 1:
         # measured (bench_memory_estimate.py, PP 2): four hidden-state tensors per in-flight micro-batch on
@@ -454,19 +495,23 @@ def vision_encoder(job: MegatronJob) -> tuple[float, float, float, float]:
 
 
 def logits_bytes(job: MegatronJob) -> float:
-    """Megatron: 16-bit logits + the fp32 softmax its vocab-parallel cross entropy keeps (6 bytes); the
-    embedded trainer (`F.cross_entropy(logits.float())`): at the start of backward the saved fp32
-    log-softmax, the loss's gradient and the log-softmax's input gradient, 4 bytes each (12), over the whole
-    vocabulary (its TP plan gathers the lm_head's output); under PP torch's schedule also keeps the logits
-    themselves until the micro-batch's backward."""
+    """Megatron: 16-bit logits + the fp32 softmax its vocab-parallel cross entropy keeps (6 bytes). The
+    embedded trainer (`engine/train/cross_entropy.py`): one chunk of C tokens at a time, C = CE_CHUNK_ELEMENTS
+    / local vocabulary (at least CE_MIN_CHUNK, at most the micro-batch's tokens): its logits in 16 bit and
+    fp32, then fp32 and the 16-bit gradient (6 bytes; fp32 weights: one 4-byte tensor), vocab-sharded under
+    TP; the output layer's gradient made in the forward (fp32, plus its 16-bit copy) and the hidden states'
+    gradient, kept until the backward."""
     s = job.shape
     vocab = s.padded_vocab(job.tp, job.vocab_divisible_by)
+    tokens = (job.seq / job.cp) * job.mbs
     if job.engine == "megatron":
-        return 6 * (job.seq / job.cp) * job.mbs * vocab / job.tp
-    per = 12
-    if job.pp > 1:  # the schedule keeps the stage output (the logits) too
-        per += 4 if job.precision == "fp32" else 2
-    return per * (job.seq / job.cp) * job.mbs * vocab  # lm_head's output is gathered over TP (Replicate)
+        return 6 * tokens * vocab / job.tp
+    local = vocab / job.tp
+    width = 4 if job.precision == "fp32" else 2
+    chunk = min(tokens, max(CE_MIN_CHUNK, CE_CHUNK_ELEMENTS // local))
+    # the output layer's gradient, unless it is frozen (LoRA trains the adapters only)
+    weight_grad = 0.0 if job.lora_rank > 0 else (4 + (0 if width == 4 else 2)) * local * s.hidden
+    return (6 if width == 2 else 4) * chunk * local + weight_grad + width * tokens * s.hidden
 
 
 def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
@@ -487,9 +532,11 @@ def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
         # the final norm's input and the output layer's input (a frozen output layer under the embedded
         # trainer's LoRA needs no input for a weight gradient)
         acts += (1 if job.engine == "embedded" and job.lora_rank else 2) * layer_input(job)
-    if job.engine == "embedded" and job.pp == 1 and job.micro_batches == 1 and not job.distributed_optimizer:
+    fp32_grads_freed = job.precision == "fp32" and not job.distributed_optimizer
+    if job.engine == "embedded" and job.pp == 1 and job.micro_batches == 1 and fp32_grads_freed:
         # no accumulation: gradients appear as backward frees the activations (zero_grad sets them to
-        # None), so only what exceeds the activations and logits adds to the peak
+        # None), so only what exceeds the activations and logits adds to the peak (16-bit runs keep their
+        # fp32 gradient buffer: `engine/train/mixed_precision.py`)
         grads = max(0.0, grads - acts - logits)
     return StageMemory(
         stage=f"pp{rank}" if job.pp > 1 else "all",
@@ -510,7 +557,8 @@ def _buffers(job: MegatronJob, rank: int) -> float:
         out += pipelining_buffers(job, rank)
     if job.engine == "embedded" and job.tp > 1 and rank == job.pp - 1 and job.micro_batches > 1:
         # measured: the vocab-sharded lm_head's fresh gradient, added into the accumulated one
-        out += 4 * job.shape.padded_vocab(job.tp, job.vocab_divisible_by) * job.shape.hidden / job.tp
+        width = 4 if job.precision == "fp32" else 2
+        out += width * job.shape.padded_vocab(job.tp, job.vocab_divisible_by) * job.shape.hidden / job.tp
     return out
 
 
@@ -536,7 +584,11 @@ def assumptions(job: MegatronJob) -> list[str]:
         + (", flash attention" if job.flash_attention else ", no flash attention: softmax kept (as^2 terms)"),
         "activations: RMSNorm + SwiGLU + GQA layer without dropout (Korthikanti et al. Table 2, adapted); "
         "1F1B holds min(PP - stage, micro-batches) passes",
-        "logits: 16-bit output + fp32 softmax of the vocab-parallel cross entropy, one micro-batch",
+        (
+            "logits: one chunk of tokens of the output layer + cross entropy, and its weight's gradient"
+            if job.engine == "embedded"
+            else "logits: 16-bit output + fp32 softmax of the vocab-parallel cross entropy, one micro-batch"
+        ),
     ]
     if s.experts:
         shared = f", shared experts of {s.shared_ffn}" if s.shared_ffn else ""

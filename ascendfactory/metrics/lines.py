@@ -16,20 +16,10 @@ MAX_LINE = 1 << 26  # a "line" longer than 64 MiB is cut, so a file without newl
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-# Launcher prefixes: torchrun `--tee` (`3: `, `[default7]: `), `[rank7]: `, Ray `(TaskRunner pid=N) `.
-_PREFIX = re.compile(
-    r"^(?:\s*(?:\d+:\s|\[(?:default|rank)\d+\]:\s?|\([A-Za-z_]\w* pid=\d+(?:, ip=[\d.]+)?\)\s))+"
-)
 
 
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
-
-
-def strip_prefix(line: str) -> str:
-    """Remove launcher prefixes (`3: `, `[default7]: `, `[rank7]: `, `(TaskRunner pid=N) `)."""
-    m = _PREFIX.match(line)
-    return line[m.end() :] if m else line
 
 
 def normalise_block(block: bytes) -> bytes:

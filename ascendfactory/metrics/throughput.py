@@ -343,14 +343,6 @@ def register_formula(formula: Formula) -> Formula:
     return FORMULAS.register(formula.name, formula)
 
 
-def formula_names() -> list[str]:
-    return FORMULAS.names()
-
-
-def find_formula(name: str) -> Formula | None:
-    return FORMULAS.find(name)
-
-
 def get_formula(name: str) -> Formula:
     return FORMULAS.get(name)
 

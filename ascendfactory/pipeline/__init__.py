@@ -1,1 +1,2 @@
-"""Steps, plans, the runner that executes them, launchers, monitors and signal handling."""
+"""Running a plan (`ascendfactory.plan`): the runner, launchers, step processes and logs, manifests, the
+device monitor, progress, tracker runs, the run summary and signal handling. It reads only the plan."""

@@ -1,7 +1,7 @@
 """Running one step's process: log file names, the tee of its output, and what its end looked like.
 
 Log names come from the plan (`LogSpec.naming`): `logs/<prefix>-<timestamp>-<tail>.txt`. For the Megatron
-backends (spec section 3.3, `xx-xx` = `<af_model_name>-<exp_name>`)::
+backends (docs/sources.md#output-tree, `xx-xx` = `<af_model_name>-<exp_name>`)::
 
     qwen2.5-0.5b-full-4k-20260122_101500-run_log-N1-0.txt      one per rank of this node (train)
     qwen2.5-0.5b-full-4k-20260122_101500-launcher-node0.txt    the launcher's own lines (no rank)

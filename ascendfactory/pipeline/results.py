@@ -30,6 +30,7 @@ from ascendfactory.pipeline import procgroup
 from ascendfactory.pipeline.launch import LogNames
 from ascendfactory.plan import LogSpec
 from ascendfactory.secrets import mask_text
+from ascendfactory.speed.report import versus_measured
 
 
 def write_file(path: str, text: str, *, source: str | None = None) -> str | None:
@@ -162,6 +163,9 @@ class RunSummary:
     written: dict[str, str] = field(default_factory=dict)
     # Megatron's memory report of each rank on this node: {rank: {"step", "max_allocated_mb", ...}}
     memory: dict[int, dict[str, float]] = field(default_factory=dict)
+    # the plan's time estimate (`Plan.timing`: predicted step time by part, tokens/s, the workload), kept so
+    # that `performance` sets it against what the run measured
+    predicted: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -298,5 +302,10 @@ def render_summary(summary: RunSummary, out: Any) -> None:
                 if "max_allocated_mb" in m and "max_reserved_mb" in m
             )
         )
+    if summary.predicted and tp:
+        ms = (tp.get("details") or {}).get("mean_elapsed_ms")
+        line = versus_measured(summary.predicted, ms / 1000 if ms else None)
+        if line:
+            out.text(line)
     for what, where in summary.written.items():
         out.text(f"{what}: {where}")

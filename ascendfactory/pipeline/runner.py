@@ -157,6 +157,7 @@ class Runner:
 
     def finish(self, wall_s: float, loss_rank: int | None) -> None:
         summary = results.RunSummary(output_dir=self.plan.output_dir, steps=self.results, wall_s=wall_s)
+        summary.predicted = self.plan.timing
         written = {"logs": self.plan.logs_dir}
         ckpt = self.plan.checkpoints
         if ckpt is not None and os.path.isdir(ckpt.root):

@@ -1,7 +1,8 @@
 """A backend from outside the package brings its own log format, throughput formula and checkpoint scheme
-(`plugin_backend/`: a torchrun job that logs Lightning-style lines and saves `step=N-...` directories),
-and the real CLI, runner, auto-resume, retention, run summary and `logs summary` use them, with nothing in
-`ascendfactory/` naming them: the review's "new backend with a new log format" exercise, run for real."""
+(`plugin_backend/`: a torchrun job that logs Lightning-style lines and saves `step=N-...` directories), and
+the real CLI, runner, auto-resume, retention, run summary and `logs summary` use them, with nothing in
+`ascendfactory/` naming them: the "new backend with a new log format" exercise (docs/architecture.md), run for
+real."""
 
 from __future__ import annotations
 

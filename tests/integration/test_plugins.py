@@ -1,6 +1,7 @@
-"""The review's exercise, run for real: four extensions added from outside the package, each a distribution of
-its own installed into a virtual environment and found only through its `ascendfactory.plugins` entry point
-(no module of ascendfactory names them, no import before `main`), and every command sees them:
+"""The extension exercise (docs/architecture.md), run for real: four extensions added from outside the
+package, each a distribution of its own installed into a virtual environment and found only through its
+`ascendfactory.plugins` entry point (no module of ascendfactory names them, no import before `main`), and
+every command sees them:
 
     plugin_backend/    lightning-demo: a torchrun backend with its own log format, formula and scheme
     plugin_rl/         rl-demo: a Ray RL backend (GRPO's advantage, DeepSpeed-style global_stepN + latest)

@@ -57,3 +57,22 @@ def test_sequence_parallel_is_off_with_tp1(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "WARNING: --sequence-parallel has no effect with tensor-model-parallel size 1" in proc.stdout
     assert sorted(T.losses_from_log(proc.stdout)) == [1]
+
+
+def test_sequence_parallel_on_instruction_rows_of_odd_length(tmp_path):
+    """Instruction samples are seq_length - 1 tokens once shifted (odd here): the trainer pads each row to a
+    multiple of TP with ignored tokens, so sequence parallelism runs and the losses are TP 2's (1e-5)."""
+    T.make_tiny_model(tmp_path / "hf", family="qwen2", num_hidden_layers=2)
+    T.hf_to_megatron(tmp_path / "hf", tmp_path / "mg", tp=2)
+    T.make_sft_data(tmp_path / "sft", samples=24)
+    base = [
+        "--tokenizer-name-or-path", str(tmp_path / "hf"), "--data-path", str(tmp_path / "sft"),
+        "--is-instruction-dataset", "--seq-length", "32", "--micro-batch-size", "1",
+        "--global-batch-size", "2", "--train-iters", "3", "--lr", "1e-3", "--log-interval", "1",
+        "--split", "100,0,0", "--eval-iters", "0", "--tensor-model-parallel-size", "2",
+        "--load", str(tmp_path / "mg"), "--finetune",
+    ]  # fmt: skip
+    runs = [T.torchrun(2, base + extra, timeout=240) for extra in ([], ["--sequence-parallel"])]
+    assert all(p.returncode == 0 for p in runs), runs[1].stdout[-2000:] + runs[1].stderr[-2000:]
+    ref, got = (T.losses_from_log(p.stdout) for p in runs)
+    assert sorted(got) == [1, 2, 3] and got == pytest.approx(ref, rel=1e-5)

@@ -2,7 +2,7 @@
 with Hydra against verl's own config, a misspelt key fails with our message, the prompt counts agree with
 verl's own dataset filter, and the merge step turns a checkpoint written by verl's own FSDP checkpoint
 manager into Hugging Face weights that load in transformers. GRPO itself cannot run here (verl has no CPU
-platform; shared/spec/verl_cpu_run.md section 3)."""
+platform; verl 0.9.1 on this CPU)."""
 
 from __future__ import annotations
 

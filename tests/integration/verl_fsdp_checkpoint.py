@@ -4,9 +4,10 @@
 
 A single-process gloo group, FSDP2 (`fully_shard` per decoder layer, then the model) on a CPU device mesh
 named `fsdp`, one real AdamW step, then `FSDPCheckpointManager.save_checkpoint` into
-`ROOT/global_step_STEP/actor` (model/optim/extra shards, fsdp_config.json, huggingface/), the dataloader
-state to `data.pt` and the tracker, as verl's trainer does (shared/spec/verl_cpu_run.md section 4). The
-trained full-precision weights go to `ROOT/trained.pt` for the test to compare the merged model with.
+`ROOT/global_step_STEP/actor` (model/optim/extra shards, fsdp_config.json, huggingface/), the dataloader state
+to `data.pt` and the tracker, as verl's trainer does (verl 0.9.1 `verl/trainer/ppo/ray_trainer.py`,
+`_save_checkpoint`). The trained full-precision weights go to `ROOT/trained.pt` for the test to compare the
+merged model with.
 """
 
 import os

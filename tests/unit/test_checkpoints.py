@@ -53,7 +53,8 @@ def test_repair_tracker_pointing_at_missing_dir(tmp_path):
 def test_repair_leaves_a_valid_earlier_tracker_alone(tmp_path):
     _iter(tmp_path, 10)
     _iter(tmp_path, 20)
-    (tmp_path / ck.TRACKER).write_text("10")  # the user chose to resume from 10 (spec section 4)
+    # the user chose to resume from 10 (docs/sources.md#resume-and-fault-recovery)
+    (tmp_path / ck.TRACKER).write_text("10")
     state, what = ck.repair_tracker(str(tmp_path))
     assert what is None and state.tracker == 10
 

@@ -1,7 +1,7 @@
 """`Plan.facts` is display only: outside the code that shows it, nothing reads it (the memory estimate, the
 checks and the throughput read the backend's typed run, `Plan.run`, which holds what the framework will
 parse). A backend and the planner may write facts; reading them back to decide anything is the split this
-test keeps out (architecture review, wave 3, section 4.2)."""
+test keeps out (docs/architecture.md, "The plan is the contract")."""
 
 from __future__ import annotations
 

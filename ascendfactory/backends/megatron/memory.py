@@ -141,6 +141,8 @@ def megatron_job(args: TrainArgs, shape: ModelShape, *, dp: int, engine: str) ->
         num_layer_list=tuple(stages) if stages and len(stages) == pp else None,
         vocab_divisible_by=args.size("make-vocab-size-divisible-by"),
         engine=engine,
+        train_iters=args.number("train-iters"),
+        overlap_grad_reduce=args.on("overlap-grad-reduce"),
         capacity_factor=_capacity(args),
         pad_to_capacity=args.on("moe-pad-expert-input-to-capacity"),
     )

@@ -1,7 +1,8 @@
 """Reading a Megatron-style experiment (`torch`, `mindspeed-llm`): `backend_config`, the parallel layout,
 the data and checkpoint-loading decisions, and rendering flags as argv.
 
-The load decision, in one rule (spec section 4, whose two versions contradict each other):
+The load decision, in one rule (docs/sources.md#resume-and-fault-recovery, whose two editions contradict each
+other):
 
 1. `train_auto_resume: true` and `{af_output_dir}/saved_checkpoints` holds a complete checkpoint (tracker
    names an existing `iter_*`): resume from it (`--load saved_checkpoints`, optimizer and RNG loaded).

@@ -1,4 +1,5 @@
-"""The MindSpeed-RL output tree (seed 000: AscendFactory's output layout, MindSpeed-RL), one name per path.
+"""The MindSpeed-RL output tree (AscendFactory's output layout for MindSpeed-RL,
+docs/sources.md#output-tree), one name per path.
 
 {af_output_dir}/
   preprocessed_data/                      cli/preprocess_data.py output (<name>_packed_*_document.{bin,idx})

@@ -1,4 +1,4 @@
-"""The pre-flight checklist (`shared/spec/mindspeed_rl_mm.md`, "Pre-flight checks"): what MindSpeed-RL's
+"""The pre-flight checklist (the ids below are this module's own): what MindSpeed-RL's
 config classes do not check but the cluster trips over later (vLLM, Megatron inside every worker, the
 placement groups, the verifiers, the data), each with the source that fails: `check` returns the problems,
 `warnings` what runs but not as a user would expect (MB, ML and P1 have both).

@@ -1,11 +1,11 @@
 """MindSpeed-RL's config-time rules, as a table: what `validate_rl_args` and `parse_training_config`
 (`mindspeed_rl/config_cls/validate_config.py`, `cli/train_grpo.py`) raise on the cluster, checked before it.
 
-Each `Rule` has the id of `shared/spec/mindspeed_rl_mm.md` section A2.1 (R1-R28; S1/S2 are the section rules
+Each `Rule` has an id of this table's own (R1-R28: the checks of `validate_rl_args`; S1/S2: the section rules
 of `parse_training_config`), the versions it applies to (`since`, `until`: 2.1.0, 2.2.0, 2.3.0, master) and a
-check that yields `Problem`s: the key (relative to backend_config) as the user wrote it (or where it
-belongs), the numbers, MindSpeed-RL's own error text, and the fix; a comment at each names its rule id. The
-numbers every rule uses come from `numbers.derive`; keys are named by `naming`.
+check that yields `Problem`s: the key (relative to backend_config) as the user wrote it (or where it belongs),
+the numbers, MindSpeed-RL's own error text, and the fix; a comment at each names its rule id. The numbers
+every rule uses come from `numbers.derive`; keys are named by `naming`.
 
 The checks beyond validate_rl_args (vLLM, Megatron, placement, verifiers, data) are in `preflight.py`.
 """

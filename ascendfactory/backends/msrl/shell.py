@@ -1,6 +1,6 @@
 """The Plan around a MindSpeed-RL GRPO run, whoever trains it (MindSpeed-RL on the cluster, or the embedded
-trainer): seed 000's tree, MindSpeed-RL's log line and metrics, Megatron checkpoints in `saved_checkpoints`.
-The callers add the steps."""
+trainer): AscendFactory's tree (docs/sources.md#output-tree), MindSpeed-RL's log line and metrics, Megatron
+checkpoints in `saved_checkpoints`. The callers add the steps."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class TorchBackend(MegatronBackend[None]):
     def trackers_for(self, stage: str | None) -> Mapping[str, Any]:
         return GRPO_TRACKERS if stage == "grpo" else TORCH_TRACKERS
 
-    memory_engine = "embedded"  # fp32 weights, gradients and AdamW; bf16/fp16 by autocast
+    memory_engine = "embedded"  # engine/train: 16-bit weights + fp32 masters, chunked cross-entropy
 
     def memory_target(self, run: Any) -> MemoryTarget | None:
         if isinstance(run, MegatronRun):  # pt/sft: the GRPO reader is not loaded for them

@@ -9,9 +9,9 @@
 The experiment is the shared MindSpeed-RL experiment (`backends/msrl/`, which registers no backend): read by
 `msrl/config.py` (MindSpeed-RL's keys and config-time rules of `mindspeed_rl_version`, default the newest
 shipped list; its cluster-only checks left out) and planned with `msrl/load.py`'s load decision, the output
-tree (seed 000) and the yaml renderer; then the rendered yaml goes through the embedded trainer's own reader
-(`engine/rl/config.read_trainer_yaml`), which refuses by name what it does not implement, and the dataset
-keys through the table below.
+tree (docs/sources.md#output-tree) and the yaml renderer; then the rendered yaml goes through the embedded
+trainer's own reader (`engine/rl/config.read_trainer_yaml`), which refuses by name what it does not implement,
+and the dataset keys through the table below.
 """
 
 from __future__ import annotations

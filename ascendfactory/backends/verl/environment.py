@@ -9,7 +9,7 @@ already has verl: point `AF_VERL_ENV` at its prefix).
 The install: a venv, the torch of `AF_TORCH_SPEC` first (default the CPU `torch==2.13.0`), then
 `verl[verl-core]==0.9.1` with that torch pinned on the same command line (so pip keeps it). The
 `verl-core` extra is required: without it the default (V1) trainer fails with `No module named
-'transfer_queue'` (shared/spec/verl_cpu_run.md, section 3, run 1).
+'transfer_queue'` (verl 0.9.1 `verl/trainer/main_ppo.py` imports it).
 
 Nothing here imports verl: versions are read from the environment's package metadata, verl's config dir
 is found by path.

@@ -2,5 +2,5 @@
 
 Modules: `tensor_ops` (pure tensor maths), `families` (name tables), `dims` (model shapes), `shard_map`
 (one TP shard <-> the trainer's local HF shard), `megatron_io` (checkpoint layout), `hf_io` (safetensors),
-`convert` (the three conversions), `verify`, `__main__` (argparse and `main`). Nothing heavy is imported here.
+`run` (the three conversions), `verify`, `__main__` (argparse and `main`). Nothing heavy is imported here.
 """

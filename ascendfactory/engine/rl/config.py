@@ -290,6 +290,19 @@ def _parse_megatron(
     args, ignored_flags = None, []
     try:
         args, ignored_flags = train_flags.parse_args(to_flags(megatron))
+        refused = [f for f in train_flags.REFUSED_IN_GRPO if train_flags.given(args, f)]
+        if refused:
+            raise ConfigError(
+                [
+                    Problem(
+                        key=f,
+                        message="packed sequences change the numerics and are not implemented by the "
+                        "embedded GRPO actor",
+                        fix=f"remove {f}, or use the mindspeed-rl backend",
+                    )
+                    for f in refused
+                ]
+            )
         # honoured by the SFT / pre-training trainer, not implemented by the GRPO actor: its optimizer state
         # stays replicated and its hidden states whole (listed in the info line, never silently dropped)
         ignored_flags += [f for f in train_flags.NOT_IN_GRPO if train_flags.given(args, f)]
@@ -424,6 +437,3 @@ def _check_rl(rl, gen, sampling, args, bad) -> None:
                 f"{sampling['max_tokens']} leaves no room for the prompt in seq_length {args.seq_length}",
                 "lower max_tokens or raise seq_length",
             )
-
-
-read_config = read_trainer_yaml  # the old name (backends/msrl/config.read_config is the experiment's reader)

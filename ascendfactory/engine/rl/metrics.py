@@ -1,4 +1,5 @@
-"""One iteration's metrics, gathered over the data-parallel ranks: MindSpeed-RL's line and seed 003's phases.
+"""One iteration's metrics, gathered over the data-parallel ranks: MindSpeed-RL's line and the RL phase
+metrics of docs/sources.md.
 
 Sums and counts are all-reduced (means over every sample), maxima and minima with MAX, phase times with
 MAX (MindSpeed-RL takes the latest end minus the earliest start over its workers). The resharding

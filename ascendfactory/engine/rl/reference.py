@@ -27,10 +27,11 @@ KEY = "rl_config.integrated_mode_config.ref_model_load_path"
 
 
 def fingerprint(model: torch.nn.Module) -> str:
-    """SHA-256 over this rank's local parameter bytes, in name order."""
+    """SHA-256 over this rank's local parameter values as fp32 bytes, in name order (a bf16 model hashes as
+    the earlier trainer's fp32 weights holding the same bf16 values did)."""
     h = hashlib.sha256()
     for name, p in sorted(model.named_parameters()):
-        t = local_tensor(p).detach().to("cpu").contiguous()
+        t = local_tensor(p).detach().to("cpu").float().contiguous()
         h.update(name.encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()

@@ -3,8 +3,15 @@
 The stage model (`engine.train.model.StageModel`, PP == 1, TP sharded or not) runs a prefill over the
 left-padded prompts, then one token per step, reusing each layer's keys and values from a preallocated
 cache (HF attention modules call `past_key_values.update(k, v, layer_idx)`; `StaticKVCache` answers it).
-Position ids count from each prompt's first real token, so a left-padded prompt sees the positions it
-would see alone; padding keys are masked out.
+The cache's buffers are made once for prompt width + max_tokens and kept by the trainer from one rollout to
+the next while they are large enough (an accelerator's allocator never sees them again). Position ids
+count from each prompt's first real token, so a left-padded prompt sees the positions it would see alone;
+padding keys are masked out.
+
+Host synchronisations: the loop runs on the device without reading it back, except to ask whether every
+response has ended, once every `SYNC_EVERY` tokens on an accelerator (a decode step after all have ended
+only writes padding that the answer drops; on the CPU, where reading is free, after every token); the
+tokens come back in one copy at the end.
 
 Sampling is vLLM's `SamplingParams` subset MindSpeed-RL passes (`temperature`, `top_k`, `top_p`,
 `min_p`, `max_tokens`; temperature 0 = greedy), drawn by inverse CDF from uniforms the caller provides:
@@ -21,9 +28,15 @@ import torch
 
 from ascendfactory.engine.rl.subset import Sampling
 
+SYNC_EVERY = 16  # decode steps between two checks (host reads) of whether every response has ended
+
 
 class StaticKVCache:
-    """Preallocated keys/values per layer; `begin(offset, length)` before each forward of `length` tokens."""
+    """Preallocated keys/values per layer; `begin(offset, length)` before each forward of `length` tokens.
+
+    `reset(capacity)` keeps the buffers of an earlier rollout when they have the room (the same batch and
+    heads, at least `capacity` positions): positions are always written before they are read, so their old
+    contents never matter."""
 
     def __init__(self) -> None:
         self.keys: dict[int, torch.Tensor] = {}
@@ -33,15 +46,22 @@ class StaticKVCache:
         self.length = 0
 
     def reset(self, capacity: int) -> None:
-        self.keys.clear()
-        self.values.clear()
         self.capacity, self.offset, self.length = capacity, 0, 0
 
     def begin(self, offset: int, length: int) -> None:
         self.offset, self.length = offset, length
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, *args, **kwargs):
-        if layer_idx not in self.keys:
+        held = self.keys.get(layer_idx)
+        fits = (
+            held is not None
+            and held.shape[:2] == key.shape[:2]
+            and held.shape[3] == key.shape[3]
+            and held.shape[2] >= self.capacity
+            and held.dtype == key.dtype
+            and held.device == key.device
+        )
+        if not fits:
             shape = (*key.shape[:2], self.capacity, key.shape[3])
             self.keys[layer_idx] = key.new_zeros(shape)
             self.values[layer_idx] = value.new_zeros(shape)
@@ -109,8 +129,10 @@ def generate(
     vocab_limit: int,
     device: torch.device,
     cache: StaticKVCache | None = None,
+    sync_every: int | None = None,
 ) -> Rollout:
-    """Sample one response per prompt; `uniforms` [len(prompts), max_tokens]."""
+    """Sample one response per prompt; `uniforms` [len(prompts), max_tokens]. `sync_every`: decode steps
+    between two checks of whether all responses ended (default: 1 on the CPU, SYNC_EVERY elsewhere)."""
     b, width = len(prompts), max(len(p) for p in prompts)
     ids = torch.full((b, width), pad_id, dtype=torch.long)
     valid = torch.zeros((b, width + sampling.max_tokens), dtype=torch.bool)
@@ -129,14 +151,14 @@ def generate(
     stops = torch.tensor(stop_ids, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
     out = torch.full((b, sampling.max_tokens), pad_id, dtype=torch.long, device=device)
-    steps = 0
+    pad = torch.full((b,), pad_id, dtype=torch.long, device=device)
+    every = sync_every or (1 if device.type == "cpu" else SYNC_EVERY)
     for t in range(sampling.max_tokens):
         token = sample(logits, uniforms[:, t], sampling, vocab_limit)
-        token = torch.where(done, torch.full_like(token, pad_id), token)
+        token = torch.where(done, pad, token)
         out[:, t] = token
-        steps = t + 1
         done = done | torch.isin(token, stops)
-        if t + 1 == sampling.max_tokens or bool(done.all()):
+        if t + 1 == sampling.max_tokens or ((t + 1) % every == 0 and bool(done.all())):
             break
         valid[:, width + t] = True
         cache.begin(width + t, 1)
@@ -148,9 +170,9 @@ def generate(
             cache,
         )
     responses = []
-    rows = out[:, :steps].tolist()
+    rows = out[:, : t + 1].tolist()  # the one copy back
     stop_set = set(stop_ids)
     for row in rows:
         end = next((j + 1 for j, tok in enumerate(row) if tok in stop_set), len(row))
         responses.append(row[:end])
-    return Rollout(responses=responses, steps=steps)
+    return Rollout(responses=responses, steps=max(len(r) for r in responses))

@@ -1,5 +1,6 @@
 """The embedded GRPO trainer: actor and frozen reference built from the HF classes (DTensor TP, data
-parallel), MindSpeed-RL's iteration, Megatron checkpoints, MindSpeed-RL's log line and seed 003's metrics.
+parallel), MindSpeed-RL's iteration, Megatron checkpoints, MindSpeed-RL's log line and the RL phase metrics
+(docs/sources.md).
 
 One iteration (`GRPOTrainer.iteration`), in MindSpeed-RL's order:
 rollout (sample n responses per prompt) -> rule reward -> group-normalised advantages -> reference
@@ -32,10 +33,11 @@ from ascendfactory.engine.rl.data import PromptDataset
 from ascendfactory.engine.rl.metrics import IterationMetrics, Spans
 from ascendfactory.engine.rl.rollout import StaticKVCache, generate
 from ascendfactory.engine.rl.update import Updater, build_experience, log_probs
-from ascendfactory.engine.train import logline, monitor, recompute, step
+from ascendfactory.engine.train import kernels, logline, monitor, recompute, step
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
-from ascendfactory.engine.train.model import build_stage, init_random, parallelize_hf_decoder, round_params
+from ascendfactory.engine.train.mixed_precision import SIXTEEN_BIT, MixedPrecisionOptimizer, cast_params
+from ascendfactory.engine.train.model import build_stage, init_random, parallelize_hf_decoder
 from ascendfactory.engine.train.parallel import ParallelDims, build_mesh, init_distributed, tune_cpu_allocator
 from ascendfactory.engine.train.schedule import LRSchedule
 from ascendfactory.errors import ConfigError, Problem
@@ -89,7 +91,7 @@ class GRPOTrainer:
         self._seed(args.seed)
         self.model = self._build(model_dims)
         self.reference = ref.freeze(self._build(model_dims))
-        self.optimizer = step.build_optimizer(self.model, args, self.env.device)
+        self.optimizer = self._optimizer()
         self.scheduler = LRSchedule.from_args(args, self.gbs * self.n)
         self.scaler = step.LossScaler.from_args(args)
         self.mg_args, self.topo = self._checkpoint_layout(model_dims, vocab)
@@ -105,8 +107,9 @@ class GRPOTrainer:
         setup.check_prompts(
             self.dataset.longest_prompt(), rl=self.rl, seq_length=args.seq_length, source=cfg.source
         )
-        self.train_autocast = lambda: step.autocast(self.env.device, args)
-        rollout_dtype = DTYPES[cfg.rollout_dtype]
+        # an fp32 actor samples under autocast in generate_config.dtype (vLLM holds its own copy in that
+        # dtype); a bf16 actor samples with its bf16 weights
+        rollout_dtype = DTYPES[cfg.rollout_dtype] if self.params_dtype == torch.float32 else None
         self.rollout_autocast = lambda: (
             torch.autocast(self.env.device.type, dtype=rollout_dtype) if rollout_dtype else nullcontext()
         )
@@ -118,7 +121,6 @@ class GRPOTrainer:
             dp=self.dims.dp,
             args=args,
             rl=self.rl,
-            autocast=self.train_autocast,
         )
         self.stop_ids = setup.stop_ids(self.tokenizer, args.tokenizer_name_or_path)
         self.pad_id = self.tokenizer.pad_token_id
@@ -164,6 +166,9 @@ class GRPOTrainer:
 
     def _build(self, model_dims: ModelDims):
         model = build_stage(self.hf_config, layers=[model_dims.num_layers], pp_rank=0, device=self.env.device)
+        model.chunked_loss = True  # log-probs from hidden states, lm_head in chunks (update.response_stats)
+        if self.args.use_fused_rmsnorm:
+            kernels.use_fused_rmsnorm(model)
         # Megatron's activation recompute (the actor's training forward; the reference never trains)
         model.recompute = recompute.RecomputePlan.from_args(self.args)
         if model.recompute.selective:
@@ -173,8 +178,8 @@ class GRPOTrainer:
         return model
 
     def _init_random(self, model) -> None:
-        """Megatron's random init, rounded to the run's dtype as the SFT trainer does (bf16: fp32 masters that
-        start from the bf16 weights; loading a checkpoint rounds the same way)."""
+        """Megatron's random init, the model then held in the run's dtype as the SFT trainer holds it (bf16:
+        fp32 masters that start from the bf16 weights; loading a checkpoint rounds the same way)."""
         init_random(
             model,
             std=self.args.init_method_std,
@@ -182,7 +187,19 @@ class GRPOTrainer:
             seed=self.args.seed,
             rank_seed=self.tp_rank,
         )
-        round_params(model, self.params_dtype)
+        cast_params(model, self.params_dtype)
+
+    def _optimizer(self):
+        """AdamW over the actor: on its fp32 weights, or (bf16) on fp32 masters with fp32 main gradients."""
+        if self.params_dtype not in SIXTEEN_BIT:
+            return step.build_optimizer(self.model, self.args, self.env.device)
+        return MixedPrecisionOptimizer(
+            [(n, p) for n, p in self.model.named_parameters() if p.requires_grad],
+            args=self.args,
+            dp_group=self.mesh["dp"].get_group(),
+            dp=self.dims.dp,
+            device=self.env.device,
+        )
 
     def _checkpointer(self, args) -> Checkpointer:
         return Checkpointer(
@@ -245,17 +262,14 @@ class GRPOTrainer:
         with spans("reference_model"), monitor.phase("reference/compute_log_probs", device) as rec:
             with rec.execute():
                 exp.ref_log_prob = log_probs(
-                    self.reference, exp, self.rl["ref_forward_micro_batch_size"] or micro, self.train_autocast
+                    self.reference, exp, self.rl["ref_forward_micro_batch_size"] or micro
                 )
         phases.update(rec.metrics)
         if not self.skip_old_log_prob:
             with spans("old_log_p"), monitor.phase("actor_train/compute_log_probs", device) as rec:
                 with rec.execute():
                     exp.old_log_prob = log_probs(
-                        self.model,
-                        exp,
-                        self.rl["actor_forward_micro_batch_size"] or micro,
-                        self.train_autocast,
+                        self.model, exp, self.rl["actor_forward_micro_batch_size"] or micro
                     )
             phases.update(rec.metrics)
         with spans("update"), monitor.phase("actor_train/train_step", device) as rec:

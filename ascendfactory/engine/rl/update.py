@@ -13,7 +13,6 @@ on the response tokens even when `entropy_coeff` is 0 (MindSpeed-RL skips comput
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,23 +59,77 @@ def build_experience(
 
 
 def response_logits(model, tokens: torch.Tensor, starts: torch.Tensor, width: int) -> torch.Tensor:
-    """Logits [b, width, V] that predict each response token."""
-    logits = model(tokens)
+    """The model's last-stage output at the positions that predict each response token [b, width, .]: the
+    logits, or the final hidden states of a model with `chunked_loss` (`response_stats` applies lm_head)."""
+    out = model(tokens)
     pos = (starts - 1).unsqueeze(1) + torch.arange(width, device=tokens.device)
-    pos = pos.clamp(max=logits.shape[1] - 1)
-    return logits.gather(1, pos.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+    pos = pos.clamp(max=out.shape[1] - 1)
+    return out.gather(1, pos.unsqueeze(-1).expand(-1, -1, out.shape[-1]))
+
+
+def _stats_of(
+    logits: torch.Tensor, responses: torch.Tensor, entropy: bool, entropy_grad: bool
+) -> tuple[torch.Tensor, ...]:
+    log_prob = A.token_log_probs(logits, responses)
+    if not entropy:
+        return (log_prob,)
+    ent = A.entropy_from_logits(logits)
+    return log_prob, ent if entropy_grad else ent.detach()
+
+
+def response_stats(
+    model,
+    hidden: torch.Tensor,
+    responses: torch.Tensor,
+    *,
+    entropy: bool,
+    entropy_grad: bool = False,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log-probs [b, R], entropy [b, R] or None) of the responses from the final hidden states [b, R, H],
+    `CHUNK_TOKENS` tokens at a time: each chunk's logits are made by lm_head, turned into its log-probs
+    (and entropy) and dropped; with gradients the chunk is recomputed in the backward (activation
+    checkpointing), so the logits of every token are never held (`engine/train/cross_entropy.py` does the
+    same for the SFT loss). `entropy_grad`: the entropy takes part in the loss (else it is computed without
+    gradient, a statistic)."""
+    from ascendfactory.engine.train.cross_entropy import chunk_tokens
+    from ascendfactory.engine.train.model import local_tensor
+    from ascendfactory.engine.train.recompute import checkpointed
+
+    b, r, h = hidden.shape
+    flat, ys = hidden.reshape(b * r, h), responses.reshape(b * r)
+    chunk = chunk or chunk_tokens(local_tensor(model.lm_head.weight).shape[0] * max(1, _tp(model)))
+    # recomputing a chunk in the backward pays one more lm_head matmul: only worth it with several chunks
+    recompute = torch.is_grad_enabled() and flat.requires_grad and b * r > chunk
+    logps, ents = [], []
+    for lo in range(0, b * r, chunk):
+        hc, yc = flat[lo : lo + chunk], ys[lo : lo + chunk]
+
+        def piece(hc: torch.Tensor, yc: torch.Tensor = yc) -> tuple[torch.Tensor, ...]:
+            return _stats_of(model.lm_head(hc), yc, entropy, entropy_grad)
+
+        out = checkpointed(piece, hc) if recompute else piece(hc)
+        logps.append(out[0])
+        if entropy:
+            ents.append(out[1])
+    log_prob = torch.cat(logps).view(b, r)
+    return log_prob, (torch.cat(ents).view(b, r) if entropy else None)
+
+
+def _tp(model) -> int:
+    weight = model.lm_head.weight
+    return weight.device_mesh.size() if hasattr(weight, "device_mesh") else 1
 
 
 @torch.no_grad()
-def log_probs(model, exp: Experience, micro: int, autocast) -> torch.Tensor:
+def log_probs(model, exp: Experience, micro: int) -> torch.Tensor:
     """Per-token log-probs [S, R] of the responses under `model` (no gradient), `micro` rows at a time."""
     out = torch.zeros_like(exp.mask)
     width = exp.mask.shape[1]
     for lo in range(0, exp.size, micro):
         idx = torch.arange(lo, min(lo + micro, exp.size), device=exp.tokens.device)
-        with autocast():
-            logits = response_logits(model, exp.tokens_of(idx), exp.starts[idx], width)
-        out[idx] = A.token_log_probs(logits, exp.responses[idx]) * exp.mask[idx]
+        hidden = response_logits(model, exp.tokens_of(idx), exp.starts[idx], width)
+        out[idx] = response_stats(model, hidden, exp.responses[idx], entropy=False)[0] * exp.mask[idx]
     return out
 
 
@@ -96,11 +149,9 @@ class UpdateStats:
 class Updater:
     """The actor's optimizer steps over one rollout."""
 
-    def __init__(
-        self, *, model, optimizer, scheduler, mesh, dp: int, args: Any, rl: dict[str, Any], autocast
-    ) -> None:
+    def __init__(self, *, model, optimizer, scheduler, mesh, dp: int, args: Any, rl: dict[str, Any]) -> None:
         self.model, self.optimizer, self.scheduler, self.mesh = model, optimizer, scheduler, mesh
-        self.dp, self.args, self.rl, self.autocast = dp, args, rl, autocast
+        self.dp, self.args, self.rl = dp, args, rl
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.sharded: list[bool] | None = None
         self.kl_coef = float(rl["init_kl_coef"])
@@ -122,12 +173,14 @@ class Updater:
         chunks = idx.split(micro)
         width = exp.mask.shape[1]
         for chunk in chunks:
-            with self.autocast():
-                logits = response_logits(self.model, exp.tokens_of(chunk), exp.starts[chunk], width)
-            log_prob = A.token_log_probs(logits, exp.responses[chunk])
-            grad_entropy = float(self.rl["entropy_coeff"]) != 0.0
-            with contextlib.nullcontext() if grad_entropy else torch.no_grad():
-                entropy = A.entropy_from_logits(logits)
+            hidden = response_logits(self.model, exp.tokens_of(chunk), exp.starts[chunk], width)
+            log_prob, entropy = response_stats(
+                self.model,
+                hidden,
+                exp.responses[chunk],
+                entropy=True,
+                entropy_grad=float(self.rl["entropy_coeff"]) != 0.0,
+            )
             mask = exp.mask[chunk]
             loss, s = A.grpo_loss(
                 log_prob=log_prob,
@@ -144,13 +197,30 @@ class Updater:
             (loss / len(chunks)).backward()
             for key in ("pg_loss", "pg_clipfrac", "ppo_kl", "kl_loss", "entropy"):
                 stats.add(f"actor/{key}", getattr(s, key))
-        train_step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dp)
-        if self.sharded is None:
-            self.sharded = train_step.shard_mask([p.grad for p in self.params])
-        norm, found_inf = train_step.grad_norm_and_clip(
-            self.params, mesh=self.mesh, clip=self.args.clip_grad, sharded=self.sharded
-        )
+        norm, found_inf = self._reduce_and_clip()
         if not found_inf:
             self.optimizer.step()
             self.scheduler.step(self.optimizer, len(idx) * self.dp)
         stats.add("actor/grad_norm", norm)
+
+    def _reduce_and_clip(self) -> tuple[float, bool]:
+        """DP mean of the gradients (the weights' `.grad`, or the mixed-precision optimizer's fp32 main
+        gradients), then the global norm and clipping."""
+        opt = self.optimizer
+        if hasattr(opt, "reduce_grads"):
+            opt.reduce_grads()
+            sharded, _ = opt.owned_masks(None)
+            return train_step.norm_and_clip(
+                opt.owned_grads(),
+                mesh=self.mesh,
+                clip=self.args.clip_grad,
+                unscale=1.0,
+                sharded=sharded,
+                counted=None,
+            )
+        train_step.all_reduce_grads(self.params, self.mesh["dp"].get_group(), self.dp)
+        if self.sharded is None:
+            self.sharded = train_step.shard_mask([p.grad for p in self.params])
+        return train_step.grad_norm_and_clip(
+            self.params, mesh=self.mesh, clip=self.args.clip_grad, sharded=self.sharded
+        )

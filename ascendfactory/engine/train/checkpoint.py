@@ -1,4 +1,5 @@
-"""Megatron-layout checkpoints: save atomically, load with Megatron's resume semantics (spec section 5).
+"""Megatron-layout checkpoints: save atomically, load with Megatron's resume semantics
+(docs/sources.md#resume-and-fault-recovery).
 
 Save: every (tp, pp) shard is written by its DP-rank-0 process under `iter_%07d.tmp/`; after a barrier global
 rank 0 renames the folder to `iter_%07d/` and only then writes the tracker, so a crash mid-save never leaves
@@ -7,9 +8,10 @@ iteration, data position, optimizer, scheduler and RNG; `--finetune` or a conver
 restarts at 0.
 
 As MindSpeed-LLM writes them:
-- `--bf16` / `--fp16`: model tensors in that dtype (Megatron's Float16Module params); the fp32 weights the
-  optimizer updates go into `optimizer[MASTER_PARAMS]`, and a resume puts them back over the rounded model,
-  so it is exact. Loading rounds every weight to the run's dtype first, as Megatron's bf16 model does.
+- `--bf16` / `--fp16`: model tensors in that dtype (Megatron's Float16Module params); the fp32 master
+  weights the optimizer updates (`mixed_precision.py`) go into `optimizer[MASTER_PARAMS]`, and a resume puts
+  them back, so it is exact. Loading rounds every weight to the run's dtype, as Megatron's bf16 model does,
+  and the masters start from those rounded weights when the checkpoint has none.
 - Tied embeddings with PP > 1: the last stage's `output_layer.weight` (its own copy of the embedding).
 - LoRA: PEFT's layout (`engine.convert.lora`): `X.base_layer.*` + `X.lora_A/B.default.weight`, only the
   LoRA keys with `--lora-ckpt-filter`; `--lora-load` overlays that checkpoint's tensors and takes its
@@ -102,8 +104,11 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state(state["cuda_rng_state"])
 
 
-def _optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def _optimizer_state(model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
     """Adam moments by HF parameter name, as this rank's local shards."""
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    if hasattr(optimizer, "named_state"):  # mixed precision: the moments of the fp32 masters
+        return {"state": optimizer.named_state(), "param_groups": groups}
     state = {}
     for name, p in model.named_parameters():
         s = optimizer.state.get(p)
@@ -112,27 +117,32 @@ def _optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
                 k: (v.to_local() if hasattr(v, "to_local") else v).detach().cpu().clone()
                 for k, v in s.items()
             }
-    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
     return {"state": state, "param_groups": groups}
 
 
-def _load_optimizer_state(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, saved: dict[str, Any]
-) -> None:
+def _load_optimizer_state(model: torch.nn.Module, optimizer: Any, saved: dict[str, Any]) -> None:
+    if hasattr(optimizer, "load_named_state"):  # mixed precision: the moments of the fp32 masters
+        optimizer.load_named_state(saved["state"])
+    else:
+        _load_weight_state(model, optimizer, saved["state"])
+    for group, saved_group in zip(optimizer.param_groups, saved["param_groups"]):
+        group.update({k: v for k, v in saved_group.items() if k in group and k != "params"})
+
+
+def _load_weight_state(model: torch.nn.Module, optimizer: Any, state: dict[str, Any]) -> None:
+    """Adam's state by name into torch AdamW over the (fp32, possibly DTensor) weights."""
     from torch.distributed.tensor import DTensor
 
     for name, p in model.named_parameters():
-        if name not in saved["state"]:
+        if name not in state:
             continue
         entry = {}
-        for k, v in saved["state"][name].items():
+        for k, v in state[name].items():
             v = v if k == "step" else v.to(p.device)  # AdamW keeps `step` on the CPU
             if isinstance(p, DTensor) and v.ndim:
                 v = DTensor.from_local(v, p.device_mesh, p.placements, run_check=False)
             entry[k] = v
         optimizer.state[p] = entry
-    for group, saved_group in zip(optimizer.param_groups, saved["param_groups"]):
-        group.update({k: v for k, v in saved_group.items() if k in group and k != "params"})
 
 
 class Checkpointer:
@@ -224,9 +234,8 @@ class Checkpointer:
         elif not self.args.no_save_optim:
             opt = _optimizer_state(model, optimizer)
             opt["grad_scaler"] = scaler.state_dict()
-            if self.params_dtype != torch.float32:  # the model shard is rounded: keep the fp32 masters
-                trained = {n for n, p in model.named_parameters() if p.requires_grad}
-                opt[MASTER_PARAMS] = {k: v for k, v in local.items() if k in trained}
+            if hasattr(optimizer, "masters_by_name"):  # the model shard is rounded: keep the fp32 masters
+                opt[MASTER_PARAMS] = optimizer.masters_by_name()
             payload["optimizer"] = opt
             payload["opt_param_scheduler"] = scheduler.state_dict()
         if rng is not None:
@@ -407,6 +416,8 @@ class Checkpointer:
         if getattr(args, "lora_load", None):
             state, shard_dir = self._overlay_lora(state)
         self._load_model(model, state)
+        if hasattr(optimizer, "sync_from_model"):  # fp32 masters from the loaded (rounded) weights, unless
+            optimizer.sync_from_model()  # the checkpoint's own masters are loaded below
         converted = "optimizer" not in state and "opt_param_scheduler" not in state
         if args.finetune or release or converted:
             return Position()
@@ -457,7 +468,7 @@ class Checkpointer:
             self._load_distributed(optimizer, distributed_file, state["optimizer"])
         else:
             _load_optimizer_state(model, optimizer, state["optimizer"])
-            _load_master_params(model, state["optimizer"].get(MASTER_PARAMS))
+            _load_master_params(model, optimizer, state["optimizer"].get(MASTER_PARAMS))
 
     def _load_distributed(self, optimizer: Any, path: Path, state: dict[str, Any]) -> None:
         """Megatron's `distrib_optim.pt` -> the distributed optimizer (each rank reads it, mmapped, and takes
@@ -542,7 +553,7 @@ class Checkpointer:
 
     def _load_model(self, model: torch.nn.Module, state: dict[str, Any]) -> None:
         from ascendfactory.engine.train.lora import is_adapter
-        from ascendfactory.engine.train.model import load_local_state, round_params
+        from ascendfactory.engine.train.model import load_local_state
 
         local: dict[str, torch.Tensor] = {}
         for chunk, offset in self._chunk_states(state):
@@ -553,7 +564,6 @@ class Checkpointer:
         )
         self.loaded = True
         self.tied_output_loaded = tied_output and "lm_head.weight" in local
-        round_params(model, self.params_dtype)
 
     def _chunk_local(self, chunk: dict[str, Any], offset: int) -> dict[str, torch.Tensor]:
         """One model chunk's Megatron tensors (PEFT layout with LoRA) -> this rank's local HF tensors."""
@@ -644,9 +654,15 @@ def switch_problem(*, saved_distributed: bool, where: str) -> Problem:
     )
 
 
-def _load_master_params(model: torch.nn.Module, masters: dict[str, torch.Tensor] | None) -> None:
-    """The fp32 master weights of a bf16/fp16 run over the rounded model shard (an exact resume)."""
+def _load_master_params(
+    model: torch.nn.Module, optimizer: Any, masters: dict[str, torch.Tensor] | None
+) -> None:
+    """The fp32 master weights of a bf16/fp16 run (an exact resume): into the mixed-precision optimizer's
+    masters, or (an fp32 run continuing a 16-bit checkpoint) over the model's fp32 weights."""
     if not masters:
+        return
+    if hasattr(optimizer, "load_masters"):
+        optimizer.load_masters(masters)
         return
     from ascendfactory.engine.train.model import local_tensor
 

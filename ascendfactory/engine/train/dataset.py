@@ -14,6 +14,10 @@ order.
   epoch, truncated/padded to `seq_length` (pad labels -100), then shifted: tokens = ids[:-1],
   labels = labels[1:].
 
+With `--reset-position-ids` / `--reset-attention-mask` (`packed.py`) each sample also gives its rows'
+position ids and document ids (from the end-of-document token, or with `--neat-pack` from the
+`_packed_attention_mask_document` sample numbers), shifted like the tokens.
+
 Global sample `k` of iteration `it` is `consumed + k`; micro-batch `m` of DP rank `r` takes samples
 `m * MBS * DP + r * MBS + [0, MBS)` of the global batch (Megatron's pretraining sampler).
 """
@@ -26,10 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ascendfactory.engine.data.indexed import IndexedDataset, exists
+from ascendfactory.engine.train.packed import PackingSpec
 from ascendfactory.errors import ConfigError, Problem
 
 IGNORE_INDEX = -100
 INSTRUCTION_SUFFIXES = ("_packed_input_ids_document", "_packed_labels_document")
+MASK_SUFFIX = "_packed_attention_mask_document"  # --neat-pack: each sample's number within its row
 
 
 def split_ranges(split: str, n: int) -> list[tuple[int, int]]:
@@ -92,7 +98,9 @@ class PretrainSamples:
         num_samples: int,
         shuffle: bool,
         part: int = 0,
+        packing: PackingSpec | None = None,
     ):
+        self.packing = packing
         self.data = IndexedDataset(prefix)
         lo, hi = split_ranges(split, len(self.data))[part]
         sizes = self.data.sizes[lo:hi].astype(np.int64)
@@ -135,7 +143,9 @@ class PretrainSamples:
             pos += take
             first += 1
         window = np.concatenate(parts).astype(np.int64)
-        return window[:-1], window[1:]
+        if self.packing is None:
+            return window[:-1], window[1:]
+        return (window[:-1], window[1:], *self.packing.layout(window[:-1]))
 
 
 class InstructionSamples:
@@ -152,7 +162,10 @@ class InstructionSamples:
         shuffle: bool,
         pad_id: int = 0,
         part: int = 0,
+        packing: PackingSpec | None = None,
     ):
+        self.packing = packing
+        self.masks = IndexedDataset(prefix + MASK_SUFFIX) if packing and packing.neat_pack else None
         self.ids = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[0])
         self.labels = IndexedDataset(prefix + INSTRUCTION_SUFFIXES[1])
         lo, hi = split_ranges(split, len(self.ids))[part]
@@ -181,11 +194,19 @@ class InstructionSamples:
         raw_ids, raw_labels = self.ids.get(i)[: self.seq_length], self.labels.get(i)[: self.seq_length]
         ids[: len(raw_ids)] = raw_ids
         labels[: len(raw_labels)] = raw_labels
-        return ids[:-1], labels[1:]
+        if self.packing is None:
+            return ids[:-1], labels[1:]
+        mask = None
+        if self.masks is not None:
+            mask = np.zeros(self.seq_length, dtype=np.int64)
+            raw = self.masks.get(i)[: self.seq_length]
+            mask[: len(raw)] = raw
+        positions, documents = self.packing.layout(ids, mask)
+        return ids[:-1], labels[1:], positions[:-1], documents[:-1]
 
 
 def build_samples(
-    args, *, num_samples: int, pad_id: int = 0, part: int = 0
+    args, *, num_samples: int, pad_id: int = 0, part: int = 0, packing: PackingSpec | None = None
 ) -> PretrainSamples | InstructionSamples | None:
     """The samples the flags describe (`--data-path`, `--split`, `--seed`, `--is-instruction-dataset`).
 
@@ -209,6 +230,7 @@ def build_samples(
         num_samples=num_samples,
         shuffle=not args.no_shuffle,
         part=part,
+        packing=packing,
     )
     if args.is_instruction_dataset or args.stage == "sft":
         if not exists(prefix + INSTRUCTION_SUFFIXES[0]):
@@ -222,6 +244,15 @@ def build_samples(
             )
         if part and _empty_part(prefix + INSTRUCTION_SUFFIXES[0], args.split, part):
             return None
+        if packing is not None and packing.neat_pack and not exists(prefix + MASK_SUFFIX):
+            raise ConfigError(
+                Problem(
+                    key="--neat-pack",
+                    message=f"{prefix}{MASK_SUFFIX}.idx not found (the samples' numbers within each row)",
+                    fix="preprocess the data with --neat-pack",
+                    source="command line",
+                )
+            )
         return InstructionSamples(prefix, pad_id=pad_id, **common)
     if not exists(prefix) and exists(prefix + "_text_document"):
         prefix += "_text_document"
@@ -265,10 +296,11 @@ class BatchPlan:
         ]
 
 
-def get_batch(samples, plan: BatchPlan, consumed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, labels) of shape [num_microbatches * MBS, L] for this DP rank."""
-    pairs = [samples[k] for k in plan.indices(consumed)]
-    return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+def get_batch(samples, plan: BatchPlan, consumed: int) -> tuple[np.ndarray, ...]:
+    """(tokens, labels) of shape [num_microbatches * MBS, L] for this DP rank; with packed sequences also
+    (position ids, document ids)."""
+    rows = [samples[k] for k in plan.indices(consumed)]
+    return tuple(np.stack([r[j] for r in rows]) for j in range(len(rows[0])))
 
 
 def pad_id_from(model_dir: str) -> int:
@@ -287,3 +319,29 @@ def pad_id_from(model_dir: str) -> int:
                 if isinstance(value, int):
                     return value
     return 0
+
+
+def eod_id_from(model_dir: str) -> int | None:
+    """The end-of-document token id (the tokenizer's EOS, as Megatron's HF tokenizer's `eod`): from the
+    tokenizer in `model_dir`, else config.json / generation_config.json's eos_token_id; None if none.
+    (Only a folder with tokenizer files is asked: transformers makes a default tokenizer for the model type
+    of a folder without any.)"""
+    import json
+
+    tokenizer_files = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+    if any(os.path.isfile(os.path.join(model_dir, n)) for n in tokenizer_files):
+        from transformers import AutoTokenizer
+
+        eos = AutoTokenizer.from_pretrained(model_dir).eos_token_id
+        if isinstance(eos, int):
+            return eos
+    for name in ("config.json", "generation_config.json"):
+        path = os.path.join(model_dir, name)
+        if os.path.isfile(path):
+            with open(path) as f:
+                value = json.load(f).get("eos_token_id")
+            if isinstance(value, list):
+                value = value[0] if value else None
+            if isinstance(value, int):
+                return value
+    return None

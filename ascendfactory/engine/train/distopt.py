@@ -8,17 +8,16 @@ What Megatron core_r0.8.0 does (`megatron/core/optimizer/distrib_optimizer.py`,
   dropped, so the parameters' own `.grad` never hold a second full copy (Megatron's `main_grad`).
 - Data-parallel rank r owns the r-th 1/DP of the buffer. After the backward the buffer is reduce-scattered
   (sum, then / DP): each rank holds the averaged gradients of its part only.
-- Adam's moments exist only for the owned part: the optimizer steps on views of the owned pieces of the
-  model's fp32 weights (the embedded trainer's weights are the fp32 masters, also under `--bf16`, where the
-  forward casts them under autocast), then the updated parts are all-gathered so every rank has the
-  whole model again.
+- Adam's moments exist only for the owned part: the optimizer steps on the owned pieces of the fp32
+  weights (views of the model's weights in an fp32 run; with `--bf16` / `--fp16` fp32 master copies of the
+  pieces of the 16-bit weights, `mixed_precision.py`), then the updated parts are all-gathered (in the
+  model's dtype) so every rank has the whole model again.
 - Gradient norm: the squared norms of the owned pieces, summed over DP (and TP for TP-sharded tensors, and
   PP), as `grad_norm_and_clip` does for the replicated gradients; clipping scales the owned pieces.
 
-Bytes per trained parameter (weights + gradients + Adam state): 4 + 4 + 8 without it, 4 + 4 + 8 / DP with it
-(Megatron's "fp32 param, fp32 grads" row: 16 vs 8 + 8/d). Megatron's bf16 row (18 vs 6 + 12/d) keeps bf16
-model weights beside sharded fp32 masters; this trainer has no bf16 weight copy, so its bf16 runs follow the
-fp32 row.
+Bytes per trained parameter (weights + gradients + Adam state), Megatron's table: fp32 4 + 4 + 8 / DP
+(16 vs 8 + 8/d); bf16 / fp16 2 + 4 + 12 / DP (18 vs 6 + 12/d: 16-bit weights, fp32 gradient buffer, sharded
+fp32 masters and moments).
 
 Checkpoints (legacy torch format, `checkpointing.py`): `model_optim_rng.pt` keeps the model, args, RNG and
 scheduler, and its `optimizer` entry is the DistributedOptimizer's `state_dict()`: `{"optimizer":
@@ -38,6 +37,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ascendfactory.engine.train.mixed_precision import SIXTEEN_BIT, step_device
 from ascendfactory.engine.train.model import local_tensor
 from ascendfactory.engine.train.step import adamw
 from ascendfactory.errors import ConfigError, Problem
@@ -48,6 +48,8 @@ STATE_KEYS = ("param", "exp_avg", "exp_avg_sq")
 
 class DistributedOptimizer:
     """AdamW whose state covers this data-parallel rank's 1/DP of the trained parameters."""
+
+    partitioned = True  # each rank holds 1/DP of the gradients: their squared norms are summed over DP
 
     def __init__(
         self,
@@ -80,7 +82,11 @@ class DistributedOptimizer:
             s, e = max(a, self.lo), min(b, self.hi)
             if s < e:
                 self.pieces.append((i, s - a, e - a))
+        # the pieces Adam steps on: views of the weights (fp32), or fp32 copies of them (16-bit weights)
+        self.sixteen_bit = any(t.dtype in SIXTEEN_BIT for t in locals_)
         self.views = [locals_[i].detach().view(-1)[s:e] for i, s, e in self.pieces]
+        if self.sixteen_bit:
+            self.views = [v.float().clone() for v in self.views]
         for v in self.views:
             v.grad = None
         self.optimizer = self._build_adam(args, device)
@@ -140,7 +146,7 @@ class DistributedOptimizer:
         a, b = self.offsets[index], self.offsets[index + 1]
         return self.grad_buffer[a:b].view_as(local_tensor(self.params[index]))
 
-    def reduce_scatter_grads(self) -> None:
+    def reduce_grads(self) -> None:
         """Sum over DP into the owned part, then the DP mean (and the pipeline's 1 / micro-batches)."""
         owned = self.grad_buffer[self.lo : self.hi]
         if self.dp > 1:
@@ -182,22 +188,44 @@ class DistributedOptimizer:
         return sharded, counted
 
     def step(self) -> None:
-        """Adam on the owned pieces (in place in the model's weights), then all-gather the weights."""
+        """Adam on the owned pieces (in place in the model's weights, or on their fp32 masters), then
+        all-gather the weights."""
         self.optimizer.step()
         self.all_gather_params()
 
     def all_gather_params(self) -> None:
-        if self.dp == 1:
+        """Every rank's updated pieces into every rank's weights, gathered in the weights' dtype (Megatron
+        gathers its bf16 params); with fp32 weights and one rank Adam updated them in place already."""
+        if self.dp == 1 and not self.sixteen_bit:
             return
-        flat = self.grad_buffer  # free after the step: reused as the gather buffer, as Megatron reuses it
+        # free after the step: reused as the gather buffer, as Megatron reuses it (as 16-bit: half of it)
+        flat = self.grad_buffer
+        if self.sixteen_bit:
+            flat = flat.view(self.params_dtype)[: self.padded]
         for v, (i, s, e) in zip(self.views, self.pieces):
             a = self.offsets[i]
             flat[a + s : a + e].copy_(v.detach())
-        dist.all_gather_into_tensor(flat, flat[self.lo : self.hi], group=self.group)  # in place too
+        if self.dp > 1:
+            dist.all_gather_into_tensor(flat, flat[self.lo : self.hi], group=self.group)  # in place too
         with torch.no_grad():
             for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
                 local_tensor(p).view(-1).copy_(flat[a:b])
-        flat.zero_()
+        self.grad_buffer.zero_()
+
+    @property
+    def params_dtype(self) -> torch.dtype:
+        return local_tensor(self.params[0]).dtype if self.params else torch.float32
+
+    def sync_from_model(self, params: list[torch.nn.Parameter] | None = None) -> None:
+        """The owned fp32 pieces := the model's weights (all, or `params`) after weights were loaded or
+        broadcast into the model without their fp32 masters (views of fp32 weights need nothing)."""
+        if not self.sixteen_bit:
+            return
+        wanted = None if params is None else {id(p) for p in params}
+        with torch.no_grad():
+            for v, (i, s, e) in zip(self.views, self.pieces):
+                if wanted is None or id(self.params[i]) in wanted:
+                    v.copy_(local_tensor(self.params[i]).detach().view(-1)[s:e])
 
     # ------------------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -265,9 +293,11 @@ class DistributedOptimizer:
                 local_tensor(p).copy_(named[name][0])
             for v, (i, s, e) in zip(self.views, self.pieces):
                 flat = named[self.named[i][0]].reshape(3, -1)
+                if self.sixteen_bit:  # the exact fp32 masters, not the rounded weights
+                    v.copy_(flat[0, s:e])
                 if step:
                     self.optimizer.state[v] = {
-                        "step": torch.tensor(float(step), dtype=torch.float32, device=_step_device(v)),
+                        "step": torch.tensor(float(step), dtype=torch.float32, device=step_device(v)),
                         "exp_avg": flat[1, s:e].to(v.device).clone(),
                         "exp_avg_sq": flat[2, s:e].to(v.device).clone(),
                     }
@@ -285,8 +315,3 @@ def group_kinds(named: Sequence[tuple[str, torch.Tensor]]) -> list[bool]:
         return sorted(kinds) or [False]
     embedding = any(name.endswith("embed_tokens.weight") for name, _ in named)
     return [False, True] if embedding else [True, False]
-
-
-def _step_device(t: torch.Tensor) -> torch.device:
-    """Where AdamW keeps `step`: on the parameter's device for the fused kernel (CPU, CUDA), else the CPU."""
-    return t.device if t.device.type in ("cpu", "cuda") else torch.device("cpu")

@@ -156,6 +156,40 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--recompute-method": (VALUE, None, str, "full: uniform (every layer, in chunks) | block (first N)"),
     "--recompute-num-layers": (VALUE, None, int, "full: layers per chunk (uniform) or recomputed (block)"),
     "--recompute-activations": (BOOL, False, None, "= --recompute-granularity selective"),
+    # kernels (engine/train/kernels.py)
+    "--use-fused-rmsnorm": (
+        BOOL,
+        False,
+        None,
+        "RMSNorm as one fused kernel (torch.nn.functional.rms_norm: normalise and scale in fp32, round once)",
+    ),
+    "--af-torch-compile": (
+        BOOL,
+        False,
+        None,
+        "torch.compile each decoder layer (fuses RoPE, SwiGLU and the norms; the first iterations compile)",
+    ),
+    # packed sequences (engine/train/packed.py), MindSpeed-LLM's meaning
+    "--reset-position-ids": (
+        BOOL,
+        False,
+        None,
+        "positions restart after each end-of-document token (EOS) and attention stays within each "
+        "document (rows packed by preprocess --pack, or pre-training windows)",
+    ),
+    "--reset-attention-mask": (
+        BOOL,
+        False,
+        None,
+        "attention stays within each document, a document ending with its EOD token (pre-training)",
+    ),
+    "--neat-pack": (
+        BOOL,
+        False,
+        None,
+        "with --reset-position-ids: documents and positions from the attention mask's sample numbers "
+        "(preprocess --neat-pack)",
+    ),
 }
 
 # Model-shape flags, checked against config.json by arch.check_architecture.
@@ -185,7 +219,6 @@ ARCHITECTURE: dict[str, tuple[str, Any, Any, str]] = {
 # Purely-performance flags: accepted, no effect on the numerics here, listed once in an info line.
 IGNORED: dict[str, str] = {
     "--use-flash-attn": BOOL,
-    "--use-fused-rmsnorm": BOOL,
     "--use-fused-swiglu": BOOL,
     "--use-fused-rotary-pos-emb": BOOL,
     "--use-fused-ring-attention-update": BOOL,
@@ -235,19 +268,24 @@ IGNORED_WHY: dict[str, str] = {
     "this trainer does not offload, so on CPU (host = device) nothing could be saved and on a GPU/NPU the "
     "activations stay on the device: use --recompute-granularity to lower the activation peak",
     "--reuse-fp32-param": "MindSpeed (bf16 only) folds the bf16 model weights into the fp32 master copy "
-    "(fp32 = bf16 + residual, bit-exact), saving the separate bf16 copy; this trainer keeps only fp32 "
-    "weights (autocast casts per operation), so there is no second copy to fold and nothing changes",
+    "(fp32 = bf16 + residual, bit-exact), saving the separate bf16 copy (2 bytes per parameter); this "
+    "trainer keeps the bf16 weights beside the fp32 masters (Megatron's layout without the flag): the "
+    "same numerics, without that saving",
     "--no-overlap-p2p-communication": "the pipeline's sends and receives are not overlapped here either; "
     "it only makes a virtual pipeline need PP > 2, as in Megatron",
+    "--use-flash-attn": "MindSpeed selects its fused flash-attention kernel; this trainer's attention is "
+    "torch's SDPA, which runs its flash kernel on CUDA for causal rows (and packed rows through the varlen "
+    "kernel) without the flag",
+    "--use-fused-rotary-pos-emb": "MindSpeed runs RoPE as one NPU kernel; torch has no fused RoPE kernel, "
+    "so this trainer applies HF's rotation (--af-torch-compile fuses it)",
+    "--use-fused-swiglu": "MindSpeed runs SwiGLU as one NPU kernel; torch has no fused SwiGLU kernel, so "
+    "this trainer runs HF's MLP (--af-torch-compile fuses it)",
 }
 
 # Flags that change the numerics in a way this trainer does not implement: refused, naming the flag.
 REFUSED: dict[str, str] = {
     "--qlora": "QLoRA",
     "--qlora-save-dequantize": "QLoRA",
-    "--reset-position-ids": "packed sequences",
-    "--reset-attention-mask": "packed sequences",
-    "--neat-pack": "packed sequences",
     "--eod-mask-loss": "EOD loss masking",
     "--rotary-seq-len-interpolation-factor": "RoPE scaling",
     "--apply-layernorm-1p": "LayerNorm1p",
@@ -263,9 +301,6 @@ REFUSED: dict[str, str] = {
 _REFUSED_KIND = {
     "--qlora": BOOL,
     "--qlora-save-dequantize": BOOL,
-    "--reset-position-ids": BOOL,
-    "--reset-attention-mask": BOOL,
-    "--neat-pack": BOOL,
     "--eod-mask-loss": BOOL,
     "--apply-layernorm-1p": BOOL,
     "--apply-query-key-layer-scaling": BOOL,
@@ -278,9 +313,13 @@ IGNORED_WHY.update(moe_flags.IGNORED_WHY)
 REFUSED.update(moe_flags.REFUSED)
 _REFUSED_KIND.update(moe_flags.REFUSED_KIND)
 
+# HONOURED by this trainer, not by the GRPO actor (engine/rl), which refuses them (they change its numerics)
+REFUSED_IN_GRPO = ("--reset-position-ids", "--reset-attention-mask", "--neat-pack")
+
 # HONOURED by this trainer, not by the GRPO actor (engine/rl): its info line lists them as ignored
 NOT_IN_GRPO = (
     *moe_flags.HONOURED,  # the GRPO actor runs the HF model's own MoE blocks, without expert parallelism
+    "--af-torch-compile",  # the sampler runs the same layers at every length: it would recompile
     "--use-distributed-optimizer",
     "--sequence-parallel",
     "--num-layers-per-virtual-pipeline-stage",
@@ -442,6 +481,13 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         f"{args.tensor_model_parallel_size}: sequence parallelism splits the sequence over the TP ranks",
         f"use a --seq-length that is a multiple of {args.tensor_model_parallel_size}, "
         "or drop --sequence-parallel",
+    )
+    need(
+        "--neat-pack",
+        not args.neat_pack or args.reset_position_ids,
+        "Require set `--reset-position-ids` when `--neat-pack` is set. (MindSpeed-LLM's "
+        "training/arguments.py)",
+        "add --reset-position-ids",
     )
     p += moe_flags.problems(args)
     p += _vpp_problems(args)

@@ -67,6 +67,14 @@ class StageModel(nn.Module):
         # sequence parallelism: the hidden states between the TP regions hold 1/TP of the sequence
         self.sequence_shards = 1
         self.recompute = RecomputePlan()  # full recompute of the layers (`recompute.py`), set by the trainer
+        # the head's output is the final norm's (the hidden states); `loss` applies lm_head and the
+        # cross-entropy in chunks (`cross_entropy.py`): never the full-vocabulary logits. Set by the SFT
+        # trainer; the GRPO actor and the sampler read logits.
+        self.chunked_loss = False
+        # packed sequences (`packed.py`): each forward takes the next micro-batch's layout, counted per model
+        # chunk (a pipeline runs each chunk's micro-batches in order)
+        self._packings: list[Any] = []
+        self._packing_next: dict[Any, int] = {}
         self.moe_context = MoEContext(cfg.num_hidden_layers)
         self.moe_layers = [m for m in self.modules() if isinstance(m, MoELayer)]
         for m in self.moe_layers:
@@ -95,21 +103,36 @@ class StageModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.run_part(x, list(self.model.layers.values()), embed=self.first, head=self.last)
 
+    def set_packing(self, packings: list[Any]) -> None:
+        """The packed layouts (`packed.Packing`) of the micro-batches the next forwards run, in order (empty:
+        plain causal rows)."""
+        self._packings, self._packing_next = list(packings), {}
+
+    def _packing(self, key: Any, h: torch.Tensor) -> Any:
+        if not self._packings or h.device.type == "meta":  # pipelining's shape inference takes none
+            return None
+        i = self._packing_next.get(key, 0)
+        self._packing_next[key] = i + 1
+        return self._packings[i % len(self._packings)]
+
     def run_part(self, x: torch.Tensor, layers: list[nn.Module], *, embed: bool, head: bool) -> torch.Tensor:
         """Embedding (`embed`), then `layers` (with the recompute plan), then the final norm and lm_head
         (`head`): the whole stage, or one model chunk of it (`StageChunk`)."""
         h = self.model.embed_tokens(x) if embed else x
-        position_ids, position_embeddings = self.rotary(h)
+        packing = self._packing((embed, head, id(layers[0]) if layers else None), h)
+        if packing is None:
+            position_ids, position_embeddings = self.rotary(h)
+            extra: dict[str, Any] = {"attention_mask": None}
+        else:
+            position_ids = packing.position_ids
+            with torch.no_grad():
+                position_embeddings = self.model.rotary_emb(h, position_ids)
+            extra = packing.layer_kwargs()
 
         def run(start: int, end: int) -> Callable[[torch.Tensor], torch.Tensor]:
             def layers_forward(h: torch.Tensor) -> torch.Tensor:
                 for layer in layers[start:end]:
-                    h = layer(
-                        h,
-                        attention_mask=None,
-                        position_ids=position_ids,
-                        position_embeddings=position_embeddings,
-                    )
+                    h = layer(h, position_ids=position_ids, position_embeddings=position_embeddings, **extra)
                 return h
 
             return layers_forward
@@ -119,8 +142,19 @@ class StageModel(nn.Module):
         for start, end, recomputed in self.recompute.chunks(len(layers)):
             h = checkpointed(run(start, end), h) if recomputed and training else run(start, end)(h)
         if head:
-            h = self.lm_head(self.model.norm(h))
+            h = self.model.norm(h)
+            if not self.chunked_loss:
+                h = self.lm_head(h)
         return h
+
+    def loss(self, output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The micro-batch's token-mean loss from the last stage's output (logits, or with `chunked_loss`
+        the final hidden states)."""
+        if self.chunked_loss:
+            from ascendfactory.engine.train.cross_entropy import linear_cross_entropy
+
+            return linear_cross_entropy(output, self.lm_head.weight, labels)
+        return loss_fn(output, labels)
 
     def chunks(self, spans: list[tuple[int, int]]) -> list[StageChunk]:
         """The stage's model chunks of a virtual pipeline: (first global layer, count) each, in order; the
@@ -315,20 +349,6 @@ def load_local_state(
             ]
         )
     return skipped
-
-
-def round_params(model: nn.Module, dtype: torch.dtype) -> None:
-    """Round every weight to `dtype` in place (kept in its fp32 storage) unless `dtype` is fp32.
-
-    Megatron's bf16/fp16 model holds the weights in that dtype and builds the optimizer's fp32 main weights
-    from them, so a run starts from the rounded values; the updates then accumulate in fp32."""
-    if dtype in (torch.float32, torch.float64):
-        return
-    with torch.no_grad():
-        for p in model.parameters():
-            t = local_tensor(p)
-            if t.is_floating_point() and t.dtype != dtype:
-                t.copy_(t.to(dtype))
 
 
 def init_random(model: StageModel, *, std: float, num_layers: int, seed: int, rank_seed: int) -> None:

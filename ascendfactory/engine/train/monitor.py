@@ -1,5 +1,6 @@
-"""Training monitors: MindFormers-style `monitor_config` / `tensorboard` keys (seed 001), per-phase time and
-memory in seed 003's naming (`time/{phase}/total`, `memory/cpu/{phase}/start/rss`, `system/tps`, ...).
+"""Training monitors: MindFormers-style `monitor_config` / `tensorboard` keys, per-phase time and memory in
+AscendFactory's RL metric names (docs/sources.md: Training monitor, RL phase metrics) (`time/{phase}/total`,
+`memory/cpu/{phase}/start/rss`, `system/tps`, ...).
 
 Event files go to `<tensorboard_dir>/rank_{id}/`, written with torch.utils.tensorboard's SummaryWriter.
 With no
@@ -31,7 +32,8 @@ FORMATS = (
     "optimizer_state_format",
     "weight_state_format",
 )
-# scalars with a `-vs-samples` twin (seed 001: all but model-flops-throughput-per-npu and B-samples-per-day)
+# scalars with a `-vs-samples` twin (docs/sources.md#training-monitor): all but model-flops-throughput-per-npu
+# and B-samples-per-day
 WITH_SAMPLES_TWIN = (
     "learning-rate",
     "batch-size",
@@ -141,7 +143,8 @@ class PhaseRecord:
 
 @contextmanager
 def phase(name: str, device: Any, *, memory: bool = True):
-    """Time and memory of one phase (`train_step`, `checkpoint`) in seed 003's names.
+    """Time and memory of one phase (`train_step`, `checkpoint`) in AscendFactory's RL metric names
+    (docs/sources.md#rl-phase-metrics).
 
     memory=False skips the memory probes (two process-stat reads); the trainer takes them only on the
     iterations whose metrics it logs."""

@@ -146,15 +146,17 @@ def checkpointed(fn: Callable[..., Any], *inputs: Any) -> Any:
 
 
 def _core_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any):
-    """HF's SDPA attention with its core (scores, softmax, dropout, @V) recomputed in backward."""
+    """HF's SDPA attention (or packed documents' attention, `packed.py`) with its core (scores, softmax,
+    dropout, @V) recomputed in backward."""
     import torch
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from ascendfactory.engine.train.packed import attention_forward
 
     if not (module.training and torch.is_grad_enabled()):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        return attention_forward(module, query, key, value, attention_mask, **kwargs)
 
     def core(q: Any, k: Any, v: Any) -> Any:
-        return sdpa_attention_forward(module, q, k, v, attention_mask, **kwargs)[0]
+        return attention_forward(module, q, k, v, attention_mask, **dict(kwargs))[0]
 
     return checkpointed(core, query, key, value), None
 

@@ -3,7 +3,6 @@ gradient all-reduce, the global gradient norm and clipping, the fp16 loss scaler
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ascendfactory.engine.train.model import StageModel, local_tensor, loss_fn
+from ascendfactory.engine.train.model import StageModel, local_tensor
 
 
 def build_optimizer(model: StageModel, args: Any, device: torch.device) -> torch.optim.Optimizer:
@@ -96,11 +95,6 @@ class LossScaler:
         self._hysteresis_left = int(state["hysteresis_tracker"])
 
 
-def autocast(device: torch.device, args: Any) -> contextlib.AbstractContextManager:
-    dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
-    return torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
-
-
 class StepRunner:
     """forward_backward -> (mean micro-batch loss on the last stage, else None)."""
 
@@ -145,15 +139,19 @@ class StepRunner:
                 cls = ScheduleGPipe if schedule.lower() == "gpipe" else Schedule1F1B
                 self.pipeline = cls(stage, n_microbatches=num_microbatches, loss_fn=self._scaled_loss)
 
-    def _scaled_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return loss_fn(logits, labels) * self.scale
+    def _scaled_loss(self, output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.model.loss(output, labels) * self.scale
 
-    def forward_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+    def forward_backward(
+        self, tokens: torch.Tensor, labels: torch.Tensor, packings: list[Any] | None = None
+    ) -> torch.Tensor | None:
+        """`packings`: each micro-batch's packed layout (`packed.Packing`), or None for plain rows."""
         moe = getattr(self.model, "moe_context", None)
         if moe is not None:  # Megatron's MoEAuxLossAutoScaler scale: the loss scale over the micro-batches
             # (torch's pipeline schedule divides every gradient by the micro-batch count itself)
             moe.backward_scale = self.scale if self.pipeline is not None else self.scale / self.n
         if self.pipeline is not None:
+            self.model.set_packing(packings or [])
             losses: list[torch.Tensor] = []
             if self.pp_rank == 0:
                 self.pipeline.step(tokens)
@@ -166,19 +164,24 @@ class StepRunner:
             return torch.stack([x.detach() for x in losses]).mean() / self.scale if losses else None
         factor = self.scale / self.n
         if self.n == 1:  # no accumulator: the mean of one micro-batch is its loss
-            loss = loss_fn(self.model(tokens), labels)
+            self.model.set_packing(packings or [])
+            loss = self.model.loss(self.model(tokens), labels)
             (loss if factor == 1.0 else loss * factor).backward()
             return loss.detach()
         total = torch.zeros((), device=self.device)
-        for x, y in zip(tokens.chunk(self.n), labels.chunk(self.n)):
-            loss = loss_fn(self.model(x), y)
+        for m, (x, y) in enumerate(zip(tokens.chunk(self.n), labels.chunk(self.n))):
+            self.model.set_packing([packings[m]] if packings else [])
+            loss = self.model.loss(self.model(x), y)
             (loss if factor == 1.0 else loss * factor).backward()  # x * 1.0 is x: skip the no-op multiply
             total += loss.detach()
         return total / self.n
 
-    def forward_only(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+    def forward_only(
+        self, tokens: torch.Tensor, labels: torch.Tensor, packings: list[Any] | None = None
+    ) -> torch.Tensor | None:
         """Evaluation: the mean micro-batch loss without a backward (last stage; None elsewhere)."""
         if self.pipeline is not None:
+            self.model.set_packing(packings or [])
             losses: list[torch.Tensor] = []
             if self.pp_rank == 0:
                 self.pipeline.eval(tokens)
@@ -188,8 +191,9 @@ class StepRunner:
                 self.pipeline.eval()
             return torch.stack([x.detach() for x in losses]).mean() / self.scale if losses else None
         total = torch.zeros((), device=self.device)
-        for x, y in zip(tokens.chunk(self.n), labels.chunk(self.n)):
-            total += loss_fn(self.model(x), y).detach()
+        for m, (x, y) in enumerate(zip(tokens.chunk(self.n), labels.chunk(self.n))):
+            self.model.set_packing([packings[m]] if packings else [])
+            total += self.model.loss(self.model(x), y).detach()
         return total / self.n
 
 

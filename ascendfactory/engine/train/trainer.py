@@ -3,9 +3,9 @@
 Beyond plain SFT / pre-training, as MindSpeed-LLM / Megatron do them:
 - LoRA (`--lora-target-modules`, `--lora-r`, `--lora-alpha`, `--lora-load`): `lora.apply_lora` freezes the
   model and adds the adapters; only they are trained and saved in PEFT's Megatron layout.
-- `--bf16` / `--fp16`: compute under autocast over fp32 master weights that start from the weights rounded
-  to that dtype (Megatron builds its fp32 main params from the bf16 model); shards are saved in that dtype,
-  the fp32 masters in the optimizer state.
+- `--bf16` / `--fp16` (`mixed_precision.py`, Megatron's Float16Module + main grads + fp32 masters): the model
+  is held and computed in that dtype, gradients accumulate in an fp32 buffer, the optimizer steps on fp32
+  master weights; shards are saved in that dtype, the fp32 masters in the optimizer state.
 - tied embeddings with PP > 1: the last stage's own output copy starts equal to the first stage's embedding
   (a broadcast in the embedding group), their gradients are summed there every step and the copy is left
   out of the gradient norm (Megatron's `shared` parameter).
@@ -31,22 +31,29 @@ from ascendfactory.engine.convert.dims import ModelDims
 from ascendfactory.engine.train import (
     dataset,
     flags,
+    kernels,
     logline,
     memory,
     monitor,
     nan_check,
+    packed,
     recompute,
     step,
     trackers,
 )
 from ascendfactory.engine.train.arch import check_architecture, padded_vocab_size
 from ascendfactory.engine.train.checkpoint import Checkpointer, Position, Topology
+from ascendfactory.engine.train.mixed_precision import (
+    SIXTEEN_BIT,
+    MixedPrecisionOptimizer,
+    cast_params,
+    params_dtype,
+)
 from ascendfactory.engine.train.model import (
     build_stage,
     init_random,
     local_tensor,
     parallelize_hf_decoder,
-    round_params,
 )
 from ascendfactory.engine.train.parallel import (
     ExpertGroups,
@@ -58,6 +65,7 @@ from ascendfactory.engine.train.parallel import (
     tune_cpu_allocator,
 )
 from ascendfactory.engine.train.schedule import LRSchedule
+from ascendfactory.errors import ConfigError, Problem
 
 
 @dataclass
@@ -184,6 +192,10 @@ class Trainer:
             moe=self.moe,
             ep_rank=self.experts.ep_rank,
         )
+        self.model.chunked_loss = True  # the output layer + cross-entropy in chunks (`cross_entropy.py`)
+        if args.use_fused_rmsnorm:
+            count = kernels.use_fused_rmsnorm(self.model)
+            self.log0(f"fused RMSNorm: {count} norms of this stage as torch.nn.functional.rms_norm")
         self.model.bind_experts(self.experts.ep_group)
         self.set_recompute(args)
         parallelize_hf_decoder(
@@ -213,8 +225,11 @@ class Trainer:
                 device=self.env.device,
             )
             self.log0(self.trainable_line())
-        self.params_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
-        round_params(self.model, self.params_dtype)
+        self.params_dtype = params_dtype(args)
+        cast_params(self.model, self.params_dtype)  # Megatron's Float16Module: the model in bf16 / fp16
+        if args.af_torch_compile:
+            kernels.compile_layers(list(self.model.model.layers.values()))
+            self.log0("torch.compile: each decoder layer (the first iterations compile)")
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.sharded: list[bool] | None = None  # which gradients are TP shards: known after a backward
         # routed experts differ between expert-parallel ranks: averaged over the data-modulo-expert group
@@ -252,10 +267,12 @@ class Trainer:
         """The training samples and this rank's batches; Megatron's valid/test sample counts:
         (train_iters // eval_interval + 1) * eval_iters batches of validation, eval_iters batches of test;
         an empty part turns its evaluation off."""
+        self.packing = self.packing_spec(args)
         self.samples = dataset.build_samples(
             args,
             num_samples=args.train_iters * self.dims.global_batch_size,
             pad_id=dataset.pad_id_from(args.tokenizer_name_or_path),
+            packing=self.packing,
         )
         self.batches = dataset.BatchPlan(
             self.dims.micro_batch_size, self.dims.global_batch_size, self.dims.dp, self.dp_rank
@@ -264,10 +281,73 @@ class Trainer:
         if args.eval_iters > 0:
             gbs, pad = self.dims.global_batch_size, dataset.pad_id_from(args.tokenizer_name_or_path)
             evals = args.train_iters // args.eval_interval + 1 if args.eval_interval else 1
+            common = dict(pad_id=pad, packing=self.packing)
             self.valid = dataset.build_samples(
-                args, num_samples=evals * args.eval_iters * gbs, pad_id=pad, part=1
+                args, num_samples=evals * args.eval_iters * gbs, part=1, **common
             )
-            self.test = dataset.build_samples(args, num_samples=args.eval_iters * gbs, pad_id=pad, part=2)
+            self.test = dataset.build_samples(args, num_samples=args.eval_iters * gbs, part=2, **common)
+
+    def packing_spec(self, args: Any) -> packed.PackingSpec | None:
+        """--reset-position-ids / --reset-attention-mask (`packed.py`): the documents' layout, the layers'
+        attention over them; the end-of-document id is the tokenizer's EOS."""
+        eod = None
+        if (args.reset_position_ids or args.reset_attention_mask) and not args.neat_pack:
+            eod = dataset.eod_id_from(args.tokenizer_name_or_path)
+            if eod is None:
+                flag = "--reset-position-ids" if args.reset_position_ids else "--reset-attention-mask"
+                raise ConfigError(
+                    Problem(
+                        key=flag,
+                        message=f"the tokenizer in {args.tokenizer_name_or_path} has no EOS token id (nor "
+                        "has its config.json): the documents' ends are not known",
+                        fix="give --tokenizer-name-or-path a tokenizer with an eos_token, or set "
+                        "eos_token_id in its config.json",
+                        source="command line",
+                    )
+                )
+        spec = packed.PackingSpec.from_args(args, eod)
+        if spec is not None:
+            packed.use_packed_attention(self.hf_config)
+            self.log0(
+                "packed sequences: "
+                + ("positions restart and " if spec.reset_position_ids else "")
+                + "attention stays within each document"
+                + (f" (end-of-document token {eod})" if eod is not None else " (--neat-pack sample numbers)")
+            )
+        return spec
+
+    def batch(self, samples: Any, consumed: int) -> tuple[torch.Tensor, torch.Tensor, list[Any] | None]:
+        """This rank's (tokens, labels) of the iteration at `consumed` samples, on the device, and with
+        packed sequences each micro-batch's layout."""
+        arrays = self.sequence_parallel_width(dataset.get_batch(samples, self.batches, consumed))
+        tokens, labels = (torch.from_numpy(a).to(self.env.device) for a in arrays[:2])
+        if self.packing is None:
+            return tokens, labels, None
+        varlen = packed.varlen_available(self.env.device, self.params_dtype, self.args.attention_dropout)
+        packings = packed.make_packings(
+            arrays[2], arrays[3], self.dims.num_microbatches, self.env.device, varlen=varlen
+        )
+        return tokens, labels, packings
+
+    def sequence_parallel_width(self, arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """With --sequence-parallel the rows must split evenly over TP: an instruction row of seq_length - 1
+        tokens (the shifted sample) that does not gets padding tokens at its end, labelled -100 (Megatron's
+        SFT rows are seq_length long and shifted in the loss instead). A causal model's earlier positions
+        never see them, so the loss is unchanged."""
+        tp, width = self.dims.tp, arrays[0].shape[1]
+        extra = (-width) % tp if self.args.sequence_parallel else 0
+        if not extra:
+            return arrays
+        pad = dataset.pad_id_from(self.args.tokenizer_name_or_path)
+        fills = [pad, dataset.IGNORE_INDEX]
+        out = [
+            np.concatenate([a, np.full((a.shape[0], extra), v, dtype=a.dtype)], axis=1)
+            for a, v in zip(arrays, fills)
+        ]
+        for a in arrays[2:]:  # packed layout: positions go on, the padding joins the row's last document
+            step = np.arange(1, extra + 1) if len(out) == 2 else np.zeros(extra, dtype=a.dtype)
+            out.append(np.concatenate([a, a[:, -1:] + step], axis=1))
+        return tuple(out)
 
     def _set_up_checkpointer(self, args: Any, model_dims: ModelDims, vocab: int, layers: list[int]) -> None:
         """The Megatron checkpoint writer and reader for this rank's shard."""
@@ -356,15 +436,11 @@ class Trainer:
         consumed = self.position.consumed_train_samples
         logged = (self.position.iteration + 1) % self.args.log_interval == 0  # its metrics are printed
         with monitor.phase("train_step", self.env.device, memory=logged) as rec:
-            tokens, labels = (
-                torch.from_numpy(a).to(self.env.device)
-                for a in dataset.get_batch(self.samples, self.batches, consumed)
-            )
+            tokens, labels, packings = self.batch(self.samples, consumed)
             with rec.execute():
                 self.optimizer.zero_grad(set_to_none=True)
                 self.runner.scale = self.scaler.scale
-                with step.autocast(self.env.device, self.args):
-                    local_loss = self.runner.forward_backward(tokens, labels)
+                local_loss = self.runner.forward_backward(tokens, labels, packings)
                 state, (grad_norm, found_inf) = self.reduce_and_clip_grads()
                 if not found_inf:
                     self.optimizer.step()
@@ -412,19 +488,23 @@ class Trainer:
             raise nan_check.grad_error(iteration=it, rank=self.env.rank, norm=grad_norm)
 
     def build_optimizer(self) -> Any:
-        """AdamW over the trained parameters; with --use-distributed-optimizer its state sharded over DP."""
-        if not self.args.use_distributed_optimizer:
-            return step.build_optimizer(self.model, self.args, self.env.device)
-        from ascendfactory.engine.train.distopt import DistributedOptimizer
+        """AdamW over the trained parameters: on the fp32 weights (fp32), on fp32 masters of the 16-bit
+        weights with fp32 main gradients (bf16 / fp16, `mixed_precision.py`); with
+        --use-distributed-optimizer its state (and masters) sharded over DP."""
+        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        common = dict(args=self.args, dp_group=self.mesh["dp"].get_group(), dp=self.dims.dp)
+        if self.args.use_distributed_optimizer:
+            from ascendfactory.engine.train.distopt import DistributedOptimizer
 
-        optimizer = DistributedOptimizer(
-            [(n, p) for n, p in self.model.named_parameters() if p.requires_grad],
-            args=self.args,
-            dp_group=self.mesh["dp"].get_group(),
-            dp=self.dims.dp,
-            dp_rank=self.dp_rank,
-            device=self.env.device,
-        )
+            optimizer: Any = DistributedOptimizer(
+                named, dp_rank=self.dp_rank, device=self.env.device, **common
+            )
+        elif self.params_dtype in SIXTEEN_BIT:
+            optimizer = MixedPrecisionOptimizer(named, device=self.env.device, **common)
+            if self.expert_mask is not None:  # routed experts: reduced over the data-modulo-expert group
+                optimizer.experts(self.expert_mask, self.experts.expert_dp_group, self.experts.expert_dp)
+        else:
+            return step.build_optimizer(self.model, self.args, self.env.device)
         optimizer.divisor = self.dims.num_microbatches if self.dims.pp > 1 else 1
         return optimizer
 
@@ -432,12 +512,12 @@ class Trainer:
         """DP gradient reduction (all-reduce, or the distributed optimizer's reduce-scatter), the tied
         embedding's sum, then the global norm and clipping. Returns (monitor state or None, (norm, inf))."""
         tied = self.tied_param is not None and self.tied_param.requires_grad
-        if self.args.use_distributed_optimizer:  # (with EP 1: refused with EP > 1 by moe/flags.py)
-            opt = self.optimizer
+        opt = self.optimizer
+        if hasattr(opt, "reduce_grads"):  # fp32 main gradients: the mixed-precision or distributed optimizer
             if tied:  # before the DP reduction: a sum, so the order does not change the result
                 index = next(i for i, p in enumerate(opt.params) if p is self.tied_param)
                 dist.all_reduce(opt.param_grad(index), group=self.tied_group)
-            opt.reduce_scatter_grads()
+            opt.reduce_grads()
             state = self.state_metrics() if self.monitor.cfg["monitor_on"] else None
             sharded, counted = opt.owned_masks(self.tied_param if self.counted is not None else None)
             return state, step.norm_and_clip(
@@ -447,7 +527,9 @@ class Trainer:
                 unscale=self.scaler.scale,
                 sharded=sharded,
                 counted=counted,
-                dp_group=self.mesh["dp"].get_group(),
+                dp_group=self.mesh["dp"].get_group() if opt.partitioned else None,
+                expert=self.expert_mask,
+                ep_group=self.experts.ep_group,
             )
         if self.moe is not None:
             step.settle_partial_grads(self.params)
@@ -488,13 +570,10 @@ class Trainer:
         total, count = 0.0, 0
         self.model.eval()
         try:
-            with torch.no_grad(), step.autocast(self.env.device, self.args):
+            with torch.no_grad():
                 for _ in range(self.args.eval_iters):
-                    tokens, labels = (
-                        torch.from_numpy(a).to(self.env.device)
-                        for a in dataset.get_batch(samples, self.batches, consumed)
-                    )
-                    loss = self.runner.forward_only(tokens, labels)
+                    tokens, labels, packings = self.batch(samples, consumed)
+                    loss = self.runner.forward_only(tokens, labels, packings)
                     consumed += gbs
                     if loss is not None:
                         total, count = total + float(loss), count + 1
@@ -641,7 +720,7 @@ class Trainer:
 
     def state_metrics(self) -> dict[str, Any]:
         """Per-parameter local gradient / Adam moment / weight norms of this rank (monitor_config)."""
-        if self.args.use_distributed_optimizer:
+        if hasattr(self.optimizer, "owned_grads"):
             return self.distributed_state_metrics()
         norms = {
             n: float(local_tensor(p.grad).float().norm())
@@ -669,9 +748,10 @@ class Trainer:
         }
 
     def distributed_state_metrics(self) -> dict[str, Any]:
-        """`state_metrics` under --use-distributed-optimizer: the gradients and moments exist only as each
-        DP rank's owned pieces, so each parameter's norm is summed from them over DP (the same numbers as
-        the replicated optimizer's averaged gradients); the weights are whole on every rank."""
+        """`state_metrics` from the fp32 main gradients and the masters' moments (mixed precision, or
+        --use-distributed-optimizer, where the gradients and moments exist only as each DP rank's owned
+        pieces, so each parameter's norm is summed from them over DP: the same numbers as the replicated
+        optimizer's averaged gradients); the weights are whole on every rank."""
         opt = self.optimizer
         names = [n for n, _ in opt.named]
         norms = dict(zip(names, opt.param_norms(list(opt.owned_grads()))))
@@ -714,9 +794,12 @@ class Trainer:
         src = self.env.rank if first else self.env.rank - (self.dims.pp - 1) * per_stage
         with torch.no_grad():
             weight = local_tensor(self.tied_param)
-            before = None if first or not self.checkpointer.tied_output_loaded else weight.clone()
+            before = None if first else weight.clone()
             dist.broadcast(weight, src=src, group=self.tied_group)
-            if before is not None and not torch.equal(before, weight):
+            changed = before is not None and not torch.equal(before, weight)
+            if changed and hasattr(self.optimizer, "sync_from_model"):
+                self.optimizer.sync_from_model([self.tied_param])  # its fp32 master follows the new weight
+            if changed and self.checkpointer.tied_output_loaded:
                 logline.emit(
                     f"WARNING: rank {self.env.rank}: the checkpoint's output_layer.weight differs from the "
                     "first stage's tied embedding; using the embedding"

@@ -1,5 +1,6 @@
 """A torchrun backend defined outside `ascendfactory/backends/`, with a log format, a throughput formula and a
-checkpoint scheme of its own (`lightning.py`): the review's "new backend with a new log format" exercise.
+checkpoint scheme of its own (`lightning.py`): the "new backend with a new log format" exercise
+(docs/architecture.md).
 
 It trains `driver.py` (a data-parallel least-squares fit, gloo) on every device of the node, resumes from
 its newest complete step directory, and lets the runner keep `save_total_limit` of them.

@@ -191,6 +191,9 @@ FROZEN = {
     "experiments": {"--backend", "--json"},
     "show": set(),
     "doctor": {"--backend", "--install-plan", "--run", "--json"},
+    # the product's benchmark commands, with its own option names (underscores, --o)
+    "performance": {"--result_dir", "--backend", "--baseline", "--output_dir", "--o", "--json"},
+    "eval": {"--dataset", "--model_name", "--run_type", "--model_name_or_path", "--json"},
 }
 GROUPS = {  # command groups: their commands and options
     "submit": {

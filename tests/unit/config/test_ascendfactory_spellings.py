@@ -1,5 +1,5 @@
-"""AscendFactory's own spellings: seed 002's flat hyperparameters on the command line, seed 001's
-`callbacks`, and the top-level keys of its documents that live elsewhere here."""
+"""AscendFactory's own spellings: the flat hyperparameters on the command line, MindSpore Transformers'
+`callbacks` (docs/sources.md), and the top-level keys of its documents that live elsewhere here."""
 
 from __future__ import annotations
 

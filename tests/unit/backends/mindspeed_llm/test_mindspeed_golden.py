@@ -1,8 +1,7 @@
 """Golden tests: the shipped `cfgs/golden/*.yaml` plan exactly the flags of MindSpeed-LLM's example scripts.
 
-Expected flags are transcribed from shared/spec/mindspeed.md (sections 1a, 1b, 3), which records
-MindSpeed-LLM 2.1.0's examples/mcore/qwen25/*.sh (the LoRA script's GPT_ARGS, which the spec only summarises,
-from the same 2.1.0 file). The scripts' placeholder paths (`${CKPT_LOAD_DIR}`, `./model_weights/...`) are
+Expected flags are transcribed from MindSpeed-LLM 2.1.0's examples/mcore/qwen25/*.sh (the full, LoRA and
+conversion scripts' arguments). The scripts' placeholder paths (`${CKPT_LOAD_DIR}`, `./model_weights/...`) are
 replaced by the plan's own, absolute paths; values compare as numbers where they are numbers (1e-6 == 1e-06).
 """
 

@@ -350,7 +350,7 @@ def test_shipped_files_round_trip_through_render_and_parse():
             "MsprobeConfig",
             "DataHandlerConfig",
         }
-    # the counts the spec records for master (shared/spec/mindspeed_rl_keys.txt)
+    # the counts of master's config classes (mindspeed_rl/config_cls/*.py), generated when this was written
     counts = {n: len(c.keys) for n, c in keyfiles.shipped("master").classes.items()}
     assert counts == {
         "MegatronConfig": 174,

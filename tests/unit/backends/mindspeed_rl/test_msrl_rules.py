@@ -1,8 +1,8 @@
 # ruff: noqa: E501  (the expected messages are data, one per line)
 """Every config-time rule and pre-flight check, table-driven: one experiment change each, every message asserted.
 
-The rule ids are those of shared/spec/mindspeed_rl_mm.md (A2.1: R1-R28; S1/S2: parse_training_config's
-sections; V/M/T/K/MB/SC/A/D/P: the pre-flight checklist). Each case changes the base experiment (MindSpeed-RL's
+The rule ids are those of ascendfactory/backends/msrl/rules.py (R1-R28: validate_rl_args; S1/S2:
+parse_training_config's sections) and preflight.py (V/M/T/K/MB/SC/A/D/P: the pre-flight checklist). Each case changes the base experiment (MindSpeed-RL's
 grpo_qwen25_7b_A3, msrl_helpers.BASE) and lists every problem reported, in order; a rule that applies only to some
 versions is checked on one of them. MindSpeed-RL's own error text is quoted inside each message.
 """

@@ -85,13 +85,13 @@ def test_quickstart_plan_runs_our_programs_on_the_mindspeed_rl_tree(tmp_path, mo
 
 
 def test_the_rendered_yaml_is_what_the_trainer_reads(tmp_path, model_dir):
-    from ascendfactory.engine.rl.config import load_yaml, read_config
+    from ascendfactory.engine.rl.config import load_yaml, read_trainer_yaml
 
     plan = plan_for(tmp_path, model_dir)
     path = next(p for p in plan.files if p.endswith("mindspeed_rl_grpo.yaml"))
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "mindspeed_rl_grpo.yaml").write_text(plan.files[path])
-    cfg = read_config(*load_yaml(str(tmp_path / "cfg"), "mindspeed_rl_grpo", []))
+    cfg = read_trainer_yaml(*load_yaml(str(tmp_path / "cfg"), "mindspeed_rl_grpo", []))
     assert cfg.n == 8 and cfg.args.bf16 and cfg.args.finetune
     assert cfg.rl["verifier_function"] == ["base_acc", "format"] and cfg.sampling.max_tokens == 64
     assert cfg.args.num_layers == 2 and cfg.rl["actor_resource"] == {"num_npus": 2}

@@ -1,6 +1,6 @@
 """The MoE router against hand-worked examples: top-k before/after the softmax, capacity and dropping, the
 Switch load-balancing loss, DeepSeek's sequence loss, the z-loss; and which differences from the HF model's
-routing the spec names."""
+routing the trainer documents."""
 
 from __future__ import annotations
 

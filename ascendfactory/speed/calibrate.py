@@ -1,0 +1,164 @@
+"""Fit a device's calibrated constants on its recorded runs, and state the error they reach.
+
+`recorded/<device>.yaml` lists measured runs (each: the `Workload`, the measured step time, the date and
+commit it was measured at, and for the CPU the matmul rate and copy bandwidth measured right before it).
+The step time is linear in 1 / efficiency, the per-layer overhead and 1 / intra-node bandwidth
+(`model.linear_terms`), so the fit is least squares on the relative error, in closed form; the
+constants a device has no information on (no communication in its runs) keep their stated values.
+`calibration_error` is the largest |predicted / measured - 1| over the runs with the fitted constants; with
+`leave_one_out=True` each run is predicted by constants fitted on the others (an honest error when there
+are more runs than constants).
+
+    python -m ascendfactory.speed.calibrate [cpu|h200]     # prints the constants and every run's error
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ascendfactory.speed.devices import DeviceSpeed, device_speed
+from ascendfactory.speed.model import CALIBRATED, Workload, linear_terms, predict
+
+RECORDED = Path(__file__).resolve().parent / "recorded"
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    label: str
+    workload: Workload
+    measured_step_s: float
+    matmul_flops: float | None = None  # measured right before the run (CPU), else the device's
+    memory_bandwidth: float | None = None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    device: str
+    machine: str
+    date: str
+    commit: str
+    source: str
+    runs: tuple[RecordedRun, ...]
+    free: tuple[str, ...] = CALIBRATED  # the constants these runs determine (`fit:` in the file)
+
+
+def load(device: str) -> Recorded:
+    import yaml
+
+    data: dict[str, Any] = yaml.safe_load((RECORDED / f"{device}.yaml").read_text(encoding="utf-8"))
+    runs = tuple(
+        RecordedRun(
+            label=r["label"],
+            workload=Workload.from_dict(r["workload"]),
+            measured_step_s=float(r["measured_step_s"]),
+            matmul_flops=r.get("matmul_flops"),
+            memory_bandwidth=r.get("memory_bandwidth"),
+        )
+        for r in data["runs"]
+    )
+    free = tuple(data.get("fit") or CALIBRATED)
+    return Recorded(
+        data["device"], data["machine"], str(data["date"]), str(data["commit"]), data["source"], runs, free
+    )
+
+
+def device_for(run: RecordedRun, base: DeviceSpeed) -> DeviceSpeed:
+    """`base` with the matmul rate and bandwidth measured beside `run` (CPU rows), at every precision."""
+    dev = base
+    if run.matmul_flops:
+        dev = dev.with_(matmul_flops={k: float(run.matmul_flops) for k in base.matmul_flops})
+    if run.memory_bandwidth:
+        dev = dev.with_(memory_bandwidth=float(run.memory_bandwidth))
+    return dev
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (a small square system)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        if abs(m[c][c]) < 1e-300:
+            raise ValueError("the recorded runs do not determine the constants (singular system)")
+        for r in range(n):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def fit(
+    runs: tuple[RecordedRun, ...] | list[RecordedRun], base: DeviceSpeed, free: tuple[str, ...] = CALIBRATED
+) -> DeviceSpeed:
+    """The constants named in `free` minimising the summed squared relative error over `runs` (the others
+    kept as `base` has them)."""
+    rows = []
+    for run in runs:
+        columns, rest = linear_terms(run.workload, device_for(run, base))
+        fixed = sum(columns[c] * _unknown(base, c) for c in CALIBRATED if c not in free)
+        rows.append(([columns[c] for c in free], run.measured_step_s - rest - fixed, run.measured_step_s))
+    use = [i for i, _ in enumerate(free) if any(r[0][i] > 0 for r in rows)]
+    a = [[sum(r[0][i] * r[0][j] / r[2] ** 2 for r in rows) for j in use] for i in use]
+    b = [sum(r[0][i] * r[1] / r[2] ** 2 for r in rows) for i in use]
+    sol = {free[i]: v for i, v in zip(use, _solve(a, b))}
+    dev = base
+    if sol.get("efficiency", 0) > 0:
+        dev = dev.with_(efficiency=1 / sol["efficiency"])
+    for name in ("step_overhead_s", "layer_overhead_s"):
+        if name in sol:
+            dev = dev.with_(**{name: max(0.0, sol[name])})
+    if sol.get("intra_bandwidth", 0) > 0:
+        dev = dev.with_(intra_bandwidth=1 / sol["intra_bandwidth"])
+    return dev
+
+
+def _unknown(dev: DeviceSpeed, name: str) -> float:
+    """The value a constant's column multiplies (1 / efficiency, 1 / bandwidth, the overheads as they are)."""
+    if name == "efficiency":
+        return 1 / dev.efficiency
+    if name == "intra_bandwidth":
+        return 1 / dev.intra_bandwidth
+    return float(getattr(dev, name))
+
+
+def errors(runs: tuple[RecordedRun, ...] | list[RecordedRun], dev: DeviceSpeed) -> list[float]:
+    return [predict(r.workload, device_for(r, dev)).step_s / r.measured_step_s - 1 for r in runs]
+
+
+def leave_one_out(
+    runs: tuple[RecordedRun, ...], base: DeviceSpeed, free: tuple[str, ...] = CALIBRATED
+) -> list[float]:
+    out = []
+    for i, run in enumerate(runs):
+        others = [r for j, r in enumerate(runs) if j != i]
+        out.append(errors([run], fit(others, base, free))[0])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = (argv if argv is not None else sys.argv[1:]) or ["cpu", "h200"]
+    for name in names:
+        rec = load(name)
+        base = device_speed(name)
+        assert base is not None, name
+        dev = fit(rec.runs, base, rec.free)
+        errs = errors(rec.runs, dev)
+        print(f"{name}: {len(rec.runs)} runs ({rec.machine}; {rec.date}, commit {rec.commit})")
+        print(
+            f"  fitted {', '.join(rec.free)}: efficiency={dev.efficiency:.4f} "
+            f"step_overhead_s={dev.step_overhead_s:.6g} layer_overhead_s={dev.layer_overhead_s:.6g} "
+            f"intra_bandwidth={dev.intra_bandwidth:.4g} calibration_error={max(abs(e) for e in errs):.4f}"
+        )
+        loo = leave_one_out(rec.runs, base, rec.free) if len(rec.runs) > len(rec.free) + 1 else []
+        for i, (run, e) in enumerate(zip(rec.runs, errs)):
+            extra = f"  leave-one-out {loo[i]:+.1%}" if loo else ""
+            print(f"  {run.label:44s} measured {run.measured_step_s:.4g}s  error {e:+.1%}{extra}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""The step time of a training layout, before it runs: `predict(workload, device) -> StepPrediction`.
+
+One iteration of a Megatron-style job on `world = TP x PP x DP x CP` devices, each part a formula:
+
+- compute: the iteration's FLOPs by Megatron's formula (`speed.flops`), plus what recompute redoes (full:
+  the layers' forward again, x 4/3 of their part; selective: the attention scores' forward, x 4/3 of that
+  term), LoRA's frozen weights needing no weight gradient (x (2 + trainable share) / 3), divided over the
+  devices, at `device.efficiency` of the device's matmul rate at the run's precision;
+- pipeline bubble (1F1B): compute x (PP - 1) / (VPP x micro-batches);
+- overhead: `device.step_overhead_s` per iteration (the optimizer's launches, logging, the loop) plus
+  `device.layer_overhead_s` x layers per stage x micro-batches (x 4/3 with full recompute): launches and
+  Python and memory-bound element-wise work, what a tiny model's step is made of;
+- tensor parallel: 4 all-reduces of s/CP x b x h activations per layer and micro-batch (2 forward, 2
+  backward; sequence parallel moves the same bytes as reduce-scatter + all-gather), 2(t-1)/t of each on the
+  wire, plus the device's latency per collective;
+- pipeline parallel: each micro-batch's activations forward and their gradients backward across a stage
+  boundary, once per model chunk (the interleaved schedule sends VPP times as often);
+- data parallel: the gradient all-reduce (2(d-1)/d of the local gradients; with the distributed optimizer a
+  reduce-scatter of gradients and an all-gather of parameters, the same bytes), zero when
+  `overlap_grad_reduce` hides it in the backward;
+- optimizer: Adam reads and writes the local states once, bytes / the device's memory bandwidth (16-bit
+  Megatron: 2 + 4 + 12 bytes per parameter read and written, the embedded trainer's fp32 states 4 + 4 + 8;
+  the distributed optimizer divides them by DP);
+- links: inside a node at `intra_bandwidth`, across nodes (a group larger than the devices per node) at
+  `inter_bandwidth`.
+
+tokens/s per device = GBS x seq / step / world; the run's wall time = step x train iterations (start-up,
+evaluation and checkpoint saves are not counted: said where it is printed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from ascendfactory.speed.devices import DeviceSpeed
+from ascendfactory.speed.flops import logit_flops, megatron_flops, score_flops
+
+ACTIVATION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# Adam's bytes read + written per trainable parameter in one step (weights, gradient, two moments; 16-bit
+# Megatron also its fp32 master copy): the optimizer step is bound by memory bandwidth.
+OPTIMIZER_BYTES = {"megatron": 2 * (2 + 4 + 12), "embedded": 2 * (4 + 4 + 8)}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One training layout, every field as the framework's flags mean it."""
+
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    kv_channels: int
+    vocab: int  # the tokenizer's; Megatron pads it to a multiple of vocab_divisible_by x TP
+    seq: int
+    mbs: int
+    gbs: int
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    vpp: int = 1
+    tied: bool = False
+    swiglu: bool = True
+    routed_experts: int = 1  # experts a token is routed to (MoE top-k); 1 for a dense model
+    params: float | None = None  # all parameters (for gradients and the optimizer); None: counted here
+    trainable: float = 1.0  # the trainable share of the parameters (LoRA: a few percent)
+    recompute: str = "none"  # none | selective | full
+    precision: str = "bf16"  # bf16 | fp16 | fp32
+    engine: str = "megatron"  # megatron | embedded (fp32 weights and states, autocast)
+    distributed_optimizer: bool = False
+    overlap_grad_reduce: bool = False
+    devices_per_node: int | None = None  # for which groups cross nodes; None: all in one node
+    vocab_divisible_by: int = 128
+    train_iters: int | None = None
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def micro_batches(self) -> int:
+        return max(1, self.gbs // max(1, self.mbs * self.dp))
+
+    @property
+    def padded_vocab(self) -> int:
+        multiple = max(1, self.vocab_divisible_by) * max(1, self.tp)
+        return int(math.ceil(self.vocab / multiple) * multiple)
+
+    def param_count(self) -> float:
+        if self.params is not None:
+            return self.params
+        q, kv = self.heads * self.kv_channels, self.kv_heads * self.kv_channels
+        attention = self.hidden * (q + 2 * kv) + q * self.hidden
+        mlp = (3 if self.swiglu else 2) * self.hidden * self.ffn * self.routed_experts
+        embedding = self.padded_vocab * self.hidden * (1 if self.tied else 2)
+        return self.layers * (attention + mlp + 2 * self.hidden) + embedding + self.hidden
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Workload:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    step_s: float
+    parts: dict[str, float]  # compute, bubble, overhead, tp_comm, pp_comm, dp_comm, optimizer (seconds)
+    flops: float  # the iteration's FLOPs by Megatron's formula (no recompute), the log's TFLOP/s numerator
+    tokens_per_s_per_device: float
+    tflops_per_device: float  # Megatron's FLOPs / step / world (the figure its log prints)
+    run_s: float | None  # step x train iterations
+    device: str
+    calibration_error: float | None
+    assumptions: tuple[str, ...]
+    in_range: bool = True  # the model's shape near the recorded runs' (`DeviceSpeed.calibrated_hidden`)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _collective_s(nbytes: float, group: int, bandwidth: float, latency: float) -> float:
+    """A ring all-reduce of `nbytes` over `group` ranks: 2(g-1)/g of it on the wire, plus the latency."""
+    if group <= 1:
+        return 0.0
+    return 2 * (group - 1) / group * nbytes / bandwidth + latency
+
+
+def _link(w: Workload, device: DeviceSpeed, span: int) -> float:
+    """The bandwidth of a group spanning `span` consecutive ranks: across nodes when it exceeds a node."""
+    per_node = w.devices_per_node or w.world
+    return device.inter_bandwidth if span > per_node else device.intra_bandwidth
+
+
+def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
+    """The step time of `w` on `device` (module docstring)."""
+    tokens = w.gbs * w.seq
+    flops = megatron_flops(
+        batch=w.gbs,
+        seq=w.seq,
+        layers=w.layers,
+        hidden=w.hidden,
+        ffn=w.ffn,
+        heads=w.heads,
+        kv_heads=w.kv_heads,
+        kv_channels=w.kv_channels,
+        padded_vocab=w.padded_vocab,
+        swiglu=w.swiglu,
+        routed_experts=w.routed_experts,
+    )
+    logits = logit_flops(batch=w.gbs, seq=w.seq, hidden=w.hidden, padded_vocab=w.padded_vocab)
+    work = flops
+    if w.recompute == "full":
+        work += (flops - logits) / 3
+    elif w.recompute == "selective":
+        work += (
+            score_flops(batch=w.gbs, seq=w.seq, layers=w.layers, heads=w.heads, kv_channels=w.kv_channels) / 3
+        )
+    work *= (2 + min(1.0, max(0.0, w.trainable))) / 3
+    rate = device.rate(w.precision) * device.threads_per_process
+    compute = work / w.world / (rate * device.efficiency)
+    m = w.micro_batches
+    bubble = compute * (w.pp - 1) / (w.vpp * m)
+    local_layers = w.layers / w.pp
+    overhead = device.step_overhead_s + device.layer_overhead_s * local_layers * m * (
+        4 / 3 if w.recompute == "full" else 1
+    )
+
+    act = ACTIVATION_BYTES.get(w.precision, 2)
+    activation = w.seq / w.cp * w.mbs * w.hidden * act
+    tp_comm = 4 * local_layers * m * _collective_s(activation, w.tp, _link(w, device, w.tp), device.latency_s)
+    pp_comm = 0.0
+    if w.pp > 1:
+        span = w.tp * w.cp * w.dp * 2  # neighbouring stages are TP x CP x DP ranks apart
+        # every model chunk's boundary, forward and backward, per micro-batch (VPP: vpp times as many sends)
+        pp_comm = 2 * m * w.vpp * (activation / _link(w, device, span) + device.latency_s)
+    local_params = w.param_count() / (w.tp * w.pp)
+    grads = local_params * w.trainable * 4  # gradients reduced in fp32 (Megatron's main_grad; ours fp32)
+    dp_group = w.dp * w.cp
+    dp_comm = 0.0
+    if not w.overlap_grad_reduce:
+        dp_comm = _collective_s(grads, dp_group, _link(w, device, w.world), device.latency_s)
+    states = local_params * w.trainable * OPTIMIZER_BYTES.get(w.engine, OPTIMIZER_BYTES["megatron"])
+    if w.distributed_optimizer:
+        states /= dp_group
+    optimizer = states / device.memory_bandwidth
+    parts = {
+        "compute": compute,
+        "bubble": bubble,
+        "overhead": overhead,
+        "tp_comm": tp_comm,
+        "pp_comm": pp_comm,
+        "dp_comm": dp_comm,
+        "optimizer": optimizer,
+    }
+    step = sum(parts.values())
+    assumptions = [device.source]
+    assumptions += list(device.notes)
+    assumptions.append("the run's wall time counts iterations only (no start-up, evaluation or saves)")
+    known = device.calibrated_hidden
+    in_range = known is None or known[0] / 2 <= w.hidden <= known[1] * 2
+    if not in_range and known is not None:
+        assumptions.append(
+            f"hidden size {w.hidden} is outside the shapes {device.name} was calibrated on (hidden "
+            f"{known[0]}-{known[1]}): the overheads are other models', so this figure is not reliable"
+        )
+    return StepPrediction(
+        step_s=step,
+        parts=parts,
+        flops=flops,
+        tokens_per_s_per_device=tokens / step / w.world,
+        tflops_per_device=flops / step / w.world / 1e12,
+        run_s=step * w.train_iters if w.train_iters else None,
+        device=device.name,
+        calibration_error=device.calibration_error,
+        assumptions=tuple(assumptions),
+        in_range=in_range,
+    )
+
+
+# The calibrated constants and how each enters the step time (`linear_terms`).
+CALIBRATED = ("efficiency", "step_overhead_s", "layer_overhead_s", "intra_bandwidth")
+
+
+def linear_terms(w: Workload, device: DeviceSpeed) -> tuple[dict[str, float], float]:
+    """The step time as sum(column[c] x u_c) + rest, u = (1 / efficiency, step_overhead_s, layer_overhead_s,
+    1 / intra_bandwidth), for a linear fit of the calibrated constants (`CALIBRATED`). Valid for a workload
+    inside one node (the calibration's runs)."""
+    zero = device.with_(
+        efficiency=math.inf, step_overhead_s=0.0, layer_overhead_s=0.0, intra_bandwidth=math.inf
+    )
+    base = predict(w, zero)
+    rest = sum(base.parts.values())
+    eff = predict(w, zero.with_(efficiency=1.0)).parts
+    layer = predict(w, zero.with_(layer_overhead_s=1.0)).parts["overhead"]
+    wire = predict(w, zero.with_(intra_bandwidth=1.0)).parts
+    z = sum(wire[k] - base.parts[k] for k in ("tp_comm", "pp_comm", "dp_comm"))
+    columns = {
+        "efficiency": eff["compute"] + eff["bubble"],
+        "step_overhead_s": 1.0,
+        "layer_overhead_s": layer,
+        "intra_bandwidth": z,
+    }
+    return columns, rest
