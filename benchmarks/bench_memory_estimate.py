@@ -121,6 +121,7 @@ GRID = [
     ("pp2-dp2", 4, {"pipeline-model-parallel-size": 2, "global-batch-size": 8}),
     ("lora", 1, LORA),
     ("lora-mbs4", 1, {**LORA, "micro-batch-size": 4}),
+    ("lora-bf16", 1, {**LORA, "bf16": True}),
     ("dp2-bf16-seq1024", 2, {"bf16": True, "seq-length": 1024}),
     ("recompute-full", 1, FULL),
     ("recompute-selective", 1, {"recompute-granularity": "selective"}),

@@ -10,7 +10,8 @@ device whatever its size (the `runtime` component of every stage).
   compute capability 9.0 (Hopper: H100, H200, H800, H20), else `:4096:2:16:8` = 8 MiB + 128 KiB; cuBLASLt
   `CUBLASLT_WORKSPACE_SIZE` KiB, default 1024 KiB, capped at the cuBLAS size, none of its own when
   `TORCH_CUBLASLT_UNIFIED_WORKSPACE=1` (it then shares cuBLAS's). On the quickstart (a 14.2 MiB job) an H200
-  measured 81.5 MiB `max allocated`: 14.2 + 2 x (32 + 1) = 80.2 MiB.
+  measured 81.5 MiB `max allocated` (the embedded trainer of
+  that time, fp32 weights under autocast): 14.2 + 2 x (32 + 1) = 80.2 MiB.
 - **NPU** (Ascend, HCCL): every communication domain a rank communicates in holds a buffer of
   `HCCL_BUFFSIZE` MB (default 200: MindSpeed `docs/features/hccl-group-buffer-set.md`, after CANN's
   environment-variable reference); HCCL allocates it outside PyTorch's allocator, so `max_memory_allocated`
