@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
 from ascendfactory.cli.app import main
 from ascendfactory.memory import devices
 from ascendfactory.memory.megatron import MegatronJob
