@@ -69,7 +69,7 @@ else
     say "building the demo model into $DEMO"
     "$PYTHON" -m ascendfactory.engine.demo "$DEMO"
 fi
-# The mixture-of-experts demos (tiny Qwen3-MoE and DeepSeek-V2-Lite for the embedded trainer).
+# The mixture-of-experts demos (cfgs/quickstart_qwen3_moe.yaml, cfgs/quickstart_deepseek2_lite.yaml).
 for FAMILY in qwen3_moe:tiny-qwen3-moe deepseek_v2_lite:tiny-deepseek-v2-lite; do
     MOE_DEMO="$HERE/demo_assets/${FAMILY#*:}"
     if ! { [ -f "$MOE_DEMO/config.json" ] && [ -f "$MOE_DEMO/model.safetensors" ]; }; then

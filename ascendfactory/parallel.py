@@ -64,6 +64,8 @@ class LayoutInput:
     max_position_embeddings: int
     num_layer_list: list[int] | None = None
     sequence_parallel: bool = False
+    ep: int = 1  # expert-model-parallel-size (MoE models)
+    experts: int = 0  # the model's routed experts (0: dense)
     keys: dict[str, str] = field(default_factory=dict)
 
 
@@ -108,13 +110,14 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
         "nll": "num-layer-list",
         "world": "env.NNODES x devices per node",
         "sp": "sequence-parallel",
+        "ep": "expert-model-parallel-size",
         **inp.keys,
     }
     dims = ParallelDims(inp.world_size, inp.tp, inp.pp, inp.cp)
     report = LayoutReport(dims=dims)
     add = report.problems.append
 
-    for name, value in (("tp", inp.tp), ("pp", inp.pp), ("cp", inp.cp), ("mbs", inp.mbs)):
+    for name, value in (("tp", inp.tp), ("pp", inp.pp), ("cp", inp.cp), ("mbs", inp.mbs), ("ep", inp.ep)):
         if value < 1:
             add(Problem(k[name], f"must be >= 1 (got {value})", fix=f"set {k[name]} to 1 or more"))
     if report.problems:
@@ -288,7 +291,40 @@ def _layout_warnings(inp: LayoutInput, k: dict[str, str]) -> list[str]:
     return warnings
 
 
-LAYOUT_RULES = (_degree_problems, _layer_problems, _batch_problems, _sequence_problems)
+def _expert_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) -> list[Problem]:
+    """Expert parallelism (MoE models): the routed experts divide by EP (Megatron-LM core_r0.8.0
+    megatron/training/arguments.py validate_args: "Number of experts should be a multiple of expert model
+    parallel_size") and EP divides the data-parallel size (core_r0.8.0 megatron/core/parallel_state.py
+    initialize_model_parallel: "data_parallel_size ... is not divisible by expert_model_parallel_size")."""
+    if inp.ep <= 1 or not inp.experts:
+        return []
+    problems: list[Problem] = []
+    key = k["ep"]
+    if inp.experts % inp.ep:
+        valid = [e for e in _divisors(inp.experts) if dims.dp % e == 0]
+        problems.append(
+            Problem(
+                key,
+                f"{inp.ep} does not divide the model's {inp.experts} routed experts",
+                fix=f"use an expert-model-parallel-size in {valid}",
+            )
+        )
+    if dims.dp % inp.ep:
+        valid = [e for e in _divisors(dims.dp) if inp.experts % e == 0]
+        problems.append(
+            Problem(
+                key,
+                f"{inp.ep} does not divide the data-parallel size {dims.dp} (world {inp.world_size} / "
+                f"(tp {inp.tp} x pp {inp.pp} x cp {inp.cp})): Megatron forms the expert groups inside the "
+                "data-parallel ranks",
+                fix=f"use an expert-model-parallel-size in {valid}, or a layout with more data-parallel "
+                "ranks",
+            )
+        )
+    return problems
+
+
+LAYOUT_RULES = (_degree_problems, _layer_problems, _batch_problems, _sequence_problems, _expert_problems)
 
 
 def even_split(n: int, parts: int) -> list[int]:

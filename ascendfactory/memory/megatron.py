@@ -230,6 +230,8 @@ class MegatronJob:
                 seq_length=self.seq,
                 max_position_embeddings=max(self.seq, 1),
                 sequence_parallel=self.sequence_parallel and tp > 1,
+                ep=self.ep,
+                experts=s.experts,
             )
         )
         if report.problems or s.layers % pp:

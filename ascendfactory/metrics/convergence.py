@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from ascendfactory.metrics.aux_loss import AUX_LOSS_KEYS as AUX_LOSS_KEYS
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
 

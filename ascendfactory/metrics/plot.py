@@ -6,8 +6,9 @@
 - each run is folded into a `StepTable` (resumed segments join into one curve, later step wins);
 - each chart shows the raw values (thin, translucent) and a TensorBoard-style debiased EMA
   (`smoothing` in [0, 1); 0 draws the raw curve only);
-- `metric=None` picks the loss; for RL runs (a score/reward is logged) it draws two panels, the
-  score and `response_length/mean`, like the VeRL `training_loss.png`;
+- `metric=None` picks the loss, and a panel under it for each mixture-of-experts auxiliary loss the run
+  logs (Megatron's `load_balancing_loss`, `z_loss`, ...); for RL runs (a score/reward is logged) it draws two
+  panels, the score and `response_length/mean`, like the VeRL `training_loss.png`;
 - a run's validation records (kind ``eval``) of a panel's metric are drawn on that panel beside it, as
   markers joined by a dashed line: Megatron's `lm loss value` for `lm loss`, LLaMA-Factory's
   `eval_loss` for `loss` (`validation_key`).
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Union, cast
 
 from ascendfactory.errors import MissingDependencyError
-from ascendfactory.metrics.convergence import LOSS_KEYS, SCORE_KEYS, loss_keys, pick_metric
+from ascendfactory.metrics.convergence import AUX_LOSS_KEYS, LOSS_KEYS, SCORE_KEYS, loss_keys, pick_metric
 from ascendfactory.metrics.record import Record
 from ascendfactory.metrics.table import StepTable
 
@@ -104,7 +105,7 @@ def table_for_plot(
     if fmt != "megatron":
         return StepTable.from_records(parse_file(path, format))
     table = StepTable()
-    for piece in iter_columns(path, metrics or LOSS_KEYS[:2]):
+    for piece in iter_columns(path, metrics or (*LOSS_KEYS[:2], *AUX_LOSS_KEYS)):
         # numpy columns: what add_columns reads of a sequence (len, items, tobytes) they have
         table.add_columns(cast(Sequence[int], piece.steps), cast(Mapping[str, Sequence[float]], piece.values))
         for rec in piece.others:
@@ -156,7 +157,7 @@ def default_metrics(tables: Iterable[StepTable]) -> list[str]:
         length = next((k for k in LENGTH_KEYS if k in keys), None)
         return [score, length] if length else [score]
     loss = next((k for k in loss_keys() if k in keys), None) or pick_metric(keys)
-    return [loss] if loss else []
+    return [loss, *(k for k in AUX_LOSS_KEYS if k in keys)] if loss else []
 
 
 NAN_COUNT_KEY = "number of nan iterations"

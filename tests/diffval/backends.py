@@ -241,6 +241,21 @@ MS_FILLED = {
     "tensor-model-parallel-size": 1,
     "pipeline-model-parallel-size": 1,
 }
+# MoE bases: a catalog MoE model's template, its architecture read from a tiny model of the family built here
+MOE_BASES = (("qwen3-30b-a3b", "qwen3-moe"), ("deepseek-v2-lite-16b", "deepseek2-lite"))
+MOE_KEY_PREFIXES = ("moe-", "num-experts", "expert-", "first-k-dense", "n-shared", "topk-group", "n-group")
+
+
+def _tiny_moe(workdir: Path, family: str) -> Path:
+    """A tiny HF model of a MoE family (4 experts, top 2; tests/support/tiny_model.py), built once."""
+    from tests.support.tiny_model import build_tiny_model
+
+    path = workdir / "models" / family
+    if not (path / "config.json").is_file():
+        build_tiny_model(path, family, num_layers=4, hidden_size=64, num_heads=4, num_kv_heads=2)
+    return path
+
+
 MS_PINS = "MindSpeed-LLM 2.1.0 (70116e9b), Megatron-LM core_r0.8.0 (baf94af3), MindSpeed 2c085cc9"
 
 
@@ -273,6 +288,17 @@ class MindSpeedLLM(Adapter):
                 tree["scripts_dir"] = found[0]
             tree["af_output_dir"] = str(workdir / "out" / exp)
             out.append(Base(f"mindspeed-llm/{exp}", tree))
+        for model, family in MOE_BASES:  # MoE and latent-attention flags, EP over the data-parallel ranks
+            tree = _template("mindspeed-llm", "full-4k", model)
+            training = tree["backend_config"]["training"]
+            training["tokenizer-name-or-path"] = str(_tiny_moe(workdir, family))
+            training["expert-model-parallel-size"] = 2  # the tiny model's 4 experts over DP 8
+            training["seq-length"] = 128  # the tiny model's max_position_embeddings
+            tree["backend_config"]["preprocess_data"]["input"] = str(DEMO_DATA)
+            if isinstance(found, tuple):
+                tree["scripts_dir"] = found[0]
+            tree["af_output_dir"] = str(workdir / "out" / model)
+            out.append(Base(f"mindspeed-llm/full-4k/{model}", tree))
         return out
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
@@ -285,6 +311,8 @@ class MindSpeedLLM(Adapter):
         held = [k for k in tree["backend_config"]["training"] if k in table and k not in skip]
         layout = [k for k in table if k.endswith(("-parallel-size", "batch-size")) and k not in skip]
         names = held * 6 + layout * 6 + [k for k in table if k not in skip]
+        if tree.get("af_model_name") in dict(MOE_BASES):  # a MoE base: its MoE keys weigh more
+            names += [k for k in table if k.startswith(MOE_KEY_PREFIXES) and k not in skip] * 4
         out = [KeySpec((*MS_T, n), _ms_kind(table[n]), table[n].choices) for n in names]
         return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 60
 

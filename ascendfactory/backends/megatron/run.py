@@ -408,7 +408,16 @@ _LAYOUT_KEYS = (
     ("max_pos", "max-position-embeddings"),
     ("nll", "num-layer-list"),
     ("sp", "sequence-parallel"),
+    ("ep", "expert-model-parallel-size"),
 )
+
+
+def _expert_parallel(ctx: PlanContext) -> int:
+    """training's expert-model-parallel-size as a layout degree (1 when not given; a value that is not a
+    whole number is refused by the flag checks, and counted as 1 here)."""
+    training = ctx.config.backend_config.get("training")
+    value = training.get("expert-model-parallel-size") if isinstance(training, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
 def _layout(
@@ -431,6 +440,8 @@ def _layout(
             max_position_embeddings=typed.max_position_embeddings or arch.max_pos,
             num_layer_list=typed.num_layer_list,
             sequence_parallel=typed.sequence_parallel,
+            ep=_expert_parallel(ctx),
+            experts=arch.experts,
             keys={name: K + key for name, key in _LAYOUT_KEYS}
             | {
                 "world": f"env.NNODES({env.NNODES}) x devices per node"

@@ -27,6 +27,7 @@ from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.memory.target import MemoryTarget
+from ascendfactory.metrics.aux_loss import AUX_LOSS_KEYS
 from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
@@ -274,11 +275,16 @@ def megatron_plan(ctx: PlanContext, run: MegatronRun, *, output_dir: str, facts:
     sequence length as the training program parses it)."""
     cfg = ctx.config
     seq = run.launch.seq_length if run.launch else None
+    # a mixture-of-experts model: the auxiliary losses Megatron logs after the LM loss get a panel each under
+    # it in training_loss.png, and the load-balancing loss its line in the run summary
+    moe = bool(run.arch.experts)
     logs = LogSpec(
         format="megatron",
         naming=LogNaming(prefix=ctx.log_prefix),
         loss_rank="last",
         throughput=ThroughputSpec("megatron", seq_length=seq, devices=run.world_size),
+        plot_metrics=("lm loss", *AUX_LOSS_KEYS) if moe else (),
+        summary_metrics=("load_balancing_loss",) if moe else (),
     )
     saved = OutputTree(output_dir).saved_checkpoints
     return ctx.new_plan(

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "overlap-p2p-comm": True,
     "position-embedding-type": "learned_absolute",
     "normalization": "LayerNorm",
+    "moe-router-load-balancing-type": "aux_loss",
     "padded-base-length": 128,
     "num-dataset-builder-threads": 1,
 }
@@ -651,10 +652,13 @@ RULES: tuple[Rule, ...] = (
 
 
 def broken_rules(flags: Mapping[str, Any], skip: frozenset[str] | set[str] = frozenset()) -> list[Rule]:
-    """The rules the flags break (a rule naming a key in `skip`, already refused, is not checked)."""
+    """The rules the flags break (a rule naming a key in `skip`, already refused, is not checked): these and
+    the mixture-of-experts ones (`moe_rules.py`)."""
+    from ascendfactory.backends.mindspeed_llm.moe_rules import MOE_RULES
+
     view = Flags(flags)
     out = []
-    for rule in RULES:
+    for rule in (*RULES, *MOE_RULES):
         if rule.key in skip:
             continue
         try:

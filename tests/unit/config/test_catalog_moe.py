@@ -81,3 +81,19 @@ def test_every_moe_model_is_listed_with_its_experts(capsys):
     for name in MOE:
         assert rows[name]["experts"] == from_catalog(name).experts and rows[name]["topk"]
     assert "experts" not in rows["qwen2.5-7b"]
+
+
+@pytest.mark.parametrize(
+    ("name", "family"), [("tiny-qwen3-moe", "qwen3_moe"), ("tiny-deepseek2-lite", "deepseek_v2_lite")]
+)
+def test_the_tiny_moe_demos_are_in_the_catalog_as_the_demo_builder_writes_them(tmp_path, name, family):
+    """The MoE quickstarts name them: they resolve without the demo folder, with the facts its config.json
+    gives when it is there (the config `make_demo_model` saves; its vocabulary is the demo tokenizer's, as
+    tiny-demo's)."""
+    from ascendfactory.engine.demo import _config, _normalize_json
+
+    _config(family, from_catalog("tiny-demo").vocab, bos_id=0, eos_id=2, pad_id=0).save_pretrained(tmp_path)
+    _normalize_json(tmp_path)
+    built = from_hf_dir(tmp_path, name)
+    assert built is not None
+    assert {**built.__dict__, "source": ""} == {**from_catalog(name).__dict__, "source": ""}

@@ -99,8 +99,11 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"moe-zero-memory-num-layers": 1},
         {"moe-zero-memory-num-layers": 1, "moe-zero-memory": "level0"},
     ),
-    "first-k-dense-replace": ({"first-k-dense-replace": 1}, {"first-k-dense-replace": 1, **MOE}),
-    "moe-layer-freq": ({"moe-layer-freq": 1}, {"moe-layer-freq": 1, **MOE}),
+    "first-k-dense-replace": (
+        {"first-k-dense-replace": 1},
+        {"first-k-dense-replace": 1, "moe-layer-freq": 1, **MOE},
+    ),
+    "moe-layer-freq": ({"moe-layer-freq": 1}, {"moe-layer-freq": 1, "first-k-dense-replace": 1, **MOE}),
     "schedules-method": (
         {"schedules-method": "dualpipev"},
         {"schedules-method": "dualpipev", "moe-fb-overlap": True, **MOE, "overlap-grad-reduce": OFF},
