@@ -11,7 +11,7 @@
                                submit/ (the job scripts and manifests `submit` writes)
 
 A backend family adds its own entries by subclassing `OutputTree` (the Megatron family's converted
-weights, `backends/megatron/layout.py`; MindSpeed-RL's yaml files, `backends/msrl/layout.py`); the names
+weights, `backends/megatron/tree.py`; MindSpeed-RL's yaml files, `backends/msrl/tree.py`); the names
 above are never spelled anywhere else. It is a module of its own, below every other, so the plan, the
 runner, the log readers, the trackers, the backends and `submit` all read the same names.
 """

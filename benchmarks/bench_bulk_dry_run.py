@@ -42,7 +42,7 @@ def write_experiments(folder: Path, models: int) -> int:
     """Every backend's templates for its first `models` offered models, and cfgs/; the experiment count."""
     sys.path.insert(0, str(REPO))
     from ascendfactory.backends.registry import all_backends
-    from ascendfactory.backends.templates import offered_models, render_experiment
+    from ascendfactory.features.templates import offered_models, render_experiment
 
     for backend in all_backends():
         for model in offered_models(backend.name)[:models]:

@@ -375,9 +375,9 @@ DEVICES = ("ascend-910b2", "h100-80gb", "h200")
 def run_templates() -> None:
     from ascendfactory.backends.planner import make_plan
     from ascendfactory.backends.registry import get_backend
-    from ascendfactory.backends.templates import render_experiment
     from ascendfactory.config.load import load_experiment
     from ascendfactory.errors import AscendFactoryError
+    from ascendfactory.features.templates import render_experiment
 
     tmp = Path(tempfile.mkdtemp(prefix="af-memtpl-"))
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "VC_", "PET_"))}
@@ -578,8 +578,8 @@ def run_published() -> None:
 def run_timing(runs: int) -> None:
     from ascendfactory.backends.planner import attach_memory, make_plan
     from ascendfactory.backends.registry import get_backend
-    from ascendfactory.backends.templates import render_experiment
     from ascendfactory.cli._experiment_args import load_from_args
+    from ascendfactory.features.templates import render_experiment
 
     tmp = Path(tempfile.mkdtemp(prefix="af-memtime-"))
     ms7b = tmp / "ms7b.yaml"

@@ -38,13 +38,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write an experiment yaml with every key explained. Prompts for what is not given."""
         from ascendfactory.backends.registry import backend_names, get_backend
-        from ascendfactory.backends.templates import (
+        from ascendfactory.cli._output import out
+        from ascendfactory.features.templates import (
             offered_models,
             render_experiment,
             suggested_experiment,
             write_experiment,
         )
-        from ascendfactory.cli._output import out
 
         def ask(label: str, choices: list[str], default: str | None = None) -> str:
             from rich.prompt import Prompt

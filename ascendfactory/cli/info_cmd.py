@@ -145,9 +145,9 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Check this machine: Python packages, devices, toolkit environment, free port, disk."""
-    from ascendfactory.backends.doctor import run_checks
-    from ascendfactory.backends.install import install_steps, run_install
     from ascendfactory.cli._output import out
+    from ascendfactory.features.doctor import run_checks
+    from ascendfactory.features.install import install_steps, run_install
 
     out.mode = "json" if as_json else "human"
     if install_plan:

@@ -26,7 +26,7 @@ WORKERS = Path(__file__).resolve().parent / "workers"
 
 
 def _template(backend: str, exp: str, model: str = "tiny-demo") -> dict[str, Any]:
-    from ascendfactory.backends.templates import render_experiment
+    from ascendfactory.features.templates import render_experiment
 
     text = render_experiment(backend=backend, model_name=model, exp_name=exp, output_file="x.yaml")
     return yaml.safe_load(text)
@@ -185,7 +185,7 @@ class Verl(Adapter):
         return list(driver[3:])  # after python -m verl.trainer.main_ppo
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.verl.overrides import format_value
+        from ascendfactory.backends.hydra.overrides import format_value
 
         texts = list(payload)
         for m in mutations:
@@ -478,7 +478,7 @@ class MindSpeedRL(Adapter):
         return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 30
 
     def payload(self, plan: Any) -> Any:
-        from ascendfactory.backends.msrl.layout import TRAIN_CONFIG
+        from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
 
         launch = plan.step("train").launch
         text = plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")]

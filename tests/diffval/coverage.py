@@ -21,10 +21,10 @@ backend's section (`backend_config.training` for llamafactory and mindspeed-llm,
 verl, mindspeed-rl and mindspeed-mm), or from the experiment's root when it starts with `/`
 (`/env.NPUS_PER_NODE`); the value `<deleted>` removes the key.
 
-A rule id is `module:NAME` or `module:TABLE[selector]`, `module` below `ascendfactory.backends`: a
-function or table of that module, or the entry of a rule table whose `key`, `name` or `id` is the selector
-(`llamafactory.combos:COMBOS[save_steps]`, `verl.rules:RULES[batch_divisible]`,
-`mindspeed_llm.rules:RULES[min-lr]`, `msrl.rules:RULES[R12]`).
+A rule id is `module:NAME` or `module:TABLE[selector]`, `module` below `ascendfactory.backends` (or a full
+`ascendfactory.` module name): a function or table of that module, or the entry of a rule table whose `key`,
+`name` or `id` is the selector (`llamafactory.combos:COMBOS[save_steps]`, `verl.rules:RULES[batch_divisible]`,
+`mindspeed_llm.rules:RULES[min-lr]`, `msrl.rules:RULES[R12]`, `ascendfactory.parallel:_degree_problems`).
 
 What a targeted run checks, on every base a row applies to:
 - case: the framework's judge refuses at this statement (its traceback passes through the statement's
@@ -127,12 +127,13 @@ def resolve_rule(rule: str) -> Any:
     if not m:
         raise LookupError(f"{rule!r} is not module:NAME or module:TABLE[selector]")
     module, name, selector = m.groups()
+    dotted = module if module.startswith("ascendfactory.") else f"ascendfactory.backends.{module}"
     try:
-        mod = importlib.import_module(f"ascendfactory.backends.{module}")
+        mod = importlib.import_module(dotted)
     except ImportError as e:
         raise LookupError(f"{rule}: {e}") from e
     if not hasattr(mod, name):
-        raise LookupError(f"{rule}: ascendfactory.backends.{module} has no {name}")
+        raise LookupError(f"{rule}: {dotted} has no {name}")
     obj = getattr(mod, name)
     if selector is None:
         return obj

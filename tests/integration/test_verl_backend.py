@@ -17,11 +17,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ascendfactory.backends.hydra.overrides import format_value
 from ascendfactory.backends.planner import make_plan
-from ascendfactory.backends.templates import render_experiment
 from ascendfactory.backends.verl import environment
-from ascendfactory.backends.verl.overrides import format_value
 from ascendfactory.config.load import load_experiment
+from ascendfactory.features.templates import render_experiment
 from ascendfactory.plan import Plan
 from tests.integration.test_ray_launch import free_port, no_ray_process_left
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.megatron.config import SEQ_LENGTH
-from ascendfactory.backends.megatron.layout import OutputTree
+from ascendfactory.backends.megatron.tree import OutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.config.suggest import did_you_mean

@@ -25,9 +25,9 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
-from ascendfactory.backends.megatron.layout import OutputTree
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
 from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
+from ascendfactory.backends.megatron.tree import OutputTree
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
 from ascendfactory.backends.mindspeed_mm.experiment import (

@@ -32,11 +32,11 @@ from ascendfactory.backends.mindspeed_llm.converters import (
 from ascendfactory.backends.mindspeed_rl import environment, steps
 from ascendfactory.backends.mindspeed_rl.steps import Found
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, read_config, render_yaml
-from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import decide_load, fill
 from ascendfactory.backends.msrl.memory import RLRun
 from ascendfactory.backends.msrl.shell import grpo_plan
 from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
+from ascendfactory.backends.msrl.tree import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.errors import ConfigError, Problem

@@ -19,9 +19,9 @@ from ascendfactory.backends.mindspeed_llm.converters import (
 )
 from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.msrl.layout import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import Load
 from ascendfactory.backends.msrl.numbers import cpus_of
+from ascendfactory.backends.msrl.tree import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.plan import (

@@ -9,5 +9,5 @@ keys.py         MindSpeed-RL's keys, defaults, verifiers, templates per version 
 rules.py        validate_rl_args' rules R1-R28 per version; preflight.py: the pre-flight checklist
 numbers.py      the derived numbers (world size, batch sizes, resources); naming.py: keys as written
 load.py         the load decision and the filled yaml (paths, data prefix, load, save)
-layout.py       the output tree; shell.py: the plan shell (log and checkpoint specs)
+tree.py         the output tree; shell.py: the plan shell (log and checkpoint specs)
 """

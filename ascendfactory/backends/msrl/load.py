@@ -23,7 +23,7 @@ from typing import Any
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.msrl.layout import RLOutputTree
+from ascendfactory.backends.msrl.tree import RLOutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.errors import Problem
 

@@ -23,10 +23,10 @@ from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.megatron.run import to_flags
 from ascendfactory.backends.msrl import keys as keyfiles
 from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
-from ascendfactory.backends.msrl.layout import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.msrl.load import decide_load, fill
 from ascendfactory.backends.msrl.memory import RLRun
 from ascendfactory.backends.msrl.shell import grpo_plan
+from ascendfactory.backends.msrl.tree import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.config.catalog import resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (

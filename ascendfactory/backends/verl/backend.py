@@ -28,6 +28,7 @@ import yaml
 
 from ascendfactory.backends.base import EXP_CONFIG, Backend, PlanContext
 from ascendfactory.backends.doctor import Check
+from ascendfactory.backends.hydra.schema import get_path
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys, client_check_args
@@ -35,7 +36,6 @@ from ascendfactory.backends.verl import composer, environment, prompts, rules
 from ascendfactory.backends.verl import run as verl_run
 from ascendfactory.backends.verl.memory import VerlLaunch
 from ascendfactory.backends.verl.programs import PROGRAMS_DIR
-from ascendfactory.backends.verl.schema import get_path
 from ascendfactory.checkpoints.verl import TRACKER
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.verl import schema as sc
+from ascendfactory.backends.hydra import schema as sc
 from ascendfactory.backends.verl.programs import PROGRAMS_DIR
 from ascendfactory.backends.verl.run import OWNED, VerlRun
 from ascendfactory.errors import Problem

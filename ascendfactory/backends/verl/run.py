@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.verl import overrides as ov
+from ascendfactory.backends.hydra import overrides as ov
+from ascendfactory.backends.hydra.schema import Override, Schema
 from ascendfactory.backends.verl import schema as sc
 from ascendfactory.backends.verl.config import OPTIONS, VerlOptions
-from ascendfactory.backends.verl.schema import Override
 from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import Problem
 from ascendfactory.monitors import TensorboardConfig
@@ -76,7 +76,7 @@ HYDRA_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_\-$@]*$")  # one part of a dotted
 @dataclass
 class VerlRun:
     engine: str
-    schema: sc.Schema
+    schema: Schema
     user: list[Override]  # from backend_config
     filled: list[Override]  # decided by the plan
     options: VerlOptions  # backend_config's keys that are ours (OPTIONS)
@@ -165,7 +165,7 @@ def read(
     )
 
 
-def _unknown_sections(bc: dict[str, Any], schema: sc.Schema) -> list[Problem]:
+def _unknown_sections(bc: dict[str, Any], schema: Schema) -> list[Problem]:
     """Top-level keys that are neither verl's sections nor our OPTIONS (taken out of `bc`)."""
     import difflib
 
@@ -189,9 +189,7 @@ def _unknown_sections(bc: dict[str, Any], schema: sc.Schema) -> list[Problem]:
     return problems
 
 
-def _user_overrides(
-    bc: dict[str, Any], schema: sc.Schema, cwd: str, problems: list[Problem]
-) -> list[Override]:
+def _user_overrides(bc: dict[str, Any], schema: Schema, cwd: str, problems: list[Problem]) -> list[Override]:
     """`bc` flattened into overrides (local paths absolute), less the keys Hydra cannot name and the
     sections given a value (each a problem)."""
     user = _absolute_paths(ov.flatten(bc, schema), cwd)

@@ -93,10 +93,13 @@ def serve(
         print(json.dumps([{"module": m, "why": w, "stands_in": s} for m, w, s in stand_ins]))
         return 0
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    # the requests are read from a copy of stdin: the `exit()` a framework calls on a refusal (Megatron's
+    # validate_args on --checkpoint-activations) closes sys.stdin before it raises SystemExit
+    requests = os.fdopen(os.dup(sys.stdin.fileno()), "r")
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
         warnings.simplefilter("ignore")
         judged = framework()
-        for line in sys.stdin:
+        for line in requests:
             if not line.strip():
                 continue
             request = json.loads(line)

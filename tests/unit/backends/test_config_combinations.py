@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ascendfactory.backends.registry import all_backends, get_backend
-from ascendfactory.backends.templates import offered_models, render_experiment
 from ascendfactory.cli.app import main
 from ascendfactory.config.catalog import from_catalog, list_models
+from ascendfactory.features.templates import offered_models, render_experiment
 
 COMBINATIONS = [
     (b.name, exp, model)

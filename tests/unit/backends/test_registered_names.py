@@ -10,10 +10,10 @@ import pytest
 
 from ascendfactory.backends import planner
 from ascendfactory.backends.registry import all_backends, get_backend
-from ascendfactory.backends.templates import offered_models, render_experiment
 from ascendfactory.checkpoints import get_scheme
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
+from ascendfactory.features.templates import offered_models, render_experiment
 from ascendfactory.metrics.formats import get_format
 from ascendfactory.metrics.throughput import get_formula
 from ascendfactory.plan import Role, ThroughputSpec

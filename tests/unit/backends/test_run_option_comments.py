@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ascendfactory.backends.registry import all_backends
-from ascendfactory.backends.templates import offered_models, render_experiment
+from ascendfactory.features.templates import offered_models, render_experiment
 
 MEGATRON_WORDS = re.compile(r"Megatron|iter_\*|--finetune|--no-load|hf2mg|latest_checkpointed_iteration")
 

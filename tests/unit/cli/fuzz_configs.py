@@ -24,12 +24,12 @@ import yaml
 from hypothesis import strategies as st
 
 from ascendfactory.backends.registry import all_backends
-from ascendfactory.backends.templates import offered_models, render_experiment
 from ascendfactory.cli import _errors as cli_errors
 from ascendfactory.cli._errors import format_error
 from ascendfactory.cli.app import main
 from ascendfactory.config.yamlio import loads
 from ascendfactory.errors import ConfigError, Problem, printable
+from ascendfactory.features.templates import offered_models, render_experiment
 
 REPO = Path(__file__).resolve().parents[3]
 HANG_S = 5.0

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from ascendfactory.backends.templates import render_experiment
 from ascendfactory.cli.app import main
+from ascendfactory.features.templates import render_experiment
 from ascendfactory.memory import devices
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -9,10 +9,10 @@ import pytest
 
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.backends.registry import all_backends, get_backend
-from ascendfactory.backends.templates import render_experiment
 from ascendfactory.cli.app import main
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
+from ascendfactory.features.templates import render_experiment
 from ascendfactory.memory import devices
 from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.fixes import suggest_layouts

@@ -9,11 +9,11 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ascendfactory.backends.doctor import ascend_toolkit_status
-from ascendfactory.backends.install import run_install
 from ascendfactory.backends.mindspeed_llm.environment import checks as mindspeed_llm_checks
 from ascendfactory.backends.mindspeed_llm.environment import install_plan as mindspeed_llm_plan
 from ascendfactory.backends.mindspeed_llm.programs import v1_mg2hf_output as files
 from ascendfactory.cli.app import app
+from ascendfactory.features.install import run_install
 
 
 def hf_dir(root: Path) -> Path:

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ascendfactory.backends.install import run_install
 from ascendfactory.backends.mindspeed_mm import environment
 from ascendfactory.backends.mindspeed_mm.convert import depth, flatten, render
 from ascendfactory.backends.mindspeed_mm.facts import (
@@ -24,6 +23,7 @@ from ascendfactory.backends.mindspeed_mm.facts import (
 )
 from ascendfactory.backends.mindspeed_mm.site import checkout_generation, megatron_version
 from ascendfactory.errors import ConfigError
+from ascendfactory.features.install import run_install
 from tests.conftest import REPO
 from tests.unit.backends.mindspeed_mm.mm_helpers import make_mm_checkout, plan_for
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ascendfactory.backends.hydra import schema as hydra_schema
+from ascendfactory.backends.hydra.overrides import flatten, format_value, override_text
+from ascendfactory.backends.hydra.schema import Override
 from ascendfactory.backends.verl import schema as sc
-from ascendfactory.backends.verl.overrides import flatten, format_value, override_text
-from ascendfactory.backends.verl.schema import Override
 
 DP = sc.load("dp")
 
@@ -73,7 +74,7 @@ def test_plus_adds_keys_verl_lacks_and_is_dropped_on_keys_it_has():
 
 
 def test_compose_names_every_unknown_key_with_a_suggestion_or_the_plus_fix():
-    found = sc.compose(
+    found = hydra_schema.compose(
         DP,
         [
             Override("trainer.n_gpu_per_node", 2),
@@ -102,7 +103,7 @@ def test_compose_names_every_unknown_key_with_a_suggestion_or_the_plus_fix():
 
 
 def test_compose_resolves_interpolations_as_omegaconf_does():
-    found = sc.compose(
+    found = hydra_schema.compose(
         DP,
         [
             Override("actor_rollout_ref.rollout.n", 5),

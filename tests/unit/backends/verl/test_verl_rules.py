@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ascendfactory.backends.hydra import schema as hydra_schema
+from ascendfactory.backends.hydra.schema import Override
 from ascendfactory.backends.verl import rules
 from ascendfactory.backends.verl import schema as sc
-from ascendfactory.backends.verl.schema import Override
 
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."
@@ -33,7 +34,7 @@ def view(changes: dict | None = None, *, engine: str = "dp", heads: int = 28, kv
     schema = sc.load(engine)
     values = {**BASE, **(changes or {})}
     overrides = [Override(k, v, plus=schema.kind(k) is None) for k, v in values.items()]
-    composed = sc.compose(schema, overrides, environ={})
+    composed = hydra_schema.compose(schema, overrides, environ={})
     assert not composed.problems
     user = [o for o in overrides if o.key in (changes or {})]
     return rules.View(composed.config, user=user, schema=schema, heads=heads, kv_heads=kv)

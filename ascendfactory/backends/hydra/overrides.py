@@ -1,4 +1,5 @@
-"""`backend_config` (verl's own Hydra keys, nested) -> Hydra overrides, one argv element each.
+"""`backend_config` (a Hydra-configured framework's own keys, nested) -> Hydra overrides, one argv element
+each (the examples are verl's).
 
     data: {train_batch_size: 32}                      ->  data.train_batch_size=32
     trainer: {logger: [console, tensorboard]}         ->  trainer.logger=[console,tensorboard]
@@ -6,9 +7,9 @@
         ->  +actor_rollout_ref.model.override_config.attn_implementation=eager
     model_engine: megatron                            ->  model_engine=megatron   (a config group choice)
 
-Nesting follows verl's schema (`schema.Schema`): a mapping under a section of verl's config is walked
+Nesting follows the framework's schema (`schema.Schema`): a mapping under a section of its config is walked
 key by key; a mapping given for a key whose default is a value (or null) is one Hydra dict value. A key
-written with a leading `+` asks for Hydra's `+key=value` (add a key verl's schema lacks, e.g. under an
+written with a leading `+` asks for Hydra's `+key=value` (add a key the schema lacks, e.g. under an
 open map such as `override_config: {}`); on a key the schema has, the `+` is dropped (Hydra refuses `+` on a
 key that has a value). Values are written in Hydra's override grammar: strings unquoted when Hydra reads
 them back as the same string (`vllm`, `/data/x.parquet`, `Qwen/Qwen2.5-7B-Instruct`), else single-quoted;
@@ -22,7 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ascendfactory.backends.verl.schema import Override, Schema
+from ascendfactory.backends.hydra.schema import Override, Schema
 
 _UNQUOTED = re.compile(r"^[A-Za-z0-9_\-/+.$%*@?|]+$")  # Hydra's ID and UNQUOTED_CHAR characters
 _NOT_A_STRING = re.compile(
