@@ -262,7 +262,7 @@ def parsed_mindspeed_mm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _rl_yaml(plan: Any) -> dict[str, Any]:
-    from ascendfactory.backends.msrl.layout import TRAIN_CONFIG
+    from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
 
     return yaml.safe_load(plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")])
 
