@@ -217,6 +217,11 @@ class Backend:
         `plan.facts`). Called after `plan` succeeded, so the values it reads are validated."""
         return None
 
+    def prepare_bulk(self, environ: Mapping[str, str]) -> None:
+        """Called once before a bulk dry run (`cli/_bulk.py`) plans experiments of this backend: start now
+        what its plans will ask (a helper process), so that its start overlaps the planning of the others.
+        Nothing by default; it decides nothing (each plan asks as it would alone)."""
+
     def checks(self, environ: Mapping[str, str]) -> list[Any]:
         """Doctor checks specific to this backend (`backends.doctor.Check` records)."""
         return []

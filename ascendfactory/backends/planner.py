@@ -21,10 +21,9 @@ from ascendfactory.config.topology import with_platform
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.target import MemoryTarget
-from ascendfactory.metrics.formats import FORMATS
-from ascendfactory.metrics.throughput import FORMULAS
+from ascendfactory.metrics.builtin import FORMAT_NAMES, FORMULA_NAMES
 from ascendfactory.plan import Plan, Role
-from ascendfactory.registry import Registry
+from ascendfactory.registry import Registry, fold
 
 
 def build_context(loaded: LoadedExperiment, environ: Mapping[str, str] | None = None) -> PlanContext:
@@ -150,24 +149,48 @@ def train_environ(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]:
 
 def unregistered_names(plan: Plan, backend: str) -> list[Problem]:
     """The log formats, throughput formula and checkpoint scheme a plan names that no module registered:
-    found here, at plan time, instead of when the run starts, saves or ends."""
+    found here, at plan time, instead of when the run starts, saves or ends. A built-in format or formula
+    (`metrics.builtin`) is registered without importing the log parsers."""
     logs = plan.logs
-    named: list[tuple[Registry[Any], str | None]] = [
-        (FORMATS, logs.format),
-        (FORMATS, logs.console_format),
-        (FORMULAS, logs.throughput.formula),
-        (SCHEMES, plan.checkpoints.scheme if plan.checkpoints is not None else None),
+    named: list[tuple[str, str | None]] = [
+        ("format", logs.format),
+        ("format", logs.console_format),
+        ("formula", logs.throughput.formula),
+        ("scheme", plan.checkpoints.scheme if plan.checkpoints is not None else None),
     ]
-    return [
-        Problem(
-            key="backend",
-            message=f"backend '{backend}' plans {registry.kind} '{name}', which no module registered",
-            fix=f"register it with {registry.how} in the backend's package, or use one of: "
-            + ", ".join(registry.names()),
-        )
-        for registry, name in named
-        if name is not None and registry.find(name) is None
-    ]
+    problems = []
+    for which, name in named:
+        if name is None or (isinstance(name, str) and fold(name) in _BUILTIN.get(which, ())):
+            continue
+        registry = _registry(which)
+        if registry.find(name) is None:
+            problems.append(
+                Problem(
+                    key="backend",
+                    message=f"backend '{backend}' plans {registry.kind} '{name}', which no module registered",
+                    fix=f"register it with {registry.how} in the backend's package, or use one of: "
+                    + ", ".join(registry.names()),
+                )
+            )
+    return problems
+
+
+_BUILTIN = {
+    "format": frozenset(fold(n) for n in FORMAT_NAMES),
+    "formula": frozenset(fold(n) for n in FORMULA_NAMES),
+}
+
+
+def _registry(which: str) -> Registry[Any]:
+    if which == "format":
+        from ascendfactory.metrics.formats import FORMATS
+
+        return FORMATS
+    if which == "formula":
+        from ascendfactory.metrics.throughput import FORMULAS
+
+        return FORMULAS
+    return SCHEMES
 
 
 def with_sources(loaded: LoadedExperiment, problems: list[Problem]) -> list[Problem]:

@@ -2,9 +2,12 @@
 retention), chosen by `CheckpointSpec.scheme` in the plan. One module per scheme, in an open registry
 (`register_scheme(name, scheme)`: a backend's module adds its own); the runner only calls `get_scheme(name)`.
 
-    megatron     iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt + latest_checkpointed_iteration.txt
+    megatron     iter_%07d/ (mp_rank_TT[_PPP]/model_optim_rng.pt, or torch_dist's files)
+                 + latest_checkpointed_iteration.txt
     hf_trainer   checkpoint-N/ (complete with trainer_state.json), no tracker
     verl         global_step_N/{actor,critic,data.pt} + latest_checkpointed_iteration.txt
+    mindspeed_fsdp2  checkpoints/global_step_N/ (torch.distributed.checkpoint, complete with .metadata),
+                 no tracker
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Protocol
 
 from ascendfactory.registry import Registry, fold
 
-BUILTIN = ("megatron", "hf_trainer", "verl")  # each a module of this package with its `SCHEME`
+# scheme name -> the module of this package holding its `SCHEME`
+BUILTIN = {"megatron": "megatron", "hf_trainer": "hf_trainer", "verl": "verl", "mindspeed_fsdp2": "fsdp2"}
 
 
 class CheckpointScheme(Protocol):
@@ -28,7 +32,8 @@ class CheckpointScheme(Protocol):
 def _locate(name: str) -> None:
     """A built-in scheme's module, imported when its name is first asked for (a plan needs one)."""
     if fold(name) in BUILTIN and fold(name) not in SCHEMES.registered():
-        register_scheme(fold(name), importlib.import_module(f"ascendfactory.checkpoints.{fold(name)}").SCHEME)
+        module = importlib.import_module(f"ascendfactory.checkpoints.{BUILTIN[fold(name)]}")
+        register_scheme(fold(name), module.SCHEME)
 
 
 def _import_all() -> None:

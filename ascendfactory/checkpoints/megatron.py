@@ -1,10 +1,18 @@
 """Megatron checkpoint directories: the tracker, complete iterations, resume decisions, retention.
 
-A Megatron save directory holds `iter_%07d/mp_rank_TT[_PPP]/model_optim_rng.pt` folders plus the tracker
-`latest_checkpointed_iteration.txt`. A *complete* iteration is an `iter_%07d` directory (never a temp name
-such as `iter_0000010.tmp`) with at least one shard file. docs/sources.md#resume-and-fault-recovery: resume
-loads the tracker's iteration, which must name an existing directory; fault recovery uses the largest complete
-iteration.
+A Megatron save directory holds `iter_%07d/` folders plus the tracker `latest_checkpointed_iteration.txt`.
+Inside an iteration, by format (Megatron-LM core_v0.12.1 megatron/training/checkpointing.py
+`_get_checkpoint_format`, which decides the format of a checkpoint on disk the same way):
+
+    torch       mp_rank_TT[_PPP][_EEE]/model_optim_rng.pt   (core_r0.8.0's only layout; --ckpt-format torch)
+    torch_dist  metadata.json, common.pt, __R_S.distcp, .metadata  (core_v0.12.1's default; dist_checkpointing
+                writes metadata.json last, after every shard: serialization.py `save`, step 7)
+    torch_dcp   .metadata and the shards of torch.distributed.checkpoint
+
+A *complete* iteration is an `iter_%07d` directory (never a temp name such as `iter_0000010.tmp`) with at
+least one torch shard file, or the file a distributed format writes last (metadata.json, .metadata).
+docs/sources.md#resume-and-fault-recovery: resume loads the tracker's iteration, which must name an existing
+directory; fault recovery uses the largest complete iteration.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from ascendfactory.checkpoints.numbered import numbered_dirs
 
 TRACKER = "latest_checkpointed_iteration.txt"
 SHARD_FILE = "model_optim_rng.pt"
+DIST_CONFIG = "metadata.json"  # megatron/core/dist_checkpointing/core.py CONFIG_FNAME
+DCP_METADATA = ".metadata"  # torch.distributed.checkpoint's metadata file
 SAVED_MARKER = "successfully saved checkpoint"  # Megatron's log line after a save (retention trigger)
 _ITER = re.compile(r"^iter_(\d{7})$")
 
@@ -78,14 +88,26 @@ def write_tracker(root: str | os.PathLike, iteration: int) -> None:
     os.replace(tmp, os.path.join(root, TRACKER))
 
 
-def _complete(path: str) -> bool:
+def checkpoint_format(path: str) -> str | None:
+    """The format of the iteration folder `path` (torch_dist, torch, torch_dcp, Megatron's order), None
+    when it holds none of them complete."""
     try:
         subs = os.listdir(path)
     except OSError:
-        return False
-    return any(
+        return None
+    if DIST_CONFIG in subs and os.path.isfile(os.path.join(path, DIST_CONFIG)):
+        return "torch_dist"
+    if any(
         sub.startswith("mp_rank_") and os.path.isfile(os.path.join(path, sub, SHARD_FILE)) for sub in subs
-    )
+    ):
+        return "torch"
+    if DCP_METADATA in subs:
+        return "torch_dcp"
+    return None
+
+
+def _complete(path: str) -> bool:
+    return checkpoint_format(path) is not None
 
 
 def iteration_dirs(root: str) -> list[int]:

@@ -25,6 +25,7 @@ class Target:
 
     path: str
     names: tuple[str, str] | None = None
+    backend: str | None = field(default=None, compare=False)  # a new-style file's (`Backend.prepare_bulk`)
 
     @property
     def label(self) -> str:
@@ -72,9 +73,9 @@ def bulk_targets(positional: list[str], *, expand_one: bool = False) -> list[Tar
             files.append(arg)
     targets: list[Target] = []
     for path in files:
-        pairs = _old_style_pairs(path)
+        pairs, backend = _read(path)
         grouped = grouped or bool(pairs)
-        targets += [Target(path, pair) for pair in pairs] or [Target(path)]
+        targets += [Target(path, pair) for pair in pairs] or [Target(path, backend=backend)]
     if not targets:
         raise ConfigError(
             Problem(
@@ -86,19 +87,33 @@ def bulk_targets(positional: list[str], *, expand_one: bool = False) -> list[Tar
     return targets if grouped or len(targets) > 1 or (expand_one and targets[0].names) else None
 
 
-def _old_style_pairs(path: str) -> list[tuple[str, str]]:
-    """Every (model, experiment) of an old-style file; [] for a new-style one (or one that does not load:
-    its own verdict says why)."""
+def _read(path: str) -> tuple[list[tuple[str, str]], str | None]:
+    """Every (model, experiment) of an old-style file ([] for a new-style one, or one that does not load: its
+    own verdict says why), and the backend a new-style file names."""
     from ascendfactory.config.oldstyle import experiment_names, is_old_style, model_names
     from ascendfactory.config.yamlio import load_file
 
     try:
         data = load_file(path)
     except (ConfigError, OSError):
-        return []
-    if not isinstance(data, dict) or not is_old_style(data):
-        return []
-    return [(m, e) for m in model_names(data) for e in experiment_names(data, m)]
+        return [], None
+    if not isinstance(data, dict):
+        return [], None
+    if not is_old_style(data):
+        return [], data["backend"] if isinstance(data.get("backend"), str) else None
+    return [(m, e) for m in model_names(data) for e in experiment_names(data, m)], None
+
+
+def _prepare(targets: list[Target]) -> None:
+    """`Backend.prepare_bulk` of each backend the files name (a name that is not one: its verdicts say so)."""
+    from ascendfactory.backends.registry import get_backend
+
+    for name in dict.fromkeys(t.backend for t in targets if t.backend):
+        try:
+            backend = get_backend(name)
+        except ConfigError:
+            continue
+        backend.prepare_bulk(os.environ)
 
 
 def plan_one(target: Target, overrides: list[str], *, as_json: bool, verbose: bool = False) -> Verdict:
@@ -134,6 +149,7 @@ def dry_run_all(targets: list[Target], overrides: list[str], *, as_json: bool, v
     """Plan every target; print one verdict each; the exit status (module docstring)."""
     from ascendfactory.cli._output import escape, out
 
+    _prepare(targets)
     verdicts = []
     for target in targets:
         verdict = plan_one(target, overrides, as_json=as_json, verbose=verbose)

@@ -155,7 +155,7 @@ class Verl(Adapter):
 
     def bases(self, workdir: Path) -> list[Base]:
         out = []
-        for exp in ("grpo", "ppo", "dapo"):
+        for exp in ("grpo", "ppo", "dapo", "grpo-npu"):
             tree = _template("verl", exp)
             bc = tree["backend_config"]
             bc["env_dir"] = str(workdir / "no-verl-env")
@@ -262,9 +262,19 @@ MS_PINS = "MindSpeed-LLM 2.1.0 (70116e9b), Megatron-LM core_r0.8.0 (baf94af3), M
 class MindSpeedLLM(Adapter):
     """Our verdict is `--dry-run`'s (a real `train` stops here at the missing CANN toolkit, before it would
     hand MindSpeed-LLM anything); the framework's is its argument parsing and validation on the training
-    argv (workers/megatron_worker.py), on CPU with the stand-ins that worker lists."""
+    argv (workers/megatron_worker.py), on CPU with the stand-ins that worker lists. The bases are the
+    templates of MindSpeed-LLM `version` (`<exp>-2.1.0` for 2.1.0)."""
 
     dry_run = True
+    version = "2.1.0"
+
+    def template(self, exp: str) -> str:
+        return f"{exp}-{self.version}" if self.version == "2.1.0" else exp
+
+    def plan_flags(self) -> dict[str, Any]:
+        from ascendfactory.backends.mindspeed_llm.versions import RELEASES
+
+        return dict(RELEASES[self.version].plan_flags)
 
     def checkouts(self) -> tuple[str, str] | str:
         """(MindSpeed-LLM dir, MindSpeed dir), or why they are not here."""
@@ -281,7 +291,7 @@ class MindSpeedLLM(Adapter):
         found = self.checkouts()
         out = []
         for exp in ("full-4k", "lora-4k"):
-            tree = _template("mindspeed-llm", exp)
+            tree = _template("mindspeed-llm", self.template(exp))
             tree["backend_config"]["training"]["tokenizer-name-or-path"] = str(DEMO_MODEL)
             tree["backend_config"]["preprocess_data"]["input"] = str(DEMO_DATA)
             if isinstance(found, tuple):
@@ -306,7 +316,7 @@ class MindSpeedLLM(Adapter):
         from ascendfactory.backends.mindspeed_llm.args import specs
         from ascendfactory.backends.mindspeed_llm.backend import PLANNER_TRAIN_KEYS
 
-        table = specs("training")
+        table = specs("training", self.version)
         skip = set(PLANNER_TRAIN_KEYS) | set(PATH_KEYS)
         held = [k for k in tree["backend_config"]["training"] if k in table and k not in skip]
         layout = [k for k in table if k.endswith(("-parallel-size", "batch-size")) and k not in skip]
@@ -348,6 +358,8 @@ class MindSpeedLLM(Adapter):
                 flags[key] = [str(MS_FILLED[key])]
             elif key == "save-interval" and flags.get("train-iters", ["x"])[0].isdigit():
                 flags[key] = flags["train-iters"]  # the plan saves at the end (mindspeed_llm/backend.py)
+            elif key in self.plan_flags():  # the version's plan flags (versions.Release.plan_flags)
+                flags.update(argv_flags(to_flags({key: self.plan_flags()[key]})))
         for m in mutations:  # a deleted topology key is 1 on this CPU machine (config/devices.py)
             if m.path == ("env", "NPUS_PER_NODE"):
                 nproc = 1 if m.value == DELETE else m.value
@@ -384,6 +396,44 @@ class MindSpeedLLM(Adapter):
 
     def stand_ins(self) -> list[dict[str, str]]:
         return _stand_ins("megatron_worker.py")
+
+
+# The 26.1.0 judge's checkouts (opt-in): MindSpeed-LLM 26.1.0 with Megatron-LM core_v0.12.1's megatron/
+# copied into it, and MindSpeed at 26.1.0_core_r0.12.1 (mindspeed_llm/versions.py RELEASES["26.1.0"]).
+MS_LLM_26_ENV = "AF_MINDSPEED_LLM_26_DIR"
+MINDSPEED_26_ENV = "AF_MINDSPEED_26_DIR"
+MS_PINS_26 = (
+    "MindSpeed-LLM 26.1.0 (2b7130ca), Megatron-LM core_v0.12.1 (a845aa7e), MindSpeed 26.1.0_core_r0.12.1"
+)
+
+
+class MindSpeedLLM26(MindSpeedLLM):
+    """The same comparison at MindSpeed-LLM 26.1.0 (workers/mindspeed_llm_26_worker.py): the 26.1.0
+    templates, its argument list, its judge."""
+
+    version = "26.1.0"
+
+    def checkouts(self) -> tuple[str, str] | str:
+        llm, mindspeed = os.environ.get(MS_LLM_26_ENV), os.environ.get(MINDSPEED_26_ENV)
+        if not llm or not mindspeed:
+            return f"set {MS_LLM_26_ENV} and {MINDSPEED_26_ENV} to checkouts at {MS_PINS_26}"
+        if not (Path(llm, "posttrain_gpt.py").is_file() and Path(llm, "megatron", "training").is_dir()):
+            return f"{MS_LLM_26_ENV}={llm} is not a MindSpeed-LLM checkout with Megatron-LM's megatron/ in it"
+        if not Path(mindspeed, "mindspeed", "features_manager").is_dir():
+            return f"{MINDSPEED_26_ENV}={mindspeed} is not a MindSpeed checkout"
+        return llm, mindspeed
+
+    def worker(self) -> list[str] | None:
+        import importlib.util
+        import sys
+
+        found = self.checkouts()
+        if not isinstance(found, tuple) or importlib.util.find_spec("torch") is None:
+            return None
+        return [sys.executable, str(WORKERS / "mindspeed_llm_26_worker.py"), *found]
+
+    def stand_ins(self) -> list[dict[str, str]]:
+        return _stand_ins("mindspeed_llm_26_worker.py")
 
 
 def argv_flags(argv: list[str]) -> dict[str, list[str]]:
@@ -594,7 +644,7 @@ class MindSpeedMM(Adapter):
         from ascendfactory.backends.mindspeed_llm.args import specs
         from ascendfactory.backends.mindspeed_mm.facts import training_names
 
-        table = specs("training")  # Megatron core_r0.8.0's kinds; a name only MindSpeed(-MM) has is a str
+        table = specs("training", "2.1.0")  # Megatron core_r0.8.0's kinds; one only MindSpeed(-MM) has: str
         names = sorted(n for n in training_names("2.1.0") if n not in MM_OWNED)
         held = [k for k in tree["backend_config"]["training"] if k in names]
         layout = [k for k in names if k.endswith(("-parallel-size", "batch-size"))]
@@ -683,6 +733,7 @@ ADAPTERS: dict[str, Adapter] = {
     "llamafactory": LlamaFactory("llamafactory"),
     "verl": Verl("verl"),
     "mindspeed-llm": MindSpeedLLM("mindspeed-llm"),
+    "mindspeed-llm@26.1.0": MindSpeedLLM26("mindspeed-llm@26.1.0"),
     "mindspeed-rl": MindSpeedRL("mindspeed-rl"),
     "mindspeed-mm": MindSpeedMM("mindspeed-mm"),
 }

@@ -6,11 +6,13 @@ Runs where checkouts are given (never committed here):
     AF_TEST_MINDSPEED_LLM_V2_PATH    PYTHONPATH for it: its MindSpeed and Megatron-LM checkouts (2.3.0's
                                      install guide: MindSpeed 2.3.0_core_r0.12.1, Megatron-LM core_v0.12.1;
                                      26.1.0: MindSpeed 26.1.0_core_r0.12.1, the same Megatron-LM)
-    AF_TEST_MINDSPEED_LLM_V2_PYTHON  an interpreter with its pure-Python needs (einops, datasets, peft);
-                                     default: this one
+    AF_TEST_MINDSPEED_LLM_V2_PYTHON  an interpreter with its pure-Python needs (einops, datasets, peft;
+                                     26.1.0's requirements also tiktoken, sentencepiece); default: this one
 
 The Ascend-only packages it imports are stood in for by `tests/support/peer_standins.py`. The v2 converter's
-dense families are Qwen3 and later, so the dense model is a tiny Qwen3; the mixture-of-experts families
+dense families are Qwen3 and later at 2.3.0; 26.1.0's also takes qwen25 and llama2 (`--model-type-hf`), so the
+dense models are tiny Qwen3, Qwen2.5 and Llama, hf->mg at several layouts and mg->hf (each converter's HF
+output of the same Megatron tree, tensor by tensor); the mixture-of-experts families
 (Qwen3-MoE, DeepSeek-V2-Lite, DeepSeek-V3) are compared at TP 2 x PP 2 x EP 2, with and without
 `--moe-grouped-gemm`, and at two other layouts.
 """
@@ -42,6 +44,18 @@ SIZES = dict(
 )
 
 
+def _peer(flags: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """MindSpeed-LLM's convert_ckpt_v2.py with `flags`, under the stand-ins."""
+    return subprocess.run(
+        [PEER_PYTHON, str(STANDINS), os.path.join(CHECKOUT, "convert_ckpt_v2.py"), *flags],
+        env={**os.environ, "PYTHONPATH": PEER_PATH},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+    )
+
+
 def _both(tmp_path: Path, src: Path, flags: list[str]) -> str:
     """Run both converters with the same flags; the verdict of comparing their trees."""
     flags = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src), *flags]
@@ -52,21 +66,7 @@ def _both(tmp_path: Path, src: Path, flags: list[str]) -> str:
         capture_output=True,
         timeout=300,
     )
-    done = subprocess.run(
-        [
-            PEER_PYTHON,
-            str(STANDINS),
-            os.path.join(CHECKOUT, "convert_ckpt_v2.py"),
-            *flags,
-            "--save-dir",
-            str(peer),
-        ],
-        env={**os.environ, "PYTHONPATH": PEER_PATH},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
+    done = _peer([*flags, "--save-dir", str(peer)], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (peer / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
     assert (ours / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
@@ -74,10 +74,15 @@ def _both(tmp_path: Path, src: Path, flags: list[str]) -> str:
 
 
 @NEEDS_CHECKOUT
-@pytest.mark.parametrize(("tp", "pp"), [(1, 1), (2, 2), (1, 4)])
-def test_hf_to_megatron_equals_mindspeed_llms_v2_converter(tmp_path: Path, tp: int, pp: int) -> None:
-    src = build_tiny_model(tmp_path / "hf", "qwen3", seed=3, dtype="bfloat16", **SIZES)
-    flags = ["--model-type-hf", "qwen3", "--target-tensor-parallel-size", str(tp)]
+@pytest.mark.parametrize(
+    ("family", "tp", "pp"),
+    [("qwen3", 1, 1), ("qwen3", 2, 2), ("qwen3", 1, 4), ("qwen25", 2, 2), ("llama2", 2, 1), ("llama2", 1, 2)],
+)
+def test_hf_to_megatron_equals_mindspeed_llms_v2_converter(
+    tmp_path: Path, family: str, tp: int, pp: int
+) -> None:
+    src = build_tiny_model(tmp_path / "hf", family, seed=3, dtype="bfloat16", **SIZES)
+    flags = ["--model-type-hf", family, "--target-tensor-parallel-size", str(tp)]
     verdict = _both(tmp_path, src, [*flags, "--target-pipeline-parallel-size", str(pp)])
     assert verdict.startswith("identical"), verdict
 
@@ -99,3 +104,52 @@ def test_moe_hf_to_megatron_equals_mindspeed_llms_v2_converter(
     flags += ["--target-pipeline-parallel-size", str(pp), "--target-expert-parallel-size", str(ep)]
     verdict = _both(tmp_path, src, flags + (["--moe-grouped-gemm"] if grouped else []))
     assert verdict.startswith("identical"), verdict
+
+
+def _hf_tensors(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    out: dict = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        out.update(load_file(str(f)))
+    return out
+
+
+@NEEDS_CHECKOUT
+@pytest.mark.parametrize("family", ["qwen3", "qwen25", "llama2"])
+def test_megatron_to_hf_equals_mindspeed_llms_v2_converter(tmp_path: Path, family: str) -> None:
+    """TP 2 x PP 2 back to HF, as the mindspeed-llm backend's final conversion runs it (no target sizes):
+    the peer reads the Megatron tree our converter wrote (its `args` included). Ours returns the original
+    weights. The peer's output is the same for qwen25; for the families of `V2_MG2HF_UNGROUPED_QKV`
+    (qwen3, llama2: model_cfg.json gives them no `qkv_split: per_group`) 26.1.0's mg->hf splits the fused
+    QKV as [Q; K; V] although its hf->mg wrote it per query group, so its q/k/v projections differ from the
+    originals while every other tensor is the same (its own hf->mg->hf round trip does the same; the plan
+    warns about it)."""
+    import torch
+
+    from ascendfactory.backends.mindspeed_llm.converters import V2_MG2HF_UNGROUPED_QKV
+
+    src = build_tiny_model(tmp_path / "hf", family, seed=3, dtype="bfloat16", **SIZES)
+    mg = tmp_path / "mg"
+    to_mg = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src)]
+    to_mg += ["--save-dir", str(mg), "--model-type-hf", family]
+    to_mg += ["--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size", "2"]
+    convert = [sys.executable, "-m", "ascendfactory.engine.convert"]
+    subprocess.run([*convert, *to_mg], check=True, capture_output=True, timeout=300)
+    back = ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", str(mg)]
+    back += ["--hf-cfg-dir", str(src), "--model-type-hf", family]
+    ours, peer = tmp_path / "ours_hf", tmp_path / "peer_hf"
+    subprocess.run([*convert, *back, "--save-dir", str(ours)], check=True, capture_output=True, timeout=300)
+    done = _peer([*back, "--save-dir", str(peer)], tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    a, b = _hf_tensors(ours), _hf_tensors(peer)
+    assert sorted(a) == sorted(b), (sorted(set(a) - set(b)), sorted(set(b) - set(a)))
+    original = _hf_tensors(src)
+    assert sorted(a) == sorted(original) and all(torch.equal(a[n], original[n]) for n in original)
+    differ = sorted(n for n in a if not torch.equal(a[n], b[n]))
+    for name in a:
+        assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+    if family in V2_MG2HF_UNGROUPED_QKV:
+        assert differ and all(n.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")) for n in differ)
+    else:
+        assert differ == []

@@ -1,8 +1,9 @@
 """Our checks against the Megatron family's own validators, opt-in where checkouts exist (like the converter
 comparison): MindSpeed-LLM 2.1.0 with Megatron-LM core_r0.8.0 (`AF_MINDSPEED_LLM_DIR` with megatron/ copied
-in, `AF_MINDSPEED_DIR`), MindSpeed-RL (`AF_MINDSPEED_RL_DIR`, judged in verl's python). A seeded sample here;
-the full comparison is `benchmarks/diff_validate.py --backend mindspeed-llm --backend mindspeed-rl` (and the
-`slow` test below)."""
+in, `AF_MINDSPEED_DIR`), MindSpeed-LLM 26.1.0 with core_v0.12.1 (`AF_MINDSPEED_LLM_26_DIR`,
+`AF_MINDSPEED_26_DIR`), MindSpeed-RL (`AF_MINDSPEED_RL_DIR`, judged in verl's python). A seeded sample here;
+the full comparison is `benchmarks/diff_validate.py --backend mindspeed-llm --backend mindspeed-llm@26.1.0
+--backend mindspeed-rl` (and the `slow` test below)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from tests.diffval.judge import Report, assert_agrees, run_backend
 
 pytestmark = pytest.mark.integration
 
-BACKENDS = ("mindspeed-llm", "mindspeed-rl")
-SAMPLE = {"mindspeed-llm": 150, "mindspeed-rl": 60}  # cases: ~40 s and ~60 s on 2 CPU cores
+BACKENDS = ("mindspeed-llm", "mindspeed-llm@26.1.0", "mindspeed-rl")
+# cases: ~40 s, ~40 s and ~60 s on 2 CPU cores
+SAMPLE = {"mindspeed-llm": 150, "mindspeed-llm@26.1.0": 150, "mindspeed-rl": 60}
 
 
 def judged(backend: str, cases: int, seed: int, tmp_path: Path) -> Report:

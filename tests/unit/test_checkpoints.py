@@ -86,3 +86,56 @@ def test_retention_spares_temp_dirs_and_needs_a_tracker(tmp_path):
     ck.apply_retention(str(tmp_path), 1)
     assert ck.iteration_dirs(str(tmp_path)) == [20]
     assert (tmp_path / "iter_0000030.tmp").is_dir()
+
+
+# -- torch_dist: what Megatron-LM core_v0.12.1 (MindSpeed-LLM 26.1.0's default without --ckpt-format torch)
+# writes into iter_N/: dist_checkpointing/serialization.py `save` writes common.pt (save_common), then the
+# torch DCP shards (__<rank>_<n>.distcp) and their .metadata, and metadata.json (core.py save_config:
+# json.dump(asdict(CheckpointingConfig))) last, after every shard.
+DIST_CONFIG = (
+    '{"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", '
+    '"common_backend_version": 1}'
+)
+
+
+def _dist_iter(root: Path, it: int, *, ranks: int = 2, finished: bool = True) -> Path:
+    d = root / f"iter_{it:07d}"
+    d.mkdir(parents=True)
+    (d / "common.pt").write_bytes(b"common")
+    for r in range(ranks):
+        (d / f"__{r}_0.distcp").write_bytes(b"shard")
+    if finished:
+        (d / ".metadata").write_bytes(b"dcp")
+        (d / "metadata.json").write_text(DIST_CONFIG)
+    return d
+
+
+def test_torch_dist_iterations_are_complete_once_metadata_json_is_written(tmp_path):
+    _dist_iter(tmp_path, 10)
+    _dist_iter(tmp_path, 20, finished=False)  # shards written, metadata.json not yet: still being saved
+    _iter(tmp_path, 5)  # a torch-layout iteration beside them (a run that changed --ckpt-format)
+    assert ck.iteration_dirs(str(tmp_path)) == [5, 10]
+    assert ck.checkpoint_format(str(tmp_path / "iter_0000010")) == "torch_dist"
+    assert ck.checkpoint_format(str(tmp_path / "iter_0000005")) == "torch"
+    assert ck.checkpoint_format(str(tmp_path / "iter_0000020")) is None
+
+
+def test_torch_dcp_iterations_count_by_their_metadata(tmp_path):
+    d = tmp_path / "iter_0000004"
+    d.mkdir()
+    (d / "__0_0.distcp").write_bytes(b"shard")
+    (d / ".metadata").write_bytes(b"dcp")
+    assert ck.checkpoint_format(str(d)) == "torch_dcp" and ck.iteration_dirs(str(tmp_path)) == [4]
+
+
+def test_resume_repair_and_retention_read_torch_dist_checkpoints(tmp_path):
+    for it in (10, 20, 30):
+        _dist_iter(tmp_path, it)
+    _dist_iter(tmp_path, 40, finished=False)
+    ck.write_tracker(tmp_path, 40)  # a crash between the tracker and metadata.json cannot happen in
+    state, repaired = ck.repair_tracker(str(tmp_path))  # Megatron, but a hand-edited tracker can
+    assert state.resumable and state.tracker == 30 and "rewrote it to 30" in str(repaired)
+    removed = ck.apply_retention(str(tmp_path), 2)
+    assert [Path(p).name for p in removed] == ["iter_0000010"]
+    assert ck.iteration_dirs(str(tmp_path)) == [20, 30]
+    assert (tmp_path / "iter_0000040").is_dir()  # newer than the tracker: never deleted

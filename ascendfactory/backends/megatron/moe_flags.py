@@ -89,6 +89,7 @@ def moe_flags(arch: ModelArch, version: str = "2.1.0") -> dict[str, Any]:
         if version != "2.1.0":  # 26.1.0's Qwen3-MoE examples: every layer a MoE layer, said explicitly
             flags |= {"moe-layer-freq": -1, "first-k-dense-replace": -1}
         return flags
+    grouped = bool(arch.groups and arch.groups > 1)
     flags |= {
         "first-k-dense-replace": arch.dense_layers,
         "moe-layer-freq": 1,
@@ -100,8 +101,11 @@ def moe_flags(arch: ModelArch, version: str = "2.1.0") -> dict[str, Any]:
         names["qk-rope"]: arch.qk_rope,
         "v-head-dim": arch.v_head,
         "qk-layernorm": True,  # the latent norms (q_a_layernorm, kv_a_layernorm)
-        names["groups"]: arch.groups if arch.groups and arch.groups > 1 else None,
-        names["group-topk"]: arch.group_topk,
+        names["groups"]: arch.groups if grouped else None,
+        # 2.1.0 reads --topk-group only for group_limited_greedy (its examples pass it alone); core_v0.12.1's
+        # TransformerConfig.__post_init__ refuses --moe-router-group-topk without --moe-router-num-groups, and
+        # one group is a plain top-k (DeepSeek-V2-Lite's n_group 1)
+        names["group-topk"]: arch.group_topk if grouped or version == "2.1.0" else None,
         names["route-scale"]: arch.route_scale,
         "seq-aux": arch.seq_aux,
     }

@@ -1,4 +1,6 @@
-"""The `mindspeed-llm` backend: MindSpeed-LLM's own programs, run in its checkout (issue 6).
+"""The `mindspeed-llm` backend: MindSpeed-LLM's own programs, run in its checkout (issue 6), for the
+MindSpeed-LLM version the experiment targets (`versions.py`: 2.1.0 on Megatron core_r0.8.0, 26.1.0 on
+core_v0.12.1; `backend_config.mindspeed_llm_version`, else the checkout's, else 26.1.0).
 
 preprocess  python preprocess_data.py ...                          (the runner creates its output folder)
 hf2mg       python convert_ckpt.py / convert_ckpt_v2.py hf -> mg   (see mindspeed_args.converters for v1 / v2)
@@ -7,9 +9,10 @@ mg2hf       python convert_ckpt(_v2).py mg -> hf into ckpt_converted_mg2hf/ (or 
 plot        training_loss.png from the last rank's log (in-process)
 
 Every program runs with the MindSpeed-LLM directory as cwd (as its example scripts do), so every path the
-plan passes is absolute. `backend_config` sections use MindSpeed-LLM's own flag names and are checked against
-the real argument lists in `mindspeed_args/`. Flags filled by the plan (model architecture from the catalog
-or config.json, `--split 100,0,0`, `--distributed-backend nccl`, ...) give way to the user's.
+plan passes is absolute. `backend_config` sections use MindSpeed-LLM's own flag names and are checked
+against the real argument lists of that version in `args/`. Flags filled by the plan (model architecture
+from the catalog or config.json, `--split 100,0,0`, `--distributed-backend nccl`, the version's
+`plan_flags`, ...) give way to the user's.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from ascendfactory.backends.megatron.skeleton import (
     timeout_flag,
 )
 from ascendfactory.backends.mindspeed_llm import environment
-from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, value_problems
+from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
@@ -48,13 +51,26 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     hf2mg_options,
     mg2hf_command,
     mg2hf_options,
+    v2_mg2hf_warning,
 )
+from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site, resolve_site
+from ascendfactory.backends.mindspeed_llm.versions import (
+    DEFAULT,
+    VERSIONS,
+    Release,
+    saved_format,
+    version_fix,
+    version_problem,
+)
+from ascendfactory.backends.mindspeed_llm.versions import KEY as VERSION_KEY
 from ascendfactory.backends.registry import register_backend
+from ascendfactory.config.catalog import ModelArch
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
 from ascendfactory.errors import ConfigError, Problem
+from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, Role, Step
 
 K = "backend_config.training."
@@ -102,12 +118,19 @@ def absolute(options: dict[str, Any]) -> dict[str, Any]:
     return {k: local_path(v, hub=k in HUB_FLAGS) if k in PATH_FLAGS else v for k, v in options.items()}
 
 
-@dataclass(frozen=True)
+@dataclass
 class Found:
-    """What reading the experiment found besides the Megatron facts: the checkout and the converter."""
+    """What reading the experiment found besides the Megatron facts: the checkout, the MindSpeed-LLM
+    version it targets, the converter, and the checkpoint format training saves (`versions.saved_format`
+    of the planned flags, set once they are)."""
 
     site: Site
     converter: ConverterChoice
+    checkpoint_format: str = "torch"
+
+    @property
+    def release(self) -> Release:
+        return self.site.version.release
 
 
 @register_backend
@@ -120,24 +143,57 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     # "... found NaN in local grad norm ...": a restart from the last checkpoint meets the same data again
     unretryable = ("found NaN in",)
 
+    def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
+        """The Megatron programs (the skeleton), or with `backend_config.trainer: fsdp2` the FSDP2 trainer
+        (`fsdp2/run.py`)."""
+        trainer, problems = fsdp2.trainer_of(ctx)
+        if trainer != "fsdp2":
+            if problems:
+                raise ConfigError(problems)
+            return super().plan(ctx, strict_paths=strict_paths)
+        explicit = self.explicit_version(ctx, problems)
+        site = resolve_site(ctx, strict=strict_paths, explicit_version=explicit)
+        site.problems[:0] = problems
+        run = fsdp2.read(ctx, site, strict_paths=strict_paths)
+        return fsdp2.build_plan(ctx, run, fsdp2.facts(run))
+
+    def memory_target(self, run: Any) -> MemoryTarget | None:
+        if isinstance(run, fsdp2.FSDP2Run):
+            from ascendfactory.backends.mindspeed_llm.fsdp2.memory import fsdp2_target
+
+            return fsdp2_target(run)
+        return super().memory_target(run)
+
     def read(self, ctx: PlanContext, *, strict_paths: bool) -> MegatronRun[Found]:
-        site = resolve_site(ctx, strict=strict_paths)
-        problems = list(site.problems)
+        problems: list[Problem] = []
+        if (ctx.config.backend_config or {}).get("fsdp2") is not None:
+            problems.append(
+                ctx.problem(
+                    fsdp2.SECTION_KEY,
+                    "is read only by the FSDP2 trainer; the Megatron programs would ignore it",
+                    fix="add backend_config.trainer: fsdp2, or remove backend_config.fsdp2",
+                )
+            )
+        explicit = self.explicit_version(ctx, problems)
+        site = resolve_site(ctx, strict=strict_paths, explicit_version=explicit)
+        problems += site.problems
         conv = self.converter(ctx, site, problems)
-        problems += self.name_problems(ctx, conv)
+        problems += self.name_problems(ctx, conv, site.version.version)
         if any(p.message.startswith("must be a mapping") for p in problems):
             raise ConfigError(problems)  # the sections cannot be read further
         try:
             run = read_megatron_run(
-                ctx, framework=Found(site, conv), strict_paths=strict_paths, extra_keys=("converter",)
+                ctx,
+                framework=Found(site, conv),
+                strict_paths=strict_paths,
+                extra_keys=("converter", "mindspeed_llm_version", "trainer", "fsdp2"),
             )
         except ConfigError as e:
             raise ConfigError(problems + e.problems) from None
         run.warnings += site.warnings
-        if conv.defaulted_without_checkout:
-            run.warnings.append(conv.reason)
         problems += self.run_problems(ctx, run, run.warnings)
         run.launch = self.launch(ctx, run)
+        problems += self.format_problems(ctx, run)
         problems += self.rule_problems(ctx, run, {p.key.removeprefix(K) for p in problems})
         self.raise_if(problems)
         return run
@@ -146,6 +202,10 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         found = run.framework
         return {
             **run.facts(),
+            "mindspeed_llm_version": found.release.version,
+            "mindspeed_llm_version_reason": found.site.version.reason,
+            "megatron": found.release.megatron,
+            "checkpoint_format": found.checkpoint_format,
             "converter": found.converter.version,
             "converter_reason": found.converter.reason,
             "mindspeed_llm_dir": found.site.directory,
@@ -160,10 +220,30 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
 
+    def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
+        """`<exp>.yaml` targets the default version; `<exp>-2.1.0.yaml` sets mindspeed_llm_version itself."""
+        return {
+            **super().template_values(arch, devices=devices, tp=tp, pp=pp),
+            "mindspeed_llm_version": DEFAULT,
+            "mindspeed_llm_versions": " | ".join(VERSIONS),
+            # the FSDP2 trainer's chat templates (mindspeed_llm/fsdp2/data/template.py at 26.1.0)
+            "fsdp2_template": "qwen3" if arch.hf_model_type.startswith("qwen3") else "empty",
+        }
+
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
-        return environment.install_plan(third_party_dir(environ))
+        return environment.install_plan(third_party_dir(environ), environment.install_version(environ))
 
     # -- validation ---------------------------------------------------------------------------------
+    @staticmethod
+    def explicit_version(ctx: PlanContext, problems: list[Problem]) -> str | None:
+        """`backend_config.mindspeed_llm_version` when it names a planned version (else a problem)."""
+        value = (ctx.config.backend_config or {}).get("mindspeed_llm_version")
+        why = version_problem(value)
+        if why:
+            problems.append(ctx.problem(VERSION_KEY, why, fix=version_fix()))
+            return None
+        return value
+
     @staticmethod
     def converter(ctx: PlanContext, site: Site, problems: list[Problem]) -> ConverterChoice:
         explicit = (ctx.config.backend_config or {}).get("converter")
@@ -177,11 +257,13 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 )
             )
             explicit = None
-        return choose_converter(explicit, None if site.directory == PLACEHOLDER else site.directory)
+        directory = None if site.directory == PLACEHOLDER else site.directory
+        return choose_converter(explicit, directory, site.version.release)
 
     @staticmethod
-    def name_problems(ctx: PlanContext, conv: ConverterChoice) -> list[Problem]:
-        """Every key of every section that the receiving MindSpeed-LLM program does not accept."""
+    def name_problems(ctx: PlanContext, conv: ConverterChoice, version: str) -> list[Problem]:
+        """Every key of every section that the receiving program of MindSpeed-LLM `version` does not
+        accept."""
         kinds = {
             **SECTION_NAMES,
             "convert_ckpt_hf2mg": conv.names_kind,
@@ -202,8 +284,8 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 )
                 continue
             prefix, source_of = f"backend_config.{section}.", ctx.loaded.source_of
-            problems += unknown_keys(options, kind, prefix=prefix, source_of=source_of)
-            problems += value_problems(options, kind, prefix=prefix, source_of=source_of)
+            problems += unknown_keys(options, kind, version=version, prefix=prefix, source_of=source_of)
+            problems += value_problems(options, kind, version=version, prefix=prefix, source_of=source_of)
         return problems
 
     @staticmethod
@@ -230,6 +312,10 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                     fix="remove finetune: false (LoRA starts from the base weights each run)",
                 )
             )
+        conv = run.framework.converter
+        bad_qkv = v2_mg2hf_warning(run.arch) if run.mg2hf is not None and conv.version == "v2" else None
+        if bad_qkv:
+            warnings.append(f"mg2hf: {bad_qkv}")
         for flag in SAVE_STATE_FLAGS:
             if run.training.get(flag):
                 state = "optimizer" if flag.endswith("optim") else "RNG"
@@ -241,11 +327,33 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 warnings.append(f"{K}{flag}: checkpoints hold no {state} state; {impact}")
         return problems
 
+    def format_problems(self, ctx: PlanContext, run: MegatronRun[Found]) -> list[Problem]:
+        """The final conversion reads the torch layout only (convert_ckpt_v2.py: tasks/checkpoint/
+        convert_mg2hf.py get_pt_path_by_tpppep_rank; v1: loader_mg.py through Megatron's legacy load):
+        training that saves another format cannot be converted back."""
+        fmt, flag = saved_format((run.launch or self.launch(ctx, run)).flags, run.framework.release)
+        run.framework.checkpoint_format = fmt
+        if fmt == "torch" or run.mg2hf is None:
+            return []
+        return [
+            ctx.problem(
+                K + flag,
+                f"training would save {fmt} checkpoints, which the final conversion "
+                f"({run.framework.converter.script}) cannot read: it reads "
+                "iter_N/mp_rank_XX/model_optim_rng.pt",
+                fix="set ckpt-format: torch (what MindSpeed-LLM's example scripts pass), or "
+                "convert_ckpt_mg2hf: null to keep the Megatron checkpoints",
+            )
+        ]
+
     def rule_problems(self, ctx: PlanContext, run: MegatronRun[Found], named: set[str]) -> list[Problem]:
         """The rules across flags (rules.py) on the flags the plan hands the training program."""
+        release = run.framework.release
         return [
-            ctx.problem(K + rule.key, f"{rule.message} ({rule.source})", fix=rule.fix)
-            for rule in broken_rules((run.launch or self.launch(ctx, run)).flags, skip=named)
+            ctx.problem(K + rule.key, f"{rule.message} ({rule.source_for(release)})", fix=rule.fix)
+            for rule in broken_rules(
+                (run.launch or self.launch(ctx, run)).flags, release, skip=named, world_size=run.world_size
+            )
         ]
 
     @staticmethod
@@ -334,18 +442,30 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         )
 
     def train_defaults(self, run: MegatronRun[Found]) -> Mapping[str, Any]:
-        return defaults("training")
+        return defaults("training", run.framework.release.version)
 
     def train_flags(self, ctx: PlanContext, run: MegatronRun[Found]) -> dict[str, Any]:
         """Filled architecture flags, then the user's, then the plan's data / checkpoint / stage flags."""
         seq = (run.typed.seq_length if run.typed else None) or SEQ_LENGTH
-        flags = architecture_flags(run.arch, tp=run.tp, pp=run.pp, seq_length=seq)
+        flags = architecture_flags(
+            run.arch, tp=run.tp, pp=run.pp, seq_length=seq, version=run.framework.release.version
+        )
         flags.update({"tokenizer-type": "PretrainedFromHF", "tokenizer-name-or-path": run.model_dir})
+        flags.update(run.framework.release.plan_flags)  # what every example of the version passes
         user = {k: v for k, v in run.training.items() if k not in PLANNER_TRAIN_KEYS}
         flags.update(user)
         if "save-interval" not in user and isinstance(user.get("train-iters"), int):
             # the plan always passes --save, which Megatron accepts only with --save-interval: save at the end
             flags["save-interval"] = user["train-iters"]
+        release = run.framework.release
+        if (
+            flags.get("wandb-project")
+            and not flags.get("use-wandb")
+            and "use-wandb" in valid_names("training", release.version)
+        ):
+            # Megatron turns W&B on by wandb-project; 26.1.0's DPOFeature.validate_args (features_manager/
+            # dpo/dpo.py) also refuses wandb-exp-name (which report_to sets) without its use-wandb switch
+            flags["use-wandb"] = True
         load = run.load
         planned: dict[str, Any] = {
             "data-path": run.data_path,

@@ -5,7 +5,8 @@ master). The choice, in order:
 
 1. `backend_config.converter: v1 | v2` when set;
 2. else the installed MindSpeed-LLM: v2 when `convert_ckpt_v2.py` exists in its directory, else v1;
-3. else (directory not found, dry run): v2, the current one, with a warning saying so.
+3. else (directory not found, dry run): the one the targeted version's example scripts run
+   (`versions.Release.converter`: v1 for 2.1.0, v2 for 26.1.0).
 
 Output locations differ: v1 mg->hf writes into `<save-dir>/mg2hf/` and reads the HF config (and, unless
 `--load-hf-from-config`, the HF weights) from `<save-dir>`; v2 writes into `--save-dir` itself and copies
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendfactory.backends.mindspeed_llm.programs import PROGRAMS_DIR
+from ascendfactory.backends.mindspeed_llm.versions import Release
 from ascendfactory.config.catalog import ModelArch
 
 SCRIPTS = {"v1": "convert_ckpt.py", "v2": "convert_ckpt_v2.py"}
@@ -39,7 +41,6 @@ _DTYPE_FLAGS = (("bf16", "bf16"), ("fp16", "fp16"))
 class ConverterChoice:
     version: str  # v1 | v2
     reason: str
-    defaulted_without_checkout: bool = False
 
     @property
     def script(self) -> str:
@@ -50,8 +51,9 @@ class ConverterChoice:
         return NAMES_KIND[self.version]
 
 
-def choose_converter(explicit: Any, mindspeed_dir: str | None) -> ConverterChoice:
-    """Rules 1-3 above. `explicit` must already be validated (None, 'v1' or 'v2')."""
+def choose_converter(explicit: Any, mindspeed_dir: str | None, release: Release) -> ConverterChoice:
+    """Rules 1-3 above. `explicit` must already be validated (None, 'v1' or 'v2'); `release`: the
+    MindSpeed-LLM version the experiment targets."""
     if explicit in SCRIPTS:
         return ConverterChoice(explicit, f"backend_config.converter: {explicit}")
     if mindspeed_dir and os.path.isdir(mindspeed_dir):
@@ -59,10 +61,9 @@ def choose_converter(explicit: Any, mindspeed_dir: str | None) -> ConverterChoic
             return ConverterChoice("v2", f"{SCRIPTS['v2']} found in {mindspeed_dir}")
         return ConverterChoice("v1", f"{SCRIPTS['v2']} not in {mindspeed_dir} (MindSpeed-LLM <= 2.1.0)")
     return ConverterChoice(
-        "v2",
-        "MindSpeed-LLM directory not found: defaulting to v2 (convert_ckpt_v2.py); "
-        "set backend_config.converter: v1 for MindSpeed-LLM 2.1.0 and older",
-        defaulted_without_checkout=True,
+        release.converter,
+        f"MindSpeed-LLM directory not found: {SCRIPTS[release.converter]}, which MindSpeed-LLM "
+        f"{release.version}'s example scripts run; set backend_config.converter to choose",
     )
 
 
@@ -181,17 +182,40 @@ def mg2hf_options(
             "load-hf-from-config": True,
             **moe_options(version, arch, training or {}, save=False),
         }
+    # the order of v26.1.0's examples/mcore/qwen25/ckpt_convert_qwen25_mcore2hf{,_lora}.sh
     return {
         "load-model-type": "mg",
         "save-model-type": "hf",
+        **lora_shape,
         "load-dir": load_dir,
+        "lora-load": lora.get("lora-load"),
         "save-dir": save_dir,
         "hf-cfg-dir": model_dir,
         "model-type-hf": arch.model_type_hf,
-        "lora-load": lora.get("lora-load"),
-        **lora_shape,
         **moe_options(version, arch, training or {}, save=False),
     }
+
+
+# MindSpeed-LLM 26.1.0's convert_ckpt_v2.py mg->hf (mindspeed_llm/tasks/checkpoint/convert_mg2hf.py, the
+# `unpack` branch) splits the fused QKV per query group only when configs/checkpoint/model_cfg.json gives
+# the family `qkv_split: per_group`, while its hf->mg (convert_hf2mg.py `qkv_concatenate_weight`) always
+# writes it per group: for these catalog families with more than one query group, its own hf->mg->hf round
+# trip returns scrambled q/k/v projections (tests/integration/test_convert_matches_mindspeed_v2.py shows it,
+# and that `python -m ascendfactory.engine.convert` returns the original tensors). qwen25 has per_group.
+V2_MG2HF_UNGROUPED_QKV = frozenset({"qwen3", "qwen3-moe", "llama2", "glm4"})
+
+
+def v2_mg2hf_warning(arch: ModelArch) -> str | None:
+    """Why convert_ckpt_v2.py's mg->hf of `arch` writes wrong attention weights, or None."""
+    if arch.model_type_hf not in V2_MG2HF_UNGROUPED_QKV or arch.kv_heads <= 1:
+        return None
+    return (
+        f"MindSpeed-LLM 26.1.0's convert_ckpt_v2.py mg->hf splits the fused QKV of model-type-hf "
+        f"{arch.model_type_hf} as [Q; K; V] while its hf->mg writes it per query group (model_cfg.json has "
+        "no qkv_split: per_group for it): the HF weights it writes back have scrambled q/k/v projections. "
+        "Convert the checkpoints back with `python -m ascendfactory.engine.convert` (the same flags: its "
+        "hf->mg is identical to convert_ckpt_v2.py's and its mg->hf returns the original tensors)"
+    )
 
 
 def mg2hf_command(

@@ -1,5 +1,8 @@
 """Where MindSpeed-LLM lives, how `install.sh mindspeed-llm` installs it, and what `doctor` checks.
 
+`install.sh mindspeed-llm` installs the version named by env `AF_MINDSPEED_LLM_VERSION` (2.1.0 or 26.1.0),
+by default 26.1.0, the newest maintained release (`versions.DEFAULT`).
+
 The MindSpeed-LLM directory (every MindSpeed-LLM program runs with it as cwd), in order: `scripts_dir` in
 the experiment, else env `AF_MINDSPEED_LLM_DIR`, else where `sh install.sh mindspeed-llm` clones it
 (`<AF_THIRD_PARTY_DIR or ~/.ascendfactory/third-party>/MindSpeed-LLM`).
@@ -13,7 +16,9 @@ from collections.abc import Mapping
 
 from ascendfactory.backends.doctor import Check, ascend_checks, module_check
 from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.mindspeed_llm.versions import DEFAULT, RELEASES, Release, choose_version
 from ascendfactory.backends.venv import FrameworkCheckout
+from ascendfactory.errors import ConfigError, Problem
 
 ENTRY_SCRIPTS = ("pretrain_gpt.py", "posttrain_gpt.py", "preprocess_data.py")
 CONVERTER_SCRIPTS = ("convert_ckpt.py", "convert_ckpt_v2.py")
@@ -27,6 +32,23 @@ CHECKOUT = FrameworkCheckout("MindSpeed-LLM", "AF_MINDSPEED_LLM_DIR", ENTRY_SCRI
 install_dir = CHECKOUT.install_dir
 find_checkout = CHECKOUT.find  # (absolute directory, where it came from): the module docstring's order
 missing_entry_scripts = CHECKOUT.missing
+
+
+VERSION_ENV = "AF_MINDSPEED_LLM_VERSION"  # which version `install.sh mindspeed-llm` installs
+
+
+def install_version(environ: Mapping[str, str]) -> Release:
+    """The version `install.sh mindspeed-llm` installs: env AF_MINDSPEED_LLM_VERSION, else the default."""
+    value = environ.get(VERSION_ENV) or DEFAULT
+    if value not in RELEASES:
+        raise ConfigError(
+            Problem(
+                f"env {VERSION_ENV}",
+                f"'{value}' is not a MindSpeed-LLM version this backend installs",
+                fix="use " + " or ".join(RELEASES) + f" (default {DEFAULT})",
+            )
+        )
+    return RELEASES[value]
 
 
 def checks(environ: Mapping[str, str]) -> list[Check]:
@@ -51,12 +73,17 @@ def checks(environ: Mapping[str, str]) -> list[Check]:
             ),
         ]
     out.append(Check("MindSpeed-LLM checkout", "ok", d))
+    choice = choose_version(None, d)
+    release = choice.release
+    out.append(Check("MindSpeed-LLM version", "info", f"{release.version}: {choice.reason}", required=False))
     has_megatron = os.path.isdir(os.path.join(d, "megatron"))
     out.append(
         Check(
             "megatron/ in MindSpeed-LLM",
             "ok" if has_megatron else "missing",
-            "present" if has_megatron else "copy Megatron-LM core_r0.8.0's megatron/ into " + d,
+            f"present ({release.megatron})"
+            if has_megatron
+            else f"copy Megatron-LM {release.megatron}'s megatron/ into " + d,
         )
     )
     scripts = [s for s in CONVERTER_SCRIPTS if os.path.isfile(os.path.join(d, s))]
@@ -71,52 +98,70 @@ def checks(environ: Mapping[str, str]) -> list[Check]:
     return out
 
 
-def install_plan(third: str, python: str = sys.executable) -> list[InstallStep]:
-    """MindSpeed-LLM 2.1.0's documented installation (docs/pytorch/install_guide.md on branch 2.1.0).
+def install_plan(third: str, release: Release, python: str = sys.executable) -> list[InstallStep]:
+    """`release`'s documented installation (`Release.install_guide`); every step is safe to re-run.
 
-    Pins, checked against that branch's README version table and install guide: MindSpeed at commit 2c085cc9
-    (its core_r0.8.0 line, 2025-04-01), Megatron-LM core_r0.8.0 (its megatron/ copied into MindSpeed-LLM),
-    MindSpeed-LLM 2.1.0. The driver, CANN 8.2.RC1, torch 2.1/2.6, torch_npu 7.1.0 and apex come with the
-    Ascend image (`doctor --backend mindspeed-llm` reports what is missing). Every step is safe to re-run.
+    2.1.0 (docs/pytorch/install_guide.md on branch 2.1.0, with its README version table): MindSpeed at
+    commit 2c085cc9 (its core_r0.8.0 line, 2025-04-01), Megatron-LM core_r0.8.0 (its megatron/ copied into
+    MindSpeed-LLM), MindSpeed-LLM 2.1.0; the driver, CANN 8.2.RC1, torch 2.1/2.6, torch_npu 7.1.0 and apex
+    come with the Ascend image.
+    26.1.0 (docs/zh/pytorch/training/install_guide.md at v26.1.0, "方式二：源码安装"): Triton-Ascend 3.2.1
+    (step 4), MindSpeed branch 26.1.0_core_r0.12.1 (step 5), Megatron-LM core_v0.12.1 copied into
+    MindSpeed-LLM 26.1.0 and a logs/ folder the example scripts tee into (step 6); CANN 9.1.0, torch 2.7.1
+    and torch_npu 2.7.1post8 (steps 2-3) come with the Ascend image.
+    `doctor --backend mindspeed-llm` reports what is missing.
     """
     llm, megatron, mindspeed = (os.path.join(third, n) for n in ("MindSpeed-LLM", "Megatron-LM", "MindSpeed"))
     pip = (python, "-m", "pip", "install")
-    return [
+    steps: list[InstallStep] = []
+    if release.version != "2.1.0":
+        steps.append(
+            InstallStep(
+                "install Triton-Ascend 3.2.1",
+                (
+                    *pip,
+                    "triton-ascend==3.2.1",
+                    "--extra-index-url=https://triton-ascend.osinfra.cn/pypi/simple",
+                ),
+            )
+        )
+    steps += [
         InstallStep(
             "clone MindSpeed",
             ("git", "clone", "https://gitcode.com/ascend/MindSpeed.git", mindspeed),
             skip_if_exists=mindspeed,
         ),
         InstallStep(
-            "check out MindSpeed 2c085cc9 (core_r0.8.0)", ("git", "-C", mindspeed, "checkout", "2c085cc9")
+            f"check out MindSpeed {release.mindspeed}",
+            ("git", "-C", mindspeed, "checkout", release.mindspeed),
         ),
         InstallStep(
             "install MindSpeed requirements", (*pip, "-r", os.path.join(mindspeed, "requirements.txt"))
         ),
         InstallStep("install MindSpeed", (*pip, "-e", mindspeed)),
         InstallStep(
-            "clone MindSpeed-LLM 2.1.0",
+            f"clone MindSpeed-LLM {release.version}",
             (
                 "git",
                 "clone",
                 "--depth",
                 "1",
                 "-b",
-                "2.1.0",
+                release.version,
                 "https://gitcode.com/ascend/MindSpeed-LLM.git",
                 llm,
             ),
             skip_if_exists=llm,
         ),
         InstallStep(
-            "clone Megatron-LM core_r0.8.0",
+            f"clone Megatron-LM {release.megatron}",
             (
                 "git",
                 "clone",
                 "--depth",
                 "1",
                 "-b",
-                "core_r0.8.0",
+                release.megatron,
                 "https://github.com/NVIDIA/Megatron-LM.git",
                 megatron,
             ),
@@ -127,7 +172,10 @@ def install_plan(third: str, python: str = sys.executable) -> list[InstallStep]:
             ("cp", "-r", os.path.join(megatron, "megatron"), llm + "/"),
             skip_if_exists=os.path.join(llm, "megatron"),
         ),
-        InstallStep(
-            "install MindSpeed-LLM requirements", (*pip, "-r", os.path.join(llm, "requirements.txt"))
-        ),
     ]
+    if release.version != "2.1.0":
+        steps.append(InstallStep("create MindSpeed-LLM logs/", ("mkdir", "-p", os.path.join(llm, "logs"))))
+    steps.append(
+        InstallStep("install MindSpeed-LLM requirements", (*pip, "-r", os.path.join(llm, "requirements.txt")))
+    )
+    return steps

@@ -28,14 +28,15 @@ def architecture_flags(
     mixture-of-experts and latent-attention flags of Qwen3-MoE and DeepSeek (`moe_flags`).
 
     `--max-position-embeddings` is the sequence length, as in the MindSpeed-LLM examples (the rotary
-    table only needs to cover the trained length); set it in `training` to change it.
+    table only needs to cover the trained length), or with YaRN rope scaling the factor times the original
+    length (what 2.1.0's _validate_yarn requires); set it in `training` to change it.
     Dropouts are 0.0: HF checkpoints are trained without dropout, and Megatron's default is 0.1.
     """
     gqa = arch.kv_heads != arch.heads
     head_dim_differs = (
         arch.head_dim is not None and arch.head_dim != arch.hidden // max(arch.heads, 1) and not arch.mla
     )  # MLA's head dims are its own flags (transformers 5 writes head_dim = qk_rope_head_dim for DeepSeek)
-    return {
+    flags = {
         "use-mcore-models": True,
         "tensor-model-parallel-size": tp,
         "pipeline-model-parallel-size": pp,
@@ -63,3 +64,11 @@ def architecture_flags(
         "hidden-dropout": 0.0,
         **moe_flags(arch, version),
     }
+    if flags.get("rope-scaling-type") == "yarn":
+        # 2.1.0's _validate_yarn (training/arguments.py) requires max-position-embeddings / original == the
+        # factor; the YaRN examples of both versions pass it so (DeepSeek-V2-Lite: 40 x 4096 = 163840)
+        factor = flags.get("rope-scaling-factor")
+        original = flags.get("rope-scaling-original-max-position-embeddings")
+        if factor and original:
+            flags["max-position-embeddings"] = _number(float(factor) * original)
+    return flags

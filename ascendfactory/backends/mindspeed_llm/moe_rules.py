@@ -6,15 +6,25 @@ in the framework's terms and cites the code that refuses it. The layout rules th
 Sources at the pins the backend plans for: Megatron-LM core_r0.8.0 megatron/training/arguments.py
 `validate_args` and megatron/core/transformer/transformer_config.py `TransformerConfig.__post_init__`;
 MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py `_validate_transformer_block_build_layers`;
-MindSpeed 2c085cc9 mindspeed/arguments.py `validate_args_wrapper`.
+MindSpeed 2c085cc9 mindspeed/arguments.py `validate_args_wrapper`; for MindSpeed-LLM 26.1.0 the same Megatron
+files at core_v0.12.1, its TransformerBlockFeature and MindSpeed 26.1.0's tp_extend_ep feature (a rule's
+`versions` and per-version `source`).
 """
 
 from __future__ import annotations
 
-from ascendfactory.backends.mindspeed_llm.rules import LLM, MEGATRON, Flags, Rule
+from ascendfactory.backends.mindspeed_llm.rules import LLM, LLM26, MEGATRON, MS26, V21, Flags, Rule
 
-MINDSPEED = "MindSpeed 2c085cc9 mindspeed/arguments.py validate_args_wrapper"
-CONFIG = "Megatron-LM core_r0.8.0 megatron/core/transformer/transformer_config.py __post_init__"
+# per MindSpeed-LLM version (`Rule.source` mapping): 26.1.0 moved these checks into features' validate_args
+MINDSPEED = {
+    "2.1.0": "MindSpeed 2c085cc9 mindspeed/arguments.py validate_args_wrapper",
+    "26.1.0": MS26 + "moe/tp_extend_ep.py validate_args",
+}
+BLOCK = {
+    "2.1.0": LLM + " _validate_transformer_block_build_layers",
+    "26.1.0": LLM26 + "transformer/transformer_block.py validate_args",
+}
+CONFIG = "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__"
 BALANCING_WITH_CAPACITY = ("aux_loss", "none")
 
 
@@ -59,6 +69,7 @@ MOE_RULES: tuple[Rule, ...] = (
             f"needs {other}: first-k-dense-replace and moe-layer-freq are set together",
             f"set {other} too (the DeepSeek examples pass both), or remove {key}",
             LLM + " _validate_transformer_block_build_layers",
+            versions=V21,  # 26.1.0's TransformerBlockFeature does not check it
         )
         for key, other in (
             ("first-k-dense-replace", "moe-layer-freq"),
@@ -70,7 +81,7 @@ MOE_RULES: tuple[Rule, ...] = (
         lambda f: _moe(f) and _first_k(f) > 0 and f.num("num-layers") <= _first_k(f),
         "must be less than num-layers (at least one MoE layer)",
         "lower first-k-dense-replace",
-        LLM + " _validate_transformer_block_build_layers",
+        BLOCK,
     ),
     Rule(
         "first-k-dense-replace",
@@ -82,7 +93,7 @@ MOE_RULES: tuple[Rule, ...] = (
         ),
         "with pipeline parallelism the dense first layers must not fill a whole pipeline stage",
         "lower pipeline-model-parallel-size, or first-k-dense-replace",
-        LLM + " _validate_transformer_block_build_layers",
+        BLOCK,
     ),
     Rule(
         "moe-tp-extend-ep",

@@ -1,7 +1,8 @@
-"""Rules across training flags that MindSpeed-LLM 2.1.0 and its Megatron-LM core_r0.8.0 enforce before any
-device is used, as data: each names the flag a user sets to break it, says why in the framework's terms,
-and cites the code that refuses it. Found by the differential harness (tests/diffval, issue 25): each was a
-case we accepted and the framework refused.
+"""Rules across training flags that MindSpeed-LLM and its Megatron-LM enforce before any device is used, as
+data, per MindSpeed-LLM version: each names the flag a user sets to break it, says why in the framework's
+terms, cites the code that refuses it, and names the versions it holds in (`versions`: 2.1.0 on Megatron-LM
+core_r0.8.0, 26.1.0 on core_v0.12.1). Found by the differential harness (tests/diffval, issues 25 and 37):
+each was a case we accepted and that version refused.
 
 The rules read the flags the plan hands the training program (the architecture flags filled from the
 model, the user's flags, the plan's own), with the framework's defaults for flags not given. A rule whose
@@ -14,6 +15,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ascendfactory.backends.mindspeed_llm.versions import RELEASES, Release
 
 # argparse defaults of the flags the rules read (Megatron-LM core_r0.8.0 megatron/training/arguments.py,
 # MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py and features_manager/common/moe_router.py)
@@ -35,9 +38,17 @@ DEFAULTS: dict[str, Any] = {
     "moe-router-load-balancing-type": "aux_loss",
     "padded-base-length": 128,
     "num-dataset-builder-threads": 1,
+    "encoder-tensor-model-parallel-size": 0,  # core_v0.12.1
+    "encoder-pipeline-model-parallel-size": 0,
 }
-MEGATRON = "Megatron-LM core_r0.8.0 megatron/training/arguments.py validate_args"
+# {megatron}: the version's Megatron-LM tag (a rule's source is formatted for the version that broke it)
+MEGATRON = "Megatron-LM {megatron} megatron/training/arguments.py validate_args"
 LLM = "MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py"
+LLM26 = "MindSpeed-LLM 26.1.0 mindspeed_llm/features_manager/"  # each feature's validate_args
+MS26 = "MindSpeed 26.1.0_core_r0.12.1 mindspeed/features_manager/"
+ALL = tuple(RELEASES)
+V21 = ("2.1.0",)  # rules 26.1.0 no longer enforces (its judge accepts their examples)
+V26 = ("26.1.0",)
 # dist_checkpointing/validation.py StrictHandling: argparse's choices for --dist-ckpt-strictness
 STRICT_HANDLING = (
     "assume_ok_unexpected",
@@ -54,8 +65,9 @@ STRICT_HANDLING = (
 class Flags:
     """The training flags as the program sees them: given (a value; true for a switch) or the default."""
 
-    def __init__(self, flags: Mapping[str, Any]) -> None:
+    def __init__(self, flags: Mapping[str, Any], world_size: int = 1) -> None:
         self.flags = {k: v for k, v in flags.items() if v is not None and v is not False}
+        self.world_size = world_size  # the devices the plan launches (rules on data parallelism)
 
     def given(self, key: str) -> bool:
         return key in self.flags
@@ -77,7 +89,34 @@ class Rule:
     broken: Callable[..., Any]
     message: str  # the framework's refusal, in our words; names the other flags involved
     fix: str
-    source: str  # the framework code that refuses it
+    # the framework code that refuses it ({megatron} is filled per version), or one text per version
+    source: str | Mapping[str, str]
+    versions: tuple[str, ...] = ALL  # the MindSpeed-LLM versions that refuse it
+
+    def source_for(self, release: Release) -> str:
+        text = self.source if isinstance(self.source, str) else self.source[release.version]
+        return text.format(megatron=release.megatron)
+
+
+def _yarn_21(f: Flags) -> bool:
+    """MindSpeed-LLM 2.1.0 training/arguments.py _validate_yarn (rope-scaling-factor defaults to 1.0)."""
+    if f["rope-scaling-type"] != "yarn":
+        return False
+    if not f.given("rope-scaling-original-max-position-embeddings"):
+        return True
+    factor = f.flags.get("rope-scaling-factor")
+    if f.given("multi-head-latent-attention") and not factor:
+        return True
+    ratio = f.num("max-position-embeddings") / f.num("rope-scaling-original-max-position-embeddings")
+    return ratio != float(1.0 if factor is None else factor)
+
+
+def _longrope_21(f: Flags) -> bool:
+    """MindSpeed-LLM 2.1.0 training/arguments.py _validate_long_rope."""
+    if f["rope-scaling-type"] != "longrope":
+        return False
+    needed = ("rope-scaling-original-max-position-embeddings", "long-factor", "short-factor")
+    return not all(f.given(k) for k in needed) or (f.given("short-mscale") != f.given("long-mscale"))
 
 
 def _moe(f: Flags) -> bool:
@@ -88,6 +127,93 @@ def _moe(f: Flags) -> bool:
 def _vpp_pp(f: Flags) -> bool:
     # PP 2 with VPP passes: MindSpeed-LLM's _store_variables hides VPP from Megatron's check
     return f.given("num-layers-per-virtual-pipeline-stage") and f.num("pipeline-model-parallel-size") < 2
+
+
+def _layers_per_stage(f: Flags) -> float:
+    return f.num("num-layers") / max(f.num("pipeline-model-parallel-size"), 1)
+
+
+def _vpp_layers(f: Flags) -> bool:
+    """MindSpeed-LLM 26.1.0 with PP 2 and VPP (training_basic.py post_validate_args) and MindSpeed's
+    megatron_basic (any PP): the virtual stage must split the pipeline stage."""
+    if not f.given("num-layers-per-virtual-pipeline-stage"):
+        return False
+    vpp, pp = f.num("num-layers-per-virtual-pipeline-stage"), f.num("pipeline-model-parallel-size")
+    if vpp * pp == f.num("num-layers"):
+        return True
+    if pp != 2:
+        return False
+    stage = f.num("num-layers") // pp
+    return f.given("num-layer-list") or stage % vpp != 0 or vpp >= _layers_per_stage(f)
+
+
+def _microbatches(f: Flags) -> float:
+    model = f.num("tensor-model-parallel-size") * f.num("pipeline-model-parallel-size")
+    dp = max(f.world_size // max(int(model * f.num("context-parallel-size")), 1), 1)
+    return f.num("global-batch-size") // max(f.num("micro-batch-size"), 1) // dp
+
+
+def _group_topk(f: Flags) -> float | None:
+    """--moe-router-group-topk, or the deprecated --topk-group MindSpeed-LLM 26.1.0 maps onto it."""
+    for key in ("moe-router-group-topk", "topk-group"):
+        if f.given(key):
+            return f.num(key)
+    return None
+
+
+def _num_groups(f: Flags) -> float | None:
+    """--moe-router-num-groups, or the deprecated --n-group."""
+    for key in ("moe-router-num-groups", "n-group"):
+        if f.given(key) and f.num(key) != 0:
+            return f.num(key)
+    return None
+
+
+def _expert_tp(f: Flags) -> float:
+    """--expert-tensor-parallel-size, which validate_args sets to the tensor parallel size when not given."""
+    key = (
+        "expert-tensor-parallel-size"
+        if f.given("expert-tensor-parallel-size")
+        else "tensor-model-parallel-size"
+    )
+    return f.num(key)
+
+
+def _uneven_pipeline(f: Flags) -> bool:
+    """core_v0.12.1 TransformerConfig.__post_init__: the first / last pipeline stage's own layer count is
+    above 0 and the stages between them split the other layers evenly."""
+    first, last = "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers"
+    if not (f.given(first) or f.given(last)):
+        return False
+    layers, stages = f.num("num-layers"), f.num("pipeline-model-parallel-size")
+    for key in (first, last):
+        if f.given(key):
+            if f.num(key) <= 0:
+                return True
+            layers, stages = layers - f.num(key), stages - 1
+    return stages <= 0 or layers % stages != 0
+
+
+def _encoder_tp(f: Flags) -> float:
+    """validate_args: an encoder pipeline without its own tensor parallel size takes the decoder's."""
+    etp = f.num("encoder-tensor-model-parallel-size")
+    return (
+        f.num("tensor-model-parallel-size")
+        if etp <= 0 and f.num("encoder-pipeline-model-parallel-size") > 0
+        else etp
+    )
+
+
+def _encoder_layout(f: Flags) -> bool:
+    """core_v0.12.1 validate_args: the world must divide encoder + decoder model size, and the global batch
+    the micro batch times the data parallel size that leaves."""
+    cp = f.num("context-parallel-size")
+    total = _encoder_tp(f) * f.num("encoder-pipeline-model-parallel-size") * cp
+    total += f.num("tensor-model-parallel-size") * f.num("pipeline-model-parallel-size") * cp
+    if total <= 0 or f.world_size % total:
+        return True
+    dp = f.world_size // total
+    return f.given("global-batch-size") and f.num("global-batch-size") % (f.num("micro-batch-size") * dp) != 0
 
 
 RULES: tuple[Rule, ...] = (
@@ -108,7 +234,10 @@ RULES: tuple[Rule, ...] = (
     *(
         Rule(
             key,
-            lambda f, key=key: f.given("train-iters") and f.given(key) and f[key] != 0,
+            # validate_args asserts `is None` for each but lr-warmup-samples (`== 0`): a 0 is refused too
+            lambda f, key=key: (
+                f.given("train-iters") and f.given(key) and (key != "lr-warmup-samples" or f[key] != 0)
+            ),
             f"iteration-based training (train-iters) takes no {key}",
             f"remove {key}, or train by samples (remove train-iters, set train-samples)",
             MEGATRON + " (iteration-based training)",
@@ -196,7 +325,8 @@ RULES: tuple[Rule, ...] = (
         "needs pipeline-model-parallel-size 2 or more and gradient accumulation fusion "
         "(no no-gradient-accumulation-fusion)",
         "remove defer-embedding-wgrad-compute",
-        "Megatron-LM core_r0.8.0 megatron/core/model_parallel_config.py __post_init__",
+        "Megatron-LM {megatron} megatron/core/model_parallel_config.py __post_init__",
+        versions=V21,
     ),
     Rule(
         "output-layer-slice-num",
@@ -216,6 +346,7 @@ RULES: tuple[Rule, ...] = (
         "must be 1 or more; above 1 it needs tensor-model-parallel-size 1 and must divide padded-vocab-size",
         "set output-layer-slice-num: 1 (the default), or a divisor of the vocabulary with TP 1",
         LLM + " _validate_output_layer_slice_num",
+        versions=V21,
     ),
     Rule(
         "neat-pack",
@@ -223,42 +354,90 @@ RULES: tuple[Rule, ...] = (
         "needs reset-position-ids",
         "set reset-position-ids: true",
         LLM + " _validate_create_attention_mask_in_dataloader",
+        versions=V21,
     ),
     *(
         Rule(
             key,
-            lambda f, key=key: (
-                f.given(key) and not (f.given("moe-permutation-async-comm") and f.given("moe-grouped-gemm"))
+            lambda f, key=key, dispatcher=dispatcher: (
+                f.given(key)
+                and (
+                    not (f.given("moe-permutation-async-comm") and f.given("moe-grouped-gemm"))
+                    or f["moe-token-dispatcher-type"] != dispatcher
+                    or (
+                        dispatcher == "allgather"
+                        and f.num("tensor-model-parallel-size") <= 1
+                        and f.num("expert-model-parallel-size") <= 1
+                    )
+                )
             ),
-            "needs moe-permutation-async-comm and moe-grouped-gemm",
-            "set both, or remove " + key,
+            f"needs moe-permutation-async-comm, moe-grouped-gemm and moe-token-dispatcher-type: {dispatcher}"
+            + (" with tensor or expert parallelism" if dispatcher == "allgather" else ""),
+            "set those flags, or remove " + key,
             LLM + " _validate_moe_args",
+            versions=V21,
         )
-        for key in ("moe-alltoall-overlap-comm", "moe-allgather-overlap-comm")
+        for key, dispatcher in (
+            ("moe-alltoall-overlap-comm", "alltoall"),
+            ("moe-allgather-overlap-comm", "allgather"),
+        )
     ),
     Rule(
         "moe-zero-memory-num-layers",
         lambda f: f.given("moe-zero-memory-num-layers") and f["moe-zero-memory"] == "disable",
         "needs moe-zero-memory enabled",
         "set moe-zero-memory (level0 or level1), or remove moe-zero-memory-num-layers",
-        LLM + " _validate_moe_args",
+        {"2.1.0": LLM + " _validate_moe_args", "26.1.0": MS26 + "moe/moe_zero_memory.py"},
     ),
     *(
         Rule(
             key,
-            lambda f, key=key: f.given(key) and not _moe(f),
-            "first-k-dense-replace and moe-layer-freq are for MoE models (num-experts)",
-            f"remove {key}, or set num-experts",
+            lambda f, key=key: (
+                f.given(key)
+                and (not _moe(f) or not (f.given("first-k-dense-replace") and f.given("moe-layer-freq")))
+            ),
+            "first-k-dense-replace and moe-layer-freq are for MoE models (num-experts), and set together",
+            f"remove {key}, or set num-experts and both of them",
             LLM + " _validate_transformer_block_build_layers",
+            versions=V21,
         )
         for key in ("first-k-dense-replace", "moe-layer-freq")
     ),
     Rule(
+        "moe-router-group-topk",
+        lambda f: (
+            _group_topk(f) is not None
+            and (
+                _num_groups(f) is None
+                or (_moe(f) and f.num("num-experts") % _num_groups(f) != 0)
+                or _group_topk(f) > _num_groups(f)  # type: ignore[operator]
+            )
+        ),
+        "group-limited routing (moe-router-group-topk, or topk-group) needs moe-router-num-groups (or "
+        "n-group) dividing num-experts and at least the group top-k",
+        "set moe-router-num-groups, or remove moe-router-group-topk / topk-group",
+        "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__ (with "
+        + LLM26
+        + "arguments/deprecated_args.py mapping topk-group and n-group)",
+        versions=V26,
+    ),
+    Rule(
         "schedules-method",
-        lambda f: f["schedules-method"] == "dualpipev" and not f.given("moe-fb-overlap"),
-        "dualpipev needs moe-fb-overlap (1f1b overlap)",
-        "set moe-fb-overlap: true, or remove schedules-method",
-        LLM + " _validate_dualpipe_args",
+        lambda f: (
+            f["schedules-method"] == "dualpipev"
+            and (
+                not f.given("moe-fb-overlap")
+                or f.given("num-layers-per-virtual-pipeline-stage")
+                or f.num("num-layers") < 2 * f.num("pipeline-model-parallel-size")
+                or _microbatches(f) < 2 * f.num("pipeline-model-parallel-size") - 1
+            )
+        ),
+        "dualpipev needs moe-fb-overlap (1f1b overlap), num-layers at least twice "
+        "pipeline-model-parallel-size and at least 2 x PP - 1 micro-batches per step, and no virtual "
+        "pipeline",
+        "set those, or remove schedules-method",
+        LLM + " _validate_dualpipe_args (MindSpeed 2c085cc9 dualpipev_feature.py)",
+        versions=V21,
     ),
     Rule(
         "swiglu",
@@ -266,6 +445,7 @@ RULES: tuple[Rule, ...] = (
         "use-fused-swiglu needs swiglu",
         "remove use-fused-swiglu, or keep swiglu: true",
         LLM + " _validate_fused_opts",
+        versions=V21,
     ),
     Rule(
         "tp-2d",
@@ -279,7 +459,7 @@ RULES: tuple[Rule, ...] = (
         ),
         "2D tensor parallelism supports neither sequence-parallel, use-fused-rmsnorm nor expert parallelism",
         "remove tp-2d, or those flags",
-        LLM + " _valid_tp_2d_args",
+        {"2.1.0": LLM + " _valid_tp_2d_args", "26.1.0": MS26 + "tensor_parallel/tp_2d.py"},
     ),
     Rule(
         "use-fused-ring-attention-update",
@@ -287,13 +467,22 @@ RULES: tuple[Rule, ...] = (
         "works only with context-parallel-size 2 or more",
         "remove use-fused-ring-attention-update",
         LLM + " _validate_cp_args",
+        versions=V21,
     ),
     Rule(
         "moe-router-load-balancing-type",
-        lambda f: f["moe-router-load-balancing-type"] == "group_limited_greedy" and not f.given("topk-group"),
-        "group_limited_greedy needs topk-group",
-        "set topk-group (and routed-scaling-factor)",
+        lambda f: (
+            f["moe-router-load-balancing-type"] == "group_limited_greedy"
+            and (
+                not f.given("topk-group")
+                or not f.given("routed-scaling-factor")
+                or f.num("topk-group") >= f.num("expert-model-parallel-size")
+            )
+        ),
+        "group_limited_greedy needs topk-group below expert-model-parallel-size and routed-scaling-factor",
+        "set topk-group and routed-scaling-factor",
         "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/moe_router.py",
+        versions=V21,
     ),
     Rule(
         "dist-ckpt-strictness",
@@ -333,6 +522,111 @@ RULES: tuple[Rule, ...] = (
         "needs sequence-parallel",
         "set sequence-parallel: true, or remove tp-comm-overlap",
         MEGATRON,
+        versions=V21,
+    ),
+    Rule(
+        "overlap-param-gather",
+        lambda f: (
+            f.given("overlap-param-gather")
+            and not (
+                f.given("use-distributed-optimizer")
+                and f.given("overlap-grad-reduce")
+                and not f.given("use-legacy-models")
+            )
+        ),
+        "needs use-distributed-optimizer and overlap-grad-reduce (and MCore models, no use-legacy-models)",
+        "set use-distributed-optimizer: true and overlap-grad-reduce: true, or remove overlap-param-gather",
+        MEGATRON + " (assert args.use_distributed_optimizer / args.overlap_grad_reduce)",
+    ),
+    Rule(
+        "reuse-fp32-param",
+        lambda f: f.given("reuse-fp32-param") and (not f.given("bf16") or f.given("swap-optimizer")),
+        "needs bf16, and cannot be used with swap-optimizer",
+        "set bf16: true and remove swap-optimizer, or remove reuse-fp32-param",
+        LLM + " _validate_optimizer",
+    ),
+    *(
+        Rule(
+            key,
+            lambda f, key=key: f.given(key) and not f.given("bf16"),
+            "the o2 features need bf16 mixed precision",
+            f"set bf16: true, or remove {key}",
+            LLM + " _validate_o2",
+        )
+        for key in ("o2-gradient", "o2-optimizer")
+    ),
+    Rule(
+        "fp32-residual-connection",
+        lambda f: f.given("fp32-residual-connection") and not (f.given("fp16") or f.given("bf16")),
+        "needs fp16 or bf16",
+        "set bf16: true, or remove fp32-residual-connection",
+        MEGATRON + " (residual connection in fp32 only supported when using fp16 or bf16)",
+    ),
+    Rule(
+        "recompute-method",
+        lambda f: f.given("recompute-method") and f["recompute-granularity"] == "selective",
+        "cannot be used with recompute-granularity: selective",
+        "remove recompute-method, or set recompute-granularity: full",
+        MEGATRON + " (recompute method is not yet supported for selective recomputing granularity)",
+    ),
+    *(
+        Rule(
+            key,
+            lambda f, key=key: (
+                f.given(key)
+                and (f["recompute-method"] == "uniform" or f["recompute-granularity"] == "selective")
+            ),
+            "is not compatible with recompute-method: uniform or recompute-granularity: selective",
+            f"remove {key}, or use recompute-method: block",
+            LLM + " _validate_recompute_args",
+        )
+        for key in ("recompute-norm", "recompute-activation-function")
+    ),
+    Rule(
+        "squared-relu",
+        lambda f: f.given("squared-relu") and f.given("swiglu"),
+        "cannot be used with swiglu (the plan sets swiglu for the model's gated MLP)",
+        "remove squared-relu",
+        "Megatron-LM core_r0.8.0 megatron/training/arguments.py core_transformer_config_from_args",
+    ),
+    Rule(
+        "mtp-num-layers",
+        lambda f: (
+            f.given("mtp-num-layers")
+            and f.num("mtp-num-layers") != 0
+            and (
+                f.num("context-parallel-size") > 1
+                or f["position-embedding-type"] not in ("rope", "none")
+                or f.given("use-legacy-models")
+            )
+        ),
+        "multi-token prediction needs context-parallel-size 1, position-embedding-type rope or none "
+        "and MCore models",
+        "remove mtp-num-layers, or set context-parallel-size: 1",
+        LLM + " _validate_mtp_args",
+    ),
+    Rule(
+        "use-legacy-models",
+        lambda f: (
+            f.given("use-legacy-models")
+            and (
+                f.num("context-parallel-size") > 1
+                or f.given("use-dist-ckpt")
+                or f.given("decoupled-lr")
+                or f.given("decoupled-min-lr")
+            )
+        ),
+        "legacy models support neither context-parallel-size above 1, use-dist-ckpt nor decoupled-lr / "
+        "decoupled-min-lr",
+        "remove use-legacy-models",
+        MEGATRON,
+    ),
+    Rule(
+        "decoupled-lr",
+        lambda f: (f.given("decoupled-lr") or f.given("decoupled-min-lr")) and f.given("use-dist-ckpt"),
+        "decoupled-lr / decoupled-min-lr do not work with use-dist-ckpt",
+        "remove use-dist-ckpt, or decoupled-lr and decoupled-min-lr",
+        MEGATRON + " (Distributed checkpointing does not work with decoupled LR yet)",
     ),
     Rule(
         "yaml-cfg",
@@ -365,6 +659,7 @@ RULES: tuple[Rule, ...] = (
             f"{flag} needs {key}: {want}",
             f"set {key}: {want}, or remove {flag}",
             LLM + " _validate_fused_opts",
+            versions=V21,
         )
         for key, want, flag in (
             ("normalization", "RMSNorm", "use-fused-rmsnorm"),
@@ -377,6 +672,7 @@ RULES: tuple[Rule, ...] = (
         "fused rotary embedding (use-fused-rotary-pos-emb) is not supported with glm rope",
         "remove use-fused-rotary-pos-emb, or use-glm-rope",
         LLM + " _validate_position_embedding",
+        versions=V21,
     ),
     Rule(
         "use-fused-mlp",
@@ -393,6 +689,7 @@ RULES: tuple[Rule, ...] = (
         "needs swiglu, and sequence-parallel (with tensor-model-parallel-size 2 or more) or lora-fusion",
         "remove use-fused-mlp",
         LLM + " _validate_mlp_fusion",
+        versions=V21,
     ),
     Rule(
         "multi-head-latent-attention",
@@ -409,6 +706,7 @@ RULES: tuple[Rule, ...] = (
         "(and padded-base-length 1 or more)",
         "set them, or remove multi-head-latent-attention",
         LLM + " _validate_mla",
+        versions=V21,
     ),
     Rule(
         "mla-fa-divide-qk",
@@ -419,16 +717,18 @@ RULES: tuple[Rule, ...] = (
         "needs reset-position-ids (TND layout) and context-parallel-size 1",
         "remove mla-fa-divide-qk",
         LLM + " _valid_fa_div_args",
+        versions=V21,
     ),
     Rule(
         "rope-scaling-type",
-        lambda f: (
-            f["rope-scaling-type"] in ("yarn", "longrope")
-            and not f.given("rope-scaling-original-max-position-embeddings")
-        ),
-        "yarn and longrope need rope-scaling-original-max-position-embeddings",
-        "set rope-scaling-original-max-position-embeddings, or remove rope-scaling-type",
+        lambda f: _yarn_21(f) or _longrope_21(f),
+        "yarn needs rope-scaling-original-max-position-embeddings and rope-scaling-factor equal to "
+        "max-position-embeddings / rope-scaling-original-max-position-embeddings (with "
+        "multi-head-latent-attention: given); longrope needs rope-scaling-original-max-position-embeddings, "
+        "long-factor and short-factor, and short-mscale and long-mscale together",
+        "set those flags, or remove rope-scaling-type",
         LLM + " _validate_yarn / _validate_long_rope",
+        versions=V21,
     ),
     Rule(
         "num-experts",
@@ -438,13 +738,7 @@ RULES: tuple[Rule, ...] = (
         "a MoE model with variable-seq-lengths needs moe-token-dispatcher-type: alltoall",
         "set moe-token-dispatcher-type: alltoall, or remove variable-seq-lengths",
         LLM + " _validate_instruction_finetune",
-    ),
-    Rule(
-        "recompute-granularity",
-        lambda f: f["recompute-granularity"] == "full" and not f.given("recompute-method"),
-        "full recomputation needs recompute-method (uniform or block)",
-        "set recompute-method: uniform or block, or recompute-granularity: selective",
-        "Megatron-LM core_r0.8.0 megatron/core/transformer/transformer_config.py __post_init__",
+        versions=V21,  # 26.1.0's TransformerConfig wrapper lets it pass
     ),
     Rule(
         "num-dataset-builder-threads",
@@ -458,14 +752,17 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.given("moe-expert-capacity-factor") and f["moe-token-dispatcher-type"] != "alltoall",
         "works only with moe-token-dispatcher-type: alltoall",
         "set moe-token-dispatcher-type: alltoall, or remove moe-expert-capacity-factor",
-        "Megatron-LM core_r0.8.0 megatron/core/transformer/transformer_config.py __post_init__",
+        {
+            "2.1.0": "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__",
+            "26.1.0": LLM26 + "moe/moe_router.py",
+        },
     ),
     Rule(
         "num-layers",
         lambda f: f.num("num-layers") < 1,
         "must be 1 or more (TransformerConfig takes the square root of 2 x num-layers)",
         "set num-layers to the model's layer count (or remove it: it is read from the model)",
-        "Megatron-LM core_r0.8.0 megatron/core/transformer/transformer_config.py",
+        "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py",
     ),
     Rule(
         "moe-fb-overlap",
@@ -483,12 +780,17 @@ RULES: tuple[Rule, ...] = (
                 )
                 or f["moe-token-dispatcher-type"] == "allgather"
                 or f["moe-zero-memory"] == "level1"
+                or not f.given("n-shared-experts")
+                or not f.given("moe-permutation-async-comm")
+                or (f.num("tensor-model-parallel-size") > 1 and not f.given("moe-tp-extend-ep"))
             )
         ),
         "cannot be used with moe-alltoall-overlap-comm, overlap-grad-reduce, moe-zero-memory-num-layers or "
-        "moe-expert-capacity-factor, and needs moe-token-dispatcher-type: alltoall (moe-zero-memory level0)",
+        "moe-expert-capacity-factor, and needs moe-token-dispatcher-type: alltoall (moe-zero-memory level0), "
+        "n-shared-experts, moe-permutation-async-comm (and moe-tp-extend-ep with tensor parallelism)",
         "remove moe-fb-overlap, or those flags",
         "MindSpeed 2c085cc9 mindspeed/features_manager/pipeline_parallel/fb_overlap_feature.py",
+        versions=V21,
     ),
     Rule(
         "rotary-interleaved",
@@ -514,11 +816,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "init-method-xavier-uniform",
         lambda f: f.given("init-method-xavier-uniform"),
-        "makes Megatron-LM core_r0.8.0 pass TransformerConfig a keyword it does not take "
+        "makes Megatron-LM pass TransformerConfig a keyword it does not take "
         "(scaled_init_method): "
         "the job fails building the model",
         "remove init-method-xavier-uniform",
-        "Megatron-LM core_r0.8.0 megatron/training/arguments.py core_transformer_config_from_args",
+        "Megatron-LM {megatron} megatron/training/arguments.py core_transformer_config_from_args",
     ),
     Rule(
         "enable-recompute-layers-per-pp-rank",
@@ -537,6 +839,7 @@ RULES: tuple[Rule, ...] = (
         "swap-attention or recompute-activation-function)",
         "remove enable-recompute-layers-per-pp-rank",
         LLM + " _validate_recompute_args",
+        versions=V21,
     ),
     Rule(
         "fp16-lm-cross-entropy",
@@ -565,13 +868,17 @@ RULES: tuple[Rule, ...] = (
         "needs reset-position-ids",
         "set reset-position-ids: true, or remove enable-share-memory",
         "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/data.py",
+        versions=V21,
     ),
     Rule(
         "moe-pad-expert-input-to-capacity",
         lambda f: f.given("moe-pad-expert-input-to-capacity") and not f.given("moe-expert-capacity-factor"),
         "needs moe-expert-capacity-factor",
         "set moe-expert-capacity-factor, or remove moe-pad-expert-input-to-capacity",
-        "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/moe_router.py",
+        {
+            "2.1.0": "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/moe_router.py",
+            "26.1.0": LLM26 + "moe/moe_router.py",
+        },
     ),
     Rule(
         "recompute-in-advance",
@@ -602,6 +909,7 @@ RULES: tuple[Rule, ...] = (
         "needs moe-alltoall-overlap-comm or moe-fb-overlap, and no recompute-method",
         "remove moe-zero-memory (disable), or set moe-alltoall-overlap-comm",
         LLM + " _validate_moe_args",
+        versions=V21,
     ),
     Rule(
         "checkpoint-activations",
@@ -630,14 +938,14 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.given("history-turns") and f.num("history-turns") < 0,
         "must be 0 or more",
         "set history-turns to 0 or more",
-        LLM + " _validate_inference_args",
+        {"2.1.0": LLM + " _validate_inference_args", "26.1.0": LLM26 + "inference/inference.py"},
     ),
     Rule(
         "hf-chat-template",
         lambda f: f.given("hf-chat-template") and f.given("prompt-type"),
         "cannot be used with prompt-type",
         "remove prompt-type (here and in preprocess_data), or hf-chat-template",
-        LLM + " _validate_inference_args",
+        {"2.1.0": LLM + " _validate_inference_args", "26.1.0": LLM26 + "inference/inference.py"},
     ),
     Rule(
         "decoder-seq-length",
@@ -651,15 +959,547 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def broken_rules(flags: Mapping[str, Any], skip: frozenset[str] | set[str] = frozenset()) -> list[Rule]:
-    """The rules the flags break (a rule naming a key in `skip`, already refused, is not checked): these and
-    the mixture-of-experts ones (`moe_rules.py`)."""
+RULES += (
+    Rule(
+        "num-layers-per-virtual-pipeline-stage",
+        lambda f: (
+            f.given("num-layers-per-virtual-pipeline-stage")
+            and f.num("pipeline-model-parallel-size") == 2
+            and (
+                (f.num("num-layers") // 2) % f.num("num-layers-per-virtual-pipeline-stage") != 0
+                or f.num("num-layers-per-virtual-pipeline-stage") >= _layers_per_stage(f)
+            )
+        ),
+        "with pipeline-model-parallel-size 2 a virtual pipeline stage must hold fewer layers than a pipeline "
+        "stage and divide it",
+        "lower num-layers-per-virtual-pipeline-stage to a proper divisor of the layers per pipeline stage, "
+        "or remove it",
+        LLM + " _validate_vpp",
+        versions=V21,
+    ),
+)
+
+# MindSpeed-LLM 26.1.0 (Megatron-LM core_v0.12.1, MindSpeed 26.1.0_core_r0.12.1): rules 2.1.0 did not have,
+# or has in another form (the same key then has one rule per version).
+RULES_26: tuple[Rule, ...] = (
+    Rule(
+        "defer-embedding-wgrad-compute",
+        lambda f: f.given("defer-embedding-wgrad-compute"),
+        "is not supported (MindSpeed: exclusive to TransformerEngine)",
+        "remove defer-embedding-wgrad-compute",
+        MS26 + "megatron_basic/megatron_basic.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "neat-pack",
+        lambda f: f.given("neat-pack") and not f.given("reset-attention-mask"),
+        "needs reset-attention-mask",
+        "set reset-attention-mask: true",
+        LLM26 + "megatron_basic/training_basic.py pre_validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "recompute-granularity",
+        lambda f: (
+            (
+                f["recompute-granularity"] == "full"
+                and (not f.given("recompute-method") or not f.given("recompute-num-layers"))
+            )
+            or (f["recompute-granularity"] == "selective" and f.given("recompute-num-layers"))
+        ),
+        "full recomputation needs recompute-method (uniform or block) and recompute-num-layers; selective "
+        "takes no recompute-num-layers",
+        "with recompute-granularity: full set recompute-method and recompute-num-layers (1 to the layers of "
+        "a pipeline stage); with selective remove recompute-num-layers",
+        "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__",
+        versions=ALL,  # core_r0.8.0 and core_v0.12.1 TransformerConfig.__post_init__ alike
+    ),
+    Rule(
+        "tp-comm-overlap",
+        lambda f: (
+            f.given("tp-comm-overlap")
+            and (not f.given("sequence-parallel") or f.num("tensor-model-parallel-size") <= 1)
+        ),
+        "needs sequence-parallel, which Megatron turns off at tensor-model-parallel-size 1",
+        "set sequence-parallel: true with tensor-model-parallel-size 2 or more, or remove tp-comm-overlap",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "num-layers-per-virtual-pipeline-stage",
+        _vpp_layers,
+        "a virtual pipeline stage must hold fewer layers than a pipeline stage and divide it (with "
+        "pipeline-model-parallel-size 2 also without num-layer-list); "
+        "num-layers-per-virtual-pipeline-stage x pipeline-model-parallel-size equal to num-layers is refused",
+        "lower num-layers-per-virtual-pipeline-stage to a proper divisor of the layers per pipeline stage, "
+        "or remove it",
+        {"26.1.0": LLM26 + "megatron_basic/training_basic.py post_validate_args, " + MS26 + "megatron_basic"},
+        versions=V26,
+    ),
+    Rule(
+        "num-experts",
+        lambda f: (
+            f.given("num-experts")
+            and f["num-experts"] == 0
+            and f.num("encoder-tensor-model-parallel-size") != f.num("tensor-model-parallel-size")
+            and f.num("encoder-pipeline-model-parallel-size") == 0
+        ),
+        "0 makes Megatron check the encoder's tensor parallel size against the decoder's (it is not a dense "
+        "model's value there)",
+        "remove num-experts for a dense model",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "moe-alltoall-overlap-comm",
+        lambda f: (
+            f.given("moe-alltoall-overlap-comm")
+            and (
+                f["moe-token-dispatcher-type"] not in ("alltoall", "alltoall_seq")
+                or f.num("expert-model-parallel-size") <= 1
+                or f.given("use-ascend-mc2")
+                or not f.given("moe-grouped-gemm")
+                or (f["moe-token-dispatcher-type"] == "alltoall" and f.given("moe-tp-extend-ep"))
+                or (
+                    f["moe-token-dispatcher-type"] == "alltoall_seq"
+                    and not f.given("moe-permutation-async-comm")
+                )
+            )
+        ),
+        "needs moe-token-dispatcher-type alltoall or alltoall_seq, expert-model-parallel-size 2 or more and "
+        "moe-grouped-gemm (alltoall_seq: also moe-permutation-async-comm; alltoall: no moe-tp-extend-ep), "
+        "and no use-ascend-mc2",
+        "set those flags, or remove moe-alltoall-overlap-comm",
+        MS26 + "moe/moe_alltoall_overlap.py",
+        versions=V26,
+    ),
+    Rule(
+        "moe-allgather-overlap-comm",
+        lambda f: (
+            f.given("moe-allgather-overlap-comm")
+            and (
+                f["moe-token-dispatcher-type"] != "allgather"
+                or not f.given("moe-permutation-async-comm")
+                or not f.given("moe-grouped-gemm")
+                or f.given("use-ascend-mc2")
+            )
+        ),
+        "needs moe-token-dispatcher-type allgather, moe-permutation-async-comm and moe-grouped-gemm, and no "
+        "use-ascend-mc2",
+        "set those flags, or remove moe-allgather-overlap-comm",
+        MS26 + "moe/moe_allgather_overlap.py",
+        versions=V26,
+    ),
+    Rule(
+        "moe-fb-overlap",
+        lambda f: (
+            f.given("moe-fb-overlap")
+            and (
+                any(
+                    f.given(k)
+                    for k in (
+                        "moe-alltoall-overlap-comm",
+                        "overlap-grad-reduce",
+                        "moe-hierarchical-alltoallv",
+                        "moe-zero-memory-num-layers",
+                        "use-nanopipe",
+                        "automated-pipeline",
+                        "recompute-in-bubble",
+                        "recompute-in-advance",
+                        "moe-tp-extend-ep",
+                        "swap-attention",
+                    )
+                )
+                or not f.given("moe-grouped-gemm")
+                or f["moe-token-dispatcher-type"] in ("allgather", "alltoall_seq")
+                or f.num("expert-model-parallel-size") <= 1
+                or _expert_tp(f) != 1
+                or (
+                    f["schedules-method"] != "dualpipev"
+                    and not f.given("num-layers-per-virtual-pipeline-stage")
+                    and f.num("pipeline-model-parallel-size") != 1
+                )
+            )
+        ),
+        "needs moe-grouped-gemm, moe-token-dispatcher-type alltoall, expert-model-parallel-size 2 or more "
+        "with expert tensor parallel size 1, and no pipeline, a virtual pipeline or dualpipev; it cannot be "
+        "used "
+        "with moe-alltoall-overlap-comm, overlap-grad-reduce, moe-zero-memory-num-layers, moe-tp-extend-ep, "
+        "swap-attention or recompute-in-advance",
+        "set those flags, or remove moe-fb-overlap",
+        MS26 + "moe/fb_overlap.py",
+        versions=V26,
+    ),
+    Rule(
+        "moe-zero-memory",
+        lambda f: (
+            f["moe-zero-memory"] != "disable"
+            and not (f.given("moe-alltoall-overlap-comm") or f.given("moe-fb-overlap"))
+        ),
+        "needs moe-alltoall-overlap-comm or moe-fb-overlap",
+        "remove moe-zero-memory (disable), or set moe-alltoall-overlap-comm",
+        MS26 + "moe/moe_zero_memory.py",
+        versions=V26,
+    ),
+    Rule(
+        "moe-router-load-balancing-type",
+        lambda f: (
+            f["moe-router-load-balancing-type"] == "group_limited_greedy"
+            and (
+                not (f.given("topk-group") or f.given("moe-router-group-topk"))
+                or not (f.given("moe-router-topk-scaling-factor") or f.given("routed-scaling-factor"))
+                or f.num("moe-router-group-topk" if f.given("moe-router-group-topk") else "topk-group")
+                >= f.num("expert-model-parallel-size")
+            )
+        ),
+        "group_limited_greedy needs moe-router-group-topk (or topk-group) below expert-model-parallel-size "
+        "and moe-router-topk-scaling-factor (or routed-scaling-factor)",
+        "set them, or use another moe-router-load-balancing-type",
+        LLM26 + "moe/moe_router.py _validate_group_limited_greedy",
+        versions=V26,
+    ),
+    Rule(
+        "schedules-method",
+        lambda f: (
+            f["schedules-method"] == "dualpipev"
+            and (
+                any(f.given(k) for k in ("overlap-grad-reduce", "swap-attention", "tp-2d", "use-custom-fsdp"))
+                or not f.given("untie-embeddings-and-output-weights")
+                or f.num("context-parallel-size") > 1
+                or f.given("num-layers-per-virtual-pipeline-stage")
+                or f.num("pipeline-model-parallel-size") <= 1
+                or f.num("num-layers") < 2 * f.num("pipeline-model-parallel-size")
+                or _microbatches(f) < 2 * f.num("pipeline-model-parallel-size") - 1
+            )
+        ),
+        "dualpipev needs pipeline-model-parallel-size 2 or more, num-layers at least twice that, at least "
+        "2 x PP - 1 micro-batches per step and untie-embeddings-and-output-weights; it cannot be used with "
+        "overlap-grad-reduce, swap-attention, context parallelism, a virtual pipeline or tp-2d",
+        "set those flags, or remove schedules-method",
+        MS26 + "pipeline_parallel/dualpipev_feature.py",
+        versions=V26,
+    ),
+)
+
+
+RULES_26 += (
+    Rule(
+        "encoder-pipeline-model-parallel-size",
+        lambda f: f.num("encoder-pipeline-model-parallel-size") > 0 and _encoder_layout(f),
+        "an encoder pipeline takes ranks of its own: the devices must divide (encoder TP x encoder PP + "
+        "TP x PP) x CP, and the global batch the micro batch times the data parallel size that leaves",
+        "remove encoder-pipeline-model-parallel-size (MindSpeed-LLM's models have no separate encoder)",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "encoder-tensor-model-parallel-size",
+        lambda f: (
+            f.num("encoder-tensor-model-parallel-size") > 0
+            and (
+                f.num("num-attention-heads") % f.num("encoder-tensor-model-parallel-size") != 0
+                or f.num("encoder-tensor-model-parallel-size") > f.num("tensor-model-parallel-size")
+            )
+        ),
+        "must divide num-attention-heads and be at most tensor-model-parallel-size",
+        "remove encoder-tensor-model-parallel-size",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "attention-backend",
+        lambda f: (
+            f["attention-backend"] == "local"
+            and (
+                not f.given("spec")
+                or str((f["spec"] if isinstance(f["spec"], list) else [f["spec"]])[0]) != "local"
+            )
+        ),
+        "local needs spec: local",
+        "set spec: local, or another attention-backend",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "heterogeneous-layers-config-path",
+        lambda f: (
+            f.given("heterogeneous-layers-config-path")
+            and not os.path.isfile(str(f["heterogeneous-layers-config-path"]))
+        ),
+        "names no file (validate_args reads the heterogeneous layer config before anything else)",
+        "give an existing JSON file, or remove heterogeneous-layers-config-path",
+        MEGATRON + " (validate_model_config_args_from_heterogeneous_config)",
+        versions=V26,
+    ),
+)
+RULES_26 += (
+    *(
+        Rule(
+            key,
+            lambda f, key=key: (
+                f.given(key)
+                and (
+                    not f.given("sequence-parallel")
+                    or f.num("tensor-model-parallel-size") <= 1
+                    or f.given("use-ascend-coc")
+                )
+            ),
+            "MC2 needs tensor-model-parallel-size 2 or more with sequence-parallel, and no use-ascend-coc",
+            f"set tensor-model-parallel-size and sequence-parallel, or remove {key}",
+            MS26 + "tensor_parallel/mc2.py (use-mc2: " + LLM26 + "arguments/deprecated_args.py)",
+            versions=V26,
+        )
+        for key in ("use-ascend-mc2", "use-mc2")
+    ),
+    *(
+        Rule(
+            key,
+            _uneven_pipeline,
+            "the first and last pipeline stages' own layer counts must be above 0, and the stages between "
+            "them must split the other layers evenly",
+            f"set {key} so that the other pipeline stages divide the remaining layers, or remove it",
+            "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__",
+            versions=V26,
+        )
+        for key in ("decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers")
+    ),
+    Rule(
+        "inference-batch-times-seqlen-threshold",
+        lambda f: (
+            f.given("inference-batch-times-seqlen-threshold")
+            and f.num("inference-batch-times-seqlen-threshold") > -1
+            and f.num("pipeline-model-parallel-size") <= 1
+        ),
+        "needs pipeline-model-parallel-size 2 or more",
+        "remove inference-batch-times-seqlen-threshold",
+        MEGATRON,
+        versions=V26,
+    ),
+)
+# 2.1.0 does not run these: its HighAvailabilityFeature (and MindSpeed's FEATURES) validate only when
+# `getattr(args, feature_name)` is set or the feature's optimization_level is 0 (arguments.py
+# validate_args_decorator, branch 2.1.0), and `high_availability` is no argument; MindSpeed's own
+# validate_args_wrapper (sparse-mode) is not among the patches 2.1.0's megatron_adaptor.py applies. Its judge
+# accepts every example (tests/integration/test_mindspeed_llm_rules_judged.py).
+HA = LLM26 + "high_availability/high_availability.py validate_args"
+RULES_26 += (
+    Rule(
+        "enable-hbmfault-repair",
+        lambda f: f.given("enable-hbmfault-repair") and not f.given("enable-high-availability"),
+        "needs enable-high-availability",
+        "set enable-high-availability: true, or remove enable-hbmfault-repair",
+        HA,
+        versions=V26,
+    ),
+    Rule(
+        "enable-high-availability",
+        lambda f: f.given("enable-high-availability") and f.given("use-dist-ckpt"),
+        "cannot be used with use-dist-ckpt",
+        "remove use-dist-ckpt, or enable-high-availability",
+        HA,
+        versions=V26,
+    ),
+    Rule(
+        "enable-high-availability",
+        lambda f: (
+            f.given("enable-high-availability")
+            and any(
+                f.given(k)
+                for k in ("swap-attention", "disable-gloo-group", "swap-optimizer", "lora-target-modules")
+            )
+        ),
+        "cannot be used with swap-attention, disable-gloo-group, swap-optimizer or lora-target-modules",
+        "remove those flags, or enable-high-availability",
+        HA,
+        versions=V26,
+    ),
+    Rule(
+        "enable-elastic-training",
+        lambda f: (
+            f.given("enable-elastic-training")
+            and (
+                not f.given("enable-high-availability")
+                or not f.given("use-distributed-optimizer")
+                or f.given("use-custom-fsdp")
+                or f.given("reuse-fp32-param")
+                or f.num("expert-model-parallel-size") > 1
+                or f.num("context-parallel-size") > 1
+            )
+        ),
+        "needs enable-high-availability and use-distributed-optimizer, and no use-custom-fsdp, "
+        "reuse-fp32-param, expert-model-parallel-size or context-parallel-size above 1",
+        "set enable-high-availability and use-distributed-optimizer (without those), or remove "
+        "enable-elastic-training",
+        HA,
+        versions=V26,
+    ),
+    Rule(
+        "sparse-mode",
+        lambda f: f.given("use-flash-attn") and f.given("sparse-mode") and f["sparse-mode"] not in (0, 2),
+        "with use-flash-attn only sparse modes 0 and 2 are supported",
+        "set sparse-mode: 0 (or 2), or remove use-flash-attn",
+        MS26 + "transformer/flash_attention/fusion_attention_v1_feature.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "data-args-path",
+        lambda f: f.given("data-args-path"),
+        "cannot be used with --data-path, which the plan passes (the preprocessed data)",
+        "remove data-args-path (set backend_config.training.data-path or processed_data_dir instead)",
+        MEGATRON,
+        versions=V26,
+    ),
+)
+
+
+def _not_numbers_or_all(f: Flags) -> bool:
+    """MindSpeed 26.1.0's parse_list_for_virtual_optimizer: each value 'all' or a float (a YAML true would
+    be a bare switch, which nargs='+' refuses)."""
+    value = f["virtual-optimizer"]
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, bool):
+            return True
+        if item == "all":
+            continue
+        try:
+            float(item)
+        except (TypeError, ValueError):
+            return True
+    return False
+
+
+def _thinking_word(value: Any) -> bool:
+    """MindSpeed-LLM 26.1.0's --enable-thinking type: {"true", "false", "none"}[x.lower()]."""
+    return isinstance(value, str) and value.lower() in ("true", "false", "none")
+
+
+# Found by the 2,000-case sample of the 26.1.0 judge (benchmarks/diff_validate.py --backend
+# mindspeed-llm@26.1.0 --seed 0): each accepted by us, refused by 26.1.0 (2.1.0 accepts each).
+RULES_26 += (
+    Rule(
+        "virtual-optimizer",
+        lambda f: f.given("virtual-optimizer") and _not_numbers_or_all(f),
+        "takes 'all' or numbers (the device memory to swap the optimizer into, per value)",
+        "write virtual-optimizer: all, or numbers",
+        MS26 + "optimizer/virtual_optimizer.py (its argparse type)",
+        versions=V26,
+    ),
+    Rule(
+        "num-experts",
+        lambda f: (
+            bool(f["num-experts"])
+            and bool(f["lora-target-modules"])
+            and f["moe-token-dispatcher-type"] != "alltoall_seq"
+        ),
+        "LoRA (lora-target-modules) on a mixture-of-experts model needs moe-token-dispatcher-type "
+        "alltoall_seq",
+        "set moe-token-dispatcher-type: alltoall_seq, or remove num-experts",
+        LLM26 + "finetune/lora.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "wandb-exp-name",
+        lambda f: bool(f["wandb-exp-name"]) and not f.given("use-wandb"),
+        "needs use-wandb",
+        "set use-wandb: true, or remove wandb-exp-name",
+        LLM26 + "dpo/dpo.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "overlap-param-gather-with-optimizer-step",
+        lambda f: (
+            f.given("overlap-param-gather-with-optimizer-step")
+            and (
+                not f.given("use-distributed-optimizer")
+                or not f.given("overlap-param-gather")
+                or not (
+                    f.given("num-layers-per-virtual-pipeline-stage")
+                    or f.given("num-virtual-stages-per-pipeline-rank")
+                )
+            )
+        ),
+        "needs use-distributed-optimizer, overlap-param-gather and the interleaved pipeline schedule "
+        "(num-layers-per-virtual-pipeline-stage)",
+        "set those, or remove overlap-param-gather-with-optimizer-step",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "optimizer-cpu-offload",
+        lambda f: f.given("optimizer-cpu-offload") and not f.given("use-precision-aware-optimizer"),
+        "needs use-precision-aware-optimizer",
+        "set use-precision-aware-optimizer: true, or remove optimizer-cpu-offload",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "num-virtual-stages-per-pipeline-rank",
+        lambda f: (
+            f.given("num-virtual-stages-per-pipeline-rank")
+            and (
+                f.given("num-layers-per-virtual-pipeline-stage") or f.num("pipeline-model-parallel-size") < 2
+            )
+        ),
+        "the interleaved schedule needs pipeline-model-parallel-size 2 or more, and not "
+        "num-layers-per-virtual-pipeline-stage beside it",
+        "raise pipeline-model-parallel-size, or remove num-virtual-stages-per-pipeline-rank",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "enable-thinking",
+        lambda f: f.given("enable-thinking") and not _thinking_word(f["enable-thinking"]),
+        "takes the text 'true', 'false' or 'none'",
+        "write enable-thinking: 'true' (quoted), 'false' or 'none'",
+        LLM26 + "dataset/dataset.py (its argparse type)",
+        versions=V26,
+    ),
+    Rule(
+        "ema-decay",
+        lambda f: (
+            f.given("ema-decay")
+            and (
+                f.num("ema-decay") > 1
+                or (f["optimizer-selection"] == "fused_ema_adamw" and f.num("ema-decay") < 0)
+            )
+        ),
+        "must be in [0, 1] (above 1 refused with any optimizer-selection)",
+        "set ema-decay between 0 and 1",
+        MS26 + "optimizer/fused_ema_adamw_feature.py pre_validate_args",
+        versions=V26,
+    ),
+)
+RULES_26 += (
+    # 2.1.0's _store_variables (training/arguments.py) sets mock_data to 0 before Megatron's check
+    Rule(
+        "mock-data",
+        lambda f: f.given("mock-data") and f.given("data-path"),
+        "with data-path (the plan's, from the experiment's data): one data source only",
+        "remove mock-data",
+        MEGATRON + " (data blend checks)",
+        versions=V26,
+    ),
+)
+
+
+RULES = RULES + RULES_26
+
+
+def broken_rules(
+    flags: Mapping[str, Any],
+    release: Release,
+    skip: frozenset[str] | set[str] = frozenset(),
+    *,
+    world_size: int = 1,
+) -> list[Rule]:
+    """The rules of `release` the flags break, for a job of `world_size` devices (a rule naming a key in
+    `skip`, already refused, is not checked): these and the mixture-of-experts ones (`moe_rules.py`)."""
     from ascendfactory.backends.mindspeed_llm.moe_rules import MOE_RULES
 
-    view = Flags(flags)
+    view = Flags(flags, world_size)
     out = []
     for rule in (*RULES, *MOE_RULES):
-        if rule.key in skip:
+        if rule.key in skip or release.version not in rule.versions:
             continue
         try:
             if rule.broken(view):

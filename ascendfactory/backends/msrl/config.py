@@ -429,6 +429,10 @@ def _check_subdicts(r: _Reader, rl_config: dict[str, Any], generate_config: dict
                 )
 
 
+# The MindSpeed-LLM whose converters the MindSpeed-RL backend runs (install.sh mindspeed-rl installs 2.1.0's)
+LLM_CONVERTERS_VERSION = "2.1.0"
+
+
 def _converter_sections(
     r: _Reader, bc: Mapping[str, Any], converter: str
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -450,7 +454,11 @@ def _converter_sections(
             )
             value = {}
         for p in unknown_keys(
-            dict(value), f"convert_{converter}", prefix=f"{BC}{name}.", source_of=r.ctx.loaded.source_of
+            dict(value),
+            f"convert_{converter}",
+            version=LLM_CONVERTERS_VERSION,
+            prefix=f"{BC}{name}.",
+            source_of=r.ctx.loaded.source_of,
         ):
             r.problems.append(p)
         out.append(dict(value))

@@ -15,10 +15,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.doctor import Check, module_check
 from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
 from ascendfactory.backends.megatron.skeleton import (
     MEGATRON_TRACKERS,
@@ -36,6 +35,9 @@ from ascendfactory.engine.train.flags import LORA_DEFAULTS
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, Role, Step
+
+if TYPE_CHECKING:
+    from ascendfactory.backends.doctor import Check
 
 
 def _is_switch(parser: Any, key: str) -> bool:
@@ -434,6 +436,8 @@ class TorchBackend(MegatronBackend[None]):
 
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
+        from ascendfactory.backends.doctor import module_check  # doctor's alone: not a plan's import
+
         return [
             *(module_check(m) for m in EMBEDDED_PACKAGES),
             *(module_check(m, required=False) for m in ("matplotlib", "tensorboard", "psutil")),

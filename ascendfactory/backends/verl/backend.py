@@ -159,13 +159,14 @@ class VerlBackend(Backend):
 
     # -- plan: read -> VerlRun -> composed and checked (Checked) -> plan shell -> steps --------------------
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
-        accelerator = detect_accelerator()
+        machine = detect_accelerator()
         found = Findings(list(self.stage_problems(ctx, ctx.config.stage)))
+        accelerator = _planned_device(ctx, machine, found)
         run = _read(ctx, accelerator, found)
         checked = _compose(ctx, run, strict_paths, found)
         _check_rules(checked, found)
         _check_resources(ctx, checked, accelerator, strict_paths, found)
-        if strict_paths and accelerator == "cpu":
+        if strict_paths and machine == "cpu":
             if not found.problems:
                 raise BackendNotRunnableError(NO_ACCELERATOR)
             # named with the experiment's own problems: every reason at once, not one per try
@@ -178,10 +179,11 @@ class VerlBackend(Backend):
                 )
             )
         self.raise_if(found.problems)
-        if accelerator == "cpu":
+        if machine == "cpu":
             found.warnings.append(
                 "no GPU or NPU on this machine: a real `train` of this experiment stops before Ray starts "
                 "(verl 0.9.1 has no CPU platform; its rollouts need vLLM/SGLang on an accelerator)"
+                + (f"; planned for trainer.device {accelerator}" if accelerator != "cpu" else "")
             )
         plan = _plan_shell(ctx, checked, _device(accelerator), found.warnings)
         step_env = _step_env(
@@ -292,6 +294,30 @@ class Checked:
 
 def _device(accelerator: str) -> str:
     return accelerator if accelerator in ("npu", "cuda") else "cpu"
+
+
+DEVICES = ("npu", "cuda")
+
+
+def _planned_device(ctx: PlanContext, machine: str, found: Findings) -> str:
+    """The device the plan is for: the machine's, or `backend_config.trainer.device` (npu | cuda) on a
+    machine without one (a dry run preparing an Ascend job elsewhere). verl picks the device itself when
+    torch_npu is installed (verl/plugin/platform/platform_npu.py is_platform_available); the plan writes
+    `trainer.device` so that the job, its Ray resources ("NPU") and its logs say which."""
+    trainer = (ctx.config.backend_config or {}).get("trainer")
+    asked = trainer.get("device") if isinstance(trainer, dict) else None
+    if asked is None or machine != "cpu":
+        return machine  # a value that differs from the machine's is refused with the owned keys
+    if asked not in DEVICES:
+        found.problems.append(
+            Problem(
+                "backend_config.trainer.device",
+                f"'{asked}' is not a device verl 0.9.1 trains on",
+                "use npu (Ascend: vLLM-Ascend rollouts, HCCL) or cuda, or remove it",
+            )
+        )
+        return machine
+    return str(asked)
 
 
 def _checkpoint_root(ctx: PlanContext) -> str:

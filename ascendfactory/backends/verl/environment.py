@@ -11,6 +11,14 @@ The install: a venv, the torch of `AF_TORCH_SPEC` first (default the CPU `torch=
 `verl-core` extra is required: without it the default (V1) trainer fails with `No module named
 'transfer_queue'` (verl 0.9.1 `verl/trainer/main_ppo.py` imports it).
 
+On Ascend (`AF_VERL_DEVICE=npu sh install.sh verl`) the environment is created over the Ascend image's
+site-packages (`--system-site-packages`) and only verl is installed into it: verl's Ascend quick start
+installs torch and torch_npu from Ascend's pytorch builds, then vLLM and vLLM-Ascend from source, versions
+that must match the image's CANN (docs/ascend_tutorial/ascend_quick_start.rst; 0.8.0.dev: CANN 8.3.RC1,
+torch/torch_npu 2.7.1, vLLM 0.11.0 + vLLM-Ascend 0.11.0rc1, MindSpeed f2b0977e + Megatron-LM core_v0.12.1
+for the Megatron engine), so they come with the image, and the check step refuses an environment without
+torch_npu, vLLM-Ascend or the verl-core extra.
+
 Nothing here imports verl: versions are read from the environment's package metadata, verl's config dir
 is found by path.
 """
@@ -18,6 +26,7 @@ is found by path.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 from ascendfactory.backends.doctor import Check
@@ -56,9 +65,47 @@ def rollout_engines(env: str) -> list[str]:
     return [name for name, dist in ROLLOUT_DISTRIBUTIONS.items() if package_version(env, dist)]
 
 
+DEVICE_ENV = "AF_VERL_DEVICE"  # npu: install over the Ascend image's torch_npu / vLLM / vLLM-Ascend
+NPU_PACKAGES = ("torch_npu", "vllm", "vllm_ascend")  # what the image brings (import names)
+
+
+def npu_install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
+    """verl over the Ascend image (module docstring): a venv seeing the image's site-packages, verl with
+    its verl-core extra, a check that torch_npu, vLLM and vLLM-Ascend import from it."""
+    env = ENV.default(environ)
+    py, marker = python_of(env), os.path.join(env, MARKER)
+    pip = (py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+    record = (
+        "import importlib.metadata as m, importlib.util as u, pathlib, sys, transfer_queue; "
+        f"lacking = [n for n in {NPU_PACKAGES!r} if u.find_spec(n) is None]; "
+        "sys.exit('the Ascend image lacks ' + ', '.join(lacking) + ': install them as verl\\'s Ascend quick "
+        "start says, then run install.sh again') if lacking else None; "
+        f"v = m.version('verl'); pathlib.Path({marker!r}).write_text(v + '\\n'); "
+        "print('verl', v, 'in', sys.prefix, 'over the Ascend image')"
+    )
+    return [
+        InstallStep(
+            "create the verl environment over the Ascend image's packages",
+            (sys.executable, "-m", "venv", "--system-site-packages", env),
+            skip_if_exists=marker,
+        ),
+        InstallStep(
+            f"install verl[{EXTRA}]=={VERSION} (torch, torch_npu, vLLM, vLLM-Ascend: the image's)",
+            (*pip, f"verl[{EXTRA}]=={VERSION}"),
+            skip_if_exists=marker,
+        ),
+        InstallStep(
+            "check torch_npu, vLLM and vLLM-Ascend import", (py, "-c", record), skip_if_exists=marker
+        ),
+        *ENV.tracker_steps(environ),
+    ]
+
+
 def install_steps(environ: Mapping[str, str]) -> list[InstallStep]:
     """A venv of its own with the pinned verl (skipped entirely once the marker is written), then the
-    tracker clients AF_TRACKERS names."""
+    tracker clients AF_TRACKERS names. On Ascend (`AF_VERL_DEVICE=npu`): `npu_install_steps`."""
+    if environ.get(DEVICE_ENV) == "npu":
+        return npu_install_steps(environ)
     torch_spec = environ.get("AF_TORCH_SPEC", "torch==2.13.0")
     py, marker = python_of(ENV.default(environ)), os.path.join(ENV.default(environ), MARKER)
     pip = (py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
@@ -93,6 +140,15 @@ def checks(environ: Mapping[str, str], accelerator: str) -> list[Check]:
     if accelerator == "npu" and engines and package_version(env, "vllm_ascend") is None:
         out.append(
             Check("vllm-ascend", "missing", "vLLM on Ascend needs vllm-ascend in the verl environment")
+        )
+    if accelerator == "npu" and package_version(env, "torch_npu") is None:
+        out.append(
+            Check(
+                "torch_npu",
+                "missing",
+                "verl finds Ascend NPUs through torch_npu (verl/plugin/platform/platform_npu.py): install "
+                "it in the verl environment, or AF_VERL_DEVICE=npu sh install.sh verl over the Ascend image",
+            )
         )
     out.append(
         Check(

@@ -57,7 +57,10 @@ OWNED: dict[str, tuple[str, str]] = {
     ),
     "trainer.max_actor_ckpt_to_keep": ("save_total_limit", "remove it; set save_total_limit instead"),
     "trainer.max_critic_ckpt_to_keep": ("save_total_limit", "remove it; set save_total_limit instead"),
-    "trainer.device": ("the machine (npu or cuda)", "remove it"),
+    "trainer.device": (
+        "the machine (npu or cuda); on a machine without one, the value given",
+        "remove it, or plan on a machine of that device",
+    ),
 }
 # ray.init arguments that are refused when attaching to a running cluster (ray_node.py started it).
 RAY_INIT_REFUSED = ("num_gpus", "resources", "object_store_memory", "address", "labels", "_temp_dir")

@@ -55,6 +55,7 @@ HONOURED: dict[str, tuple[str, Any, Any, str]] = {
     "--pipeline-model-parallel-size": (VALUE, 1, int, "PP degree"),
     "--context-parallel-size": (VALUE, 1, int, "only 1 is supported"),
     "--num-layer-list": (VALUE, None, str, "layers per pipeline stage, e.g. 3,5"),
+    "--ckpt-format": (VALUE, "torch", str, "torch: iter_N/mp_rank_XX/model_optim_rng.pt (the only one here)"),
     "--data-path": (LIST, None, str, "dataset prefix (pretrain: <prefix>_text_document; sft: <prefix>)"),
     "--split": (VALUE, "969,30,1", str, "train,valid,test document split (Megatron's rounding)"),
     "--tokenizer-name-or-path": (VALUE, None, str, "HF model folder: config.json (+ tokenizer)"),
@@ -249,7 +250,6 @@ IGNORED: dict[str, str] = {
     "--fp16-lm-cross-entropy": BOOL,
     "--cross-entropy-loss-fusion": BOOL,
     "--jit-compile": BOOL,
-    "--ckpt-format": VALUE,
     "--async-save": BOOL,
     "--profile": BOOL,
     "--timing-log-level": VALUE,
@@ -458,6 +458,15 @@ def _check_values(args: argparse.Namespace) -> list[Problem]:
         "use --hidden-dropout 0.0",
     )
     need("--bf16", not (args.bf16 and args.fp16), "--bf16 and --fp16 are both given", "keep one of them")
+    # docs/engine-contract.md: the embedded trainer reads and writes Megatron's torch layout, the one
+    # MindSpeed-LLM's converters read and 26.1.0's example scripts choose (--ckpt-format torch)
+    need(
+        "--ckpt-format",
+        args.ckpt_format == "torch",
+        f"checkpoint format '{args.ckpt_format}' is not written by the embedded trainer",
+        "use --ckpt-format torch (iter_N/mp_rank_XX/model_optim_rng.pt, what MindSpeed-LLM's converters "
+        "read), or the mindspeed-llm backend for torch_dist",
+    )
     need(
         "--optimizer", args.optimizer == "adam", f"optimizer '{args.optimizer}' is not supported", "use adam"
     )

@@ -44,6 +44,7 @@ STAND_INS = (
     standins.TORCH_NPU,
     ("acl", "CANN's Python runtime (mindspeed_llm/training/utils.py imports it)", "inert placeholders"),
     standins.TORCHAIR,
+    standins.MINDIO_TTP,
     ("einops", "not installed in this python (tensor reshaping in MindSpeed's context parallel)", "inert"),
     standins.PKG_RESOURCES,
     (
@@ -62,7 +63,7 @@ STAND_INS = (
     ),
 )
 # Device queries that are not patched (torch.cuda.* on this CPU machine) make a case undecided too.
-STAND_IN_MODULES = ("torch_npu", "acl", "torchair", "einops")
+STAND_IN_MODULES = ("torch_npu", "acl", "torchair", "einops", "mindio_ttp")
 NPU_CAPABILITY = (9, 0)  # MindSpeed 2c085cc9 mindspeed/core/transformer/moe/grouped_gemm_util.py
 # AutoTrainer's get_trainer (mindspeed_llm/tasks/posttrain/launcher.py): the stages that have a trainer.
 POSTTRAIN_STAGES = ("sft", "dpo", "orm", "prm", "simpo", "trl_ppo")

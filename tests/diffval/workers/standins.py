@@ -79,6 +79,12 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 # Stand-in rows (module, why it cannot import here, what stands in) every Megatron-family worker shares.
 TORCH_NPU = ("torch_npu", "Ascend's torch extension: needs the NPU driver", "inert placeholders")
 TORCHAIR = ("torchair", "Ascend's graph compiler (MindSpeed's op builders import it)", "inert placeholders")
+MINDIO_TTP = (
+    "mindio_ttp",
+    "MindIO's training fault tolerance (Ascend only): MindSpeed-LLM's high-availability feature checks "
+    "that it imports before its own flag rules",
+    "inert placeholders",
+)
 PKG_RESOURCES = (
     "pkg_resources",
     "gone from this setuptools; Megatron's tensor_parallel/random.py imports `packaging` from it",

@@ -13,10 +13,14 @@ def normalised(token: str) -> str:
 
 
 def pairs(tokens: list[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """['--a', '1', '--b'] -> [('--a', ('1',)), ('--b', ())], values normalised, order kept."""
+    """['--a', '1', '--b'] -> [('--a', ('1',)), ('--b', ())], values normalised, order kept. `--a=-1` reads
+    as argparse reads it, `--a -1` (the plan attaches a value starting with `-`, `to_flags`)."""
     out: list[tuple[str, tuple[str, ...]]] = []
     for tok in tokens:
-        if tok.startswith("--"):
+        if tok.startswith("--") and "=" in tok:
+            flag, value = tok.split("=", 1)
+            out.append((flag, (normalised(value),)))
+        elif tok.startswith("--"):
             out.append((tok, ()))
         else:
             flag, values = out[-1]

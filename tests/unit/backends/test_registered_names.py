@@ -116,3 +116,37 @@ def test_registering_a_taken_name_is_refused_and_a_new_one_is_found():
         assert formats.registered_formats()[-1] is fmt  # the lowest priority is sniffed last
     finally:
         formats.FORMATS.unregister("test_only_format")
+
+
+def test_the_builtin_name_lists_are_what_the_metrics_modules_register():
+    import subprocess
+    import sys
+
+    from ascendfactory.metrics import builtin
+    from ascendfactory.registry import fold
+
+    code = (
+        "from ascendfactory.metrics.formats import FORMATS\n"
+        "from ascendfactory.metrics.throughput import FORMULAS\n"
+        "print(sorted(s for f in FORMATS._entries.values() for s in (f.name, *f.aliases)))\n"
+        "print(sorted(FORMULAS._entries))"
+    )  # a fresh process: the modules' own registrations, no test's or plugin's
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    formats, formulas = (eval(line) for line in done.stdout.splitlines())  # noqa: S307 - our own output
+    assert sorted(map(fold, builtin.FORMAT_NAMES)) == sorted(map(fold, formats))
+    assert sorted(map(fold, builtin.FORMULA_NAMES)) == sorted(map(fold, formulas))
+
+
+def test_a_dry_run_of_a_builtin_format_imports_no_log_parser():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ascendfactory.cli.app import main; rc = main(sys.argv[1:]); "
+        "print(sorted(m for m in sys.modules if m.startswith('ascendfactory.metrics')), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "train", str(QUICK), "--dry-run"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ascendfactory.metrics.formats" not in done.stderr.splitlines()[-1], done.stderr[-500:]

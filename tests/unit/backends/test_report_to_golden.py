@@ -90,6 +90,17 @@ def test_mindspeed_llm_gets_megatrons_flags_and_refuses_mlflow(tmp_path, checkou
     assert flag_values(argv, "--wandb-project") == ["tiny-demo"]
     assert flag_values(argv, "--wandb-exp-name") == ["quickstart-sft"]
     assert flag_values(argv, "--tensorboard-dir") == [os.path.abspath(tmp_path / "out" / "tensorboard")]
+    # 26.1.0 refuses wandb-exp-name without its use-wandb switch; 2.1.0 has no such flag
+    assert ("--use-wandb" in argv) == (p.facts["mindspeed_llm_version"] == "26.1.0")
+    old = plan(
+        QUICK,
+        tmp_path / "old",
+        "--backend=mindspeed-llm",
+        "--accelerator=auto",
+        "--report_to=[wandb]",
+        "--backend_config.mindspeed_llm_version=2.1.0",
+    )
+    assert "--use-wandb" not in old.step("train").argv and old.facts["mindspeed_llm_version"] == "2.1.0"
     problems = refused(
         plan, QUICK, tmp_path, "--backend=mindspeed-llm", "--accelerator=auto", "--report_to=[mlflow,swanlab]"
     )

@@ -87,3 +87,20 @@ def test_one_experiment_and_the_old_style_names_are_planned_as_before(capsys):
         capsys, "train", str(CFGS / "multi_model_cfgs.yaml"), "qwen2.5-7b", "full-4k", "--dry-run"
     )
     assert code == 0 and out.startswith("plan  backend=mindspeed-llm")
+
+
+def test_each_backend_the_files_name_is_prepared_once_before_planning(tmp_path, capsys, monkeypatch):
+    from ascendfactory.backends.base import Backend
+
+    folder(tmp_path)
+    data = yaml.safe_load((CFGS / "quickstart.yaml").read_text())
+    (tmp_path / "another.yaml").write_text(yaml.safe_dump(data))
+    (tmp_path / "unknown.yaml").write_text(yaml.safe_dump({**data, "backend": "no-such-backend"}))
+    prepared = []
+    monkeypatch.setattr(Backend, "prepare_bulk", lambda self, environ: prepared.append(self.name))
+    code, out, _ = run(capsys, "train", str(tmp_path), "--dry-run")
+    assert code == 2, out  # the unknown backend is refused by its own verdict
+    # torch (quickstart.yaml, another.yaml, quickstart_grpo_sft.yaml) once, llamafactory once; an old-style
+    # file names its backend per model and prepares none
+    assert sorted(prepared) == ["llamafactory", "torch"], prepared
+    assert "unknown.yaml" in out and "no-such-backend" in out

@@ -1,14 +1,17 @@
-"""MindSpeed-LLM's real argument names, as data, and the check of `backend_config` against them.
+"""MindSpeed-LLM's real argument names, as data, per version, and the check of `backend_config` against them.
 
 The `*.txt` files beside this module list the `--names` each MindSpeed-LLM program accepts, one per line,
 with the value argparse takes and its default, gathered from the framework's source by
-`scripts/gen_mindspeed_args.py` (each file's header names the repositories, refs, commits and files).
-Which file checks which `backend_config` section:
+`scripts/gen_mindspeed_args.py --version V` (each file's header names the repositories, refs, commits and
+files). Which file checks which `backend_config` section is the
+release's `names` (`versions.RELEASES`):
 
-    training             training_2.1.0.txt     (Megatron-LM core_r0.8.0 + MindSpeed-LLM 2.1.0)
-    preprocess_data      preprocess_2.1.0.txt   (preprocess_data.py)
-    convert_ckpt_*       convert_v1_2.1.0.txt   (convert_ckpt.py + its hf/mg loaders and saver)
-                         convert_v2_26.1.0.txt  (convert_ckpt_v2.py)
+    section              kind          2.1.0                   26.1.0
+    training             training      training_2.1.0.txt      training_26.1.0.txt
+                                       (Megatron core_r0.8.0)  (Megatron core_v0.12.1, the built parser)
+    preprocess_data      preprocess    preprocess_2.1.0.txt    preprocess_26.1.0.txt
+    convert_ckpt_* (v1)  convert_v1    convert_v1_2.1.0.txt    convert_v1_26.1.0.txt
+    convert_ckpt_* (v2)  convert_v2    convert_v2_26.1.0.txt   convert_v2_26.1.0.txt
 """
 
 from __future__ import annotations
@@ -21,23 +24,30 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ascendfactory.backends.mindspeed_llm.versions import RELEASES
 from ascendfactory.errors import Problem
 
 _HERE = Path(__file__).resolve().parent
 
-NAMES_FILES: dict[str, str] = {
-    "training": "training_2.1.0.txt",
-    "preprocess": "preprocess_2.1.0.txt",
-    "convert_v1": "convert_v1_2.1.0.txt",
-    "convert_v2": "convert_v2_26.1.0.txt",
+KINDS = ("training", "preprocess", "convert_v1", "convert_v2")
+# Which program a section's keys are passed to, for messages ({v}: the version whose list checks it).
+_PROGRAMS: dict[str, str] = {
+    "training": "MindSpeed-LLM {v} / Megatron-LM {megatron} training",
+    "preprocess": "MindSpeed-LLM {v} preprocess_data.py",
+    "convert_v1": "MindSpeed-LLM {v} convert_ckpt.py (v1)",
+    "convert_v2": "MindSpeed-LLM {v} convert_ckpt_v2.py (v2)",
 }
-# Which program a section's keys are passed to, for messages.
-PROGRAMS: dict[str, str] = {
-    "training": "MindSpeed-LLM 2.1.0 / Megatron-LM core_r0.8.0 training",
-    "preprocess": "MindSpeed-LLM 2.1.0 preprocess_data.py",
-    "convert_v1": "MindSpeed-LLM 2.1.0 convert_ckpt.py (v1)",
-    "convert_v2": "MindSpeed-LLM 26.1.0 convert_ckpt_v2.py (v2)",
-}
+
+
+def names_file(kind: str, version: str) -> str:
+    """The args/ file listing `kind`'s names for MindSpeed-LLM `version`."""
+    return RELEASES[version].names[kind]
+
+
+def program(kind: str, version: str) -> str:
+    """How messages name the program `kind`'s keys go to (the version the list was generated from)."""
+    listed = names_file(kind, version).removesuffix(".txt").rsplit("_", 1)[1]
+    return _PROGRAMS[kind].format(v=listed, megatron=RELEASES[listed].megatron)
 
 
 @dataclass(frozen=True)
@@ -57,10 +67,11 @@ COMPUTED = "<computed in the source>"
 
 
 @lru_cache(maxsize=None)
-def specs(kind: str) -> dict[str, Spec]:
-    """name (no leading dashes) -> Spec, for `kind`: training, preprocess, convert_v1, convert_v2."""
+def specs(kind: str, version: str) -> dict[str, Spec]:
+    """name (no leading dashes) -> Spec, for `kind` (training, preprocess, convert_v1, convert_v2) of
+    MindSpeed-LLM `version`."""
     out = {}
-    for line in (_HERE / NAMES_FILES[kind]).read_text(encoding="utf-8").splitlines():
+    for line in (_HERE / names_file(kind, version)).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         name, flag_kind, nargs, choices, default = (line.split("\t") + ["", "", "", "None"])[:5]
@@ -75,14 +86,15 @@ def _literal(text: str) -> Any:
 
 
 @lru_cache(maxsize=None)
-def defaults(kind: str) -> dict[str, Any]:
-    """name -> argparse's default, for `kind` (the values a flag not on the command line takes)."""
-    return {name: spec.default for name, spec in specs(kind).items()}
+def defaults(kind: str, version: str) -> dict[str, Any]:
+    """name -> argparse's default, for `kind` of MindSpeed-LLM `version` (the values a flag not on the
+    command line takes)."""
+    return {name: spec.default for name, spec in specs(kind, version).items()}
 
 
-def valid_names(kind: str) -> frozenset[str]:
-    """The argument names (no leading dashes) of `kind`: training, preprocess, convert_v1, convert_v2."""
-    return frozenset(specs(kind))
+def valid_names(kind: str, version: str) -> frozenset[str]:
+    """The argument names (no leading dashes) of `kind` in MindSpeed-LLM `version`."""
+    return frozenset(specs(kind, version))
 
 
 def nearest(word: str, names: frozenset[str], n: int = 3) -> list[str]:
@@ -97,12 +109,14 @@ def unknown_keys(
     options: dict[str, Any],
     kind: str,
     *,
+    version: str,
     prefix: str,
     source_of: Callable[[str], str],
     extra: tuple[str, ...] = (),
 ) -> list[Problem]:
-    """One Problem per key of `options` that `kind`'s program does not accept (besides `extra`)."""
-    names = valid_names(kind)
+    """One Problem per key of `options` that `kind`'s program in `version` does not accept (besides
+    `extra`)."""
+    names = valid_names(kind, version)
     problems = []
     for key in options:
         if key in names or key in extra:
@@ -113,9 +127,9 @@ def unknown_keys(
             Problem(
                 key=f"{prefix}{key}",
                 source=source_of(f"{prefix}{key}"),
-                message=f"not an argument of {PROGRAMS[kind]}{hint}",
+                message=f"not an argument of {program(kind, version)}{hint}",
                 fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_llm/args/"
-                f"{NAMES_FILES[kind]}), or remove the key",
+                f"{names_file(kind, version)}), or remove the key",
             )
         )
     return problems
@@ -164,10 +178,10 @@ def value_problem(value: Any, spec: Spec) -> str | None:
 
 
 def value_problems(
-    options: dict[str, Any], kind: str, *, prefix: str, source_of: Callable[[str], str]
+    options: dict[str, Any], kind: str, *, version: str, prefix: str, source_of: Callable[[str], str]
 ) -> list[Problem]:
     """One Problem per known key whose value the program's argparse refuses (type=, nargs, choices)."""
-    table = specs(kind)
+    table = specs(kind, version)
     out = []
     for key, value in options.items():
         spec = table.get(key)
@@ -182,7 +196,7 @@ def value_problems(
                 Problem(
                     key=f"{prefix}{key}",
                     source=source_of(f"{prefix}{key}"),
-                    message=f"{why} ({PROGRAMS[kind]}'s argparse: args/{NAMES_FILES[kind]})",
+                    message=f"{why} ({program(kind, version)}'s argparse: args/{names_file(kind, version)})",
                     fix=fix,
                 )
             )

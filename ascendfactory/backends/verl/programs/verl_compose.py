@@ -1,21 +1,38 @@
 """Compose an experiment's Hydra overrides against verl's own config, without importing verl.
 
-    <verl env>/bin/python verl_compose.py < request.json
+    <verl env>/bin/python verl_compose.py < request.json             one request
+    <verl env>/bin/python verl_compose.py --serve < requests.jsonl   one request a line, one answer a line
+    ... --serve --whole                                                each by hydra.compose whole (tests)
 
-Request (stdin, JSON): `{"overrides": ["data.train_batch_size=32", "+a.b=1", ...], "config_name":
-"ppo_trainer"}`, the overrides exactly as the train step passes them to `python -m verl.trainer.main_ppo`.
-verl's config directory is found with `importlib.util.find_spec("verl")` (which does not run
-`verl/__init__`), then Hydra's `initialize_config_dir` + `compose` build the config `main_ppo` would get
-(about 0.5 s, against 6-20 s to import verl); interpolations are resolved key by key.
+Request (JSON): `{"overrides": ["data.train_batch_size=32", "+a.b=1", ...], "config_name": "ppo_trainer",
+"environ": {...}}`, the overrides exactly as the train step passes them to `python -m verl.trainer.main_ppo`
+(`environ`, optional: the environment `${oc.env:...}` reads, as the train step would see it). verl's
+config directory is found with `importlib.util.find_spec("verl")` (which does not run `verl/__init__`),
+then Hydra's `initialize_config_dir` + `compose` build the config `main_ppo` would get (about 0.5 s,
+against 6-20 s to import verl); interpolations are resolved, key by key where the whole config does not
+resolve.
+
+`--serve` (a bulk dry run keeps one such process for all its verl files) composes each request as
+`hydra.compose` does, split where Hydra itself splits it (`ConfigLoaderImpl._load_configuration_impl`,
+hydra 1.3): the defaults list and the merged config files depend only on the config-group overrides, so
+`hydra.compose(config_name, <the group overrides>)` is run once per distinct set of them and kept; each
+request's value overrides are then applied to a copy of it by the function Hydra applies them with
+(`ConfigLoaderImpl._apply_overrides_to_config`, in struct mode, an OmegaConf error wrapped as
+`load_configuration` wraps it), and the `hydra` node is dropped as `hydra.compose` drops it. A request
+with a `hydra.*` or sweep override, or one whose split Hydra refuses, is composed by `hydra.compose`
+whole. tests/integration/test_verl_compose_cache.py holds the two equal on every template and on
+generated variations.
 
 Every problem is reported, not only the first Hydra raises: an override Hydra refuses (`Could not
 override 'k'`, `Could not append to config. An item is already at 'k'`, a syntax error) is set aside and
 the rest composed again; every key whose `${...}` cannot be resolved is named.
 
-Prints one JSON line on stdout: `{"ok", "problems": [{"key", "override", "kind", "message"}], "config",
-"compose_s", "verl_imported"}` (`config`: the composed config, resolved where it could be). Exit 0 when
-it composed cleanly, 1 with problems, 2 when verl or Hydra is missing. Imports nothing from ascendfactory
-(it runs in verl's environment).
+Prints one JSON line on stdout per request: `{"ok", "problems": [{"key", "override", "kind", "message"}],
+"config", "compose_s", "verl_imported", "split"}` (`config`: the composed config, resolved where it could be;
+`split`: whether the last composition was the split one).
+Exit 0 when it composed cleanly, 1 with problems, 2 when verl or Hydra is missing (`--serve`: 0 at the
+end of its input, 2 as the only answer when verl or Hydra is missing). Imports nothing from
+ascendfactory (it runs in verl's environment).
 """
 
 from __future__ import annotations
@@ -81,75 +98,157 @@ def leaves(node, prefix=""):
         yield prefix, node
 
 
-def main() -> int:
-    t0 = time.perf_counter()
-    request = json.load(sys.stdin)
-    overrides = list(request.get("overrides") or [])
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        print(json.dumps({"ok": False, "error": "verl is not installed in this environment"}))
-        return 2
-    try:
-        from hydra import compose, initialize_config_dir
-        from hydra.errors import HydraException
-        from omegaconf import OmegaConf
-        from omegaconf.errors import OmegaConfBaseException
-    except ImportError as e:
-        print(json.dumps({"ok": False, "error": f"Hydra/OmegaConf missing: {e}"}))
-        return 2
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+class Composer:
+    """`hydra.compose`, or (`cached`) the same split where Hydra splits it: see the module's docstring."""
 
-    config_dir = os.path.join(spec.submodule_search_locations[0], "trainer", "config")
+    def __init__(self, cached: bool) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        self.cached = cached
+        self.parser = OverridesParser.create()
+        self.parsed: dict = {}  # override text -> Hydra's parse of it (a pure function of the text)
+        self.bases: dict = {}  # (config name, group overrides) -> hydra.compose of those alone, pickled
+        self.repos: dict = {}  # config name -> the config repository Hydra composes it from
+        self.split = False  # whether the last call was composed split (else by hydra.compose whole)
+        if cached:
+            remember_interpolation_parses()
+
+    def parse(self, override: str):  # noqa: ANN201 - Hydra's Override
+        """Hydra's parse of one override (`OverridesParser.parse_overrides` parses each on its own)."""
+        if override not in self.parsed:
+            self.parsed[override] = self.parser.parse_overrides([override])[0]
+        return self.parsed[override]
+
+    def __call__(self, config_name: str, overrides: list):  # noqa: ANN204 - an OmegaConf DictConfig
+        import pickle
+
+        from hydra import compose
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra.errors import ConfigCompositionException
+        from omegaconf import open_dict
+        from omegaconf.errors import OmegaConfBaseException
+
+        split = self._split(config_name, overrides) if self.cached else None
+        self.split = split is not None
+        if split is None:
+            return compose(config_name, overrides=overrides)
+        base, values = split
+        cfg = pickle.loads(base)  # a copy (OmegaConf configs pickle with their flags), faster than deepcopy
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        except OmegaConfBaseException as e:  # as ConfigLoaderImpl.load_configuration wraps it
+            raise ConfigCompositionException().with_traceback(sys.exc_info()[2]) from e
+        with open_dict(cfg):
+            del cfg["hydra"]
+        return cfg
+
+    def _split(self, config_name: str, overrides: list):  # noqa: ANN202
+        """(the composed config of the group overrides, hydra node kept, pickled; the value overrides), or
+        None where `hydra.compose` must compose the whole request itself."""
+        import pickle
+
+        from hydra import compose
+        from hydra.core.global_hydra import GlobalHydra
+
+        try:
+            parsed = [self.parse(o) for o in overrides]
+            if any(
+                o.is_sweep_override() or o.is_hydra_override() or o.key_or_group == "hydra" for o in parsed
+            ):
+                return None
+            if config_name not in self.repos:  # the repository with the primary config's search path
+                loader = GlobalHydra.instance().config_loader()
+                self.repos[config_name] = loader._parse_overrides_and_create_caching_repo(config_name, [])[1]
+            repo = self.repos[config_name]
+            groups, values = [], []
+            for o in parsed:  # the test of hydra._internal.defaults_list.Overrides.__init__
+                is_value = isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)
+                (values if is_value else groups).append(o)
+            key = (config_name, tuple(o.input_line for o in groups))
+            if key not in self.bases:
+                base = compose(config_name, overrides=list(key[1]), return_hydra_config=True)
+                self.bases[key] = pickle.dumps(base)
+            return self.bases[key], values
+        except Exception:  # noqa: BLE001 - hydra.compose of the whole request raises it as Hydra would
+            return None
+
+
+def remember_interpolation_parses() -> None:
+    """OmegaConf parses each `${...}` text again at each resolution (`omegaconf.base` calls
+    `grammar_parser.parse`, a function of the text alone whose tree the resolver only reads): keep each
+    parse, since every request resolves the same texts of verl's config."""
+    import omegaconf.base
+    from omegaconf import grammar_parser
+
+    parse = grammar_parser.parse
+    kept: dict = {}
+
+    def remembered(value, parser_rule="configValue", lexer_mode="DEFAULT_MODE"):  # noqa: ANN001, ANN202
+        key = (value, parser_rule, lexer_mode)
+        if key not in kept:
+            kept[key] = parse(value, parser_rule, lexer_mode)  # a text that fails to parse is not kept
+        return kept[key]
+
+    omegaconf.base.parse = remembered
+
+
+def answer(request: dict, composer: Composer) -> tuple[dict, int]:
+    """The answer to one request and the exit status it stands for."""
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    t0 = time.perf_counter()
+    overrides = list(request.get("overrides") or [])
     problems = []
     remaining = []
-    parser = OverridesParser.create()
     for o in overrides:  # Hydra parses all before composing and stops at the first bad one: one by one
         try:
-            parser.parse_overrides([o])
+            composer.parse(o)
             remaining.append(o)
         except HydraException as e:
             problems.append(
                 {"key": override_key(o), "override": o, "kind": "syntax", "message": first_lines(str(e))}
             )
     cfg = None
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        for _ in range(len(overrides) + 1):
-            try:
-                cfg = compose(request.get("config_name") or "ppo_trainer", overrides=remaining)
-                break
-            except (HydraException, OmegaConfBaseException, ValueError) as e:
-                message = str(e) + ("\n" + str(e.__cause__) if e.__cause__ else "")
-                bad = failing_override(message, remaining)
-                problems.append(
-                    {
-                        "key": override_key(bad) if bad else None,
-                        "override": bad,
-                        "kind": kind_of(message),
-                        "message": first_lines(message),
-                    }
-                )
-                if bad is None:
-                    break
-                remaining.remove(bad)
-    if cfg is None:
-        print(
-            json.dumps(
-                {"ok": False, "problems": problems, "config": None, "verl_imported": "verl" in sys.modules}
+    for _ in range(len(overrides) + 1):
+        try:
+            cfg = composer(request.get("config_name") or "ppo_trainer", remaining)
+            break
+        except (HydraException, OmegaConfBaseException, ValueError) as e:
+            message = str(e) + ("\n" + str(e.__cause__) if e.__cause__ else "")
+            bad = failing_override(message, remaining)
+            problems.append(
+                {
+                    "key": override_key(bad) if bad else None,
+                    "override": bad,
+                    "kind": kind_of(message),
+                    "message": first_lines(message),
+                }
             )
-        )
-        return 1
-    raw = OmegaConf.to_container(cfg, resolve=False)
-    for key, value in leaves(raw):
-        if isinstance(value, str) and "${" in value and "[" not in key:
-            try:
-                OmegaConf.select(cfg, key, throw_on_missing=False)
-            except OmegaConfBaseException as e:
-                problems.append(
-                    {"key": key, "override": None, "kind": "interpolation", "message": first_lines(str(e))}
-                )
-    try:
+            if bad is None:
+                break
+            remaining.remove(bad)
+    if cfg is None:
+        failed = {"ok": False, "problems": problems, "config": None, "verl_imported": "verl" in sys.modules}
+        return {**failed, "split": composer.split}, 1
+    try:  # every interpolation resolves: none to name
         config = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException:  # named above, key by key: keep the unresolved text where it fails
+    except OmegaConfBaseException:  # name each that does not, keep its unresolved text
+        raw = OmegaConf.to_container(cfg, resolve=False)
+        for key, value in leaves(raw):
+            if isinstance(value, str) and "${" in value and "[" not in key:
+                try:
+                    OmegaConf.select(cfg, key, throw_on_missing=False)
+                except OmegaConfBaseException as e:
+                    problems.append(
+                        {
+                            "key": key,
+                            "override": None,
+                            "kind": "interpolation",
+                            "message": first_lines(str(e)),
+                        }
+                    )
         config = raw
         for key, value in leaves(raw):
             if isinstance(value, str) and "${" in value and "[" not in key:
@@ -168,10 +267,43 @@ def main() -> int:
         "config": config,
         "compose_s": round(time.perf_counter() - t0, 3),
         "verl_imported": "verl" in sys.modules,
+        "split": composer.split,
     }
-    print(json.dumps(result, default=str))
-    return 0 if not problems else 1
+    return result, 0 if not problems else 1
+
+
+def main(argv: list) -> int:
+    serve = "--serve" in argv
+    warm = next((a.split("=", 1)[1] for a in argv if a.startswith("--warm=")), None)
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        print(json.dumps({"ok": False, "error": "verl is not installed in this environment"}), flush=True)
+        return 2
+    try:
+        from hydra import initialize_config_dir
+    except ImportError as e:
+        print(json.dumps({"ok": False, "error": f"Hydra/OmegaConf missing: {e}"}), flush=True)
+        return 2
+    config_dir = os.path.join(spec.submodule_search_locations[0], "trainer", "config")
+    status = 0
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        composer = Composer(cached=serve and "--whole" not in argv)
+        if serve and warm:  # compose (and resolve) the config tree before the first request comes
+            try:
+                answer({"config_name": warm, "overrides": []}, composer)
+            except Exception:  # noqa: BLE001 - a request composing the same will say what fails
+                pass
+        requests = (
+            (json.loads(line) for line in sys.stdin if line.strip()) if serve else [json.load(sys.stdin)]
+        )
+        for request in requests:
+            if request.get("environ") is not None:  # what ${oc.env:...} reads
+                os.environ.clear()
+                os.environ.update(request["environ"])
+            result, status = answer(request, composer)
+            print(json.dumps(result, default=str), flush=True)
+    return 0 if serve else status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

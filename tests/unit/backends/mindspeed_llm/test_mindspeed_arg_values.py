@@ -13,8 +13,9 @@ from tests.unit.backends.mindspeed_llm.test_mindspeed_llm import plan_for, probl
 K = "backend_config."
 
 
-def test_the_lists_carry_each_flags_type_nargs_choices_and_default() -> None:
-    training, pre = specs("training"), specs("preprocess")
+@pytest.mark.parametrize("version", ["2.1.0", "26.1.0"])
+def test_the_lists_carry_each_flags_type_nargs_choices_and_default(version: str) -> None:
+    training, pre = specs("training", version), specs("preprocess", version)
     assert training["tensor-model-parallel-size"] == Spec("int", default=1)
     assert training["lr"].kind == "float" and training["bf16"] == Spec("flag", default=False)
     assert training["data-path"].nargs == "*"
@@ -24,6 +25,15 @@ def test_the_lists_carry_each_flags_type_nargs_choices_and_default() -> None:
     assert training["make-vocab-size-divisible-by"].default == 128
     assert training["attention-dropout"].default == 0.1
     assert "qwen" in pre["prompt-type"].choices
+
+
+def test_the_26_1_0_defaults_are_the_built_parsers() -> None:
+    """Megatron core_v0.12.1's checkpoint format and TransformerEngine layers, and the collective timeout
+    MindSpeed-LLM's megatron_basic feature sets with parser.set_defaults (a default read only at run time)."""
+    training = specs("training", "26.1.0")
+    assert training["ckpt-format"].default == "torch_dist"
+    assert training["transformer-impl"].default == "transformer_engine"
+    assert training["distributed-timeout-minutes"].default == 30
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,16 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ascendfactory.backends.doctor import ascend_toolkit_status
 from ascendfactory.backends.mindspeed_llm.environment import checks as mindspeed_llm_checks
 from ascendfactory.backends.mindspeed_llm.environment import install_plan as mindspeed_llm_plan
 from ascendfactory.backends.mindspeed_llm.programs import v1_mg2hf_output as files
+from ascendfactory.backends.mindspeed_llm.versions import RELEASES
 from ascendfactory.cli.app import app
+from ascendfactory.errors import ConfigError
 from ascendfactory.features.install import run_install
 
 
@@ -127,7 +130,7 @@ def test_doctor_command_exits_1_when_mindspeed_pieces_are_missing(clean_env, mon
 
 
 def test_install_plan_follows_the_2_1_0_install_guide(tmp_path: Path) -> None:
-    steps = mindspeed_llm_plan(str(tmp_path), python="py")
+    steps = mindspeed_llm_plan(str(tmp_path), RELEASES["2.1.0"], python="py")
     shown = [s.display() for s in steps]
     assert any("checkout 2c085cc9" in s for s in shown)
     assert any("-b 2.1.0 https://gitcode.com/ascend/MindSpeed-LLM.git" in s for s in shown)
@@ -137,10 +140,36 @@ def test_install_plan_follows_the_2_1_0_install_guide(tmp_path: Path) -> None:
     assert all(s.skip_if_exists for s in steps if s.argv[0] in ("git", "cp") and s.argv[1] in ("clone", "-r"))
 
 
-def test_install_skips_what_is_there(tmp_path: Path, capsys) -> None:
+def test_install_plan_follows_the_26_1_0_install_guide(tmp_path: Path) -> None:
+    """docs/zh/pytorch/training/install_guide.md at v26.1.0, 方式二 steps 4-6."""
+    steps = mindspeed_llm_plan(str(tmp_path), RELEASES["26.1.0"], python="py")
+    shown = [s.display() for s in steps]
+    assert shown[0].startswith("py -m pip install triton-ascend==3.2.1")
+    assert any("checkout 26.1.0_core_r0.12.1" in s for s in shown)
+    assert any("-b 26.1.0 https://gitcode.com/ascend/MindSpeed-LLM.git" in s for s in shown)
+    assert any("-b core_v0.12.1 https://github.com/NVIDIA/Megatron-LM.git" in s for s in shown)
+    assert any(s.endswith("MindSpeed-LLM/logs") and "mkdir" in s for s in shown)
+
+
+@pytest.mark.parametrize(
+    "environ, version",
+    [({}, "26.1.0"), ({"AF_MINDSPEED_LLM_VERSION": "2.1.0"}, "2.1.0")],
+)
+def test_install_sh_installs_the_default_or_the_chosen_version(tmp_path: Path, environ, version) -> None:
+    from ascendfactory.features.install import install_steps
+
+    steps = install_steps("mindspeed-llm", {**environ, "AF_THIRD_PARTY_DIR": str(tmp_path)})
+    assert any(s.what == f"clone MindSpeed-LLM {version}" for s in steps)
+    with pytest.raises(ConfigError) as err:
+        install_steps("mindspeed-llm", {"AF_MINDSPEED_LLM_VERSION": "2.3.0"})
+    assert "AF_MINDSPEED_LLM_VERSION" in err.value.problems[0].key
+
+
+@pytest.mark.parametrize("version", ["2.1.0", "26.1.0"])
+def test_install_skips_what_is_there(tmp_path: Path, capsys, version: str) -> None:
     for name in ("MindSpeed", "MindSpeed-LLM", "Megatron-LM", "MindSpeed-LLM/megatron"):
         (tmp_path / name).mkdir(parents=True, exist_ok=True)
-    steps = [s for s in mindspeed_llm_plan(str(tmp_path)) if s.skip_if_exists]
+    steps = [s for s in mindspeed_llm_plan(str(tmp_path), RELEASES[version]) if s.skip_if_exists]
     assert run_install(steps) == 0
     assert capsys.readouterr().out.count("already present") == len(steps)
 

@@ -1,8 +1,11 @@
-"""Golden tests: the shipped `cfgs/golden/*.yaml` plan exactly the flags of MindSpeed-LLM's example scripts.
+"""Golden tests: the shipped `cfgs/golden/*.yaml` plan exactly the flags of MindSpeed-LLM's example scripts,
+per MindSpeed-LLM version.
 
-Expected flags are transcribed from MindSpeed-LLM 2.1.0's examples/mcore/qwen25/*.sh (the full, LoRA and
-conversion scripts' arguments). The scripts' placeholder paths (`${CKPT_LOAD_DIR}`, `./model_weights/...`) are
-replaced by the plan's own, absolute paths; values compare as numbers where they are numbers (1e-6 == 1e-06).
+2.1.0 (`qwen25-7b-*.yaml`): transcribed from MindSpeed-LLM 2.1.0's examples/mcore/qwen25/*.sh (Qwen2.5-7B).
+26.1.0 (`qwen25-72b-*-26.1.0.yaml`, `qwen25-7b-convert-v2.yaml`): transcribed from MindSpeed-LLM v26.1.0's
+examples/mcore/qwen25/*.sh (the release keeps only the 72B training scripts; its converter scripts are
+7B's). The scripts' placeholder paths (`${CKPT_LOAD_DIR}`, `./model_weights/...`) are replaced by the plan's
+own, absolute paths; values compare as numbers where they are numbers (1e-6 == 1e-06).
 """
 
 from __future__ import annotations
@@ -88,7 +91,73 @@ PRETRAIN_32K = """
 0 --log-throughput --distributed-backend nccl
 """
 
-# ckpt_convert_qwen25_hf2mcore.sh (2.1.0, v1) and master's v2 example.
+# v26.1.0 tune_qwen25_72b_4k_full_ptd.sh: TP 8, PP 2, 4 nodes, MEMORY_ARGS, --no-pad-to-seq-lengths,
+# --ckpt-format torch, --transformer-impl local.
+TUNE_FULL_26 = """
+--sequence-parallel --use-mcore-models --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2
+--num-layers 80 --reuse-fp32-param --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+--hidden-size 8192 --ffn-hidden-size 29568 --num-attention-heads 64 --max-position-embeddings 4096
+--seq-length 4096 --disable-bias-linear --add-qkv-bias --group-query-attention --num-query-groups 8
+--use-flash-attn --swiglu --use-fused-swiglu --normalization RMSNorm --norm-epsilon 1e-6 --use-fused-rmsnorm
+--position-embedding-type rope --rotary-base 1000000 --use-fused-rotary-pos-emb
+--untie-embeddings-and-output-weights --micro-batch-size 1 --global-batch-size 32
+--make-vocab-size-divisible-by 1 --padded-vocab-size 152064 --tokenizer-type PretrainedFromHF
+--tokenizer-name-or-path ${TOKENIZER_PATH} --attention-dropout 0.0 --hidden-dropout 0.0 --train-iters 2000
+--lr 1.25e-6 --lr-decay-style cosine --min-lr 1.25e-7 --lr-warmup-fraction 0.01 --init-method-std 0.01
+--weight-decay 0.0 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --initial-loss-scale 4096
+--no-gradient-accumulation-fusion --no-masked-softmax-fusion --attention-softmax-in-fp32 --bf16 --ckpt-format
+torch --data-path ${DATA_PATH} --split 100,0,0 --no-load-optim --no-load-rng --no-save-optim --no-save-rng
+--seed 1234 --log-interval 1 --save-interval 2000 --eval-interval 2000 --eval-iters 0 --log-throughput
+--finetune --stage sft --is-instruction-dataset --tokenizer-not-use-fast --prompt-type qwen --padded-samples
+--no-pad-to-seq-lengths --swap-attention --recompute-granularity full --recompute-method block
+--recompute-num-layers 4 --recompute-activation-function --distributed-backend nccl --load ${CKPT_LOAD_DIR}
+--save ${CKPT_SAVE_DIR} --transformer-impl local
+"""
+
+# v26.1.0 tune_qwen25_72b_4k_lora_ptd.sh: TP 4, PP 1, --use-ascend-mc2, --no-shuffle.
+TUNE_LORA_26 = """
+--reuse-fp32-param --use-mcore-models --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1
+--sequence-parallel --num-layers 80 --hidden-size 8192 --ffn-hidden-size 29568 --num-attention-heads 64
+--max-position-embeddings 4096 --seq-length 4096 --disable-bias-linear --add-qkv-bias --group-query-attention
+--num-query-groups 8 --use-flash-attn --swiglu --use-fused-swiglu --normalization RMSNorm --norm-epsilon 1e-6
+--use-fused-rmsnorm --position-embedding-type rope --rotary-base 1000000 --use-fused-rotary-pos-emb
+--untie-embeddings-and-output-weights --micro-batch-size 1 --global-batch-size 16
+--make-vocab-size-divisible-by 1 --padded-vocab-size 152064 --tokenizer-type PretrainedFromHF
+--tokenizer-name-or-path ${TOKENIZER_PATH} --attention-dropout 0.0 --hidden-dropout 0.0 --train-iters 2000
+--lr 1.25e-6 --lr-decay-style cosine --min-lr 1.25e-7 --lr-warmup-fraction 0.01 --init-method-std 0.01
+--weight-decay 0.0 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --initial-loss-scale 4096
+--no-gradient-accumulation-fusion --no-masked-softmax-fusion --attention-softmax-in-fp32 --bf16
+--use-distributed-optimizer --overlap-grad-reduce --use-ascend-mc2 --no-shuffle --ckpt-format torch
+--data-path ${DATA_PATH} --split 100,0,0 --no-load-optim --no-load-rng --no-save-optim --no-save-rng
+--seed 1234 --log-interval 1 --save-interval 2000 --eval-interval 2000 --eval-iters 0 --log-throughput
+--finetune --stage sft --is-instruction-dataset --tokenizer-not-use-fast --prompt-type qwen --padded-samples
+--no-pad-to-seq-lengths --lora-r 8 --lora-alpha 16 --lora-fusion --lora-target-modules linear_qkv
+linear_proj linear_fc1 linear_fc2 --distributed-backend nccl --load ${CKPT_LOAD_DIR} --save ${CKPT_SAVE_DIR}
+--transformer-impl local
+"""
+
+# v26.1.0 pretrain_qwen25_72b_32k_ptd.sh: TP 8, PP 4 (num-layer-list), CP 4, 16 nodes, CoC.
+PRETRAIN_32K_26 = """
+--use-mcore-models --context-parallel-size 4 --context-parallel-algo megatron_cp_algo
+--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --sequence-parallel --num-layers 80
+--num-layer-list 17,20,22,21 --hidden-size 8192 --ffn-hidden-size 29568 --num-attention-heads 64
+--tokenizer-type PretrainedFromHF --tokenizer-name-or-path ${TOKENIZER_PATH} --seq-length 32768
+--max-position-embeddings 32768 --micro-batch-size 1 --global-batch-size 32 --make-vocab-size-divisible-by 1
+--padded-vocab-size 152064 --rotary-base 1000000 --lr 1.25e-6 --train-iters 2000 --lr-decay-style cosine
+--untie-embeddings-and-output-weights --disable-bias-linear --attention-dropout 0.0 --init-method-std 0.01
+--hidden-dropout 0.0 --position-embedding-type rope --normalization RMSNorm --swiglu --use-flash-attn
+--use-fused-rotary-pos-emb --use-rotary-position-embeddings --use-fused-swiglu --use-fused-rmsnorm
+--no-masked-softmax-fusion --attention-softmax-in-fp32 --min-lr 1.25e-7 --weight-decay 1e-1 --norm-epsilon
+1e-5 --lr-warmup-fraction 0.01 --clip-grad 1.0 --adam-beta1 0.9 --adam-beta2 0.95 --add-qkv-bias
+--initial-loss-scale 4096 --no-gradient-accumulation-fusion --no-load-optim --no-load-rng --seed 42 --bf16
+--group-query-attention --num-query-groups 8 --use-distributed-optimizer --overlap-grad-reduce
+--exit-on-missing-checkpoint --use-ascend-coc --coc-fused-kernel --no-shared-storage --ckpt-format torch
+--data-path ${DATA_PATH} --split 100,0,0 --log-interval 1 --save-interval 2000 --eval-interval 2000
+--eval-iters 0 --load ${CKPT_LOAD_DIR} --save ${CKPT_SAVE_DIR} --log-throughput --distributed-backend nccl
+--transformer-impl local
+"""
+
+# ckpt_convert_qwen25_hf2mcore.sh (2.1.0, v1) and 26.1.0's v2 example.
 HF2MG_V1 = """
 --use-mcore-models --model-type GPT --load-model-type hf --save-model-type mg
 --target-tensor-parallel-size 4 --target-pipeline-parallel-size 2 --add-qkv-bias --load-dir ${HF}
@@ -117,6 +186,12 @@ MG2HF_LORA_V1 = """
 --lora-alpha 16 --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2 --load-dir
 ${CKPT_LOAD_DIR} --lora-load ${SAVED} --save-dir ${OUT} --load-hf-from-config
 """
+# ckpt_convert_qwen25_mcore2hf_lora.sh (v26.1.0, v2).
+MG2HF_LORA_V2 = """
+--load-model-type mg --save-model-type hf --lora-r 8 --lora-alpha 16 --lora-target-modules linear_qkv
+linear_proj linear_fc1 linear_fc2 --load-dir ${CKPT_LOAD_DIR} --lora-load ${SAVED} --save-dir ${OUT}
+--hf-cfg-dir ${HF} --model-type-hf qwen25
+"""
 
 
 def expected(text: str, paths: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -134,11 +209,11 @@ def step(plan: dict, name: str) -> dict:
     return next(s for s in plan["steps"] if s["name"] == name)
 
 
-def out_paths(name: str) -> dict[str, str]:
-    root = str(REPO / "output" / f"qwen2.5-7b-{name}")
+def out_paths(name: str, model: str = "qwen2.5-7b", hf: str = HF) -> dict[str, str]:
+    root = str(REPO / "output" / f"{model}-{name}")
     return {
-        "HF": HF,
-        "TOKENIZER_PATH": HF,
+        "HF": hf,
+        "TOKENIZER_PATH": hf,
         "CKPT_SAVE_DIR": f"{root}/saved_checkpoints",
         "SAVED": f"{root}/saved_checkpoints",
         "OUT": f"{root}/ckpt_converted_mg2hf",
@@ -239,6 +314,60 @@ def test_lora_merge_matches_the_example_script(site: Path) -> None:
     paths = {**out_paths("tune-4k-lora"), "CKPT_LOAD_DIR": str(REPO / "model_weights/qwen25_mcore")}
     assert back[1] == "convert_ckpt.py"
     assert pairs(back[2:]) == expected(MG2HF_LORA_V1, paths)
+
+
+HF_72B = str(REPO / "model_from_hf/qwen2.5_72b_hf")
+
+
+@pytest.mark.parametrize(
+    "name, text, entry, paths, launcher",
+    [
+        (
+            "tune-4k-full",
+            TUNE_FULL_26,
+            "posttrain_gpt.py",
+            inputs("finetune_dataset/alpaca", "model_weights/qwen2.5_mcore"),
+            "--nproc_per_node 8 --nnodes 4 --node_rank 0 --master_addr localhost --master_port 6000",
+        ),
+        (
+            "tune-4k-lora",
+            TUNE_LORA_26,
+            "posttrain_gpt.py",
+            inputs("finetune_dataset/alpaca", "model_weights/qwen25_mcore"),
+            DISTRIBUTED_ARGS,
+        ),
+        (
+            "pretrain-32k",
+            PRETRAIN_32K_26,
+            "pretrain_gpt.py",
+            inputs("dataset/alpaca_text_document", "model_weights/qwen2.5_mcore"),
+            "--nproc_per_node 8 --nnodes 16 --node_rank 0 --master_addr localhost --master_port 6001",
+        ),
+    ],
+)
+def test_26_1_0_training_matches_the_example_script(
+    site: Path, name: str, text: str, entry: str, paths: dict[str, str], launcher: str
+) -> None:
+    plan = plan_json(GOLDEN / f"qwen25-72b-{name}-26.1.0.yaml")
+    assert plan["facts"]["mindspeed_llm_version"] == "26.1.0"
+    train = step(plan, "train")
+    got_launcher, flags = split_train(train["argv"], entry)
+    assert got_launcher == [*launcher.split(), "--tee", "3"]
+    want = expected(text, {**out_paths(name, "qwen2.5-72b", HF_72B), **paths})
+    assert_same_flags(pairs(flags), want)
+    assert train["env"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+
+
+def test_26_1_0_lora_merge_matches_the_example_script(site: Path) -> None:
+    plan = plan_json(GOLDEN / "qwen25-72b-tune-4k-lora-26.1.0.yaml")
+    assert plan["facts"]["converter"] == "v2"  # what 26.1.0's examples run
+    back = step(plan, "mg2hf")["argv"]
+    paths = {
+        **out_paths("tune-4k-lora", "qwen2.5-72b", HF_72B),
+        "CKPT_LOAD_DIR": str(REPO / "model_weights/qwen25_mcore"),
+    }
+    assert back[1] == "convert_ckpt_v2.py"
+    assert pairs(back[2:]) == expected(MG2HF_LORA_V2, paths)  # same flags, same order as the script
 
 
 def test_golden_runs_warn_that_no_save_state_prevents_resume(site: Path) -> None:

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from ascendfactory.backends.megatron.run import to_flags
-from ascendfactory.backends.mindspeed_llm.args import NAMES_FILES, nearest, valid_names
+from ascendfactory.backends.mindspeed_llm.args import KINDS, names_file, nearest, valid_names
+from ascendfactory.backends.mindspeed_llm.versions import VERSIONS
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError
@@ -87,21 +88,39 @@ def train_flags(plan: Plan) -> dict[str, list[str]]:
 
 
 # -- argument names -----------------------------------------------------------------------------------
-def test_names_files_carry_their_source_and_the_example_flags() -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_names_files_carry_their_source_and_the_example_flags(version: str) -> None:
     here = Path(__file__).resolve().parents[4] / "ascendfactory" / "backends" / "mindspeed_llm" / "args"
-    for kind, filename in NAMES_FILES.items():
+    for kind in KINDS:
+        filename = names_file(kind, version)
         header = [line for line in (here / filename).read_text().splitlines() if line.startswith("#")]
         assert any("Ascend/MindSpeed-LLM @" in line for line in header), filename
-        assert len(valid_names(kind)) > 30
-    training, v1, v2 = valid_names("training"), valid_names("convert_v1"), valid_names("convert_v2")
+        assert any("scripts/gen_mindspeed_args.py --version" in line for line in header), filename
+        assert len(valid_names(kind, version)) > 30
+    training = valid_names("training", version)
+    v1, v2 = valid_names("convert_v1", version), valid_names("convert_v2", version)
     assert {"micro-batch-size", "lora-target-modules", "use-fused-rmsnorm", "stage"} <= training
     assert "hf-cfg-dir" in v2 and "hf-cfg-dir" not in v1
     assert "tokenizer-model" in v1 and "tokenizer-model" not in v2
 
 
+def test_the_versions_lists_differ_where_their_sources_do() -> None:
+    old, new = valid_names("training", "2.1.0"), valid_names("training", "26.1.0")
+    # Megatron core_v0.12.1's checkpoint format and MindSpeed-LLM 26.1.0's finetune flag are new ...
+    assert {"ckpt-format", "no-pad-to-seq-lengths"} <= new - old
+    # ... and 2.1.0's PPO/SimPO flags and --use-fused-mlp are gone (mindspeed_llm/training/arguments.py 2.1.0)
+    assert {"ppo-epochs", "simpo-beta", "use-fused-mlp"} <= old - new
+    assert "MagistralTokenizer" in dict.fromkeys(
+        __import__("ascendfactory.backends.mindspeed_llm.args", fromlist=["specs"])
+        .specs("preprocess", "26.1.0")["tokenizer-type"]
+        .choices
+    )
+
+
 def test_nearest_prefers_the_dashed_spelling() -> None:
-    assert nearest("micro_batch_size", valid_names("training")) == ["micro-batch-size"]
-    assert "global-batch-size" in nearest("global-bach-size", valid_names("training"))
+    names = valid_names("training", "26.1.0")
+    assert nearest("micro_batch_size", names) == ["micro-batch-size"]
+    assert "global-batch-size" in nearest("global-bach-size", names)
 
 
 def test_unknown_keys_in_every_section_are_reported_with_suggestions(tmp_path: Path, clean_env) -> None:
@@ -113,6 +132,7 @@ def test_unknown_keys_in_every_section_are_reported_with_suggestions(tmp_path: P
                 "preprocess_data": {"worker": 4},
                 "convert_ckpt_hf2mg": {"hf-cfg-dir": "x"},  # v2-only flag; converter v1 below
                 "converter": "v1",
+                "mindspeed_llm_version": "2.1.0",
             }
         },
     )
@@ -140,11 +160,77 @@ def test_a_section_that_is_not_a_mapping_is_an_error(tmp_path: Path, clean_env) 
 
 
 # -- converter choice ---------------------------------------------------------------------------------
-def test_converter_defaults_to_v2_without_a_checkout_and_says_so(tmp_path: Path, clean_env) -> None:
+def test_without_a_checkout_the_plan_targets_26_1_0_and_says_so(tmp_path: Path, clean_env) -> None:
     plan = plan_for(tmp_path)
+    assert plan.facts["mindspeed_llm_version"] == "26.1.0" and plan.facts["megatron"] == "core_v0.12.1"
     assert plan.facts["converter"] == "v2" and plan.step("hf2mg").argv[1] == "convert_ckpt_v2.py"
-    assert any("defaulting to v2" in w for w in plan.warnings)
+    assert any("planning for MindSpeed-LLM 26.1.0" in w for w in plan.warnings)
     assert plan.step("train").cwd == "<MINDSPEED_LLM_DIR>"
+    flags = train_flags(plan)  # what every 26.1.0 example passes
+    assert flags["ckpt-format"] == ["torch"] and flags["transformer-impl"] == ["local"]
+
+
+def test_a_chosen_2_1_0_plans_as_before(tmp_path: Path, clean_env) -> None:
+    plan = plan_for(tmp_path, {"backend_config": {"mindspeed_llm_version": "2.1.0"}})
+    assert plan.facts["mindspeed_llm_version"] == "2.1.0" and plan.facts["megatron"] == "core_r0.8.0"
+    assert plan.facts["converter"] == "v1" and plan.step("hf2mg").argv[1] == "convert_ckpt.py"
+    flags = train_flags(plan)
+    assert "ckpt-format" not in flags and "transformer-impl" not in flags
+    assert not any("planning for" in w for w in plan.warnings)  # the version is the user's
+
+
+@pytest.mark.parametrize("value", ["2.3.0", 26.1, ["26.1.0"]])
+def test_a_version_not_planned_for_is_named_with_the_choices(tmp_path: Path, clean_env, value) -> None:
+    found = problems_of(tmp_path, {"backend_config": {"mindspeed_llm_version": value}})
+    assert "not a MindSpeed-LLM version" in found["backend_config.mindspeed_llm_version"]
+    assert "2.1.0 (end of life" in found["backend_config.mindspeed_llm_version"]
+
+
+def write_package_info(root: Path, minor: int) -> None:
+    (root / "megatron" / "core").mkdir(parents=True, exist_ok=True)
+    (root / "megatron" / "core" / "package_info.py").write_text(f"MAJOR = 0\nMINOR = {minor}\nPATCH = 1\n")
+
+
+@pytest.mark.parametrize(
+    "minor, markers, version, note",
+    [
+        (8, (), "2.1.0", None),
+        (12, ("pretrain_deepseek4.py",), "26.1.0", None),
+        (12, (), "26.1.0", "release before 26.1.0"),
+    ],
+)
+def test_the_version_is_read_from_the_checkout_s_megatron(
+    tmp_path: Path, clean_env, fake_checkout, monkeypatch, minor, markers, version, note
+) -> None:
+    root = fake_checkout(tmp_path / "msllm")
+    write_package_info(root, minor)
+    for marker in markers:
+        (root / marker).write_text("")
+    monkeypatch.setenv("AF_MINDSPEED_LLM_DIR", str(root))
+    plan = plan_for(tmp_path)
+    assert plan.facts["mindspeed_llm_version"] == version
+    assert f"core 0.{minor}" in plan.facts["mindspeed_llm_version_reason"]
+    assert (
+        any(note in w for w in plan.warnings)
+        if note
+        else not any("release before" in w for w in plan.warnings)
+    )
+
+
+def test_a_chosen_version_the_checkout_is_not_is_refused_on_a_real_run(
+    tmp_path: Path, clean_env, fake_checkout, monkeypatch
+) -> None:
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/opt/toolkit")
+    (tmp_path / "HF").mkdir()
+    (tmp_path / "data.jsonl").write_text("{}\n")
+    root = fake_checkout(tmp_path / "msllm")
+    write_package_info(root, 8)
+    found = problems_of(
+        tmp_path,
+        {"scripts_dir": str(root), "backend_config": {"mindspeed_llm_version": "26.1.0"}},
+        dry_run=False,
+    )
+    assert "runs on core_v0.12.1" in found["backend_config.mindspeed_llm_version"]
 
 
 @pytest.mark.parametrize("has_v2, version", [(True, "v2"), (False, "v1")])
@@ -238,6 +324,54 @@ def test_auto_resume_picks_saved_checkpoints(tmp_path: Path, clean_env) -> None:
     flags = train_flags(plan)
     assert flags["load"] == [str(saved)] and "finetune" not in flags
     assert plan.step("hf2mg").skipped
+
+
+def test_auto_resume_reads_a_torch_dist_checkpoint_of_26_1_0(tmp_path: Path, clean_env) -> None:
+    """Files as Megatron core_v0.12.1's dist_checkpointing writes them (tests/unit/test_checkpoints.py)."""
+    saved = tmp_path / "OUT" / "saved_checkpoints"
+    it = saved / "iter_0000020"
+    it.mkdir(parents=True)
+    for name in ("common.pt", "__0_0.distcp", "__1_0.distcp", ".metadata"):
+        (it / name).write_bytes(b"x")
+    (it / "metadata.json").write_text('{"sharded_backend": "torch_dist"}')
+    (saved / "latest_checkpointed_iteration.txt").write_text("20")
+    changes = {
+        "train_auto_resume": True,
+        "convert_mg2hf_at_last": False,
+        "backend_config": {"training": {"ckpt-format": "torch_dist"}},
+    }
+    plan = plan_for(tmp_path, changes)
+    flags = train_flags(plan)
+    assert flags["load"] == [str(saved)] and "finetune" not in flags
+    assert flags["ckpt-format"] == ["torch_dist"] and plan.facts["checkpoint_format"] == "torch_dist"
+    assert plan.facts["load_reason"].startswith("train_auto_resume")
+
+
+@pytest.mark.parametrize(
+    "changes, key",
+    [
+        ({"backend_config": {"training": {"ckpt-format": "torch_dist"}}}, "ckpt-format"),
+        ({"backend_config": {"training": {"ckpt-format": None}}}, "ckpt-format"),  # Megatron's default
+        (
+            {"backend_config": {"mindspeed_llm_version": "2.1.0", "training": {"use-dist-ckpt": True}}},
+            "use-dist-ckpt",
+        ),
+    ],
+)
+def test_a_distributed_checkpoint_format_cannot_be_converted_back(
+    tmp_path: Path, clean_env, changes, key
+) -> None:
+    found = problems_of(tmp_path, changes)
+    message = found["backend_config.training." + key]
+    assert "torch_dist checkpoints" in message and "ckpt-format: torch" in message
+    kept = plan_for(tmp_path, merge(copy.deepcopy(changes), {"convert_mg2hf_at_last": False}))
+    assert kept.facts["checkpoint_format"] == "torch_dist" and kept.step("mg2hf").skipped
+
+
+def test_the_plan_saves_the_torch_layout_by_default(tmp_path: Path, clean_env) -> None:
+    for version in ("2.1.0", "26.1.0"):
+        plan = plan_for(tmp_path, {"backend_config": {"mindspeed_llm_version": version}})
+        assert plan.facts["checkpoint_format"] == "torch"
 
 
 @pytest.mark.parametrize(
@@ -464,3 +598,23 @@ def test_the_embedded_trainer_refuses_a_blend(tmp_path: Path, clean_env):
         tmp_path, {"backend": "torch", "backend_config": {"training": {"data-path": [0.5, "/a", 0.5, "/b"]}}}
     )
     assert "the embedded trainer reads one dataset prefix" in found["backend_config.training.data-path"]
+
+
+@pytest.mark.parametrize(
+    "model, version, converter, warned",
+    [
+        ("qwen3-8b", "26.1.0", "v2", True),  # model_cfg.json: no qkv_split per_group for qwen3
+        ("qwen2.5-7b", "26.1.0", "v2", False),  # qwen25 has it
+        ("qwen3-8b", "26.1.0", "v1", False),
+        ("qwen3-8b", "2.1.0", "v1", False),
+    ],
+)
+def test_the_final_v2_conversion_of_an_ungrouped_qkv_family_is_warned(
+    tmp_path: Path, clean_env, model: str, version: str, converter: str, warned: bool
+) -> None:
+    changes = {
+        "af_model_name": model,
+        "backend_config": {"mindspeed_llm_version": version, "converter": converter},
+    }
+    warnings = [w for w in plan_for(tmp_path, changes).warnings if "scrambled q/k/v" in w]
+    assert bool(warnings) == warned

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from ascendfactory.backends.mindspeed_llm.rules import RULES, broken_rules
+from ascendfactory.backends.mindspeed_llm.versions import RELEASES, VERSIONS
 from ascendfactory.errors import ConfigError
 
 # The flags a plan of the shipped full-4k template hands posttrain_gpt.py (the tiny demo model).
@@ -49,7 +50,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch-size": ({"batch-size": 4}, {}),
     "warmup": ({"warmup": 0.01}, {"lr-warmup-fraction": 0.01}),
     "model-parallel-size": ({"model-parallel-size": 2}, {"tensor-model-parallel-size": 2}),
-    "train-samples": ({"train-samples": 8}, {"train-samples": 8, "train-iters": OFF}),
+    "train-samples": ({"train-samples": 0}, {"train-samples": 8, "train-iters": OFF}),  # 0 is not None
     "lr-decay-samples": ({"lr-decay-samples": 8}, {"lr-decay-iters": 8}),
     "lr-warmup-samples": ({"lr-warmup-samples": 8}, {"lr-warmup-samples": 0}),
     "rampup-batch-size": ({"rampup-batch-size": [1, 1, 8]}, {}),
@@ -72,7 +73,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "test-data-path": ({"test-data-path": ["/d/test"]}, {"test-data-path": []}),  # [] is no data source
     "num-layers-per-virtual-pipeline-stage": (
         {"num-layers-per-virtual-pipeline-stage": 1},
-        {"num-layers-per-virtual-pipeline-stage": 1, "pipeline-model-parallel-size": 2},
+        {"num-layers-per-virtual-pipeline-stage": 1, "pipeline-model-parallel-size": 2, "num-layers": 4},
     ),
     "defer-embedding-wgrad-compute": (
         {"defer-embedding-wgrad-compute": True, "pipeline-model-parallel-size": 2},
@@ -89,11 +90,23 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "neat-pack": ({"neat-pack": True}, {"neat-pack": True, "reset-position-ids": True}),
     "moe-alltoall-overlap-comm": (
         {"moe-alltoall-overlap-comm": True},
-        {"moe-alltoall-overlap-comm": True, "moe-permutation-async-comm": True, "moe-grouped-gemm": True},
+        {
+            "moe-alltoall-overlap-comm": True,
+            "moe-permutation-async-comm": True,
+            "moe-grouped-gemm": True,
+            **MOE,
+        },
     ),
     "moe-allgather-overlap-comm": (
         {"moe-allgather-overlap-comm": True},
-        {"moe-allgather-overlap-comm": True, "moe-permutation-async-comm": True, "moe-grouped-gemm": True},
+        {
+            "moe-allgather-overlap-comm": True,
+            "moe-permutation-async-comm": True,
+            "moe-grouped-gemm": True,
+            **MOE,
+            "moe-token-dispatcher-type": "allgather",
+            "expert-model-parallel-size": 2,
+        },
     ),
     "moe-zero-memory-num-layers": (
         {"moe-zero-memory-num-layers": 1},
@@ -106,7 +119,17 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "moe-layer-freq": ({"moe-layer-freq": 1}, {"moe-layer-freq": 1, "first-k-dense-replace": 1, **MOE}),
     "schedules-method": (
         {"schedules-method": "dualpipev"},
-        {"schedules-method": "dualpipev", "moe-fb-overlap": True, **MOE, "overlap-grad-reduce": OFF},
+        {
+            "schedules-method": "dualpipev",
+            "moe-fb-overlap": True,
+            **MOE,
+            "overlap-grad-reduce": OFF,
+            "n-shared-experts": 1,
+            "moe-permutation-async-comm": True,
+            "pipeline-model-parallel-size": 2,
+            "num-layers": 4,
+            "global-batch-size": 16,
+        },
     ),
     "swiglu": ({"swiglu": False}, {"swiglu": False, "use-fused-swiglu": OFF}),
     "tp-2d": ({"tp-2d": True}, {"tp-2d": True, "use-fused-rmsnorm": OFF}),
@@ -116,13 +139,49 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "moe-router-load-balancing-type": (
         {"moe-router-load-balancing-type": "group_limited_greedy"},
-        {"moe-router-load-balancing-type": "group_limited_greedy", "topk-group": 2},
+        {
+            "moe-router-load-balancing-type": "group_limited_greedy",
+            "topk-group": 1,
+            "routed-scaling-factor": 1.0,
+            "expert-model-parallel-size": 2,
+            **MOE,
+        },
     ),
     "dist-ckpt-strictness": ({"dist-ckpt-strictness": "1"}, {"dist-ckpt-strictness": "log_all"}),
     "micro-batch-size": ({"micro-batch-size": OFF}, {}),
     "save-interval": ({"save-interval": OFF}, {}),
     "hidden-size": ({"hidden-size": 66}, {"hidden-size": 66, "kv-channels": 16}),
     "tp-comm-overlap": ({"tp-comm-overlap": True}, {"tp-comm-overlap": True, "sequence-parallel": True}),
+    "overlap-param-gather": (
+        {"overlap-param-gather": True, "use-distributed-optimizer": True, "overlap-grad-reduce": OFF},
+        {"overlap-param-gather": True, "use-distributed-optimizer": True},
+    ),
+    "reuse-fp32-param": (
+        {"reuse-fp32-param": True, "bf16": True, "swap-optimizer": True},
+        {"reuse-fp32-param": True, "bf16": True},
+    ),
+    "o2-gradient": ({"o2-gradient": True}, {"o2-gradient": True, "bf16": True}),
+    "recompute-method": (
+        {"recompute-granularity": "selective", "recompute-method": "uniform"},
+        {"recompute-granularity": "full", "recompute-method": "uniform"},
+    ),
+    "recompute-norm": (
+        {"recompute-norm": True, "recompute-method": "uniform"},
+        {"recompute-norm": True, "recompute-method": "block"},
+    ),
+    "recompute-activation-function": (
+        {"recompute-activation-function": True, "recompute-granularity": "selective"},
+        {"recompute-activation-function": True},
+    ),
+    "squared-relu": ({"squared-relu": True}, {"squared-relu": True, "swiglu": OFF}),
+    "mtp-num-layers": ({"mtp-num-layers": 1, "context-parallel-size": 2}, {"mtp-num-layers": 1}),
+    "use-legacy-models": ({"use-legacy-models": True, "use-dist-ckpt": True}, {"use-legacy-models": True}),
+    "decoupled-lr": ({"decoupled-lr": 1e-5, "use-dist-ckpt": True}, {"decoupled-lr": 1e-5}),
+    "o2-optimizer": ({"o2-optimizer": True}, {"o2-optimizer": True, "bf16": True}),
+    "fp32-residual-connection": (
+        {"fp32-residual-connection": True},
+        {"fp32-residual-connection": True, "bf16": True},
+    ),
     "yaml-cfg": ({"yaml-cfg": "/nonexistent/megatron.yaml"}, {}),
     "retro-project-dir": ({"retro-project-dir": "/nonexistent/retro"}, {}),
     "retro-add-retriever": ({"retro-add-retriever": True}, {}),
@@ -149,15 +208,20 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "mla-fa-divide-qk": ({"mla-fa-divide-qk": True}, {"mla-fa-divide-qk": True, "reset-position-ids": True}),
     "rope-scaling-type": (
         {"rope-scaling-type": "yarn"},
-        {"rope-scaling-type": "yarn", "rope-scaling-original-max-position-embeddings": 256},
+        {
+            "rope-scaling-type": "yarn",
+            "max-position-embeddings": 4096,
+            "rope-scaling-original-max-position-embeddings": 2048,
+            "rope-scaling-factor": 2.0,
+        },
     ),
     "num-experts": (
         {**MOE, "moe-token-dispatcher-type": "allgather"},
         {**MOE, "moe-token-dispatcher-type": "allgather", "num-experts": 0},
     ),
     "recompute-granularity": (
-        {"recompute-granularity": "full"},
         {"recompute-granularity": "full", "recompute-method": "uniform"},
+        {"recompute-granularity": "full", "recompute-method": "uniform", "recompute-num-layers": 1},
     ),
     "num-dataset-builder-threads": ({"num-dataset-builder-threads": 0}, {"num-dataset-builder-threads": 2}),
     "moe-expert-capacity-factor": (
@@ -167,7 +231,13 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "num-layers": ({"num-layers": -1}, {"num-layers": 4}),
     "moe-fb-overlap": (
         {"moe-fb-overlap": True, **MOE},
-        {"moe-fb-overlap": True, **MOE, "overlap-grad-reduce": OFF},
+        {
+            "moe-fb-overlap": True,
+            **MOE,
+            "overlap-grad-reduce": OFF,
+            "n-shared-experts": 1,
+            "moe-permutation-async-comm": True,
+        },
     ),
     "rotary-interleaved": (
         {"rotary-interleaved": True},
@@ -224,9 +294,144 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "tensor-model-parallel-size": 2,
             "recompute-granularity": "full",
             "recompute-method": "uniform",
+            "recompute-num-layers": 1,
         },
     ),
 }
+
+
+MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf16": True}
+ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
+# MindSpeed-LLM 26.1.0's examples where its rule differs from 2.1.0's (or is new): key -> (bad, good)
+EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "virtual-optimizer": ({"virtual-optimizer": ["abc"]}, {"virtual-optimizer": ["all"]}),
+    "wandb-exp-name": ({"wandb-exp-name": "run"}, {}),
+    "overlap-param-gather-with-optimizer-step": ({"overlap-param-gather-with-optimizer-step": True}, {}),
+    "optimizer-cpu-offload": ({"optimizer-cpu-offload": True}, {}),
+    "num-virtual-stages-per-pipeline-rank": ({"num-virtual-stages-per-pipeline-rank": 1}, {}),
+    "enable-thinking": ({"enable-thinking": 1}, {"enable-thinking": "true"}),
+    "ema-decay": ({"ema-decay": 1e30}, {"ema-decay": 0.5}),
+    "mock-data": ({"mock-data": True}, {}),
+    "enable-hbmfault-repair": (
+        {"enable-hbmfault-repair": True},
+        {"enable-hbmfault-repair": True, "enable-high-availability": True},
+    ),
+    "sparse-mode": ({"use-flash-attn": True, "sparse-mode": 1}, {"use-flash-attn": True, "sparse-mode": 2}),
+    "defer-embedding-wgrad-compute": ({"defer-embedding-wgrad-compute": True}, {}),
+    "neat-pack": ({"neat-pack": True}, {"neat-pack": True, "reset-attention-mask": True}),
+    "recompute-granularity": (
+        {"recompute-granularity": "full", "recompute-method": "uniform"},
+        {"recompute-granularity": "full", "recompute-method": "uniform", "recompute-num-layers": 1},
+    ),
+    "tp-comm-overlap": (
+        {"tp-comm-overlap": True, "sequence-parallel": True},
+        {"tp-comm-overlap": True, "sequence-parallel": True, "tensor-model-parallel-size": 2},
+    ),
+    "num-layers-per-virtual-pipeline-stage": (
+        {"num-layers-per-virtual-pipeline-stage": 1, "pipeline-model-parallel-size": 2},
+        {"num-layers-per-virtual-pipeline-stage": 1, "pipeline-model-parallel-size": 2, "num-layers": 4},
+    ),
+    "num-experts": ({"num-experts": 0}, {}),
+    "moe-alltoall-overlap-comm": ({"moe-alltoall-overlap-comm": True, **MOE}, ALLTOALL_OVERLAP_26),
+    "moe-allgather-overlap-comm": (
+        {"moe-allgather-overlap-comm": True, **MOE_26},
+        {
+            "moe-allgather-overlap-comm": True,
+            **MOE_26,
+            "moe-token-dispatcher-type": "allgather",
+            "moe-permutation-async-comm": True,
+        },
+    ),
+    "moe-fb-overlap": (
+        {"moe-fb-overlap": True, **MOE_26},
+        {"moe-fb-overlap": True, **MOE_26, "overlap-grad-reduce": OFF},
+    ),
+    "moe-zero-memory": (
+        {"moe-zero-memory": "level1", **MOE_26},
+        {"moe-zero-memory": "level1", **ALLTOALL_OVERLAP_26},
+    ),
+    "moe-router-load-balancing-type": (
+        {"moe-router-load-balancing-type": "group_limited_greedy", "topk-group": 2, **MOE_26},
+        {
+            "moe-router-load-balancing-type": "group_limited_greedy",
+            "moe-router-group-topk": 1,
+            "moe-router-num-groups": 2,
+            "moe-router-topk-scaling-factor": 1.0,
+            **MOE_26,
+        },
+    ),
+    "encoder-pipeline-model-parallel-size": (
+        {"encoder-pipeline-model-parallel-size": 3},  # 1 or 2 devices: 3 encoder + 1 decoder ranks do not fit
+        {"encoder-pipeline-model-parallel-size": OFF},
+    ),
+    "encoder-tensor-model-parallel-size": (
+        {"encoder-tensor-model-parallel-size": 2},
+        {"encoder-tensor-model-parallel-size": 2, "tensor-model-parallel-size": 2},
+    ),
+    "attention-backend": (
+        {"attention-backend": "local"},
+        {"attention-backend": "local", "spec": ["local"]},
+    ),
+    "heterogeneous-layers-config-path": (
+        {"heterogeneous-layers-config-path": "/nonexistent/layers.json"},
+        {},
+    ),
+    "use-ascend-mc2": (
+        {"use-ascend-mc2": True},
+        {"use-ascend-mc2": True, "tensor-model-parallel-size": 2, "sequence-parallel": True},
+    ),
+    "use-mc2": (
+        {"use-mc2": True, "tensor-model-parallel-size": 2},
+        {"use-mc2": True, "tensor-model-parallel-size": 2, "sequence-parallel": True},
+    ),
+    "decoder-first-pipeline-num-layers": (
+        {"decoder-first-pipeline-num-layers": 0, "pipeline-model-parallel-size": 2},
+        {"decoder-first-pipeline-num-layers": 1, "pipeline-model-parallel-size": 2},
+    ),
+    "decoder-last-pipeline-num-layers": (
+        {"decoder-last-pipeline-num-layers": 0, "pipeline-model-parallel-size": 2, "num-layers": 4},
+        {"decoder-last-pipeline-num-layers": 2, "pipeline-model-parallel-size": 2, "num-layers": 4},
+    ),
+    "enable-high-availability": (
+        {"enable-high-availability": True, "disable-gloo-group": True},
+        {"enable-high-availability": True},
+    ),
+    "enable-elastic-training": (
+        {"enable-elastic-training": True},
+        {
+            "enable-elastic-training": True,
+            "enable-high-availability": True,
+            "use-distributed-optimizer": True,
+        },
+    ),
+    "data-args-path": ({"data-args-path": "/data/args.txt"}, {}),
+    "inference-batch-times-seqlen-threshold": (
+        {"inference-batch-times-seqlen-threshold": 0},
+        {"inference-batch-times-seqlen-threshold": 0, "pipeline-model-parallel-size": 2},
+    ),
+    "moe-router-group-topk": (
+        {"moe-router-group-topk": 1, **MOE_26},
+        {"moe-router-group-topk": 1, "moe-router-num-groups": 2, **MOE_26},
+    ),
+    "schedules-method": (
+        {"schedules-method": "dualpipev"},
+        {
+            "schedules-method": "dualpipev",
+            "overlap-grad-reduce": OFF,
+            "untie-embeddings-and-output-weights": True,
+            "pipeline-model-parallel-size": 2,
+            "num-layers": 4,
+            "global-batch-size": 16,
+        },
+    ),
+}
+
+
+def example(key: str, version: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The example of `key`'s rule in `version` (None: no rule of that key there)."""
+    if not any(r.key == key and version in r.versions for r in RULES):
+        return None
+    return EXAMPLES_26[key] if version == "26.1.0" and key in EXAMPLES_26 else EXAMPLES[key]
 
 
 def flags_with(change: dict[str, Any]) -> dict[str, Any]:
@@ -239,24 +444,47 @@ def flags_with(change: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_the_base_flags_break_no_rule() -> None:
-    assert broken_rules(BASE) == []
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_base_flags_break_no_rule(version: str) -> None:
+    assert broken_rules(BASE, RELEASES[version]) == []
 
 
 def test_every_rule_has_an_example() -> None:
-    assert sorted(r.key for r in RULES) == sorted(EXAMPLES)
+    for version in VERSIONS:
+        for rule in RULES:
+            if version in rule.versions:
+                assert example(rule.key, version), (rule.key, version)
 
 
-@pytest.mark.parametrize("key", sorted(EXAMPLES))
-def test_rule_refuses_its_example_and_passes_the_fix(key: str) -> None:
-    bad, good = EXAMPLES[key]
-    assert key in [r.key for r in broken_rules(flags_with(bad))]
-    assert key not in [r.key for r in broken_rules(flags_with(good))]
+@pytest.mark.parametrize("key", sorted({r.key for r in RULES}))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rule_refuses_its_example_and_passes_the_fix(key: str, version: str) -> None:
+    """In the versions a rule names, its example is refused and the fix passes; a 2.1.0 example of a rule
+    26.1.0 does not have passes 26.1.0's rules (its judge accepts it: tests/integration)."""
+    release = RELEASES[version]
+    found = example(key, version)
+    if found is None:
+        bad, _ = EXAMPLES.get(key) or EXAMPLES_26[key]
+        assert key not in [r.key for r in broken_rules(flags_with(bad), release)]
+        return
+    bad, good = found
+    assert key in [r.key for r in broken_rules(flags_with(bad), release)]
+    assert key not in [r.key for r in broken_rules(flags_with(good), release)]
+
+
+def test_a_rule_cites_its_version_s_megatron() -> None:
+    rule = next(r for r in RULES if r.key == "min-lr")
+    assert "core_r0.8.0" in rule.source_for(RELEASES["2.1.0"])
+    assert "core_v0.12.1" in rule.source_for(RELEASES["26.1.0"])
 
 
 def test_a_rule_on_a_key_already_refused_is_skipped_and_a_wrong_kind_does_not_crash() -> None:
-    assert broken_rules(flags_with({"output-layer-slice-num": 0}), skip={"output-layer-slice-num"}) == []
-    assert broken_rules(flags_with({"num-layers": "many"})) == []
+    release = RELEASES["2.1.0"]
+    skipped = broken_rules(
+        flags_with({"output-layer-slice-num": 0}), release, skip={"output-layer-slice-num"}
+    )
+    assert skipped == []
+    assert broken_rules(flags_with({"num-layers": "many"}), release) == []
 
 
 def test_a_broken_rule_stops_the_plan_naming_its_key(tmp_path: Path) -> None:
@@ -275,3 +503,23 @@ def test_a_broken_rule_stops_the_plan_naming_its_key(tmp_path: Path) -> None:
     assert (
         "reset-position-ids" in problem.message and "mindspeed_llm/training/arguments.py" in problem.message
     )
+
+
+def test_high_availability_with_a_distributed_checkpoint_is_refused_by_26_1_0_only() -> None:
+    """The second rule of the key (the example above is the first's): 26.1.0's HighAvailabilityFeature
+    refuses use-dist-ckpt; 2.1.0 never runs that feature's validate_args."""
+    flags = flags_with({"enable-high-availability": True, "use-dist-ckpt": True})
+    messages = [r.message for r in broken_rules(flags, RELEASES["26.1.0"])]
+    assert "cannot be used with use-dist-ckpt" in messages
+    assert broken_rules(flags, RELEASES["2.1.0"]) == []
+
+
+def test_lora_on_experts_needs_the_alltoall_seq_dispatcher_at_26_1_0() -> None:
+    """A second rule of `num-experts` (the example above is the first's): 26.1.0's LoRA feature refuses
+    LoRA on a MoE model unless the dispatcher is alltoall_seq, what 26.1.0's MoE plans fill."""
+    lora = {"lora-target-modules": ["linear_qkv"], "num-experts": 8}
+    messages = [r.message for r in broken_rules(flags_with(lora), RELEASES["26.1.0"])]
+    assert any("alltoall_seq" in m for m in messages)
+    fixed = flags_with({**lora, "moe-token-dispatcher-type": "alltoall_seq"})
+    assert not any("alltoall_seq" in r.message for r in broken_rules(fixed, RELEASES["26.1.0"]))
+    assert not any("alltoall_seq" in r.message for r in broken_rules(flags_with(lora), RELEASES["2.1.0"]))

@@ -7,6 +7,9 @@ from ascendfactory.backends.megatron.moe_flags import moe_flags
 from ascendfactory.backends.mindspeed_llm.converters import hf2mg_options, mg2hf_options
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.config.catalog import from_catalog
+from tests.unit.backends.mindspeed_llm.test_mindspeed_golden import GOLDEN, plan_json, site, step
+
+__all__ = ["site"]  # the golden tests' fixture: a fake checkout, run from the repository root
 
 
 def test_dense_models_get_no_moe_flags():
@@ -85,3 +88,34 @@ def test_msrl_model_entry_carries_the_moe_keys():
     assert entry["num_experts"] == 128 and entry["moe_ffn_hidden_size"] == 768 and entry["qk_layernorm"]
     assert entry["moe_token_dispatcher_type"] == "alltoall_seq"
     assert "num_experts" not in model_entry(from_catalog("qwen2.5-7b"))
+
+
+def test_one_router_group_is_a_plain_top_k_at_26_1_0(site, tmp_path):
+    """DeepSeek-V2-Lite (n_group 1, topk_group 1): 2.1.0's examples pass --topk-group 1 alone (read only by
+    group_limited_greedy); core_v0.12.1 refuses --moe-router-group-topk without --moe-router-num-groups, so
+    26.1.0 gets neither, and its plan of the model is not refused."""
+    lite = from_catalog("deepseek-v2-lite-16b")
+    assert moe_flags(lite, "2.1.0")["topk-group"] == 1
+    new = {k: v for k, v in moe_flags(lite, "26.1.0").items() if v is not None}
+    assert "moe-router-group-topk" not in new and "moe-router-num-groups" not in new
+    text = (GOLDEN / "deepseek-v2-lite-16b-tune-full-26.1.0.yaml").read_text()
+    kept = [line for line in text.splitlines() if "moe-router-group-topk" not in line]
+    kept = [line for line in kept if "moe-router-num-groups" not in line]
+    assert len(kept) == len(text.splitlines()) - 2
+    cfg = tmp_path / "lite.yaml"
+    cfg.write_text("\n".join(kept) + "\n")
+    train = step(plan_json(cfg), "train")["argv"]
+    assert "--moe-router-group-topk" not in train and "--multi-latent-attention" in train
+
+
+def test_yarn_models_get_the_factor_times_the_original_length_as_max_positions():
+    """2.1.0's _validate_yarn: max-position-embeddings / rope-scaling-original-max-position-embeddings must
+    equal rope-scaling-factor (the DeepSeek examples pass 163840 = 40 x 4096); a dense model keeps the
+    sequence length."""
+    for version in ("2.1.0", "26.1.0"):
+        lite = architecture_flags(
+            from_catalog("deepseek-v2-lite-16b"), tp=1, pp=1, seq_length=4096, version=version
+        )
+        assert (lite["max-position-embeddings"], lite["seq-length"]) == (163840, 4096)
+    dense = architecture_flags(from_catalog("qwen3-8b"), tp=1, pp=1, seq_length=4096)
+    assert dense["max-position-embeddings"] == 4096

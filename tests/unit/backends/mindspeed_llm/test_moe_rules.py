@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from ascendfactory.backends.mindspeed_llm.rules import broken_rules
+from ascendfactory.backends.mindspeed_llm.rules import broken_rules as broken_at
+from ascendfactory.backends.mindspeed_llm.versions import RELEASES
 from ascendfactory.parallel import LayoutInput, validate_layout
+
+OLD, NEW = RELEASES["2.1.0"], RELEASES["26.1.0"]
+
+
+def broken_rules(flags):
+    """At 2.1.0, the version these cases were judged at (the differential harness's MoE bases)."""
+    return broken_at(flags, OLD)
+
 
 MOE = {"num-experts": 8, "num-layers": 4, "bf16": True, "moe-grouped-gemm": True, "micro-batch-size": 1}
 
@@ -93,3 +102,20 @@ def test_layout_rules_of_expert_parallelism():
     assert dp and "data-parallel size 4" in dp[0].message and "[1, 2, 4]" in dp[0].fix
     assert _layout(ep=0).problems[0].message.startswith("must be >= 1")
     assert not _layout(ep=1, experts=0).problems
+
+
+@pytest.mark.parametrize(
+    ("case", "key", "at_26"),
+    [
+        ({"expert-model-parallel-size": 2, "fp16": True, "bf16": False, "moe-grouped-gemm": False},
+         "expert-model-parallel-size", True),
+        ({"bf16": False}, "moe-grouped-gemm", True),
+        ({"first-k-dense-replace": 4, "moe-layer-freq": 1}, "first-k-dense-replace", True),
+        ({"moe-tp-extend-ep": True}, "moe-tp-extend-ep", True),
+        ({"moe-layer-freq": 1}, "moe-layer-freq", False),  # 26.1.0's TransformerBlockFeature: no such check
+    ],
+)  # fmt: skip
+def test_moe_rules_at_26_1_0(case, key, at_26):
+    """Megatron core_v0.12.1, 26.1.0's TransformerBlockFeature and MindSpeed 26.1.0's tp_extend_ep feature
+    keep these checks; only 2.1.0 sets first-k-dense-replace and moe-layer-freq together."""
+    assert (key in {r.key for r in broken_at({**MOE, **case}, NEW)}) == at_26

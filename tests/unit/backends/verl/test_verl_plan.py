@@ -588,3 +588,56 @@ def test_a_tensorboard_section_names_the_train_steps_event_directory(tmp_path, m
     plan = plan_for(path, f"--tensorboard.tensorboard_dir={events}")
     assert plan.step("train").env["TENSORBOARD_DIR"] == str(events)
     assert "trainer.logger=[console,tensorboard]" in overrides_of(plan)
+
+
+# -- Ascend NPUs (issue 37) ---------------------------------------------------------------------------------
+def test_a_machine_without_a_device_plans_for_the_trainer_device_the_experiment_gives(tmp_path, machine):
+    """A dry run on a laptop prepares an NPU job: trainer.device npu, Ray's NPU resource, npu log names."""
+    machine.kind = "cpu"
+    plan = plan_for(experiment(tmp_path, grpo(tmp_path, **{"trainer.device": "npu"})))
+    assert "trainer.device=npu" in overrides_of(plan)
+    assert '"NPU": 8.0' in " ".join(plan.step("train").argv)
+    assert plan.logs.naming.prefix.endswith("-npu") and plan.logs.naming.device_info.startswith("npu_info")
+    assert any("planned for trainer.device npu" in w for w in plan.warnings)
+    machine.kind = "cuda"  # a machine with another device: the value is refused, as before
+    with pytest.raises(ConfigError) as err:
+        plan_for(experiment(tmp_path, grpo(tmp_path, **{"trainer.device": "npu"})))
+    assert any(p.key.endswith("trainer.device") for p in err.value.problems)
+
+
+def test_a_device_verl_does_not_train_on_is_named(tmp_path, machine):
+    machine.kind = "cpu"
+    with pytest.raises(ConfigError) as err:
+        plan_for(experiment(tmp_path, grpo(tmp_path, **{"trainer.device": "tpu"})))
+    problem = next(p for p in err.value.problems if p.key == "backend_config.trainer.device")
+    assert "npu" in problem.fix
+
+
+def test_the_ascend_template_is_verls_npu_recipe(tmp_path, machine):
+    from ascendfactory.features.templates import render_experiment
+
+    machine.kind = "cpu"
+    tree = yaml.safe_load(
+        render_experiment(backend="verl", model_name="qwen2.5-7b", exp_name="grpo-npu", output_file="x")
+    )
+    bc = tree["backend_config"]
+    assert bc["trainer"]["device"] == "npu" and bc["actor_rollout_ref"]["rollout"]["name"] == "vllm"
+    assert bc["actor_rollout_ref"]["model"]["use_remove_padding"] is False
+    assert bc["actor_rollout_ref"]["rollout"]["enable_chunked_prefill"] is False
+    bc.update(grpo(tmp_path))  # the demo's data and model, the template's NPU choices kept
+    bc["trainer"]["device"] = "npu"
+    plan = plan_for(experiment(tmp_path, bc))
+    assert "trainer.device=npu" in overrides_of(plan)
+
+
+def test_install_on_ascend_keeps_the_images_torch_npu_and_vllm_ascend(tmp_path):
+    from ascendfactory.backends.verl import environment
+
+    steps = environment.install_steps({"AF_VERL_DEVICE": "npu", "AF_ENVS_DIR": str(tmp_path)})
+    shown = [s.display() for s in steps]
+    assert "--system-site-packages" in shown[0]
+    assert not any("torch==" in s for s in shown)  # the image's torch and torch_npu stay
+    assert "verl[verl-core]==0.9.1" in shown[1]
+    assert "torch_npu" in shown[2] and "vllm_ascend" in shown[2]
+    cpu = [s.display() for s in environment.install_steps({"AF_ENVS_DIR": str(tmp_path)})]
+    assert any("torch==2.13.0" in s for s in cpu)

@@ -311,3 +311,17 @@ def test_distributed_optimizer_switch_refused_before_launch(tmp_path):
     flags.parse_args(BASE + ["--load", distributed, do])
     flags.parse_args(BASE + ["--load", converted, do])
     flags.parse_args(BASE + ["--load", converted])
+
+
+@pytest.mark.parametrize(("value", "ok"), [("torch", True), ("torch_dist", False), ("zarr", False)])
+def test_only_the_torch_checkpoint_format_is_taken(value, ok):
+    """MindSpeed-LLM 26.1.0's examples pass --ckpt-format torch (Megatron 0.12's default is torch_dist): the
+    embedded trainer writes the torch layout only, and names any other format instead of ignoring it."""
+    if ok:
+        args, _ = flags.parse_args([*BASE, "--ckpt-format", value])
+        assert args.ckpt_format == "torch"
+        return
+    with pytest.raises(ConfigError) as e:
+        flags.parse_args([*BASE, "--ckpt-format", value])
+    problem = next(p for p in e.value.problems if p.key == "--ckpt-format")
+    assert value in problem.message and "--ckpt-format torch" in problem.fix
