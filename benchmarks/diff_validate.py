@@ -10,7 +10,7 @@ exactly what our plan hands it (run in the framework's own environment, one proc
 cases, the four cells (both accept / both refuse / we accept, the framework refuses / we refuse, the
 framework accepts), agreement %, and the cases in the two disagreement cells. Exit 1 when a case is in
 "we accept, the framework refuses", a refused case's message names no key the case changed, or a refusal
-in "we refuse, the framework accepts" is not a row of the README's table of stricter rules.
+in "we refuse, the framework accepts" is not a row of docs/validation.md's table of stricter rules.
 Backends whose framework is not installed here are listed as not run, with the reason.
 
 `--coverage` runs the coverage maps instead (tests/diffval/maps/, tests/diffval/coverage.py): per

@@ -417,6 +417,16 @@ def moe_activation(job: MegatronJob, seq: float) -> float:
     s, t, b = job.shape, job.tp, job.mbs
     t_sp = t if job.sequence_parallel else 1
     width = 4 if job.precision == "fp32" else 2
+    if job.engine == "embedded":
+        # the embedded trainer's MoE layer (engine/train/moe/layer.py), counted with autograd's saved-tensor
+        # hooks on CPU (tests/unit/memory/test_embedded_moe_bytes.py): per token the fp32 router logits and
+        # one element; per routed copy (it routes the whole sequence, TP gathered) the permuted token, the
+        # expert input and the combine's weighted output (3h), gate, up, SiLU and product (4 f_moe / t) and
+        # 32 bytes of indices and probabilities
+        tokens = seq * b
+        return tokens * (4 * s.experts + width) + routed_tokens(job, tokens) * (
+            width * (3 * s.hidden + 4 * s.moe_ffn / t) + 32
+        )
     router = 4 * seq * b * s.experts / t_sp
     copies = routed_tokens(job, seq * b)
     dispatch = width * copies * s.hidden

@@ -213,7 +213,7 @@ def summarize(summary: RunSummary, paths: list[str], logs: LogSpec) -> RunSummar
 
 
 # A train step in which more than this share of the iterations had a NaN / inf loss failed, whatever the
-# framework's NaN checks were set to (README, "Running a job"): it updated (almost) nothing.
+# framework's NaN checks were set to (docs/running.md, "Running a job"): it updated (almost) nothing.
 NAN_SHARE_LIMIT = 0.5
 
 

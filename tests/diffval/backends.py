@@ -299,7 +299,7 @@ class MindSpeedLLM(Adapter):
             tree["af_output_dir"] = str(workdir / "out" / exp)
             out.append(Base(f"mindspeed-llm/{exp}", tree))
         for model, family in MOE_BASES:  # MoE and latent-attention flags, EP over the data-parallel ranks
-            tree = _template("mindspeed-llm", "full-4k", model)
+            tree = _template("mindspeed-llm", self.template("full-4k"), model)
             training = tree["backend_config"]["training"]
             training["tokenizer-name-or-path"] = str(_tiny_moe(workdir, family))
             training["expert-model-parallel-size"] = 2  # the tiny model's 4 experts over DP 8

@@ -31,7 +31,7 @@ What a targeted run checks, on every base a row applies to:
   line; anything else is a map error: the case misses it); our dry run refuses it naming a key the
   case sets ("we accept, the framework refuses" otherwise: a defect);
 - near: the judge does not refuse at this statement; if it refuses elsewhere we refuse too, and if it
-  accepts, any refusal of ours is a row of the README's table of stricter rules;
+  accepts, any refusal of ours is a row of docs/validation.md's table of stricter rules;
 - fix: case plus fix is accepted by the judge and by us, and our refusal of the case names each key
   the fix sets (a fix the framework refuses is a defect).
 """

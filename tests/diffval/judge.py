@@ -158,7 +158,7 @@ def make_cases(backend: str, *, cases: int, seed: int, workdir: Path) -> list[Ca
     return [make_case(backend, bases, adapter.keys_of, seed, i) for i in range(cases)]
 
 
-STRICTER_HEADING = "### Rules stricter than the framework"
+STRICTER_HEADING = "## Rules stricter than the framework"
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,8 @@ class Stricter:
 
 
 def stricter_rules(readme: str | None = None) -> list[Stricter]:
-    """The README's table of rules stricter than the frameworks' (backend | key | `words` | why)."""
-    text = readme if readme is not None else (REPO / "README.md").read_text(encoding="utf-8")
+    """docs/validation.md's table of rules stricter than the frameworks' (backend | key | `words` | why)."""
+    text = readme if readme is not None else (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
     table = text.split(STRICTER_HEADING, 1)[1] if STRICTER_HEADING in text else ""
     rules = []
     for line in table.splitlines():

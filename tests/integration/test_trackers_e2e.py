@@ -212,7 +212,7 @@ def test_an_interrupted_run_is_killed_in_mlflow_and_its_rerun_logs_no_step_twice
 
 
 def test_the_readmes_mlflow_browsing_works_with_the_extra_it_installs(tmp_path):
-    """The README's snippet, verbatim, reads a store with the `[mlflow]` extra's client (no pandas, no
+    """docs/trackers.md's snippet, verbatim, reads a store with the `[mlflow]` extra's client (no pandas, no
     flask: what `search_runs` as a DataFrame and `mlflow ui` need is named as the full package)."""
     import re
     import subprocess
@@ -221,7 +221,7 @@ def test_the_readmes_mlflow_browsing_works_with_the_extra_it_installs(tmp_path):
     from ascendfactory.trackers import open_run
     from tests.conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "trackers.md").read_text()
     bullet = readme[readme.index("- **Browsing an MLflow store**") :]
     bullet = bullet[: bullet.index("\n- **")]
     (code,) = re.findall(r"```python\n(.*?)```", bullet, flags=re.S)

@@ -193,7 +193,7 @@ def batch_facts(training: dict[str, Any], world_size: int) -> dict[str, int]:
 
 
 # Counts LLaMA-Factory's parser takes at any value but that fail or train nothing later (stricter rules of
-# ours, listed in the README): the key and what a value below 1 does.
+# ours, listed in docs/validation.md): the key and what a value below 1 does.
 POSITIVE = {
     "per_device_train_batch_size": "torch's DataLoader refuses a batch size below 1",
     "gradient_accumulation_steps": "the Trainer divides the steps per epoch by it",

@@ -36,7 +36,33 @@ def _first_k(f: Flags) -> float:
     return f.num("first-k-dense-replace") if f.given("first-k-dense-replace") else 0.0
 
 
+PARALLEL_CONFIG = "Megatron-LM core_r0.8.0 megatron/core/model_parallel_config.py __post_init__"
+
+
 MOE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "num-experts",
+        lambda f: (
+            _moe(f)
+            and f.num("expert-model-parallel-size") > 1
+            and f.num("num-experts") % f.num("expert-model-parallel-size") != 0
+        ),
+        "is not a multiple of expert-model-parallel-size",
+        "choose an expert-model-parallel-size that divides num-experts",
+        MEGATRON + " (Number of experts should be a multiple of expert model parallel_size)",
+    ),
+    Rule(
+        "sequence-parallel",
+        lambda f: (
+            f.num("expert-model-parallel-size") > 1
+            and f.num("tensor-model-parallel-size") > 1
+            and not f.given("sequence-parallel")
+        ),
+        "must be set when expert and tensor parallelism are combined",
+        "set sequence-parallel: true, or tensor-model-parallel-size: 1",
+        PARALLEL_CONFIG
+        + " (When using expert parallelism and tensor parallelism, sequence parallelism must be used)",
+    ),
     Rule(
         "expert-model-parallel-size",
         lambda f: f.num("expert-model-parallel-size") > 1 and f.given("fp16"),

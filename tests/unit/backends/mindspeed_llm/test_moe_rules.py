@@ -55,13 +55,23 @@ MOE = {"num-experts": 8, "num-layers": 4, "bf16": True, "moe-grouped-gemm": True
             {"moe-tp-extend-ep": True, "tensor-model-parallel-size": 4, "expert-model-parallel-size": 4,
              "moe-permutation-async-comm": True},
             {"moe-tp-extend-ep": True, "tensor-model-parallel-size": 2, "expert-model-parallel-size": 4,
-             "moe-permutation-async-comm": True},
+             "moe-permutation-async-comm": True, "sequence-parallel": True},
             "moe-tp-extend-ep",
         ),
         (
             {"moe-tp-extend-ep": True},
             {"moe-tp-extend-ep": True, "moe-permutation-async-comm": True},
             "moe-tp-extend-ep",
+        ),
+        (
+            {"num-experts": 6, "expert-model-parallel-size": 4},
+            {"num-experts": 8, "expert-model-parallel-size": 4},
+            "num-experts",
+        ),
+        (
+            {"expert-model-parallel-size": 2, "tensor-model-parallel-size": 2},
+            {"expert-model-parallel-size": 2, "tensor-model-parallel-size": 2, "sequence-parallel": True},
+            "sequence-parallel",
         ),
     ],
 )  # fmt: skip
