@@ -583,6 +583,7 @@ RULES: tuple[Rule, ...] = (
             "is not compatible with recompute-method: uniform or recompute-granularity: selective",
             f"remove {key}, or use recompute-method: block",
             LLM + " _validate_recompute_args",
+            versions=V21,  # 26.1.0's judge accepts the example
         )
         for key in ("recompute-norm", "recompute-activation-function")
     ),
@@ -624,6 +625,7 @@ RULES: tuple[Rule, ...] = (
         "decoupled-min-lr",
         "remove use-legacy-models",
         MEGATRON,
+        versions=V21,  # 26.1.0's judge accepts the example
     ),
     Rule(
         "decoupled-lr",
@@ -631,6 +633,7 @@ RULES: tuple[Rule, ...] = (
         "decoupled-lr / decoupled-min-lr do not work with use-dist-ckpt",
         "remove use-dist-ckpt, or decoupled-lr and decoupled-min-lr",
         MEGATRON + " (Distributed checkpointing does not work with decoupled LR yet)",
+        versions=V21,  # 26.1.0's judge accepts the example
     ),
     Rule(
         "yaml-cfg",
