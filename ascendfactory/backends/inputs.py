@@ -64,8 +64,10 @@ def _experiments_in(folder: str) -> tuple[tuple[str, str | None], ...]:
         except (AscendFactoryError, OSError, ValueError):
             continue  # unreadable: not a producer we can name
         written = tree.get("af_output_dir") if isinstance(tree, dict) else None
-        plain = isinstance(written, str) and "${" not in written and written.strip() == written != ""
-        found.append((candidate, os.path.abspath(os.path.expanduser(written)) if plain else None))
+        if isinstance(written, str) and "${" not in written and written.strip() == written != "":
+            found.append((candidate, os.path.abspath(os.path.expanduser(written))))
+        else:
+            found.append((candidate, None))
     return tuple(found)
 
 

@@ -22,7 +22,7 @@ from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.metrics.builtin import FORMAT_NAMES, FORMULA_NAMES
-from ascendfactory.plan import Plan
+from ascendfactory.plan import Plan, Role
 from ascendfactory.registry import Registry, fold
 
 
@@ -94,7 +94,7 @@ def make_plan(loaded: LoadedExperiment, *, dry_run: bool, environ: Mapping[str, 
     if loaded.platform:
         plan.facts["platform"] = loaded.platform
     target = backend.memory_target(plan.run)
-    attach_memory(plan, target, loaded, dry_run=dry_run)
+    attach_memory(plan, target, loaded, dry_run=dry_run, environ=environ)
     attach_timing(plan, target, loaded, per_node=ctx.devices.count)
     return plan
 
@@ -112,10 +112,16 @@ def _check_port(loaded: LoadedExperiment, plan: Plan, *, dry_run: bool) -> None:
 
 
 def attach_memory(
-    plan: Plan, target: MemoryTarget | None, loaded: LoadedExperiment, *, dry_run: bool
+    plan: Plan,
+    target: MemoryTarget | None,
+    loaded: LoadedExperiment,
+    *,
+    dry_run: bool,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
     """The pre-launch memory estimate into `plan.memory`; a real run that will not fit is refused here
-    (`memory_check.on_exceed: error`), before anything starts."""
+    (`memory_check.on_exceed: error`), before anything starts. `environ`: this machine's, under the plan's
+    own variables (the train step's environment: CUBLAS_WORKSPACE_CONFIG, HCCL_BUFFSIZE, ...)."""
     if target is None:
         return
     mc = loaded.config.memory_check
@@ -123,6 +129,7 @@ def attach_memory(
         on_exceed=mc.on_exceed,
         device_memory_gb=mc.device_memory_gb,
         device=mc.device,
+        environ=train_environ(plan, environ or {}),
         probe=loaded.config.accelerator != "cpu",  # CPU processes are not held against this node's GPUs
     )
     try:
@@ -131,6 +138,13 @@ def attach_memory(
         raise ConfigError(loaded.locate(e.problems)) from None
     plan.memory = estimate.to_dict()
     plan.warnings += warnings
+
+
+def train_environ(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]:
+    """The train step's environment as its processes will see it: this machine's, the plan's own
+    variables over it, the step's over those."""
+    train = plan.with_role(Role.TRAIN)
+    return {**environ, **plan.env, **(train.env if train else {})}
 
 
 def unregistered_names(plan: Plan, backend: str) -> list[Problem]:

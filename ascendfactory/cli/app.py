@@ -54,6 +54,9 @@ def _group() -> None:
     """Typer's group callback for an app built with one command: no options of its own."""
 
 
+app: typer.Typer  # the full CLI, built on first use by the module `__getattr__` below
+
+
 def __getattr__(name: str) -> typer.Typer:
     """`app`, the full CLI (tests, docs), built on first use: the console script builds one command."""
     if name != "app":

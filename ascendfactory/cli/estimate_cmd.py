@@ -8,7 +8,7 @@ a configuration problem, 1 when the backend has no memory model for this experim
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,10 +41,13 @@ def register(app: typer.Typer) -> None:
         """Estimate per-device peak memory by pipeline stage (weights, gradients, optimizer, activations,
         logits, buffers) against the device's memory; never refuses (train does), but exits 3 when the
         job does not fit."""
-        from ascendfactory.backends.planner import make_plan
+        import os
+
+        from ascendfactory.backends.planner import make_plan, train_environ
         from ascendfactory.backends.registry import get_backend
         from ascendfactory.cli._experiment_args import load_from_args
         from ascendfactory.cli._output import escape, out
+        from ascendfactory.memory.devices import DeviceMemory
         from ascendfactory.memory.fixes import describe_settings, human_time, overrides, suggest_layouts
         from ascendfactory.memory.report import human, render_lines
 
@@ -60,11 +63,18 @@ def register(app: typer.Typer) -> None:
             usable = None
             if memory["device_memory_bytes"] is not None:
                 usable = memory["device_memory_bytes"] - memory["reserve_bytes"]
+            device = DeviceMemory(
+                memory["device_memory_bytes"],
+                memory["device"],
+                memory["device_source"],
+                memory["device_kind"],
+            )
             if target is not None:
-                suggestions = suggest_layouts(target, usable, device_memory=memory["device_memory_bytes"])
+                environ = train_environ(plan, os.environ)
+                suggestions = suggest_layouts(target, usable, device=device, environ=environ)
         verdict = DOES_NOT_FIT if memory["fits"] is False else 0
         if as_json:
-            payload = {"memory": memory, "timing": plan.timing}
+            payload: dict[str, Any] = {"memory": memory, "timing": plan.timing}
             if suggest:
                 payload["suggestions"] = [s.to_dict() for s in suggestions]
             out.json(payload)

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
                 out.text(f"{r.dataset}: zero-shot for {', '.join(r.zero_shot)} (no dev/train file)")
 
 
-def _load(path: Path, model_name: str | None, run_type: str):  # type: ignore[no-untyped-def]
+def _load(path: Path, model_name: str | None, run_type: str):
     """The experiment: a new-style file as it is; an old-style file's experiment of `model_name` whose name
     says `run_type` (`full-4k`, `4096-lora`: exactly one must)."""
     from ascendfactory.cli._experiment_args import load_from_args
@@ -121,7 +121,7 @@ def _load(path: Path, model_name: str | None, run_type: str):  # type: ignore[no
     return load_from_args([str(path), str(model_name), exps[0]])
 
 
-def _export_of(loaded) -> str | None:  # type: ignore[no-untyped-def]
+def _export_of(loaded) -> str | None:
     """The HF weights the run's plan exports (its EXPORT step's output), or None when it has none."""
     from ascendfactory.backends.planner import make_plan
     from ascendfactory.errors import ConfigError

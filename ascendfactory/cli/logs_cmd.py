@@ -81,6 +81,10 @@ def distinct_names(*paths: Path) -> tuple[str, ...]:
     return tuple(str(p) for p in paths)
 
 
+def _pair(names: tuple[str, ...]) -> tuple[str, str]:
+    return names[0], names[1]
+
+
 def _log_of(path: Path) -> Path:
     """A directory given for a log: the training log in it (`metrics.locate.training_log`)."""
     if not path.is_dir():
@@ -335,7 +339,7 @@ def compare_cmd(
             cmp.b,
             plot,
             metric=cmp.metric,
-            labels=distinct_names(a, b),
+            labels=_pair(distinct_names(a, b)),
             tolerance=tolerance,
             x_label="tokens seen" if align == "tokens" else "step",
         )

@@ -188,7 +188,9 @@ def _show_plan(plan: Plan, fmt: PlanFormat) -> None:
         out.markup("  [yellow]no steps[/yellow]")
     for i, step in enumerate(plan.steps, 1):
         status = (
-            f"[yellow]skip[/yellow]: {escape(step.skip_reason)}" if step.skipped else "[green]run[/green]"
+            f"[yellow]skip[/yellow]: {escape(step.skip_reason or '')}"
+            if step.skipped
+            else "[green]run[/green]"
         )
         out.markup(f"\n[bold]{i}. {step.name}[/bold] ({step.role.value})  {status}")
         for note in step.notes:

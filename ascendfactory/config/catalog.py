@@ -138,8 +138,9 @@ def from_hf_dir(path: str | Path, name: str = "") -> ModelArch | None:
             Problem(key=str(cfg_path), message="is not a JSON object", fix="fix or replace the file")
         )
     mtype = cfg.get("model_type", "")
-    vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), dict) else {}
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    vision_given, text_given = cfg.get("vision_config"), cfg.get("text_config")
+    vision = vision_given if isinstance(vision_given, dict) else {}
+    text = text_given if isinstance(text_given, dict) else {}
     cfg = {**text, **{k: v for k, v in cfg.items() if v is not None}}  # VLMs: text_config fills the LLM gaps
     heads = cfg.get("num_attention_heads") or cfg.get("n_head") or 0
     family = _HF_TYPE_TO_FAMILY.get(mtype)
@@ -204,7 +205,7 @@ def _moe_fields(cfg: dict[str, Any]) -> dict[str, Any]:
         qk_nope=int(cfg.get("qk_nope_head_dim") or 0),
         qk_rope=int(cfg.get("qk_rope_head_dim") or 0),
         v_head=int(cfg.get("v_head_dim") or 0),
-        rope_scaling=dict(rope_scaling) if yarn else None,
+        rope_scaling=dict(rope_scaling) if yarn and isinstance(rope_scaling, dict) else None,
     )
 
 

@@ -271,4 +271,8 @@ TOP_LEVEL_ELSEWHERE = {
     "mount_type": ("ModelArts' storage switch (OBS): this tool reads and writes local paths", "remove it"),
     "output_dir": ("the 6.5.90x spelling of af_output_dir", "rename it to af_output_dir"),
 }
-BOUND_NOTES = {"save_total_limit": " (0 keeps every checkpoint)"}
+BOUND_NOTES = {
+    "save_total_limit": " (0 keeps every checkpoint)",
+    "memory_check.device_memory_gb": " (the memory of one device in GiB, e.g. 64 for an Ascend 910B, or "
+    "remove it to probe the device / use memory_check.device)",
+}

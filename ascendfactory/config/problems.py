@@ -25,7 +25,11 @@ from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import Problem
 
 M = TypeVar("M", bound=BaseModel)
-BOUND_WORDS = (("ge", "or more"), ("gt", "exclusive: a larger value"), ("le", "or less"))
+BOUND_WORDS = (
+    ("ge", "set {key}: {bound} or more"),
+    ("gt", "set {key} above {bound}"),
+    ("le", "set {key}: {bound} or less"),
+)
 # Fixes by pydantic's error type, for the backends' sections (`validate_with_defaults`).
 TYPE_FIXES = {
     "bool_type": "write true or false",
@@ -113,7 +117,7 @@ def problem_from(
         fix = f"use one of {ctx['expected']}"
     for bound, words in BOUND_WORDS:
         if bound in ctx and not fix:
-            fix = f"set {key}: {ctx[bound]} {words}" + (bound_notes or {}).get(key, "")
+            fix = words.format(key=key, bound=ctx[bound]) + (bound_notes or {}).get(key, "")
     if not fix:
         fix = (type_fixes or {}).get(kind, "")
     return Problem(key=key, source=src, message=f"{msg}{shown}", fix=fix)

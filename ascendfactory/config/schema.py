@@ -13,10 +13,12 @@ An experiment file (what `ascendfactory-cli config` writes, what `train <yaml>` 
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ascendfactory.config.report_to import ReportTo
 from ascendfactory.monitors import MonitorConfig, TensorboardConfig
@@ -128,7 +130,15 @@ class MemoryCheckConfig(BaseModel):
         from ascendfactory.memory.devices import DEVICES
 
         if v is not None and v.lower() not in DEVICES:
-            raise ValueError(f"unknown device '{v}'; known: {', '.join(DEVICES)}")
+            close = [d for d in DEVICES if d.startswith(v.lower())] or difflib.get_close_matches(
+                v.lower(), list(DEVICES), n=3, cutoff=0.5
+            )
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise PydanticCustomError(
+                "device",
+                "is not a known device",
+                {"got": repr(v), "fix": f"{hint}use one of {', '.join(DEVICES)}, or set device_memory_gb"},
+            )
         return v
 
 
@@ -152,7 +162,10 @@ class ExperimentConfig(BaseModel):
     exp_name: str = Field(..., min_length=1, description="Experiment name, e.g. full-4k, lora-4k, grpo.")
     af_output_dir: str = Field(..., min_length=1, description="Root of every output and log of the run.")
 
-    env: EnvConfig = Field(default_factory=EnvConfig, description="Launch topology and exported variables.")
+    env: EnvConfig = Field(
+        default_factory=lambda: EnvConfig.model_validate({}),
+        description="Launch topology and exported variables.",
+    )
 
     accelerator: Literal["auto", "cpu"] = Field(
         "auto",
@@ -187,7 +200,8 @@ class ExperimentConfig(BaseModel):
         "priority: it wins over user_converted_ckpt_path once the run has saved a checkpoint.",
     )
     auto_resume: AutoResumeConfig = Field(
-        default_factory=AutoResumeConfig, description="Retry policy for train_auto_resume."
+        default_factory=lambda: AutoResumeConfig.model_validate({}),
+        description="Retry policy for train_auto_resume.",
     )
     save_total_limit: Int = Field(
         0,
@@ -259,7 +273,7 @@ class ExperimentConfig(BaseModel):
         "ascendfactory/config/report_to.py documents every setting.",
     )
     memory_check: MemoryCheckConfig = Field(
-        default_factory=MemoryCheckConfig,
+        default_factory=lambda: MemoryCheckConfig.model_validate({}),
         description="Pre-launch memory estimate: on_exceed (error|warn|off), device_memory_gb, device.",
     )
     backend_config: dict[str, Any] = Field(

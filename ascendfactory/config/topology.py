@@ -30,7 +30,8 @@ DEFAULT = "default"
 def with_platform(loaded: LoadedExperiment, environ: Mapping[str, str]) -> LoadedExperiment:
     """`loaded` with the platform's values in the env keys the experiment leaves unset, and
     `topology` saying where each topology value came from."""
-    env_tree = loaded.tree.get("env") if isinstance(loaded.tree.get("env"), dict) else {}
+    given = loaded.tree.get("env")
+    env_tree = given if isinstance(given, dict) else {}
     explicit = {k for k in TOPOLOGY_KEYS if env_tree.get(k) is not None}
     detected = detect(environ, given=explicit)
     sources = {

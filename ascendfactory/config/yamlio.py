@@ -19,8 +19,8 @@ import yaml
 
 from ascendfactory.errors import ConfigError, Problem
 
-SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Loader(SafeLoader):

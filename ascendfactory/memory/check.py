@@ -10,11 +10,13 @@ estimate is still shown by `--dry-run` and `estimate`). A dry run never refuses:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.memory.devices import DeviceMemory, resolve_device_memory
 from ascendfactory.memory.report import MemoryEstimate, gib
+from ascendfactory.memory.runtime import estimate_on
 from ascendfactory.memory.target import MemoryTarget
 
 
@@ -24,15 +26,19 @@ class MemoryPolicy:
     device_memory_gb: float | None = None
     device: str | None = None
     probe: bool = True
+    environ: Mapping[str, str] = field(default_factory=dict)  # the train step's (workspace variables)
 
 
-def estimate_target(target: MemoryTarget, device: DeviceMemory) -> MemoryEstimate:
-    est = target.job.estimate(device.bytes)
-    est.device_memory, est.device, est.device_source, est.reserve = (
+def estimate_target(
+    target: MemoryTarget, device: DeviceMemory, environ: Mapping[str, str] | None = None
+) -> MemoryEstimate:
+    est = estimate_on(target.job, device, environ)
+    est.device_memory, est.device, est.device_source, est.reserve, est.device_kind = (
         device.bytes,
         device.name,
         device.source,
         device.reserve,
+        device.kind,
     )
     est.assumptions += list(target.notes)
     if device.bytes is not None:
@@ -49,16 +55,18 @@ def check_memory(
     device = resolve_device_memory(
         memory_gb=policy.device_memory_gb, device=policy.device, probe=policy.probe
     )
-    est = estimate_target(target, device)
+    est = estimate_target(target, device, policy.environ)
     if est.fits is not False or policy.on_exceed == "off":
         return est, []
-    message, fix = refusal(target, est)
+    message, fix = refusal(target, est, device, policy.environ)
     if policy.on_exceed == "warn" or dry_run:
         return est, [f"{message}; {fix}"]
     raise ConfigError([Problem(key=key, message=message, fix=fix)])
 
 
-def refusal(target: MemoryTarget, est: MemoryEstimate) -> tuple[str, str]:
+def refusal(
+    target: MemoryTarget, est: MemoryEstimate, device: DeviceMemory, environ: Mapping[str, str]
+) -> tuple[str, str]:
     stage = est.peak_stage
     largest = stage.largest()
     message = (
@@ -68,16 +76,17 @@ def refusal(target: MemoryTarget, est: MemoryEstimate) -> tuple[str, str]:
     )
     from ascendfactory.memory import fixes as advice  # only for a job that does not fit
 
-    fixes = advice.cheapest_fixes(target, est.device_memory, est.usable)
+    fixes = advice.cheapest_fixes(target, device, est.usable, environ)
     if fixes:
         listed = "; ".join(f"{f.describe()} -> {gib(f.estimate.peak)} GiB" for f in fixes)
         return message, f"any one of these fits, cheapest first: {listed}"
-    layouts = advice.suggest_layouts(target, est.usable, device_memory=est.device_memory, limit=1)
+    layouts = advice.suggest_layouts(target, est.usable, device=device, environ=environ, limit=1)
     if layouts:
         best = layouts[0]
+        note = f"; {best.note}" if best.note else ""
         return message, (
             f"no single change fits; the fastest layout that fits on these {target.world_size} devices is "
-            f"{best.describe()}: {best.describe_settings()} -> {gib(best.estimate.peak)} GiB (more: "
+            f"{best.describe()}: {best.describe_settings()} -> {gib(best.estimate.peak)} GiB{note} (more: "
             "ascendfactory-cli estimate <the same arguments> --suggest)"
         )
     return message, (

@@ -47,29 +47,44 @@ DEVICES: dict[str, tuple[int, str]] = {
 }
 
 
+HOPPER = re.compile(r"(?i)\b(G?H100|GH200|H200|H800|H20)\b|^h(100|200|800|20)\b")  # compute capability 9.0
+
+
 @dataclass(frozen=True)
 class DeviceMemory:
     bytes: int | None
     name: str | None
     source: str
+    kind: str | None = None  # cuda | npu | None (not known: the runtime's own allocations are not counted)
 
     @property
     def reserve(self) -> int:
         return 0 if self.bytes is None else int(RESERVE_FIXED + RESERVE_FRACTION * self.bytes)
+
+    @property
+    def hopper(self) -> bool:
+        """An NVIDIA GPU of compute capability 9.0 (PyTorch sizes its cuBLAS workspace by it)."""
+        return self.kind == "cuda" and bool(self.name and HOPPER.search(self.name))
+
+
+def kind_of(device: str) -> str:
+    """cuda or npu, for a name of `DEVICES`."""
+    return "npu" if device.startswith("ascend") else "cuda"
 
 
 def resolve_device_memory(
     *, memory_gb: float | None, device: str | None, probe: bool = True, timeout_s: float = 3.0
 ) -> DeviceMemory:
     if memory_gb is not None:
-        return DeviceMemory(int(memory_gb * GiB), device, "memory_check.device_memory_gb")
+        kind = kind_of(device.lower()) if device else None
+        return DeviceMemory(int(memory_gb * GiB), device, "memory_check.device_memory_gb", kind)
     if probe:
         found = probe_devices(timeout_s=timeout_s)
         if found is not None:
             return found
     if device is not None:
         size, source = DEVICES[device.lower()]
-        return DeviceMemory(size, device.lower(), f"memory_check.device: {source}")
+        return DeviceMemory(size, device.lower(), f"memory_check.device: {source}", kind_of(device.lower()))
     return DeviceMemory(
         None, None, "no npu-smi or nvidia-smi here; set memory_check.device or device_memory_gb"
     )
@@ -87,14 +102,14 @@ def probe_devices(*, timeout_s: float = 3.0) -> DeviceMemory | None:
         ]
         if sizes:
             size, name = min(sizes)
-            return DeviceMemory(size, name, "nvidia-smi")
+            return DeviceMemory(size, name, "nvidia-smi", "cuda")
     if shutil.which("npu-smi"):
         text = _run(["npu-smi", "info"], timeout_s)
         totals = [
             int(m.group(1)) * 2**20 for m in re.finditer(r"\d+\s*/\s*(\d{4,})\s*\|?\s*$", text or "", re.M)
         ]
         if totals:
-            return DeviceMemory(min(totals), "npu", "npu-smi info (HBM total)")
+            return DeviceMemory(min(totals), "npu", "npu-smi info (HBM total)", "npu")
     return None
 
 

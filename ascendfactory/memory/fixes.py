@@ -18,9 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascendfactory.memory.devices import DeviceMemory
 from ascendfactory.memory.job import Job
 from ascendfactory.memory.report import MemoryEstimate
+from ascendfactory.memory.runtime import estimate_on
 from ascendfactory.memory.target import MemoryTarget
+
+UNKNOWN = DeviceMemory(None, None, "unknown")
 
 PEAK_FLOPS = 312e12  # 16-bit dense peak assumed when the device is unknown (A100; 910B: ~313 TFLOPS)
 
@@ -83,9 +87,14 @@ def yaml_value(value: Any) -> str:
     return str(value)
 
 
-def cheapest_fixes(target: MemoryTarget, device_memory: int | None, usable: int | None) -> list[Fix]:
-    """The single changes that make the job fit, cheapest in throughput first, at most five (none when the
-    device memory is unknown: nothing can be said to fit)."""
+def cheapest_fixes(
+    target: MemoryTarget,
+    device: DeviceMemory,
+    usable: int | None,
+    environ: Mapping[str, str] | None = None,
+) -> list[Fix]:
+    """The single changes that make the job fit on `device`, cheapest in throughput first, at most five
+    (none when the device memory is unknown: nothing can be said to fit)."""
     if usable is None:
         return []
     fixes: list[Fix] = []
@@ -95,7 +104,7 @@ def cheapest_fixes(target: MemoryTarget, device_memory: int | None, usable: int 
         settings = target.settings(change.knobs, change.job)
         if not settings:
             continue
-        est = change.job.estimate(device_memory)
+        est = estimate_on(change.job, device, environ)
         if est.peak <= usable:
             fixes.append(Fix(settings, change.job, est, change.note))
     return fixes[:5]
@@ -105,7 +114,8 @@ def suggest_layouts(
     target: MemoryTarget,
     usable: int | None,
     *,
-    device_memory: int | None = None,
+    device: DeviceMemory = UNKNOWN,
+    environ: Mapping[str, str] | None = None,
     peak_flops: float = PEAK_FLOPS,
     limit: int = 10,
 ) -> list[Suggestion]:
@@ -115,7 +125,7 @@ def suggest_layouts(
         settings = target.settings(change.knobs, change.job) if change.knobs else {}
         if settings is None or (change.knobs and not settings):
             continue
-        est = change.job.estimate(device_memory)
+        est = estimate_on(change.job, device, environ)
         if usable is not None and est.peak > usable:
             continue
         s = Suggestion(settings, change.job, est, float(change.job.step_time(peak_flops)), change.note)

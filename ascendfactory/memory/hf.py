@@ -142,6 +142,10 @@ class HFJob:
             host += 2 * 2 * total / HOST_BANDWIDTH
         return compute + comm + host
 
+    def groups(self) -> int:
+        """Communication domains: the data-parallel default group (when there are several devices)."""
+        return int(self.devices > 1)
+
     def describe(self) -> str:
         if self.fsdp:
             sharding = "FSDP" + "".join(
@@ -220,7 +224,7 @@ def _model_states(job: HFJob) -> tuple[float, float, float, float, list[str]]:
         weights = 0.0 if job.offload_param else 4 * shard + 2 * frozen / n
         grads = 0.0 if job.offload_param else 4 * shard
         optim = 0.0 if job.offload_optimizer else 8 * shard
-        buffers = 2 * 2 * s.layer_params()  # the running and the prefetched layer, all-gathered in bf16
+        buffers = 2.0 * 2 * s.layer_params()  # the running and the prefetched layer, all-gathered in bf16
         notes.append("FSDP full shard: fp32 master 4 + grads 4 + AdamW 8 bytes per parameter / devices")
         return weights, grads, optim, buffers, notes
     if job.zero is None or job.finetuning != "full":
@@ -249,7 +253,7 @@ def _model_states(job: HFJob) -> tuple[float, float, float, float, list[str]]:
     # ZeRO-1 shards the fp32 master weights, gradients and moments (16 bytes); ZeRO-2 also the 16-bit
     # gradients (reduce-scattered in buckets). DeepSpeed's estimator keeps whole 16-bit gradients at ZeRO-2
     # too (4P + 16P/N); measured ZeRO-2 peaks (ms-swift, Qwen2.5-14B) match partitioned gradients.
-    weights = 2 * trainable
+    weights = 2.0 * trainable
     grads = 2 * trainable / (n if z >= 2 else 1)
     optim = 0.0 if job.offload_optimizer else (16 * trainable / (n if z >= 1 else 1))
     notes.append(

@@ -161,6 +161,12 @@ class MegatronJob:
         tp_comm = per_layer * (s.layers / self.pp) * self.micro_batches / TP_BANDWIDTH
         return compute + bubble + tp_comm
 
+    def groups(self) -> int:
+        """Communication domains a rank communicates in: the default group, and each parallel dimension
+        above 1 (TP, PP, DP, CP, EP)."""
+        dims = (self.tp, self.pp, self.dp, self.cp, self.ep)
+        return (self.tp * self.pp * self.dp * self.cp > 1) + sum(d > 1 for d in dims)
+
     def workload(self, *, devices_per_node: int | None = None) -> Workload:
         """This layout for the step-time model (`ascendfactory.speed.predict`)."""
         s = self.shape
@@ -238,7 +244,7 @@ class MegatronJob:
             dp=dp,
             vpp=vpp,
             mbs=mbs,
-            num_layer_list=None if (tp, pp) != (self.tp, self.pp) else self.num_layer_list,
+            num_layer_list=None if pp != self.pp else self.num_layer_list,  # layers per stage: PP's
             sequence_parallel=self.sequence_parallel and tp > 1,
         )
 
@@ -369,6 +375,11 @@ def layer_activation(
     if not s.gated_mlp:
         c_f = c_f * 2 // 3
     width = 4 if job.precision == "fp32" else 2
+    if job.engine == "embedded" and job.lora_rank:
+        # frozen RMSNorm weights: `weight * normalized` keeps only the weight for backward, not the
+        # normalized input (in the model's dtype) of each of the layer's two norms (measured:
+        # bench_memory_estimate.py, lora rows)
+        c_h -= 2 * width
     replicated = seq * b * (c_h * h + c_0) / t_sp
     attn = seq * b * (c_q * q + c_kv * kv) / t
     if s.mla is not None:  # the latents: each kept for its RMSNorm and its up-projection
@@ -530,7 +541,9 @@ def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
         v_w, v_g, v_o, v_act = vision_encoder(job)
         weights, grads, optim, acts = weights + v_w, grads + v_g, optim + v_o, acts + v_act
     if last:
-        acts += 2 * layer_input(job)  # final norm input and the output layer's input
+        # the final norm's input and the output layer's input (a frozen output layer under the embedded
+        # trainer's LoRA needs no input for a weight gradient)
+        acts += (1 if job.engine == "embedded" and job.lora_rank else 2) * layer_input(job)
     fp32_grads_freed = job.precision == "fp32" and not job.distributed_optimizer
     if job.engine == "embedded" and job.pp == 1 and job.micro_batches == 1 and fp32_grads_freed:
         # no accumulation: gradients appear as backward frees the activations (zero_grad sets them to

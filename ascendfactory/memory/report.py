@@ -4,12 +4,12 @@ The JSON shape (`MemoryEstimate.to_dict`, the `memory` section of `train --dry-r
 `estimate --json`), all figures in bytes:
 
     {"device_memory_bytes": int | null,     what one device offers (probe, key, or device table)
-     "device": str | null, "device_source": str,
+     "device": str | null, "device_source": str, "device_kind": "cuda" | "npu" | null,
      "reserve_bytes": int,                  runtime context + allocator fragmentation, kept free
      "per_device_peak_bytes": int,          the largest stage total
      "fits": bool | null,                   peak + reserve <= device memory (null: device unknown)
      "stages": [{"stage": str, "weights": int, "gradients": int, "optimizer": int,
-                 "activations": int, "logits": int, "buffers": int, "total": int}, ...],
+                 "activations": int, "logits": int, "buffers": int, "runtime": int, "total": int}, ...],
      "assumptions": [str, ...]}
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GiB = 1024**3
-COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers")
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "runtime")
 
 
 @dataclass
@@ -33,6 +33,7 @@ class StageMemory:
     activations: float = 0.0
     logits: float = 0.0
     buffers: float = 0.0
+    runtime: float = 0.0  # the device runtime's own fixed allocations (`memory.runtime`)
 
     @property
     def total(self) -> float:
@@ -58,6 +59,7 @@ class MemoryEstimate:
     device_source: str = "unknown"
     reserve: int = 0
     model: str = ""  # which memory model produced it (megatron, zero, fsdp, rl, ...)
+    device_kind: str | None = None  # cuda | npu | None
 
     @property
     def peak(self) -> float:
@@ -82,6 +84,7 @@ class MemoryEstimate:
             "device_memory_bytes": self.device_memory,
             "device": self.device,
             "device_source": self.device_source,
+            "device_kind": self.device_kind,
             "reserve_bytes": self.reserve,
             "per_device_peak_bytes": int(round(self.peak)),
             "fits": self.fits,

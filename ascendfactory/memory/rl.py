@@ -76,6 +76,11 @@ class RLJob:
         )
         return float(self.actor.step_time(peak_flops)) + 2 * moved / HOST_BANDWIDTH
 
+    def groups(self) -> int:
+        """The actor's communication domains (the rollout engine's are its own, counted in its share)."""
+        actor: Any = self.actor
+        return int(actor.groups()) if hasattr(actor, "groups") else 1
+
     def describe(self) -> str:
         offloaded = [n for n in ("param", "grad", "optimizer") if getattr(self, f"offload_{n}")]
         return str(self.actor.describe()) + (f"; rollout offloads {'+'.join(offloaded)}" if offloaded else "")

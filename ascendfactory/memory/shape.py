@@ -176,7 +176,8 @@ def shape_from_arch(arch: Any, *, config: dict[str, Any] | None = None) -> Model
     cfg = config or {}
     vision = None
     if getattr(arch, "vit_layers", None):
-        vc = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), dict) else {}
+        given = cfg.get("vision_config")
+        vc = given if isinstance(given, dict) else {}
         hidden = int(vc.get("hidden_size") or vc.get("embed_dim") or 1280)
         vision = VisionShape(
             layers=int(arch.vit_layers),

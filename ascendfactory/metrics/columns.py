@@ -419,7 +419,9 @@ def iter_columns(
     size = path.stat().st_size
     if workers is None:
         workers = min(MAX_WORKERS, _available_cpus()) if size >= PARALLEL_MIN_BYTES else 1
-    ranges = segments(path, size, segment_bytes) if workers > 1 else [(0, None)]
+    ranges: list[tuple[int, int | None]] = (
+        list(segments(path, size, segment_bytes)) if workers > 1 else [(0, None)]
+    )
     if workers <= 1 or len(ranges) == 1:
         for start, end in ranges:
             yield scan_segment(path, start, end, names, chunk_size)

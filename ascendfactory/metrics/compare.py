@@ -74,9 +74,8 @@ def compare(
     ta, tb = StepTable.from_records(a), StepTable.from_records(b)
     key_a = key_b = metric or pick_metric([k for k in ta.keys() if k in set(tb.keys())]) or ""
     if not key_a:  # two formats that name the loss differently (Megatron's `lm loss`, HF's `loss`)
-        key_a, key_b = _own_loss(ta), _own_loss(tb)
-        if not (key_a and key_b):
-            key_a = key_b = ""
+        own_a, own_b = _own_loss(ta), _own_loss(tb)
+        key_a, key_b = (own_a, own_b) if own_a and own_b else ("", "")
     sa, va = ta.series(key_a)
     sb, vb = tb.series(key_b)
     right = dict(zip(sb, vb))

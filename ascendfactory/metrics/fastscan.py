@@ -106,7 +106,7 @@ class _Clock:
 def _row_offset(parts: list[bytes | None], row: int) -> int:
     """Where row `row`'s `iteration` starts in the text that `parts` was split from."""
     gaps = sum(map(len, parts[0 : _GROUPS * row + 1 : _GROUPS]))  # type: ignore[arg-type]
-    heads = sum(map(len, filter(None, parts[1 : _GROUPS * row : _GROUPS])))  # type: ignore[arg-type]
+    heads = sum(map(len, filter(None, parts[1 : _GROUPS * row : _GROUPS])))
     rests = sum(map(len, parts[2 : _GROUPS * row : _GROUPS]))  # type: ignore[arg-type]
     return gaps + len(_WORD) * row + heads + rests
 
@@ -180,8 +180,9 @@ def scan_file(path: str | Path, parser: MegatronParser, *, chunk_size: int = SCA
                     step, tot = map(int, _DIGITS.findall(head))
                 base = bases.get(gap[:cut])
                 sec = seconds.get(gap[cut:]) if base is not None else None
-                if sec is not None:
-                    wall = base + sec  # type: ignore[operator]
+                wall: float | None
+                if sec is not None and base is not None:
+                    wall = base + sec
                 else:
                     wall = slow_wall(gap)
                     cut = clock.cut

@@ -17,9 +17,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from ascendfactory.errors import MissingDependencyError
 from ascendfactory.metrics.convergence import AUX_LOSS_KEYS, LOSS_KEYS, SCORE_KEYS, loss_keys, pick_metric
@@ -106,7 +106,8 @@ def table_for_plot(
         return StepTable.from_records(parse_file(path, format))
     table = StepTable()
     for piece in iter_columns(path, metrics or (*LOSS_KEYS[:2], *AUX_LOSS_KEYS)):
-        table.add_columns(piece.steps, piece.values)
+        # numpy columns: what add_columns reads of a sequence (len, items, tobytes) they have
+        table.add_columns(cast(Sequence[int], piece.steps), cast(Mapping[str, Sequence[float]], piece.values))
         for rec in piece.others:
             table.add(rec)
     return table
@@ -135,7 +136,7 @@ def _runs(runs: RunLike | Sequence[RunLike]) -> list[tuple[str, StepTable]]:
     elif isinstance(runs, (list, tuple)) and runs and not isinstance(runs[0], Record):
         items = list(runs)
     else:
-        items = [runs]  # one iterable of records
+        items = [cast(Iterable[Record], runs)]  # one iterable of records
     out = []
     for i, item in enumerate(items):
         if isinstance(item, (str, Path)):

@@ -15,6 +15,7 @@ import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ascendfactory.metrics.record import Record, dedupe
 
@@ -100,7 +101,8 @@ class StepTable:
                 if len(stored) < n:
                     stored.extend([_PAD] * (n - len(stored)))
                 if hasattr(col, "tobytes"):  # a float64 numpy array: its bytes are the doubles
-                    stored.frombytes(col.astype("<f8", copy=False).tobytes())
+                    column: Any = col
+                    stored.frombytes(column.astype("<f8", copy=False).tobytes())
                 else:
                     stored.extend(col)
             self.steps.extend(steps)

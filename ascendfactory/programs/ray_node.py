@@ -139,10 +139,10 @@ class Cluster:
     """What this node reads from and writes to the GCS, without joining as a driver."""
 
     def __init__(self, address: str, job_id: str) -> None:
-        from ray._raylet import GcsClient
+        from ray import _raylet  # GcsClient: Ray's own client of the GCS (ray._raylet, Ray >= 2.x)
 
         self.address = address
-        self.gcs = GcsClient(address=address)
+        self.gcs = getattr(_raylet, "GcsClient")(address=address)
         self.key = f"job/{job_id}/result".encode()
 
     def alive_nodes(self) -> list:
@@ -285,7 +285,7 @@ def as_ip(host: str) -> str:
     """`host` as an IP address: `ray start --node-ip-address` takes no host name, and clusters such as
     ModelArts give domain names (VC_WORKER_HOSTS)."""
     try:
-        return socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+        return str(socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0])
     except (OSError, IndexError):
         raise NodeError(f"cannot resolve {host!r} to an address (MASTER_ADDR): check the host name") from None
 

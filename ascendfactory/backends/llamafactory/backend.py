@@ -33,6 +33,7 @@ from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.llamafactory.read import LFRun, read
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys, client_check_args
+from ascendfactory.backends.venv import package_version
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
@@ -117,7 +118,10 @@ class LlamaFactoryBackend(Backend):
         plan = _plan_shell(ctx, run, train)
         for step in _steps(ctx, run, train, plan.files):
             plan.add(step)
-        plan.run = LFLaunch(dict(train.lf), train.world, ctx.config.af_model_name)
+        deepspeed = (
+            None if environment.missing(run.env) else package_version(run.env, "deepspeed") is not None
+        )
+        plan.run = LFLaunch(dict(train.lf), train.world, ctx.config.af_model_name, deepspeed)
         return plan
 
 
@@ -249,7 +253,8 @@ def _steps(ctx: PlanContext, run: LFRun, train: TrainConfig, files: dict[str, st
     train_yaml = os.path.join(out, TRAIN_YAML)
     py, cli = environment.python_of(env), environment.cli_of(env)
     step_env = {**_step_env(env, run.accelerator, train.nproc, ctx), **train.secret_env}
-    inputs = [train_yaml, *([os.path.join(run.data.dataset_dir, datasets.INFO)] if run.data.info else [])]
+    info = run.data.dataset_dir if run.data.info is not None else None
+    inputs = [train_yaml, *([os.path.join(info, datasets.INFO)] if info else [])]
     complete = train.complete
     check = Step(
         name="check",

@@ -99,7 +99,9 @@ Get = Callable[[str], Any]
 @dataclass(frozen=True)
 class Combo:
     key: str  # the key the problem names
-    refuses: Callable[[Get], bool]  # the framework's condition, on values with its defaults
+    # the framework's condition, called with `get` (values with its defaults); a combo made in a loop binds
+    # its loop variables as the lambda's defaults
+    refuses: Callable[..., Any]
     message: str
     fix: str
     source: str  # where the framework refuses it

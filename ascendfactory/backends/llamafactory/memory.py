@@ -43,11 +43,19 @@ class LFLaunch:
     keys: dict[str, Any]  # the train keys as written into llamafactory_train.yaml
     world: int  # the processes it runs on
     model_name: str  # af_model_name (the catalog's fallback when config.json is not here)
+    deepspeed: bool | None = None  # DeepSpeed in the LLaMA-Factory environment (None: no environment here)
 
     def value(self, key: str) -> Any:
         if key in self.keys and self.keys[key] is not None:
             return self.keys[key]
         return train_defaults(VERSION).get(key)
+
+    @property
+    def sequence(self) -> int:
+        """The tokens per sequence: `cutoff_len`, one less with packing (`neat_packing` packs too), as
+        LLaMA-Factory's DataArguments.__post_init__ sets it (0.9.5 hparams/data_args.py)."""
+        packing = bool(self.value("packing")) or bool(self.value("neat_packing"))
+        return int(self.value("cutoff_len") or 1) - (1 if packing else 0)
 
 
 def deepspeed_stage(config: Any) -> tuple[int | None, bool, bool, str | None]:
@@ -96,13 +104,28 @@ def deepspeed_config(stage: int, *, offload_optimizer: bool, offload_param: bool
     }
 
 
-def spell(knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+def spelling(deepspeed: bool | None) -> Any:
     """Knobs as LLaMA-Factory train keys: gradient checkpointing as `disable_gradient_checkpointing`, a ZeRO
-    stage and its offloads as one inline `deepspeed` config (null: no DeepSpeed)."""
+    stage and its offloads as one inline `deepspeed` config (null: no DeepSpeed); no ZeRO stage where the
+    environment is known to lack DeepSpeed (LLaMA-Factory refuses `deepspeed` then)."""
+
+    def spell(knobs: Mapping[str, Any], job: Job) -> dict[str, Any] | None:
+        hf: Any = job
+        if (
+            deepspeed is False
+            and hf.zero is not None
+            and {"zero", "offload_optimizer", "offload_param"} & set(knobs)
+        ):
+            return None
+        return _spell(knobs, hf)
+
+    return spell
+
+
+def _spell(knobs: Mapping[str, Any], hf: Any) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     sharding = {k: knobs[k] for k in ("zero", "offload_optimizer", "offload_param") if k in knobs}
     if sharding:
-        hf: Any = job
         if hf.zero is None:
             out[T + "deepspeed"] = None
         else:
@@ -134,7 +157,7 @@ def lf_job(launch: LFLaunch) -> tuple[HFJob, str | None] | None:
         devices=launch.world,
         batch=int(launch.value("per_device_train_batch_size") or 1),
         grad_accum=int(launch.value("gradient_accumulation_steps") or 1),
-        seq=int(launch.value("cutoff_len") or 1),
+        seq=launch.sequence,
         finetuning=str(launch.value("finetuning_type")),
         zero=stage,
         offload_optimizer=off_opt,
@@ -157,7 +180,9 @@ def lf_target(run: Any) -> MemoryTarget | None:
     if found is None:
         return None
     job, note = found
-    notes = (
-        "sequences at cutoff_len (an upper bound: shorter samples are padded only to the batch's longest)",
-    )
-    return MemoryTarget(job=job, spell=spell, world_size=job.devices, notes=notes + ((note,) if note else ()))
+    notes = ["sequences at cutoff_len (an upper bound: a shorter batch is padded to its longest sample)"]
+    if note:
+        notes.append(note)
+    if run.deepspeed is False:
+        notes.append("no DeepSpeed in the LLaMA-Factory environment: ZeRO stages are not offered as fixes")
+    return MemoryTarget(job=job, spell=spelling(run.deepspeed), world_size=job.devices, notes=tuple(notes))

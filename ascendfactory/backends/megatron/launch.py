@@ -85,9 +85,11 @@ class TrainArgs:
         """LoRA's modules: LoRA is on when there are any (MindSpeed-LLM's `is_enable_lora`,
         mindspeed_llm/tasks/posttrain/lora/utils.py at 2.1.0)."""
         targets = self.value("lora-target-modules")
+        if isinstance(targets, (list, tuple)):
+            return tuple(str(t) for t in targets)
         if isinstance(targets, str):
             return tuple(targets.split())
-        return tuple(str(t) for t in targets) if isinstance(targets, (list, tuple)) else ()
+        return () if targets is None or isinstance(targets, bool) else (str(targets),)  # one value on argv
 
     @property
     def lora_rank(self) -> int:

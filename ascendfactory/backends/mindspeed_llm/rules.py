@@ -85,7 +85,8 @@ class Flags:
 @dataclass(frozen=True)
 class Rule:
     key: str  # the flag the problem names (the one set to break the rule)
-    broken: Callable[[Flags], bool]
+    # called with the Flags; a rule made in a loop binds its loop variables as the lambda's defaults
+    broken: Callable[..., Any]
     message: str  # the framework's refusal, in our words; names the other flags involved
     fix: str
     # the framework code that refuses it ({megatron} is filled per version), or one text per version

@@ -126,7 +126,7 @@ def checkout_version(directory: str) -> tuple[Release, str, str | None]:
         fitting = [r for r in RELEASES.values() if r.megatron_minor == minor]
         if not fitting:
             nearest = min(RELEASES.values(), key=lambda r: abs(r.megatron_minor - minor))
-            note = (
+            note: str | None = (
                 f"{directory}/megatron is Megatron-LM core 0.{minor}, which no planned MindSpeed-LLM version "
                 f"runs on: planned as {nearest.version} (Megatron-LM {nearest.megatron})"
             )

@@ -252,6 +252,8 @@ def read_config(
     for p in number_problems:
         if BC + p.key not in named:  # a value already reported (its kind) is not reported twice
             r.problem(p.key, p.message, p.fix)
+    if derived is None:  # the numbers cannot be computed: their problems are named above
+        raise ConfigError(r.problems)
     cfg = MindSpeedRLConfig(
         keys=ks,
         version_reason=reason,
@@ -265,7 +267,7 @@ def read_config(
         model_generated=model_generated,
         **views,
     )
-    if derived is not None and not number_problems:
+    if not number_problems:
         for p in rules.check(cfg, bc, cluster=cluster_checks):
             r.problem(p.key, p.message, p.fix)
         r.warnings += [f"{BC}{w.key}: {w.message}" for w in preflight.warnings(cfg, cluster=cluster_checks)]

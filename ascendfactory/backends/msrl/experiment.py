@@ -150,7 +150,8 @@ def ordered(sections: dict[str, Any]) -> dict[str, Any]:
 
 def build_views(ks: KeySet, sections: Mapping[str, Any], model_name: str | None) -> dict[str, Any]:
     """The config objects MindSpeed-RL builds from the yaml (as dicts): actor/ref/reward, rl, generate."""
-    models = sections.get("model") if isinstance(sections.get("model"), Mapping) else {}
+    given = sections.get("model")
+    models: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     mt = normed(sections.get("megatron_training"))
 
     def megatron(own: str) -> dict[str, Any]:

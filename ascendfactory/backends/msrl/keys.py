@@ -197,7 +197,11 @@ def _verifiers(source: str) -> tuple[tuple[str, ...], str]:
                 and t.id == "rule_verifier_function"
                 and isinstance(node.value, ast.Dict)
             ):
-                names = tuple(k.value for k in node.value.keys if isinstance(k, ast.Constant))
+                names = tuple(
+                    str(k.value)
+                    for k in node.value.keys
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                )
             if (
                 isinstance(t, ast.Subscript)
                 and isinstance(t.value, ast.Name)

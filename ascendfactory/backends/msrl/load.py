@@ -61,7 +61,7 @@ def decide_load(
         return Load(
             saved,
             {f: False for f in LOAD_FLAGS},
-            f"train_auto_resume: newest complete checkpoint {iteration_name(int(state.tracker))} in "
+            f"train_auto_resume: newest complete checkpoint {iteration_name(int(str(state.tracker)))} in "
             "saved_checkpoints (optimizer and RNG too)",
             ref_path=original if cfg.ckpt_load_type != 0 else None,
             convert=not (explicit or user) and cfg.ckpt_load_type != 0,

@@ -394,16 +394,18 @@ def _r19(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
         )
 
 
+def _batch(value: Any, default: int) -> int:
+    """A batch size as written (a whole number), else the actor's `default`: never None in the arithmetic."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def _r20(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
     d = cfg.derived
     n = d.n_samples
     filtered = bool(cfg.rl.get("filter_groups_enable"))
-    fgbs = cfg.rl.get("filter_groups_train_batch_size") if filtered else None
-    base = fgbs if isinstance(fgbs, int) else d.gbs
-    rw = (
-        cfg.reward.get("global_batch_size") if isinstance(cfg.reward.get("global_batch_size"), int) else d.gbs
-    )
-    rf = cfg.ref.get("global_batch_size") if isinstance(cfg.ref.get("global_batch_size"), int) else d.gbs
+    base = _batch(cfg.rl.get("filter_groups_train_batch_size") if filtered else None, d.gbs)
+    rw = _batch(cfg.reward.get("global_batch_size"), d.gbs)
+    rf = _batch(cfg.ref.get("global_batch_size"), d.gbs)
     new = cfg.keys.at_least("2.2.0")  # 2.1.0 checks Advantages and Actor Update against the reward's batch
     checks = [
         ("Actor Infer", base, "actor_logprob", "actor_logprob_dispatch_size"),

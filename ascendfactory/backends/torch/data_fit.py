@@ -23,25 +23,27 @@ KEY = "backend_config.training.seq-length"
 NOT_SFT_HANDLERS = ("R1AlpacaStyleInstructionHandler", "Math17kAlpacaStyleInstructionHandler")
 
 
-def _applies(run: MegatronRun) -> int | None:
-    """The seq-length to check against, or None when the check does not apply."""
-    seq = run.training.get("seq-length")
-    if not run.data_is_instruction or not isinstance(run.data_path, str) or not isinstance(seq, int):
+def _applies(run: MegatronRun) -> tuple[int, str] | None:
+    """(the seq-length the trainer will parse, the data prefix) to check, or None when the check does not
+    apply."""
+    seq = run.launch.seq_length if run.launch else None
+    if not run.data_is_instruction or not isinstance(run.data_path, str) or seq is None:
         return None
     if run.handler in NOT_SFT_HANDLERS or seq < 1:
         return None
-    return seq
+    return seq, run.data_path
 
 
 def add_data_fit(ctx: PlanContext, run: MegatronRun, plan: Plan) -> None:
     """A plan-time count (data given) or a `data-fit` CHECK step after `preprocess`; ConfigError: refused."""
-    seq = _applies(run)
-    if seq is None:
+    found = _applies(run)
+    if found is None:
         return
+    seq, data_path = found
     enforce = ctx.config.check_data_fit
     pre = plan.step("preprocess")
     if pre is not None and not pre.skipped:
-        argv = [ctx.python, "-m", "ascendfactory.engine.data.fit", "--data-path", run.data_path]
+        argv = [ctx.python, "-m", "ascendfactory.engine.data.fit", "--data-path", data_path]
         argv += ["--seq-length", str(seq), "--on-unfit", "fail" if enforce else "warn", "--key", KEY]
         argv += [f"--{k}" if k == "stops-on-nan" else f"--{k}={v}" for k, v in _context(run).items() if v]
         check = Step(
@@ -60,11 +62,13 @@ def add_data_fit(ctx: PlanContext, run: MegatronRun, plan: Plan) -> None:
 def _context(run: MegatronRun) -> dict[str, int]:
     """What the data-fit program is told besides the data: the model's positions (its suggestion stays
     within them) and, with the trainer's NaN check on, the run's micro-batches (the odds of a NaN stop)."""
-    t = run.training
-    max_pos = t.get("max-position-embeddings") or run.arch.max_pos
-    out = {"max-positions": max_pos if isinstance(max_pos, int) else 0}
-    mbs, gbs, iters = t.get("micro-batch-size") or 1, t.get("global-batch-size"), t.get("train-iters")
-    if not t.get("no-check-for-nan-in-loss-and-grad") and all(isinstance(v, int) for v in (mbs, gbs, iters)):
+    args = run.launch
+    if args is None:
+        return {"max-positions": run.arch.max_pos}
+    max_pos = args.number("max-position-embeddings") or run.arch.max_pos
+    out = {"max-positions": max_pos}
+    mbs, gbs, iters = args.micro_batch_size, args.global_batch_size(run.dp), args.number("train-iters")
+    if not args.on("no-check-for-nan-in-loss-and-grad") and iters:
         out.update({"micro-batch-size": mbs, "micro-batches": iters * gbs // mbs, "stops-on-nan": 1})
     return out
 

@@ -40,6 +40,7 @@ from ascendfactory.checkpoints.verl import TRACKER
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper
 from ascendfactory.errors import BackendNotRunnableError, Problem
+from ascendfactory.monitors import TensorboardConfig
 from ascendfactory.output_tree import OutputTree
 from ascendfactory.plan import (
     CheckpointSpec,
@@ -113,7 +114,7 @@ class VerlBackend(Backend):
     order = 3
     tracker_keys = VERL_TRACKERS
     # No `stage` here: a template's algorithm keys say what it is (stage, when given, must agree).
-    run_options: dict[str, Any] = {  # noqa: RUF012 - registry data, read only
+    run_options: ClassVar[dict[str, Any]] = {
         "ckpt_load_type": 1,
         "train_auto_resume": "true",
         "save_total_limit": 0,
@@ -583,7 +584,7 @@ def _step_env(
     accelerator: str,
     out: str,
     node_rank: int,
-    tensorboard: Mapping[str, Any] | None,
+    tensorboard: TensorboardConfig | None,
     environ: Mapping[str, str],
 ) -> dict[str, str]:
     """verl's environment first on PATH; Hydra's full tracebacks in the log; CANN's operator logs under
@@ -595,6 +596,6 @@ def _step_env(
     if accelerator == "npu":
         step["ASCEND_PROCESS_LOG_PATH"] = os.path.join(out, "plog", f"rank{node_rank}")
     if tensorboard:
-        where = tensorboard.get("tensorboard_dir") or environ.get("MA_SUMMARY_LOG_DIR")
+        where = tensorboard.tensorboard_dir or environ.get("MA_SUMMARY_LOG_DIR")
         step["TENSORBOARD_DIR"] = os.path.abspath(where) if where else OutputTree(out).tensorboard_dir
     return step

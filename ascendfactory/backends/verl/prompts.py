@@ -265,7 +265,8 @@ def check(
     facts: dict[str, Any] = {}
     problems: list[Problem] = []
     warnings: list[str] = []
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    given = config.get("data")
+    data: dict[str, Any] = given if isinstance(given, dict) else {}
     max_len = data.get("max_prompt_length")
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
         return facts, problems, warnings  # the types rule reports it

@@ -15,6 +15,7 @@ config (the backend names it under backend_config); `view` is the composed confi
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -82,7 +83,7 @@ class View:
         value = get_path(self.config, key.split("."))
         return default if value is MISSING else value
 
-    def int(self, key: str) -> int | None:
+    def int(self, key: str) -> builtins.int | None:
         """The value when it is a whole number (bools excluded), else None (the type rule reports it)."""
         value = self.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -107,7 +108,7 @@ class View:
         return config.get("architectures") if isinstance(config, dict) else MISSING
 
     @property
-    def n_gpus(self) -> int | None:
+    def n_gpus(self) -> builtins.int | None:
         nodes, per = self.int("trainer.nnodes"), self.int("trainer.n_gpus_per_node")
         return nodes * per if nodes and per else None
 
@@ -145,7 +146,7 @@ class View:
             return f"critic.enable is {self.get('critic.enable')}"
         return f"algorithm.adv_estimator is {self.get('algorithm.adv_estimator')!r} (gae needs a critic)"
 
-    def actor_dp(self) -> int | None:
+    def actor_dp(self) -> builtins.int | None:
         """The actor's data-parallel size on workers (FSDP: devices / Ulysses SP; Megatron: / TP·PP·CP)."""
         n = self.n_gpus
         if n is None:
@@ -157,12 +158,12 @@ class View:
             ]
             if None in parts:
                 return None
-            size = math.prod(parts)  # type: ignore[arg-type]
+            size = math.prod(p for p in parts if p is not None)
             return n // size if size and n % size == 0 else None
         sp = self.actor_sp()
         return n // sp if sp and n % sp == 0 else None
 
-    def actor_sp(self) -> int | None:
+    def actor_sp(self) -> builtins.int | None:
         legacy, engine = (
             self.int(A + "ulysses_sequence_parallel_size"),
             self.int(A + "fsdp_config.ulysses_sequence_parallel_size"),

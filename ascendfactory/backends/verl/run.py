@@ -32,6 +32,7 @@ from ascendfactory.backends.verl import schema as sc
 from ascendfactory.backends.verl.config import OPTIONS, VerlOptions
 from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import Problem
+from ascendfactory.monitors import TensorboardConfig
 from ascendfactory.output_tree import OutputTree
 
 HYDRA_OVERRIDES = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout")
@@ -109,7 +110,7 @@ def read(
     ckpt_load_type: int,
     user_converted_ckpt_path: str | None,
     save_total_limit: int,
-    tensorboard: Mapping[str, Any] | None,
+    tensorboard: TensorboardConfig | None,
     cwd: str,
 ) -> VerlRun:
     """The run's overrides in their three kinds (the module docstring), and every problem found."""
@@ -337,7 +338,7 @@ def _defaults(
     stage: str | None,
     af_model_name: str,
     exp_name: str,
-    tensorboard: Mapping[str, Any] | None,
+    tensorboard: TensorboardConfig | None,
     problems: list[Problem],
 ) -> list[Override]:
     """The defaults a user may change: project and experiment names, the loggers (console always, the

@@ -98,7 +98,7 @@ def test_missing_choice_bound_and_validator_fix():
         (
             "leaf.learning-rate",
             "Input should be greater than 0 (got 0)",
-            "set leaf.learning-rate: 0.0 exclusive: a larger value",
+            "set leaf.learning-rate above 0.0",
         ),
         ("leaf.steps", "must be even (got 3)", "set leaf.steps: 2"),
         ("count", "Input should be greater than or equal to 0 (got -1)", "set count: 0 or more (0 = none)"),

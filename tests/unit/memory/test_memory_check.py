@@ -17,6 +17,7 @@ from ascendfactory.memory import devices
 from ascendfactory.memory.check import MemoryPolicy, check_memory
 from ascendfactory.memory.fixes import suggest_layouts
 from ascendfactory.memory.megatron import MegatronJob
+from ascendfactory.memory.report import COMPONENTS
 from ascendfactory.parallel import LayoutInput, validate_layout
 
 REAL_PROBE = devices.probe_devices  # the autouse fixture below stubs it (no GPU tool answers in tests)
@@ -56,7 +57,7 @@ def test_every_backend_template_gets_a_memory_section(tmp_path, backend):
         assert set(memory) >= {"device_memory_bytes", "per_device_peak_bytes", "stages", "assumptions"}
         assert memory["per_device_peak_bytes"] > 10**9, (backend, exp)  # a 7B model or larger: GBs
         for stage in memory["stages"]:
-            parts = ("weights", "gradients", "optimizer", "activations", "logits", "buffers")
+            parts = COMPONENTS
             assert stage["total"] == pytest.approx(sum(stage[c] for c in parts), abs=8)
 
 
@@ -85,10 +86,11 @@ def test_fixes_are_in_cost_order_each_fits_and_has_its_estimate(tmp_path):
 
     _, target = _plan(tmp_path, "torch", "full-4k", "qwen2.5-7b")
     peak = target.job.estimate().peak
-    fixes = cheapest_fixes(target, None, int(peak * 0.9))
+    fixes = cheapest_fixes(target, devices.DeviceMemory(None, None, "test"), int(peak * 0.9))
     assert fixes and all(f.estimate.peak <= peak * 0.9 for f in fixes)
     assert "backend_config.training.recompute-granularity" in fixes[0].settings
-    assert cheapest_fixes(target, None, None) == []  # device memory unknown: nothing can be said to fit
+    unknown = devices.DeviceMemory(None, None, "test")
+    assert cheapest_fixes(target, unknown, None) == []  # device memory unknown: nothing can be said to fit
 
 
 def test_the_advisor_suggests_layouts_that_pass_the_rules_and_fit(tmp_path):

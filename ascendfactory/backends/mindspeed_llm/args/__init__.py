@@ -186,7 +186,7 @@ def value_problems(
     for key, value in options.items():
         spec = table.get(key)
         why = value_problem(value, spec) if spec else None
-        if why:
+        if why and spec:
             fix = (
                 "use one of: " + ", ".join(spec.choices)
                 if "choices" in why

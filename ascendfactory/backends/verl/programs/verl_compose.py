@@ -160,7 +160,8 @@ class Composer:
                 loader = GlobalHydra.instance().config_loader()
                 self.repos[config_name] = loader._parse_overrides_and_create_caching_repo(config_name, [])[1]
             repo = self.repos[config_name]
-            groups, values = [], []
+            groups: list = []
+            values: list = []
             for o in parsed:  # the test of hydra._internal.defaults_list.Overrides.__init__
                 is_value = isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)
                 (values if is_value else groups).append(o)

@@ -580,6 +580,16 @@ def test_a_bad_option_value_is_named_with_a_fix(tmp_path, machine, options, key,
     assert (p.message, p.fix) == (message, fix)
 
 
+def test_a_tensorboard_section_names_the_train_steps_event_directory(tmp_path, machine):
+    """`tensorboard:` (a TensorboardConfig) reaches the train step's TENSORBOARD_DIR (it was read as a
+    mapping and raised AttributeError; found by the type checker)."""
+    events = tmp_path / "events"
+    path = experiment(tmp_path, grpo(tmp_path), stage="grpo")
+    plan = plan_for(path, f"--tensorboard.tensorboard_dir={events}")
+    assert plan.step("train").env["TENSORBOARD_DIR"] == str(events)
+    assert "trainer.logger=[console,tensorboard]" in overrides_of(plan)
+
+
 # -- Ascend NPUs (issue 37) ---------------------------------------------------------------------------------
 def test_a_machine_without_a_device_plans_for_the_trainer_device_the_experiment_gives(tmp_path, machine):
     """A dry run on a laptop prepares an NPU job: trainer.device npu, Ray's NPU resource, npu log names."""
