@@ -544,6 +544,13 @@ def _stage(job: MegatronJob, rank: int, layers: int) -> StageMemory:
         # the final norm's input and the output layer's input (a frozen output layer under the embedded
         # trainer's LoRA needs no input for a weight gradient)
         acts += (1 if job.engine == "embedded" and job.lora_rank else 2) * layer_input(job)
+    if job.engine == "embedded" and job.pp > 1 and rank == 0 and job.micro_batches > 1 and not job.lora_rank:
+        # the embedding's backward makes a fresh dense gradient (vocab x hidden) and adds it into the
+        # accumulated one while the other passes in flight are still held: a peak of its own when that
+        # gradient outweighs one pass (measured: bench_memory_estimate.py --shape vocab pp2, rank 0)
+        width = 4 if job.precision == "fp32" else 2
+        fresh = width * job.shape.padded_vocab(job.tp, job.vocab_divisible_by) * job.shape.hidden / job.tp
+        acts = max(acts, kept * (in_flight(job, rank) - 1) + fresh)
     fp32_grads_freed = job.precision == "fp32" and not job.distributed_optimizer
     if (
         job.engine == "embedded"
