@@ -180,7 +180,9 @@ _SERVERS: dict[tuple[str, ...], _Server] = {}
 def _server(python: str, environ: dict[str, str], *, warm: bool = False) -> _Server:
     key = (python, *(environ.get(v, "") for v in _START_VARIABLES))
     server = _SERVERS.get(key)
-    if server is None or server.proc is None:
+    # a program that ended since its last answer (stopped with a process tree the runner ended, say) is
+    # replaced: keeping it would answer every later request of this process from the key lists
+    if server is None or server.proc is None or server.proc.poll() is not None:
         server = _SERVERS[key] = _Server(python, environ, warm=warm)
     return server
 

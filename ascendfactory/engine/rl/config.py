@@ -411,6 +411,17 @@ def _check_rl(rl, gen, sampling, args, bad) -> None:
         bad("generate_config.sampling_config.temperature", f"must be >= 0, got {temperature!r}")
     if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
         bad("generate_config.sampling_config.top_p", f"must be in (0, 1], got {top_p!r}")
+    top_k, min_p, seed = sampling["top_k"], sampling["min_p"], sampling["seed"]
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < -1):
+        bad(
+            "generate_config.sampling_config.top_k",
+            f"must be an integer >= -1, got {top_k!r}",
+            "-1 turns it off",
+        )
+    if not isinstance(min_p, (int, float)) or isinstance(min_p, bool) or not 0 <= min_p <= 1:
+        bad("generate_config.sampling_config.min_p", f"must be in [0, 1], got {min_p!r}", "0 turns it off")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        bad("generate_config.sampling_config.seed", f"must be an integer, got {seed!r}", "or leave it out")
     if args is None:
         return
     if args.pipeline_model_parallel_size != 1:

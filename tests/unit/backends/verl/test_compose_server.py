@@ -60,6 +60,19 @@ def test_a_program_that_dies_answers_none_and_the_next_request_starts_another(pr
     assert again is not server and again.ask({"overrides": ["c=3"]})["echo"] == ["c=3"]
 
 
+def test_a_program_killed_between_requests_is_replaced(program):
+    """Ended from outside (a process tree stopped by the runner): the next request starts another, not the
+    key lists' fallback for the rest of the process."""
+    environ = dict(os.environ)
+    server = composer._server(sys.executable, environ)
+    assert server.ask({"overrides": ["a=1"]})["echo"] == ["a=1"]
+    assert server.proc is not None
+    server.proc.kill()
+    server.proc.wait()
+    again = composer._server(sys.executable, environ)
+    assert again is not server and again.ask({"overrides": ["d=4"]})["echo"] == ["d=4"]
+
+
 def test_a_silent_program_is_stopped_at_the_timeout(program, monkeypatch):
     monkeypatch.setattr(composer, "TIMEOUT_S", 0.5)
     server = composer._server(sys.executable, dict(os.environ))

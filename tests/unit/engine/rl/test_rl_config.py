@@ -128,6 +128,21 @@ def test_a_valid_config_reads_with_mindspeed_rl_semantics():
         ({"critic_config": {}}, "critic_config", "not a section"),
         ({"profiler_config": {"integrated": {"profile": True}}}, "profiler_config.profile", "profiling"),
         ({"megatron_training__model": "other"}, "megatron_training.model", "'other'"),
+        (
+            {"generate_config__sampling_config": {"top_k": "a b"}},
+            "generate_config.sampling_config.top_k",
+            "integer >= -1",
+        ),
+        (
+            {"generate_config__sampling_config": {"min_p": 2}},
+            "generate_config.sampling_config.min_p",
+            "[0, 1]",
+        ),
+        (
+            {"generate_config__sampling_config": {"seed": 1.5}},
+            "generate_config.sampling_config.seed",
+            "integer",
+        ),
     ],
 )
 def test_refused_by_name(changes, key, text):
