@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ascendfactory.engine.train.mixed_precision import SIXTEEN_BIT, step_device
+from ascendfactory.engine.train.mixed_precision import SIXTEEN_BIT, add_to_buffer_hook, step_device
 from ascendfactory.engine.train.model import local_tensor
 from ascendfactory.engine.train.step import adamw
 from ascendfactory.errors import ConfigError, Problem
@@ -116,14 +116,7 @@ class DistributedOptimizer:
         return adamw(param_groups, args, device)
 
     def _hook(self, a: int, b: int) -> Any:
-        def add_to_buffer(p: torch.Tensor) -> None:
-            grad = p.grad
-            if hasattr(grad, "placements") and tuple(grad.placements) != tuple(p.placements):
-                grad = grad.redistribute(p.device_mesh, p.placements)  # the TP embedding's replicated grad
-            self.grad_buffer[a:b].add_(local_tensor(grad).reshape(-1))
-            p.grad = None
-
-        return add_to_buffer
+        return add_to_buffer_hook(self, a, b)
 
     # ------------------------------------------------------------ the optimizer interface the loop uses
     @property

@@ -113,14 +113,7 @@ class MixedPrecisionOptimizer:
             p.register_post_accumulate_grad_hook(self._hook(a, b))
 
     def _hook(self, a: int, b: int) -> Any:
-        def add_to_main_grad(p: torch.Tensor) -> None:
-            grad = p.grad
-            if hasattr(grad, "placements") and tuple(grad.placements) != tuple(p.placements):
-                grad = grad.redistribute(p.device_mesh, p.placements)  # the TP embedding's replicated grad
-            self.grad_buffer[a:b].add_(local_tensor(grad).reshape(-1))
-            p.grad = None
-
-        return add_to_main_grad
+        return add_to_buffer_hook(self, a, b)
 
     # ------------------------------------------------------------ the optimizer interface the loop uses
     @property
@@ -237,3 +230,17 @@ class MixedPrecisionOptimizer:
 def step_device(t: torch.Tensor) -> torch.device:
     """Where AdamW keeps `step`: on the parameter's device for the fused kernel (CPU, CUDA), else the CPU."""
     return t.device if t.device.type in ("cpu", "cuda") else torch.device("cpu")
+
+
+def add_to_buffer_hook(owner: Any, a: int, b: int) -> Any:
+    """A post-accumulate hook adding a parameter's fresh gradient into `owner.grad_buffer[a:b]` (fp32) and
+    freeing it; shared by the replicated and the distributed optimizer."""
+
+    def add_to_buffer(p: torch.Tensor) -> None:
+        grad = p.grad
+        if hasattr(grad, "placements") and tuple(grad.placements) != tuple(p.placements):
+            grad = grad.redistribute(p.device_mesh, p.placements)  # the TP embedding's replicated grad
+        owner.grad_buffer[a:b].add_(local_tensor(grad).reshape(-1))
+        p.grad = None
+
+    return add_to_buffer
