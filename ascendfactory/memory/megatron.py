@@ -76,6 +76,9 @@ class MegatronJob:
     label: str = ""
     train_iters: int | None = None  # the run's iterations (the time model's wall time of the whole run)
     overlap_grad_reduce: bool = False  # --overlap-grad-reduce: the DP all-reduce hidden in the backward
+    # the embedded trainer runs on the host's CPU (no accelerator named or found: `memory.runtime.estimate_on`
+    # sets it), where PyTorch's SDPA takes its math path for MLA (`mla_host_attention`)
+    host: bool = False
 
     @property
     def micro_batches(self) -> int:
@@ -381,20 +384,65 @@ def layer_activation(
         # bench_memory_estimate.py, lora rows)
         c_h -= 2 * width
     replicated = seq * b * (c_h * h + c_0) / t_sp
+    selective = job.recompute == "selective" if recompute_core is None else recompute_core
+    if (
+        s.mla is not None
+        and job.engine == "embedded"
+        and job.host
+        and s.mla.qk_nope + s.mla.qk_rope != s.mla.v_head
+    ):
+        per_token, core = mla_host_attention(job)
+        attn = seq * b * per_token / t
+        core = 0.0 if selective else core * seq * seq * b / t
+        return replicated + attn + _mlp_activation(job, seq, c_f, moe) + core
     attn = seq * b * (c_q * q + c_kv * kv) / t
     if s.mla is not None:  # the latents: each kept for its RMSNorm and its up-projection
         attn += 2 * width * seq * b * ((s.mla.q_lora or 0) + s.mla.kv_lora + s.mla.qk_rope)
-    if moe:
-        mlp = moe_activation(job, seq) + c_f * seq * b * s.shared_ffn / t  # + the shared experts' MLP
-    else:
-        mlp = c_f * seq * b * s.ffn / t
+    mlp = _mlp_activation(job, seq, c_f, moe)
     core = 0.0
-    selective = job.recompute == "selective" if recompute_core is None else recompute_core
     if not job.flash_attention and not selective:
         core = (width + (3 if job.attention_dropout else 0)) * a * seq * seq * b / t
     elif job.flash_attention:
         core = c_a * seq * b * a / t  # fp32 log-sum-exp
     return replicated + attn + mlp + core
+
+
+def _mlp_activation(job: MegatronJob, seq: float, c_f: int, moe: bool) -> float:
+    """The layer's MLP: a MoE layer's routed experts and its shared experts' MLP, or the dense MLP."""
+    s, t, b = job.shape, job.tp, job.mbs
+    if moe:
+        return moe_activation(job, seq) + c_f * seq * b * s.shared_ffn / t  # + the shared experts' MLP
+    return c_f * seq * b * s.ffn / t
+
+
+def mla_host_attention(job: MegatronJob) -> tuple[float, float]:
+    """(bytes per token, bytes per head and token pair) HF's DeepSeek-V2 attention (transformers'
+    `modeling_deepseek_v2.py`, run by the embedded trainer) keeps for backward on the host's CPU.
+
+    Its queries and keys have qk_nope + qk_rope dims and its values v_head: PyTorch's fused CPU attention
+    takes only equal head dims (`aten/src/ATen/native/transformers/sdp_utils_cpp.cpp`,
+    `check_head_dim_size_cpp`), so SDPA runs its math path, which keeps the fp32 softmax probabilities
+    (4 bytes per head and token pair) and its scaled fp32 copies of q and k. The rotary embedding goes
+    through complex fp32, so q, k and v are fp32 in a bf16 model as well. Per token (a heads, d = qk_nope +
+    qk_rope, r / r_q the kv / q latent, p = qk_rope), counted with autograd's saved-tensor hooks
+    (`tests/unit/memory/test_embedded_mla_bytes.py`): scaled q and k 8ad; fp32 weights: v inside the kv
+    up-projection's output 4a(qk_nope + v_head) with one sample per micro-batch (4a v_head, a copy, with
+    more), the output projection's input 4a v_head, each latent's
+    projection output (4(r + p), 4 r_q), its normalized copy and its up-projection's input (8r, 8 r_q);
+    16-bit weights: v 4a v_head (an fp32 copy), the output projection's input 2a v_head, each latent's fp32 RMSNorm input
+    and two 16-bit copies (8r, 8 r_q); 4 bytes of RMSNorm rsqrt per latent."""
+    s = job.shape
+    assert s.mla is not None
+    m, a = s.mla, s.heads
+    d, r, rq = m.qk_nope + m.qk_rope, m.kv_lora, m.q_lora or 0
+    per_token = 8.0 * a * d + 4 * (1 + (rq > 0))
+    if job.precision == "fp32":
+        # v: a view of the kv up-projection's output when one sample fills the batch, else a copy
+        v = 4 * a * (m.v_head + (m.qk_nope if job.mbs == 1 else 0))
+        per_token += v + 4 * a * m.v_head + 4 * (r + m.qk_rope) + 8 * r + 12 * rq
+    else:
+        per_token += 6 * a * m.v_head + 8 * r + 8 * rq
+    return per_token, 4.0 * a
 
 
 def routed_tokens(job: MegatronJob, tokens: float) -> float:
