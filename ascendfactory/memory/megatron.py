@@ -425,12 +425,12 @@ def mla_host_attention(job: MegatronJob) -> tuple[float, float]:
     (4 bytes per head and token pair) and its scaled fp32 copies of q and k. The rotary embedding goes
     through complex fp32, so q, k and v are fp32 in a bf16 model as well. Per token (a heads, d = qk_nope +
     qk_rope, r / r_q the kv / q latent, p = qk_rope), counted with autograd's saved-tensor hooks
-    (`tests/unit/memory/test_embedded_mla_bytes.py`): scaled q and k 8ad; fp32 weights: v inside the kv
-    up-projection's output 4a(qk_nope + v_head) with one sample per micro-batch (4a v_head, a copy, with
-    more), the output projection's input 4a v_head, each latent's
-    projection output (4(r + p), 4 r_q), its normalized copy and its up-projection's input (8r, 8 r_q);
-    16-bit weights: v 4a v_head (an fp32 copy), the output projection's input 2a v_head, each latent's fp32 RMSNorm input
-    and two 16-bit copies (8r, 8 r_q); 4 bytes of RMSNorm rsqrt per latent."""
+    (`tests/unit/memory/test_embedded_mla_bytes.py`): scaled q and k 8ad; with fp32 weights v 4a v_head
+    (a copy; one sample per micro-batch keeps instead the kv up-projection's whole output, 4a(qk_nope +
+    v_head)), the output projection's input 4a v_head, each latent's projection output (4(r + p), 4 r_q),
+    its normalized copy and its up-projection's input (8r, 8 r_q); with 16-bit weights v 4a v_head (an fp32
+    copy), the output projection's input 2a v_head, each latent's fp32 RMSNorm input and two 16-bit copies
+    (8r, 8 r_q); 4 bytes of RMSNorm rsqrt per latent."""
     s = job.shape
     assert s.mla is not None
     m, a = s.mla, s.heads
