@@ -396,6 +396,11 @@ def layer_activation(
         core = 0.0 if selective else core * seq * seq * b / t
         return replicated + attn + _mlp_activation(job, seq, c_f, moe) + core
     attn = seq * b * (c_q * q + c_kv * kv) / t
+    if s.qk_norm and s.mla is None and job.engine == "embedded":
+        # HF Qwen3's q_norm / k_norm: each keeps its input in fp32 (the projection's output itself in an fp32
+        # model, an fp32 copy in a 16-bit one), the normalized q / k in the model's dtype and an fp32 rsqrt
+        # per head and token (counted with saved-tensor hooks: tests/unit/memory/test_embedded_layer_bytes.py)
+        attn += seq * b * ((4 + width) * (q + kv) + 4 * (a + s.kv_heads)) / t
     if s.mla is not None:  # the latents: each kept for its RMSNorm and its up-projection
         attn += 2 * width * seq * b * ((s.mla.q_lora or 0) + s.mla.kv_lora + s.mla.qk_rope)
     mlp = _mlp_activation(job, seq, c_f, moe)
