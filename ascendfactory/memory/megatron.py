@@ -475,11 +475,15 @@ def moe_activation(job: MegatronJob, seq: float) -> float:
         # hooks on CPU (tests/unit/memory/test_embedded_moe_bytes.py): per token the fp32 router logits and
         # one element; per routed copy (it routes the whole sequence, TP gathered) the permuted token, the
         # expert input and the combine's weighted output (3h), gate, up, SiLU and product (4 f_moe / t) and
-        # 32 bytes of indices and probabilities
+        # 32 bytes of indices and probabilities. With EP and more than one expert per rank the received
+        # copies are regrouped by local expert and back (`moe/dispatch.py`): `index_copy` keeps its source
+        # for backward (PyTorch's derivatives.yaml: `expand_as(source)`), so the regrouped expert output and
+        # the combine all-to-all's output are both held: one more h-wide copy and its 8-byte index
+        # (measured: benchmarks/bench_memory_estimate.py, qwen3moe ep2 rows)
         tokens = seq * b
-        return tokens * (4 * s.experts + width) + routed_tokens(job, tokens) * (
-            width * (3 * s.hidden + 4 * s.moe_ffn / t) + 32
-        )
+        regroup = job.ep > 1 and s.experts // job.ep > 1 and not job.pad_to_capacity
+        per_copy = width * ((3 + regroup) * s.hidden + 4 * s.moe_ffn / t) + 32 + 8 * regroup
+        return tokens * (4 * s.experts + width) + routed_tokens(job, tokens) * per_copy
     router = 4 * seq * b * s.experts / t_sp
     copies = routed_tokens(job, seq * b)
     dispatch = width * copies * s.hidden
