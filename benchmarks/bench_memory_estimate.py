@@ -1,7 +1,7 @@
 """How close the pre-launch memory estimate comes to measured peaks, what it says of every shipped
 template, and what it costs. Every part prints a table.
 
-    python benchmarks/bench_memory_estimate.py measured [--shape base,demo,vocab] [--quick] [--keep DIR]
+    python benchmarks/bench_memory_estimate.py measured [--shape base,demo,vocab,qwen3moe,dsv2lite] [--quick]
     python benchmarks/bench_memory_estimate.py measured --device cuda [--keep DIR]   # on a GPU machine
     python benchmarks/bench_memory_estimate.py templates                             # verdicts per device
     python benchmarks/bench_memory_estimate.py published                             # published peaks, peers
@@ -14,7 +14,11 @@ template, and what it costs. Every part prints a table.
    Shapes: `base` (hidden 256, ffn 704, 8/2 heads, 4 layers, vocab 4096, untied: the 27 layouts the
    estimate was first validated on), `demo` (the demo model: hidden 64, ffn 176, 2 layers, vocab 960) with
    its tied, bf16 variant (the GPU rehearsal's model), `vocab` (hidden 128, 4 layers, vocab 32000: the logits
-   dominate). `--device cuda`: the quickstart on one GPU and the Qwen2-0.5B-shaped layouts of the first GPU
+   dominate), and the mixture-of-experts quickstarts' tiny models, `qwen3moe` (Qwen3-MoE: 4 experts, top 2,
+   q/k norm) and `dsv2lite` (DeepSeek-V2-Lite: MLA, shared experts, a dense first layer), built offline
+   with `engine.demo` and planned from their quickstart files, at EP 1 and 2, MBS 4 x 128 and 8 x 256, and
+   the dense grid's layouts that apply (bf16, recompute, PP 2, DP 2 at EP 1, TP 2 with SP for Qwen3-MoE).
+   `--device cuda`: the quickstart on one GPU and the Qwen2-0.5B-shaped layouts of the first GPU
    run (bf16, seq 1024/4096, MBS 1/4, recompute none/selective/full); the estimate then includes the CUDA
    runtime's workspaces (`memory/runtime.py`). Goal: median |error| <= 3%, largest <= 10%.
 2. `templates`: every shipped template (`config` for each backend, experiment and model) planned as a dry
