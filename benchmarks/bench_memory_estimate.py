@@ -195,7 +195,7 @@ MOE_GRID = [
 MOE_QUICK = ("ep1-mbs4-s128", "ep2-mbs4-s128", "ep2-mbs8-s256")
 MOE_LAYOUTS = {
     "qwen3moe": [name for name, _, _ in MOE_GRID],
-    "dsv2lite": [name for name, _, _ in MOE_GRID if not name.startswith("tp2")],
+    "dsv2lite": [name for name, _, _ in MOE_GRID if not name.startswith(("tp2", "pp2"))],  # 3 layers: no PP 2
 }
 # the GPU rehearsal's model (gpu/gpu_bench.py TINY): the demo shape tied, bf16, seq 128 and 512
 DEMO_TIED = {

@@ -504,16 +504,32 @@ def stored_per_pass(job: MegatronJob, layers: int, dense: int = 0) -> tuple[floa
     moe_layers = layers - dense if job.shape.experts else 0
     per = [layer_activation(job, moe=False)] * (layers - moe_layers) + [layer_activation(job)] * moe_layers
     full = max(per) if per else 0.0
+    backward = math_attention_backward(job, moe=moe_layers > 0) if layers else 0.0
     if job.recompute == "selective" and layers:
         # the attention core is re-created in backward, one layer at a time
-        return sum(per), layer_activation(job, recompute_core=False) - layer_activation(job)
+        return sum(per), layer_activation(job, recompute_core=False) - layer_activation(job) + backward
     if job.recompute != "full" or layers == 0:
-        return sum(per), 0.0
+        return sum(per), backward
     k = max(1, min(job.recompute_num_layers, layers))
     if job.recompute_method == "block":
-        return k * layer_input(job) + sum(per[k:]), full
+        return k * layer_input(job) + sum(per[k:]), full + backward
     groups = math.ceil(layers / k)
-    return groups * layer_input(job), k * full
+    return groups * layer_input(job), k * full + backward
+
+
+def math_attention_backward(job: MegatronJob, *, moe: bool) -> float:
+    """What the backward of SDPA's math path (MLA on the host: `mla_host_attention`) holds on top of the
+    kept activations: the gradient of the fp32 softmax probabilities and the softmax backward's output, two
+    [b, a, s, s] fp32 tensors at once, less the layer's MLP activations, freed when its backward ran
+    before (measured: bench_memory_estimate.py, dsv2lite rows at seq 512 and with recompute); 0 elsewhere."""
+    s = job.shape
+    m = s.mla
+    if m is None or job.engine != "embedded" or not job.host or m.qk_nope + m.qk_rope == m.v_head:
+        return 0.0
+    seq = job.seq / job.cp
+    _, per_pair = mla_host_attention(job)
+    c_f = LAYER_BYTES[(job.engine, "fp32" if job.precision == "fp32" else "16bit")][3]
+    return max(0.0, 2 * per_pair * seq * seq * job.mbs / job.tp - _mlp_activation(job, seq, c_f, moe))
 
 
 def in_flight(job: MegatronJob, rank: int) -> int:
