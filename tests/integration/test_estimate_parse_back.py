@@ -581,7 +581,7 @@ def test_verl_estimate_inputs_are_what_its_composed_config_holds(tmp_path):
     py = _env_python("verl")
     if py is None:
         pytest.skip("the verl environment is not installed (sh install.sh verl)")
-    compose = REPO / "ascendfactory" / "backends" / "verl" / "programs" / "verl_compose.py"
+    compose = REPO / "ascendfactory" / "backends" / "hydra" / "programs" / "hydra_compose.py"
     mismatches: list[str] = []
     variations = [
         {},
@@ -610,7 +610,7 @@ def test_verl_estimate_inputs_are_what_its_composed_config_holds(tmp_path):
             plan = ours.plan
             overrides = list(plan.step("train").launch.driver[3:])
             done = subprocess.run(
-                [py, str(compose)],
+                [py, str(compose), "--package=verl", "--config-dir=trainer/config"],
                 input=json.dumps({"overrides": overrides, "config_name": "ppo_trainer"}),
                 capture_output=True,
                 text=True,

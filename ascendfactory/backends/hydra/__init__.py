@@ -6,10 +6,13 @@ backend.
     schema.py      a config's keys and defaults as data (`Schema`, read from a generated key list), composing
                    overrides against it without the framework (`compose`), OmegaConf-style `${...}` resolution
     overrides.py   nested `backend_config` -> Hydra overrides (`flatten`), values in Hydra's override grammar
+    compose.py     Hydra itself in the framework's environment (`ask`, `warm`): one compose program a
+                   python, the package, config directory and config name in the request; its findings in
+                   our words (`problem`)
+    programs/      hydra_compose.py, the compose program (runs in the framework's python, imports nothing
+                   of ascendfactory, does not import the framework)
 
-Composing with Hydra itself in the framework's environment is still verl's (`backends/verl/composer.py`,
-`backends/verl/programs/verl_compose.py`, which name verl's package and config).
-
-The framework's own facts (its key lists, its config name, the keys its backend sets) stay in its backend
-package: `backends/verl/schema.py` reads verl's key lists into a `Schema`.
+The framework's own facts (its key lists, its package, config directory and config name, the keys its
+backend sets) stay in its backend package: `backends/verl/schema.py` reads verl's key lists into a
+`Schema`, `backends/verl/composer.py` names verl's config and falls back to the key lists.
 """

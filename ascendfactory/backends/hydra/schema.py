@@ -11,8 +11,8 @@ line; `read_key_list` turns it into a `Schema`. From it:
 - `compose(schema, overrides)`: the config Hydra would compose (the defaults with the overrides applied,
   then `${...}` resolved as OmegaConf does for the common resolvers: plain and relative paths, `oc.select`,
   `oc.env`), plus every problem Hydra would raise (an unknown key without `+`). When the framework is
-  installed a plan composes with Hydra itself (verl: `backends/verl/composer.py`); this is the fallback for
-  `--dry-run` on a machine without it, and the source of defaults and suggestions.
+  installed a plan composes with Hydra itself (`compose.py`; verl: `backends/verl/composer.py`); this is
+  the fallback for `--dry-run` on a machine without it, and the source of defaults and suggestions.
 """
 
 from __future__ import annotations

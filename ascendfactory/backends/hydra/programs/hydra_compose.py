@@ -1,18 +1,21 @@
-"""Compose an experiment's Hydra overrides against verl's own config, without importing verl.
+"""Compose Hydra overrides against a framework's own config directory, without importing the framework.
 
-    <verl env>/bin/python verl_compose.py < request.json             one request
-    <verl env>/bin/python verl_compose.py --serve < requests.jsonl   one request a line, one answer a line
+    <env>/bin/python hydra_compose.py --package=P --config-dir=D < request.json            one request
+    <env>/bin/python hydra_compose.py --package=P --config-dir=D --serve < requests.jsonl  one a line
     ... --serve --whole                                                each by hydra.compose whole (tests)
+    ... --serve --warm=NAME                      compose NAME (no override) before the first request
 
-Request (JSON): `{"overrides": ["data.train_batch_size=32", "+a.b=1", ...], "config_name": "ppo_trainer",
-"environ": {...}}`, the overrides exactly as the train step passes them to `python -m verl.trainer.main_ppo`
-(`environ`, optional: the environment `${oc.env:...}` reads, as the train step would see it). verl's
-config directory is found with `importlib.util.find_spec("verl")` (which does not run `verl/__init__`),
-then Hydra's `initialize_config_dir` + `compose` build the config `main_ppo` would get (about 0.5 s,
-against 6-20 s to import verl); interpolations are resolved, key by key where the whole config does not
-resolve.
+`--package`: the framework's package (`verl`); `--config-dir`: its config directory relative to the package
+(`trainer/config` for verl). Request (JSON): `{"overrides": ["data.train_batch_size=32", "+a.b=1", ...],
+"config_name": "ppo_trainer", "environ": {...}}`, the overrides exactly as the train step passes them to the
+framework's Hydra entry point (`python -m verl.trainer.main_ppo`; `environ`, optional: the environment
+`${oc.env:...}` reads, as the train step would see it). The config directory is found with
+`importlib.util.find_spec(package)` (which does not run the package's `__init__`), then Hydra's
+`initialize_config_dir` + `compose` build the config the entry point would get (about 0.5 s for verl's
+`ppo_trainer`, against 6-20 s to import verl); interpolations are resolved, key by key where the whole
+config does not resolve.
 
-`--serve` (a bulk dry run keeps one such process for all its verl files) composes each request as
+`--serve` (a bulk dry run keeps one such process for all its files) composes each request as
 `hydra.compose` does, split where Hydra itself splits it (`ConfigLoaderImpl._load_configuration_impl`,
 hydra 1.3): the defaults list and the merged config files depend only on the config-group overrides, so
 `hydra.compose(config_name, <the group overrides>)` is run once per distinct set of them and kept; each
@@ -20,7 +23,7 @@ request's value overrides are then applied to a copy of it by the function Hydra
 (`ConfigLoaderImpl._apply_overrides_to_config`, in struct mode, an OmegaConf error wrapped as
 `load_configuration` wraps it), and the `hydra` node is dropped as `hydra.compose` drops it. A request
 with a `hydra.*` or sweep override, or one whose split Hydra refuses, is composed by `hydra.compose`
-whole. tests/integration/test_verl_compose_cache.py holds the two equal on every template and on
+whole. tests/integration/test_verl_compose_cache.py holds the two equal on every verl template and on
 generated variations.
 
 Every problem is reported, not only the first Hydra raises: an override Hydra refuses (`Could not
@@ -28,11 +31,12 @@ override 'k'`, `Could not append to config. An item is already at 'k'`, a syntax
 the rest composed again; every key whose `${...}` cannot be resolved is named.
 
 Prints one JSON line on stdout per request: `{"ok", "problems": [{"key", "override", "kind", "message"}],
-"config", "compose_s", "verl_imported", "split"}` (`config`: the composed config, resolved where it could be;
-`split`: whether the last composition was the split one).
-Exit 0 when it composed cleanly, 1 with problems, 2 when verl or Hydra is missing (`--serve`: 0 at the
-end of its input, 2 as the only answer when verl or Hydra is missing). Imports nothing from
-ascendfactory (it runs in verl's environment).
+"config", "compose_s", "framework_imported", "split"}` (`config`: the composed config, resolved where it
+could be; `framework_imported`: whether the package got imported, which it must not; `split`: whether the
+last composition was the split one).
+Exit 0 when it composed cleanly, 1 with problems, 2 when the package or Hydra is missing (`--serve`: 0 at
+the end of its input, 2 as the only answer when the package or Hydra is missing). Imports nothing from
+ascendfactory (it runs in the framework's environment).
 """
 
 from __future__ import annotations
@@ -193,13 +197,16 @@ def remember_interpolation_parses() -> None:
     omegaconf.base.parse = remembered
 
 
-def answer(request: dict, composer: Composer) -> tuple[dict, int]:
+def answer(request: dict, composer: Composer, package: str) -> tuple[dict, int]:
     """The answer to one request and the exit status it stands for."""
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     t0 = time.perf_counter()
+    config_name = request.get("config_name")
+    if not config_name:
+        return {"ok": False, "error": "the request names no config_name"}, 2
     overrides = list(request.get("overrides") or [])
     problems = []
     remaining = []
@@ -214,7 +221,7 @@ def answer(request: dict, composer: Composer) -> tuple[dict, int]:
     cfg = None
     for _ in range(len(overrides) + 1):
         try:
-            cfg = composer(request.get("config_name") or "ppo_trainer", remaining)
+            cfg = composer(config_name, remaining)
             break
         except (HydraException, OmegaConfBaseException, ValueError) as e:
             message = str(e) + ("\n" + str(e.__cause__) if e.__cause__ else "")
@@ -231,7 +238,8 @@ def answer(request: dict, composer: Composer) -> tuple[dict, int]:
                 break
             remaining.remove(bad)
     if cfg is None:
-        failed = {"ok": False, "problems": problems, "config": None, "verl_imported": "verl" in sys.modules}
+        imported = package in sys.modules
+        failed = {"ok": False, "problems": problems, "config": None, "framework_imported": imported}
         return {**failed, "split": composer.split}, 1
     try:  # every interpolation resolves: none to name
         config = OmegaConf.to_container(cfg, resolve=True)
@@ -267,31 +275,41 @@ def answer(request: dict, composer: Composer) -> tuple[dict, int]:
         "problems": problems,
         "config": config,
         "compose_s": round(time.perf_counter() - t0, 3),
-        "verl_imported": "verl" in sys.modules,
+        "framework_imported": package in sys.modules,
         "split": composer.split,
     }
     return result, 0 if not problems else 1
 
 
+def option(argv: list, name: str) -> str | None:
+    return next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{name}=")), None)
+
+
 def main(argv: list) -> int:
     serve = "--serve" in argv
-    warm = next((a.split("=", 1)[1] for a in argv if a.startswith("--warm=")), None)
-    spec = importlib.util.find_spec("verl")
+    warm = option(argv, "warm")
+    package = option(argv, "package")
+    relative = option(argv, "config-dir")
+    if not package or not relative:
+        print(json.dumps({"ok": False, "error": "--package and --config-dir are required"}), flush=True)
+        return 2
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        print(json.dumps({"ok": False, "error": "verl is not installed in this environment"}), flush=True)
+        missing = f"{package} is not installed in this environment"
+        print(json.dumps({"ok": False, "error": missing}), flush=True)
         return 2
     try:
         from hydra import initialize_config_dir
     except ImportError as e:
         print(json.dumps({"ok": False, "error": f"Hydra/OmegaConf missing: {e}"}), flush=True)
         return 2
-    config_dir = os.path.join(spec.submodule_search_locations[0], "trainer", "config")
+    config_dir = os.path.join(spec.submodule_search_locations[0], *relative.split("/"))
     status = 0
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         composer = Composer(cached=serve and "--whole" not in argv)
         if serve and warm:  # compose (and resolve) the config tree before the first request comes
             try:
-                answer({"config_name": warm, "overrides": []}, composer)
+                answer({"config_name": warm, "overrides": []}, composer, package)
             except Exception:  # noqa: BLE001 - a request composing the same will say what fails
                 pass
         requests = (
@@ -301,7 +319,7 @@ def main(argv: list) -> int:
             if request.get("environ") is not None:  # what ${oc.env:...} reads
                 os.environ.clear()
                 os.environ.update(request["environ"])
-            result, status = answer(request, composer)
+            result, status = answer(request, composer, package)
             print(json.dumps(result, default=str), flush=True)
     return 0 if serve else status
 
