@@ -185,7 +185,7 @@ class Verl(Adapter):
         return list(driver[3:])  # after python -m verl.trainer.main_ppo
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.hydra.overrides import format_value
+        from ascendfactory.backends.common.hydra.overrides import format_value
 
         texts = list(payload)
         for m in mutations:
@@ -312,7 +312,7 @@ class MindSpeedLLM(Adapter):
         return out
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.megatron.run import PATH_KEYS
+        from ascendfactory.backends.common.megatron.run import PATH_KEYS
         from ascendfactory.backends.mindspeed_llm.args import specs
         from ascendfactory.backends.mindspeed_llm.backend import PLANNER_TRAIN_KEYS
 
@@ -338,7 +338,7 @@ class MindSpeedLLM(Adapter):
         }
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.megatron.run import to_flags
+        from ascendfactory.backends.common.megatron.run import to_flags
         from ascendfactory.backends.mindspeed_llm.backend import absolute
 
         flags = argv_flags(payload["argv"][1:])
@@ -464,14 +464,16 @@ MSRL_SECTIONS = {
     "rl_config": "RLConfig",
     "generate_config": "GenerateConfig",
 }
-# What the plan decides (msrl/load.py fill, msrl/config.py): a case does not vary them.
+# What the plan decides (common/mindspeed_rl_experiment/load.py fill,
+# common/mindspeed_rl_experiment/config.py): a case does not vary them.
 MSRL_OWNED = {"save", "load", "data_path", "tokenizer_name_or_path", "stage", "model", "actor_resource"}
 MSRL_OWNED |= {"finetune", "no_load_optim", "no_load_rng", "integrated_mode_config"}
 MS_RL_ENV = "AF_MINDSPEED_RL_DIR"
 # The sections parse_training_config merges over megatron_training for the reference and reward workers
 # (cli/train_grpo.py): written to the yaml as given (the S1/S2 rules say when they may be)
 MSRL_ROLE_SECTIONS = ("ref_config", "reward_config")
-# msrl/config.py ARCH_KEYS: one of them in megatron_training and the plan builds no `model` entry
+# common/mindspeed_rl_experiment/config.py ARCH_KEYS: one of them in megatron_training and the plan builds no
+# `model` entry
 MSRL_ARCH = {("megatron_training", k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
 
 
@@ -502,7 +504,7 @@ class MindSpeedRL(Adapter):
         return [Base("mindspeed-rl/grpo", tree)]
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.msrl import checkout, keys
+        from ascendfactory.backends.common.mindspeed_rl_experiment import checkout, keys
 
         ks = checkout.choose_version(None, self.checkout()).keys
         bc = tree["backend_config"]
@@ -528,14 +530,14 @@ class MindSpeedRL(Adapter):
         return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 30
 
     def payload(self, plan: Any) -> Any:
-        from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
+        from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG
 
         launch = plan.step("train").launch
         text = plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")]
         return {"yaml": yaml.safe_load(text), "nnodes": launch.nnodes}
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.msrl.load import PATH_KEYS
+        from ascendfactory.backends.common.mindspeed_rl_experiment.load import PATH_KEYS
 
         config = copy.deepcopy(payload["yaml"])
         nnodes, world = payload["nnodes"], config["rl_config"]["actor_resource"]["num_npus"]
@@ -565,7 +567,9 @@ class MindSpeedRL(Adapter):
                     node[m.path[-1]] = value
         config["rl_config"]["actor_resource"]["num_npus"] = nproc * nnodes
         if any(m.path[1:3] in MSRL_ARCH and m.value != DELETE for m in mutations):
-            config.pop("model", None)  # the architecture is written in megatron_training (msrl/config.py)
+            config.pop(
+                "model", None
+            )  # the architecture is written in megatron_training (common/mindspeed_rl_experiment/config.py)
             config["megatron_training"].pop("model", None)
         return {"yaml": config, "nnodes": nnodes}
 
@@ -674,7 +678,7 @@ class MindSpeedMM(Adapter):
         }
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.megatron.run import to_flags
+        from ascendfactory.backends.common.megatron.run import to_flags
         from ascendfactory.backends.mindspeed_mm.experiment import example_flags, preset_name, presets
 
         preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]

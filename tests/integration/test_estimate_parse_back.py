@@ -10,7 +10,8 @@ payload is parsed with the framework's own argument definitions, independently o
                     then Megatron's `validate_args` derivations (DP, the global batch, VPP, SP off at TP 1)
     mindspeed-mm    the same with MindSpeed-MM 2.1.0's definitions (`mindspeed_mm/facts/`), the LLM from the
                     model.json the plan writes
-    mindspeed-rl    the rendered yaml over MindSpeed-RL 2.3.0's config-class defaults (`msrl/keys/`)
+    mindspeed-rl    the rendered yaml over MindSpeed-RL 2.3.0's config-class defaults
+    (`common/mindspeed_rl_experiment/keys/`)
     llamafactory    the train yaml through LLaMA-Factory's HfArgumentParser, in its environment
     verl            the train step's Hydra overrides composed against verl's own config, in its environment
 
@@ -263,16 +264,16 @@ def parsed_mindspeed_mm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _rl_yaml(plan: Any) -> dict[str, Any]:
-    from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
+    from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG
 
     return yaml.safe_load(plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")])
 
 
 def parsed_mindspeed_rl(plan: Any) -> dict[str, Any]:
     """MindSpeed-RL's MegatronConfig / RLConfig / GenerateConfig views of the yaml (its classes' defaults,
-    `msrl/keys/2.3.0.txt`), and the numbers the estimate takes from them."""
-    from ascendfactory.backends.msrl import keys
-    from ascendfactory.backends.msrl.experiment import build_views
+    `common/mindspeed_rl_experiment/keys/2.3.0.txt`), and the numbers the estimate takes from them."""
+    from ascendfactory.backends.common.mindspeed_rl_experiment import keys
+    from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import build_views
 
     doc = _rl_yaml(plan)
     name = (doc.get("megatron_training") or {}).get("model")
@@ -581,7 +582,7 @@ def test_verl_estimate_inputs_are_what_its_composed_config_holds(tmp_path):
     py = _env_python("verl")
     if py is None:
         pytest.skip("the verl environment is not installed (sh install.sh verl)")
-    compose = REPO / "ascendfactory" / "backends" / "hydra" / "programs" / "hydra_compose.py"
+    compose = REPO / "ascendfactory" / "backends" / "common" / "hydra" / "programs" / "hydra_compose.py"
     mismatches: list[str] = []
     variations = [
         {},

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ascendfactory.backends.hydra.overrides import format_value
+from ascendfactory.backends.common.hydra.overrides import format_value
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.backends.verl import environment
 from ascendfactory.config.load import load_experiment
@@ -34,7 +34,7 @@ PY = environment.python_of(ENV)
 needs_verl = pytest.mark.skipif(
     bool(environment.missing(ENV)), reason=f"no verl environment at {ENV}: sh install.sh verl"
 )
-COMPOSE = REPO / "ascendfactory" / "backends" / "hydra" / "programs" / "hydra_compose.py"
+COMPOSE = REPO / "ascendfactory" / "backends" / "common" / "hydra" / "programs" / "hydra_compose.py"
 VERL_CONFIG = ["--package=verl", "--config-dir=trainer/config"]
 
 

@@ -1,4 +1,4 @@
-"""The Hydra toolkit's compose program's split composition (`backends/hydra/programs/hydra_compose.py
+"""The Hydra toolkit's compose program's split composition (`backends/common/hydra/programs/hydra_compose.py
 --serve`: the config tree of each set of group overrides composed once, each request's value overrides
 applied to a copy) answers exactly what
 `hydra.compose` of the whole request answers (`--serve --whole`), in verl 0.9.1's own environment: on
@@ -25,7 +25,7 @@ from ascendfactory.features.templates import render_experiment
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-COMPOSE = REPO / "ascendfactory" / "backends" / "hydra" / "programs" / "hydra_compose.py"
+COMPOSE = REPO / "ascendfactory" / "backends" / "common" / "hydra" / "programs" / "hydra_compose.py"
 VERL_CONFIG = ["--package=verl", "--config-dir=trainer/config"]
 ENV, _ = environment.find_env(None, os.environ)
 PY = environment.python_of(ENV)

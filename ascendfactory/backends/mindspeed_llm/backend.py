@@ -24,17 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.megatron.config import SEQ_LENGTH
-from ascendfactory.backends.megatron.run import (
+from ascendfactory.backends.common.megatron.config import SEQ_LENGTH
+from ascendfactory.backends.common.megatron.run import (
     PATH_KEYS,
     MegatronRun,
     hf2mg_skip_reason,
     read_megatron_run,
     to_flags,
 )
-from ascendfactory.backends.megatron.skeleton import (
+from ascendfactory.backends.common.megatron.skeleton import (
     MG2HF_DISABLED,
     TIMEOUT_FLAG,
     MegatronBackend,
@@ -42,6 +40,8 @@ from ascendfactory.backends.megatron.skeleton import (
     process,
     timeout_flag,
 )
+from ascendfactory.backends.doctor import Check
+from ascendfactory.backends.install import InstallStep, third_party_dir
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (

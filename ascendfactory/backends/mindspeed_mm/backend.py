@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
+from ascendfactory.backends.common.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
+from ascendfactory.backends.common.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
+from ascendfactory.backends.common.megatron.tree import OutputTree
 from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
-from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
-from ascendfactory.backends.megatron.tree import OutputTree
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
 from ascendfactory.backends.mindspeed_mm.experiment import (
@@ -371,6 +371,6 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
 
 
 def convert_process(ctx: PlanContext, mm: MMRun, subcommand: str, options: Mapping[str, Any]) -> Any:
-    from ascendfactory.backends.megatron.skeleton import process
+    from ascendfactory.backends.common.megatron.skeleton import process
 
     return process(convert.argv(ctx.python, mm.converter, subcommand, options))

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.megatron.skeleton import T, owned_save
+from ascendfactory.backends.common.megatron.skeleton import T, owned_save
 from ascendfactory.backends.mindspeed_mm import rules
 from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
 from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names, training_values

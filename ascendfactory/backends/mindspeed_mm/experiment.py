@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.tree import OutputTree
+from ascendfactory.backends.common.megatron.tree import OutputTree
 from ascendfactory.backends.mindspeed_mm.facts import path_params, presets
 from ascendfactory.backends.mindspeed_mm.site import PLACEHOLDER, Site
 from ascendfactory.config.catalog import ModelArch, from_catalog, from_hf_dir

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.run import LoadDecision, MegatronRun, load_by_rule
+from ascendfactory.backends.common.megatron.run import LoadDecision, MegatronRun, load_by_rule
 from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:

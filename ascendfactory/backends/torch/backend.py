@@ -18,8 +18,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
-from ascendfactory.backends.megatron.skeleton import (
+from ascendfactory.backends.common.megatron.run import (
+    MegatronRun,
+    hf2mg_skip_reason,
+    read_megatron_run,
+    to_flags,
+)
+from ascendfactory.backends.common.megatron.skeleton import (
     MEGATRON_TRACKERS,
     MG2HF_DISABLED,
     MegatronBackend,
@@ -27,7 +32,7 @@ from ascendfactory.backends.megatron.skeleton import (
     owned_save,
     process,
 )
-from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
+from ascendfactory.backends.common.mindspeed_rl_experiment.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import ANY_TRACKER, TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
@@ -95,7 +100,7 @@ class TorchBackend(MegatronBackend[None]):
     def memory_target(self, run: Any) -> MemoryTarget | None:
         if isinstance(run, MegatronRun):  # pt/sft: the GRPO reader is not loaded for them
             return super().memory_target(run)
-        from ascendfactory.backends.msrl.memory import RLRun, rl_target
+        from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun, rl_target
 
         return rl_target(run, engine=self.memory_engine) if isinstance(run, RLRun) else None
 

@@ -2,7 +2,7 @@
 
     compose(env_python, run) -> Composition(config, problems, by)
 
-With verl installed, the Hydra toolkit (`backends/hydra/compose.py`) composes the run's exact override
+With verl installed, the Hydra toolkit (`backends/common/hydra/compose.py`) composes the run's exact override
 texts against verl's own config directory (`verl/trainer/config`, config `ppo_trainer`) with Hydra in
 verl's python (verl not imported) and names every override Hydra refuses and every interpolation that does
 not resolve; one program answers every run of this process (about 1 s to start, 0.1 s a run). Without
@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.hydra import compose as hydra
-from ascendfactory.backends.hydra import schema as sc
+from ascendfactory.backends.common.hydra import compose as hydra
+from ascendfactory.backends.common.hydra import schema as sc
 from ascendfactory.backends.verl.run import OWNED, VerlRun
 from ascendfactory.errors import Problem
 

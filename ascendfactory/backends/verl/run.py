@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.hydra import overrides as ov
-from ascendfactory.backends.hydra.schema import Override, Schema
+from ascendfactory.backends.common.hydra import overrides as ov
+from ascendfactory.backends.common.hydra.schema import Override, Schema
 from ascendfactory.backends.verl import schema as sc
 from ascendfactory.backends.verl.config import OPTIONS, VerlOptions
 from ascendfactory.config.problems import validate_with_defaults

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ascendfactory.backends.hydra.schema import Override, Schema
+from ascendfactory.backends.common.hydra.schema import Override, Schema
 
 _UNQUOTED = re.compile(r"^[A-Za-z0-9_\-/+.$%*@?|]+$")  # Hydra's ID and UNQUOTED_CHAR characters
 _NOT_A_STRING = re.compile(

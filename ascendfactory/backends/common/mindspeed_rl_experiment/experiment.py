@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ascendfactory.backends.msrl.keys import Expr, KeySet
+from ascendfactory.backends.common.mindspeed_rl_experiment.keys import Expr, KeySet
 
 # MindSpeed-RL's yaml sections, in the order the rendered yaml has them, and the class checking each.
 RL_SECTIONS: dict[str, str] = {

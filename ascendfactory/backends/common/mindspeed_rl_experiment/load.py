@@ -22,8 +22,8 @@ from typing import Any
 
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.msrl.tree import RLOutputTree
+from ascendfactory.backends.common.mindspeed_rl_experiment.config import MindSpeedRLConfig, absolute
+from ascendfactory.backends.common.mindspeed_rl_experiment.tree import RLOutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.errors import Problem
 

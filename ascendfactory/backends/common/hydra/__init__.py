@@ -1,6 +1,6 @@
 """The Hydra toolkit: a framework configured by Hydra (verl; ROLL would be the next) gets its `backend_config`
 turned into Hydra overrides, composed against the framework's own config, checked key by key. It
-registers nothing (as `megatron/` and `msrl/` do not): a backend imports it; importing it registers no
+registers nothing (no toolkit under `common/` does): a backend imports it; importing it registers no
 backend.
 
     schema.py      a config's keys and defaults as data (`Schema`, read from a generated key list), composing

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.msrl.keys import ORDER, KeySet
+from ascendfactory.backends.common.mindspeed_rl_experiment.keys import ORDER, KeySet
 from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
+    from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import MindSpeedRLConfig
 
 RING, ULYSSES = "megatron_cp_algo", "ulysses_cp_algo"
 # Where a Megatron key belongs when the user has not written it (MindSpeed-RL's own example yamls).

@@ -1,4 +1,4 @@
-"""The MindSpeed-RL experiment, shared by two backends and registering none (as `megatron/` does): the
+"""The MindSpeed-RL experiment, shared by two backends and registering none (as `common/megatron/` does): the
 `mindspeed-rl` backend runs it with MindSpeed-RL's own programs on Ray, `torch` with `stage: grpo` runs it
 with the embedded programs. Importing this package registers nothing.
 

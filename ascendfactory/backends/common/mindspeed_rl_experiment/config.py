@@ -49,9 +49,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.megatron.moe_flags import moe_flags
-from ascendfactory.backends.msrl import keys as keyfiles
-from ascendfactory.backends.msrl.experiment import (
+from ascendfactory.backends.common.megatron.moe_flags import moe_flags
+from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
+from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import (
     RL_SECTIONS,
     Derived,
     MindSpeedRLConfig,
@@ -60,7 +60,7 @@ from ascendfactory.backends.msrl.experiment import (
     normed,
     ordered,
 )
-from ascendfactory.backends.msrl.keys import Expr, KeySet
+from ascendfactory.backends.common.mindspeed_rl_experiment.keys import Expr, KeySet
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import ConfigError, Problem
 
@@ -156,7 +156,8 @@ class _Reader:
         self.problem(
             f"{section}.{key}",
             f"not a {cls} key of MindSpeed-RL {self.ks.version}{hint}; {upstream} (on the cluster)",
-            f"use a key of {cls} (ascendfactory/backends/msrl/keys/{self.ks.rules_version}.txt), "
+            f"use a key of {cls} "
+            f"(ascendfactory/backends/common/mindspeed_rl_experiment/keys/{self.ks.rules_version}.txt), "
             "or remove it",
         )
 
@@ -229,7 +230,7 @@ def read_config(
     ctx: PlanContext, *, keys: KeySet | None = None, cluster_checks: bool = True
 ) -> MindSpeedRLConfig:
     """Read, fill and check `ctx.config.backend_config`; raise ConfigError listing every problem."""
-    from ascendfactory.backends.msrl import numbers, preflight, rules
+    from ascendfactory.backends.common.mindspeed_rl_experiment import numbers, preflight, rules
 
     bc = dict(ctx.config.backend_config or {})
     ks, reason, guessed, version_problems = _key_set(ctx, bc, keys)
@@ -295,7 +296,7 @@ def _key_set(
         explicit = None
     if keys is not None:
         return keys, f"MindSpeed-RL {keys.version} (given)", False, version_problems
-    from ascendfactory.backends.msrl.checkout import choose_version, find_checkout
+    from ascendfactory.backends.common.mindspeed_rl_experiment.checkout import choose_version, find_checkout
 
     checkout, _ = find_checkout(ctx.config.scripts_dir, ctx.environ)
     choice = choose_version(str(explicit) if explicit else None, checkout)

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.msrl.keys import KeySet
-from ascendfactory.backends.msrl.naming import HOME, spelled
+from ascendfactory.backends.common.mindspeed_rl_experiment.keys import KeySet
+from ascendfactory.backends.common.mindspeed_rl_experiment.naming import HOME, spelled
 from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.msrl.experiment import Derived
+    from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import Derived
 
 
 def _int(value: Any) -> int | None:
@@ -154,7 +154,7 @@ class _Numbers:
 
 
 def _derived(ks: KeySet, reader: _Numbers, v: dict[str, Any], *, nnodes: int, npus_per_node: int) -> Derived:
-    from ascendfactory.backends.msrl.experiment import Derived
+    from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import Derived
 
     actor, rl, integrated = reader.actor, reader.rl, reader.integrated
     tp, pp, cp, gbs, n, actor_npus = v["tp"], v["pp"], v["cp"], v["gbs"], v["n"], v["actor_npus"]

@@ -23,12 +23,12 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.msrl.naming import gkey, mkey, rkey
+from ascendfactory.backends.common.mindspeed_rl_experiment.naming import gkey, mkey, rkey
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
+    from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import MindSpeedRLConfig
 
 GRPO_STAGE = "ray_grpo"
 # Handlers whose output has one key per dataset_additional_keys entry besides input_ids/attention_mask.

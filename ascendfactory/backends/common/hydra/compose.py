@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ascendfactory.backends.hydra import schema as sc
-from ascendfactory.backends.hydra.programs import PROGRAMS_DIR
+from ascendfactory.backends.common.hydra import schema as sc
+from ascendfactory.backends.common.hydra.programs import PROGRAMS_DIR
 from ascendfactory.errors import Problem
 
 COMPOSE_PROGRAM = os.path.join(PROGRAMS_DIR, "hydra_compose.py")

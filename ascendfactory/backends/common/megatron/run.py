@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.config import SEQ_LENGTH
-from ascendfactory.backends.megatron.tree import OutputTree
+from ascendfactory.backends.common.megatron.config import SEQ_LENGTH
+from ascendfactory.backends.common.megatron.tree import OutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.config.suggest import did_you_mean
@@ -38,8 +38,8 @@ from ascendfactory.parallel import LayoutInput, LayoutReport, validate_layout
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ascendfactory.backends.megatron.config import PreprocessSection, TrainingSection
-    from ascendfactory.backends.megatron.launch import TrainArgs
+    from ascendfactory.backends.common.megatron.config import PreprocessSection, TrainingSection
+    from ascendfactory.backends.common.megatron.launch import TrainArgs
 
     M = TypeVar("M", bound=BaseModel)
 
@@ -354,7 +354,11 @@ class Sections:
 def _read_sections(ctx: PlanContext, extra_keys: tuple[str, ...], problems: list[Problem]) -> Sections:
     """The sections, with the problems of unknown sections and of the values the typed sections refuse
     (paths, sizes, the preprocess worker count)."""
-    from ascendfactory.backends.megatron.config import ConvertSection, PreprocessSection, TrainingSection
+    from ascendfactory.backends.common.megatron.config import (
+        ConvertSection,
+        PreprocessSection,
+        TrainingSection,
+    )
     from ascendfactory.config.problems import validate_with_defaults
 
     cfg = ctx.config

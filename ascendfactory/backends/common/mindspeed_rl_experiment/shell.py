@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
-from ascendfactory.backends.msrl.tree import RLOutputTree
+from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import MindSpeedRLConfig
+from ascendfactory.backends.common.mindspeed_rl_experiment.tree import RLOutputTree
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.metrics.mindspeed_rl import TPS_KEYS
 from ascendfactory.plan import CheckpointSpec, LogNaming, LogSpec, Plan, ThroughputSpec

@@ -1,5 +1,5 @@
-"""The typed Megatron sections (`backends/megatron/config.py`): what the plan reads, refused in the house
-style, and unknown keys still refused by the framework's own argument lists."""
+"""The typed Megatron sections (`backends/common/megatron/config.py`): what the plan reads, refused in the
+house style, and unknown keys still refused by the framework's own argument lists."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ascendfactory.backends.megatron.config import PathKeys, PreprocessSection, TrainingSection
-from ascendfactory.backends.megatron.run import PATH_KEYS
+from ascendfactory.backends.common.megatron.config import PathKeys, PreprocessSection, TrainingSection
+from ascendfactory.backends.common.megatron.run import PATH_KEYS
 from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import ConfigError, Problem
 from tests.unit.backends.mindspeed_llm.test_mindspeed_llm import plan_for

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Generic
 
 from ascendfactory.backends.base import Backend, OwnedKey, PlanContext
-from ascendfactory.backends.megatron.launch import TrainArgs
-from ascendfactory.backends.megatron.run import F, MegatronRun
+from ascendfactory.backends.common.megatron.launch import TrainArgs
+from ascendfactory.backends.common.megatron.run import F, MegatronRun
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch
@@ -170,7 +170,7 @@ class MegatronBackend(Backend, Generic[F]):
         raise NotImplementedError
 
     def memory_target(self, run: Any) -> MemoryTarget | None:
-        from ascendfactory.backends.megatron.memory import megatron_target
+        from ascendfactory.backends.common.megatron.memory import megatron_target
 
         return megatron_target(run, engine=self.memory_engine) if isinstance(run, MegatronRun) else None
 

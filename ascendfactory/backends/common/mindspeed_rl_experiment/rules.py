@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ascendfactory.backends.msrl.naming import (
+from ascendfactory.backends.common.mindspeed_rl_experiment.naming import (
     RING,
     ULYSSES,
     Rule,
@@ -29,7 +29,7 @@ from ascendfactory.backends.msrl.naming import (
 from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
+    from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import MindSpeedRLConfig
 
 
 def _r1(cfg: MindSpeedRLConfig, bc: Mapping[str, Any]) -> Iterable[Problem]:
@@ -724,7 +724,7 @@ RULES: tuple[Rule, ...] = (
 def check(cfg: MindSpeedRLConfig, bc: Mapping[str, Any], *, cluster: bool = True) -> list[Problem]:
     """Every rule of the version in use, then the pre-flight checks (`preflight.py`); every problem (the
     pre-flight warnings: `preflight.warnings`)."""
-    from ascendfactory.backends.msrl import preflight
+    from ascendfactory.backends.common.mindspeed_rl_experiment import preflight
 
     found: list[Problem] = []
     for rule in RULES:

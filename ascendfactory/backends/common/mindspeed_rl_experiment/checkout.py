@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ascendfactory.backends.msrl import keys as keyfiles
+from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
 from ascendfactory.backends.venv import FrameworkCheckout
 
 ENTRY_SCRIPTS = ("cli/train_grpo.py", "cli/preprocess_data.py")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ascendfactory.backends.hydra import compose
+from ascendfactory.backends.common.hydra import compose
 from ascendfactory.backends.verl import composer
 
 ECHO = """

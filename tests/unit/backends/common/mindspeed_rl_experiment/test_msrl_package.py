@@ -1,5 +1,5 @@
-"""The shared MindSpeed-RL experiment (`backends/msrl/`) registers no backend, and `torch` with `stage: grpo`
-plans it without importing (or instantiating) the `mindspeed-rl` backend."""
+"""The shared MindSpeed-RL experiment (`backends/common/mindspeed_rl_experiment/`) registers no backend, and
+`torch` with `stage: grpo` plans it without importing (or instantiating) the `mindspeed-rl` backend."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ def test_importing_the_experiment_registers_nothing():
     done = run(
         """
         import pkgutil, sys
-        import ascendfactory.backends.msrl as msrl
+        import ascendfactory.backends.common.mindspeed_rl_experiment as msrl
         from ascendfactory.backends import registry
         for m in pkgutil.iter_modules(msrl.__path__):
-            __import__(f"ascendfactory.backends.msrl.{m.name}")
+            __import__(f"ascendfactory.backends.common.mindspeed_rl_experiment.{m.name}")
         print(sorted(registry.BACKENDS.registered()), "ascendfactory.backends.mindspeed_rl" in sys.modules)
         """
     )

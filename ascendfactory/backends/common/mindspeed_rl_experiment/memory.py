@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ascendfactory.backends.megatron.launch import TrainArgs
-from ascendfactory.backends.megatron.memory import megatron_job, megatron_shape
-from ascendfactory.backends.msrl.experiment import MindSpeedRLConfig
+from ascendfactory.backends.common.megatron.launch import TrainArgs
+from ascendfactory.backends.common.megatron.memory import megatron_job, megatron_shape
+from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import MindSpeedRLConfig
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.memory.rl import RLJob
 from ascendfactory.memory.target import MemoryTarget, spelled_by

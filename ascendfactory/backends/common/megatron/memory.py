@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ascendfactory.backends.megatron.launch import TrainArgs
-from ascendfactory.backends.megatron.run import MegatronRun
+from ascendfactory.backends.common.megatron.launch import TrainArgs
+from ascendfactory.backends.common.megatron.run import MegatronRun
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.memory.job import Job
 from ascendfactory.memory.megatron import MegatronJob
