@@ -598,7 +598,7 @@ class MindSpeedRL(Adapter):
 
 
 # -- MindSpeed-MM (with its Megatron-LM and MindSpeed) -----------------------------------------------------
-MM_ENV = "AF_MINDSPEED_MM_DIR"  # the checkout our backend runs (site.py), Megatron-LM's megatron/ copied in
+MM_ENV = "AF_MINDSPEED_MM_DIR"  # the checkout our backend runs (environment.py), megatron/ copied in
 MM_MINDSPEED_ENV = "AF_MINDSPEED_MM_MINDSPEED_DIR"  # MindSpeed at MindSpeed-MM 2.1.0's pin (not LLM's)
 MM_PINS = "MindSpeed-MM 2.1.0 (b09d6f14), Megatron-LM core_r0.8.0 (baf94af3), MindSpeed 077c4137"
 MM_MODEL = "qwen2.5-vl-7b"

@@ -53,10 +53,10 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_options,
     v2_mg2hf_warning,
 )
+from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, resolve_site
 from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
-from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site, resolve_site
 from ascendfactory.backends.mindspeed_llm.versions import (
     DEFAULT,
     VERSIONS,

@@ -11,7 +11,8 @@ Written before the steps: exp-config.yaml and mm_config/{data,model,tools}.json 
 generation the installed MindSpeed-MM expects, under the experiment's `data` / `model` / `tool`). Every
 program runs in the MindSpeed-MM directory, so every path is absolute. Reading: `experiment.py`; checks:
 `checks.py` and `rules.py` (flags, layout, pipeline lists, data.json keys), `convert.py` (mm-convert
-options), `inputs.py` (files, environment); `load.py` (what training loads), `site.py` (checkout, generation).
+options), `inputs.py` (files, environment); `load.py` (what training loads), `environment.py` (checkout,
+generation, install, doctor).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ascendfactory.backends.doctor import Check
 from ascendfactory.backends.install import InstallStep
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
+from ascendfactory.backends.mindspeed_mm.environment import generation_problem, resolve_site
 from ascendfactory.backends.mindspeed_mm.experiment import (
     DATASET_KEY,
     LLM_KEY,
@@ -47,7 +49,6 @@ from ascendfactory.backends.mindspeed_mm.experiment import (
 from ascendfactory.backends.mindspeed_mm.facts import data_json, presets, source_file, training_defaults
 from ascendfactory.backends.mindspeed_mm.inputs import environment_problems, input_findings
 from ascendfactory.backends.mindspeed_mm.load import decide_load
-from ascendfactory.backends.mindspeed_mm.site import generation_problem, resolve_site
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS

@@ -10,7 +10,7 @@ options and the parallel layout, with every problem at once.
                          flag; false / null: the flag is dropped)
     convert_ckpt_hf2mg   {cfg: ...}: mm-convert <Converter> hf_to_mm options
     convert_ckpt_mg2hf   {cfg: ...}: mm-convert <Converter> mm_to_hf options; null: no final conversion
-    generation           2.1.0 | master (optional; default: the installed MindSpeed-MM, see site.py)
+    generation           2.1.0 | master (optional; default: the installed MindSpeed-MM, see environment.py)
 
 The example ("preset") is MindSpeed-MM's own Qwen2.5-VL script and json files for the model's size in the
 generation (`facts/presets_<gen>.json`): af_model_name qwen2.5-vl-{3b,7b,32b,72b} (any case, `-Instruct`
@@ -30,8 +30,8 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.common.megatron.tree import OutputTree
+from ascendfactory.backends.mindspeed_mm.environment import PLACEHOLDER, Site
 from ascendfactory.backends.mindspeed_mm.facts import path_params, presets
-from ascendfactory.backends.mindspeed_mm.site import PLACEHOLDER, Site
 from ascendfactory.config.catalog import ModelArch, from_catalog, from_hf_dir
 from ascendfactory.errors import ConfigError, Problem
 

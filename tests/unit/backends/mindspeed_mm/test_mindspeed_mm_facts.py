@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ascendfactory.backends.mindspeed_mm import environment
 from ascendfactory.backends.mindspeed_mm.convert import depth, flatten, render
+from ascendfactory.backends.mindspeed_mm.environment import checkout_generation, megatron_version
 from ascendfactory.backends.mindspeed_mm.facts import (
     GENERATIONS,
     data_json,
@@ -21,7 +22,6 @@ from ascendfactory.backends.mindspeed_mm.facts import (
     presets,
     training_names,
 )
-from ascendfactory.backends.mindspeed_mm.site import checkout_generation, megatron_version
 from ascendfactory.errors import ConfigError
 from ascendfactory.features.install import run_install
 from tests.conftest import REPO
