@@ -98,8 +98,8 @@ class LlamaFactory(Adapter):
         return out
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.llamafactory.args import train_keys
         from ascendfactory.backends.llamafactory.environment import VERSION
+        from ascendfactory.backends.llamafactory.keys import train_keys
 
         keys = train_keys(VERSION)
         held = [k for k in tree["backend_config"]["training"] if k in keys and k not in LF_OWNED]
@@ -313,8 +313,8 @@ class MindSpeedLLM(Adapter):
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
         from ascendfactory.backends.common.megatron.run import PATH_KEYS
-        from ascendfactory.backends.mindspeed_llm.args import specs
         from ascendfactory.backends.mindspeed_llm.backend import PLANNER_TRAIN_KEYS
+        from ascendfactory.backends.mindspeed_llm.keys import specs
 
         table = specs("training", self.version)
         skip = set(PLANNER_TRAIN_KEYS) | set(PATH_KEYS)
@@ -645,8 +645,8 @@ class MindSpeedMM(Adapter):
         return [Base("mindspeed-mm/full", tree)]
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.mindspeed_llm.args import specs
-        from ascendfactory.backends.mindspeed_mm.facts import training_names
+        from ascendfactory.backends.mindspeed_llm.keys import specs
+        from ascendfactory.backends.mindspeed_mm.keys import training_names
 
         table = specs("training", "2.1.0")  # Megatron core_r0.8.0's kinds; one only MindSpeed(-MM) has: str
         names = sorted(n for n in training_names("2.1.0") if n not in MM_OWNED)

@@ -104,7 +104,7 @@ def candidates(condition: str, find: Any, cap: int = 80) -> list[dict[str, Any]]
 def finder(backend: str) -> Any:
     """The key finder for a backend's conditions (LookupError when there is none)."""
     if backend == "mindspeed-llm":
-        from ascendfactory.backends.mindspeed_llm.args import specs
+        from ascendfactory.backends.mindspeed_llm.keys import specs
 
         return megatron_keys(specs("training"))
     raise LookupError(f"no key finder for {backend}'s conditions")

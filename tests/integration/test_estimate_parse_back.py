@@ -6,9 +6,9 @@ payload is parsed with the framework's own argument definitions, independently o
     torch           the train argv through the embedded trainer's parser (`engine.train.flags.parse_args`),
                     the model from config.json; stage grpo: the yaml through its `read_trainer_yaml`
     mindspeed-llm   the train argv through an argparse parser built from MindSpeed-LLM 2.1.0's / Megatron-LM
-                    core_r0.8.0's add_argument definitions (types, nargs, defaults: `mindspeed_llm/args/`),
+                    core_r0.8.0's add_argument definitions (types, nargs, defaults: `mindspeed_llm/keys/`),
                     then Megatron's `validate_args` derivations (DP, the global batch, VPP, SP off at TP 1)
-    mindspeed-mm    the same with MindSpeed-MM 2.1.0's definitions (`mindspeed_mm/facts/`), the LLM from the
+    mindspeed-mm    the same with MindSpeed-MM 2.1.0's definitions (`mindspeed_mm/keys/`), the LLM from the
                     model.json the plan writes
     mindspeed-rl    the rendered yaml over MindSpeed-RL 2.3.0's config-class defaults
     (`common/mindspeed_rl_experiment/keys/`)
@@ -232,7 +232,7 @@ def parsed_torch(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def parsed_mindspeed_llm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    from ascendfactory.backends.mindspeed_llm.args import specs
+    from ascendfactory.backends.mindspeed_llm.keys import specs
 
     version = plan.run.framework.release.version  # the MindSpeed-LLM version the plan targets
     table = {n: (s.kind, s.nargs, s.default) for n, s in specs("training", version).items()}
@@ -242,7 +242,7 @@ def parsed_mindspeed_llm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def parsed_mindspeed_mm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    from ascendfactory.backends.mindspeed_mm.facts import training_defaults, training_values
+    from ascendfactory.backends.mindspeed_mm.keys import training_defaults, training_values
 
     defaults = training_defaults("2.1.0")
     table = {n: (k, nargs, defaults.get(n)) for n, (k, nargs, _) in training_values("2.1.0").items()}

@@ -46,8 +46,8 @@ from ascendfactory.backends.mindspeed_mm.experiment import (
     read_sections,
     resolve_model,
 )
-from ascendfactory.backends.mindspeed_mm.facts import data_json, presets, source_file, training_defaults
 from ascendfactory.backends.mindspeed_mm.inputs import environment_problems, input_findings
+from ascendfactory.backends.mindspeed_mm.keys import data_json, presets, source_file, training_defaults
 from ascendfactory.backends.mindspeed_mm.load import decide_load
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.catalog import ModelArch

@@ -4,7 +4,7 @@ values of the experiment template.
 The installation follows the Qwen2.5-VL README of the generation (examples/qwen2.5vl/README.md, "环境搭建"):
 MindSpeed-MM at the commit the key lists were generated from, Megatron-LM's megatron/ copied into it,
 MindSpeed at the README's commit, `pip install -e` of both; 2.1.0 adds transformers at the README's
-commit (Qwen2.5-VL is not in its pinned transformers 4.45.0). The pins come from `facts/presets_<gen>.json`.
+commit (Qwen2.5-VL is not in its pinned transformers 4.45.0). The pins come from `keys/presets_<gen>.json`.
 Generation: env `AF_MINDSPEED_MM_GENERATION` (2.1.0 default, or master). The driver, CANN, torch and
 torch_npu come with the Ascend image (`doctor --backend mindspeed-mm` reports what is missing). Every step is
 safe to re-run.
@@ -39,7 +39,7 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.doctor import Check, ascend_toolkit_status, module_check
 from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.mindspeed_mm.facts import GENERATIONS, RELEASES, presets
+from ascendfactory.backends.mindspeed_mm.keys import GENERATIONS, RELEASES, presets
 from ascendfactory.backends.venv import FrameworkCheckout
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import ConfigError, Problem

@@ -13,7 +13,7 @@ options and the parallel layout, with every problem at once.
     generation           2.1.0 | master (optional; default: the installed MindSpeed-MM, see environment.py)
 
 The example ("preset") is MindSpeed-MM's own Qwen2.5-VL script and json files for the model's size in the
-generation (`facts/presets_<gen>.json`): af_model_name qwen2.5-vl-{3b,7b,32b,72b} (any case, `-Instruct`
+generation (`keys/presets_<gen>.json`): af_model_name qwen2.5-vl-{3b,7b,32b,72b} (any case, `-Instruct`
 allowed), else the size whose layers and hidden size the HF config.json has.
 
 Paths: relative paths the user writes are made absolute against the current directory; relative paths of
@@ -31,7 +31,7 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.common.megatron.tree import OutputTree
 from ascendfactory.backends.mindspeed_mm.environment import PLACEHOLDER, Site
-from ascendfactory.backends.mindspeed_mm.facts import path_params, presets
+from ascendfactory.backends.mindspeed_mm.keys import path_params, presets
 from ascendfactory.config.catalog import ModelArch, from_catalog, from_hf_dir
 from ascendfactory.errors import ConfigError, Problem
 

@@ -3,7 +3,7 @@
 Each model reads a section as the user wrote it, in Megatron's dash spelling (`tensor-model-parallel-size`),
 and allows every other key (`extra="allow"`): those are the framework's own flags, which each backend checks
 against the argument names and types of the program that receives them (mindspeed-llm's generated lists in
-`backends/mindspeed_llm/args/`, the embedded trainer's parser), and which reach argv untouched
+`backends/mindspeed_llm/keys/`, the embedded trainer's parser), and which reach argv untouched
 (`run.to_flags` renders the section as written, not these models). Only the dash spelling is read: a key
 written with underscores is not these fields (the name checks refuse it with a did-you-mean).
 

@@ -17,7 +17,7 @@ def _number(value: float) -> float | int:
 
 
 # The MoE / MLA flag names that differ between the versions this backend plans for, read from each version's
-# examples and argument lists (args/training_<version>.txt): 2.1.0 examples/mcore/qwen3_moe/
+# examples and argument lists (keys/training_<version>.txt): 2.1.0 examples/mcore/qwen3_moe/
 # tune_qwen3_30b_a3b_4K_full_ptd.sh, deepseek2_lite/tune_deepseek2_lite_16b_full_ptd.sh and deepseek3/
 # pretrain_deepseek3_671b_4k_ptd.sh; 26.1.0's files of the same names (Megatron core 0.12 spellings).
 SPELLING: dict[str, dict[str, str]] = {

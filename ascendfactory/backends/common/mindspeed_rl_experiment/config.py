@@ -437,7 +437,7 @@ LLM_CONVERTERS_VERSION = "2.1.0"
 def _converter_sections(
     r: _Reader, bc: Mapping[str, Any], converter: str
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from ascendfactory.backends.mindspeed_llm.args import unknown_keys
+    from ascendfactory.backends.mindspeed_llm.keys import unknown_keys
 
     out: list[dict[str, Any] | None] = []
     for name in ("convert_ckpt_hf2mg", "convert_ckpt_mg2hf"):

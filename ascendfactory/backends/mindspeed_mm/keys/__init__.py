@@ -114,4 +114,4 @@ def presets(generation: str) -> dict[str, Any]:
 def source_file(kind: str, generation: str) -> str:
     """The data file's path relative to the repository, for messages."""
     suffix = "json" if kind == "presets" else "txt"
-    return f"ascendfactory/backends/mindspeed_mm/facts/{kind}_{generation}.{suffix}"
+    return f"ascendfactory/backends/mindspeed_mm/keys/{kind}_{generation}.{suffix}"

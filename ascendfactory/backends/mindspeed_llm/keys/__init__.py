@@ -40,7 +40,7 @@ _PROGRAMS: dict[str, str] = {
 
 
 def names_file(kind: str, version: str) -> str:
-    """The args/ file listing `kind`'s names for MindSpeed-LLM `version`."""
+    """The keys/ file listing `kind`'s names for MindSpeed-LLM `version`."""
     return RELEASES[version].names[kind]
 
 
@@ -128,7 +128,7 @@ def unknown_keys(
                 key=f"{prefix}{key}",
                 source=source_of(f"{prefix}{key}"),
                 message=f"not an argument of {program(kind, version)}{hint}",
-                fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_llm/args/"
+                fix="use the framework's own dash-style name (see ascendfactory/backends/mindspeed_llm/keys/"
                 f"{names_file(kind, version)}), or remove the key",
             )
         )
@@ -196,7 +196,7 @@ def value_problems(
                 Problem(
                     key=f"{prefix}{key}",
                     source=source_of(f"{prefix}{key}"),
-                    message=f"{why} ({program(kind, version)}'s argparse: args/{names_file(kind, version)})",
+                    message=f"{why} ({program(kind, version)}'s argparse: keys/{names_file(kind, version)})",
                     fix=fix,
                 )
             )
