@@ -168,7 +168,7 @@ class Verl(Adapter):
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
         from ascendfactory.backends.verl import schema
-        from ascendfactory.backends.verl.run import OWNED, PATH_KEYS
+        from ascendfactory.backends.verl.read import OWNED, PATH_KEYS
 
         sch = schema.load(str(tree["backend_config"].get("model_engine", "dp")))
         skip = set(OWNED) | set(PATH_KEYS)
@@ -312,7 +312,7 @@ class MindSpeedLLM(Adapter):
         return out
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.common.megatron.run import PATH_KEYS
+        from ascendfactory.backends.common.megatron.read import PATH_KEYS
         from ascendfactory.backends.mindspeed_llm.backend import PLANNER_TRAIN_KEYS
         from ascendfactory.backends.mindspeed_llm.keys import specs
 
@@ -338,7 +338,7 @@ class MindSpeedLLM(Adapter):
         }
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.common.megatron.run import to_flags
+        from ascendfactory.backends.common.megatron.read import to_flags
         from ascendfactory.backends.mindspeed_llm.backend import absolute
 
         flags = argv_flags(payload["argv"][1:])
@@ -465,14 +465,14 @@ MSRL_SECTIONS = {
     "generate_config": "GenerateConfig",
 }
 # What the plan decides (common/mindspeed_rl_experiment/load.py fill,
-# common/mindspeed_rl_experiment/config.py): a case does not vary them.
+# common/mindspeed_rl_experiment/read.py): a case does not vary them.
 MSRL_OWNED = {"save", "load", "data_path", "tokenizer_name_or_path", "stage", "model", "actor_resource"}
 MSRL_OWNED |= {"finetune", "no_load_optim", "no_load_rng", "integrated_mode_config"}
 MS_RL_ENV = "AF_MINDSPEED_RL_DIR"
 # The sections parse_training_config merges over megatron_training for the reference and reward workers
 # (cli/train_grpo.py): written to the yaml as given (the S1/S2 rules say when they may be)
 MSRL_ROLE_SECTIONS = ("ref_config", "reward_config")
-# common/mindspeed_rl_experiment/config.py ARCH_KEYS: one of them in megatron_training and the plan builds no
+# common/mindspeed_rl_experiment/read.py ARCH_KEYS: one of them in megatron_training and the plan builds no
 # `model` entry
 MSRL_ARCH = {("megatron_training", k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
 
@@ -569,7 +569,7 @@ class MindSpeedRL(Adapter):
         if any(m.path[1:3] in MSRL_ARCH and m.value != DELETE for m in mutations):
             config.pop(
                 "model", None
-            )  # the architecture is written in megatron_training (common/mindspeed_rl_experiment/config.py)
+            )  # the architecture is written in megatron_training (common/mindspeed_rl_experiment/read.py)
             config["megatron_training"].pop("model", None)
         return {"yaml": config, "nnodes": nnodes}
 
@@ -659,7 +659,7 @@ class MindSpeedMM(Adapter):
     def payload(self, plan: Any) -> Any:
         import json
 
-        from ascendfactory.backends.mindspeed_mm.experiment import PLAN_FLAGS
+        from ascendfactory.backends.mindspeed_mm.read import PLAN_FLAGS
 
         step = plan.step("train")
         launch = step.launch
@@ -678,8 +678,8 @@ class MindSpeedMM(Adapter):
         }
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.common.megatron.run import to_flags
-        from ascendfactory.backends.mindspeed_mm.experiment import example_flags, preset_name, presets
+        from ascendfactory.backends.common.megatron.read import to_flags
+        from ascendfactory.backends.mindspeed_mm.read import example_flags, preset_name, presets
 
         preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]
         example = {k: v for group in example_flags(preset).groups.values() for k, v in group.items()}

@@ -19,7 +19,7 @@ import pytest
 
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.backends.verl import environment
-from ascendfactory.backends.verl.run import HYDRA_OVERRIDES
+from ascendfactory.backends.verl.read import HYDRA_OVERRIDES
 from ascendfactory.config.load import load_experiment
 from ascendfactory.features.templates import render_experiment
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.common.megatron.config import SEQ_LENGTH
-from ascendfactory.backends.common.megatron.run import (
+from ascendfactory.backends.common.megatron.read import (
     PATH_KEYS,
     MegatronRun,
     hf2mg_skip_reason,

@@ -10,8 +10,8 @@ from typing import Any
 from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.common.megatron.skeleton import T, owned_save
 from ascendfactory.backends.mindspeed_mm import rules
-from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
 from ascendfactory.backends.mindspeed_mm.keys import source_file, training_names, training_values
+from ascendfactory.backends.mindspeed_mm.read import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.output_tree import OutputTree

@@ -334,7 +334,7 @@ def checks(environ: Mapping[str, str]) -> list[Check]:
 
 def template_values(arch: ModelArch, *, devices: int) -> dict[str, Any]:
     """The example's layout for `arch` (the default generation), for experiments/full.yaml."""
-    from ascendfactory.backends.mindspeed_mm.experiment import preset_name
+    from ascendfactory.backends.mindspeed_mm.read import preset_name
 
     models = presets(DEFAULT_GENERATION)["models"]
     name = preset_name(arch.name, arch, DEFAULT_GENERATION)

@@ -10,7 +10,7 @@
     plot        training_loss.png: the verifier reward and the response length, from node 0's log
 
 The experiment is the shared MindSpeed-RL experiment of `backends/common/mindspeed_rl_experiment/` (also
-planned by `torch` with `stage: grpo`): read and checked by `mindspeed_rl_experiment.config.read_config`
+planned by `torch` with `stage: grpo`): read and checked by `mindspeed_rl_experiment.read.read_config`
 (MindSpeed-RL's keys and rules of the version in use), its load decision and filled yaml from
 `mindspeed_rl_experiment.load`. This module adds what concerns this machine and MindSpeed-RL's own programs:
 the checkouts, the cluster, the steps. Programs run with their checkout as cwd, so every path the plan writes
@@ -25,13 +25,13 @@ from typing import Any, ClassVar
 
 from ascendfactory.backends.base import Backend, PlanContext
 from ascendfactory.backends.common.megatron.skeleton import MegatronBackend
-from ascendfactory.backends.common.mindspeed_rl_experiment.config import (
+from ascendfactory.backends.common.mindspeed_rl_experiment.load import decide_load, fill
+from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import (
     MindSpeedRLConfig,
     read_config,
     render_yaml,
 )
-from ascendfactory.backends.common.mindspeed_rl_experiment.load import decide_load, fill
-from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun
 from ascendfactory.backends.common.mindspeed_rl_experiment.shell import grpo_plan
 from ascendfactory.backends.common.mindspeed_rl_experiment.trackers import MSRL_TRACKERS
 from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG, RLOutputTree

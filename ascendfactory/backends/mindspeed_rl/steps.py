@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.common.megatron.run import to_flags
-from ascendfactory.backends.common.mindspeed_rl_experiment.config import MindSpeedRLConfig, absolute
+from ascendfactory.backends.common.megatron.read import to_flags
 from ascendfactory.backends.common.mindspeed_rl_experiment.load import Load
 from ascendfactory.backends.common.mindspeed_rl_experiment.numbers import cpus_of
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import MindSpeedRLConfig, absolute
 from ascendfactory.backends.common.mindspeed_rl_experiment.tree import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.common.megatron.run import (
+from ascendfactory.backends.common.megatron.read import (
     MegatronRun,
     hf2mg_skip_reason,
     read_megatron_run,

@@ -15,7 +15,7 @@ Before the train step, the sft samples are held against `seq-length` (`ascendfac
 from __future__ import annotations
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.common.megatron.run import MegatronRun
+from ascendfactory.backends.common.megatron.read import MegatronRun
 from ascendfactory.backends.common.megatron.skeleton import process
 from ascendfactory.plan import Plan, Role, Step
 

@@ -7,7 +7,7 @@
     plot        training_loss.png: the verifier rewards and the response length, from rank 0's log
 
 The experiment is the shared MindSpeed-RL experiment (`backends/common/mindspeed_rl_experiment/`, which
-registers no backend): read by `common/mindspeed_rl_experiment/config.py` (MindSpeed-RL's keys and config-time
+registers no backend): read by `common/mindspeed_rl_experiment/read.py` (MindSpeed-RL's keys and config-time
 rules of `mindspeed_rl_version`, default the newest shipped list; its cluster-only checks left out) and
 planned with `common/mindspeed_rl_experiment/load.py`'s load decision, the output tree
 (docs/sources.md#output-tree) and the yaml renderer; then the rendered yaml goes through the embedded
@@ -21,16 +21,16 @@ import os
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.common.megatron.run import to_flags
+from ascendfactory.backends.common.megatron.read import to_flags
 from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
-from ascendfactory.backends.common.mindspeed_rl_experiment.config import (
+from ascendfactory.backends.common.mindspeed_rl_experiment.load import decide_load, fill
+from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import (
     MindSpeedRLConfig,
     absolute,
     read_config,
     render_yaml,
 )
-from ascendfactory.backends.common.mindspeed_rl_experiment.load import decide_load, fill
-from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun
 from ascendfactory.backends.common.mindspeed_rl_experiment.shell import grpo_plan
 from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.config.catalog import resolve_arch

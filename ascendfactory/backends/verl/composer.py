@@ -19,7 +19,7 @@ from typing import Any
 
 from ascendfactory.backends.common.hydra import compose as hydra
 from ascendfactory.backends.common.hydra import schema as sc
-from ascendfactory.backends.verl.run import OWNED, VerlRun
+from ascendfactory.backends.verl.read import OWNED, VerlRun
 from ascendfactory.errors import Problem
 
 # where `python -m verl.trainer.main_ppo` finds its config (`@hydra.main(config_path="config",

@@ -1,7 +1,7 @@
 """What the Megatron-style backends (`torch`, `mindspeed-llm`, `mindspeed-mm`) share.
 
     config.py    the keys of `backend_config` the plans read, typed (pydantic; every other key allowed)
-    run.py       reading `backend_config` (preprocess_data, convert_ckpt_hf2mg, training, convert_ckpt_mg2hf),
+    read.py      reading `backend_config` (preprocess_data, convert_ckpt_hf2mg, training, convert_ckpt_mg2hf),
                  the parallel layout, the data and checkpoint-loading decisions, flags as argv;
                  `MegatronRun[F]` carries the backend's own record
     tree.py      the output tree (converted_weight_TP*PP*, saved_checkpoints, ckpt_converted_mg2hf, ...)

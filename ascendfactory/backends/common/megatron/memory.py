@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendfactory.backends.common.megatron.launch import TrainArgs
-from ascendfactory.backends.common.megatron.run import MegatronRun
+from ascendfactory.backends.common.megatron.read import MegatronRun
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.memory.job import Job
 from ascendfactory.memory.megatron import MegatronJob

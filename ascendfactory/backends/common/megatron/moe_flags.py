@@ -1,7 +1,7 @@
 """The mixture-of-experts and multi-head latent attention flags of a MindSpeed-LLM training run (Qwen3-MoE,
 DeepSeek-V2/V3), from the model's HF config facts, in the spelling of the MindSpeed-LLM version that runs
 them. Shared by the `mindspeed-llm` backend (`mindspeed_llm/model_flags.py`) and MindSpeed-RL's model entry
-(`common/mindspeed_rl_experiment/config.py`, whose actor is MindSpeed-LLM 26.x's Megatron model: MindSpeed-RL
+(`common/mindspeed_rl_experiment/read.py`, whose actor is MindSpeed-LLM 26.x's Megatron model: MindSpeed-RL
 2.3.0's configs/model/qwen3_30b_a3b.yaml and deepseekv3_671b.yaml use these names)."""
 
 from __future__ import annotations

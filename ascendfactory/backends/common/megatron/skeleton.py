@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Generic
 
 from ascendfactory.backends.base import Backend, OwnedKey, PlanContext
 from ascendfactory.backends.common.megatron.launch import TrainArgs
-from ascendfactory.backends.common.megatron.run import F, MegatronRun
+from ascendfactory.backends.common.megatron.read import F, MegatronRun
 from ascendfactory.backends.report_to import TrackerKeys
 from ascendfactory.checkpoints.megatron import SAVED_MARKER
 from ascendfactory.config.catalog import ModelArch

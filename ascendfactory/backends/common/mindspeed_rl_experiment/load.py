@@ -22,7 +22,7 @@ from typing import Any
 
 from ascendfactory.backends import inputs
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.common.mindspeed_rl_experiment.config import MindSpeedRLConfig, absolute
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import MindSpeedRLConfig, absolute
 from ascendfactory.backends.common.mindspeed_rl_experiment.tree import RLOutputTree
 from ascendfactory.checkpoints.megatron import inspect, iteration_name
 from ascendfactory.errors import Problem

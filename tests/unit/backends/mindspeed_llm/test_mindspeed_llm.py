@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ascendfactory.backends.common.megatron.run import to_flags
+from ascendfactory.backends.common.megatron.read import to_flags
 from ascendfactory.backends.mindspeed_llm.keys import KINDS, names_file, nearest, valid_names
 from ascendfactory.backends.mindspeed_llm.versions import VERSIONS
 from ascendfactory.backends.planner import make_plan

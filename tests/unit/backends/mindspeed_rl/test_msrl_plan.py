@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from msrl_helpers import DELETE, experiment
 
-from ascendfactory.backends.common.mindspeed_rl_experiment.config import load_yaml
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import load_yaml
 from ascendfactory.backends.mindspeed_rl import environment
 from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
 from ascendfactory.backends.planner import make_plan

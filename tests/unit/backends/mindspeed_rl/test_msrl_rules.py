@@ -16,7 +16,7 @@ import pytest
 from msrl_helpers import DELETE, context
 
 from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
-from ascendfactory.backends.common.mindspeed_rl_experiment.config import read_config
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import read_config
 from ascendfactory.backends.common.mindspeed_rl_experiment.rules import RULES
 from ascendfactory.errors import ConfigError
 

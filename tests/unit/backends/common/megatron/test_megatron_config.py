@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ascendfactory.backends.common.megatron.config import PathKeys, PreprocessSection, TrainingSection
-from ascendfactory.backends.common.megatron.run import PATH_KEYS
+from ascendfactory.backends.common.megatron.read import PATH_KEYS
 from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import ConfigError, Problem
 from tests.unit.backends.mindspeed_llm.test_mindspeed_llm import plan_for
