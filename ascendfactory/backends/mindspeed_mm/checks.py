@@ -32,7 +32,7 @@ def value_problems(ctx: PlanContext, key: str, value: Any, generation: str) -> l
     """What argparse refuses in a known flag's value (type=, nargs, choices), by the generation's table
     (keys/training_<gen>.txt: Megatron-LM's, MindSpeed-MM's and MindSpeed's add_argument calls, the later
     one winning as conflict_handler "resolve" does). A generation listing names only is checked by name."""
-    from ascendfactory.backends.mindspeed_llm.keys import KIND_WORDS, Spec, value_problem
+    from ascendfactory.backends.common.megatron.flag_specs import KIND_WORDS, Spec, value_problem
 
     own = training_values(generation).get(key)
     spec = Spec(*own) if own else None
