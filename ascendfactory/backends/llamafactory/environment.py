@@ -15,10 +15,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.environment import Check, FrameworkEnv, InstallStep, python_of, site_packages
 from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
-from ascendfactory.backends.venv import FrameworkEnv, python_of, site_packages
 
 VERSION = "0.9.5"  # the newest on the registry; the key lists in keys/ are generated from it
 # torch is installed first (AF_TORCH_SPEC; the CPU wheel on machines without an accelerator) and kept;

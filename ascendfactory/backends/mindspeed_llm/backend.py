@@ -40,8 +40,7 @@ from ascendfactory.backends.common.megatron.skeleton import (
     process,
     timeout_flag,
 )
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.environment import Check, InstallStep, third_party_dir
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,

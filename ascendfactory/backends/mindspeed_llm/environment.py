@@ -23,8 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.doctor import Check, ascend_checks, ascend_toolkit_status, module_check
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.environment import (
+    Check,
+    FrameworkCheckout,
+    InstallStep,
+    ascend_checks,
+    ascend_toolkit_status,
+    module_check,
+)
 from ascendfactory.backends.mindspeed_llm.versions import (
     DEFAULT,
     KEY,
@@ -34,7 +40,6 @@ from ascendfactory.backends.mindspeed_llm.versions import (
     choose_version,
     megatron_minor,
 )
-from ascendfactory.backends.venv import FrameworkCheckout
 from ascendfactory.errors import ConfigError, Problem
 
 ENTRY_SCRIPTS = ("pretrain_gpt.py", "posttrain_gpt.py", "preprocess_data.py")

@@ -27,8 +27,7 @@ from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.common.megatron.read import MegatronRun, hf2mg_skip_reason, to_flags
 from ascendfactory.backends.common.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
 from ascendfactory.backends.common.megatron.tree import OutputTree
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.environment import Check, InstallStep
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
 from ascendfactory.backends.mindspeed_mm.environment import generation_problem, resolve_site

@@ -37,10 +37,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.doctor import Check, ascend_toolkit_status, module_check
-from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.environment import (
+    Check,
+    FrameworkCheckout,
+    InstallStep,
+    ascend_toolkit_status,
+    module_check,
+    third_party_dir,
+)
 from ascendfactory.backends.mindspeed_mm.keys import GENERATIONS, RELEASES, presets
-from ascendfactory.backends.venv import FrameworkCheckout
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import ConfigError, Problem
 

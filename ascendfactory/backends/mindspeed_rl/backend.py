@@ -35,8 +35,7 @@ from ascendfactory.backends.common.mindspeed_rl_experiment.read import (
 from ascendfactory.backends.common.mindspeed_rl_experiment.shell import grpo_plan
 from ascendfactory.backends.common.mindspeed_rl_experiment.trackers import MSRL_TRACKERS
 from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG, RLOutputTree
-from ascendfactory.backends.doctor import Check, ascend_toolkit_status
-from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.environment import Check, InstallStep, ascend_toolkit_status, third_party_dir
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
 )

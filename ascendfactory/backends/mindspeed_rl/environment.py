@@ -25,8 +25,13 @@ from ascendfactory.backends.common.mindspeed_rl_experiment.checkout import (
     find_checkout,
     missing_entry_scripts,
 )
-from ascendfactory.backends.doctor import Check, ascend_checks, module_check
-from ascendfactory.backends.install import InstallStep, third_party_dir
+from ascendfactory.backends.environment import (
+    Check,
+    InstallStep,
+    ascend_checks,
+    module_check,
+    third_party_dir,
+)
 
 # The pins of MindSpeed-RL 2.3.0's docs/install_guide.md (branch 2.3.0): the newest release.
 PINNED_RL = ("2.3.0", "09b8c1253af02abf62f9056e3a4e5cba78b03d7a")

@@ -42,7 +42,7 @@ from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, Role, Step
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.doctor import Check
+    from ascendfactory.backends.environment import Check
 
 
 def _is_switch(parser: Any, key: str) -> bool:
@@ -441,7 +441,7 @@ class TorchBackend(MegatronBackend[None]):
 
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
-        from ascendfactory.backends.doctor import module_check  # doctor's alone: not a plan's import
+        from ascendfactory.backends.environment import module_check  # doctor's alone: not a plan's import
 
         return [
             *(module_check(m) for m in EMBEDDED_PACKAGES),

@@ -28,8 +28,7 @@ import yaml
 
 from ascendfactory.backends.base import EXP_CONFIG, Backend, PlanContext
 from ascendfactory.backends.common.hydra.schema import get_path
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.environment import Check, InstallStep
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys, client_check_args
 from ascendfactory.backends.verl import composer, environment, prompts, rules

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
-from ascendfactory.backends.venv import FrameworkCheckout
+from ascendfactory.backends.environment import FrameworkCheckout
 
 ENTRY_SCRIPTS = ("cli/train_grpo.py", "cli/preprocess_data.py")
 

@@ -1,27 +1,112 @@
-"""A framework in a virtual environment of its own (LLaMA-Factory, verl: their pins conflict).
+"""Where a framework lives and what a backend's `environment.py` returns about it: the shared records of the
+backends' environment role (each backend's own `environment.py` uses them).
 
-One record per framework (`FrameworkEnv`) says where its environment is and how it is recorded as
-installed; the functions read an environment without running it (paths and package metadata: importing a
-framework takes seconds). Where the environment is, in order: `backend_config.env_dir` in the experiment,
-else the framework's variable (`AF_VERL_ENV`, ...), else where `sh install.sh <backend>` creates it,
-`<AF_ENVS_DIR or ~/.ascendfactory/envs>/<name>`. Any virtualenv or conda prefix with `bin/python` works
-(a cluster image that already has the framework: point the variable at its prefix).
-
-A framework run from a git checkout instead (MindSpeed-LLM, -MM, -RL) has a `FrameworkCheckout` record:
-the experiment's `scripts_dir`, else the framework's variable, else where `sh install.sh <backend>` clones
-it, `<AF_THIRD_PARTY_DIR or ~/.ascendfactory/third-party>/<directory>`.
+- Install plans as data: the `InstallStep` record a backend's `install_steps` returns, and where frameworks
+  are installed (`third_party_dir`, `envs_dir`). `ascendfactory.features.install` runs a plan
+  (`install.sh`, `doctor --install-plan`).
+- Doctor checks: the `Check` record a backend's `doctor_checks` returns and the checks several backends
+  share (a module imports, the Ascend toolkit). `ascendfactory.features.doctor` runs them with the generic
+  checks around.
+- A framework in a virtual environment of its own (LLaMA-Factory, verl: their pins conflict): one record
+  per framework (`FrameworkEnv`) says where its environment is and how it is recorded as installed; the
+  functions read an environment without running it (paths and package metadata: importing a framework
+  takes seconds). Where the environment is, in order: `backend_config.env_dir` in the experiment, else the
+  framework's variable (`AF_VERL_ENV`, ...), else where `sh install.sh <backend>` creates it,
+  `<AF_ENVS_DIR or ~/.ascendfactory/envs>/<name>`. Any virtualenv or conda prefix with `bin/python` works
+  (a cluster image that already has the framework: point the variable at its prefix).
+- A framework run from a git checkout instead (MindSpeed-LLM, -MM, -RL) has a `FrameworkCheckout` record:
+  the experiment's `scripts_dir`, else the framework's variable, else where `sh install.sh <backend>`
+  clones it, `<AF_THIRD_PARTY_DIR or ~/.ascendfactory/third-party>/<directory>`.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep, envs_dir, third_party_dir
+
+@dataclass(frozen=True)
+class InstallStep:
+    what: str
+    argv: tuple[str, ...]
+    cwd: str | None = None
+    skip_if_exists: str | None = None  # makes re-running safe
+
+    def display(self) -> str:
+        cmd = shlex.join(self.argv)
+        return f"(cd {shlex.quote(self.cwd)} && {cmd})" if self.cwd else cmd
+
+
+def third_party_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Where install.sh clones frameworks: env AF_THIRD_PARTY_DIR, else ~/.ascendfactory/third-party."""
+    environ = os.environ if environ is None else environ
+    return environ.get("AF_THIRD_PARTY_DIR") or os.path.join(
+        os.path.expanduser("~"), ".ascendfactory", "third-party"
+    )
+
+
+def envs_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Where install.sh creates frameworks' own environments: env AF_ENVS_DIR, else ~/.ascendfactory/envs."""
+    environ = os.environ if environ is None else environ
+    return environ.get("AF_ENVS_DIR") or os.path.join(os.path.expanduser("~"), ".ascendfactory", "envs")
+
+
+ASCEND_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | missing | warn | info
+    detail: str
+    required: bool = True
+
+    def row(self) -> dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+# import name -> PyPI name, where they differ
+PIP_NAMES = {"hydra": "hydra-core", "torch_npu": "torch-npu", "yaml": "pyyaml"}
+
+
+def module_check(name: str, required: bool = True, *, fix: str | None = None) -> Check:
+    """Whether `name` imports here; `fix`: how to get it (default `pip install <its PyPI name>`; a
+    framework that only `install.sh` installs right says `sh install.sh <backend>`)."""
+    found = importlib.util.find_spec(name) is not None
+    return Check(
+        f"python: {name}",
+        "ok" if found else ("missing" if required else "warn"),
+        "importable" if found else (fix or f"pip install {PIP_NAMES.get(name, name)}"),
+        required,
+    )
+
+
+def ascend_toolkit_status(
+    environ: Mapping[str, str] | None = None, set_env: str | None = None
+) -> tuple[bool, str]:
+    """(sourced?, detail). Sourced means ASCEND_TOOLKIT_HOME is set (set_env.sh exports it)."""
+    environ = os.environ if environ is None else environ
+    set_env = set_env or ASCEND_SET_ENV
+    home = environ.get("ASCEND_TOOLKIT_HOME")
+    if home:
+        return True, f"ASCEND_TOOLKIT_HOME={home}"
+    if os.path.exists(set_env):
+        return False, f"installed but not sourced: run `source {set_env}`"
+    return False, f"{set_env} not found: install the CANN toolkit, then source its set_env.sh"
+
+
+def ascend_checks(environ: Mapping[str, str], *, torch_npu_required: bool) -> list[Check]:
+    """The CANN toolkit environment and torch_npu (the Ascend backends, and any backend on an NPU)."""
+    ok, detail = ascend_toolkit_status(environ)
+    return [
+        Check("Ascend toolkit", "ok" if ok else "missing", detail),
+        module_check("torch_npu", required=torch_npu_required),
+    ]
 
 
 @dataclass(frozen=True)
