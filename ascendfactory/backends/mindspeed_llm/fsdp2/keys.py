@@ -24,7 +24,7 @@ from typing import Any
 
 from ascendfactory.errors import Problem
 
-ARGS_DIR = Path(__file__).resolve().parent.parent / "args"
+KEYS_DIR = Path(__file__).resolve().parent.parent / "keys"
 SECTIONS = ("model", "data", "parallel", "training", "optimization")
 PREFIX = "backend_config.fsdp2."
 _TRUE = ("yes", "true", "t", "y", "1")
@@ -50,7 +50,7 @@ def names_file(version: str) -> str:
 def keys(version: str) -> dict[str, Key]:
     """`section.key` -> Key for the FSDP2 trainer of MindSpeed-LLM `version`."""
     out = {}
-    for line in (ARGS_DIR / names_file(version)).read_text(encoding="utf-8").splitlines():
+    for line in (KEYS_DIR / names_file(version)).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         name, kind, required, choices, default = (line.split("\t") + ["", "", "", ""])[:5]
@@ -64,7 +64,7 @@ def keys(version: str) -> dict[str, Key]:
 
 
 def listed(version: str) -> bool:
-    return (ARGS_DIR / names_file(version)).is_file()
+    return (KEYS_DIR / names_file(version)).is_file()
 
 
 def _word_problem(word: str, key: Key) -> str | None:
