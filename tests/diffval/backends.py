@@ -602,6 +602,28 @@ MM_MODEL = "qwen2.5-vl-7b"
 MM_OWNED = {"mm-data", "mm-model", "mm-tool", "save", "load"}
 
 
+# backend_config's json sections -> the --mm-* flag of the file the plan writes from each (PLAN_FLAGS)
+JSON_SECTIONS = {"model": "mm-model", "data": "mm-data"}
+
+
+def _carry_json(docs: dict[str, Any], flag: str, example: Any, m: Mutation) -> None:
+    """A case's key below backend_config.model / .data, put where the plan's merge puts it: the user's value
+    over the example's json (experiment.merged_json); deleted, the example's value (or none) is left."""
+    *parents, leaf = m.path[2:]
+    node = docs.setdefault(flag, {})
+    for part in parents:
+        example = example.get(part) if isinstance(example, dict) else None
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    if m.value != DELETE:
+        node[leaf] = copy.deepcopy(m.value)
+    elif isinstance(example, dict) and leaf in example:
+        node[leaf] = copy.deepcopy(example[leaf])
+    else:
+        node.pop(leaf, None)
+
+
 class MindSpeedMM(Adapter):
     """Our verdict is `--dry-run`'s (a real `train` stops at the missing CANN toolkit); the framework's is
     MindSpeed-MM's argument parsing, its validate_args and its json merge on the training argv and the json
@@ -681,9 +703,13 @@ class MindSpeedMM(Adapter):
         example = {k: v for group in example_flags(preset).groups.values() for k, v in group.items()}
         flags = argv_flags(payload["argv"][1:])
         nproc = payload["nproc_per_node"]
+        docs = copy.deepcopy(payload.get("json", {}))
         for m in mutations:
             if m.path == ("env", "NPUS_PER_NODE"):
                 nproc = 1 if m.value == DELETE else m.value
+            if len(m.path) > 2 and m.path[0] == "backend_config" and m.path[1] in JSON_SECTIONS:
+                _carry_json(docs, JSON_SECTIONS[m.path[1]], preset[m.path[1]], m)
+                continue
             if m.path[:2] != MS_T or len(m.path) != 3:
                 continue
             key = m.path[2]
@@ -695,11 +721,12 @@ class MindSpeedMM(Adapter):
         argv = [payload["argv"][0]]
         for key, values in flags.items():
             argv += [f"--{key}", *values]
-        return {**payload, "argv": argv, "nproc_per_node": nproc, "world_size": nproc * payload["nnodes"]}
+        out = {**payload, "argv": argv, "nproc_per_node": nproc, "world_size": nproc * payload["nnodes"]}
+        return {**out, "json": docs} if "json" in payload else out
 
     def comparable(self, payload: Any) -> Any:
         flags = {k: v for k, v in argv_flags(payload["argv"][1:]).items() if k not in ("load", *MM_OWNED)}
-        return (flags, payload["world_size"], payload["argv"][0])
+        return (flags, payload["world_size"], payload["argv"][0], payload.get("json"))
 
     def worker(self) -> list[str] | None:
         import importlib.util
