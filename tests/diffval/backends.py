@@ -691,7 +691,7 @@ class MindSpeedMM(Adapter):
             "nproc_per_node": launch.nproc_per_node,
             "nnodes": launch.nnodes,
             "world_size": launch.nproc_per_node * launch.nnodes,
-            "env": dict(step.env),
+            "env": {**plan.env, **step.env},  # the experiment's own variables go to every step
             "json": docs,
         }
 
@@ -704,9 +704,14 @@ class MindSpeedMM(Adapter):
         flags = argv_flags(payload["argv"][1:])
         nproc = payload["nproc_per_node"]
         docs = copy.deepcopy(payload.get("json", {}))
+        env = dict(payload.get("env", {}))
         for m in mutations:
             if m.path == ("env", "NPUS_PER_NODE"):
                 nproc = 1 if m.value == DELETE else m.value
+            elif len(m.path) == 2 and m.path[0] == "env":  # a variable of the experiment's env
+                env.pop(m.path[1], None)
+                if m.value != DELETE:
+                    env[m.path[1]] = ("1" if m.value else "0") if isinstance(m.value, bool) else str(m.value)
             if len(m.path) > 2 and m.path[0] == "backend_config" and m.path[1] in JSON_SECTIONS:
                 _carry_json(docs, JSON_SECTIONS[m.path[1]], preset[m.path[1]], m)
                 continue
@@ -721,12 +726,18 @@ class MindSpeedMM(Adapter):
         argv = [payload["argv"][0]]
         for key, values in flags.items():
             argv += [f"--{key}", *values]
-        out = {**payload, "argv": argv, "nproc_per_node": nproc, "world_size": nproc * payload["nnodes"]}
+        out = {
+            **payload,
+            "argv": argv,
+            "nproc_per_node": nproc,
+            "world_size": nproc * payload["nnodes"],
+            "env": env,
+        }
         return {**out, "json": docs} if "json" in payload else out
 
     def comparable(self, payload: Any) -> Any:
         flags = {k: v for k, v in argv_flags(payload["argv"][1:]).items() if k not in ("load", *MM_OWNED)}
-        return (flags, payload["world_size"], payload["argv"][0], payload.get("json"))
+        return (flags, payload["world_size"], payload["argv"][0], payload.get("json"), payload.get("env"))
 
     def worker(self) -> list[str] | None:
         import importlib.util

@@ -9,9 +9,14 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.megatron.skeleton import T, owned_save
-from ascendfactory.backends.mindspeed_mm import rules
+from ascendfactory.backends.mindspeed_mm import flag_rules, rules
 from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
-from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names, training_values
+from ascendfactory.backends.mindspeed_mm.facts import (
+    source_file,
+    training_defaults,
+    training_names,
+    training_values,
+)
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.output_tree import OutputTree
@@ -85,6 +90,35 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
     )
 
 
+# validate_args_patch.py:29-34: MindSpeed-MM's validate_args copies these from model.json's text_decoder
+FROM_TEXT_DECODER = {
+    "num-layers": "num_layers",
+    "hidden-size": "hidden_size",
+    "num-attention-heads": "num_attention_heads",
+    "max-position-embeddings": "max_position_embeddings",
+    "ffn-hidden-size": "ffn_hidden_size",
+    "num-experts": "num_moe_experts",
+}
+
+
+def flag_rule_problems(ctx: PlanContext, mm: MMRun, flags: dict[str, Any]) -> list[Problem]:
+    """flag_rules.py's rules on the flags pretrain_vlm.py gets, with model.json's sizes as MindSpeed-MM's
+    validate_args puts them and the environment the training step runs with. Generation 2.1.0 only: the rules
+    are MindSpeed-MM 2.1.0's (MindSpeed 077c4137, Megatron-LM core_r0.8.0)."""
+    if mm.generation != "2.1.0":
+        return []
+    seen = dict(flags)
+    decoder = get(mm.model, "text_decoder")
+    for flag, field in FROM_TEXT_DECODER.items():
+        if isinstance(decoder, dict) and decoder.get(field) is not None:
+            seen[flag] = decoder[field]
+    own = ctx.config.env.extra_vars()
+    for name, value in {**mm.preset["exports"], **own}.items():
+        seen[flag_rules.ENV + name] = value
+    user = {**mm.user_training, **{flag_rules.ENV + name: v for name, v in own.items()}}
+    return flag_rules.problems(seen, user, training_defaults("2.1.0"))
+
+
 def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem]:
     problems: list[Problem] = []
     for key, values in ((VIT_KEY, mm.vit_layers), (LLM_KEY, mm.llm_layers)):
@@ -128,6 +162,7 @@ def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem
     flags = {**mm.flags.merged(), **mm.user_training}
     lr, min_lr = flags.get("lr"), flags.get("min-lr")
     problems += rules.validate_args_problems(flags, get(model, "text_decoder.num_moe_experts") is not None)
+    problems += flag_rule_problems(ctx, mm, flags)
     problems += rules.lr_problems(lr, min_lr, user_min_lr="min-lr" in mm.user_training)
     problems += rules.model_json_problems(
         model,
