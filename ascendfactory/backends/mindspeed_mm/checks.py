@@ -112,6 +112,7 @@ def flag_rule_problems(ctx: PlanContext, mm: MMRun, flags: dict[str, Any]) -> li
     for flag, field in FROM_TEXT_DECODER.items():
         if isinstance(decoder, dict) and decoder.get(field) is not None:
             seen[flag] = decoder[field]
+    seen[flag_rules.WORLD] = ctx.config.env.NNODES * ctx.devices.count
     own = ctx.config.env.extra_vars()
     for name, value in {**mm.preset["exports"], **own}.items():
         seen[flag_rules.ENV + name] = value

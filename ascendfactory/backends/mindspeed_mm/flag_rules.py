@@ -23,8 +23,11 @@ from ascendfactory.errors import Problem
 T = "backend_config.training."
 MS = "MindSpeed 077c4137 mindspeed/arguments.py:{line} (validate_args_wrapper)"
 MM = "MindSpeed-MM 2.1.0 mindspeed_mm/patchs/validate_args_patch.py:{line} (validate_args)"
+MEGATRON = "Megatron-LM core_r0.8.0 megatron/training/arguments.py:{line}"
 ENV = "env:"  # a flags key holding the training step's environment variable (env:NCCL_ALGO)
 # validate_args_patch.py:500 all_reduce_choices (deterministic mode's NCCL_ALGO)
+WORLD = "@world"  # a flags key holding the devices the plan launches (NNODES x devices per node)
+CALCULATOR = "Megatron-LM core_r0.8.0 megatron/core/num_microbatches_calculator.py:{line}"
 SPLIT_DATA = ("train-data-path", "valid-data-path", "test-data-path")
 NCCL_ALGOS = ("Tree", "Ring", "CollnetDirect", "CollnetChain", "^NVLS")
 
@@ -84,6 +87,26 @@ def _heads_split(f: Flags, by: float) -> bool:
 def _ring(f: Flags) -> tuple[float, float]:
     cp, ulysses = f.num("context-parallel-size"), f.num("ulysses-degree-in-cp")
     return cp // ulysses, cp % ulysses
+
+
+def _rampup_broken(f: Flags) -> bool:
+    """--rampup-batch-size START INCREMENT SAMPLES, as the micro-batch calculator takes it (sample-based
+    training: with train-iters validate_args refuses it first): three numbers, START and INCREMENT above 0,
+    SAMPLES above 0 (0 divides by zero), global-batch-size above START by a multiple of INCREMENT (equal
+    divides by zero), and every batch size of the ramp divisible by micro-batch-size x data-parallel size
+    (the calculator's consistency check as training consumes samples)."""
+    value = f["rampup-batch-size"]
+    if value is None or f.on("train-iters"):
+        return False
+    if not isinstance(value, list) or len(value) != 3:
+        return True
+    start, increment, samples = (int(float(v)) for v in value)
+    gbs = f.num("global-batch-size")
+    if start <= 0 or increment <= 0 or samples <= 0 or gbs <= start or (gbs - start) % increment:
+        return True
+    parallel = f.num("tensor-model-parallel-size") * f.num("pipeline-model-parallel-size")
+    unit = f.num("micro-batch-size") * (f.num(WORLD) // (parallel * f.num("context-parallel-size")))
+    return any((start + k * increment) % unit for k in range(int((gbs - start) // increment) + 1))
 
 
 def _adaptive_recompute(f: Flags) -> bool:
@@ -852,6 +875,40 @@ RULES: tuple[Rule, ...] = (
         "remove swap-attention, or lora-target-modules",
         MS.format(line=1048),
     ),
+    _rule(
+        "legacy-overlap-reuse-fp32",
+        ("reuse-fp32-param", "overlap-param-gather", "use-legacy-models"),
+        lambda f: f.on("use-legacy-models") and f.on("overlap-param-gather") and f.on("reuse-fp32-param"),
+        "with use-legacy-models, overlap-param-gather does not support reuse-fp32-param",
+        "remove reuse-fp32-param (or use-legacy-models)",
+        MS.format(line=1001),
+    ),
+    # -- Megatron-LM's parse_args, MindSpeed-MM's pretrain --------------------------------------------------
+    _rule(
+        "yaml-cfg-legacy",
+        ("yaml-cfg", "use-legacy-models"),
+        lambda f: f.has("yaml-cfg") and f.on("use-legacy-models"),
+        "'Yaml config is not supported with legacy models.' (yaml-cfg with use-legacy-models)",
+        "remove use-legacy-models",
+        MEGATRON.format(line=65),
+    ),
+    _rule(
+        "retro-project-dir",
+        ("retro-project-dir",),
+        lambda f: f.has("retro-project-dir"),
+        "retro-project-dir loads a Retro project's config.json over the arguments (Megatron's "
+        "load_retro_args: it must hold config.json); MindSpeed-MM trains no Retro model",
+        "remove retro-project-dir",
+        MEGATRON.format(line=82),
+    ),
+    _rule(
+        "intervals",
+        ("save-interval", "log-interval", "eval-interval"),
+        lambda f: any(f.has(k) and f.num(k) == 0 for k in ("save-interval", "log-interval", "eval-interval")),
+        "'save_interval, log_interval, and eval_interval cannot be 0' (MindSpeed-MM's pretrain)",
+        "give save-interval, log-interval and eval-interval of 1 or more",
+        "MindSpeed-MM 2.1.0 mindspeed_mm/training.py:175 (pretrain)",
+    ),
     # -- MindSpeed-MM's validate_args (its copy of Megatron-LM core_r0.8.0's) ------------------------------
     _rule(
         "split-rank",
@@ -960,6 +1017,16 @@ RULES: tuple[Rule, ...] = (
         "lr-warmup-samples only without lr-warmup-fraction",
         "use lr-decay-samples / lr-warmup-fraction with train-samples",
         MM.format(line=299),
+    ),
+    _rule(
+        "rampup-batch-size",
+        ("rampup-batch-size", "global-batch-size"),
+        _rampup_broken,
+        "rampup-batch-size takes START INCREMENT SAMPLES (all above 0), global-batch-size above START by a "
+        "multiple of INCREMENT and each batch size of the ramp divisible by micro-batch-size x data-parallel "
+        "size (Megatron's micro-batch calculator)",
+        "give e.g. rampup-batch-size: [START, INCREMENT, SAMPLES] that fits, or remove it",
+        CALCULATOR.format(line=124),
     ),
     _rule(
         "encoder-num-layers",
@@ -1071,8 +1138,7 @@ RULES: tuple[Rule, ...] = (
         "rotary-interleaved",
         ("rotary-interleaved", "no-rope-fusion", "use-legacy-models"),
         lambda f: f.on("rotary-interleaved") and (not f.given("no-rope-fusion") or f.on("use-legacy-models")),
-        "rotary-interleaved does not work with rope fusion (on unless no-rope-fusion) or "
-        "use-legacy-models",
+        "rotary-interleaved does not work with rope fusion (on unless no-rope-fusion) or use-legacy-models",
         "add no-rope-fusion: true, or remove rotary-interleaved",
         MM.format(line=455),
     ),

@@ -12,7 +12,7 @@ import pytest
 
 from ascendfactory.backends.mindspeed_mm.experiment import example_flags, preset_name, presets
 from ascendfactory.backends.mindspeed_mm.facts import training_defaults
-from ascendfactory.backends.mindspeed_mm.flag_rules import ENV, RULES, broken_rules, problems
+from ascendfactory.backends.mindspeed_mm.flag_rules import ENV, RULES, WORLD, broken_rules, problems
 
 OFF = None  # in an example: the flag removed
 MOE = {"num-experts": 8}
@@ -37,6 +37,7 @@ def base_flags() -> dict[str, Any]:
         }
     )
     flags.update({ENV + k: v for k, v in preset["exports"].items()})
+    flags[WORLD] = 8
     return flags
 
 
@@ -92,31 +93,22 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"moe-token-dispatcher-type": "allgather"},
     ),
     "moe-allgather-overlap-dispatcher": (
-        {
-            "moe-allgather-overlap-comm": True,
-            "moe-token-dispatcher-type": "alltoall",
-            "moe-permutation-async-comm": True,
-            "moe-grouped-gemm": True,
-        },
-        {"moe-token-dispatcher-type": "allgather"},
+        {"moe-allgather-overlap-comm": True, "moe-token-dispatcher-type": "alltoall"},
+        {"moe-allgather-overlap-comm": OFF},
     ),
-    "moe-overlap-async-comm": (
-        {"moe-allgather-overlap-comm": True, "moe-grouped-gemm": True},
-        {"moe-permutation-async-comm": True},
-    ),
+    "moe-overlap-async-comm": ({"moe-allgather-overlap-comm": True}, {"moe-allgather-overlap-comm": OFF}),
     "moe-overlap-grouped-gemm": (
         {"moe-allgather-overlap-comm": True, "moe-permutation-async-comm": True},
-        {"moe-grouped-gemm": True},
+        {"moe-allgather-overlap-comm": OFF},
     ),
     "moe-alltoall-overlap-tp": (
         {
             "moe-alltoall-overlap-comm": True,
             "moe-token-dispatcher-type": "alltoall",
             "moe-permutation-async-comm": True,
-            "moe-grouped-gemm": True,
             "tensor-model-parallel-size": 2,
         },
-        {"tensor-model-parallel-size": 1},
+        {"moe-alltoall-overlap-comm": OFF},
     ),
     "moe-experts-pipeline-degree": ({"moe-experts-pipeline-degree": 2}, {"moe-experts-pipeline-degree": OFF}),
     "moe-tp-extend-ep-needs": (
@@ -128,13 +120,8 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"moe-zero-memory": "level0"},
     ),
     "moe-zero-memory-allgather-overlap": (
-        {
-            "moe-zero-memory": "level0",
-            "moe-allgather-overlap-comm": True,
-            "moe-permutation-async-comm": True,
-            "moe-grouped-gemm": True,
-        },
-        {"moe-zero-memory": "disable"},
+        {"moe-zero-memory": "level0", "moe-allgather-overlap-comm": True},
+        {"moe-allgather-overlap-comm": OFF},
     ),
     "moe-dynamic-padding": ({"moe-dynamic-padding": True}, {"moe-dynamic-padding": OFF}),
     "moe-permutation-async-comm": (
@@ -239,6 +226,22 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"train-iters": OFF, "train-samples": 1920, "lr-decay-iters": 10},
         {"lr-decay-iters": OFF, "lr-decay-samples": 1920},
     ),
+    "rampup-batch-size": (
+        {"train-iters": OFF, "train-samples": 19200, "rampup-batch-size": [16, 16]},
+        {"rampup-batch-size": [32, 32, 1920]},
+    ),
+    "legacy-overlap-reuse-fp32": (
+        {
+            "use-legacy-models": True,
+            "overlap-param-gather": True,
+            "overlap-grad-reduce": True,
+            "reuse-fp32-param": True,
+        },
+        {"reuse-fp32-param": OFF},
+    ),
+    "yaml-cfg-legacy": ({"yaml-cfg": "/x.yaml", "use-legacy-models": True}, {"yaml-cfg": OFF}),
+    "retro-project-dir": ({"retro-project-dir": "/retro"}, {"retro-project-dir": OFF}),
+    "intervals": ({"log-interval": 0}, {"log-interval": 1}),
     "encoder-num-layers": ({"encoder-num-layers": 28}, {"encoder-num-layers": OFF}),
     "encoder-seq-length": ({"encoder-seq-length": 1024}, {"encoder-seq-length": OFF}),
     "seq-length-max-position": ({"seq-length": 131072}, {"seq-length": 4096}),
@@ -248,7 +251,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"fp32-residual-connection": True, "bf16": False},
         {"bf16": True},
     ),
-    "moe-grouped-gemm-bf16": ({"moe-grouped-gemm": True, "bf16": False}, {"bf16": True}),
+    "moe-grouped-gemm-bf16": (
+        {"moe-grouped-gemm": True, "bf16": False},
+        {"moe-grouped-gemm": OFF, "bf16": True},
+    ),
     "recompute-method-selective": (
         {"recompute-granularity": "selective", "recompute-method": "uniform"},
         {"recompute-method": OFF},
