@@ -108,6 +108,16 @@ def flag_rule_problems(ctx: PlanContext, mm: MMRun, flags: dict[str, Any]) -> li
     if mm.generation != "2.1.0":
         return []
     seen = dict(flags)
+    layout = {
+        "tensor-model-parallel-size": mm.tp,
+        "pipeline-model-parallel-size": mm.pp,
+        "context-parallel-size": mm.cp,
+        "micro-batch-size": mm.mbs,
+        "global-batch-size": mm.gbs,
+    }
+    seen.update(
+        {k: v for k, v in layout.items() if v is not None}
+    )  # the example's ${TP}, ... as the plan fills them
     decoder = get(mm.model, "text_decoder")
     for flag, field in FROM_TEXT_DECODER.items():
         if isinstance(decoder, dict) and decoder.get(field) is not None:
@@ -164,6 +174,7 @@ def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem
     lr, min_lr = flags.get("lr"), flags.get("min-lr")
     problems += rules.validate_args_problems(flags, get(model, "text_decoder.num_moe_experts") is not None)
     problems += flag_rule_problems(ctx, mm, flags)
+    problems += rules.json_config_problems({"data": mm.data, "model": mm.model, "tool": mm.tool})
     problems += rules.lr_problems(lr, min_lr, user_min_lr="min-lr" in mm.user_training)
     problems += rules.model_json_problems(
         model,

@@ -118,7 +118,10 @@ def _noop_out_of_range(f: Flags) -> bool:
     if not isinstance(value, str):
         return False
     layers = f.num("num-layers")
-    return any(int(x) >= layers or int(x) < 0 for x in value.split(","))
+    try:
+        return any(int(x) >= layers or int(x) < 0 for x in value.split(","))
+    except ValueError:  # an entry that is not a number: MindSpeed's int() stops there
+        return True
 
 
 def _rule(
@@ -421,6 +424,22 @@ RULES: tuple[Rule, ...] = (
         "add moe-permutation-async-comm and moe-grouped-gemm (no moe-expert-capacity-factor), or remove "
         "moe-tp-extend-ep",
         MS.format(line=734),
+    ),
+    _rule(
+        "moe-hierarchical-alltoallv",
+        ("moe-hierarchical-alltoallv", "moe-alltoall-overlap-comm", "moe-tp-extend-ep"),
+        lambda f: (
+            f.on("moe-hierarchical-alltoallv")
+            and (
+                not f.on("moe-alltoall-overlap-comm")
+                or not f.on("moe-tp-extend-ep")
+                or f.num("tensor-model-parallel-size") <= 1
+            )
+        ),
+        "moe-hierarchical-alltoallv needs moe-alltoall-overlap-comm, moe-tp-extend-ep and "
+        "tensor-model-parallel-size above 1 (and TP within a node, EP x TP across nodes)",
+        "remove moe-hierarchical-alltoallv",
+        MS.format(line=744),
     ),
     _rule(
         "moe-zero-memory-num-layers",
@@ -753,7 +772,7 @@ RULES: tuple[Rule, ...] = (
         "noop-layers",
         ("noop-layers",),
         _noop_out_of_range,
-        "each noop-layers entry must be a layer number in [0, num_layers) (model.json's text_decoder "
+        "noop-layers must be comma-separated layer numbers in [0, num_layers) (model.json's text_decoder "
         "num_layers)",
         "give layer numbers below num_layers, or remove noop-layers",
         MS.format(line=934),
@@ -1035,6 +1054,24 @@ RULES: tuple[Rule, ...] = (
         "'cannot have both num-layers and encoder-num-layers specified' (num-layers comes from model.json)",
         "remove encoder-num-layers",
         MM.format(line=309),
+    ),
+    _rule(
+        "seq-length-required",
+        ("seq-length", "encoder-seq-length"),
+        lambda f: not f.has("seq-length") and not f.has("encoder-seq-length"),
+        "seq-length is removed (the example's is gone): 'args.encoder_seq_length must be not None when "
+        "args.seq_length is None'",
+        "give seq-length (the example's is 1024)",
+        MM.format(line=343),
+    ),
+    _rule(
+        "save-interval-required",
+        ("save-interval",),
+        lambda f: f.has("save") and not f.has("save-interval"),
+        "save-interval is removed while the plan saves checkpoints (save): 'args.save_interval must is not "
+        "None, when args.save is not None'",
+        "give save-interval (the example's is 10000)",
+        MM.format(line=353),
     ),
     _rule(
         "encoder-seq-length",

@@ -115,6 +115,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {**MOE, "moe-tp-extend-ep": True},
         {"moe-tp-extend-ep": OFF},
     ),
+    "moe-hierarchical-alltoallv": ({"moe-hierarchical-alltoallv": True}, {"moe-hierarchical-alltoallv": OFF}),
     "moe-zero-memory-num-layers": (
         {"moe-zero-memory-num-layers": 1},
         {"moe-zero-memory": "level0"},
@@ -187,7 +188,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "nd-matmul": ({"use-nd-matmul": True, "use-fused-rmsnorm": False}, {"use-nd-matmul": OFF}),
     "recompute-in-advance": ({"recompute-in-advance": True}, {"recompute-in-advance": OFF}),
     "recompute-in-bubble": ({"recompute-in-bubble": True}, {"recompute-in-bubble": OFF}),
-    "noop-layers": ({"noop-layers": "28"}, {"noop-layers": "27"}),
+    "noop-layers": ({"noop-layers": "1,x"}, {"noop-layers": "1,27"}),
     "ampipe": ({"ampipe-degree": 2}, {"ampipe-degree": 1}),
     "tp-2d": ({"tp-2d": True}, {"tp-2d": OFF}),
     "expert-interval": ({"expert-interval": 0}, {"expert-interval": 1}),
@@ -243,6 +244,8 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "retro-project-dir": ({"retro-project-dir": "/retro"}, {"retro-project-dir": OFF}),
     "intervals": ({"log-interval": 0}, {"log-interval": 1}),
     "encoder-num-layers": ({"encoder-num-layers": 28}, {"encoder-num-layers": OFF}),
+    "seq-length-required": ({"seq-length": OFF}, {"seq-length": 2048}),
+    "save-interval-required": ({"save-interval": OFF}, {"save-interval": 100}),
     "encoder-seq-length": ({"encoder-seq-length": 1024}, {"encoder-seq-length": OFF}),
     "seq-length-max-position": ({"seq-length": 131072}, {"seq-length": 4096}),
     "decoder-seq-length": ({"decoder-seq-length": 131072}, {"decoder-seq-length": 1024}),
@@ -328,6 +331,10 @@ def test_a_problem_names_the_flag_the_user_set_and_cites_the_source() -> None:
         training_defaults("2.1.0"),
     )
     assert [p.key for p in env] == ["env.CUDA_DEVICE_MAX_CONNECTIONS"]
+
+
+def test_noop_layers_out_of_range_are_refused() -> None:
+    assert "noop-layers" in names(flags_with({"noop-layers": "28"}))
 
 
 def test_a_value_of_the_wrong_kind_is_left_to_argparse() -> None:
