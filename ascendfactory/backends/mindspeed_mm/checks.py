@@ -130,6 +130,21 @@ def flag_rule_problems(ctx: PlanContext, mm: MMRun, flags: dict[str, Any]) -> li
     return flag_rules.problems(seen, user, training_defaults("2.1.0"))
 
 
+def checkpoint_args_problems(ctx: PlanContext, mm: MMRun, load: str | None) -> list[Problem]:
+    """use-checkpoint-args reads the arguments of the checkpoint it loads: Megatron-LM core_r0.8.0
+    megatron/training/initialize.py:51 (initialize_megatron) refuses it without --load."""
+    if not mm.user_training.get("use-checkpoint-args") or load:
+        return []
+    return [
+        ctx.problem(
+            T + "use-checkpoint-args",
+            "needs a checkpoint to load ('--use-checkpoints-args requires --load argument'), and "
+            f"ckpt_load_type {ctx.config.ckpt_load_type} loads none",
+            fix="remove use-checkpoint-args, or load weights (ckpt_load_type: 1, or training.load)",
+        )
+    ]
+
+
 def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem]:
     problems: list[Problem] = []
     for key, values in ((VIT_KEY, mm.vit_layers), (LLM_KEY, mm.llm_layers)):
