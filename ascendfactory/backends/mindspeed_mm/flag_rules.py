@@ -840,13 +840,10 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "cp-kv-cache-policy",
-        ("context-parallel-kv-cache-policy", "context-parallel-size", "use-flash-attn"),
-        lambda f: (
-            f.has("context-parallel-kv-cache-policy")
-            and (f.num("context-parallel-size") == 1 or not f.on("use-flash-attn"))
-        ),
-        "context-parallel-kv-cache-policy needs context-parallel-size above 1 and use-flash-attn",
-        "remove context-parallel-kv-cache-policy, or give both",
+        ("context-parallel-kv-cache-policy", "context-parallel-size"),
+        lambda f: f.has("context-parallel-kv-cache-policy") and f.num("context-parallel-size") == 1,
+        "context-parallel-kv-cache-policy needs context-parallel-size above 1 (CP turns flash attention on)",
+        "remove context-parallel-kv-cache-policy, or set context-parallel-size above 1",
         MS.format(line=1012),
     ),
     _rule(

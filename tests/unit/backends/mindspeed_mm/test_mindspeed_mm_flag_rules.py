@@ -199,7 +199,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "reset-attention-mask": ({"reset-attention-mask": True}, {"reset-attention-mask": OFF}),
     "cp-kv-cache-policy": (
         {"context-parallel-kv-cache-policy": "full"},
-        {"context-parallel-size": 2, "use-flash-attn": True},
+        {"context-parallel-size": 2},
     ),
     "cp-cache-interval": ({"context-parallel-cache-interval": 1}, {"context-parallel-cache-interval": 0}),
     "ulysses-allgather-kv": (
