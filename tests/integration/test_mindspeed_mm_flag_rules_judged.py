@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ascendfactory.backends.mindspeed_mm.experiment import example_flags, preset_name, presets
 from ascendfactory.backends.mindspeed_mm.flag_rules import ENV
-from tests.diffval.backends import ADAPTERS
+from tests.diffval.backends import ADAPTERS, MM_MODEL
 from tests.diffval.cases import DELETE, Case, Mutation, apply
 from tests.diffval.judge import judge_cases
 from tests.unit.backends.mindspeed_mm.test_mindspeed_mm_flag_rules import EXAMPLES, example
@@ -24,6 +25,13 @@ pytestmark = pytest.mark.integration
 
 def path_of(key: str) -> tuple[str, ...]:
     return ("env", key.removeprefix(ENV)) if key.startswith(ENV) else ("backend_config", "training", key)
+
+
+def removed(key: str) -> object:
+    """The unit examples' OFF (the flag gone) as an experiment writes it: `false` for a flag the example
+    script gives (a deleted key falls back to the example's value), the key deleted otherwise."""
+    preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]
+    return False if key in example_flags(preset).merged() else DELETE
 
 
 def test_each_rule_is_mindspeed_mm_s_and_its_fix_passes(tmp_path: Path) -> None:
@@ -38,7 +46,7 @@ def test_each_rule_is_mindspeed_mm_s_and_its_fix_passes(tmp_path: Path) -> None:
         for label, change, refused in (("bad", bad, True), ("good", good, False)):
             case = Case(id=f"{name}|{label}", base=base.name, tree=copy.deepcopy(base.tree))
             for k, v in change.items():
-                mutation = Mutation(path_of(k), DELETE if v is None else v, label)
+                mutation = Mutation(path_of(k), removed(k) if v is None else v, label)
                 apply(case.tree, mutation)
                 case.mutations.append(mutation)
             wanted.append((case, refused))

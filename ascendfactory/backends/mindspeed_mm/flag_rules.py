@@ -2,7 +2,7 @@
 as data: MindSpeed's `validate_args_wrapper` (MindSpeed 077c4137, the commit MindSpeed-MM 2.1.0 installs:
 mindspeed/arguments.py) and MindSpeed-MM's own `validate_args` (mindspeed_mm/patchs/validate_args_patch.py,
 its copy of Megatron-LM core_r0.8.0's checks). Each rule was a statement of the coverage map
-(tests/diffval/maps/drafts/mindspeed-mm-2.1.0.yaml) whose case we accepted and MindSpeed-MM refused; each
+(tests/diffval/maps/mindspeed-mm-2.1.0.yaml) whose case we accepted and MindSpeed-MM refused; each
 cites the line that refuses it.
 
 The rules read the flags the plan hands pretrain_vlm.py (the example's, the user's, the layout's), with
@@ -704,7 +704,8 @@ RULES: tuple[Rule, ...] = (
                 or f.on("memory-fragmentation")
             )
         ),
-        "adaptive-memory-optimization is not compatible with ampipe-degree above 1, adaptive recompute, "
+        "adaptive-memory-optimization is not compatible with ampipe-degree above 1, adaptive recompute "
+        "(adaptive-recompute-device-size), "
         "recompute-granularity, recompute-method, recompute-activation-function, swap-attention, "
         "recompute-in-bubble or memory-fragmentation",
         "remove adaptive-memory-optimization, or the other flags",
@@ -726,7 +727,7 @@ RULES: tuple[Rule, ...] = (
         "mc2-coc",
         ("use-ascend-mc2", "use-ascend-coc"),
         lambda f: f.on("use-ascend-mc2") and f.on("use-ascend-coc"),
-        "'--mc2 and coc can not be used together'",
+        "use-ascend-mc2 with use-ascend-coc: '--mc2 and coc can not be used together'",
         "remove one of them",
         MS.format(line=894),
     ),
@@ -781,9 +782,9 @@ RULES: tuple[Rule, ...] = (
         "ampipe",
         ("ampipe-degree",),
         lambda f: f.num("ampipe-degree") > 1,
-        "ampipe-degree above 1 needs a deepspeed_moe MoE model with expert-model-parallel-size above 1 and "
-        "use-flash-attn ('ampipe only supports MoE model', 'ampipe only supports deepspeed_moe'), which "
-        "MindSpeed also refuses with mcore models (MindSpeed-MM builds mcore models)",
+        "ampipe-degree above 1 needs a MoE model with moe-model-type deepspeed_moe (use-legacy-models only), "
+        "expert-model-parallel-size above 1 and use-flash-attn ('ampipe only supports MoE model', "
+        "'ampipe only supports deepspeed_moe'); MindSpeed-MM builds MCore models",
         "remove ampipe-degree",
         MS.format(line=940),
     ),
@@ -803,9 +804,10 @@ RULES: tuple[Rule, ...] = (
                 or (f.num("expert-model-parallel-size") > 1 and f["moe-token-dispatcher-type"] != "allgather")
             )
         ),
-        "tp-2d does not work with sequence-parallel, use-fused-rmsnorm (the example's), use-nanopipe, ampipe "
-        "or use-ascend-coc, needs context-parallel-algo megatron_cp_algo or ulysses_cp_algo and "
-        "tensor-model-parallel-size = tp-x x tp-y",
+        "tp-2d does not work with sequence-parallel, use-fused-rmsnorm (the example's), use-nanopipe (with "
+        "use-legacy-models), ampipe or use-ascend-coc, needs context-parallel-algo megatron_cp_algo or "
+        "ulysses_cp_algo, tensor-model-parallel-size = tp-x x tp-y, and with expert parallelism the "
+        "allgather moe-token-dispatcher-type",
         "remove tp-2d, or set use-fused-rmsnorm: false and tp-x x tp-y = tensor-model-parallel-size",
         MS.format(line=973),
     ),
@@ -917,15 +919,18 @@ RULES: tuple[Rule, ...] = (
         "remove retro-project-dir",
         MEGATRON.format(line=82),
     ),
-    _rule(
-        "intervals",
-        ("save-interval", "log-interval", "eval-interval"),
-        lambda f: any(f.has(k) and f.num(k) == 0 for k in ("save-interval", "log-interval", "eval-interval")),
-        "'save_interval, log_interval, and eval_interval cannot be 0' (MindSpeed-MM's pretrain)",
-        "give save-interval, log-interval and eval-interval of 1 or more",
-        "MindSpeed-MM 2.1.0 mindspeed_mm/training.py:175 (pretrain)",
+    *(
+        _rule(
+            f"{key}-zero",
+            (key,),
+            lambda f, key=key: f.has(key) and f.num(key) == 0,
+            f"{key} is 0: 'save_interval, log_interval, and eval_interval cannot be 0' (MindSpeed-MM's "
+            "pretrain)",
+            f"give {key} of 1 or more",
+            "MindSpeed-MM 2.1.0 mindspeed_mm/training.py:175 (pretrain)",
+        )
+        for key in ("save-interval", "log-interval", "eval-interval")
     ),
-    # -- MindSpeed-MM's validate_args (its copy of Megatron-LM core_r0.8.0's) ------------------------------
     _rule(
         "split-rank",
         ("pipeline-model-parallel-split-rank", "pipeline-model-parallel-size"),
@@ -1200,7 +1205,7 @@ RULES: tuple[Rule, ...] = (
             and f.has("num-experts")
             and (f.num("num-experts") % f.num("expert-model-parallel-size") != 0 or f.on("fp16"))
         ),
-        "expert-model-parallel-size must divide num-experts, without fp16",
+        "expert-model-parallel-size must divide num-experts, and does not work with fp16 (use bf16)",
         "choose an expert-model-parallel-size that divides num-experts",
         MM.format(line=477),
     ),

@@ -471,7 +471,8 @@ def json_config_problems(sections: Mapping[str, Any]) -> list[Problem]:
             out.append(
                 Problem(
                     M + "predictor.mm_double_blocks_depth",
-                    f"is {depth}: 'MindSpeed-MM Error: mm_double_blocks_depth must > 0'",
+                    f"is {depth} (with mm_single_blocks_depth): 'MindSpeed-MM Error: mm_double_blocks_depth "
+                    "must > 0'",
                     fix="give 1 or more, or remove the predictor section (Qwen2.5-VL has none)",
                 )
             )
