@@ -21,6 +21,7 @@ from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.output_tree import OutputTree
 
+VPP = "virtual-pipeline-model-parallel-size"
 REJECTED_FLAGS = {
     "num-layers-per-virtual-pipeline-stage": "MindSpeed-MM Error: --num-layers-per-virtual-pipeline-stage is "
     "deprecated, please use --virtual-pipeline-model-parallel-size instead",
@@ -70,7 +71,8 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
                     fix=f"remove it; put the content under backend_config.{PLAN_FLAGS[key]}",
                 )
             )
-        elif key in REJECTED_FLAGS:
+        elif key in REJECTED_FLAGS and not (key == VPP and user[key] in (None, False, 1)):
+            # one virtual stage is none: validate_args_patch.py:197 interleaves only above 1
             problems.append(ctx.problem(where, REJECTED_FLAGS[key], fix="remove it"))
         elif key in names:
             problems += value_problems(ctx, key, user[key], generation)

@@ -258,8 +258,7 @@ def parallel_problems(
                 Problem(
                     T + "global-batch-size",
                     f"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data "
-                    "parallel "
-                    f"size ({dp})",
+                    f"parallel size ({dp}) [micro-batch-size x world / (TP x PP x CP) = {unit}]",
                     fix=f"nearest valid: {' or '.join(map(str, nearest_multiples(gbs, unit)))}",
                 )
             )
