@@ -170,7 +170,11 @@ class Verl(Adapter):
         from ascendfactory.backends.verl import schema
         from ascendfactory.backends.verl.run import OWNED, PATH_KEYS
 
-        sch = schema.load(str(tree["backend_config"].get("model_engine", "dp")))
+        engine = tree["backend_config"].get("model_engine", "dp")
+        # a first mutation may have set model_engine to a value of no engine (an int, an unknown word): the
+        # second draws from the default engine's keys (our checks refuse that value anyway)
+        known = isinstance(engine, str) and (schema.KEYS_DIR / schema.VERSION / f"{engine}.txt").is_file()
+        sch = schema.load(engine if known else "dp")
         skip = set(OWNED) | set(PATH_KEYS)
         held = [k for k in _leaves(tree["backend_config"]) if k in sch.defaults and k not in skip]
         others = [k for k, v in sch.defaults.items() if k not in skip and not isinstance(v, (dict, list))]
