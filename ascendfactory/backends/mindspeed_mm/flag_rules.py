@@ -109,6 +109,13 @@ def _rampup_broken(f: Flags) -> bool:
     return any((start + k * increment) % unit for k in range(int((gbs - start) // increment) + 1))
 
 
+def _is_zero(key: str) -> Callable[[Flags], bool]:
+    def broken(f: Flags) -> bool:
+        return f.has(key) and f.num(key) == 0
+
+    return broken
+
+
 def _adaptive_recompute(f: Flags) -> bool:
     return f.num("adaptive-recompute-device-size") > 0 or f.on("adaptive-recompute-device-swap")
 
@@ -923,7 +930,7 @@ RULES: tuple[Rule, ...] = (
         _rule(
             f"{key}-zero",
             (key,),
-            lambda f, key=key: f.has(key) and f.num(key) == 0,
+            _is_zero(key),
             f"{key} is 0: 'save_interval, log_interval, and eval_interval cannot be 0' (MindSpeed-MM's "
             "pretrain)",
             f"give {key} of 1 or more",
