@@ -44,6 +44,7 @@ BASE: dict[str, Any] = {
 }
 OFF = None  # in an example: the flag removed
 MOE = {"num-experts": 8, "moe-token-dispatcher-type": "alltoall"}
+CP2_RING = {"context-parallel-size": 2, "context-parallel-algo": "megatron_cp_algo"}
 
 # rule key -> (flags that break it, the same with the fix)
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -298,6 +299,58 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "recompute-num-layers": 1,
         },
     ),
+    # found by the 2.1.0 coverage map (tests/diffval/maps/drafts/mindspeed-llm-2.1.0.yaml)
+    "num-query-groups": (
+        {"tensor-model-parallel-size": 2, "group-query-attention": True, "num-query-groups": 1},
+        {"tensor-model-parallel-size": 2, "group-query-attention": True, "num-query-groups": 2},
+    ),
+    "pipeline-model-parallel-split-rank": (
+        {"pipeline-model-parallel-size": 2, "pipeline-model-parallel-split-rank": 2},
+        {"pipeline-model-parallel-size": 2, "pipeline-model-parallel-split-rank": 1},
+    ),
+    "use-tp-pp-dp-mapping": (
+        {"use-tp-pp-dp-mapping": True, "context-parallel-size": 2},
+        {"use-tp-pp-dp-mapping": True},
+    ),
+    "moe-extended-tp": (
+        {"moe-extended-tp": True, "moe-token-dispatcher-type": "alltoall"},
+        {"moe-extended-tp": True, "moe-token-dispatcher-type": "allgather"},
+    ),
+    "moe-router-enable-expert-bias": (
+        {"moe-router-enable-expert-bias": True},
+        {"moe-router-enable-expert-bias": True, "moe-router-score-function": "sigmoid"},
+    ),
+    "ulysses-degree-in-cp": (
+        {"context-parallel-size": 2, "context-parallel-algo": "hybrid_cp_algo"},
+        {"context-parallel-size": 2, "context-parallel-algo": "megatron_cp_algo"},
+    ),
+    "cp-window-size": (
+        {"context-parallel-size": 2, "context-parallel-algo": "megatron_cp_algo", "cp-window-size": 2},
+        {"context-parallel-size": 2, "context-parallel-algo": "megatron_cp_algo", "cp-window-size": 1},
+    ),
+    "cp-attention-mask-type": (
+        {**CP2_RING, "cp-attention-mask-type": "general", "micro-batch-size": 2},
+        {**CP2_RING, "cp-attention-mask-type": "general", "micro-batch-size": 1},
+    ),
+    "sliding-window": ({"context-parallel-size": 2, "sliding-window": 4}, {"sliding-window": 4}),
+    "reset-attention-mask": (
+        {"context-parallel-size": 2, "reset-attention-mask": True},
+        {**CP2_RING, "reset-attention-mask": True},
+    ),
+    "pad-to-multiple-of": (
+        {"context-parallel-size": 2, "pad-to-multiple-of": 3},
+        {"context-parallel-size": 2, "pad-to-multiple-of": 4},
+    ),
+    "noop-layers": ({"noop-layers": "2"}, {"noop-layers": "1"}),
+    "swap-attention": (
+        {
+            "swap-attention": True,
+            "lora-target-modules": ["linear_qkv"],
+            "lora-r": 8,
+            "use-fused-rmsnorm": OFF,
+        },
+        {"swap-attention": True, "lora-target-modules": ["linear_qkv"], "lora-r": 8},
+    ),
 }
 
 
@@ -305,6 +358,10 @@ MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf1
 ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
 # MindSpeed-LLM 26.1.0's examples where its rule differs from 2.1.0's (or is new): key -> (bad, good)
 EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "swap-attention": (
+        {"swap-attention": True, "lora-target-modules": ["linear_qkv"], "lora-r": 8},
+        {"swap-attention": True},
+    ),
     "moe-unperm2-mem-optim-swap": ({"moe-unperm2-mem-optim-swap": True}, {}),
     "fsdp2-config-path": ({"fsdp2-config-path": "/x/fsdp2.yaml"}, {}),
     "context-parallel-kv-cache-policy": ({"context-parallel-kv-cache-policy": "half"}, {}),
@@ -528,3 +585,79 @@ def test_lora_on_experts_needs_the_alltoall_seq_dispatcher_at_26_1_0() -> None:
     fixed = flags_with({**lora, "moe-token-dispatcher-type": "alltoall_seq"})
     assert not any("alltoall_seq" in r.message for r in broken_rules(fixed, RELEASES["26.1.0"]))
     assert not any("alltoall_seq" in r.message for r in broken_rules(flags_with(lora), RELEASES["2.1.0"]))
+
+
+@pytest.mark.parametrize(
+    ("bad", "good"),
+    [
+        # TransformerConfig: the heads split by TP (the key's example above is heads below 1)
+        ({"tensor-model-parallel-size": 2, "num-attention-heads": 1}, {"tensor-model-parallel-size": 2}),
+        # _validate_cp_args: ulysses_cp_algo splits the heads by TP x CP, the hybrid algorithms by TP x the
+        # ulysses degree (not CP: 4 heads over a ulysses degree of 2 in CP 4 pass)
+        (
+            {"context-parallel-size": 4, "num-attention-heads": 2},
+            {"context-parallel-size": 2, "num-attention-heads": 2},
+        ),
+        (
+            {
+                "context-parallel-size": 4,
+                "context-parallel-algo": "hybrid_adaptive_cp_algo",
+                "ulysses-degree-in-cp": 2,
+                "num-attention-heads": 1,
+            },
+            {
+                "context-parallel-size": 8,
+                "context-parallel-algo": "hybrid_adaptive_cp_algo",
+                "ulysses-degree-in-cp": 2,
+                "num-attention-heads": 2,
+            },
+        ),
+    ],
+)
+def test_the_heads_are_split_by_tp_and_the_ulysses_degree(bad: dict[str, Any], good: dict[str, Any]) -> None:
+    release = RELEASES["2.1.0"]
+    assert "num-attention-heads" in [r.key for r in broken_rules(flags_with(bad), release)]
+    assert "num-attention-heads" not in [r.key for r in broken_rules(flags_with(good), release)]
+
+
+@pytest.mark.parametrize(
+    ("flags", "key"),
+    [
+        # hybrid_cp_algo: the ring (CP / ulysses degree) must be 2 or more and hold the window
+        (
+            {
+                "context-parallel-size": 4,
+                "context-parallel-algo": "hybrid_cp_algo",
+                "ulysses-degree-in-cp": 4,
+            },
+            "ulysses-degree-in-cp",
+        ),
+        (
+            {
+                "context-parallel-size": 4,
+                "context-parallel-algo": "hybrid_cp_algo",
+                "ulysses-degree-in-cp": 2,
+                "cp-window-size": 2,
+            },
+            "cp-window-size",
+        ),
+        # megatron_cp_algo: the window divides CP
+        (
+            {"context-parallel-size": 4, "context-parallel-algo": "megatron_cp_algo", "cp-window-size": 3},
+            "cp-window-size",
+        ),
+        # alibi with a sliding window, without CP
+        ({"sliding-window": 4, "position-embedding-type": "alibi"}, "sliding-window"),
+        # noop-layers that are not numbers
+        ({"noop-layers": "a"}, "noop-layers"),
+    ],
+)
+def test_more_shapes_of_the_2_1_0_map_rules(flags: dict[str, Any], key: str) -> None:
+    assert key in [r.key for r in broken_rules(flags_with(flags), RELEASES["2.1.0"])]
+
+
+def test_the_ulysses_degree_does_not_split_the_query_groups() -> None:
+    """kv-head-repeat-before-uly-alltoall defaults to True (a store_true): 2.1.0 never checks the query
+    groups against the ulysses degree, only against TP."""
+    flags = flags_with({"context-parallel-size": 4, "group-query-attention": True, "num-query-groups": 2})
+    assert broken_rules(flags, RELEASES["2.1.0"]) == []
