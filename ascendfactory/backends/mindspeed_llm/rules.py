@@ -49,6 +49,11 @@ DEFAULTS: dict[str, Any] = {
     "pad-to-multiple-of": 8,
     "moe-router-score-function": "softmax",
     "lora-target-modules": [],
+    "shared-expert-gate-output-dimension": 1,
+    "tokenizer-padding-side": "right",
+    "wgrad-deferral-limit": 0,
+    "tp-x": 1,
+    "tp-y": 1,
 }
 # {megatron}: the version's Megatron-LM tag (a rule's source is formatted for the version that broke it)
 MEGATRON = "Megatron-LM {megatron} megatron/training/arguments.py validate_args"
@@ -1120,9 +1125,21 @@ RULES += (
     ),
     Rule(
         "moe-extended-tp",
-        lambda f: f.given("moe-extended-tp") and f["moe-token-dispatcher-type"] != "allgather",
-        "applies to the allgather token dispatcher only (moe-token-dispatcher-type: allgather)",
-        "remove moe-extended-tp, or set moe-token-dispatcher-type: allgather",
+        lambda f: (
+            f.given("moe-extended-tp")
+            and (
+                f["moe-token-dispatcher-type"] != "allgather"
+                or (
+                    f.given("ffn-hidden-size")
+                    and f.num("ffn-hidden-size")
+                    % (f.num("tensor-model-parallel-size") * f.num("expert-model-parallel-size"))
+                    != 0
+                )
+            )
+        ),
+        "applies to the allgather token dispatcher only (moe-token-dispatcher-type: allgather), with "
+        "ffn-hidden-size a multiple of tensor-model-parallel-size x expert-model-parallel-size",
+        "remove moe-extended-tp, or set moe-token-dispatcher-type: allgather and such an ffn-hidden-size",
         TRANSFORMER_CONFIG,
         versions=V21,
     ),
@@ -1237,6 +1254,300 @@ RULES += (
         "remove swap-attention",
         MS26 + "memory/swap_attention.py SwapAttentionFeature.validate_args",
         versions=V26,
+    ),
+)
+
+MOE_ROUTER = "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/moe_router.py _validate_moe_args"
+MCORE_ONLY = (
+    ("context parallelism", lambda f: _cp_on(f)),
+    ("recompute-norm", lambda f: f.given("recompute-norm")),
+    ("MoE (num-experts above 1)", lambda f: _moe(f) and f.num("num-experts") > 1),
+    ("mtp-num-layers", lambda f: f.given("mtp-num-layers") and f.num("mtp-num-layers") != 0),
+)
+
+
+def _rampup_broken(f: Flags) -> bool:
+    """Megatron's RampupBatchsizeNumMicroBatchesCalculator (sample-based training): three numbers, a positive
+    start and increment, non-negative ramp-up samples, the global batch at least the start and reached from
+    it in whole increments."""
+    value = f["rampup-batch-size"]
+    items = value if isinstance(value, list) else [value]
+    if len(items) != 3:
+        return True
+    start, increment, samples = (float(v) for v in items)
+    gbs = f.num("global-batch-size")
+    # a global batch equal to the start makes no increment: the calculator divides the ramp-up samples by 0
+    return start <= 0 or increment <= 0 or samples < 0 or gbs <= start or (gbs - start) % increment != 0
+
+
+def _mla(f: Flags) -> bool:
+    return f.given("multi-head-latent-attention")
+
+
+RULES += (
+    Rule(
+        "enable-share-memory",
+        lambda f: f.given("enable-share-memory") and f["position-embedding-type"] == "alibi",
+        "is not supported with alibi position embeddings",
+        "remove enable-share-memory",
+        "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/data.py DataFeature.validate_args",
+        versions=V21,
+    ),
+    Rule(
+        "squared-relu",
+        lambda f: (
+            f.given("squared-relu")
+            and not f.given("swiglu")
+            and not f.given("disable-bias-linear")
+            and not f.given("no-bias-gelu-fusion")
+        ),
+        "with bias (no disable-bias-linear) needs no-bias-gelu-fusion: bias-activation fusion works with "
+        "gelu or swiglu only",
+        "set no-bias-gelu-fusion: true (or disable-bias-linear: true)",
+        TRANSFORMER_CONFIG,
+        versions=V21,
+    ),
+    Rule(
+        "num-experts",
+        lambda f: f.given("num-experts") and f.num("num-experts") < 0,
+        "must not be negative",
+        "set num-experts to the model's expert count (or remove it: it is read from the model)",
+        TRANSFORMER_CONFIG,
+        versions=V21,
+    ),
+    Rule(
+        "rotary-interleaved",
+        lambda f: f.given("rotary-interleaved") and f.given("use-legacy-models"),
+        "is not supported with use-legacy-models",
+        "remove use-legacy-models, or rotary-interleaved",
+        MEGATRON,
+        versions=V21,
+    ),
+    Rule(
+        "wgrad-deferral-limit",
+        lambda f: f.given("defer-embedding-wgrad-compute") and f.num("wgrad-deferral-limit") < 0,
+        "must be 0 or more with defer-embedding-wgrad-compute",
+        "set wgrad-deferral-limit: 0 (every micro-batch deferred) or more",
+        "Megatron-LM {megatron} megatron/core/model_parallel_config.py __post_init__",
+        versions=V21,
+    ),
+    Rule(
+        "rampup-batch-size",
+        lambda f: f.given("rampup-batch-size") and not f.given("train-iters") and _rampup_broken(f),
+        "must be three numbers: a start batch size and an increment above 0 and ramp-up samples of 0 or "
+        "more, with global-batch-size above the start and reached from it in whole increments",
+        "give rampup-batch-size as [start, increment, samples] stepping up to global-batch-size, or "
+        "remove it",
+        "Megatron-LM {megatron} megatron/core/num_microbatches_calculator.py",
+        versions=V21,
+    ),
+    Rule(
+        "lr-decay-iters",
+        lambda f: f.given("train-samples") and f.given("lr-decay-iters"),
+        "sample-based training (train-samples) decays by samples",
+        "set lr-decay-samples instead of lr-decay-iters",
+        MEGATRON + " (sample-based training)",
+        versions=V21,
+    ),
+    Rule(
+        "lr-warmup-iters",
+        lambda f: f.given("train-samples") and f.num("lr-warmup-iters") != 0,
+        "sample-based training (train-samples) warms up by samples",
+        "set lr-warmup-samples (or lr-warmup-fraction) instead of lr-warmup-iters",
+        MEGATRON + " (sample-based training)",
+        versions=V21,
+    ),
+    Rule(
+        "lr-warmup-samples",
+        lambda f: (
+            f.given("train-samples") and f.given("lr-warmup-fraction") and f.num("lr-warmup-samples") != 0
+        ),
+        "only one of lr-warmup-fraction and lr-warmup-samples can be given",
+        "remove one of them",
+        MEGATRON + " (sample-based training)",
+        versions=V21,
+    ),
+    Rule(
+        "distribute-saved-activations",
+        lambda f: (
+            f.given("distribute-saved-activations")
+            and f.given("recompute-granularity")
+            and f.given("sequence-parallel")
+            and f.num("tensor-model-parallel-size") > 1
+        ),
+        "cannot be used with sequence-parallel",
+        "remove distribute-saved-activations, or sequence-parallel",
+        TRANSFORMER_CONFIG,
+        versions=V21,
+    ),
+    Rule(
+        "no-position-embedding",
+        lambda f: f.given("no-position-embedding") and f["position-embedding-type"] != "rope",
+        "is deprecated: use position-embedding-type",
+        "remove no-position-embedding; set position-embedding-type",
+        MEGATRON,
+        versions=V21,
+    ),
+    Rule(
+        "shared-expert-gate-output-dimension",
+        lambda f: (
+            f.given("moe-expert-capacity-factor")
+            and f.num("shared-expert-gate-output-dimension") not in (1, f.num("hidden-size"))
+        ),
+        "can only be 1 or hidden-size (with moe-expert-capacity-factor)",
+        "set shared-expert-gate-output-dimension: 1 (the default) or hidden-size",
+        MOE_ROUTER,
+        versions=V21,
+    ),
+    Rule(
+        "use-fused-moe-token-permute-and-unpermute",
+        lambda f: (
+            f.given("use-fused-moe-token-permute-and-unpermute")
+            and f.given("moe-expert-capacity-factor")
+            and f.given("moe-pad-expert-input-to-capacity")
+        ),
+        "does not work with moe-expert-capacity-factor and moe-pad-expert-input-to-capacity",
+        "remove use-fused-moe-token-permute-and-unpermute",
+        MOE_ROUTER,
+        versions=V21,
+    ),
+    Rule(
+        "use-mcore-models",
+        lambda f: not f.given("use-mcore-models") and any(test(f) for _, test in MCORE_ONLY),
+        "is needed (legacy models support none of: " + ", ".join(name for name, _ in MCORE_ONLY) + ")",
+        "set use-mcore-models: true",
+        LLM
+        + " validate_args_decorator (use_legacy_models = not use_mcore_models) and its _validate_* checks",
+        versions=V21,
+    ),
+    Rule(
+        "tokenizer-padding-side",
+        lambda f: f["tokenizer-padding-side"] == "left" and f["position-embedding-type"] == "alibi",
+        "left is not supported with alibi position embeddings",
+        "set tokenizer-padding-side: right (the default)",
+        LLM + " _validate_position_embedding",
+        versions=V21,
+    ),
+    Rule(
+        "moe-alltoall-overlap-comm",
+        lambda f: (
+            f.given("moe-alltoall-overlap-comm")
+            and f.num("tensor-model-parallel-size") > 1
+            and not f.given("moe-tp-extend-ep")
+        ),
+        "with tensor-model-parallel-size above 1 needs moe-tp-extend-ep",
+        "set moe-tp-extend-ep: true, or tensor-model-parallel-size: 1",
+        LLM + " _validate_moe_args",
+        versions=V21,
+    ),
+    Rule(
+        "shared-expert-gate",
+        lambda f: f.given("shared-expert-gate") and not f.given("no-gradient-accumulation-fusion"),
+        "does not work with gradient accumulation fusion",
+        "set no-gradient-accumulation-fusion: true, or remove shared-expert-gate",
+        LLM + " _validate_moe_args",
+        versions=V21,
+    ),
+    Rule(
+        "mla-up-proj-tp-overlap",
+        lambda f: (
+            _mla(f)
+            and f.given("mla-up-proj-tp-overlap")
+            and not (f.given("mla-mm-split") and f.given("sequence-parallel"))
+        ),
+        "needs mla-mm-split and sequence-parallel",
+        "set mla-mm-split and sequence-parallel, or remove mla-up-proj-tp-overlap",
+        LLM + " _validate_mla",
+        versions=V21,
+    ),
+    Rule(
+        "recompute-mla-up-proj",
+        lambda f: (
+            _mla(f)
+            and f.given("recompute-mla-up-proj")
+            and (not f.given("mla-up-proj-tp-overlap") or f.given("mla-zero-memory"))
+        ),
+        "needs mla-up-proj-tp-overlap and cannot be used with mla-zero-memory",
+        "set mla-up-proj-tp-overlap (and no mla-zero-memory), or remove recompute-mla-up-proj",
+        LLM + " _validate_mla",
+        versions=V21,
+    ),
+    Rule(
+        "mla-swap-core-attn-out",
+        lambda f: (
+            _mla(f)
+            and f.given("mla-swap-core-attn-out")
+            and (f["schedules-method"] != "dualpipev" or not f.given("moe-fb-overlap"))
+        ),
+        "needs schedules-method: dualpipev and moe-fb-overlap",
+        "set schedules-method: dualpipev and moe-fb-overlap, or remove mla-swap-core-attn-out",
+        LLM + " _validate_mla",
+        versions=V21,
+    ),
+    Rule(
+        "output-layer-slice-num",
+        lambda f: (
+            f.num("output-layer-slice-num") > 1
+            and f.num("tensor-model-parallel-size") <= 1
+            and not (
+                f.given("padded-vocab-size") and f.num("padded-vocab-size") % f.num("output-layer-slice-num")
+            )
+            and f.given("vocab-size")
+            and f.num("vocab-size") % f.num("output-layer-slice-num") != 0
+        ),
+        "must divide vocab-size",
+        "remove vocab-size (the tokenizer gives it), or set output-layer-slice-num to a divisor of it",
+        LLM + " _validate_output_layer_slice_num",
+        versions=V21,
+    ),
+    Rule(
+        "tp-2d",
+        lambda f: (
+            f.given("tp-2d")
+            and (
+                f["context-parallel-algo"] not in ("megatron_cp_algo", "ulysses_cp_algo")
+                or f.given("use-ascend-coc")
+                or f.num("tensor-model-parallel-size") // f.num("tp-x") != f.num("tp-y")
+            )
+        ),
+        "needs context-parallel-algo megatron_cp_algo or ulysses_cp_algo, no use-ascend-coc, and "
+        "tensor-model-parallel-size = tp-x x tp-y",
+        "set tp-x and tp-y so that tp-x x tp-y = tensor-model-parallel-size, and such a CP algorithm, or "
+        "remove tp-2d",
+        LLM + " _valid_tp_2d_args",
+        versions=V21,
+    ),
+    Rule(
+        "o2-gradient",
+        lambda f: f.given("o2-gradient") and not f.given("no-gradient-accumulation-fusion"),
+        "does not work with gradient accumulation fusion (it needs fp32 gradients)",
+        "set no-gradient-accumulation-fusion: true, or remove o2-gradient",
+        LLM + " _validate_o2",
+        versions=V21,
+    ),
+    Rule(
+        "num-layer-list",
+        lambda f: f.given("num-layer-list") and f.given("num-layers-per-virtual-pipeline-stage"),
+        "cannot be used with num-layers-per-virtual-pipeline-stage (a dynamic pipeline and a virtual one)",
+        "remove num-layers-per-virtual-pipeline-stage, or num-layer-list",
+        LLM + " _validate_transformer_block_build_layers",
+        versions=V21,
+    ),
+    Rule(
+        "num-layers-per-virtual-pipeline-stage",
+        lambda f: (
+            f.given("num-layers-per-virtual-pipeline-stage")
+            and f.num("pipeline-model-parallel-size") > 2
+            and f.num("num-layers") % f.num("pipeline-model-parallel-size") == 0
+            and (f.num("num-layers") // f.num("pipeline-model-parallel-size"))
+            % f.num("num-layers-per-virtual-pipeline-stage")
+            != 0
+        ),
+        "must divide the layers per pipeline stage (num-layers / pipeline-model-parallel-size)",
+        "set num-layers-per-virtual-pipeline-stage to a divisor of num-layers / "
+        "pipeline-model-parallel-size, or remove it",
+        MEGATRON + " (interleaved schedule)",
+        versions=V21,
     ),
 )
 

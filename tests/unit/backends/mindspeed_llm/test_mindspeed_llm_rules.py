@@ -45,6 +45,18 @@ BASE: dict[str, Any] = {
 OFF = None  # in an example: the flag removed
 MOE = {"num-experts": 8, "moe-token-dispatcher-type": "alltoall"}
 CP2_RING = {"context-parallel-size": 2, "context-parallel-algo": "megatron_cp_algo"}
+SAMPLES = {"train-samples": 80, "train-iters": OFF}  # sample-based training
+CAPACITY = {**MOE, "moe-expert-capacity-factor": 1.0, "moe-pad-expert-input-to-capacity": True}
+MLA = {"multi-head-latent-attention": True}
+RECOMPUTE_FULL = {"recompute-granularity": "full", "recompute-method": "uniform", "recompute-num-layers": 1}
+ALLTOALL_OVERLAP_21 = {
+    **MOE,
+    "moe-alltoall-overlap-comm": True,
+    "moe-permutation-async-comm": True,
+    "moe-grouped-gemm": True,
+}
+TP2D = {"tp-2d": True, "use-fused-rmsnorm": OFF}
+PP2_FUSION = {"pipeline-model-parallel-size": 2, "no-gradient-accumulation-fusion": OFF}
 
 # rule key -> (flags that break it, the same with the fix)
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -175,7 +187,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"recompute-activation-function": True, "recompute-granularity": "selective"},
         {"recompute-activation-function": True},
     ),
-    "squared-relu": ({"squared-relu": True}, {"squared-relu": True, "swiglu": OFF}),
+    "squared-relu": (
+        {"squared-relu": True},
+        {"squared-relu": True, "swiglu": OFF, "disable-bias-linear": True},  # the plan passes it (no bias)
+    ),
     "mtp-num-layers": ({"mtp-num-layers": 1, "context-parallel-size": 2}, {"mtp-num-layers": 1}),
     "use-legacy-models": ({"use-legacy-models": True, "use-dist-ckpt": True}, {"use-legacy-models": True}),
     "decoupled-lr": ({"decoupled-lr": 1e-5, "use-dist-ckpt": True}, {"decoupled-lr": 1e-5}),
@@ -342,6 +357,52 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"context-parallel-size": 2, "pad-to-multiple-of": 4},
     ),
     "noop-layers": ({"noop-layers": "2"}, {"noop-layers": "1"}),
+    "wgrad-deferral-limit": (
+        {"defer-embedding-wgrad-compute": True, "wgrad-deferral-limit": -1, **PP2_FUSION},
+        {"defer-embedding-wgrad-compute": True, "wgrad-deferral-limit": 0, **PP2_FUSION},
+    ),
+    "lr-decay-iters": ({**SAMPLES, "lr-decay-iters": 4}, {**SAMPLES, "lr-decay-samples": 4}),
+    "num-layer-list": (
+        {
+            "pipeline-model-parallel-size": 2,
+            "num-layer-list": "1,1",
+            "num-layers-per-virtual-pipeline-stage": 1,
+        },
+        {"pipeline-model-parallel-size": 2, "num-layer-list": "1,1"},
+    ),
+    "no-position-embedding": (
+        {"no-position-embedding": True, "position-embedding-type": "learned_absolute"},
+        {"position-embedding-type": "learned_absolute"},
+    ),
+    "shared-expert-gate-output-dimension": (
+        {**MOE, "moe-expert-capacity-factor": 1.0, "shared-expert-gate-output-dimension": 3},
+        {**MOE, "moe-expert-capacity-factor": 1.0, "shared-expert-gate-output-dimension": 64},
+    ),
+    "use-fused-moe-token-permute-and-unpermute": (
+        {**CAPACITY, "use-fused-moe-token-permute-and-unpermute": True},
+        CAPACITY,
+    ),
+    "use-mcore-models": ({"use-mcore-models": OFF, "context-parallel-size": 2}, {"use-mcore-models": OFF}),
+    "tokenizer-padding-side": (
+        {"tokenizer-padding-side": "left", "position-embedding-type": "alibi"},
+        {"tokenizer-padding-side": "right", "position-embedding-type": "alibi"},
+    ),
+    "shared-expert-gate": (
+        {**MOE, "shared-expert-gate": True, "no-gradient-accumulation-fusion": OFF},
+        {**MOE, "shared-expert-gate": True},
+    ),
+    "mla-up-proj-tp-overlap": (
+        {**MLA, "mla-up-proj-tp-overlap": True},
+        {**MLA, "mla-up-proj-tp-overlap": True, "mla-mm-split": True, "sequence-parallel": True},
+    ),
+    "recompute-mla-up-proj": (
+        {**MLA, "recompute-mla-up-proj": True},
+        {**MLA, "recompute-mla-up-proj": True, "mla-up-proj-tp-overlap": True},
+    ),
+    "mla-swap-core-attn-out": (
+        {**MLA, "mla-swap-core-attn-out": True},
+        {**MLA, "mla-swap-core-attn-out": True, "schedules-method": "dualpipev", "moe-fb-overlap": True},
+    ),
     "swap-attention": (
         {
             "swap-attention": True,
@@ -661,3 +722,103 @@ def test_the_ulysses_degree_does_not_split_the_query_groups() -> None:
     groups against the ulysses degree, only against TP."""
     flags = flags_with({"context-parallel-size": 4, "group-query-attention": True, "num-query-groups": 2})
     assert broken_rules(flags, RELEASES["2.1.0"]) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "good"),
+    [
+        # a second rule of a key whose example above is its first rule's
+        (
+            "rampup-batch-size",
+            {**SAMPLES, "rampup-batch-size": [2, 2]},
+            {**SAMPLES, "rampup-batch-size": [2, 2, 8]},
+        ),
+        (
+            "rampup-batch-size",
+            {**SAMPLES, "rampup-batch-size": [8, 2, 8]},
+            {**SAMPLES, "rampup-batch-size": [2, 2, 8]},
+        ),
+        (
+            "rampup-batch-size",
+            {**SAMPLES, "rampup-batch-size": [2, 4, 8]},
+            {**SAMPLES, "rampup-batch-size": [2, 3, 8]},
+        ),
+        ("lr-warmup-iters", {**SAMPLES, "lr-warmup-iters": 1}, SAMPLES),
+        ("lr-warmup-samples", {**SAMPLES, "lr-warmup-fraction": 0.1, "lr-warmup-samples": 1}, SAMPLES),
+        (
+            "distribute-saved-activations",
+            {
+                **RECOMPUTE_FULL,
+                "distribute-saved-activations": True,
+                "tensor-model-parallel-size": 2,
+                "sequence-parallel": True,
+            },
+            {**RECOMPUTE_FULL, "distribute-saved-activations": True, "tensor-model-parallel-size": 2},
+        ),
+        (
+            "moe-alltoall-overlap-comm",
+            {**ALLTOALL_OVERLAP_21, "tensor-model-parallel-size": 2},
+            {**ALLTOALL_OVERLAP_21, "tensor-model-parallel-size": 2, "moe-tp-extend-ep": True},
+        ),
+        (
+            "output-layer-slice-num",
+            {"output-layer-slice-num": 3, "padded-vocab-size": 960, "vocab-size": 7},
+            {"output-layer-slice-num": 3, "padded-vocab-size": 960, "vocab-size": 9},
+        ),
+        ("tp-2d", {**TP2D, "context-parallel-algo": "hybrid_cp_algo"}, TP2D),
+        (
+            "tp-2d",
+            {**TP2D, "tensor-model-parallel-size": 2, "tp-x": 2, "tp-y": 2},
+            {**TP2D, "tensor-model-parallel-size": 2, "tp-x": 2},
+        ),
+        (
+            "o2-gradient",
+            {"o2-gradient": True, "bf16": True, "no-gradient-accumulation-fusion": OFF},
+            {"o2-gradient": True, "bf16": True},
+        ),
+        (
+            "num-layer-list",
+            {
+                "pipeline-model-parallel-size": 2,
+                "num-layer-list": "1,1",
+                "num-layers-per-virtual-pipeline-stage": 1,
+            },
+            {"pipeline-model-parallel-size": 2, "num-layer-list": "1,1"},
+        ),
+        (
+            "num-layers-per-virtual-pipeline-stage",
+            {"pipeline-model-parallel-size": 4, "num-layers": 8, "num-layers-per-virtual-pipeline-stage": 3},
+            {"pipeline-model-parallel-size": 4, "num-layers": 8, "num-layers-per-virtual-pipeline-stage": 1},
+        ),
+        (
+            "enable-share-memory",
+            {"enable-share-memory": True, "reset-position-ids": True, "position-embedding-type": "alibi"},
+            {"enable-share-memory": True, "reset-position-ids": True},
+        ),
+        (
+            "squared-relu",
+            {"squared-relu": True, "swiglu": OFF},
+            {"squared-relu": True, "swiglu": OFF, "no-bias-gelu-fusion": True},
+        ),
+        ("num-experts", {"num-experts": -1}, {"num-experts": 0}),
+        (
+            "rotary-interleaved",
+            {"rotary-interleaved": True, "no-rope-fusion": True, "use-legacy-models": True},
+            {"rotary-interleaved": True, "no-rope-fusion": True},
+        ),
+        (
+            "moe-extended-tp",
+            {"moe-extended-tp": True, "tensor-model-parallel-size": 2, "ffn-hidden-size": 175},
+            {"moe-extended-tp": True, "tensor-model-parallel-size": 2, "ffn-hidden-size": 176},
+        ),
+        ("use-mcore-models", {"use-mcore-models": OFF, **MOE}, {**MOE}),
+    ],
+)
+def test_a_second_rule_of_a_key_refuses_its_case_at_2_1_0(
+    key: str, bad: dict[str, Any], good: dict[str, Any]
+) -> None:
+    """Rules the 2.1.0 coverage map added beside a key's first rule (each case was refused by the 2.1.0
+    judge at its statement: tests/diffval/maps/drafts/mindspeed-llm-2.1.0.yaml)."""
+    release = RELEASES["2.1.0"]
+    assert key in [r.key for r in broken_rules(flags_with(bad), release)]
+    assert key not in [r.key for r in broken_rules(flags_with(good), release)]
