@@ -1001,7 +1001,7 @@ RULES += (
 )
 
 # MindSpeed-LLM 2.1.0 checks the statement-by-statement coverage map found we accepted
-# (tests/diffval/maps/drafts/mindspeed-llm-2.1.0.yaml: each case refused by its judge at that statement).
+# (tests/diffval/maps/mindspeed-llm-2.1.0.yaml: each case refused by its judge at that statement).
 TRANSFORMER_CONFIG = "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__"
 CP = LLM + " _validate_cp_args"
 HYBRID_CP = ("hybrid_cp_algo", "hybrid_adaptive_cp_algo")  # a ring of ulysses groups: ulysses-degree-in-cp
@@ -1109,8 +1109,8 @@ RULES += (
         ),
         "must be less than pipeline-model-parallel-size",
         "set pipeline-model-parallel-split-rank below pipeline-model-parallel-size, or remove it",
-        # core_v0.12.1 takes the split rank's stages from PP as the encoder's and asserts some are left
         MEGATRON,
+        versions=V21,  # 26.1.0 (core_v0.12.1) takes the split rank's stages from PP: H36c's 26.1.0 rule
     ),
     Rule(
         "use-tp-pp-dp-mapping",

@@ -314,7 +314,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "recompute-num-layers": 1,
         },
     ),
-    # found by the 2.1.0 coverage map (tests/diffval/maps/drafts/mindspeed-llm-2.1.0.yaml)
+    # found by the 2.1.0 coverage map (tests/diffval/maps/mindspeed-llm-2.1.0.yaml)
     "num-query-groups": (
         {"tensor-model-parallel-size": 2, "group-query-attention": True, "num-query-groups": 1},
         {"tensor-model-parallel-size": 2, "group-query-attention": True, "num-query-groups": 2},
@@ -818,7 +818,7 @@ def test_a_second_rule_of_a_key_refuses_its_case_at_2_1_0(
     key: str, bad: dict[str, Any], good: dict[str, Any]
 ) -> None:
     """Rules the 2.1.0 coverage map added beside a key's first rule (each case was refused by the 2.1.0
-    judge at its statement: tests/diffval/maps/drafts/mindspeed-llm-2.1.0.yaml)."""
+    judge at its statement: tests/diffval/maps/mindspeed-llm-2.1.0.yaml)."""
     release = RELEASES["2.1.0"]
     assert key in [r.key for r in broken_rules(flags_with(bad), release)]
     assert key not in [r.key for r in broken_rules(flags_with(good), release)]
