@@ -1347,7 +1347,6 @@ RULES += (
         "sample-based training (train-samples) decays by samples",
         "set lr-decay-samples instead of lr-decay-iters",
         MEGATRON + " (sample-based training)",
-        versions=V21,
     ),
     Rule(
         "lr-warmup-iters",
@@ -1386,7 +1385,6 @@ RULES += (
         "is deprecated: use position-embedding-type",
         "remove no-position-embedding; set position-embedding-type",
         MEGATRON,
-        versions=V21,
     ),
     Rule(
         "shared-expert-gate-output-dimension",
@@ -1396,8 +1394,7 @@ RULES += (
         ),
         "can only be 1 or hidden-size (with moe-expert-capacity-factor)",
         "set shared-expert-gate-output-dimension: 1 (the default) or hidden-size",
-        MOE_ROUTER,
-        versions=V21,
+        {"2.1.0": MOE_ROUTER, "26.1.0": LLM26 + "moe/moe_router.py"},
     ),
     Rule(
         "use-fused-moe-token-permute-and-unpermute",
@@ -1457,8 +1454,10 @@ RULES += (
         ),
         "needs mla-mm-split and sequence-parallel",
         "set mla-mm-split and sequence-parallel, or remove mla-up-proj-tp-overlap",
-        LLM + " _validate_mla",
-        versions=V21,
+        {
+            "2.1.0": LLM + " _validate_mla",
+            "26.1.0": LLM26 + "transformer/multi_latent_attention/mla_feature.py",
+        },
     ),
     Rule(
         "recompute-mla-up-proj",
@@ -1469,8 +1468,10 @@ RULES += (
         ),
         "needs mla-up-proj-tp-overlap and cannot be used with mla-zero-memory",
         "set mla-up-proj-tp-overlap (and no mla-zero-memory), or remove recompute-mla-up-proj",
-        LLM + " _validate_mla",
-        versions=V21,
+        {
+            "2.1.0": LLM + " _validate_mla",
+            "26.1.0": LLM26 + "transformer/multi_latent_attention/mla_feature.py",
+        },
     ),
     Rule(
         "mla-swap-core-attn-out",
@@ -1481,8 +1482,10 @@ RULES += (
         ),
         "needs schedules-method: dualpipev and moe-fb-overlap",
         "set schedules-method: dualpipev and moe-fb-overlap, or remove mla-swap-core-attn-out",
-        LLM + " _validate_mla",
-        versions=V21,
+        {
+            "2.1.0": LLM + " _validate_mla",
+            "26.1.0": LLM26 + "transformer/multi_latent_attention/mla_feature.py",
+        },
     ),
     Rule(
         "output-layer-slice-num",

@@ -382,7 +382,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {**CAPACITY, "use-fused-moe-token-permute-and-unpermute": True},
         CAPACITY,
     ),
-    "use-mcore-models": ({"use-mcore-models": OFF, "context-parallel-size": 2}, {"use-mcore-models": OFF}),
+    "use-mcore-models": (  # a user's false unsets the plan's flag (OFF would give it back)
+        {"use-mcore-models": False, "context-parallel-size": 2},
+        {"use-mcore-models": False},
+    ),
     "tokenizer-padding-side": (
         {"tokenizer-padding-side": "left", "position-embedding-type": "alibi"},
         {"tokenizer-padding-side": "right", "position-embedding-type": "alibi"},
@@ -811,7 +814,7 @@ def test_the_ulysses_degree_does_not_split_the_query_groups() -> None:
             {"moe-extended-tp": True, "tensor-model-parallel-size": 2, "ffn-hidden-size": 175},
             {"moe-extended-tp": True, "tensor-model-parallel-size": 2, "ffn-hidden-size": 176},
         ),
-        ("use-mcore-models", {"use-mcore-models": OFF, **MOE}, {**MOE}),
+        ("use-mcore-models", {"use-mcore-models": False, **MOE}, {**MOE}),
     ],
 )
 def test_a_second_rule_of_a_key_refuses_its_case_at_2_1_0(
