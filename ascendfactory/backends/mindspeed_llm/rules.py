@@ -44,7 +44,6 @@ DEFAULTS: dict[str, Any] = {
     # features_manager/common/moe_router.py
     "context-parallel-algo": "ulysses_cp_algo",
     "cp-window-size": 1,
-    "attention-mask-type": "causal",
     "cp-attention-mask-type": "causal",
     "pad-to-multiple-of": 8,
     "moe-router-score-function": "softmax",
@@ -1196,10 +1195,11 @@ RULES += (
         lambda f: (
             _cp_on(f)
             and f.given("reset-attention-mask")
-            and f["attention-mask-type"] == "causal"
+            # _add_dummy_args sets attention_mask_type to cp_attention_mask_type just before this check
+            and f["cp-attention-mask-type"] == "causal"
             and f["context-parallel-algo"] != "megatron_cp_algo"
         ),
-        "with context parallelism and a causal attention-mask-type needs context-parallel-algo: "
+        "with context parallelism and a causal cp-attention-mask-type needs context-parallel-algo: "
         "megatron_cp_algo (ring attention)",
         "set context-parallel-algo: megatron_cp_algo, or remove reset-attention-mask",
         LLM + " _validate_create_attention_mask_in_dataloader",

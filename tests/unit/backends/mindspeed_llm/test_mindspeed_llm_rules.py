@@ -825,3 +825,13 @@ def test_a_second_rule_of_a_key_refuses_its_case_at_2_1_0(
     release = RELEASES["2.1.0"]
     assert key in [r.key for r in broken_rules(flags_with(bad), release)]
     assert key not in [r.key for r in broken_rules(flags_with(good), release)]
+
+
+def test_reset_attention_mask_reads_the_cp_mask_type() -> None:
+    """2.1.0's _add_dummy_args sets attention_mask_type to cp_attention_mask_type before the check: a general
+    CP mask passes reset-attention-mask under ulysses_cp_algo; a causal one needs ring attention."""
+    release = RELEASES["2.1.0"]
+    causal = flags_with({"context-parallel-size": 2, "reset-attention-mask": True})
+    general = flags_with({**causal, "cp-attention-mask-type": "general"})
+    assert "reset-attention-mask" in [r.key for r in broken_rules(causal, release)]
+    assert "reset-attention-mask" not in [r.key for r in broken_rules(general, release)]
