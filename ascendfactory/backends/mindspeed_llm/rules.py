@@ -1450,10 +1450,15 @@ RULES += (
         lambda f: (
             _mla(f)
             and f.given("mla-up-proj-tp-overlap")
-            and not (f.given("mla-mm-split") and f.given("sequence-parallel"))
+            # validate_args turns sequence-parallel off with TP 1 before this check
+            and not (
+                f.given("mla-mm-split")
+                and f.given("sequence-parallel")
+                and f.num("tensor-model-parallel-size") > 1
+            )
         ),
-        "needs mla-mm-split and sequence-parallel",
-        "set mla-mm-split and sequence-parallel, or remove mla-up-proj-tp-overlap",
+        "needs mla-mm-split and sequence-parallel (with tensor-model-parallel-size above 1)",
+        "set mla-mm-split and sequence-parallel with TP 2 or more, or remove mla-up-proj-tp-overlap",
         {
             "2.1.0": LLM + " _validate_mla",
             "26.1.0": LLM26 + "transformer/multi_latent_attention/mla_feature.py",

@@ -56,6 +56,7 @@ ALLTOALL_OVERLAP_21 = {
     "moe-grouped-gemm": True,
 }
 TP2D = {"tp-2d": True, "use-fused-rmsnorm": OFF}
+TP2_SP = {"tensor-model-parallel-size": 2, "sequence-parallel": True}
 PP2_FUSION = {"pipeline-model-parallel-size": 2, "no-gradient-accumulation-fusion": OFF}
 
 # rule key -> (flags that break it, the same with the fix)
@@ -396,7 +397,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "mla-up-proj-tp-overlap": (
         {**MLA, "mla-up-proj-tp-overlap": True},
-        {**MLA, "mla-up-proj-tp-overlap": True, "mla-mm-split": True, "sequence-parallel": True},
+        {**MLA, "mla-up-proj-tp-overlap": True, "mla-mm-split": True, **TP2_SP},
     ),
     "recompute-mla-up-proj": (
         {**MLA, "recompute-mla-up-proj": True},
