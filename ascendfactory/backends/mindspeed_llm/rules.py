@@ -1225,10 +1225,8 @@ RULES += (
         _noop_layers_broken,
         "must be comma-separated layer numbers in [0, num-layers)",
         "give layer numbers from 0 to num-layers - 1, e.g. noop-layers: '0'",
-        {
-            "2.1.0": LLM + " _validate_noop_layer",
-            "26.1.0": MS26 + "pipeline_parallel/noop_layers.py NoopLayersFeature.validate_args",
-        },
+        LLM + " _validate_noop_layer",
+        versions=V21,  # 26.1.0: H36c's rule of the key (MindSpeed's NoopLayersFeature)
     ),
     Rule(
         "swap-attention",
