@@ -41,6 +41,8 @@ from ascendfactory.speed.devices import device_speed
 from ascendfactory.speed.flops import megatron_flops
 from ascendfactory.speed.report import unsupported
 
+NO_PREDICTION = "no predicted step time:"  # the note of a run whose plan had no supported figure
+
 # where an experiment names its HF model folder (config.json): embedded / MindSpeed-LLM tokenizer, the
 # top-level model_name_or_path, LLaMA-Factory's and verl's own keys
 MODEL_KEYS = (
@@ -360,7 +362,7 @@ def read_run(folder: Path) -> RunFigures:
     fig.peak_memory_mb = max(peaks) if peaks else None
     why = unsupported(predicted) if predicted and predicted.get("step_s") else None
     if why:  # the run summary and the estimate print no figure either (docs/time-to-train.md)
-        fig.notes.append(f"no predicted step time: {why}")
+        fig.notes.append(f"{NO_PREDICTION} {why}")
     elif predicted and predicted.get("step_s"):
         fig.predicted_step_s = float(predicted["step_s"])
         fig.predicted_tokens_per_s = predicted.get("tokens_per_s_per_device")
