@@ -90,7 +90,6 @@ def test_performance_on_the_quickstart(quickstart, tmp_path):
     # no figure the model cannot support: the demo model is below the CPU calibration's shapes
     assert run["predicted_step_s"] is None and run["prediction_error"] is None
     assert any(n.startswith("no predicted step time:") for n in run["notes"]), run["notes"]
-    assert run["prediction_error"] == pytest.approx(predicted["step_s"] / run["step_time_s"] - 1)
     # against a baseline of its own figures: within; against one 25% faster: a regression, exit 3
     for factor, code, verdict in ((1.0, 0, "ok"), (1.25, 3, "regression")):
         base = tmp_path / f"base{factor}.yaml"
