@@ -61,7 +61,8 @@ ROWS: list[tuple[str, dict[str, Any], str, str]] = [
         "GBS vs MBS*DP",
         training(global_batch_size=101),
         T + "global-batch-size",
-        "global batch size (101) is not divisible by micro batch size (1) times data parallel size (2) | "
+        "global batch size (101) is not divisible by micro batch size (1) times data parallel size (2) "
+        "[micro-batch-size x world / (TP x PP x CP) = 2] | "
         "nearest valid: 100 or 102",
     ),
     (
@@ -614,7 +615,7 @@ def test_auto_resume_continues_saved_checkpoints_and_says_what_it_restarts(clean
         ({"optimizer": [1, 2]}, "optimizer", "is a list, but the flag takes"),
         ({"bert-embedder-type": "x"}, "bert-embedder-type", "'x' is not one of its choices"),
         ({"use-legacy-models": "yes"}, "use-legacy-models", "but --flag takes no value"),
-        # flags MindSpeed (077c4137) adds: their values come from facts/training_2.1.0.txt too
+        # flags MindSpeed (077c4137) adds: their values come from keys/training_2.1.0.txt too
         ({"auto-tuning": 1}, "auto-tuning", "but --flag takes no value"),
         ({"profile-stage": "abc"}, "profile-stage", "'abc' is not an integer"),
     ],
