@@ -1,5 +1,5 @@
-"""`venv.package_version` lists a site-packages folder once while it is unchanged, and again after an install
-adds or removes a distribution."""
+"""`environment.package_version` lists a site-packages folder once while it is unchanged, and again after
+an install adds or removes a distribution."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendfactory.backends import venv
+from ascendfactory.backends import environment as venv
 
 
 def _site(env: Path) -> Path:
