@@ -1824,21 +1824,11 @@ RULES_26 += (
     ),
     Rule(
         "use-torch-fsdp2",
-        lambda f: (
-            f.given("use-torch-fsdp2")
-            and (
-                f.num("pipeline-model-parallel-size") != 1
-                or f.num("expert-model-parallel-size") != 1
-                or f.given("use-distributed-optimizer")
-                or not f.given("no-gradient-accumulation-fusion")
-                or f["ckpt-format"] not in ("torch_dist", "torch_dcp")
-                or not f.given("untie-embeddings-and-output-weights")
-                or f.given("fp16")
-            )
-        ),
-        "needs pipeline and expert parallel size 1, no use-distributed-optimizer, no gradient accumulation "
-        "fusion, ckpt-format torch_dist or torch_dcp, untied embeddings and no fp16",
-        "remove use-torch-fsdp2 (the FSDP2 trainer is backend_config.trainer: fsdp2)",
+        lambda f: f.given("use-torch-fsdp2"),
+        "Megatron's FSDP needs CUDA_DEVICE_MAX_CONNECTIONS above 1, and the plan exports 1 as every "
+        "MindSpeed-LLM example does (it also needs pipeline and expert parallel size 1, no "
+        "use-distributed-optimizer, ckpt-format torch_dist, which the final conversion cannot read)",
+        "remove use-torch-fsdp2 (MindSpeed-LLM's FSDP2 trainer is backend_config.trainer: fsdp2)",
         MEGATRON,
         versions=V26,
     ),
@@ -1846,19 +1836,25 @@ RULES_26 += (
         "fp8-param-gather",
         lambda f: (
             f.given("fp8-param-gather")
-            and not (f.given("use-distributed-optimizer") or f.given("use-torch-fsdp2"))
+            and (
+                not f.given("fp8-format")
+                or not (f.given("use-distributed-optimizer") or f.given("use-torch-fsdp2"))
+            )
         ),
-        "needs use-distributed-optimizer (or use-torch-fsdp2)",
-        "set use-distributed-optimizer: true, or remove fp8-param-gather",
-        MEGATRON,
+        "needs FP8 training (fp8-format) and use-distributed-optimizer (TransformerConfig: fp8_param "
+        "must be used together with fp8 mode)",
+        "remove fp8-param-gather, or train in FP8 with use-distributed-optimizer",
+        MEGATRON + " and megatron/core/transformer/transformer_config.py __post_init__",
         versions=V26,
     ),
-    _needs(
+    Rule(
         "use-custom-fsdp",
-        "use-distributed-optimizer",
-        "needs use-distributed-optimizer",
-        "set use-distributed-optimizer: true, or remove use-custom-fsdp",
+        lambda f: f.given("use-custom-fsdp"),
+        "Megatron's custom FSDP needs CUDA_DEVICE_MAX_CONNECTIONS above 1, and the plan exports 1 as every "
+        "MindSpeed-LLM example does (it also needs use-distributed-optimizer)",
+        "remove use-custom-fsdp",
         MEGATRON,
+        versions=V26,
     ),
     Rule(
         "accumulate-allreduce-grads-in-fp32",
@@ -2003,21 +1999,31 @@ RULES_26 += (
     ),
     _mla(
         "mla-up-proj-tp-overlap",
-        lambda f: f.given("mla-up-proj-tp-overlap") and not f.given("mla-mm-split"),
-        "needs mla-mm-split",
-        "set mla-mm-split: true, or remove mla-up-proj-tp-overlap",
+        lambda f: (
+            f.given("mla-up-proj-tp-overlap")
+            and not (f.given("mla-mm-split") and f.given("sequence-parallel"))
+        ),
+        "needs mla-mm-split and sequence-parallel",
+        "set mla-mm-split and sequence-parallel (with tensor-model-parallel-size 2 or more), or remove "
+        "mla-up-proj-tp-overlap",
     ),
     _mla(
         "recompute-mla-up-proj",
-        lambda f: f.given("recompute-mla-up-proj") and not f.given("mla-up-proj-tp-overlap"),
-        "needs mla-up-proj-tp-overlap",
+        lambda f: (
+            f.given("recompute-mla-up-proj")
+            and (not f.given("mla-up-proj-tp-overlap") or f.given("mla-zero-memory"))
+        ),
+        "needs mla-up-proj-tp-overlap, and no mla-zero-memory",
         "set mla-up-proj-tp-overlap (with mla-mm-split), or remove recompute-mla-up-proj",
     ),
     _mla(
         "mla-swap-core-attn-out",
-        lambda f: f.given("mla-swap-core-attn-out") and f["schedules-method"] != "dualpipev",
-        "needs schedules-method dualpipev",
-        "set schedules-method: dualpipev, or remove mla-swap-core-attn-out",
+        lambda f: (
+            f.given("mla-swap-core-attn-out")
+            and (f["schedules-method"] != "dualpipev" or not f.given("moe-fb-overlap"))
+        ),
+        "needs schedules-method dualpipev and moe-fb-overlap",
+        "set schedules-method: dualpipev with moe-fb-overlap, or remove mla-swap-core-attn-out",
     ),
     Rule(
         "first-k-dense-replace",

@@ -316,18 +316,11 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "moe-ffn-hidden-size": ({"n-shared-experts": 1, "moe-ffn-hidden-size": 0}, {"n-shared-experts": 1}),
     "drop-thinking": ({"drop-thinking": 1}, {"drop-thinking": "false"}),
     "heterogeneous-layers-config-encoded-json": ({"heterogeneous-layers-config-encoded-json": "1"}, {}),
-    "moe-permute-fusion": (
-        {"moe-permute-fusion": True},
-        {"moe-permute-fusion": True, "moe-token-dispatcher-type": "alltoall"},
-    ),
+    # (the fixes remove the flag: with it, core_v0.12.1's import of fused_permute needs MindSpeed's NPU patch)
+    "moe-permute-fusion": ({"moe-permute-fusion": True}, {}),
     "use-fused-moe-token-permute-and-unpermute": (
         {"use-fused-moe-token-permute-and-unpermute": True, **MOE, "moe-expert-capacity-factor": 1.0},
-        {
-            "use-fused-moe-token-permute-and-unpermute": True,
-            **MOE,
-            "moe-expert-capacity-factor": 1.0,
-            "moe-pad-expert-input-to-capacity": True,
-        },
+        {**MOE, "moe-expert-capacity-factor": 1.0},
     ),
     "expert-tensor-parallel-size": (
         {"expert-tensor-parallel-size": 2, "moe-token-dispatcher-type": "alltoall_seq"},
@@ -361,10 +354,7 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "hierarchical-context-parallel-sizes": ({"hierarchical-context-parallel-sizes": [1, 2]}, {}),
     "use-torch-fsdp2": ({"use-torch-fsdp2": True}, {}),
-    "fp8-param-gather": (
-        {"fp8-param-gather": True},
-        {"fp8-param-gather": True, "use-distributed-optimizer": True},
-    ),
+    "fp8-param-gather": ({"fp8-param-gather": True, "use-distributed-optimizer": True}, {}),
     "use-custom-fsdp": ({"use-custom-fsdp": True}, {}),
     "accumulate-allreduce-grads-in-fp32": (
         {"accumulate-allreduce-grads-in-fp32": True, "bf16": True, "main-grads-dtype": "bf16"},
@@ -396,8 +386,8 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"multi-latent-attention": True},
     ),
     "mla-up-proj-tp-overlap": (
-        {"multi-latent-attention": True, "mla-up-proj-tp-overlap": True},
         {"multi-latent-attention": True, "mla-up-proj-tp-overlap": True, "mla-mm-split": True},
+        {"multi-latent-attention": True, "mla-mm-split": True},
     ),
     "recompute-mla-up-proj": (
         {"multi-latent-attention": True, "recompute-mla-up-proj": True},
