@@ -70,6 +70,17 @@ def test_the_proposer_tries_the_keys_a_condition_reads_with_its_constants() -> N
     assert candidates("self.hidden_size > 0", find) == []  # no key of ours: nothing to try
 
 
+def test_the_proposer_reads_each_mindspeed_llm_version_s_own_flags() -> None:
+    """The key finder of a versioned judge (mindspeed-llm@26.1.0) reads that version's flag list: a flag
+    26.1.0 added is found there and not in 2.1.0's."""
+    from tests.diffval.propose import finder
+
+    at_26 = finder("mindspeed-llm@26.1.0")("args", ["moe_permute_fusion"])
+    assert at_26 is not None and at_26.key == "moe-permute-fusion" and at_26.kind == "flag"
+    assert finder("mindspeed-llm")("args", ["moe_permute_fusion"]) is None
+    assert finder("mindspeed-llm")("args", ["seq_length"]).kind == "int"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("path", MAP_FILES, ids=[p.stem for p in MAP_FILES])
 def test_every_statement_is_mapped(path: Path) -> None:
     doc = load_map(path)
