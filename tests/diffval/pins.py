@@ -246,6 +246,7 @@ MINDSPEED_LLM = Pin(
     helpers=("ensure_valid", "_check_arg_is_not_none", "incompatible_check", "dependency_check"),
 )
 
+
 # -- MindSpeed-LLM 26.1.0 with Megatron-LM core_v0.12.1 and MindSpeed 26.1.0_core_r0.12.1 ------------------
 def _created_features(roots: list[Path], module: str, factory: str = "create_features_list") -> list[str]:
     """Each feature class `module`'s `factory` puts in the list (the classes instantiated in the `add_*`
@@ -320,7 +321,9 @@ MINDSPEED_LLM_26 = Pin(
     "of create_features_list), the micro-batch calculator, core_transformer_config_from_args and the "
     "TransformerConfig wrappers",
     roots=_checkouts(
-        "AF_MINDSPEED_LLM_26_DIR", "AF_MINDSPEED_26_DIR", check=("megatron/training", "mindspeed/features_manager")
+        "AF_MINDSPEED_LLM_26_DIR",
+        "AF_MINDSPEED_26_DIR",
+        check=("megatron/training", "mindspeed/features_manager"),
     ),
     entries=_llm_26_entries,
     follow=(
