@@ -1770,6 +1770,15 @@ def _mla(key: str, broken: Callable[[Flags], bool], message: str, fix: str) -> R
 # 2.1.0 (core_r0.8.0) does not have.
 RULES_26 += (
     Rule(
+        "num-attention-heads",
+        lambda f: f.num("num-attention-heads") % f.num("tensor-model-parallel-size") != 0,
+        "must be a multiple of tensor-model-parallel-size",
+        "set num-attention-heads to such a multiple (or remove it: it is read from the model), or lower "
+        "tensor-model-parallel-size",
+        CONFIG_26,
+        versions=V26,
+    ),
+    Rule(
         "moe-shared-expert-overlap",
         lambda f: (
             f.given("moe-shared-expert-overlap")

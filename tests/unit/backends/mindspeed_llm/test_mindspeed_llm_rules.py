@@ -339,6 +339,10 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "ckpt-convert-format": ({"ckpt-convert-format": "torch"}, {}),
     "first-k-dense-replace": ({"first-k-dense-replace": 2}, {"first-k-dense-replace": 1}),  # dense too
     # found by the 26.1.0 coverage map's proposer (rules.py: "Found by the 26.1.0 coverage map's proposer")
+    "num-attention-heads": (
+        {"num-attention-heads": 3, "tensor-model-parallel-size": 2},
+        {"tensor-model-parallel-size": 2},
+    ),
     "moe-shared-expert-overlap": (
         {"moe-shared-expert-overlap": True, "n-shared-experts": 1},
         {"moe-shared-expert-overlap": True, "n-shared-experts": 1, "moe-token-dispatcher-type": "alltoall"},
