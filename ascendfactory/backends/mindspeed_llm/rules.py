@@ -1770,6 +1770,17 @@ def _mla(key: str, broken: Callable[[Flags], bool], message: str, fix: str) -> R
 # 2.1.0 (core_r0.8.0) does not have.
 RULES_26 += (
     Rule(
+        "use-legacy-models",
+        lambda f: (
+            f.given("use-legacy-models")
+            and (f.num("context-parallel-size") > 1 or f.given("decoupled-lr") or f.given("decoupled-min-lr"))
+        ),
+        "legacy models support neither context-parallel-size above 1 nor decoupled-lr / decoupled-min-lr",
+        "remove use-legacy-models",
+        MEGATRON,
+        versions=V26,  # 2.1.0's rule of the key also refuses use-dist-ckpt, which 26.1.0 accepts
+    ),
+    Rule(
         "num-attention-heads",
         lambda f: f.num("num-attention-heads") % f.num("tensor-model-parallel-size") != 0,
         "must be a multiple of tensor-model-parallel-size",
