@@ -12,6 +12,11 @@ constants; the table prints both and the error; `--record FILE` writes the rows 
 `python -m ascendfactory.speed.calibrate`).
 
     python benchmarks/bench_steptime.py [--quick] [--repeats 3] [--record rows.yaml]
+    python benchmarks/bench_steptime.py --shapes [--record rows.yaml]   # other model shapes (SHAPES)
+
+`--shapes` runs a few single-process and data-parallel layouts on each model of `SHAPES` instead (hidden
+64 to 384, the quickstart's demo shape among them): the runs that tell the per-layer launch cost and the
+element-wise work apart from the matmuls, which one model shape cannot.
 """
 
 from __future__ import annotations
@@ -34,6 +39,44 @@ import bench_memory as BM  # noqa: E402
 from ascendfactory.speed import devices, probe  # noqa: E402
 from ascendfactory.speed.model import Workload, predict  # noqa: E402
 from tests.support import training as T  # noqa: E402
+
+# Model shapes besides bench_memory's (`--shapes`): the quickstart's demo model (demo_assets/tiny-qwen2's
+# config) and three sizes between it and bench_memory's medium one.
+SHAPES = {
+    "demo": dict(
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=960,
+        max_position_embeddings=1024,
+    ),
+    "quick": BM.MODELS["quick"],
+    "h256": dict(
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=4096,
+        max_position_embeddings=1024,
+    ),
+    "h384": dict(
+        hidden_size=384,
+        intermediate_size=1024,
+        num_hidden_layers=6,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        vocab_size=8192,
+        max_position_embeddings=1024,
+    ),
+}
+SHAPE_ROWS = (
+    BM.Row(tracker=False, seq=128, mbs=4),
+    BM.Row(tracker=False, seq=256, mbs=1),
+    BM.Row(tracker=False, seq=128, mbs=4, dp=2),
+)
 
 
 def workload(row: BM.Row, model: dict) -> Workload:
@@ -76,42 +119,28 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated row labels (substring match)")
     ap.add_argument("--record", default="", help="write the measured rows to this YAML file")
+    ap.add_argument("--shapes", action="store_true", help="SHAPE_ROWS on each model of SHAPES")
     a = ap.parse_args()
-    model = BM.MODELS["quick" if a.quick else "medium"]
-    rows = [r for r in BM.grid("reduced", BM.supported(), 2) if r.tracker]
-    rows = [replace(r, tracker=False) for r in rows]
-    if a.only:
-        rows = [r for r in rows if any(o in r.label() for o in a.only.split(","))]
+    grid = [r for r in BM.grid("reduced", BM.supported(), 2) if r.tracker]
+    plan = (
+        [(name, shape, list(SHAPE_ROWS)) for name, shape in SHAPES.items()]
+        if a.shapes
+        else [
+            (
+                "quick" if a.quick else "medium",
+                BM.MODELS["quick" if a.quick else "medium"],
+                [replace(r, tracker=False) for r in grid],
+            )
+        ]
+    )
     cpu = devices.device_speed("cpu")
     recorded = []
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        T.make_tiny_model(work / "hf", family="qwen2", **model)
-        data = T.make_pretrain_data(work / "pt", vocab=model["vocab_size"], docs=600)
-        print(f"{'run':40s} | {'measured s':>10s} | {'predicted s':>11s} | {'error':>7s} | matmul GFLOP/s")
-        for row in rows:
-            steps, rates, bws = [], [], []
-            for _ in range(a.repeats):
-                rates.append(probe.matmul_flops(threads=1))
-                bws.append(probe.copy_bandwidth(threads=1))
-                steps.append(BM.run(row, work, work / "hf", data, model)["step_s"])
-            measured, rate, bw = statistics.median(steps), statistics.median(rates), statistics.median(bws)
-            dev = cpu.with_(matmul_flops={k: rate for k in cpu.matmul_flops}, memory_bandwidth=bw)
-            pred = predict(workload(row, model), dev).step_s
-            print(
-                f"{row.label():40s} | {measured:10.3f} | {pred:11.3f} | {pred / measured - 1:+7.1%} | "
-                f"{rate / 1e9:.1f}",
-                flush=True,
-            )
-            recorded.append(
-                {
-                    "label": row.label(),
-                    "workload": workload(row, model).to_dict(),
-                    "measured_step_s": round(measured, 4),
-                    "matmul_flops": round(rate),
-                    "memory_bandwidth": round(bw),
-                }
-            )
+    print(f"{'run':48s} | {'measured s':>10s} | {'predicted s':>11s} | {'error':>7s} | matmul GFLOP/s")
+    for name, model, rows in plan:
+        if a.only:
+            rows = [r for r in rows if any(o in r.label() for o in a.only.split(","))]
+        if rows:
+            recorded += measure(name, model, rows, a.repeats, cpu)
     if a.record:
         import yaml
 
@@ -120,11 +149,45 @@ def main() -> None:
             "machine": "2-core CPU (the project's development machine), one thread per process, fp32",
             "date": datetime.date.today().isoformat(),
             "commit": commit(),
-            "source": "benchmarks/bench_steptime.py (bench_memory.py's reduced grid, memory tracker off)",
+            "source": "benchmarks/bench_steptime.py"
+            + (" --shapes (SHAPES x SHAPE_ROWS)" if a.shapes else " (bench_memory.py's reduced grid)")
+            + ", memory tracker off",
             "runs": recorded,
         }
         Path(a.record).write_text(yaml.safe_dump(head, sort_keys=False), encoding="utf-8")
         print(f"recorded {len(recorded)} rows in {a.record}")
+
+
+def measure(name: str, model: dict, rows: list, repeats: int, cpu) -> list[dict]:
+    recorded = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        T.make_tiny_model(work / "hf", family="qwen2", **model)
+        data = T.make_pretrain_data(work / "pt", vocab=model["vocab_size"], docs=600)
+        for row in rows:
+            steps, rates, bws = [], [], []
+            for _ in range(repeats):
+                rates.append(probe.matmul_flops(threads=1))
+                bws.append(probe.copy_bandwidth(threads=1))
+                steps.append(BM.run(row, work, work / "hf", data, model)["step_s"])
+            measured, rate, bw = statistics.median(steps), statistics.median(rates), statistics.median(bws)
+            dev = cpu.with_(matmul_flops={k: rate for k in cpu.matmul_flops}, memory_bandwidth=bw)
+            pred = predict(workload(row, model), dev).step_s
+            print(
+                f"{name + ' ' + row.label():48s} | {measured:10.3f} | {pred:11.3f} | "
+                f"{pred / measured - 1:+7.1%} | {rate / 1e9:.1f}",
+                flush=True,
+            )
+            recorded.append(
+                {
+                    "label": f"{name} {row.label()}" if name != "medium" else row.label(),
+                    "workload": workload(row, model).to_dict(),
+                    "measured_step_s": round(measured, 4),
+                    "matmul_flops": round(rate),
+                    "memory_bandwidth": round(bw),
+                }
+            )
+    return recorded
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ EXAMPLES = [
     "AF_EVAL_DATA_DIR=./eval_data ascendfactory-cli eval cfgs/quickstart.yaml --dataset mmlu",
     "ascendfactory-cli eval cfgs/multi_model_cfgs.yaml --model_name qwen2.5-7b --run_type lora --dataset all",
     "ascendfactory-cli eval exp.yaml --dataset gsm8k --model_name_or_path /models/my-merged-model",
+    "ascendfactory-cli eval exp.yaml --dataset mmlu --num_fewshot 0 --batch_size 8",
 ]
 RUN_TYPES = ("full", "lora")
 
@@ -41,17 +42,31 @@ def register(app: typer.Typer) -> None:
             Optional[str],
             typer.Option("--model_name_or_path", help="Evaluate these HF weights (or LoRA adapter) instead."),
         ] = None,
+        num_fewshot: Annotated[
+            Optional[int],
+            typer.Option(
+                "--num_fewshot",
+                help="Examples shown before each question (default 5, at most what each dev/train file has; "
+                "0: zero-shot).",
+            ),
+        ] = None,
+        batch_size: Annotated[
+            str, typer.Option("--batch_size", help="Questions scored at once: a positive integer, or auto.")
+        ] = "1",
         as_json: JsonOpt = False,
     ) -> None:
         """Accuracy of a run's trained weights on local MMLU / C-Eval / GSM8K files (CPU, CUDA or NPU)."""
         from ascendfactory.cli._output import out
         from ascendfactory.errors import ConfigError, Problem
-        from ascendfactory.evaluation import datasets, weights
+        from ascendfactory.evaluation import datasets, options, weights
         from ascendfactory.evaluation.run import evaluate
 
         if run_type not in RUN_TYPES:
             raise ConfigError(Problem(key="--run_type", message=f"unknown {run_type!r}", fix="full or lora"))
         datasets.selected(dataset)  # an unknown name refused before anything loads
+        batch = options.batch_size(batch_size)
+        if num_fewshot is not None and num_fewshot < 0:
+            options.shots(datasets.BENCHMARKS["mmlu"], {}, num_fewshot)  # the negative-count error
         loaded = _load(cfgs_yaml, model_name, run_type)
         cfg = loaded.config
         if model_name_or_path:
@@ -59,7 +74,15 @@ def register(app: typer.Typer) -> None:
         else:
             found = weights.of_run(cfg.af_output_dir, _export_of(loaded), run_type)
         say = out.info if not as_json else (lambda _: None)
-        results = evaluate(found, dataset, cfg.af_output_dir, cpu=cfg.accelerator == "cpu", say=say)
+        results = evaluate(
+            found,
+            dataset,
+            cfg.af_output_dir,
+            cpu=cfg.accelerator == "cpu",
+            say=say,
+            batch_size=batch,
+            num_fewshot=num_fewshot,
+        )
         if as_json:
             out.json({"weights": found.__dict__, "results": [r.to_dict() for r in results]})
             return

@@ -23,7 +23,7 @@ from typing import Any
 
 from ascendfactory.backends.venv import python_of
 from ascendfactory.errors import ConfigError, Problem, StageFailedError
-from ascendfactory.evaluation import datasets, env
+from ascendfactory.evaluation import datasets, env, options
 from ascendfactory.evaluation.weights import Weights
 from ascendfactory.output_tree import OutputTree
 
@@ -82,8 +82,12 @@ def evaluate(
     cpu: bool,
     environ: Mapping[str, str] | None = None,
     say: Callable[[str], None] = print,
-    batch_size: int = 1,
+    batch_size: int | str = 1,
+    num_fewshot: int | None = None,
 ) -> list[EvalResult]:
+    """Evaluate `weights` on `dataset`; `num_fewshot` None keeps each benchmark's default shots
+    (`evaluation.options`)."""
+    batch_size = options.batch_size(batch_size)
     environ = dict(os.environ if environ is None else environ)
     prefix, where = env.find_env(environ)
     lacking = env.missing(prefix)
@@ -98,6 +102,7 @@ def evaluate(
     root = datasets.data_root(environ)
     benches = datasets.selected(dataset)
     found = {b.name: datasets.files_of(b, root) for b in benches}  # every missing file named before starting
+    shots = {b.name: options.shots(b, found[b.name], num_fewshot) for b in benches}
     out = Path(output_dir).resolve()
     tree = OutputTree(str(out))
     staging = Path(tree.records(f"eval-{os.getpid()}"))
@@ -109,7 +114,12 @@ def evaluate(
         "device": device_for(cpu),
         "batch_size": batch_size,
         "tasks": [
-            {"dataset": b.name, "out": str(staging / b.out_dir), "shots": b.shots, "subjects": found[b.name]}
+            {
+                "dataset": b.name,
+                "out": str(staging / b.out_dir),
+                "shots": shots[b.name],
+                "subjects": found[b.name],
+            }
             for b in benches
         ],
     }
@@ -139,8 +149,9 @@ def evaluate(
             os.replace(made, final)
             _repoint(final, made)
             average, subjects = read_log(final / "results.log")
+            zero_shot = datasets.zero_shot(found[b.name])  # by default only: the user's 0 is no shortfall
             results.append(
-                EvalResult(b.name, str(final), average, subjects, datasets.zero_shot(found[b.name]))
+                EvalResult(b.name, str(final), average, subjects, zero_shot if num_fewshot is None else [])
             )
         return results
     finally:

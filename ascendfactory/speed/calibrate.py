@@ -10,6 +10,8 @@ constants a device has no information on (no communication in its runs) keep the
 are more runs than constants).
 
     python -m ascendfactory.speed.calibrate [cpu|h200]     # prints the constants and every run's error
+
+Runs listed under `validate:` are measured too but held out of the fit: their errors validate the constants.
 """
 
 from __future__ import annotations
@@ -43,13 +45,28 @@ class Recorded:
     source: str
     runs: tuple[RecordedRun, ...]
     free: tuple[str, ...] = CALIBRATED  # the constants these runs determine (`fit:` in the file)
+    validate: tuple[RecordedRun, ...] = ()  # measured runs held out of the fit (`validate:` in the file)
 
 
 def load(device: str) -> Recorded:
     import yaml
 
     data: dict[str, Any] = yaml.safe_load((RECORDED / f"{device}.yaml").read_text(encoding="utf-8"))
-    runs = tuple(
+    free = tuple(data.get("fit") or CALIBRATED)
+    return Recorded(
+        data["device"],
+        data["machine"],
+        str(data["date"]),
+        str(data["commit"]),
+        data["source"],
+        _runs(data["runs"]),
+        free,
+        _runs(data.get("validate") or []),
+    )
+
+
+def _runs(rows: list[dict[str, Any]]) -> tuple[RecordedRun, ...]:
+    return tuple(
         RecordedRun(
             label=r["label"],
             workload=Workload.from_dict(r["workload"]),
@@ -57,11 +74,7 @@ def load(device: str) -> Recorded:
             matmul_flops=r.get("matmul_flops"),
             memory_bandwidth=r.get("memory_bandwidth"),
         )
-        for r in data["runs"]
-    )
-    free = tuple(data.get("fit") or CALIBRATED)
-    return Recorded(
-        data["device"], data["machine"], str(data["date"]), str(data["commit"]), data["source"], runs, free
+        for r in rows
     )
 
 
@@ -151,12 +164,15 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  fitted {', '.join(rec.free)}: efficiency={dev.efficiency:.4f} "
             f"step_overhead_s={dev.step_overhead_s:.6g} layer_overhead_s={dev.layer_overhead_s:.6g} "
-            f"intra_bandwidth={dev.intra_bandwidth:.4g} calibration_error={max(abs(e) for e in errs):.4f}"
+            f"intra_bandwidth={dev.intra_bandwidth:.4g} "
+            f"calibration_error={max(abs(e) for e in errs):.4f}"
         )
         loo = leave_one_out(rec.runs, base, rec.free) if len(rec.runs) > len(rec.free) + 1 else []
         for i, (run, e) in enumerate(zip(rec.runs, errs)):
             extra = f"  leave-one-out {loo[i]:+.1%}" if loo else ""
             print(f"  {run.label:44s} measured {run.measured_step_s:.4g}s  error {e:+.1%}{extra}")
+        for run, e in zip(rec.validate, errors(rec.validate, dev)):
+            print(f"  held out: {run.label} measured {run.measured_step_s:.4g}s  error {e:+.1%}")
     return 0
 
 

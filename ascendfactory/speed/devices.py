@@ -50,6 +50,16 @@ class DeviceSpeed:
     # largest) is predicted with constants fitted on other shapes, and the estimate says so
     calibrated_hidden: tuple[int, int] | None = None
     notes: tuple[str, ...] = field(default=())
+    # measured where stated: seconds per op of a pipeline schedule (one model chunk's forward or backward of
+    # one micro-batch: torch.distributed.pipelining's bookkeeping and the send / receive around it, no
+    # compute), else the collective latency
+    pipeline_op_s: float | None = None
+    gloo: bool = False  # collectives by gloo (the CPU): no reduce-scatter of its own (`speed.model`)
+
+    @property
+    def op_s(self) -> float:
+        """Seconds per pipeline schedule op: the measured figure, else the collective latency."""
+        return self.latency_s if self.pipeline_op_s is None else self.pipeline_op_s
 
     def rate(self, precision: str) -> float:
         """FLOP/s of a large matmul at `precision` (16-bit falls back to bf16, anything else to fp32)."""
@@ -119,24 +129,26 @@ DEVICES: dict[str, DeviceSpeed] = {
         # GEMM (1024 x 768 by 768 x 2048) and its copy bandwidth; gloo over loopback between processes
         matmul_flops={"fp32": 64.8e9, "bf16": 64.8e9, "fp16": 64.8e9},
         memory_bandwidth=13.1e9,
-        intra_bandwidth=318.2e6,
+        intra_bandwidth=326.6e6,
         inter_bandwidth=100e6,
         latency_s=100e-6,
-        efficiency=1.2042,
-        step_overhead_s=0.009164,
-        layer_overhead_s=0.1547,
+        efficiency=1.2058,
+        step_overhead_s=0.0,
+        layer_overhead_s=0.1650,
         source=(
             "one thread of the project's 2-core CPU machine, fp32 (matmul 64.8 GFLOP/s and copy 13.1 GB/s "
             "measured 2026-11-27 at d2c3378; gloo over loopback, its bandwidth calibrated)"
         ),
-        calibration_error=0.268,
+        calibration_error=0.238,
         calibrated_on=16,
         calibrated_hidden=(768, 768),
+        gloo=True,
+        # benchmarks/bench_pipeline_ops.py, 2026-11-28 (load average ~6): median 3.6 ms per chunk op (2.5 ms
+        # with 1 chunk per rank, 4.7 ms with 3), the send / receive of a (1, 256, 768) activation included
+        pipeline_op_s=3.6e-3,
         notes=(
-            "CPU: fitted on 16 layouts of bench_memory.py measured while other work shared the 2 cores; 14 "
-            "are within 22%, the interleaved pipeline (-27%) and the distributed optimizer (-26%) are slower "
-            "than the model says; the per-layer term is that model's (hidden 768): a much smaller model, the "
-            "quickstart's, runs far faster than it predicts",
+            "CPU: fitted on 16 layouts of bench_memory.py (hidden 768) measured while other work shared the "
+            "2 cores, every one within 24% (leave-one-out 30%); the per-layer term is that model's",
         ),
     ),
 }

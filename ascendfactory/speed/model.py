@@ -14,10 +14,15 @@ One iteration of a Megatron-style job on `world = TP x PP x DP x CP` devices, ea
   backward; sequence parallel moves the same bytes as reduce-scatter + all-gather), 2(t-1)/t of each on the
   wire, plus the device's latency per collective;
 - pipeline parallel: each micro-batch's activations forward and their gradients backward across a stage
-  boundary, once per model chunk (the interleaved schedule sends VPP times as often);
+  boundary, once per model chunk (the interleaved schedule sends VPP times as often), and per such chunk
+  op the schedule's own cost (`device.pipeline_op_s`: measured on the CPU, the latency elsewhere);
 - data parallel: the gradient all-reduce (2(d-1)/d of the local gradients; with the distributed optimizer a
   reduce-scatter of gradients and an all-gather of parameters, the same bytes), zero when
-  `overlap_grad_reduce` hides it in the backward;
+  `overlap_grad_reduce` hides it in the backward. Over gloo (`device.gloo`: the CPU) the distributed
+  optimizer moves more: gloo has no in-place reduce-scatter, so the embedded trainer all-reduces the whole
+  gradient buffer and then all-gathers the updated weights ((d-1)/d of them on the wire), copying them into
+  the gather buffer and out again (`engine/train/distopt.py`, `reduce_grads` / `all_gather_params`): an
+  all-reduce and an all-gather, plus three passes over the weights at memory bandwidth;
 - optimizer: Adam reads and writes the local states once, bytes / the device's memory bandwidth (16-bit
   Megatron: 2 + 4 + 12 bytes per parameter read and written, the embedded trainer's fp32 states 4 + 4 + 8;
   the distributed optimizer divides them by DP);
@@ -119,6 +124,7 @@ class StepPrediction:
     calibration_error: float | None
     assumptions: tuple[str, ...]
     in_range: bool = True  # the model's shape near the recorded runs' (`DeviceSpeed.calibrated_hidden`)
+    calibrated_hidden: tuple[int, int] | None = None  # the recorded runs' hidden sizes (smallest, largest)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,14 +183,19 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     pp_comm = 0.0
     if w.pp > 1:
         span = w.tp * w.cp * w.dp * 2  # neighbouring stages are TP x CP x DP ranks apart
-        # every model chunk's boundary, forward and backward, per micro-batch (VPP: vpp times as many sends)
-        pp_comm = 2 * m * w.vpp * (activation / _link(w, device, span) + device.latency_s)
+        # every model chunk's boundary, forward and backward, per micro-batch (VPP: vpp times as many sends),
+        # each with the schedule's cost of one chunk op (`DeviceSpeed.op_s`)
+        pp_comm = 2 * m * w.vpp * (activation / _link(w, device, span) + device.op_s)
     local_params = w.param_count() / (w.tp * w.pp)
     grads = local_params * w.trainable * 4  # gradients reduced in fp32 (Megatron's main_grad; ours fp32)
     dp_group = w.dp * w.cp
     dp_comm = 0.0
     if not w.overlap_grad_reduce:
         dp_comm = _collective_s(grads, dp_group, _link(w, device, w.world), device.latency_s)
+    if w.distributed_optimizer and device.gloo and dp_group > 1:
+        weights = local_params * w.trainable * (4 if w.engine == "embedded" else 2)
+        gather = (dp_group - 1) / dp_group * weights / _link(w, device, w.world) + device.latency_s
+        dp_comm += gather + 3 * weights / device.memory_bandwidth
     states = local_params * w.trainable * OPTIMIZER_BYTES.get(w.engine, OPTIMIZER_BYTES["megatron"])
     if w.distributed_optimizer:
         states /= dp_group
@@ -202,12 +213,23 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     assumptions = [device.source]
     assumptions += list(device.notes)
     assumptions.append("the run's wall time counts iterations only (no start-up, evaluation or saves)")
+    # A model much smaller than the recorded ones (under half the smallest hidden size) steps in what the
+    # per-layer and per-step overheads of ITS shape cost, which the recorded shapes do not tell: no
+    # supported figure (`in_range` False; the estimate and the run summary print none, and say why). A model
+    # much larger (over twice the largest) is compute-bound: the figure extrapolates, and says so.
     known = device.calibrated_hidden
-    in_range = known is None or known[0] / 2 <= w.hidden <= known[1] * 2
+    in_range = known is None or known[0] / 2 <= w.hidden
     if not in_range and known is not None:
         assumptions.append(
-            f"hidden size {w.hidden} is outside the shapes {device.name} was calibrated on (hidden "
-            f"{known[0]}-{known[1]}): the overheads are other models', so this figure is not reliable"
+            f"hidden size {w.hidden} is far below the shapes {device.name} was calibrated on (hidden "
+            f"{known[0]}-{known[1]}): their per-layer overheads are not this model's, so no figure is "
+            "supported"
+        )
+    elif known is not None and w.hidden > known[1] * 2:
+        assumptions.append(
+            f"hidden size {w.hidden} is beyond the shapes {device.name} was calibrated on (hidden "
+            f"{known[0]}-{known[1]}): extrapolated; larger models have run faster than predicted "
+            "(docs/time-to-train.md)"
         )
     return StepPrediction(
         step_s=step,
@@ -220,6 +242,7 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
         calibration_error=device.calibration_error,
         assumptions=tuple(assumptions),
         in_range=in_range,
+        calibrated_hidden=known,
     )
 
 
@@ -229,10 +252,13 @@ CALIBRATED = ("efficiency", "step_overhead_s", "layer_overhead_s", "intra_bandwi
 
 def linear_terms(w: Workload, device: DeviceSpeed) -> tuple[dict[str, float], float]:
     """The step time as sum(column[c] x u_c) + rest, u = (1 / efficiency, step_overhead_s, layer_overhead_s,
-    1 / intra_bandwidth), for a linear fit of the calibrated constants (`CALIBRATED`). Valid for a workload
-    inside one node (the calibration's runs)."""
+    1 / intra_bandwidth), for a linear fit of the calibrated constants (`CALIBRATED`).
+    Valid for a workload inside one node (the calibration's runs)."""
     zero = device.with_(
-        efficiency=math.inf, step_overhead_s=0.0, layer_overhead_s=0.0, intra_bandwidth=math.inf
+        efficiency=math.inf,
+        step_overhead_s=0.0,
+        layer_overhead_s=0.0,
+        intra_bandwidth=math.inf,
     )
     base = predict(w, zero)
     rest = sum(base.parts.values())

@@ -195,7 +195,15 @@ FROZEN = {
     "doctor": {"--backend", "--install-plan", "--run", "--json"},
     # the product's benchmark commands, with its own option names (underscores, --o)
     "performance": {"--result_dir", "--backend", "--baseline", "--output_dir", "--o", "--json"},
-    "eval": {"--dataset", "--model_name", "--run_type", "--model_name_or_path", "--json"},
+    "eval": {
+        "--dataset",
+        "--model_name",
+        "--run_type",
+        "--model_name_or_path",
+        "--num_fewshot",
+        "--batch_size",
+        "--json",
+    },
 }
 GROUPS = {  # command groups: their commands and options
     "submit": {

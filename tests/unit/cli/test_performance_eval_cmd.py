@@ -104,3 +104,16 @@ def test_eval_refuses_before_running(tmp_path, capsys, monkeypatch):
     assert "lm-evaluation-harness" in err or "eval environment" in err
     assert "sh install.sh eval" in err
     assert not (tmp_path / "out" / "mmlu_test").exists()
+
+
+def test_eval_checks_its_knobs_before_running(tmp_path, capsys, monkeypatch):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(
+        "backend: torch\naf_model_name: m\nexp_name: e\naf_output_dir: " + str(tmp_path / "out") + "\n"
+        "accelerator: cpu\nbackend_config:\n  training: {seq-length: 128}\n"
+    )
+    monkeypatch.setenv("AF_EVAL_ENV", str(tmp_path / "no-env"))
+    assert main(["eval", str(exp), "--batch_size", "0"]) == 2
+    assert "--batch_size" in capsys.readouterr().err
+    assert main(["eval", str(exp), "--num_fewshot", "-1"]) == 2
+    assert "--num_fewshot" in capsys.readouterr().err

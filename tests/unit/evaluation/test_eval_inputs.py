@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ascendfactory.errors import ConfigError
-from ascendfactory.evaluation import datasets, weights
+from ascendfactory.evaluation import datasets, options, weights
 from ascendfactory.evaluation.run import read_log
 from tests.conftest import REPO
 
@@ -129,3 +129,47 @@ def test_results_log_is_read_back(tmp_path):
     log = tmp_path / "results.log"
     log.write_text("        Average: 37.50\nelementary_mathematics: 40.00\n")
     assert read_log(log) == (37.5, {"elementary_mathematics": 40.0})
+
+
+def test_batch_size_is_an_integer_or_lm_evals_auto():
+    assert options.batch_size("8") == 8 and options.batch_size(1) == 1
+    assert options.batch_size("auto") == "auto" and options.batch_size("auto:4") == "auto:4"
+    for bad in ("0", "-2", "eight", "auto:0", "2.5"):
+        with pytest.raises(ConfigError) as e:
+            options.batch_size(bad)
+        assert "--batch_size" in str(e.value) and repr(bad) in str(e.value)
+
+
+def test_num_fewshot_is_checked_against_each_fewshot_file(tmp_path):
+    mmlu, gsm = datasets.BENCHMARKS["mmlu"], datasets.BENCHMARKS["gsm8k"]
+    files = datasets.files_of(mmlu, SAMPLES)  # the samples' dev files hold 2 questions each
+    assert options.shots(mmlu, files, None) == 5  # the default: the program caps it at what a file has
+    assert options.shots(mmlu, files, 0) == 0 and options.shots(mmlu, files, 2) == 2
+    with pytest.raises(ConfigError) as e:
+        options.shots(mmlu, files, 3)
+    assert "elementary_mathematics_dev.csv holds 2" in str(e.value) and "--num_fewshot 2" in str(e.value)
+    with pytest.raises(ConfigError, match="negative"):
+        options.shots(mmlu, files, -1)
+    gsm_files = datasets.files_of(gsm, SAMPLES)
+    assert options.examples_in(gsm_files["test"]["train"], gsm) == 2
+    ceval = datasets.BENCHMARKS["ceval"]
+    assert options.examples_in(datasets.files_of(ceval, SAMPLES)["computer_network"]["dev"], ceval) == 2
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    with pytest.raises(ConfigError) as e:  # no train file: no shots to show
+        options.shots(gsm, datasets.files_of(gsm, tmp_path), 1)
+    assert "gsm8k/train.jsonl" in str(e.value) and "--num_fewshot 0" in str(e.value)
+    assert options.shots(gsm, datasets.files_of(gsm, tmp_path), 0) == 0
+
+
+def test_the_shots_asked_reach_the_task_files(tmp_path):
+    lib = tmp_path / "lib"
+    (lib / "mmlu" / "default").mkdir(parents=True)
+    (lib / "mmlu" / "default" / "_default_template_yaml").write_text("dataset_path: x\n")
+    files = datasets.files_of(datasets.BENCHMARKS["mmlu"], SAMPLES)
+    for asked, written in ((0, 0), (1, 1), (5, 2)):  # 5 (the default) capped at the dev file's 2
+        task = {"dataset": "mmlu", "out": str(tmp_path / f"o{asked}"), "shots": asked, "subjects": files}
+        lm_eval_run.write_tasks(task, lib)
+        made_file = tmp_path / f"o{asked}" / "tasks" / "af_mmlu_elementary_mathematics.yaml"
+        made = yaml.safe_load(made_file.read_text())
+        assert made["num_fewshot"] == written

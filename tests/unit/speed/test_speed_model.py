@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ascendfactory.engine.train.logline import FlopsDims, num_floating_point_operations
 from ascendfactory.memory.megatron import MegatronJob
 from ascendfactory.memory.shape import ModelShape
+from ascendfactory.speed import report
 from ascendfactory.speed.devices import DeviceSpeed, device_speed
 from ascendfactory.speed.flops import logit_flops, megatron_flops, score_flops
 from ascendfactory.speed.model import CALIBRATED, Workload, linear_terms, predict
@@ -193,5 +194,24 @@ def test_a_shape_far_from_the_calibrated_ones_is_said_to_be():
     inside = predict(Workload(**{**W.__dict__, "hidden": 768, "kv_channels": 192}), cpu)
     outside = predict(W, cpu)  # hidden 64
     assert inside.in_range and not outside.in_range
-    assert any("not reliable" in a for a in outside.assumptions)
-    assert not any("not reliable" in a for a in inside.assumptions)
+    assert any("no figure is supported" in a for a in outside.assumptions)
+    assert not any("supported" in a or "extrapolated" in a for a in inside.assumptions)
+    larger = predict(Workload(**{**W.__dict__, "hidden": 4096, "kv_channels": 1024}), cpu)
+    assert larger.in_range and any("extrapolated" in a for a in larger.assumptions)
+
+
+def test_no_figure_is_printed_where_none_is_supported():
+    """The quickstart's line: a model far below the calibrated shapes gets its measured step time and why
+    there is no prediction, in words; a supported one gets predicted against measured."""
+    cpu = device_speed("cpu")
+    assert cpu is not None
+    tiny = predict(W, cpu).to_dict() | {"workload": W.to_dict()}
+    line = report.versus_measured(tiny, 0.086)
+    assert line is not None and line.startswith("step time: measured 86 ms on cpu (no prediction: ")
+    assert "hidden size 768" in line and "this model's, 64," in line and "predicted 6" not in line
+    assert report.render_lines(tiny) == [f"time: no estimate: {report.unsupported(tiny)}"]
+    big = Workload(**{**W.__dict__, "hidden": 768, "kv_channels": 192})
+    timing = predict(big, cpu).to_dict() | {"workload": big.to_dict()}
+    line = report.versus_measured(timing, timing["step_s"] / 1.1)
+    assert line is not None and "predicted" in line and "(+10%)" in line
+    assert report.unsupported(timing) is None and "tokens/s per device" in report.render_lines(timing)[1]
