@@ -1,7 +1,7 @@
 """How close the pre-launch memory estimate comes to measured peaks, what it says of every shipped
 template, and what it costs. Every part prints a table.
 
-    python benchmarks/bench_memory_estimate.py measured [--shape base,demo,vocab] [--quick] [--keep DIR]
+    python benchmarks/bench_memory_estimate.py measured [--shape base,demo,vocab,qwen3moe,dsv2lite] [--quick]
     python benchmarks/bench_memory_estimate.py measured --device cuda [--keep DIR]   # on a GPU machine
     python benchmarks/bench_memory_estimate.py templates                             # verdicts per device
     python benchmarks/bench_memory_estimate.py published                             # published peaks, peers
@@ -14,7 +14,11 @@ template, and what it costs. Every part prints a table.
    Shapes: `base` (hidden 256, ffn 704, 8/2 heads, 4 layers, vocab 4096, untied: the 27 layouts the
    estimate was first validated on), `demo` (the demo model: hidden 64, ffn 176, 2 layers, vocab 960) with
    its tied, bf16 variant (the GPU rehearsal's model), `vocab` (hidden 128, 4 layers, vocab 32000: the logits
-   dominate). `--device cuda`: the quickstart on one GPU and the Qwen2-0.5B-shaped layouts of the first GPU
+   dominate), and the mixture-of-experts quickstarts' tiny models, `qwen3moe` (Qwen3-MoE: 4 experts, top 2,
+   q/k norm) and `dsv2lite` (DeepSeek-V2-Lite: MLA, shared experts, a dense first layer), built offline
+   with `engine.demo` and planned from their quickstart files, at EP 1 and 2, MBS 4 x 128 and 8 x 256, and
+   the dense grid's layouts that apply (bf16, recompute, PP 2, DP 2 at EP 1, TP 2 with SP for Qwen3-MoE).
+   `--device cuda`: the quickstart on one GPU and the Qwen2-0.5B-shaped layouts of the first GPU
    run (bf16, seq 1024/4096, MBS 1/4, recompute none/selective/full); the estimate then includes the CUDA
    runtime's workspaces (`memory/runtime.py`). Goal: median |error| <= 3%, largest <= 10%.
 2. `templates`: every shipped template (`config` for each backend, experiment and model) planned as a dry
@@ -159,6 +163,40 @@ SHAPE_LAYOUTS = {
     ],
     "vocab": ["base", "mbs4", "bf16", "tied", "dp2", "tp2", "pp2", "lora", "recompute-full"],
 }
+# Mixture-of-experts shapes: the MoE quickstarts' tiny models (`python -m ascendfactory.engine.demo DIR
+# --family F`, built offline into the work directory; random weights as for the dense shapes), planned from
+# their quickstart file (its catalog model, router and dispatcher flags): shape -> (demo family, experiment)
+MOE_SHAPES = {
+    "qwen3moe": ("qwen3_moe", "quickstart_qwen3_moe.yaml"),
+    "dsv2lite": ("deepseek_v2_lite", "quickstart_deepseek2_lite.yaml"),
+}
+S128 = {"micro-batch-size": 4, "seq-length": 128}
+S256 = {"micro-batch-size": 8, "seq-length": 256}
+EP1, EP2 = {"expert-model-parallel-size": 1}, {"expert-model-parallel-size": 2}
+# the dense grid's layouts where a MoE model takes them (EP must divide DP: EP 2 needs 2 data-parallel
+# ranks; MLA runs without TP in the trainer, so TP is Qwen3-MoE's only)
+MOE_GRID = [
+    ("ep1-mbs4-s128", 1, {**EP1, **S128}),
+    ("ep1-mbs8-s256", 1, {**EP1, **S256}),
+    ("ep2-mbs4-s128", 2, {**EP2, **S128}),
+    ("ep2-mbs8-s256", 2, {**EP2, **S256}),
+    ("dp2-ep1-mbs8-s256", 2, {**EP1, **S256}),
+    ("ep2-bf16-mbs8-s256", 2, {**EP2, **S256, "bf16": True}),
+    ("ep2-full-mbs8-s256", 2, {**EP2, **S256, **FULL}),
+    ("ep2-sel-mbs8-s256", 2, {**EP2, **S256, "recompute-granularity": "selective"}),
+    ("pp2-ep1-mbs4-s128", 2, {**EP1, **S128, "pipeline-model-parallel-size": 2, "global-batch-size": 8}),
+    ("ep1-mbs2-s512", 1, {**EP1, "micro-batch-size": 2, "seq-length": 512}),
+    (
+        "tp2-ep2-sp-mbs4-s128",
+        4,
+        {**EP2, **S128, "tensor-model-parallel-size": 2, "sequence-parallel": True},
+    ),
+]
+MOE_QUICK = ("ep1-mbs4-s128", "ep2-mbs4-s128", "ep2-mbs8-s256")
+MOE_LAYOUTS = {
+    "qwen3moe": [name for name, _, _ in MOE_GRID],
+    "dsv2lite": [name for name, _, _ in MOE_GRID if not name.startswith(("tp2", "pp2"))],  # 3 layers: no PP 2
+}
 # the GPU rehearsal's model (gpu/gpu_bench.py TINY): the demo shape tied, bf16, seq 128 and 512
 DEMO_TIED = {
     "_model": {"tie_word_embeddings": True, "vocab_size": 1024},
@@ -210,6 +248,15 @@ def make_model(root: Path, shape: dict | None, extra: dict | None = None) -> Pat
     return model
 
 
+def make_moe_model(root: Path, family: str) -> Path:
+    """The MoE quickstart's tiny model, built offline (`engine.demo`: the demo tokenizer, random weights)."""
+    model = root / "model"
+    if not (model / "config.json").exists():
+        cmd = [sys.executable, "-m", "ascendfactory.engine.demo", str(model), "--family", family]
+        subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True, timeout=600)
+    return model
+
+
 def overrides(model: Path, out: Path, nproc: int, flags: dict, port: int, *, seq: int = 256) -> list[str]:
     tied = json.loads((model / "config.json").read_text()).get("tie_word_embeddings", False)
     base = {
@@ -243,28 +290,19 @@ def overrides(model: Path, out: Path, nproc: int, flags: dict, port: int, *, seq
     return args
 
 
-def estimate_for(args: list[str]) -> tuple[list[dict], dict]:
+def estimate_for(args: list[str], experiment: str = "quickstart.yaml") -> tuple[list[dict], dict]:
     """Our per-stage estimate for the same experiment (in-process, as `train --dry-run` makes it), and the
     layout it was made for (from the typed run)."""
     from ascendfactory.backends.planner import make_plan
     from ascendfactory.cli._experiment_args import load_from_args
 
-    plan = make_plan(
-        load_from_args([str(REPO / "cfgs" / "quickstart.yaml"), *args], collect=True), dry_run=True
-    )
+    plan = make_plan(load_from_args([str(REPO / "cfgs" / experiment), *args], collect=True), dry_run=True)
     run = plan.run
     return plan.memory["stages"], {"tp": run.tp, "pp": run.pp, "world_size": run.world_size}
 
 
-def measure(args: list[str], out: Path) -> dict[int, float]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "ascendfactory.cli.app",
-        "train",
-        str(REPO / "cfgs" / "quickstart.yaml"),
-        *args,
-    ]
+def measure(args: list[str], out: Path, experiment: str = "quickstart.yaml") -> dict[int, float]:
+    cmd = [sys.executable, "-m", "ascendfactory.cli.app", "train", str(REPO / "cfgs" / experiment), *args]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
     if done.returncode:
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
@@ -287,6 +325,9 @@ def stage_of(rank: int, layout: dict) -> int:
 
 
 def cases_for(shape: str, quick: bool) -> list[tuple[str, int, dict]]:
+    if shape in MOE_SHAPES:
+        by_name = {name: (name, n, f) for name, n, f in MOE_GRID}
+        return [by_name[n] for n in MOE_LAYOUTS[shape] if not quick or n in MOE_QUICK]
     by_name = {name: (name, n, f) for name, n, f in GRID}
     names = SHAPE_LAYOUTS.get(shape, [])
     cases = [by_name[n] for n in names if not quick or n in QUICK]
@@ -314,7 +355,11 @@ def run_measured(
             continue
         out = root / shape / name
         flags = dict(flags)
-        if flags.pop("_quickstart", False):  # the README quickstart, on one device
+        experiment = MOE_SHAPES[shape][1] if shape in MOE_SHAPES else "quickstart.yaml"
+        if shape in MOE_SHAPES:
+            model = make_moe_model(root / shape, MOE_SHAPES[shape][0])
+            args = overrides(model, out, nproc, flags, 29700 + i)
+        elif flags.pop("_quickstart", False):  # the README quickstart, on one device
             args = [
                 f"--af_output_dir={out}",
                 "--env.NPUS_PER_NODE=1",
@@ -326,7 +371,7 @@ def run_measured(
             model = make_model(root / shape, SHAPES[shape], flags.pop("_model", None))
             args = overrides(model, out, nproc, flags, 29700 + i, seq=4096 if shape == "qwen05" else 256)
         try:
-            stages, layout = estimate_for(args)
+            stages, layout = estimate_for(args, experiment)
         except ConfigError as e:  # the plan refuses the layout: said, and the grid goes on
             failed.append(name)
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip().startswith("-")), str(e))
@@ -336,7 +381,7 @@ def run_measured(
         if not peaks:
             shutil.rmtree(out, ignore_errors=True)
             try:
-                peaks = measure(args, out)
+                peaks = measure(args, out, experiment)
             except RuntimeError as e:  # the trainer failed: said, and the grid goes on
                 failed.append(name)
                 last = [line for line in str(e).splitlines() if line.strip()][-1:]
@@ -624,7 +669,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
     m = sub.add_parser("measured")
-    m.add_argument("--shape", default="base,demo,vocab", help="comma-separated: base, demo, vocab")
+    m.add_argument(
+        "--shape",
+        default="base,demo,vocab,qwen3moe,dsv2lite",
+        help="comma-separated: base, demo, vocab, qwen3moe, dsv2lite",
+    )
     m.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     m.add_argument("--quick", action="store_true")
     m.add_argument("--keep", help="work in this directory and keep it")

@@ -24,6 +24,9 @@ _HF_TYPE_TO_FAMILY = {
 }
 
 
+QK_NORM_MODEL_TYPES = ("qwen3", "qwen3_moe")  # HF model types whose attention norms q and k per head
+
+
 @dataclass(frozen=True)
 class ModelArch:
     """What validation and planning need to know about a model."""
@@ -76,6 +79,12 @@ class ModelArch:
     @property
     def moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def qk_norm(self) -> bool:
+        """Per-head RMSNorm of q and k before the rotary embedding (HF Qwen3 / Qwen3-MoE attention's q_norm
+        and k_norm; MindSpeed-LLM's `--qk-layernorm`)."""
+        return self.hf_model_type in QK_NORM_MODEL_TYPES
 
     @property
     def mla(self) -> bool:

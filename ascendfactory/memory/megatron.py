@@ -76,6 +76,9 @@ class MegatronJob:
     label: str = ""
     train_iters: int | None = None  # the run's iterations (the time model's wall time of the whole run)
     overlap_grad_reduce: bool = False  # --overlap-grad-reduce: the DP all-reduce hidden in the backward
+    # the embedded trainer runs on the host's CPU (no accelerator named or found: `memory.runtime.estimate_on`
+    # sets it), where PyTorch's SDPA takes its math path for MLA (`mla_host_attention`)
+    host: bool = False
 
     @property
     def micro_batches(self) -> int:
@@ -381,20 +384,70 @@ def layer_activation(
         # bench_memory_estimate.py, lora rows)
         c_h -= 2 * width
     replicated = seq * b * (c_h * h + c_0) / t_sp
+    selective = job.recompute == "selective" if recompute_core is None else recompute_core
+    if (
+        s.mla is not None
+        and job.engine == "embedded"
+        and job.host
+        and s.mla.qk_nope + s.mla.qk_rope != s.mla.v_head
+    ):
+        per_token, core = mla_host_attention(job)
+        attn = seq * b * per_token / t
+        core = 0.0 if selective else core * seq * seq * b / t
+        return replicated + attn + _mlp_activation(job, seq, c_f, moe) + core
     attn = seq * b * (c_q * q + c_kv * kv) / t
+    if s.qk_norm and s.mla is None and job.engine == "embedded":
+        # HF Qwen3's q_norm / k_norm: each keeps its input in fp32 (the projection's output itself in an fp32
+        # model, an fp32 copy in a 16-bit one), the normalized q / k in the model's dtype and an fp32 rsqrt
+        # per head and token (counted with saved-tensor hooks: tests/unit/memory/test_embedded_layer_bytes.py)
+        attn += seq * b * ((4 + width) * (q + kv) + 4 * (a + s.kv_heads)) / t
     if s.mla is not None:  # the latents: each kept for its RMSNorm and its up-projection
         attn += 2 * width * seq * b * ((s.mla.q_lora or 0) + s.mla.kv_lora + s.mla.qk_rope)
-    if moe:
-        mlp = moe_activation(job, seq) + c_f * seq * b * s.shared_ffn / t  # + the shared experts' MLP
-    else:
-        mlp = c_f * seq * b * s.ffn / t
+    mlp = _mlp_activation(job, seq, c_f, moe)
     core = 0.0
-    selective = job.recompute == "selective" if recompute_core is None else recompute_core
     if not job.flash_attention and not selective:
         core = (width + (3 if job.attention_dropout else 0)) * a * seq * seq * b / t
     elif job.flash_attention:
         core = c_a * seq * b * a / t  # fp32 log-sum-exp
     return replicated + attn + mlp + core
+
+
+def _mlp_activation(job: MegatronJob, seq: float, c_f: int, moe: bool) -> float:
+    """The layer's MLP: a MoE layer's routed experts and its shared experts' MLP, or the dense MLP."""
+    s, t, b = job.shape, job.tp, job.mbs
+    if moe:
+        return moe_activation(job, seq) + c_f * seq * b * s.shared_ffn / t  # + the shared experts' MLP
+    return c_f * seq * b * s.ffn / t
+
+
+def mla_host_attention(job: MegatronJob) -> tuple[float, float]:
+    """(bytes per token, bytes per head and token pair) HF's DeepSeek-V2 attention (transformers'
+    `modeling_deepseek_v2.py`, run by the embedded trainer) keeps for backward on the host's CPU.
+
+    Its queries and keys have qk_nope + qk_rope dims and its values v_head: PyTorch's fused CPU attention
+    takes only equal head dims (`aten/src/ATen/native/transformers/sdp_utils_cpp.cpp`,
+    `check_head_dim_size_cpp`), so SDPA runs its math path, which keeps the fp32 softmax probabilities
+    (4 bytes per head and token pair) and its scaled fp32 copies of q and k. The rotary embedding goes
+    through complex fp32, so q, k and v are fp32 in a bf16 model as well. Per token (a heads, d = qk_nope +
+    qk_rope, r / r_q the kv / q latent, p = qk_rope), counted with autograd's saved-tensor hooks
+    (`tests/unit/memory/test_embedded_mla_bytes.py`): scaled q and k 8ad; with fp32 weights v 4a v_head
+    (a copy; one sample per micro-batch keeps instead the kv up-projection's whole output, 4a(qk_nope +
+    v_head)), the output projection's input 4a v_head, each latent's projection output (4(r + p), 4 r_q),
+    its normalized copy and its up-projection's input (8r, 8 r_q); with 16-bit weights v 4a v_head (an fp32
+    copy), the output projection's input 2a v_head, each latent's fp32 RMSNorm input and two 16-bit copies
+    (8r, 8 r_q); 4 bytes of RMSNorm rsqrt per latent."""
+    s = job.shape
+    assert s.mla is not None
+    m, a = s.mla, s.heads
+    d, r, rq = m.qk_nope + m.qk_rope, m.kv_lora, m.q_lora or 0
+    per_token = 8.0 * a * d + 4 * (1 + (rq > 0))
+    if job.precision == "fp32":
+        # v: a view of the kv up-projection's output when one sample fills the batch, else a copy
+        v = 4 * a * (m.v_head + (m.qk_nope if job.mbs == 1 else 0))
+        per_token += v + 4 * a * m.v_head + 4 * (r + m.qk_rope) + 8 * r + 12 * rq
+    else:
+        per_token += 6 * a * m.v_head + 8 * r + 8 * rq
+    return per_token, 4.0 * a
 
 
 def routed_tokens(job: MegatronJob, tokens: float) -> float:
@@ -422,11 +475,15 @@ def moe_activation(job: MegatronJob, seq: float) -> float:
         # hooks on CPU (tests/unit/memory/test_embedded_moe_bytes.py): per token the fp32 router logits and
         # one element; per routed copy (it routes the whole sequence, TP gathered) the permuted token, the
         # expert input and the combine's weighted output (3h), gate, up, SiLU and product (4 f_moe / t) and
-        # 32 bytes of indices and probabilities
+        # 32 bytes of indices and probabilities. With EP and more than one expert per rank the received
+        # copies are regrouped by local expert and back (`moe/dispatch.py`): `index_copy` keeps its source
+        # for backward (PyTorch's derivatives.yaml: `expand_as(source)`), so the regrouped expert output and
+        # the combine all-to-all's output are both held: one more h-wide copy and its 8-byte index
+        # (measured: benchmarks/bench_memory_estimate.py, qwen3moe ep2 rows)
         tokens = seq * b
-        return tokens * (4 * s.experts + width) + routed_tokens(job, tokens) * (
-            width * (3 * s.hidden + 4 * s.moe_ffn / t) + 32
-        )
+        regroup = job.ep > 1 and s.experts // job.ep > 1 and not job.pad_to_capacity
+        per_copy = width * ((3 + regroup) * s.hidden + 4 * s.moe_ffn / t) + 32 + 8 * regroup
+        return tokens * (4 * s.experts + width) + routed_tokens(job, tokens) * per_copy
     router = 4 * seq * b * s.experts / t_sp
     copies = routed_tokens(job, seq * b)
     dispatch = width * copies * s.hidden
@@ -447,16 +504,32 @@ def stored_per_pass(job: MegatronJob, layers: int, dense: int = 0) -> tuple[floa
     moe_layers = layers - dense if job.shape.experts else 0
     per = [layer_activation(job, moe=False)] * (layers - moe_layers) + [layer_activation(job)] * moe_layers
     full = max(per) if per else 0.0
+    backward = math_attention_backward(job, moe=moe_layers > 0) if layers else 0.0
     if job.recompute == "selective" and layers:
         # the attention core is re-created in backward, one layer at a time
-        return sum(per), layer_activation(job, recompute_core=False) - layer_activation(job)
+        return sum(per), layer_activation(job, recompute_core=False) - layer_activation(job) + backward
     if job.recompute != "full" or layers == 0:
-        return sum(per), 0.0
+        return sum(per), backward
     k = max(1, min(job.recompute_num_layers, layers))
     if job.recompute_method == "block":
-        return k * layer_input(job) + sum(per[k:]), full
+        return k * layer_input(job) + sum(per[k:]), full + backward
     groups = math.ceil(layers / k)
-    return groups * layer_input(job), k * full
+    return groups * layer_input(job), k * full + backward
+
+
+def math_attention_backward(job: MegatronJob, *, moe: bool) -> float:
+    """What the backward of SDPA's math path (MLA on the host: `mla_host_attention`) holds on top of the
+    kept activations: the gradient of the fp32 softmax probabilities and the softmax backward's output, two
+    [b, a, s, s] fp32 tensors at once, less the layer's MLP activations, freed when its backward ran
+    before (measured: bench_memory_estimate.py, dsv2lite rows at seq 512 and with recompute); 0 elsewhere."""
+    s = job.shape
+    m = s.mla
+    if m is None or job.engine != "embedded" or not job.host or m.qk_nope + m.qk_rope == m.v_head:
+        return 0.0
+    seq = job.seq / job.cp
+    _, per_pair = mla_host_attention(job)
+    c_f = LAYER_BYTES[(job.engine, "fp32" if job.precision == "fp32" else "16bit")][3]
+    return max(0.0, 2 * per_pair * seq * seq * job.mbs / job.tp - _mlp_activation(job, seq, c_f, moe))
 
 
 def in_flight(job: MegatronJob, rank: int) -> int:

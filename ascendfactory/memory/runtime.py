@@ -84,6 +84,9 @@ def runtime_bytes(kind: str | None, *, hopper: bool, job: Any, environ: Mapping[
 
 def estimate_on(job: Any, device: DeviceMemory, environ: Mapping[str, str] | None = None) -> MemoryEstimate:
     """`job`'s estimate on `device`: its own terms, then the runtime's allocations in every stage."""
+    if device.kind is None and device.bytes is None and getattr(job, "engine", None) == "embedded":
+        # nothing named or found: an embedded trainer started here runs on this host's CPU
+        job = job.with_(host=True)
     est: MemoryEstimate = job.estimate(device.bytes)
     runtime, what = runtime_bytes(device.kind, hopper=device.hopper, job=job, environ=environ or {})
     for stage in est.stages:

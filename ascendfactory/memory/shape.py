@@ -78,6 +78,7 @@ class ModelShape:
     moe_ffn: int = 0
     shared_ffn: int = 0  # MoE: the shared experts as one MLP (n_shared_experts x moe_ffn)
     dense_layers: int = 0  # MoE: the first layers are dense (first_k_dense_replace)
+    qk_norm: bool = False  # per-head RMSNorm of q and k (Qwen3: `ModelArch.qk_norm`)
     mla: MLAShape | None = None
     vision: VisionShape | None = None
 
@@ -196,6 +197,7 @@ def shape_from_arch(arch: Any, *, config: dict[str, Any] | None = None) -> Model
         tied=bool(arch.tied),
         head_dim=arch.head_dim,
         qkv_bias=bool(arch.qkv_bias),
+        qk_norm=bool(getattr(arch, "qk_norm", False)),
         vision=vision,
     )
     return ModelShape(**(fields | moe_shape(arch)))

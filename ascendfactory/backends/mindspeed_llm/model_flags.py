@@ -12,9 +12,6 @@ from typing import Any
 from ascendfactory.backends.megatron.moe_flags import moe_flags
 from ascendfactory.config.catalog import ModelArch
 
-# HF model types whose attention has per-head q/k RMSNorm (Qwen3): MindSpeed-LLM `--qk-layernorm`.
-QK_LAYERNORM_TYPES = ("qwen3", "qwen3_moe")
-
 
 def _number(value: float) -> float | int:
     """1000000.0 -> 1000000 (as the example scripts write rotary bases); other floats unchanged."""
@@ -49,7 +46,7 @@ def architecture_flags(
         "seq-length": seq_length,
         "disable-bias-linear": True,
         "add-qkv-bias": arch.qkv_bias,
-        "qk-layernorm": arch.hf_model_type in QK_LAYERNORM_TYPES,
+        "qk-layernorm": arch.qk_norm,
         "group-query-attention": gqa,
         "num-query-groups": arch.kv_heads if gqa else None,
         "swiglu": True,

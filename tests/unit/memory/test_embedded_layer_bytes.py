@@ -1,6 +1,7 @@
 """The embedded trainer's per-layer activation bytes (`memory.megatron.LAYER_BYTES`) re-measured:
-autograd's saved-tensor hooks count what one HF Qwen2 decoder layer keeps for backward, in fp32 and held in
-bf16 (the trainer's `--bf16`: weights and activations in bf16, no autocast)."""
+autograd's saved-tensor hooks count what one HF Qwen2 decoder layer (and a Qwen3 one: its per-head q/k
+RMSNorm) keeps for backward, in fp32 and held in bf16 (the trainer's `--bf16`: weights and activations in
+bf16, no autocast)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from ascendfactory.memory.megatron import MegatronJob, layer_activation  # noqa:
 from ascendfactory.memory.shape import ModelShape  # noqa: E402
 
 
-def saved_bytes(*, hidden, ffn, heads, kv_heads, head_dim, seq, dtype) -> tuple[float, float]:
+def saved_bytes(*, hidden, ffn, heads, kv_heads, head_dim, seq, dtype, model="qwen2") -> tuple[float, float]:
     """(bytes the layer saves for backward, bytes of the shared rotary cos/sin among them)."""
     cfg = transformers.AutoConfig.for_model(
-        "qwen2",
+        model,
         hidden_size=hidden,
         intermediate_size=ffn,
         num_attention_heads=heads,
@@ -51,11 +52,12 @@ def saved_bytes(*, hidden, ffn, heads, kv_heads, head_dim, seq, dtype) -> tuple[
     return total - rotary, rotary
 
 
+@pytest.mark.parametrize("model", ["qwen2", "qwen3"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize(
     "dims", [(256, 704, 8, 2, 32), (512, 704, 8, 2, 64), (256, 1408, 8, 8, 32), (256, 704, 16, 2, 64)]
 )
-def test_embedded_layer_bytes_match_the_hf_layer(precision, dims):
+def test_embedded_layer_bytes_match_the_hf_layer(precision, dims, model):
     hidden, ffn, heads, kv, head_dim = dims
     seq = 128
     measured, _ = saved_bytes(
@@ -66,6 +68,7 @@ def test_embedded_layer_bytes_match_the_hf_layer(precision, dims):
         head_dim=head_dim,
         seq=seq,
         dtype=torch.bfloat16 if precision == "bf16" else None,
+        model=model,
     )
     shape = ModelShape(
         name="t",
@@ -77,6 +80,7 @@ def test_embedded_layer_bytes_match_the_hf_layer(precision, dims):
         vocab=128,
         tied=False,
         head_dim=head_dim,
+        qk_norm=model == "qwen3",
     )
     job = MegatronJob(shape=shape, seq=seq, mbs=1, engine="embedded", precision=precision)
     # fp32: the first RMSNorm keeps the layer's input itself (the previous layer's output, not counted
