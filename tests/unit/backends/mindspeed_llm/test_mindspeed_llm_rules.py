@@ -378,7 +378,7 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "gemm-gradient-accumulation-fusion": ({"gemm-gradient-accumulation-fusion": True}, {}),
     "moe-alltoall-mc2": ({"moe-alltoall-mc2": True}, {}),
     # (" 1" is a layer to 2.1.0, which reads int(x); 26.1.0 wants x.isdigit())
-    "noop-layers": ({"noop-layers": "0, 1"}, {"noop-layers": "0,1"}),
+    "noop-layers": ({"noop-layers": "0, 1"}, {"noop-layers": "1"}),
     "recompute-in-bubble": ({"recompute-in-bubble": True}, {}),
     "profile-step-start": ({"profile-step-start": 0}, {"profile-step-start": 1}),
     "use-ascend-coc": (
