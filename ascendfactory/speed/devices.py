@@ -46,8 +46,8 @@ class DeviceSpeed:
     calibration_error: float | None = None  # the largest |predicted / measured - 1| on the recorded runs
     calibrated_on: int = 0
     threads_per_process: int = 1  # CPU only: the matmul rate is one thread's, times this
-    # the hidden sizes of the recorded runs: a model far outside them (under half the smallest, over twice the
-    # largest) is predicted with constants fitted on other shapes, and the estimate says so
+    # the hidden sizes of the recorded runs: a model under the smallest gets no figure, one over twice the
+    # largest an extrapolated one (`speed.model.predict`)
     calibrated_hidden: tuple[int, int] | None = None
     notes: tuple[str, ...] = field(default=())
     # measured where stated: seconds per op of a pipeline schedule (one model chunk's forward or backward of

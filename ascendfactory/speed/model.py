@@ -213,15 +213,16 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     assumptions = [device.source]
     assumptions += list(device.notes)
     assumptions.append("the run's wall time counts iterations only (no start-up, evaluation or saves)")
-    # A model much smaller than the recorded ones (under half the smallest hidden size) steps in what the
-    # per-layer and per-step overheads of ITS shape cost, which the recorded shapes do not tell: no
-    # supported figure (`in_range` False; the estimate and the run summary print none, and say why). A model
-    # much larger (over twice the largest) is compute-bound: the figure extrapolates, and says so.
+    # A model smaller than the recorded ones (under the smallest hidden size) steps in what the per-layer and
+    # per-step overheads of ITS shape cost, which the recorded shapes do not tell (the CPU's held-out shapes,
+    # hidden 64-384, measured +49% to +1772% off: recorded/cpu.yaml `validate:`): no supported figure
+    # (`in_range` False; the estimate and the run summary print none, and say why). A model much larger
+    # (over twice the largest) is compute-bound: the figure extrapolates, and says so.
     known = device.calibrated_hidden
-    in_range = known is None or known[0] / 2 <= w.hidden
+    in_range = known is None or known[0] <= w.hidden
     if not in_range and known is not None:
         assumptions.append(
-            f"hidden size {w.hidden} is far below the shapes {device.name} was calibrated on (hidden "
+            f"hidden size {w.hidden} is below the shapes {device.name} was calibrated on (hidden "
             f"{known[0]}-{known[1]}): their per-layer overheads are not this model's, so no figure is "
             "supported"
         )
