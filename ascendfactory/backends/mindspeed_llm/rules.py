@@ -2352,6 +2352,15 @@ RULES_26 += (
         versions=V26,  # 2.1.0's rule of the key also refuses use-dist-ckpt, which 26.1.0 accepts
     ),
     Rule(
+        "enable-hf2mg-convert",
+        lambda f: f.given("enable-hf2mg-convert"),
+        "converts an HF --load directory at start-up, but the plan's --load holds the Megatron weights its "
+        "convert step wrote (MindSpeed-LLM refuses: cannot find safetensor)",
+        "remove enable-hf2mg-convert (the plan converts the weights itself: convert_ckpt_hf2mg)",
+        LLM26 + "convert_checkpoint/convert_checkpoint.py",
+        versions=V26,
+    ),
+    Rule(
         "num-attention-heads",
         lambda f: f.num("num-attention-heads") % f.num("tensor-model-parallel-size") != 0,
         "must be a multiple of tensor-model-parallel-size",

@@ -455,6 +455,7 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "first-k-dense-replace": ({"first-k-dense-replace": 2}, {"first-k-dense-replace": 1}),  # dense too
     # found by the 26.1.0 coverage map's proposer (rules.py: "Found by the 26.1.0 coverage map's proposer")
     "use-legacy-models": ({"use-legacy-models": True, "decoupled-lr": 1e-5}, {"decoupled-lr": 1e-5}),
+    "enable-hf2mg-convert": ({"enable-hf2mg-convert": True}, {}),  # the random harness, seed 7
     "num-attention-heads": (
         {"num-attention-heads": 3, "tensor-model-parallel-size": 2},
         {"tensor-model-parallel-size": 2},
