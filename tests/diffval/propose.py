@@ -135,13 +135,13 @@ def finder(backend: str) -> Any:
     """The key finder for a backend's conditions (LookupError when there is none)."""
     name, _, version = backend.partition("@")  # mindspeed-llm (2.1.0's judge) or mindspeed-llm@26.1.0
     if name == "mindspeed-llm":
-        from ascendfactory.backends.mindspeed_llm.args import specs
+        from ascendfactory.backends.mindspeed_llm.keys import specs
 
         return megatron_keys(specs("training", version or "2.1.0"))
     if backend == "mindspeed-mm":
-        from ascendfactory.backends.mindspeed_llm.args import Spec
-        from ascendfactory.backends.mindspeed_mm.experiment import preset_name, presets
-        from ascendfactory.backends.mindspeed_mm.facts import training_names, training_values
+        from ascendfactory.backends.common.megatron.flag_specs import Spec
+        from ascendfactory.backends.mindspeed_mm.keys import training_names, training_values
+        from ascendfactory.backends.mindspeed_mm.read import preset_name, presets
         from tests.diffval.backends import MM_MODEL, MM_OWNED
 
         preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]

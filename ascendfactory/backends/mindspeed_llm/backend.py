@@ -10,7 +10,7 @@ plot        training_loss.png from the last rank's log (in-process)
 
 Every program runs with the MindSpeed-LLM directory as cwd (as its example scripts do), so every path the
 plan passes is absolute. `backend_config` sections use MindSpeed-LLM's own flag names and are checked
-against the real argument lists of that version in `args/`. Flags filled by the plan (model architecture
+against the real argument lists of that version in `keys/`. Flags filled by the plan (model architecture
 from the catalog or config.json, `--split 100,0,0`, `--distributed-backend nccl`, the version's
 `plan_flags`, ...) give way to the user's.
 """
@@ -24,17 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.megatron.config import SEQ_LENGTH
-from ascendfactory.backends.megatron.run import (
+from ascendfactory.backends.common.megatron.config import SEQ_LENGTH
+from ascendfactory.backends.common.megatron.read import (
     PATH_KEYS,
     MegatronRun,
     hf2mg_skip_reason,
     read_megatron_run,
     to_flags,
 )
-from ascendfactory.backends.megatron.skeleton import (
+from ascendfactory.backends.common.megatron.skeleton import (
     MG2HF_DISABLED,
     TIMEOUT_FLAG,
     MegatronBackend,
@@ -42,8 +40,8 @@ from ascendfactory.backends.megatron.skeleton import (
     process,
     timeout_flag,
 )
+from ascendfactory.backends.environment import Check, InstallStep, third_party_dir
 from ascendfactory.backends.mindspeed_llm import environment
-from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
@@ -53,10 +51,11 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_options,
     v2_mg2hf_warning,
 )
+from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, resolve_site
 from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
+from ascendfactory.backends.mindspeed_llm.keys import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
-from ascendfactory.backends.mindspeed_llm.rules import broken_rules
-from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site, resolve_site
+from ascendfactory.backends.mindspeed_llm.rules import HYBRID_CP, broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import (
     DEFAULT,
     VERSIONS,
@@ -97,6 +96,23 @@ SAVE_STATE_FLAGS = ("no-save-optim", "no-save-rng")
 PATH_FLAGS = PATH_KEYS
 HUB_FLAGS = frozenset({"tokenizer-name-or-path"})  # may name a Hugging Face hub model
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def cp_head_split(training: Mapping[str, Any], cp: int, version: str) -> int | None:
+    """The part of CP that splits the attention heads under the context-parallel algorithm this version runs
+    (the flag given, else the version's default: ulysses_cp_algo at 2.1.0, megatron_cp_algo at 26.1.0).
+    Ulysses splits them by CP, the hybrid algorithms by ulysses-degree-in-cp, the ring algorithms not at all
+    (MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py _validate_cp_args, lines 259-333; MindSpeed
+    26.1.0_core_r0.12.1 mindspeed/arguments.py, lines 650-690). None: all of CP (a hybrid algorithm without
+    a usable ulysses degree, which its own rule refuses)."""
+    algo = training.get("context-parallel-algo") or defaults("training", version).get("context-parallel-algo")
+    if algo == "ulysses_cp_algo":
+        return cp
+    if algo in HYBRID_CP:
+        uly = training.get("ulysses-degree-in-cp")
+        usable = isinstance(uly, int) and not isinstance(uly, bool) and uly >= 1 and cp % uly == 0
+        return uly if usable else None
+    return 1
 
 
 def local_path(value: Any, *, hub: bool = True) -> Any:
@@ -182,11 +198,13 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         if any(p.message.startswith("must be a mapping") for p in problems):
             raise ConfigError(problems)  # the sections cannot be read further
         try:
+            version = site.version.version
             run = read_megatron_run(
                 ctx,
                 framework=Found(site, conv),
                 strict_paths=strict_paths,
                 extra_keys=("converter", "mindspeed_llm_version", "trainer", "fsdp2"),
+                cp_head_split=lambda training, cp: cp_head_split(training, cp, version),
             )
         except ConfigError as e:
             raise ConfigError(problems + e.problems) from None

@@ -614,16 +614,21 @@ RULES: tuple[Rule, ...] = (
         lambda f: (
             f.given("mtp-num-layers")
             and f.num("mtp-num-layers") != 0
-            and (
-                f.num("context-parallel-size") > 1
-                or f["position-embedding-type"] not in ("rope", "none")
-                or f.given("use-legacy-models")
-            )
+            and (f.num("context-parallel-size") > 1 or f["position-embedding-type"] not in ("rope", "none"))
         ),
-        "multi-token prediction needs context-parallel-size 1, position-embedding-type rope or none "
-        "and MCore models",
+        "multi-token prediction needs context-parallel-size 1 and position-embedding-type rope or none",
         "remove mtp-num-layers, or set context-parallel-size: 1",
         LLM + " _validate_mtp_args",
+    ),
+    # legacy models: 2.1.0's decorator sets use_legacy_models = not use_mcore_models before this check, so
+    # there only a missing use-mcore-models counts (the use-mcore-models rule); 26.1.0 reads use-legacy-models
+    Rule(
+        "mtp-num-layers",
+        lambda f: f.given("mtp-num-layers") and f.num("mtp-num-layers") != 0 and f.given("use-legacy-models"),
+        "multi-token prediction needs MCore models (no use-legacy-models)",
+        "remove mtp-num-layers, or use-legacy-models",
+        LLM + " _validate_mtp_args",
+        versions=V26,
     ),
     Rule(
         "use-legacy-models",

@@ -40,15 +40,7 @@ class LightningDemoBackend(Backend):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         cfg = ctx.config
         options = dict(cfg.backend_config)
-        self.raise_if(
-            [
-                ctx.problem(
-                    f"backend_config.{k}", "not an option of lightning-demo", fix="use: " + ", ".join(OPTIONS)
-                )
-                for k in options
-                if k not in OPTIONS
-            ]
-        )
+        self.raise_if(self.option_problems(ctx, OPTIONS))
         out = cfg.af_output_dir
         root = os.path.join(out, "checkpoints")
         done = lightning.step_dirs(root) if cfg.train_auto_resume else []
@@ -87,7 +79,7 @@ class LightningDemoBackend(Backend):
 
     def checks(self, environ):
         """`doctor --backend lightning-demo`: its driver and torch's distributed package."""
-        from ascendfactory.backends.doctor import Check, module_check
+        from ascendfactory.backends.environment import Check, module_check
 
         found = os.path.isfile(DRIVER)
         return [
@@ -97,6 +89,6 @@ class LightningDemoBackend(Backend):
 
     def install_steps(self, environ):
         """`install.sh lightning-demo`: nothing to install beyond torch; the plan checks it imports."""
-        from ascendfactory.backends.install import InstallStep
+        from ascendfactory.backends.environment import InstallStep
 
         return [InstallStep("check torch.distributed", (sys.executable, "-c", "import torch.distributed"))]

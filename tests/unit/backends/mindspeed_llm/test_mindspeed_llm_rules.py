@@ -920,3 +920,11 @@ def test_reset_attention_mask_reads_the_cp_mask_type() -> None:
     general = flags_with({**causal, "cp-attention-mask-type": "general"})
     assert "reset-attention-mask" in [r.key for r in broken_rules(causal, release)]
     assert "reset-attention-mask" not in [r.key for r in broken_rules(general, release)]
+
+
+def test_mtp_with_use_legacy_models_beside_mcore_passes_2_1_0_only() -> None:
+    """2.1.0 sets use_legacy_models = not use_mcore_models before _validate_mtp_args (its judge accepts
+    mtp-num-layers with use-legacy-models when the plan passes use-mcore-models); 26.1.0 reads the flag."""
+    flags = flags_with({"mtp-num-layers": 1, "use-legacy-models": True})
+    assert "mtp-num-layers" not in [r.key for r in broken_rules(flags, RELEASES["2.1.0"])]
+    assert "mtp-num-layers" in [r.key for r in broken_rules(flags, RELEASES["26.1.0"])]
