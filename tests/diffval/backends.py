@@ -170,7 +170,11 @@ class Verl(Adapter):
         from ascendfactory.backends.verl import schema
         from ascendfactory.backends.verl.run import OWNED, PATH_KEYS
 
-        sch = schema.load(str(tree["backend_config"].get("model_engine", "dp")))
+        engine = tree["backend_config"].get("model_engine", "dp")
+        # a first mutation may have set model_engine to a value of no engine (an int, an unknown word): the
+        # second draws from the default engine's keys (our checks refuse that value anyway)
+        known = isinstance(engine, str) and (schema.KEYS_DIR / schema.VERSION / f"{engine}.txt").is_file()
+        sch = schema.load(engine if known else "dp")
         skip = set(OWNED) | set(PATH_KEYS)
         held = [k for k in _leaves(tree["backend_config"]) if k in sch.defaults and k not in skip]
         others = [k for k, v in sch.defaults.items() if k not in skip and not isinstance(v, (dict, list))]
@@ -602,6 +606,28 @@ MM_MODEL = "qwen2.5-vl-7b"
 MM_OWNED = {"mm-data", "mm-model", "mm-tool", "save", "load"}
 
 
+# backend_config's json sections -> the --mm-* flag of the file the plan writes from each (PLAN_FLAGS)
+JSON_SECTIONS = {"model": "mm-model", "data": "mm-data"}
+
+
+def _carry_json(docs: dict[str, Any], flag: str, example: Any, m: Mutation) -> None:
+    """A case's key below backend_config.model / .data, put where the plan's merge puts it: the user's value
+    over the example's json (experiment.merged_json); deleted, the example's value (or none) is left."""
+    *parents, leaf = m.path[2:]
+    node = docs.setdefault(flag, {})
+    for part in parents:
+        example = example.get(part) if isinstance(example, dict) else None
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    if m.value != DELETE:
+        node[leaf] = copy.deepcopy(m.value)
+    elif isinstance(example, dict) and leaf in example:
+        node[leaf] = copy.deepcopy(example[leaf])
+    else:
+        node.pop(leaf, None)
+
+
 class MindSpeedMM(Adapter):
     """Our verdict is `--dry-run`'s (a real `train` stops at the missing CANN toolkit); the framework's is
     MindSpeed-MM's argument parsing, its validate_args and its json merge on the training argv and the json
@@ -669,7 +695,7 @@ class MindSpeedMM(Adapter):
             "nproc_per_node": launch.nproc_per_node,
             "nnodes": launch.nnodes,
             "world_size": launch.nproc_per_node * launch.nnodes,
-            "env": dict(step.env),
+            "env": {**plan.env, **step.env},  # the experiment's own variables go to every step
             "json": docs,
         }
 
@@ -681,9 +707,18 @@ class MindSpeedMM(Adapter):
         example = {k: v for group in example_flags(preset).groups.values() for k, v in group.items()}
         flags = argv_flags(payload["argv"][1:])
         nproc = payload["nproc_per_node"]
+        docs = copy.deepcopy(payload.get("json", {}))
+        env = dict(payload.get("env", {}))
         for m in mutations:
             if m.path == ("env", "NPUS_PER_NODE"):
                 nproc = 1 if m.value == DELETE else m.value
+            elif len(m.path) == 2 and m.path[0] == "env":  # a variable of the experiment's env
+                env.pop(m.path[1], None)
+                if m.value != DELETE:
+                    env[m.path[1]] = ("1" if m.value else "0") if isinstance(m.value, bool) else str(m.value)
+            if len(m.path) > 2 and m.path[0] == "backend_config" and m.path[1] in JSON_SECTIONS:
+                _carry_json(docs, JSON_SECTIONS[m.path[1]], preset[m.path[1]], m)
+                continue
             if m.path[:2] != MS_T or len(m.path) != 3:
                 continue
             key = m.path[2]
@@ -695,11 +730,18 @@ class MindSpeedMM(Adapter):
         argv = [payload["argv"][0]]
         for key, values in flags.items():
             argv += [f"--{key}", *values]
-        return {**payload, "argv": argv, "nproc_per_node": nproc, "world_size": nproc * payload["nnodes"]}
+        out = {
+            **payload,
+            "argv": argv,
+            "nproc_per_node": nproc,
+            "world_size": nproc * payload["nnodes"],
+            "env": env,
+        }
+        return {**out, "json": docs} if "json" in payload else out
 
     def comparable(self, payload: Any) -> Any:
         flags = {k: v for k, v in argv_flags(payload["argv"][1:]).items() if k not in ("load", *MM_OWNED)}
-        return (flags, payload["world_size"], payload["argv"][0])
+        return (flags, payload["world_size"], payload["argv"][0], payload.get("json"), payload.get("env"))
 
     def worker(self) -> list[str] | None:
         import importlib.util

@@ -9,8 +9,10 @@ plan would hand it (the adapter's `carry`); the first whose refusal's traceback 
 (or its guard) is proposed. A person then reads the proposal, checks what our dry run says, and writes the
 row's `map` (rule, near miss, fix): `scripts/gen_validation_map.py PIN --propose`.
 
-Key finders exist for the backends whose conditions read a parser's flags (mindspeed-llm: the training
-flags of its generated flag list); a backend without one cannot be proposed for.
+Key finders exist for the backends whose conditions read a parser's flags: mindspeed-llm (the training
+flags of its generated flag list) and mindspeed-mm (`backend_config.training`'s flags of pretrain_vlm.py,
+and `args.mm.model.*` / `args.mm.data.*`, the json configs MindSpeed-MM merges into the arguments, as
+`backend_config.model.*` / `.data.*`); a backend without one cannot be proposed for.
 """
 
 from __future__ import annotations
@@ -53,6 +55,34 @@ def megatron_keys(table: dict[str, Any]) -> Any:
         if getattr(spec, "nargs", "") in ("+", "*"):
             kind = "list"
         return KeyKind(flag, kind, tuple(spec.choices or ()))
+
+    return find
+
+
+def mm_keys(table: dict[str, Any], names: frozenset[str], model: dict[str, Any]) -> Any:
+    """A key finder for MindSpeed-MM's conditions: flags (`args.seq_length`) -> `training.seq-length` when
+    pretrain_vlm.py has the flag (`names`; `table` gives Megatron's kinds); `args.mm.model.a.b` ->
+    `model.a.b` (MindSpeed-MM's merge_mm_args puts model.json there: mindspeed_mm/configs/config.py), its
+    kind from the example's model.json (`model`), int where the example lacks it; `args.mm.data.a` ->
+    `data.a` likewise."""
+    flags = megatron_keys(table)
+
+    def find(owner: str, chain: list[str]) -> KeyKind | None:
+        if owner not in OWNERS or not chain:
+            return None
+        if chain[0] == "mm" and len(chain) > 2 and chain[1] in ("model", "data"):
+            node: Any = model if chain[1] == "model" else None
+            for part in chain[2:]:
+                node = node.get(part) if isinstance(node, dict) else None
+            kind = {bool: "flag", float: "float", str: "str", list: "list"}.get(type(node), "int")
+            return KeyKind(".".join(chain[1:]), "int" if kind == "flag" else kind)
+        flag = chain[-1].replace("_", "-")
+        if flag not in names:
+            return None
+        found = flags(owner, chain)
+        if found is None:
+            return KeyKind(f"training.{flag}", "str")  # a flag only MindSpeed(-MM) has: a word
+        return KeyKind(f"training.{found.key}", found.kind, found.choices)
 
     return find
 
@@ -106,7 +136,18 @@ def finder(backend: str) -> Any:
     if backend == "mindspeed-llm":
         from ascendfactory.backends.mindspeed_llm.args import specs
 
-        return megatron_keys(specs("training"))
+        return megatron_keys(specs("training", "2.1.0"))
+    if backend == "mindspeed-mm":
+        from ascendfactory.backends.mindspeed_llm.args import Spec
+        from ascendfactory.backends.mindspeed_mm.experiment import preset_name, presets
+        from ascendfactory.backends.mindspeed_mm.facts import training_names, training_values
+        from tests.diffval.backends import MM_MODEL, MM_OWNED
+
+        preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]
+        names = frozenset(n for n in training_names("2.1.0") if n not in MM_OWNED)
+        values = training_values("2.1.0")
+        table = {n: Spec(kind, nargs, choices) for n, (kind, nargs, choices) in values.items()}
+        return mm_keys(table, names, preset["model"])
     raise LookupError(f"no key finder for {backend}'s conditions")
 
 
@@ -155,7 +196,9 @@ def search(doc: dict[str, Any], rows: list[dict[str, Any]], find: Any, workdir: 
     payload = _base_payload(adapter, base, workdir)
     tried: list[tuple[dict[str, Any], dict[str, Any], str, Any]] = []
     for st in rows:
-        for i, case in enumerate(candidates(st["condition"], find)):
+        # a raising helper's check is its first argument (`ensure_valid(cond, msg)`), written in `message`
+        text = st["condition"] if st["kind"] != "call" else f"{st['condition']} {st['message']}"
+        for i, case in enumerate(candidates(text, find)):
             carried = adapter.carry(payload, mutations(doc["backend"], case))
             tried.append((st, case, f"{st['id']}#{i}", carried))
     frames: dict[str, list[str]] = {}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.diffval.backends import ADAPTERS
 from tests.diffval.cases import Case
 from tests.diffval.coverage import (
     KINDS,
@@ -24,7 +25,7 @@ from tests.diffval.coverage import (
 )
 from tests.diffval.ours import Ours
 from tests.diffval.pins import DRAFTS, MAPS, PINS, map_path
-from tests.diffval.propose import KeyKind, candidates
+from tests.diffval.propose import KeyKind, candidates, finder
 from tests.diffval.walk import Walker
 
 MAP_FILES = sorted(MAPS.glob("*.yaml"))
@@ -68,6 +69,54 @@ def test_the_proposer_tries_the_keys_a_condition_reads_with_its_constants() -> N
     assert {"seq-length": 4097, "use-flash-attn": "<deleted>"} in got  # pairs of the keys it reads
     assert all(set(c) <= {"seq-length", "use-flash-attn"} for c in got)
     assert candidates("self.hidden_size > 0", find) == []  # no key of ours: nothing to try
+
+
+def test_the_mindspeed_mm_finder_reads_flags_and_the_merged_json_configs() -> None:
+    """MindSpeed-MM's conditions read pretrain_vlm.py's flags and `args.mm.model.*` (model.json, merged by
+    merge_mm_args): the proposer turns them into backend_config.training / .model keys."""
+    find = finder("mindspeed-mm")
+    assert find("args", ["use_fused_swiglu"]) == KeyKind("training.use-fused-swiglu", "flag")
+    algo = find("args", ["context_parallel_algo"])
+    assert algo is not None and algo.key == "training.context-parallel-algo"
+    assert "ulysses_cp_algo" in algo.choices
+    assert find("args", ["mm", "model", "text_decoder", "num_layers"]) == KeyKind(
+        "model.text_decoder.num_layers", "int"
+    )
+    assert find("args", ["mm", "model", "predictor", "mm_double_blocks_depth"]).kind == "int"  # type: ignore[union-attr]
+    assert find("args", ["no_such_flag"]) is None and find("other", ["seq_length"]) is None
+    assert find("args", ["mm_data"]) is None  # the plan's own flag (--mm-data): never a case key
+    got = candidates("args.mm.model.text_decoder.num_layers > 3 and args.tp_2d", find)
+    assert {"model.text_decoder.num_layers": 4} in got and {"training.tp-2d": True} in got
+
+
+def test_the_mindspeed_mm_carry_puts_json_keys_where_the_merge_puts_them() -> None:
+    """A case's backend_config.model key reaches the judge in model.json over the example's values; deleted,
+    the example's value is back (what the plan's deep merge writes)."""
+    adapter = ADAPTERS["mindspeed-mm"]
+    payload = {
+        "argv": ["pretrain_vlm.py", "--seq-length", "1024"],
+        "nproc_per_node": 8,
+        "nnodes": 1,
+        "world_size": 8,
+        "env": {},
+        "json": {"mm-model": {"text_decoder": {"num_layers": 3, "hidden_size": 64}}, "mm-data": {}},
+    }
+    out = adapter.carry(
+        payload,
+        mutations(
+            "mindspeed-mm",
+            {
+                "model.text_decoder.num_layers": "<deleted>",
+                "model.predictor.mm_double_blocks_depth": 0,
+                "training.seq-length": 2048,
+            },
+        ),
+    )
+    model = out["json"]["mm-model"]
+    assert model["text_decoder"] == {"num_layers": 28, "hidden_size": 64}  # Qwen2.5-VL-7B's example: 28
+    assert model["predictor"] == {"mm_double_blocks_depth": 0}
+    assert out["argv"][out["argv"].index("--seq-length") + 1] == "2048"
+    assert payload["json"]["mm-model"]["text_decoder"]["num_layers"] == 3  # the base payload is untouched
 
 
 @pytest.mark.parametrize("path", MAP_FILES, ids=[p.stem for p in MAP_FILES])

@@ -29,7 +29,12 @@ from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, 
 from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
 from ascendfactory.backends.megatron.tree import OutputTree
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
-from ascendfactory.backends.mindspeed_mm.checks import model_problems, sourced, training_problems
+from ascendfactory.backends.mindspeed_mm.checks import (
+    checkpoint_args_problems,
+    model_problems,
+    sourced,
+    training_problems,
+)
 from ascendfactory.backends.mindspeed_mm.experiment import (
     DATASET_KEY,
     LLM_KEY,
@@ -140,10 +145,12 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
         problems += sourced(ctx, convert.overwrite_problems(hf_dir, mm.hf2mg, mm.mg2hf))
         load = decide_load(ctx, mm, run, problems)
         run.load = load
+        problems += checkpoint_args_problems(ctx, mm, load.load if load else None)
         self.fill_flags(mm, load, timeout_flag(ctx))
         for p in input_findings(
             ctx,
             data=data,
+            training=mm.user_training,
             hf_dir=hf_dir,
             hf2mg_hf_dir=get(sections.get("convert_ckpt_hf2mg") or {}, "cfg.hf_config.hf_dir"),
             needs_index=mm.mg2hf is not None,

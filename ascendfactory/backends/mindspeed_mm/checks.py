@@ -9,13 +9,19 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
 from ascendfactory.backends.megatron.skeleton import T, owned_save
-from ascendfactory.backends.mindspeed_mm import rules
+from ascendfactory.backends.mindspeed_mm import flag_rules, rules
 from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
-from ascendfactory.backends.mindspeed_mm.facts import source_file, training_names, training_values
+from ascendfactory.backends.mindspeed_mm.facts import (
+    source_file,
+    training_defaults,
+    training_names,
+    training_values,
+)
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.output_tree import OutputTree
 
+VPP = "virtual-pipeline-model-parallel-size"
 REJECTED_FLAGS = {
     "num-layers-per-virtual-pipeline-stage": "MindSpeed-MM Error: --num-layers-per-virtual-pipeline-stage is "
     "deprecated, please use --virtual-pipeline-model-parallel-size instead",
@@ -65,7 +71,8 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
                     fix=f"remove it; put the content under backend_config.{PLAN_FLAGS[key]}",
                 )
             )
-        elif key in REJECTED_FLAGS:
+        elif key in REJECTED_FLAGS and not (key == VPP and user[key] in (None, False, 1)):
+            # one virtual stage is none: validate_args_patch.py:197 interleaves only above 1
             problems.append(ctx.problem(where, REJECTED_FLAGS[key], fix="remove it"))
         elif key in names:
             problems += value_problems(ctx, key, user[key], generation)
@@ -83,6 +90,61 @@ def training_problems(ctx: PlanContext, user: dict[str, Any], generation: str) -
     return problems + owned_key_problems(
         ctx, T, user, owned_save(saved, "resume, retention and mm_to_hf read it")
     )
+
+
+# validate_args_patch.py:29-34: MindSpeed-MM's validate_args copies these from model.json's text_decoder
+FROM_TEXT_DECODER = {
+    "num-layers": "num_layers",
+    "hidden-size": "hidden_size",
+    "num-attention-heads": "num_attention_heads",
+    "max-position-embeddings": "max_position_embeddings",
+    "ffn-hidden-size": "ffn_hidden_size",
+    "num-experts": "num_moe_experts",
+}
+
+
+def flag_rule_problems(ctx: PlanContext, mm: MMRun, flags: dict[str, Any]) -> list[Problem]:
+    """flag_rules.py's rules on the flags pretrain_vlm.py gets, with model.json's sizes as MindSpeed-MM's
+    validate_args puts them and the environment the training step runs with. Generation 2.1.0 only: the rules
+    are MindSpeed-MM 2.1.0's (MindSpeed 077c4137, Megatron-LM core_r0.8.0)."""
+    if mm.generation != "2.1.0":
+        return []
+    seen = dict(flags)
+    layout = {
+        "tensor-model-parallel-size": mm.tp,
+        "pipeline-model-parallel-size": mm.pp,
+        "context-parallel-size": mm.cp,
+        "micro-batch-size": mm.mbs,
+        "global-batch-size": mm.gbs,
+    }
+    seen.update(
+        {k: v for k, v in layout.items() if v is not None}
+    )  # the example's ${TP}, ... as the plan fills them
+    decoder = get(mm.model, "text_decoder")
+    for flag, field in FROM_TEXT_DECODER.items():
+        if isinstance(decoder, dict) and decoder.get(field) is not None:
+            seen[flag] = decoder[field]
+    seen[flag_rules.WORLD] = ctx.config.env.NNODES * ctx.devices.count
+    own = ctx.config.env.extra_vars()
+    for name, value in {**mm.preset["exports"], **own}.items():
+        seen[flag_rules.ENV + name] = value
+    user = {**mm.user_training, **{flag_rules.ENV + name: v for name, v in own.items()}}
+    return flag_rules.problems(seen, user, training_defaults("2.1.0"))
+
+
+def checkpoint_args_problems(ctx: PlanContext, mm: MMRun, load: str | None) -> list[Problem]:
+    """use-checkpoint-args reads the arguments of the checkpoint it loads: Megatron-LM core_r0.8.0
+    megatron/training/initialize.py:51 (initialize_megatron) refuses it without --load."""
+    if not mm.user_training.get("use-checkpoint-args") or load:
+        return []
+    return [
+        ctx.problem(
+            T + "use-checkpoint-args",
+            "needs a checkpoint to load ('--use-checkpoints-args requires --load argument'), and "
+            f"ckpt_load_type {ctx.config.ckpt_load_type} loads none",
+            fix="remove use-checkpoint-args, or load weights (ckpt_load_type: 1, or training.load)",
+        )
+    ]
 
 
 def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem]:
@@ -128,6 +190,8 @@ def model_problems(ctx: PlanContext, mm: MMRun, arch: ModelArch) -> list[Problem
     flags = {**mm.flags.merged(), **mm.user_training}
     lr, min_lr = flags.get("lr"), flags.get("min-lr")
     problems += rules.validate_args_problems(flags, get(model, "text_decoder.num_moe_experts") is not None)
+    problems += flag_rule_problems(ctx, mm, flags)
+    problems += rules.json_config_problems({"data": mm.data, "model": mm.model, "tool": mm.tool})
     problems += rules.lr_problems(lr, min_lr, user_min_lr="min-lr" in mm.user_training)
     problems += rules.model_json_problems(
         model,

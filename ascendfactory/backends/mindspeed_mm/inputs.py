@@ -64,10 +64,26 @@ def hf_dir_problems(key: str, hf_dir: str, *, needs_index: bool) -> list[Problem
 
 
 def input_findings(
-    ctx: PlanContext, *, data: Mapping[str, Any], hf_dir: str, hf2mg_hf_dir: Any, needs_index: bool
+    ctx: PlanContext,
+    *,
+    data: Mapping[str, Any],
+    training: Mapping[str, Any],
+    hf_dir: str,
+    hf2mg_hf_dir: Any,
+    needs_index: bool,
 ) -> list[Problem]:
     """A problem for every input the run cannot read."""
     found = hf_dir_problems("backend_config." + MODEL_DIR_KEY, hf_dir, needs_index=needs_index)
+    tokenizer = training.get("tokenizer-name-or-path")
+    if isinstance(tokenizer, str) and tokenizer and not os.path.exists(os.path.expanduser(tokenizer)):
+        # MindSpeed 077c4137 mindspeed/arguments.py:521 (validate_args_wrapper): '... not exists!'
+        found.append(
+            Problem(
+                "backend_config.training.tokenizer-name-or-path",
+                f"{tokenizer} does not exist (MindSpeed stops at start-up: '{tokenizer} not exists!')",
+                "point it at the tokenizer directory, or remove it (the HF directory has the processor)",
+            )
+        )
     if isinstance(hf2mg_hf_dir, str) and os.path.abspath(hf2mg_hf_dir) != hf_dir:
         found += hf_dir_problems(
             "backend_config.convert_ckpt_hf2mg.cfg.hf_config.hf_dir",

@@ -258,8 +258,7 @@ def parallel_problems(
                 Problem(
                     T + "global-batch-size",
                     f"global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data "
-                    "parallel "
-                    f"size ({dp})",
+                    f"parallel size ({dp}) [micro-batch-size x world / (TP x PP x CP) = {unit}]",
                     fix=f"nearest valid: {' or '.join(map(str, nearest_multiples(gbs, unit)))}",
                 )
             )
@@ -358,8 +357,21 @@ def model_json_problems(
         if want is None:
             continue
         node: Any = model
-        for part in dotted.split("."):
+        *parents, leaf = dotted.split(".")
+        for part in parents:
             node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and leaf in node and node[leaf] is None:
+            # validate_args_patch.py:29 copies it into the arguments: null leaves num_layers (or a size) unset
+            problems.append(
+                Problem(
+                    M + dotted,
+                    "is null: MindSpeed-MM copies it into the training arguments, which then lack it "
+                    "('either num-layers or encoder-num-layers should be specified', or a required argument)",
+                    fix=f"remove the null (the example's value is used), or set it to {want}",
+                )
+            )
+            continue
+        node = node.get(leaf) if isinstance(node, Mapping) else None
         if node is not None and node != want:
             problems.append(
                 Problem(
@@ -423,3 +435,44 @@ def data_json_problems(
                     )
                 )
     return problems
+
+
+# mindspeed_mm/utils/utils.py get_dtype: what every `dtype` key of the json configs may say
+# (configs/config.py ConfigReader maps each through it)
+DTYPES = ("int32", "float64", "float32", "float16", "fp32", "fp16", "half", "bf16")
+
+
+def json_config_problems(sections: Mapping[str, Any]) -> list[Problem]:
+    """What MindSpeed-MM 2.1.0's json loading (merge_mm_args -> MMConfig -> ConfigReader) and the first
+    lines of its validate_args refuse in data.json, model.json and tools.json: a `dtype` it cannot map, and a
+    video model's `predictor` with mm_double_blocks_depth not above 0 (validate_args_patch.py:51)."""
+    out: list[Problem] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key == "dtype" and not (isinstance(value, str) and value in DTYPES):
+                    out.append(
+                        Problem(
+                            f"{where}.{key}",
+                            f"is {value!r}: MindSpeed-MM's get_dtype stops with 'Unsupported data type'",
+                            fix="use one of: " + ", ".join(DTYPES),
+                        )
+                    )
+                walk(value, f"{where}.{key}")
+
+    for section in ("data", "model", "tool"):
+        walk(sections.get(section), f"backend_config.{section}")
+    predictor = (sections.get("model") or {}).get("predictor")
+    if isinstance(predictor, Mapping) and "mm_single_blocks_depth" in predictor:
+        depth = predictor.get("mm_double_blocks_depth")
+        if "mm_double_blocks_depth" in predictor and isinstance(depth, (int, float)) and depth <= 0:
+            out.append(
+                Problem(
+                    M + "predictor.mm_double_blocks_depth",
+                    f"is {depth} (with mm_single_blocks_depth): 'MindSpeed-MM Error: mm_double_blocks_depth "
+                    "must > 0'",
+                    fix="give 1 or more, or remove the predictor section (Qwen2.5-VL has none)",
+                )
+            )
+    return out

@@ -61,7 +61,8 @@ ROWS: list[tuple[str, dict[str, Any], str, str]] = [
         "GBS vs MBS*DP",
         training(global_batch_size=101),
         T + "global-batch-size",
-        "global batch size (101) is not divisible by micro batch size (1) times data parallel size (2) | "
+        "global batch size (101) is not divisible by micro batch size (1) times data parallel size (2) "
+        "[micro-batch-size x world / (TP x PP x CP) = 2] | "
         "nearest valid: 100 or 102",
     ),
     (
