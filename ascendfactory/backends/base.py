@@ -15,7 +15,7 @@ the tool asks of it:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -258,6 +258,19 @@ class Backend:
                 f"'{stage}' is not a stage of backend {self.name}",
                 fix="use one of: " + ", ".join(self.stages),
             )
+        ]
+
+    def option_problems(self, ctx: PlanContext, known: Iterable[str]) -> list[Problem]:
+        """A problem for each `backend_config` key that is not in `known`: the check of a backend whose
+        options are a flat list of its own rather than a framework's key lists (the backends of
+        `tests/integration/plugin_backend/`, `plugin_rl/` and `ray_contract/`)."""
+        names = list(known)
+        return [
+            ctx.problem(
+                f"backend_config.{key}", f"not an option of {self.name}", fix="use: " + ", ".join(names)
+            )
+            for key in ctx.config.backend_config
+            if key not in names
         ]
 
     @staticmethod

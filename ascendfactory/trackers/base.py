@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import shlex
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -227,3 +228,44 @@ class Tracker:
         if self.extra:
             return f'pip install "ascendfactory-cli[{self.extra}]"'
         return "pip install " + " ".join(shlex.quote(p) for p in self.packages)
+
+
+def sdk_tracker(
+    name: str,
+    *,
+    version: str,
+    offline_mode: str,
+    description: str,
+    settings: type[TrackerSettings],
+    resolve: Callable[[Any, RunNames], TrackerSpec],
+    env: Callable[[TrackerSpec], dict[str, str]],
+    open: Callable[..., Sink],
+    states: Mapping[str, str],
+    run_env: Callable[[TrackerSpec, str], dict[str, str]] = _no_resume,
+    run_ids: Literal["create", "choose"] | None = None,
+    from_env: Callable[[Mapping[str, str]], tuple[TrackerSpec, str | None]] | None = None,
+) -> Tracker:
+    """The record of a tracker reached through its own SDK, the module `name` (pip `name>=version`, the
+    extra `name` of ascendfactory-cli), whose runs can be written to a local folder in `offline_mode`:
+    `logs export --to <name> DEST` writes that folder (W&B: `offline`, uploaded later by `wandb sync`;
+    SwanLab: `local`, shown by `swanlab watch`)."""
+
+    def export(dest: str, project: str, run_name: str) -> TrackerSpec:
+        return TrackerSpec(name, project, run_name, location=os.path.abspath(dest), mode=offline_mode)
+
+    return Tracker(
+        name=name,
+        description=description,
+        settings=settings,
+        resolve=resolve,
+        client=(name,),
+        packages=(f"{name}>={version}",),
+        extra=name,
+        env=env,
+        run_env=run_env,
+        open=open,
+        run_ids=run_ids,
+        states=states,
+        from_env=from_env,
+        export=export,
+    )

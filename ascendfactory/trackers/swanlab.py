@@ -15,10 +15,10 @@ from ascendfactory.trackers.base import (
     RunNames,
     RunState,
     Sink,
-    Tracker,
     TrackerSettings,
     finite,
     import_client,
+    sdk_tracker,
 )
 
 STATES = {"finished": "success", "failed": "crashed", "killed": "aborted"}
@@ -106,22 +106,15 @@ def from_env(environ: Mapping[str, str]) -> tuple[TrackerSpec, str | None]:
     return spec, None
 
 
-def export(dest: str, project: str, run_name: str) -> TrackerSpec:
-    """Its local log folder."""
-    return TrackerSpec("swanlab", project, run_name, location=os.path.abspath(dest), mode="local")
-
-
-TRACKER = Tracker(
-    name="swanlab",
+TRACKER = sdk_tracker(
+    "swanlab",
+    version="0.5",
+    offline_mode="local",
     description="SwanLab: local-mode experiments under the output tree, or its cloud",
     settings=SwanlabSettings,
     resolve=resolve,
-    client=("swanlab",),
-    packages=("swanlab>=0.5",),
-    extra="swanlab",
     env=tracker_env,
     open=SwanlabSink,
     states=STATES,
     from_env=from_env,
-    export=export,
 )

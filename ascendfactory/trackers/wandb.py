@@ -17,11 +17,11 @@ from ascendfactory.trackers.base import (
     RunNames,
     RunState,
     Sink,
-    Tracker,
     TrackerSettings,
     finite,
     import_client,
     new_run_id,
+    sdk_tracker,
 )
 
 EXIT_CODES = {"finished": 0, "failed": 1, "killed": 130}
@@ -103,23 +103,16 @@ def run_env(spec: TrackerSpec, run_id: str) -> dict[str, str]:
     return {"WANDB_RUN_ID": run_id, "WANDB_RESUME": "allow"}
 
 
-def export(dest: str, project: str, run_name: str) -> TrackerSpec:
-    """The folder of its offline run (upload later with `wandb sync`)."""
-    return TrackerSpec("wandb", project, run_name, location=os.path.abspath(dest), mode="offline")
-
-
-TRACKER = Tracker(
-    name="wandb",
+TRACKER = sdk_tracker(
+    "wandb",
+    version="0.16",
+    offline_mode="offline",
     description="Weights & Biases: offline runs under the output tree (wandb sync), or online",
     settings=WandbSettings,
     resolve=resolve,
-    client=("wandb",),
-    packages=("wandb>=0.16",),
-    extra="wandb",
     env=tracker_env,
     run_env=run_env,
     open=WandbSink,
     run_ids="choose",
     states={k: f"exit code {v}" for k, v in EXIT_CODES.items()},
-    export=export,
 )

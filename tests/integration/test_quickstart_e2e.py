@@ -48,10 +48,19 @@ def final_weights(out: Path) -> dict:
 TRACKED = "--report_to=[mlflow,wandb]"  # the first test reports to both, offline (tracker_readback.py)
 
 
-def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def documented(tmp_path_factory, demo_model) -> tuple[Path, dict]:
+    """One uninterrupted quickstart run (24 iterations, reporting to MLflow and W&B offline) and its final HF
+    weights, read before anything runs again in its folder: the documented tree's run, and the reference
+    the kill -9 trials must reproduce bit for bit (trackers and retention do not touch the training)."""
+    out = tmp_path_factory.mktemp("quickstart") / "run"
     proc = run_cli(["train", str(QUICK), *overrides(out, demo_model, TRACKED)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, final_weights(out)
+
+
+def test_quickstart_pipeline_leaves_the_documented_tree(documented, demo_model):
+    out, _ = documented
     for name in (
         "preprocess_data",
         "converted_weight_TP1PP1",
@@ -109,11 +118,9 @@ def test_quickstart_pipeline_leaves_the_documented_tree(tmp_path, demo_model):
 
 
 @pytest.fixture(scope="module")
-def reference_weights(tmp_path_factory, demo_model):
-    ref = tmp_path_factory.mktemp("ref")
-    proc = run_cli(["train", str(QUICK), *overrides(ref, demo_model), "--save_total_limit=0"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return final_weights(ref)
+def reference_weights(documented):
+    """The uninterrupted run's final weights (the documented tree's run: the same 24 iterations)."""
+    return documented[1]
 
 
 # (checkpoint to wait for, extra random delay before the kill): the kill lands at different moments of a run
@@ -212,6 +219,9 @@ def _node(out: Path, model: Path, port: int, rank: int, *extra: str) -> subproce
     )
 
 
+@pytest.mark.slow  # two whole quickstarts; CI keeps two CLI invocations forming one real torchrun job in
+# test_llamafactory_backend.py::test_two_nodes_over_localhost_run_one_job_with_the_same_command and the
+# runner's two-node job (node 1 waiting for node 0's steps) in test_runner_multinode.py
 def test_two_cli_invocations_form_one_job(tmp_path, demo_model):
     out, port = tmp_path / "shared", free_port()
     nodes = [_node(out, demo_model, port, rank) for rank in (0, 1)]
@@ -226,6 +236,8 @@ def test_two_cli_invocations_form_one_job(tmp_path, demo_model):
     assert (out / "ckpt_converted_mg2hf" / "model.safetensors").exists()
 
 
+@pytest.mark.slow  # two quickstarts until a checkpoint; CI keeps the same check on the runner in
+# test_runner_multinode.py::test_a_killed_peer_makes_the_other_node_exit_with_an_error_in_time (real torchrun)
 def test_killed_node_makes_the_other_exit_with_an_error_in_time(tmp_path, demo_model):
     import psutil
 

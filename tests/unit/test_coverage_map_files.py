@@ -36,7 +36,8 @@ def test_every_pin_has_a_checked_in_map() -> None:
     assert {p.stem for p in MAP_FILES} == set(PINS)
     assert {p.stem for p in DRAFT_FILES} == set(DRAFTS) and not set(PINS) & set(DRAFTS)
     assert map_path("verl-0.9.1") == MAPS / "verl-0.9.1.yaml"
-    assert map_path("mindspeed-llm-2.1.0") == MAPS / "drafts" / "mindspeed-llm-2.1.0.yaml"
+    assert map_path("mindspeed-llm-2.1.0") == MAPS / "mindspeed-llm-2.1.0.yaml"
+    assert map_path("mindspeed-mm-2.1.0") == MAPS / "mindspeed-mm-2.1.0.yaml"
 
 
 @pytest.mark.parametrize("path", DRAFT_FILES, ids=[p.stem for p in DRAFT_FILES])

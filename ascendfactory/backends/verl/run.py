@@ -72,6 +72,13 @@ PATH_KEYS = (
     "critic.model.path",
     "custom_reward_function.path",
 )
+# the model paths verl's HFModelConfig takes as text (a list or number fails in its __post_init__)
+MODEL_PATHS = (
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.model.tokenizer_path",
+    "critic.model.path",
+    "critic.model.tokenizer_path",
+)
 STAGE_ESTIMATORS = {"grpo": "grpo", "dapo": "grpo"}
 HYDRA_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_\-$@]*$")  # one part of a dotted Hydra override key
 
@@ -213,6 +220,19 @@ def _user_overrides(bc: dict[str, Any], schema: Schema, cwd: str, problems: list
                 f"is a section of verl's config (keys: {', '.join(schema.children(o.key)[:8])}), not a value "
                 f"(got {o.value!r:.40})",
                 f"set keys under it: {o.key}.<key>",
+            )
+        )
+        user.remove(o)
+    for o in [
+        o for o in user if o.key in MODEL_PATHS and o.value is not None and not isinstance(o.value, str)
+    ]:
+        # verl 0.9.1 verl/workers/config/model.py HFModelConfig.__post_init__ reads the paths as text
+        problems.append(
+            Problem(
+                o.key,
+                f"must be one path as text (got {type(o.value).__name__} {o.value!r:.40}): verl's "
+                "HFModelConfig reads it as a path and stops with a TypeError",
+                "give one path as text (quote it if it is made of digits)",
             )
         )
         user.remove(o)

@@ -40,15 +40,7 @@ class LightningDemoBackend(Backend):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         cfg = ctx.config
         options = dict(cfg.backend_config)
-        self.raise_if(
-            [
-                ctx.problem(
-                    f"backend_config.{k}", "not an option of lightning-demo", fix="use: " + ", ".join(OPTIONS)
-                )
-                for k in options
-                if k not in OPTIONS
-            ]
-        )
+        self.raise_if(self.option_problems(ctx, OPTIONS))
         out = cfg.af_output_dir
         root = os.path.join(out, "checkpoints")
         done = lightning.step_dirs(root) if cfg.train_auto_resume else []

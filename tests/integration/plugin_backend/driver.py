@@ -30,13 +30,7 @@ def open_logger(names: list[str]):
         return None
     import af_csvlog
 
-    env = os.environ
-    return af_csvlog.init(
-        env["AF_CSVLOG_DIR"],
-        env["AF_CSVLOG_PROJECT"],
-        env["AF_CSVLOG_NAME"],
-        run_id=env.get("AF_CSVLOG_RUN_ID"),
-    )
+    return af_csvlog.init_from_env()
 
 
 def main() -> int:

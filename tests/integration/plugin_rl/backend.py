@@ -29,16 +29,7 @@ class RLDemoBackend(Backend):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         cfg = ctx.config
         options = dict(cfg.backend_config)
-        self.raise_if(
-            [
-                ctx.problem(
-                    f"backend_config.{k}", "not an option of rl-demo", fix="use: " + ", ".join(OPTIONS)
-                )
-                for k in options
-                if k not in OPTIONS
-            ]
-            + self.stage_problems(ctx, cfg.stage)
-        )
+        self.raise_if(self.option_problems(ctx, OPTIONS) + self.stage_problems(ctx, cfg.stage))
         nnodes, python = cfg.env.NNODES, ctx.python or sys.executable
         tree_root = os.path.abspath(cfg.af_output_dir)
         logs = LogSpec(

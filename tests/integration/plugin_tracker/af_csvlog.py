@@ -1,6 +1,7 @@
 """A tiny run store: the client a framework's integration imports to report to the `csvlog` tracker.
 
     run = af_csvlog.init(dir, project, name, run_id=None)   # a new run, or the run `run_id` continued
+    run = af_csvlog.init_from_env()   # the same, named by the tracker's variables (AF_CSVLOG_*)
     run.log({"loss": 1.5}, step=3); run.log_params({...}); run.add_file(path); run.finish("finished")
 
 A run is a folder `<dir>/<project>/<run_id>/`: `meta.json` (name, state: running, finished, failed,
@@ -14,6 +15,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 
 
 class Run:
@@ -58,6 +60,17 @@ def init(dir: str, project: str, name: str, run_id: str | None = None) -> Run:
     meta = run._meta() if os.path.exists(os.path.join(root, "meta.json")) else {"name": name}
     run._write_meta({**meta, "state": "running"})
     return run
+
+
+def init_from_env(environ: Mapping[str, str] = os.environ) -> Run:
+    """The run the tracker's variables name (`AF_CSVLOG_DIR`, `_PROJECT`, `_NAME`, `_RUN_ID`): what a
+    framework's integration opens, as `wandb.init` reads `WANDB_*`."""
+    return init(
+        environ["AF_CSVLOG_DIR"],
+        environ["AF_CSVLOG_PROJECT"],
+        environ["AF_CSVLOG_NAME"],
+        run_id=environ.get("AF_CSVLOG_RUN_ID"),
+    )
 
 
 def read(dir: str, project: str, run_id: str) -> dict:

@@ -29,15 +29,7 @@ class RayContractBackend(Backend):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         cfg = ctx.config
         options = dict(cfg.backend_config)
-        self.raise_if(
-            [
-                ctx.problem(
-                    f"backend_config.{key}", "not an option of ray-contract", fix="use: " + ", ".join(OPTIONS)
-                )
-                for key in options
-                if key not in OPTIONS
-            ]
-        )
+        self.raise_if(self.option_problems(ctx, OPTIONS))
         nnodes = cfg.env.NNODES
         driver = (
             ctx.python or sys.executable,

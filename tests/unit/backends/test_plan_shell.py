@@ -73,6 +73,20 @@ def test_a_backends_own_facts_and_files_win(tmp_path):
     assert plan.files == {own: "framework's own\n", str(tmp_path / "x.yaml"): "x\n"}
 
 
+def test_option_problems_names_each_key_outside_a_flat_option_list():
+    from ascendfactory.backends.registry import get_backend
+
+    ctx = context()
+    backend = get_backend(ctx.config.backend)
+    problems = backend.option_problems(ctx, {"training": int, "preprocess_data": dict, "other": str})
+    assert [(p.key, p.message, p.fix) for p in problems] == [
+        (f"backend_config.{key}", f"not an option of {backend.name}", "use: training, preprocess_data, other")
+        for key in ("convert_ckpt_hf2mg", "convert_ckpt_mg2hf")
+    ]
+    assert all(p.source == str(QUICK) for p in problems)  # the file the key came from
+    assert backend.option_problems(ctx, ctx.config.backend_config) == []
+
+
 def test_a_problem_without_a_source_gets_its_keys_unless_it_is_about_the_machine():
     loaded = load_experiment(QUICK, ["--backend_config.training.seed=3"])
     got = with_sources(

@@ -17,7 +17,14 @@ def broken_rules(flags):
     return broken_at(flags, OLD)
 
 
-MOE = {"num-experts": 8, "num-layers": 4, "bf16": True, "moe-grouped-gemm": True, "micro-batch-size": 1}
+MOE = {
+    "num-experts": 8,
+    "num-layers": 4,
+    "bf16": True,
+    "moe-grouped-gemm": True,
+    "micro-batch-size": 1,
+    "use-mcore-models": True,  # the plan always passes it (model_flags.py); 2.1.0 has no MoE without it
+}
 
 
 @pytest.mark.parametrize(

@@ -641,3 +641,14 @@ def test_install_on_ascend_keeps_the_images_torch_npu_and_vllm_ascend(tmp_path):
     assert "torch_npu" in shown[2] and "vllm_ascend" in shown[2]
     cpu = [s.display() for s in environment.install_steps({"AF_ENVS_DIR": str(tmp_path)})]
     assert any("torch==2.13.0" in s for s in cpu)
+
+
+@pytest.mark.parametrize("value", [1, [1, 2]])
+def test_a_model_path_that_is_not_text_is_refused(tmp_path, machine, value):
+    """verl's HFModelConfig reads the model and tokenizer paths as text: a number or list stops it with a
+    TypeError (found by the random harness, seed 3603: critic.model.tokenizer_path=1 and [1, 2])."""
+    bc = grpo(tmp_path, **{"critic.model.tokenizer_path": value})
+    with pytest.raises(ConfigError) as e:
+        plan_for(experiment(tmp_path, bc))
+    by_key = {p.key: p for p in e.value.problems}
+    assert "must be one path as text" in by_key["backend_config.critic.model.tokenizer_path"].message
