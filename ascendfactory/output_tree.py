@@ -11,9 +11,10 @@
                                submit/ (the job scripts and manifests `submit` writes)
 
 A backend family adds its own entries by subclassing `OutputTree` (the Megatron family's converted
-weights, `backends/megatron/tree.py`; MindSpeed-RL's yaml files, `backends/msrl/tree.py`); the names
-above are never spelled anywhere else. It is a module of its own, below every other, so the plan, the
-runner, the log readers, the trackers, the backends and `submit` all read the same names.
+weights, `backends/common/megatron/tree.py`; MindSpeed-RL's yaml files,
+`backends/common/mindspeed_rl_experiment/tree.py`); the names above are never spelled anywhere else. It is a
+module of its own, below every other, so the plan, the runner, the log readers, the trackers, the backends and
+`submit` all read the same names.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ as its model/experiment pairs), in one folder. Each round runs, as fresh process
     bulk       ascendfactory-cli train <the folder> --dry-run
     bulk-keys  the same with AF_VERL_ENV pointing nowhere: verl's files checked against its shipped key
                lists instead of composed by Hydra in verl's environment (where it is installed: one
-               compose program for all of them, `backends/verl/programs/verl_compose.py --serve`)
+               compose program for all of them, `backends/common/hydra/programs/hydra_compose.py --serve`)
     baseline   with `--baseline DIR` (another checkout, e.g. `git archive <rev> | tar -x -C DIR`): its bulk,
                PYTHONPATH pointing at it, in the same rounds
 

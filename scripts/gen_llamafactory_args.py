@@ -1,4 +1,4 @@
-"""Write LLaMA-Factory's own key lists into ascendfactory/backends/llamafactory/args/ (in its environment).
+"""Write LLaMA-Factory's own key lists into ascendfactory/backends/llamafactory/keys/ (in its environment).
 
     <llamafactory env>/bin/python scripts/gen_llamafactory_args.py
 
@@ -23,7 +23,7 @@ import types
 import typing
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "ascendfactory" / "backends" / "llamafactory" / "args"
+OUT = Path(__file__).resolve().parents[1] / "ascendfactory" / "backends" / "llamafactory" / "keys"
 
 
 def kind_and_choices(tp) -> tuple[str, list[str]]:

@@ -1,4 +1,4 @@
-"""Regenerate `ascendfactory/backends/mindspeed_llm/args/*.txt`: the argument names MindSpeed-LLM accepts,
+"""Regenerate `ascendfactory/backends/mindspeed_llm/keys/*.txt`: the argument names MindSpeed-LLM accepts,
 per MindSpeed-LLM version (`--version`; each version's files are named `<kind>_<version>.txt`).
 
 Two ways of reading a program's arguments, chosen per file in `VERSIONS`:
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT_DIR = REPO / "ascendfactory" / "backends" / "mindspeed_llm" / "args"
+OUT_DIR = REPO / "ascendfactory" / "backends" / "mindspeed_llm" / "keys"
 STANDINS = REPO / "tests" / "diffval" / "workers" / "standins.py"
 
 

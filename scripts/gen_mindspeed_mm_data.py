@@ -1,4 +1,4 @@
-"""Regenerate `ascendfactory/backends/mindspeed_mm/facts/`: what MindSpeed-MM accepts, per generation.
+"""Regenerate `ascendfactory/backends/mindspeed_mm/keys/`: what MindSpeed-MM accepts, per generation.
 
 For each generation (2.1.0: MindSpeed-MM 2.1.0 on Megatron-LM core_r0.8.0; master: MindSpeed-MM master on
 core_v0.12.1, each with the MindSpeed commit its Qwen2.5-VL README checks out) it writes:
@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_mindspeed_args import Reader, Spec, option_specs  # noqa: E402
 
-OUT_DIR = Path(__file__).resolve().parents[1] / "ascendfactory" / "backends" / "mindspeed_mm" / "facts"
+OUT_DIR = Path(__file__).resolve().parents[1] / "ascendfactory" / "backends" / "mindspeed_mm" / "keys"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Regenerate `ascendfactory/backends/msrl/keys/<version>.txt`: MindSpeed-RL's configuration facts.
+"""Regenerate `ascendfactory/backends/common/mindspeed_rl_experiment/keys/<version>.txt`: MindSpeed-RL's
+configuration facts.
 
 For each version (a branch of Ascend/MindSpeed-RL), parses with `ast`
-(`ascendfactory.backends.msrl.keys.read_sources`):
+(`ascendfactory.backends.common.mindspeed_rl_experiment.keys.read_sources`):
 
 - the keys of MegatronConfig, RLConfig, GenerateConfig, ProfilerConfig, MsprobeConfig, DataHandlerConfig
   (`mindspeed_rl/config_cls/*.py`: attributes `__init__` assigns before `self.update(...)`) and their
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ascendfactory.backends.msrl.keys import (  # noqa: E402
+from ascendfactory.backends.common.mindspeed_rl_experiment.keys import (  # noqa: E402
     BASE_CONFIG,
     KEYS_DIR,
     ORDER,
@@ -77,7 +78,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     for ref in args.refs:
         if ref not in ORDER:
-            parser.error(f"{ref}: add it to ORDER in ascendfactory/backends/msrl/keys.py first")
+            parser.error(
+                f"{ref}: add it to ORDER in "
+                "ascendfactory/backends/common/mindspeed_rl_experiment/keys.py first"
+            )
         path = out / f"{ref}.txt"
         path.write_text(generate(args.repo, ref), encoding="utf-8")
         print(f"wrote {path}")

@@ -223,11 +223,11 @@ class Backend:
         Nothing by default; it decides nothing (each plan asks as it would alone)."""
 
     def checks(self, environ: Mapping[str, str]) -> list[Any]:
-        """Doctor checks specific to this backend (`backends.doctor.Check` records)."""
+        """Doctor checks specific to this backend (`backends.environment.Check` records)."""
         return []
 
     def install_steps(self, environ: Mapping[str, str]) -> list[Any]:
-        """The installation plan (`backends.install.InstallStep` records); empty: nothing beyond the core."""
+        """The installation plan (`environment.InstallStep` records); empty: nothing beyond the core."""
         return []
 
     def model_problem(self, arch: Any) -> str | None:

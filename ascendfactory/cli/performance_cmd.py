@@ -169,10 +169,13 @@ def _fill_predictions(runs: list) -> None:
     from ascendfactory.backends.timing import TIMED_BACKENDS
     from ascendfactory.errors import AscendFactoryError
     from ascendfactory.output_tree import OutputTree
+    from ascendfactory.perf.runs import NO_PREDICTION
+    from ascendfactory.speed.report import unsupported
 
     for run in runs:
         cfg = Path(OutputTree(run.path).exp_config)
-        if run.predicted_step_s is not None or not cfg.is_file():
+        declined = any(n.startswith(NO_PREDICTION) for n in run.notes)  # its plan had no supported figure
+        if run.predicted_step_s is not None or declined or not cfg.is_file():
             continue
         if run.backend not in TIMED_BACKENDS:
             run.notes.append(f"no prediction: no time model for backend {run.backend} yet")
@@ -187,7 +190,10 @@ def _fill_predictions(runs: list) -> None:
                 f"no prediction: its exp-config.yaml does not plan here ({str(e).splitlines()[0]})"
             )
             continue
-        if not timing.get("step_s"):
+        why = unsupported(timing) if timing.get("step_s") else None
+        if why:
+            run.notes.append(f"{NO_PREDICTION} {why}")
+        elif not timing.get("step_s"):
             run.notes.append(f"no prediction: {timing.get('note') or 'no time model for this job'}")
         else:
             run.predicted_step_s = float(timing["step_s"])

@@ -1,6 +1,6 @@
 """The evaluation environment: lm-evaluation-harness with its Hugging Face extra, in a venv of its own
 (`sh install.sh eval`; its pins, datasets and scikit-learn among them, stay out of the core and the
-framework environments). Found as the framework environments are (`backends.venv.FrameworkEnv`): env
+framework environments). Found as the framework environments are (`backends.environment.FrameworkEnv`): env
 `AF_EVAL_ENV`, else `<AF_ENVS_DIR or ~/.ascendfactory/envs>/eval`.
 
 Why lm-evaluation-harness: it installs from PyPI into a plain venv next to the CPU torch this project
@@ -17,8 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ascendfactory.backends.install import InstallStep
-from ascendfactory.backends.venv import FrameworkEnv, package_version, python_of
+from ascendfactory.backends.environment import FrameworkEnv, InstallStep, package_version, python_of
 
 VERSION = "0.4.13"  # lm-eval, the version the task files and tests are written against
 ENV = FrameworkEnv(name="eval", label="lm-evaluation-harness", variable="AF_EVAL_ENV", version=VERSION)

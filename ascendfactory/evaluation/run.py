@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ascendfactory.backends.venv import python_of
+from ascendfactory.backends.environment import python_of
 from ascendfactory.errors import ConfigError, Problem, StageFailedError
 from ascendfactory.evaluation import datasets, env, options
 from ascendfactory.evaluation.weights import Weights

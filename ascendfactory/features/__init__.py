@@ -6,6 +6,6 @@ do for any backend, registered or plugged in. Below the CLI, above the backends;
     doctor.py            `doctor`: the generic checks around the backend's own (`Backend.checks`)
     install.py           `install.sh <backend>` / `doctor --install-plan`: the backend's plan, run in order
 
-A backend supplies the records (`backends.doctor.Check`, `backends.install.InstallStep`); this package
-runs them.
+A backend supplies the records (`backends.environment.Check`, `backends.environment.InstallStep`); this
+package runs them.
 """

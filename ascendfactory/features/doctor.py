@@ -1,5 +1,5 @@
 """`doctor`: what this machine has and lacks for a backend: generic checks (python, accelerator, port, disk)
-around the backend's own (`Backend.checks`, returning `backends.doctor.Check` records)."""
+around the backend's own (`Backend.checks`, returning `backends.environment.Check` records)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 
-from ascendfactory.backends.doctor import Check, ascend_checks
+from ascendfactory.backends.environment import Check, ascend_checks
 from ascendfactory.config.devices import (
     DeviceCount,
     detect_accelerator,

@@ -1,5 +1,5 @@
 """`install.sh <backend>` / `doctor --install-plan <backend> [--run]`: the backend's installation plan
-(`backends.install.InstallStep` records), shown or run in order."""
+(`backends.environment.InstallStep` records), shown or run in order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.environment import InstallStep
 
 
 def install_steps(backend: str, environ: Mapping[str, str] | None = None) -> list[InstallStep]:

@@ -39,6 +39,9 @@ from ascendfactory.metrics.throughput import TFLOPS_KEYS
 from ascendfactory.output_tree import OutputTree
 from ascendfactory.speed.devices import device_speed
 from ascendfactory.speed.flops import megatron_flops
+from ascendfactory.speed.report import unsupported
+
+NO_PREDICTION = "no predicted step time:"  # the note of a run whose plan had no supported figure
 
 # where an experiment names its HF model folder (config.json): embedded / MindSpeed-LLM tokenizer, the
 # top-level model_name_or_path, LLaMA-Factory's and verl's own keys
@@ -357,7 +360,10 @@ def read_run(folder: Path) -> RunFigures:
     if not peaks and summary.get("peak_memory_mb") is not None:
         peaks = [float(summary["peak_memory_mb"])]
     fig.peak_memory_mb = max(peaks) if peaks else None
-    if predicted and predicted.get("step_s"):
+    why = unsupported(predicted) if predicted and predicted.get("step_s") else None
+    if why:  # the run summary and the estimate print no figure either (docs/time-to-train.md)
+        fig.notes.append(f"{NO_PREDICTION} {why}")
+    elif predicted and predicted.get("step_s"):
         fig.predicted_step_s = float(predicted["step_s"])
         fig.predicted_tokens_per_s = predicted.get("tokens_per_s_per_device")
         fig.calibration_error = predicted.get("calibration_error")

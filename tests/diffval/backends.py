@@ -98,8 +98,8 @@ class LlamaFactory(Adapter):
         return out
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.llamafactory.args import train_keys
         from ascendfactory.backends.llamafactory.environment import VERSION
+        from ascendfactory.backends.llamafactory.keys import train_keys
 
         keys = train_keys(VERSION)
         held = [k for k in tree["backend_config"]["training"] if k in keys and k not in LF_OWNED]
@@ -168,7 +168,7 @@ class Verl(Adapter):
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
         from ascendfactory.backends.verl import schema
-        from ascendfactory.backends.verl.run import OWNED, PATH_KEYS
+        from ascendfactory.backends.verl.read import OWNED, PATH_KEYS
 
         engine = tree["backend_config"].get("model_engine", "dp")
         # a first mutation may have set model_engine to a value of no engine (an int, an unknown word): the
@@ -189,7 +189,7 @@ class Verl(Adapter):
         return list(driver[3:])  # after python -m verl.trainer.main_ppo
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.hydra.overrides import format_value
+        from ascendfactory.backends.common.hydra.overrides import format_value
 
         texts = list(payload)
         for m in mutations:
@@ -316,9 +316,9 @@ class MindSpeedLLM(Adapter):
         return out
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.megatron.run import PATH_KEYS
-        from ascendfactory.backends.mindspeed_llm.args import specs
+        from ascendfactory.backends.common.megatron.read import PATH_KEYS
         from ascendfactory.backends.mindspeed_llm.backend import PLANNER_TRAIN_KEYS
+        from ascendfactory.backends.mindspeed_llm.keys import specs
 
         table = specs("training", self.version)
         skip = set(PLANNER_TRAIN_KEYS) | set(PATH_KEYS)
@@ -342,7 +342,7 @@ class MindSpeedLLM(Adapter):
         }
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.megatron.run import to_flags
+        from ascendfactory.backends.common.megatron.read import to_flags
         from ascendfactory.backends.mindspeed_llm.backend import absolute
 
         flags = argv_flags(payload["argv"][1:])
@@ -468,14 +468,16 @@ MSRL_SECTIONS = {
     "rl_config": "RLConfig",
     "generate_config": "GenerateConfig",
 }
-# What the plan decides (msrl/load.py fill, msrl/config.py): a case does not vary them.
+# What the plan decides (common/mindspeed_rl_experiment/load.py fill,
+# common/mindspeed_rl_experiment/read.py): a case does not vary them.
 MSRL_OWNED = {"save", "load", "data_path", "tokenizer_name_or_path", "stage", "model", "actor_resource"}
 MSRL_OWNED |= {"finetune", "no_load_optim", "no_load_rng", "integrated_mode_config"}
 MS_RL_ENV = "AF_MINDSPEED_RL_DIR"
 # The sections parse_training_config merges over megatron_training for the reference and reward workers
 # (cli/train_grpo.py): written to the yaml as given (the S1/S2 rules say when they may be)
 MSRL_ROLE_SECTIONS = ("ref_config", "reward_config")
-# msrl/config.py ARCH_KEYS: one of them in megatron_training and the plan builds no `model` entry
+# common/mindspeed_rl_experiment/read.py ARCH_KEYS: one of them in megatron_training and the plan builds no
+# `model` entry
 MSRL_ARCH = {("megatron_training", k) for k in ("num_layers", "hidden_size", "num_attention_heads")}
 
 
@@ -506,7 +508,7 @@ class MindSpeedRL(Adapter):
         return [Base("mindspeed-rl/grpo", tree)]
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.msrl import checkout, keys
+        from ascendfactory.backends.common.mindspeed_rl_experiment import checkout, keys
 
         ks = checkout.choose_version(None, self.checkout()).keys
         bc = tree["backend_config"]
@@ -532,14 +534,14 @@ class MindSpeedRL(Adapter):
         return out + [KeySpec(p, "layout") for p in MS_LAYOUT] * 30
 
     def payload(self, plan: Any) -> Any:
-        from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
+        from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG
 
         launch = plan.step("train").launch
         text = plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")]
         return {"yaml": yaml.safe_load(text), "nnodes": launch.nnodes}
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.msrl.load import PATH_KEYS
+        from ascendfactory.backends.common.mindspeed_rl_experiment.load import PATH_KEYS
 
         config = copy.deepcopy(payload["yaml"])
         nnodes, world = payload["nnodes"], config["rl_config"]["actor_resource"]["num_npus"]
@@ -569,7 +571,9 @@ class MindSpeedRL(Adapter):
                     node[m.path[-1]] = value
         config["rl_config"]["actor_resource"]["num_npus"] = nproc * nnodes
         if any(m.path[1:3] in MSRL_ARCH and m.value != DELETE for m in mutations):
-            config.pop("model", None)  # the architecture is written in megatron_training (msrl/config.py)
+            config.pop(
+                "model", None
+            )  # the architecture is written in megatron_training (common/mindspeed_rl_experiment/read.py)
             config["megatron_training"].pop("model", None)
         return {"yaml": config, "nnodes": nnodes}
 
@@ -598,7 +602,7 @@ class MindSpeedRL(Adapter):
 
 
 # -- MindSpeed-MM (with its Megatron-LM and MindSpeed) -----------------------------------------------------
-MM_ENV = "AF_MINDSPEED_MM_DIR"  # the checkout our backend runs (site.py), Megatron-LM's megatron/ copied in
+MM_ENV = "AF_MINDSPEED_MM_DIR"  # the checkout our backend runs (environment.py), megatron/ copied in
 MM_MINDSPEED_ENV = "AF_MINDSPEED_MM_MINDSPEED_DIR"  # MindSpeed at MindSpeed-MM 2.1.0's pin (not LLM's)
 MM_PINS = "MindSpeed-MM 2.1.0 (b09d6f14), Megatron-LM core_r0.8.0 (baf94af3), MindSpeed 077c4137"
 MM_MODEL = "qwen2.5-vl-7b"
@@ -667,8 +671,8 @@ class MindSpeedMM(Adapter):
         return [Base("mindspeed-mm/full", tree)]
 
     def keys_of(self, tree: dict[str, Any]) -> list[KeySpec]:
-        from ascendfactory.backends.mindspeed_llm.args import specs
-        from ascendfactory.backends.mindspeed_mm.facts import training_names
+        from ascendfactory.backends.mindspeed_llm.keys import specs
+        from ascendfactory.backends.mindspeed_mm.keys import training_names
 
         table = specs("training", "2.1.0")  # Megatron core_r0.8.0's kinds; one only MindSpeed(-MM) has: str
         names = sorted(n for n in training_names("2.1.0") if n not in MM_OWNED)
@@ -681,7 +685,7 @@ class MindSpeedMM(Adapter):
     def payload(self, plan: Any) -> Any:
         import json
 
-        from ascendfactory.backends.mindspeed_mm.experiment import PLAN_FLAGS
+        from ascendfactory.backends.mindspeed_mm.read import PLAN_FLAGS
 
         step = plan.step("train")
         launch = step.launch
@@ -700,8 +704,8 @@ class MindSpeedMM(Adapter):
         }
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
-        from ascendfactory.backends.megatron.run import to_flags
-        from ascendfactory.backends.mindspeed_mm.experiment import example_flags, preset_name, presets
+        from ascendfactory.backends.common.megatron.read import to_flags
+        from ascendfactory.backends.mindspeed_mm.read import example_flags, preset_name, presets
 
         preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]
         example = {k: v for group in example_flags(preset).groups.values() for k, v in group.items()}

@@ -21,10 +21,12 @@ backend's section (`backend_config.training` for llamafactory and mindspeed-llm,
 verl, mindspeed-rl and mindspeed-mm), or from the experiment's root when it starts with `/`
 (`/env.NPUS_PER_NODE`); the value `<deleted>` removes the key.
 
-A rule id is `module:NAME` or `module:TABLE[selector]`, `module` below `ascendfactory.backends` (or a full
-`ascendfactory.` module name): a function or table of that module, or the entry of a rule table whose `key`,
-`name` or `id` is the selector (`llamafactory.combos:COMBOS[save_steps]`, `verl.rules:RULES[batch_divisible]`,
-`mindspeed_llm.rules:RULES[min-lr]`, `msrl.rules:RULES[R12]`, `ascendfactory.parallel:_degree_problems`).
+A rule id is `module:NAME` or `module:TABLE[selector]`, `module` below `ascendfactory.backends` or its shared
+toolkits `ascendfactory.backends.common` (or a full `ascendfactory.` module name): a function or table of that
+module, or the entry of a rule table whose `key`, `name` or `id` is the selector
+(`llamafactory.combos:COMBOS[save_steps]`, `verl.rules:RULES[batch_divisible]`,
+`mindspeed_llm.rules:RULES[min-lr]`, `mindspeed_rl_experiment.rules:RULES[R12]`,
+`ascendfactory.parallel:_degree_problems`).
 
 What a targeted run checks, on every base a row applies to:
 - case: the framework's judge refuses at this statement (its traceback passes through the statement's
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
 import json
 import re
 import time
@@ -128,6 +131,9 @@ def resolve_rule(rule: str) -> Any:
         raise LookupError(f"{rule!r} is not module:NAME or module:TABLE[selector]")
     module, name, selector = m.groups()
     dotted = module if module.startswith("ascendfactory.") else f"ascendfactory.backends.{module}"
+    top = f"ascendfactory.backends.{module.split('.')[0]}"
+    if not module.startswith("ascendfactory.") and importlib.util.find_spec(top) is None:
+        dotted = f"ascendfactory.backends.common.{module}"  # a shared toolkit's (megatron.config:_size)
     try:
         mod = importlib.import_module(dotted)
     except ImportError as e:

@@ -134,13 +134,13 @@ def candidates(condition: str, find: Any, cap: int = 80) -> list[dict[str, Any]]
 def finder(backend: str) -> Any:
     """The key finder for a backend's conditions (LookupError when there is none)."""
     if backend == "mindspeed-llm":
-        from ascendfactory.backends.mindspeed_llm.args import specs
+        from ascendfactory.backends.mindspeed_llm.keys import specs
 
         return megatron_keys(specs("training", "2.1.0"))
     if backend == "mindspeed-mm":
-        from ascendfactory.backends.mindspeed_llm.args import Spec
-        from ascendfactory.backends.mindspeed_mm.experiment import preset_name, presets
-        from ascendfactory.backends.mindspeed_mm.facts import training_names, training_values
+        from ascendfactory.backends.common.megatron.flag_specs import Spec
+        from ascendfactory.backends.mindspeed_mm.keys import training_names, training_values
+        from ascendfactory.backends.mindspeed_mm.read import preset_name, presets
         from tests.diffval.backends import MM_MODEL, MM_OWNED
 
         preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]

@@ -87,8 +87,9 @@ def test_performance_on_the_quickstart(quickstart, tmp_path):
     # tokens/s/p = GBS x seq / (devices x elapsed ms) x 1000, over the steady-state window
     assert run["tokens_per_s_per_device"] == pytest.approx(16 * 128 / (2 * run["step_time_s"]), rel=1e-6)
     assert run["tflops_per_device"] > 0 and run["peak_memory_mb"] > 0 and run["mfu"] is not None
-    assert run["predicted_step_s"] == predicted["step_s"]
-    assert run["prediction_error"] == pytest.approx(predicted["step_s"] / run["step_time_s"] - 1)
+    # no figure the model cannot support: the demo model is below the CPU calibration's shapes
+    assert run["predicted_step_s"] is None and run["prediction_error"] is None
+    assert any(n.startswith("no predicted step time:") for n in run["notes"]), run["notes"]
     # against a baseline of its own figures: within; against one 25% faster: a regression, exit 3
     for factor, code, verdict in ((1.0, 0, "ok"), (1.25, 3, "regression")):
         base = tmp_path / f"base{factor}.yaml"

@@ -6,11 +6,12 @@ payload is parsed with the framework's own argument definitions, independently o
     torch           the train argv through the embedded trainer's parser (`engine.train.flags.parse_args`),
                     the model from config.json; stage grpo: the yaml through its `read_trainer_yaml`
     mindspeed-llm   the train argv through an argparse parser built from MindSpeed-LLM 2.1.0's / Megatron-LM
-                    core_r0.8.0's add_argument definitions (types, nargs, defaults: `mindspeed_llm/args/`),
+                    core_r0.8.0's add_argument definitions (types, nargs, defaults: `mindspeed_llm/keys/`),
                     then Megatron's `validate_args` derivations (DP, the global batch, VPP, SP off at TP 1)
-    mindspeed-mm    the same with MindSpeed-MM 2.1.0's definitions (`mindspeed_mm/facts/`), the LLM from the
+    mindspeed-mm    the same with MindSpeed-MM 2.1.0's definitions (`mindspeed_mm/keys/`), the LLM from the
                     model.json the plan writes
-    mindspeed-rl    the rendered yaml over MindSpeed-RL 2.3.0's config-class defaults (`msrl/keys/`)
+    mindspeed-rl    the rendered yaml over MindSpeed-RL 2.3.0's config-class defaults
+    (`common/mindspeed_rl_experiment/keys/`)
     llamafactory    the train yaml through LLaMA-Factory's HfArgumentParser, in its environment
     verl            the train step's Hydra overrides composed against verl's own config, in its environment
 
@@ -231,7 +232,7 @@ def parsed_torch(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def parsed_mindspeed_llm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    from ascendfactory.backends.mindspeed_llm.args import specs
+    from ascendfactory.backends.mindspeed_llm.keys import specs
 
     version = plan.run.framework.release.version  # the MindSpeed-LLM version the plan targets
     table = {n: (s.kind, s.nargs, s.default) for n, s in specs("training", version).items()}
@@ -241,7 +242,7 @@ def parsed_mindspeed_llm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def parsed_mindspeed_mm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    from ascendfactory.backends.mindspeed_mm.facts import training_defaults, training_values
+    from ascendfactory.backends.mindspeed_mm.keys import training_defaults, training_values
 
     defaults = training_defaults("2.1.0")
     table = {n: (k, nargs, defaults.get(n)) for n, (k, nargs, _) in training_values("2.1.0").items()}
@@ -263,16 +264,16 @@ def parsed_mindspeed_mm(plan: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _rl_yaml(plan: Any) -> dict[str, Any]:
-    from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
+    from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG
 
     return yaml.safe_load(plan.files[os.path.join(plan.output_dir, TRAIN_CONFIG + ".yaml")])
 
 
 def parsed_mindspeed_rl(plan: Any) -> dict[str, Any]:
     """MindSpeed-RL's MegatronConfig / RLConfig / GenerateConfig views of the yaml (its classes' defaults,
-    `msrl/keys/2.3.0.txt`), and the numbers the estimate takes from them."""
-    from ascendfactory.backends.msrl import keys
-    from ascendfactory.backends.msrl.experiment import build_views
+    `common/mindspeed_rl_experiment/keys/2.3.0.txt`), and the numbers the estimate takes from them."""
+    from ascendfactory.backends.common.mindspeed_rl_experiment import keys
+    from ascendfactory.backends.common.mindspeed_rl_experiment.experiment import build_views
 
     doc = _rl_yaml(plan)
     name = (doc.get("megatron_training") or {}).get("model")
@@ -581,7 +582,7 @@ def test_verl_estimate_inputs_are_what_its_composed_config_holds(tmp_path):
     py = _env_python("verl")
     if py is None:
         pytest.skip("the verl environment is not installed (sh install.sh verl)")
-    compose = REPO / "ascendfactory" / "backends" / "verl" / "programs" / "verl_compose.py"
+    compose = REPO / "ascendfactory" / "backends" / "common" / "hydra" / "programs" / "hydra_compose.py"
     mismatches: list[str] = []
     variations = [
         {},
@@ -610,7 +611,7 @@ def test_verl_estimate_inputs_are_what_its_composed_config_holds(tmp_path):
             plan = ours.plan
             overrides = list(plan.step("train").launch.driver[3:])
             done = subprocess.run(
-                [py, str(compose)],
+                [py, str(compose), "--package=verl", "--config-dir=trainer/config"],
                 input=json.dumps({"overrides": overrides, "config_name": "ppo_trainer"}),
                 capture_output=True,
                 text=True,

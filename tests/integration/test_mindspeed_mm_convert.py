@@ -225,13 +225,13 @@ def test_real_mm_convert_round_trip_through_the_runner(tmp_path: Path, generatio
 @pytest.mark.parametrize("generation", ["2.1.0", "master"])
 @pytest.mark.parametrize("subcommand", ["hf_to_mm", "mm_to_hf"])
 def test_generated_options_are_mm_converts_own(generation: str, subcommand: str) -> None:
-    """facts/mm_convert_<gen>.txt lists exactly the options the real mm-convert's parser shows (`-h`); an
+    """keys/mm_convert_<gen>.txt lists exactly the options the real mm-convert's parser shows (`-h`); an
     optional nested model (`--cfg.llm_hf_config`) is shown as one option and listed by its fields."""
     if not runnable(generation):
         pytest.skip(SKIP)
     import re
 
-    from ascendfactory.backends.mindspeed_mm.facts import mm_convert
+    from ascendfactory.backends.mindspeed_mm.keys import mm_convert
 
     shown = subprocess.run(
         [PYTHON, "-m", "checkpoint.convert_cli", "Qwen2_5_VLConverter", subcommand, "-h"],

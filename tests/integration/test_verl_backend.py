@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ascendfactory.backends.hydra.overrides import format_value
+from ascendfactory.backends.common.hydra.overrides import format_value
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.backends.verl import environment
 from ascendfactory.config.load import load_experiment
@@ -34,7 +34,8 @@ PY = environment.python_of(ENV)
 needs_verl = pytest.mark.skipif(
     bool(environment.missing(ENV)), reason=f"no verl environment at {ENV}: sh install.sh verl"
 )
-COMPOSE = REPO / "ascendfactory" / "backends" / "verl" / "programs" / "verl_compose.py"
+COMPOSE = REPO / "ascendfactory" / "backends" / "common" / "hydra" / "programs" / "hydra_compose.py"
+VERL_CONFIG = ["--package=verl", "--config-dir=trainer/config"]
 
 
 def template(tmp_path: Path, exp: str) -> Path:
@@ -110,13 +111,18 @@ def test_the_compose_program_names_every_problem_hydra_finds():
             "+actor_rollout_ref.model.override_config.attn_implementation=eager",
             "trainer.default_local_dir=${trainer.nope}/x",
             "data.train_batch_size=4",
-        ]
+        ],
+        "config_name": "ppo_trainer",
     }
     done = subprocess.run(
-        [PY, str(COMPOSE)], input=json.dumps(request), capture_output=True, text=True, timeout=120
+        [PY, str(COMPOSE), *VERL_CONFIG],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     result = json.loads(done.stdout.splitlines()[-1])
-    assert done.returncode == 1 and result["verl_imported"] is False
+    assert done.returncode == 1 and result["framework_imported"] is False
     kinds = {(p["key"], p["kind"]) for p in result["problems"]}
     assert kinds == {
         ("trainer.n_gpu_per_node", "unknown_key"),

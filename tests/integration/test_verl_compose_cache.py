@@ -1,5 +1,6 @@
-"""The compose program's split composition (`verl_compose.py --serve`: the config tree of each set of group
-overrides composed once, each request's value overrides applied to a copy) answers exactly what
+"""The Hydra toolkit's compose program's split composition (`backends/common/hydra/programs/hydra_compose.py
+--serve`: the config tree of each set of group overrides composed once, each request's value overrides
+applied to a copy) answers exactly what
 `hydra.compose` of the whole request answers (`--serve --whole`), in verl 0.9.1's own environment: on
 every shipped verl template for several models, and on variations of them generated from a fixed seed
 (values of every kind, `${...}` that resolve and that do not, `oc.env`, unknown keys, `+` on a key that
@@ -18,13 +19,14 @@ import pytest
 
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.backends.verl import environment
-from ascendfactory.backends.verl.run import HYDRA_OVERRIDES
+from ascendfactory.backends.verl.read import HYDRA_OVERRIDES
 from ascendfactory.config.load import load_experiment
 from ascendfactory.features.templates import render_experiment
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-COMPOSE = REPO / "ascendfactory" / "backends" / "verl" / "programs" / "verl_compose.py"
+COMPOSE = REPO / "ascendfactory" / "backends" / "common" / "hydra" / "programs" / "hydra_compose.py"
+VERL_CONFIG = ["--package=verl", "--config-dir=trainer/config"]
 ENV, _ = environment.find_env(None, os.environ)
 PY = environment.python_of(ENV)
 needs_verl = pytest.mark.skipif(
@@ -90,7 +92,7 @@ def mutations(rng: random.Random, overrides: list[str]) -> list[str]:
 def answers(requests: list[dict], *flags: str) -> list[dict]:
     lines = "".join(json.dumps(r) + "\n" for r in requests)
     done = subprocess.run(
-        [PY, str(COMPOSE), "--serve", *flags],
+        [PY, str(COMPOSE), "--serve", *VERL_CONFIG, *flags],
         input=lines,
         capture_output=True,
         text=True,

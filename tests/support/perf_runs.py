@@ -54,6 +54,7 @@ def megatron_run(
     iterations: int = 20,
     peak_mb: float = 50000.0,
     predicted_step_s: float | None = None,
+    predicted_in_range: bool = True,
 ) -> Path:
     """A Megatron-format run: every iteration at GBS x seq / (devices x tokens_per_s) seconds."""
     out.mkdir(parents=True, exist_ok=True)
@@ -77,6 +78,8 @@ def megatron_run(
                 "tokens_per_s_per_device": gbs * seq / predicted_step_s / devices,
                 "device": device,
                 "calibration_error": 0.1,
+                "in_range": predicted_in_range,
+                "calibrated_hidden": [64, 896],
                 "workload": {
                     "layers": 24,
                     "hidden": 896,

@@ -304,7 +304,7 @@ def train_step(
 def replanned_train(out_dir: Path, train: Step, *, final: int) -> Step:
     """The train step as a Megatron backend plans it again after a failure: loading saved_checkpoints once
     it holds a complete checkpoint, and skipped as complete when that is at `final` (train-iters), as
-    `backends.megatron.skeleton.finished_reason` says."""
+    `backends.common.megatron.skeleton.finished_reason` says."""
     from ascendfactory.checkpoints.megatron import inspect, iteration_name
 
     save = str(Path(out_dir) / "saved_checkpoints")

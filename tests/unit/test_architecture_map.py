@@ -63,3 +63,31 @@ def test_the_map_finds_what_it_checks():
     assert {"backends/", "engine/train/moe/", "trackers/", "memory/"} <= set(packages())
     assert len(named_paths(MAP.read_text())) > 50
     assert not exists("backends/no_such_module.py") and exists("backends/planner.unregistered_names")
+
+
+# A role's older file names (docs/architecture.md, "One file name per role"): a backend package that brings
+# one back has two names for one role.
+OLD_ROLE_NAMES = {
+    "site.py": "environment.py",
+    "run.py": "read.py",
+    "args": "keys/",
+    "facts": "keys/",
+    "layout.py": "tree.py",
+}
+
+
+def backend_packages() -> list[Path]:
+    backends = PACKAGE / "backends"
+    tops = [p for p in backends.iterdir() if (p / "__init__.py").exists() and p.name != "common"]
+    return sorted(tops + [p for p in (backends / "common").iterdir() if (p / "__init__.py").exists()])
+
+
+def test_every_backend_names_a_role_one_way():
+    found = [
+        f"{package.relative_to(PACKAGE).as_posix()}/{old} (use {new})"
+        for package in backend_packages()
+        for old, new in OLD_ROLE_NAMES.items()
+        if (package / old).exists()
+    ]
+    assert len(backend_packages()) >= 9  # the six backends and the three toolkits: the check looks somewhere
+    assert not found, f"a role under an older name: {found}"

@@ -25,15 +25,13 @@ from typing import Any
 import yaml
 
 from ascendfactory.backends.base import Backend, PlanContext
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.environment import Check, InstallStep, package_version
 from ascendfactory.backends.llamafactory import datasets, environment, rules
 from ascendfactory.backends.llamafactory.memory import LFLaunch
 from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
 from ascendfactory.backends.llamafactory.read import LFRun, read
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys, client_check_args
-from ascendfactory.backends.venv import package_version
 from ascendfactory.checkpoints.hf_trainer import finished_at, newest_complete
 from ascendfactory.config.devices import detect_accelerator
 from ascendfactory.config.yamlio import SafeDumper

@@ -15,12 +15,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.environment import Check, FrameworkEnv, InstallStep, python_of, site_packages
 from ascendfactory.backends.llamafactory.programs import PROGRAMS_DIR
-from ascendfactory.backends.venv import FrameworkEnv, python_of, site_packages
 
-VERSION = "0.9.5"  # the newest on the registry; the key lists in args/ are generated from it
+VERSION = "0.9.5"  # the newest on the registry; the key lists in keys/ are generated from it
 # torch is installed first (AF_TORCH_SPEC; the CPU wheel on machines without an accelerator) and kept;
 # programs/lf_install.py then installs LLaMA-Factory and its dependencies around it.
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchaudio_shim")

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ascendfactory.backends.llamafactory.args import train_defaults
 from ascendfactory.backends.llamafactory.environment import VERSION
+from ascendfactory.backends.llamafactory.keys import train_defaults
 from ascendfactory.config.catalog import arch_or_none
 from ascendfactory.memory.hf import HFJob
 from ascendfactory.memory.job import Job

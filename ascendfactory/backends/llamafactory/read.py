@@ -14,10 +14,10 @@ from typing import Any
 
 from ascendfactory.backends import inputs as input_paths
 from ascendfactory.backends.base import Backend, PlanContext
+from ascendfactory.backends.environment import package_version
 from ascendfactory.backends.llamafactory import combos, datasets, environment, rules
 from ascendfactory.backends.llamafactory.config import OPTIONS, LFOptions
 from ascendfactory.backends.llamafactory.model_facts import read_model
-from ascendfactory.backends.venv import package_version
 from ascendfactory.config.problems import validate_with_defaults
 from ascendfactory.errors import ConfigError, Problem
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ascendfactory.backends.llamafactory.args import Key, mapping_fields, templates, train_keys
 from ascendfactory.backends.llamafactory.environment import VERSION
+from ascendfactory.backends.llamafactory.keys import Key, mapping_fields, templates, train_keys
 from ascendfactory.backends.llamafactory.model_facts import ModelFacts
 from ascendfactory.config.suggest import did_you_mean
 from ascendfactory.errors import Problem
@@ -85,7 +85,7 @@ def key_problems(training: dict[str, Any]) -> list[Problem]:
                     T + name,
                     f"not a key of llamafactory-cli train (LLaMA-Factory {VERSION})"
                     f"{did_you_mean(name, list(keys))}",
-                    "see ascendfactory/backends/llamafactory/args/train_" + VERSION + ".txt, or remove it",
+                    "see ascendfactory/backends/llamafactory/keys/train_" + VERSION + ".txt, or remove it",
                 )
             )
             continue
@@ -132,7 +132,7 @@ def template_problems(template: Any) -> list[Problem]:
             T + "template",
             f"template {template!r} does not exist in LLaMA-Factory {VERSION}"
             f"{did_you_mean(str(template), sorted(names))}",
-            f"use a chat template name (ascendfactory/backends/llamafactory/args/templates_{VERSION}.txt)",
+            f"use a chat template name (ascendfactory/backends/llamafactory/keys/templates_{VERSION}.txt)",
         )
     ]
 

@@ -10,7 +10,7 @@ plot        training_loss.png from the last rank's log (in-process)
 
 Every program runs with the MindSpeed-LLM directory as cwd (as its example scripts do), so every path the
 plan passes is absolute. `backend_config` sections use MindSpeed-LLM's own flag names and are checked
-against the real argument lists of that version in `args/`. Flags filled by the plan (model architecture
+against the real argument lists of that version in `keys/`. Flags filled by the plan (model architecture
 from the catalog or config.json, `--split 100,0,0`, `--distributed-backend nccl`, the version's
 `plan_flags`, ...) give way to the user's.
 """
@@ -24,17 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.megatron.config import SEQ_LENGTH
-from ascendfactory.backends.megatron.run import (
+from ascendfactory.backends.common.megatron.config import SEQ_LENGTH
+from ascendfactory.backends.common.megatron.read import (
     PATH_KEYS,
     MegatronRun,
     hf2mg_skip_reason,
     read_megatron_run,
     to_flags,
 )
-from ascendfactory.backends.megatron.skeleton import (
+from ascendfactory.backends.common.megatron.skeleton import (
     MG2HF_DISABLED,
     TIMEOUT_FLAG,
     MegatronBackend,
@@ -42,8 +40,8 @@ from ascendfactory.backends.megatron.skeleton import (
     process,
     timeout_flag,
 )
+from ascendfactory.backends.environment import Check, InstallStep, third_party_dir
 from ascendfactory.backends.mindspeed_llm import environment
-from ascendfactory.backends.mindspeed_llm.args import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     ConverterChoice,
@@ -53,10 +51,11 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_options,
     v2_mg2hf_warning,
 )
+from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, resolve_site
 from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
+from ascendfactory.backends.mindspeed_llm.keys import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
-from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site, resolve_site
 from ascendfactory.backends.mindspeed_llm.versions import (
     DEFAULT,
     VERSIONS,

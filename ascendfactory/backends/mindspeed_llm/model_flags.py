@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendfactory.backends.megatron.moe_flags import moe_flags
+from ascendfactory.backends.common.megatron.moe_flags import moe_flags
 from ascendfactory.config.catalog import ModelArch
 
 

@@ -1,7 +1,7 @@
 """The MindSpeed-LLM versions this backend plans for, as data, and which one an experiment targets.
 
 Each `Release` names what differs between versions: the Megatron-LM and MindSpeed its install guide pins,
-its argument lists (`args/<kind>_<version>.txt`, generated from that version's sources by
+its argument lists (`keys/<kind>_<version>.txt`, generated from that version's sources by
 `scripts/gen_mindspeed_args.py --version V`), the converter its example scripts run, the training flags
 every example of that version passes (filled by the plan; the user's value wins), and its maintenance
 status in MindSpeed-LLM's README.
@@ -37,7 +37,7 @@ class Release:
     mindspeed: str  # the MindSpeed ref its install guide checks out
     status: str  # MindSpeed-LLM README's maintenance table
     converter: str  # the converter its example scripts run (v1 convert_ckpt.py, v2 convert_ckpt_v2.py)
-    # kind -> args/ file: training, preprocess, convert_v1, convert_v2
+    # kind -> keys/ file: training, preprocess, convert_v1, convert_v2
     names: Mapping[str, str] = field(default_factory=dict)
     # Training flags every example script of this version passes, filled by the plan (a user value wins).
     plan_flags: Mapping[str, Any] = field(default_factory=dict)

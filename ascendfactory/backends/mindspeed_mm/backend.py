@@ -9,9 +9,10 @@
 
 Written before the steps: exp-config.yaml and mm_config/{data,model,tools}.json (the example's files of the
 generation the installed MindSpeed-MM expects, under the experiment's `data` / `model` / `tool`). Every
-program runs in the MindSpeed-MM directory, so every path is absolute. Reading: `experiment.py`; checks:
+program runs in the MindSpeed-MM directory, so every path is absolute. Reading: `read.py`; checks:
 `checks.py` and `rules.py` (flags, layout, pipeline lists, data.json keys), `convert.py` (mm-convert
-options), `inputs.py` (files, environment); `load.py` (what training loads), `site.py` (checkout, generation).
+options), `inputs.py` (files, environment); `load.py` (what training loads), `environment.py` (checkout,
+generation, install, doctor).
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep
-from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, to_flags
-from ascendfactory.backends.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
-from ascendfactory.backends.megatron.tree import OutputTree
+from ascendfactory.backends.common.megatron.read import MegatronRun, hf2mg_skip_reason, to_flags
+from ascendfactory.backends.common.megatron.skeleton import MG2HF_DISABLED, MegatronBackend, timeout_flag
+from ascendfactory.backends.common.megatron.tree import OutputTree
+from ascendfactory.backends.environment import Check, InstallStep
 from ascendfactory.backends.mindspeed_mm import convert, environment, rules
 from ascendfactory.backends.mindspeed_mm.checks import (
     checkpoint_args_problems,
@@ -35,7 +35,11 @@ from ascendfactory.backends.mindspeed_mm.checks import (
     sourced,
     training_problems,
 )
-from ascendfactory.backends.mindspeed_mm.experiment import (
+from ascendfactory.backends.mindspeed_mm.environment import generation_problem, resolve_site
+from ascendfactory.backends.mindspeed_mm.inputs import environment_problems, input_findings
+from ascendfactory.backends.mindspeed_mm.keys import data_json, presets, source_file, training_defaults
+from ascendfactory.backends.mindspeed_mm.load import decide_load
+from ascendfactory.backends.mindspeed_mm.read import (
     DATASET_KEY,
     LLM_KEY,
     PLAN_FLAGS,
@@ -49,10 +53,6 @@ from ascendfactory.backends.mindspeed_mm.experiment import (
     read_sections,
     resolve_model,
 )
-from ascendfactory.backends.mindspeed_mm.facts import data_json, presets, source_file, training_defaults
-from ascendfactory.backends.mindspeed_mm.inputs import environment_problems, input_findings
-from ascendfactory.backends.mindspeed_mm.load import decide_load
-from ascendfactory.backends.mindspeed_mm.site import generation_problem, resolve_site
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
@@ -367,7 +367,7 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
         return environment.install_plan(environ)
 
     def model_problem(self, arch: ModelArch) -> str | None:
-        from ascendfactory.backends.mindspeed_mm.experiment import preset_name
+        from ascendfactory.backends.mindspeed_mm.read import preset_name
 
         if preset_name(arch.name, arch, environment.DEFAULT_GENERATION) is None:
             return f"'{arch.name}' has no MindSpeed-MM example (Qwen2.5-VL models only)"
@@ -378,6 +378,6 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
 
 
 def convert_process(ctx: PlanContext, mm: MMRun, subcommand: str, options: Mapping[str, Any]) -> Any:
-    from ascendfactory.backends.megatron.skeleton import process
+    from ascendfactory.backends.common.megatron.skeleton import process
 
     return process(convert.argv(ctx.python, mm.converter, subcommand, options))

@@ -8,15 +8,15 @@ import os
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.megatron.skeleton import T, owned_save
+from ascendfactory.backends.common.megatron.skeleton import T, owned_save
 from ascendfactory.backends.mindspeed_mm import flag_rules, rules
-from ascendfactory.backends.mindspeed_mm.experiment import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
-from ascendfactory.backends.mindspeed_mm.facts import (
+from ascendfactory.backends.mindspeed_mm.keys import (
     source_file,
     training_defaults,
     training_names,
     training_values,
 )
+from ascendfactory.backends.mindspeed_mm.read import LLM_KEY, PLAN_FLAGS, VIT_KEY, MMRun, get
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.output_tree import OutputTree
@@ -36,9 +36,9 @@ def sourced(ctx: PlanContext, problems: list[Problem]) -> list[Problem]:
 
 def value_problems(ctx: PlanContext, key: str, value: Any, generation: str) -> list[Problem]:
     """What argparse refuses in a known flag's value (type=, nargs, choices), by the generation's table
-    (facts/training_<gen>.txt: Megatron-LM's, MindSpeed-MM's and MindSpeed's add_argument calls, the later
+    (keys/training_<gen>.txt: Megatron-LM's, MindSpeed-MM's and MindSpeed's add_argument calls, the later
     one winning as conflict_handler "resolve" does). A generation listing names only is checked by name."""
-    from ascendfactory.backends.mindspeed_llm.args import KIND_WORDS, Spec, value_problem
+    from ascendfactory.backends.common.megatron.flag_specs import KIND_WORDS, Spec, value_problem
 
     own = training_values(generation).get(key)
     spec = Spec(*own) if own else None

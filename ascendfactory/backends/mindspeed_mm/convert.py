@@ -19,8 +19,8 @@ from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.mindspeed_mm.checks import sourced
-from ascendfactory.backends.mindspeed_mm.experiment import MMRun
-from ascendfactory.backends.mindspeed_mm.facts import ConvertOption, mm_convert, source_file
+from ascendfactory.backends.mindspeed_mm.keys import ConvertOption, mm_convert, source_file
+from ascendfactory.backends.mindspeed_mm.read import MMRun
 from ascendfactory.backends.mindspeed_mm.rules import nearest
 from ascendfactory.checkpoints.megatron import SHARD_FILE, tracker_text
 from ascendfactory.errors import Problem

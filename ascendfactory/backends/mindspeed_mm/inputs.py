@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.mindspeed_mm.experiment import DATASET_DIR_KEY, MODEL_DIR_KEY, get
+from ascendfactory.backends.mindspeed_mm.read import DATASET_DIR_KEY, MODEL_DIR_KEY, get
 from ascendfactory.checkpoints.megatron import TRACKER
 from ascendfactory.errors import Problem
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.run import LoadDecision, MegatronRun, load_by_rule
+from ascendfactory.backends.common.megatron.read import LoadDecision, MegatronRun, load_by_rule
 from ascendfactory.errors import Problem
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.mindspeed_mm.experiment import MMRun
+    from ascendfactory.backends.mindspeed_mm.read import MMRun
 
 WEIGHTS_ONLY = {"no-load-optim": True, "no-load-rng": True}
 

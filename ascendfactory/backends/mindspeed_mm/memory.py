@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendfactory.backends.megatron.memory import KEYS, megatron_job, spelling
-from ascendfactory.backends.megatron.run import MegatronRun
-from ascendfactory.backends.mindspeed_mm.experiment import MMRun, get
+from ascendfactory.backends.common.megatron.memory import KEYS, megatron_job, spelling
+from ascendfactory.backends.common.megatron.read import MegatronRun
+from ascendfactory.backends.mindspeed_mm.read import MMRun, get
 from ascendfactory.memory.shape import ModelShape, VisionShape
 from ascendfactory.memory.target import MemoryTarget
 

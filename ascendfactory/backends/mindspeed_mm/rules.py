@@ -23,7 +23,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ascendfactory.backends.mindspeed_mm.facts import DataJsonFacts
+from ascendfactory.backends.mindspeed_mm.keys import DataJsonFacts
 from ascendfactory.errors import Problem
 from ascendfactory.parallel import nearest_multiples
 

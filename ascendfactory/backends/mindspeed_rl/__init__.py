@@ -1,7 +1,8 @@
 """The `mindspeed-rl` backend: Ascend MindSpeed-RL GRPO (cli/train_grpo.py on Ray).
 
-The experiment itself (reader, keys, rules, load decision, output tree) is `backends/msrl/`, shared with
-`torch` (`stage: grpo`); this package holds what runs MindSpeed-RL's own programs:
+The experiment itself (reader, keys, rules, load decision, output tree) is
+`backends/common/mindspeed_rl_experiment/`, shared with `torch` (`stage: grpo`); this package holds what runs
+MindSpeed-RL's own programs:
 
 backend.py      the plan (preprocess, hf2mg, Ray train, mg2hf, plot), the checkouts, the cluster checks
 steps.py        the steps' argv in the MindSpeed-RL and MindSpeed-LLM checkouts

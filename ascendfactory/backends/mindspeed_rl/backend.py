@@ -9,11 +9,12 @@
     mg2hf       python convert_ckpt.py ... mg -> hf from saved_checkpoints into converted_mg2hf_weight/
     plot        training_loss.png: the verifier reward and the response length, from node 0's log
 
-The experiment is the shared MindSpeed-RL experiment of `backends/msrl/` (also planned by `torch` with
-`stage: grpo`): read and checked by `msrl.config.read_config` (MindSpeed-RL's keys and rules of the version
-in use), its load decision and filled yaml from `msrl.load`. This module adds what concerns this machine and
-MindSpeed-RL's own programs: the checkouts, the cluster, the steps. Programs run with their checkout as cwd,
-so every path the plan writes is absolute.
+The experiment is the shared MindSpeed-RL experiment of `backends/common/mindspeed_rl_experiment/` (also
+planned by `torch` with `stage: grpo`): read and checked by `mindspeed_rl_experiment.read.read_config`
+(MindSpeed-RL's keys and rules of the version in use), its load decision and filled yaml from
+`mindspeed_rl_experiment.load`. This module adds what concerns this machine and MindSpeed-RL's own programs:
+the checkouts, the cluster, the steps. Programs run with their checkout as cwd, so every path the plan writes
+is absolute.
 """
 
 from __future__ import annotations
@@ -23,20 +24,23 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ascendfactory.backends.base import Backend, PlanContext
-from ascendfactory.backends.doctor import Check, ascend_toolkit_status
-from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.megatron.skeleton import MegatronBackend
+from ascendfactory.backends.common.megatron.skeleton import MegatronBackend
+from ascendfactory.backends.common.mindspeed_rl_experiment.load import decide_load, fill
+from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import (
+    MindSpeedRLConfig,
+    read_config,
+    render_yaml,
+)
+from ascendfactory.backends.common.mindspeed_rl_experiment.shell import grpo_plan
+from ascendfactory.backends.common.mindspeed_rl_experiment.trackers import MSRL_TRACKERS
+from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG, RLOutputTree
+from ascendfactory.backends.environment import Check, InstallStep, ascend_toolkit_status, third_party_dir
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
 )
 from ascendfactory.backends.mindspeed_rl import environment, steps
 from ascendfactory.backends.mindspeed_rl.steps import Found
-from ascendfactory.backends.msrl.config import MindSpeedRLConfig, read_config, render_yaml
-from ascendfactory.backends.msrl.load import decide_load, fill
-from ascendfactory.backends.msrl.memory import RLRun
-from ascendfactory.backends.msrl.shell import grpo_plan
-from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
-from ascendfactory.backends.msrl.tree import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.config.catalog import ModelArch, resolve_arch
 from ascendfactory.errors import ConfigError, Problem
@@ -165,7 +169,7 @@ class MindSpeedRLBackend(Backend):
         return plan
 
     def memory_target(self, run: Any) -> Any:
-        from ascendfactory.backends.msrl.memory import rl_target
+        from ascendfactory.backends.common.mindspeed_rl_experiment.memory import rl_target
 
         return rl_target(run, engine="megatron")
 

@@ -10,8 +10,8 @@ has no converter of its own since 2.1.0; its docs send users to MindSpeed-LLM at
 `AF_MINDSPEED_LLM_DIR`, else `<third-party>/MindSpeed-LLM-a2c0733` (cloned by `install.sh mindspeed-rl`), else
 `<third-party>/MindSpeed-LLM` (`install.sh mindspeed-llm`).
 
-Which MindSpeed-RL version is in use, and where its checkout is, is decided by `msrl/checkout.py` (reading
-the experiment needs it too).
+Which MindSpeed-RL version is in use, and where its checkout is, is decided by
+`common/mindspeed_rl_experiment/checkout.py` (reading the experiment needs it too).
 """
 
 from __future__ import annotations
@@ -20,12 +20,17 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ascendfactory.backends.doctor import Check, ascend_checks, module_check
-from ascendfactory.backends.install import InstallStep, third_party_dir
-from ascendfactory.backends.msrl.checkout import (
+from ascendfactory.backends.common.mindspeed_rl_experiment.checkout import (
     choose_version,
     find_checkout,
     missing_entry_scripts,
+)
+from ascendfactory.backends.environment import (
+    Check,
+    InstallStep,
+    ascend_checks,
+    module_check,
+    third_party_dir,
 )
 
 # The pins of MindSpeed-RL 2.3.0's docs/install_guide.md (branch 2.3.0): the newest release.

@@ -1,6 +1,6 @@
 """The steps of a MindSpeed-RL plan: preprocess (cli/preprocess_data.py), hf2mg (MindSpeed-LLM's converter),
 train (the Ray launch of cli/train_grpo.py), mg2hf; and what the backend found for them (`Found`). The load
-decision they follow is `msrl.load.Load`.
+decision they follow is `mindspeed_rl_experiment.load.Load`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.run import to_flags
+from ascendfactory.backends.common.megatron.read import to_flags
+from ascendfactory.backends.common.mindspeed_rl_experiment.load import Load
+from ascendfactory.backends.common.mindspeed_rl_experiment.numbers import cpus_of
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import MindSpeedRLConfig, absolute
+from ascendfactory.backends.common.mindspeed_rl_experiment.tree import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
     hf2mg_options,
@@ -18,10 +22,6 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     mg2hf_options,
 )
 from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
-from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute
-from ascendfactory.backends.msrl.load import Load
-from ascendfactory.backends.msrl.numbers import cpus_of
-from ascendfactory.backends.msrl.tree import DATA_CONFIG, TRAIN_CONFIG, RLOutputTree
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import Problem
 from ascendfactory.plan import (

@@ -18,8 +18,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ascendfactory.backends.base import PlanContext, owned_key_problems
-from ascendfactory.backends.megatron.run import MegatronRun, hf2mg_skip_reason, read_megatron_run, to_flags
-from ascendfactory.backends.megatron.skeleton import (
+from ascendfactory.backends.common.megatron.read import (
+    MegatronRun,
+    hf2mg_skip_reason,
+    read_megatron_run,
+    to_flags,
+)
+from ascendfactory.backends.common.megatron.skeleton import (
     MEGATRON_TRACKERS,
     MG2HF_DISABLED,
     MegatronBackend,
@@ -27,7 +32,7 @@ from ascendfactory.backends.megatron.skeleton import (
     owned_save,
     process,
 )
-from ascendfactory.backends.msrl.trackers import MSRL_TRACKERS
+from ascendfactory.backends.common.mindspeed_rl_experiment.trackers import MSRL_TRACKERS
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import ANY_TRACKER, TrackerKeys
 from ascendfactory.config.suggest import did_you_mean
@@ -37,7 +42,7 @@ from ascendfactory.memory.target import MemoryTarget
 from ascendfactory.plan import Plan, Role, Step
 
 if TYPE_CHECKING:
-    from ascendfactory.backends.doctor import Check
+    from ascendfactory.backends.environment import Check
 
 
 def _is_switch(parser: Any, key: str) -> bool:
@@ -95,7 +100,7 @@ class TorchBackend(MegatronBackend[None]):
     def memory_target(self, run: Any) -> MemoryTarget | None:
         if isinstance(run, MegatronRun):  # pt/sft: the GRPO reader is not loaded for them
             return super().memory_target(run)
-        from ascendfactory.backends.msrl.memory import RLRun, rl_target
+        from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun, rl_target
 
         return rl_target(run, engine=self.memory_engine) if isinstance(run, RLRun) else None
 
@@ -436,7 +441,7 @@ class TorchBackend(MegatronBackend[None]):
 
     # -- doctor ---------------------------------------------------------------------------------------
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
-        from ascendfactory.backends.doctor import module_check  # doctor's alone: not a plan's import
+        from ascendfactory.backends.environment import module_check  # doctor's alone: not a plan's import
 
         return [
             *(module_check(m) for m in EMBEDDED_PACKAGES),

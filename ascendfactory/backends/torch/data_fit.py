@@ -15,8 +15,8 @@ Before the train step, the sft samples are held against `seq-length` (`ascendfac
 from __future__ import annotations
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.run import MegatronRun
-from ascendfactory.backends.megatron.skeleton import process
+from ascendfactory.backends.common.megatron.read import MegatronRun
+from ascendfactory.backends.common.megatron.skeleton import process
 from ascendfactory.plan import Plan, Role, Step
 
 KEY = "backend_config.training.seq-length"

@@ -6,10 +6,11 @@
     mg2hf       python -m ascendfactory.engine.convert           mg -> hf, converted_mg2hf_weight/
     plot        training_loss.png: the verifier rewards and the response length, from rank 0's log
 
-The experiment is the shared MindSpeed-RL experiment (`backends/msrl/`, which registers no backend): read by
-`msrl/config.py` (MindSpeed-RL's keys and config-time rules of `mindspeed_rl_version`, default the newest
-shipped list; its cluster-only checks left out) and planned with `msrl/load.py`'s load decision, the output
-tree (docs/sources.md#output-tree) and the yaml renderer; then the rendered yaml goes through the embedded
+The experiment is the shared MindSpeed-RL experiment (`backends/common/mindspeed_rl_experiment/`, which
+registers no backend): read by `common/mindspeed_rl_experiment/read.py` (MindSpeed-RL's keys and config-time
+rules of `mindspeed_rl_version`, default the newest shipped list; its cluster-only checks left out) and
+planned with `common/mindspeed_rl_experiment/load.py`'s load decision, the output tree
+(docs/sources.md#output-tree) and the yaml renderer; then the rendered yaml goes through the embedded
 trainer's own reader (`engine/rl/config.read_trainer_yaml`), which refuses by name what it does not implement,
 and the dataset keys through the table below.
 """
@@ -20,13 +21,18 @@ import os
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
-from ascendfactory.backends.megatron.run import to_flags
-from ascendfactory.backends.msrl import keys as keyfiles
-from ascendfactory.backends.msrl.config import MindSpeedRLConfig, absolute, read_config, render_yaml
-from ascendfactory.backends.msrl.load import decide_load, fill
-from ascendfactory.backends.msrl.memory import RLRun
-from ascendfactory.backends.msrl.shell import grpo_plan
-from ascendfactory.backends.msrl.tree import TRAIN_CONFIG, RLOutputTree
+from ascendfactory.backends.common.megatron.read import to_flags
+from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
+from ascendfactory.backends.common.mindspeed_rl_experiment.load import decide_load, fill
+from ascendfactory.backends.common.mindspeed_rl_experiment.memory import RLRun
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import (
+    MindSpeedRLConfig,
+    absolute,
+    read_config,
+    render_yaml,
+)
+from ascendfactory.backends.common.mindspeed_rl_experiment.shell import grpo_plan
+from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG, RLOutputTree
 from ascendfactory.config.catalog import resolve_arch
 from ascendfactory.errors import ConfigError, Problem
 from ascendfactory.plan import (

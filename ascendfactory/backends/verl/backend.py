@@ -27,13 +27,12 @@ from typing import Any, ClassVar
 import yaml
 
 from ascendfactory.backends.base import EXP_CONFIG, Backend, PlanContext
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.hydra.schema import get_path
-from ascendfactory.backends.install import InstallStep
+from ascendfactory.backends.common.hydra.schema import get_path
+from ascendfactory.backends.environment import Check, InstallStep
 from ascendfactory.backends.registry import register_backend
 from ascendfactory.backends.report_to import TrackerKeys, client_check_args
 from ascendfactory.backends.verl import composer, environment, prompts, rules
-from ascendfactory.backends.verl import run as verl_run
+from ascendfactory.backends.verl import read as verl_read
 from ascendfactory.backends.verl.memory import VerlLaunch
 from ascendfactory.backends.verl.programs import PROGRAMS_DIR
 from ascendfactory.checkpoints.verl import TRACKER
@@ -274,7 +273,7 @@ class Findings:
 class Checked:
     """The run composed into verl's own config, with what the checks found out on the way."""
 
-    run: verl_run.VerlRun
+    run: verl_read.VerlRun
     env: str  # the verl environment
     env_source: str  # where its path came from
     lacking: list[str]  # what the environment lacks (a dry run goes on with the shipped key lists)
@@ -324,10 +323,10 @@ def _checkpoint_root(ctx: PlanContext) -> str:
     return OutputTree(os.path.abspath(ctx.config.af_output_dir)).saved_checkpoints
 
 
-def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlRun:
+def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_read.VerlRun:
     """backend_config read into verl's overrides (`run.read`); the top-level inputs verl does not read."""
     cfg = ctx.config
-    run = verl_run.read(
+    run = verl_read.read(
         cfg.backend_config,
         stage=cfg.stage,
         af_model_name=cfg.af_model_name,
@@ -355,7 +354,7 @@ def _read(ctx: PlanContext, accelerator: str, found: Findings) -> verl_run.VerlR
     return run
 
 
-def _compose(ctx: PlanContext, run: verl_run.VerlRun, strict_paths: bool, found: Findings) -> Checked:
+def _compose(ctx: PlanContext, run: verl_read.VerlRun, strict_paths: bool, found: Findings) -> Checked:
     """The verl environment (what it lacks: a problem on a real run), and the overrides composed against
     verl's own config (in that environment when it is complete, else against the shipped key lists)."""
     env, env_source = environment.find_env(run.options.env_dir, ctx.environ)
@@ -567,7 +566,7 @@ def _cpu_shortage(
     return None
 
 
-def _exp_config(config: dict[str, Any], run: verl_run.VerlRun, by: str) -> str:
+def _exp_config(config: dict[str, Any], run: verl_read.VerlRun, by: str) -> str:
     shown = dict(config)
     lines = [
         "# verl's configuration for this run: what `python -m verl.trainer.main_ppo` composes from its own",

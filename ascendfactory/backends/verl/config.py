@@ -1,5 +1,5 @@
 """The verl backend's own options in `backend_config` (every other key there is verl's config, checked
-against verl's own schema: `schema.py`, `backends/hydra/`), typed.
+against verl's own schema: `schema.py`, `backends/common/hydra/`), typed.
 
 A value these options refuse becomes a Problem through `config.problems` (key, message with the value, fix).
 """

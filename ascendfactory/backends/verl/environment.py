@@ -29,9 +29,14 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ascendfactory.backends.doctor import Check
-from ascendfactory.backends.install import InstallStep
-from ascendfactory.backends.venv import FrameworkEnv, package_version, python_of, site_packages
+from ascendfactory.backends.environment import (
+    Check,
+    FrameworkEnv,
+    InstallStep,
+    package_version,
+    python_of,
+    site_packages,
+)
 
 VERSION = "0.9.1"  # the newest on the registry; keys/ and the rules are verl 0.9.1's
 EXTRA = "verl-core"

@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.hydra.schema import get_path
+from ascendfactory.backends.common.hydra.schema import get_path
 from ascendfactory.errors import Problem
 
 

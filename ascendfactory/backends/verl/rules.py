@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendfactory.backends.hydra.schema import MISSING, REQUIRED, Override, Schema, get_path, parse_literal
+from ascendfactory.backends.common.hydra.schema import (
+    MISSING,
+    REQUIRED,
+    Override,
+    Schema,
+    get_path,
+    parse_literal,
+)
 from ascendfactory.errors import Problem
 
 A = "actor_rollout_ref.actor."

@@ -182,8 +182,8 @@ MEGATRON_RL: dict[str, str] = {
     "moe_tp_extend_ep": "accepted",
 }
 # MindSpeed-RL's MegatronConfig defaults where they differ from Megatron flags left out (master 05a90d77,
-# backends/msrl/keys/master.txt): MindSpeed-RL passes them to Megatron, so an experiment that does not
-# set them trains with them. Applied here under the model entry and the two sections.
+# backends/common/mindspeed_rl_experiment/keys/master.txt): MindSpeed-RL passes them to Megatron, so an
+# experiment that does not set them trains with them. Applied here under the model entry and the two sections.
 MEGATRON_DEFAULTS: dict[str, Any] = {
     "bf16": True,
     "attention_dropout": 0.1,

@@ -79,7 +79,7 @@ class LightningDemoBackend(Backend):
 
     def checks(self, environ):
         """`doctor --backend lightning-demo`: its driver and torch's distributed package."""
-        from ascendfactory.backends.doctor import Check, module_check
+        from ascendfactory.backends.environment import Check, module_check
 
         found = os.path.isfile(DRIVER)
         return [
@@ -89,6 +89,6 @@ class LightningDemoBackend(Backend):
 
     def install_steps(self, environ):
         """`install.sh lightning-demo`: nothing to install beyond torch; the plan checks it imports."""
-        from ascendfactory.backends.install import InstallStep
+        from ascendfactory.backends.environment import InstallStep
 
         return [InstallStep("check torch.distributed", (sys.executable, "-c", "import torch.distributed"))]

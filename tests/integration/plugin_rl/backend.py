@@ -89,11 +89,11 @@ class RLDemoBackend(Backend):
         )
 
     def checks(self, environ):
-        from ascendfactory.backends.doctor import module_check
+        from ascendfactory.backends.environment import module_check
 
         return [module_check("ray")]
 
     def install_steps(self, environ):
-        from ascendfactory.backends.install import InstallStep
+        from ascendfactory.backends.environment import InstallStep
 
         return [InstallStep("check ray", (sys.executable, "-c", "import ray"))]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ascendfactory.backends.megatron.skeleton import TIMEOUT_FLAG
+from ascendfactory.backends.common.megatron.skeleton import TIMEOUT_FLAG
 from ascendfactory.pipeline.launchers import launcher_for
 from ascendfactory.plan import Plan, RunPolicy, Torchrun
 from tests.unit.backends.llamafactory import test_llamafactory_plan as lf

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ascendfactory.backends.msrl.tree import TRAIN_CONFIG
+from ascendfactory.backends.common.mindspeed_rl_experiment.tree import TRAIN_CONFIG
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 from ascendfactory.errors import ConfigError

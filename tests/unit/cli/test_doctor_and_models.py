@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ascendfactory.backends.doctor import module_check
+from ascendfactory.backends.environment import module_check
 from ascendfactory.backends.registry import get_backend
 from ascendfactory.cli import _output
 from ascendfactory.cli.app import main

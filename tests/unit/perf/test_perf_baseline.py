@@ -105,6 +105,17 @@ def _folder(tmp_path):
     return tmp_path / "runs"
 
 
+def test_a_prediction_the_model_cannot_support_is_not_reported(tmp_path):
+    """A run whose plan had no supported figure (`in_range` false: a model below the calibrated shapes) gets
+    no predicted step time and no error, but a note saying why, as its run summary does."""
+    run = P.megatron_run(
+        tmp_path / "tiny", tokens_per_s=1010.0, predicted_step_s=17.0, predicted_in_range=False
+    )
+    fig = read_run(run)
+    assert fig.predicted_step_s is None and fig.prediction_error is None
+    assert any(n.startswith("no predicted step time: the h200 time model") for n in fig.notes), fig.notes
+
+
 def test_runs_by_their_frameworks_formula(tmp_path):
     runs = {f.name: read_run(f) for f in find_runs(_folder(tmp_path))}
     assert set(runs) == {"ok", "slow", "ms", "lf", "verl"}

@@ -36,9 +36,9 @@ from typing import Any
 import yaml
 
 from ascendfactory.backends.base import OwnedKey, PlanContext, owned_key_problems
+from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site
 from ascendfactory.backends.mindspeed_llm.fsdp2 import keys as fsdp2_keys
 from ascendfactory.backends.mindspeed_llm.fsdp2.rules import View, broken
-from ascendfactory.backends.mindspeed_llm.site import PLACEHOLDER, Site
 from ascendfactory.checkpoints import fsdp2 as ckpt
 from ascendfactory.config.catalog import ModelArch, arch_or_none
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS

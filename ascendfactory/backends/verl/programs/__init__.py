@@ -1,5 +1,6 @@
-"""Step programs the `verl` backend runs by path in verl's environment (verl_compose.py: Hydra composition
-against verl's own config; verl_merge.py: the model merger on the newest checkpoint).
+"""Step programs the `verl` backend runs by path in verl's environment (verl_check.py: what the environment
+lacks; verl_merge.py: the model merger on the newest checkpoint). Hydra's composition against verl's own
+config is the Hydra toolkit's program (`backends/common/hydra/programs/hydra_compose.py`).
 
 They import nothing of ascendfactory (an import contract checks it): that environment may not have it.
 """

@@ -1,5 +1,5 @@
 """mindspeed-llm: every flag's value checked against its argparse `type=`, `nargs` and `choices`, read from
-MindSpeed-LLM's and Megatron-LM's source (args/*.txt, scripts/gen_mindspeed_args.py)."""
+MindSpeed-LLM's and Megatron-LM's source (keys/*.txt, scripts/gen_mindspeed_args.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendfactory.backends.mindspeed_llm.args import Spec, specs, value_problem
+from ascendfactory.backends.mindspeed_llm.keys import Spec, specs, value_problem
 from tests.unit.backends.mindspeed_llm.test_mindspeed_llm import plan_for, problems_of, train_flags
 
 K = "backend_config."

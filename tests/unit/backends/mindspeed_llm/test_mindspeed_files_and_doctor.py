@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ascendfactory.backends.doctor import ascend_toolkit_status
+from ascendfactory.backends.environment import ascend_toolkit_status
 from ascendfactory.backends.mindspeed_llm.environment import checks as mindspeed_llm_checks
 from ascendfactory.backends.mindspeed_llm.environment import install_plan as mindspeed_llm_plan
 from ascendfactory.backends.mindspeed_llm.programs import v1_mg2hf_output as files

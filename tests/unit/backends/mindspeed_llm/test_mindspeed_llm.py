@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ascendfactory.backends.megatron.run import to_flags
-from ascendfactory.backends.mindspeed_llm.args import KINDS, names_file, nearest, valid_names
+from ascendfactory.backends.common.megatron.read import to_flags
+from ascendfactory.backends.mindspeed_llm.keys import KINDS, names_file, nearest, valid_names
 from ascendfactory.backends.mindspeed_llm.versions import VERSIONS
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
@@ -90,7 +90,7 @@ def train_flags(plan: Plan) -> dict[str, list[str]]:
 # -- argument names -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("version", VERSIONS)
 def test_names_files_carry_their_source_and_the_example_flags(version: str) -> None:
-    here = Path(__file__).resolve().parents[4] / "ascendfactory" / "backends" / "mindspeed_llm" / "args"
+    here = Path(__file__).resolve().parents[4] / "ascendfactory" / "backends" / "mindspeed_llm" / "keys"
     for kind in KINDS:
         filename = names_file(kind, version)
         header = [line for line in (here / filename).read_text().splitlines() if line.startswith("#")]
@@ -111,7 +111,7 @@ def test_the_versions_lists_differ_where_their_sources_do() -> None:
     # ... and 2.1.0's PPO/SimPO flags and --use-fused-mlp are gone (mindspeed_llm/training/arguments.py 2.1.0)
     assert {"ppo-epochs", "simpo-beta", "use-fused-mlp"} <= old - new
     assert "MagistralTokenizer" in dict.fromkeys(
-        __import__("ascendfactory.backends.mindspeed_llm.args", fromlist=["specs"])
+        __import__("ascendfactory.backends.mindspeed_llm.keys", fromlist=["specs"])
         .specs("preprocess", "26.1.0")["tokenizer-type"]
         .choices
     )

@@ -3,7 +3,7 @@ the converter options the plan hands MindSpeed-LLM's converters (as its examples
 
 from __future__ import annotations
 
-from ascendfactory.backends.megatron.moe_flags import moe_flags
+from ascendfactory.backends.common.megatron.moe_flags import moe_flags
 from ascendfactory.backends.mindspeed_llm.converters import hf2mg_options, mg2hf_options
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.config.catalog import from_catalog
@@ -82,7 +82,7 @@ def test_converter_options_carry_ep_and_the_expert_layout():
 
 
 def test_msrl_model_entry_carries_the_moe_keys():
-    from ascendfactory.backends.msrl.config import model_entry
+    from ascendfactory.backends.common.mindspeed_rl_experiment.read import model_entry
 
     entry = model_entry(from_catalog("qwen3-30b-a3b"))
     assert entry["num_experts"] == 128 and entry["moe_ffn_hidden_size"] == 768 and entry["qk_layernorm"]

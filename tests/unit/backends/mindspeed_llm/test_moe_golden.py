@@ -137,7 +137,7 @@ def assert_matches(
 def test_moe_conversion_passes_the_examples_moe_flags(model: str, script: str) -> None:
     """The v1 converter flags a MoE model needs, as the example's hf->mg command passes them (the layout
     flags are the training run's: here the script's own)."""
-    from ascendfactory.backends.megatron.run import to_flags
+    from ascendfactory.backends.common.megatron.read import to_flags
     from ascendfactory.backends.mindspeed_llm.converters import hf2mg_options
     from ascendfactory.config.catalog import from_catalog
 

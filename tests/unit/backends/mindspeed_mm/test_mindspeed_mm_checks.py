@@ -615,7 +615,7 @@ def test_auto_resume_continues_saved_checkpoints_and_says_what_it_restarts(clean
         ({"optimizer": [1, 2]}, "optimizer", "is a list, but the flag takes"),
         ({"bert-embedder-type": "x"}, "bert-embedder-type", "'x' is not one of its choices"),
         ({"use-legacy-models": "yes"}, "use-legacy-models", "but --flag takes no value"),
-        # flags MindSpeed (077c4137) adds: their values come from facts/training_2.1.0.txt too
+        # flags MindSpeed (077c4137) adds: their values come from keys/training_2.1.0.txt too
         ({"auto-tuning": 1}, "auto-tuning", "but --flag takes no value"),
         ({"profile-stage": "abc"}, "profile-stage", "'abc' is not an integer"),
     ],

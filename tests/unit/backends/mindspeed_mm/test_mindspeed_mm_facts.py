@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from ascendfactory.backends.mindspeed_mm import environment
 from ascendfactory.backends.mindspeed_mm.convert import depth, flatten, render
-from ascendfactory.backends.mindspeed_mm.facts import (
+from ascendfactory.backends.mindspeed_mm.environment import checkout_generation, megatron_version
+from ascendfactory.backends.mindspeed_mm.keys import (
     GENERATIONS,
     data_json,
     mm_convert,
@@ -21,13 +22,12 @@ from ascendfactory.backends.mindspeed_mm.facts import (
     presets,
     training_names,
 )
-from ascendfactory.backends.mindspeed_mm.site import checkout_generation, megatron_version
 from ascendfactory.errors import ConfigError
 from ascendfactory.features.install import run_install
 from tests.conftest import REPO
 from tests.unit.backends.mindspeed_mm.mm_helpers import make_mm_checkout, plan_for
 
-FACTS = REPO / "ascendfactory" / "backends" / "mindspeed_mm" / "facts"
+FACTS = REPO / "ascendfactory" / "backends" / "mindspeed_mm" / "keys"
 sys.path.insert(0, str(REPO / "scripts"))
 import gen_mindspeed_mm_data as gen  # noqa: E402
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ascendfactory.backends.msrl import keys as keyfiles
-from ascendfactory.backends.msrl.config import MindSpeedRLConfig, read_config
+from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import MindSpeedRLConfig, read_config
 from ascendfactory.backends.planner import build_context
 from ascendfactory.config.load import load_experiment
 

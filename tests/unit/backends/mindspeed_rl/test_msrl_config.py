@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from msrl_helpers import DELETE, context
 
-from ascendfactory.backends.msrl import keys as keyfiles
-from ascendfactory.backends.msrl.config import load_yaml, read_config, render_yaml
+from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import load_yaml, read_config, render_yaml
 from ascendfactory.errors import ConfigError
 
 MIRROR = Path("/work/.mirror/Ascend+MindSpeed-RL/repo")
@@ -58,7 +58,7 @@ def test_the_reader_fills_stage_model_entry_and_npus(read):
 
 def test_the_generated_model_entry_is_mindspeed_rls_own_qwen25_7b():
     """Expected: MindSpeed-RL configs/model/qwen25_7b.yaml (master 05a90d77, identical on 2.1.0 d9e8db94)."""
-    from ascendfactory.backends.msrl.config import model_entry
+    from ascendfactory.backends.common.mindspeed_rl_experiment.read import model_entry
     from ascendfactory.config.catalog import from_catalog
 
     expected = {

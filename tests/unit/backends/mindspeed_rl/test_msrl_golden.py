@@ -21,7 +21,7 @@ import pytest
 import yaml
 from msrl_helpers import experiment
 
-from ascendfactory.backends.msrl.config import load_yaml
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import load_yaml
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.config.load import load_experiment
 

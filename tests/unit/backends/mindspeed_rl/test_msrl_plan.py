@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from msrl_helpers import DELETE, experiment
 
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import load_yaml
 from ascendfactory.backends.mindspeed_rl import environment
 from ascendfactory.backends.mindspeed_rl.programs import PROGRAMS_DIR
-from ascendfactory.backends.msrl.config import load_yaml
 from ascendfactory.backends.planner import make_plan
 from ascendfactory.checkpoints.megatron import write_tracker
 from ascendfactory.config.load import load_experiment

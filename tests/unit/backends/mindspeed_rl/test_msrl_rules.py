@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (the expected messages are data, one per line)
 """Every config-time rule and pre-flight check, table-driven: one experiment change each, every message asserted.
 
-The rule ids are those of ascendfactory/backends/msrl/rules.py (R1-R28: validate_rl_args; S1/S2:
+The rule ids are those of ascendfactory/backends/common/mindspeed_rl_experiment/rules.py (R1-R28: validate_rl_args; S1/S2:
 parse_training_config's sections) and preflight.py (V/M/T/K/MB/SC/A/D/P: the pre-flight checklist). Each case changes the base experiment (MindSpeed-RL's
 grpo_qwen25_7b_A3, msrl_helpers.BASE) and lists every problem reported, in order; a rule that applies only to some
 versions is checked on one of them. MindSpeed-RL's own error text is quoted inside each message.
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from msrl_helpers import DELETE, context
 
-from ascendfactory.backends.msrl import keys as keyfiles
-from ascendfactory.backends.msrl.config import read_config
-from ascendfactory.backends.msrl.rules import RULES
+from ascendfactory.backends.common.mindspeed_rl_experiment import keys as keyfiles
+from ascendfactory.backends.common.mindspeed_rl_experiment.read import read_config
+from ascendfactory.backends.common.mindspeed_rl_experiment.rules import RULES
 from ascendfactory.errors import ConfigError
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ascendfactory.backends.hydra import schema as hydra_schema
-from ascendfactory.backends.hydra.overrides import flatten, format_value, override_text
-from ascendfactory.backends.hydra.schema import Override
+from ascendfactory.backends.common.hydra import schema as hydra_schema
+from ascendfactory.backends.common.hydra.overrides import flatten, format_value, override_text
+from ascendfactory.backends.common.hydra.schema import Override
 from ascendfactory.backends.verl import schema as sc
 
 DP = sc.load("dp")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ascendfactory.backends.hydra import schema as hydra_schema
-from ascendfactory.backends.hydra.schema import Override
+from ascendfactory.backends.common.hydra import schema as hydra_schema
+from ascendfactory.backends.common.hydra.schema import Override
 from ascendfactory.backends.verl import rules
 from ascendfactory.backends.verl import schema as sc
 
