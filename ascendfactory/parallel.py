@@ -66,7 +66,17 @@ class LayoutInput:
     sequence_parallel: bool = False
     ep: int = 1  # expert-model-parallel-size (MoE models)
     experts: int = 0  # the model's routed experts (0: dense)
+    # The part of CP that splits the attention heads (None: all of it). MindSpeed's ulysses algorithm splits
+    # them by CP, the hybrid ones by ulysses-degree-in-cp, Megatron's ring (megatron_cp_algo) not at all
+    # (MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py _validate_cp_args).
+    cp_head_split: int | None = None
     keys: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def head_split(self) -> int:
+        """TP x the CP degree that splits the heads: what num_attention_heads must be a multiple of."""
+        cp = self.cp if self.cp_head_split is None else self.cp_head_split
+        return self.tp * max(cp, 1)
 
 
 @dataclass
@@ -88,7 +98,8 @@ def valid_tp_values(inp: LayoutInput) -> list[int]:
     """TP sizes that satisfy every TP rule for this model and world size (with the given PP and CP)."""
     rest = max(inp.pp * inp.cp, 1)
     per_tp = inp.world_size // rest if inp.world_size % rest == 0 else inp.world_size
-    return [t for t in _divisors(per_tp) if inp.heads % (t * inp.cp) == 0 and inp.kv_heads % t == 0]
+    split = inp.head_split // max(inp.tp, 1)
+    return [t for t in _divisors(per_tp) if inp.heads % (t * split) == 0 and inp.kv_heads % t == 0]
 
 
 def nearest_multiples(value: int, unit: int) -> list[int]:
@@ -130,8 +141,10 @@ def validate_layout(inp: LayoutInput) -> LayoutReport:
 
 
 def _degree_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) -> list[Problem]:
-    """TP x PP x CP divides the world size; TP x CP divides the heads; TP divides the KV heads."""
+    """TP x PP x CP divides the world size; TP x the CP that splits heads divides the heads; TP divides the
+    KV heads."""
     problems: list[Problem] = []
+    split = inp.head_split // inp.tp  # the CP degree that splits the heads
     add = problems.append
     mp = dims.model_parallel
     if inp.world_size % mp:
@@ -140,7 +153,7 @@ def _degree_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) ->
             for p in _divisors(inp.world_size)
             for t in _divisors(inp.world_size // p)
             if (inp.world_size // p) % (t * inp.cp) == 0
-            and inp.heads % (t * inp.cp) == 0
+            and inp.heads % (t * split) == 0
             and inp.kv_heads % t == 0
             and (inp.num_layer_list or inp.num_layers % p == 0)
         ][:6]
@@ -156,12 +169,17 @@ def _degree_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) ->
                 f"; or run on a multiple of {mp} devices",
             )
         )
-    if inp.heads % (inp.tp * inp.cp):
+    if inp.heads % inp.head_split:
+        if split == inp.cp:
+            product = f"tp({inp.tp}) * cp({inp.cp}) = {inp.head_split}"
+        elif split == 1:
+            product = f"tp({inp.tp})"
+        else:
+            product = f"tp({inp.tp}) * ulysses-degree-in-cp({split}) = {inp.head_split}"
         add(
             Problem(
                 k["tp"],
-                f"tp({inp.tp}) * cp({inp.cp}) = {inp.tp * inp.cp} does not divide "
-                f"num_attention_heads({inp.heads})",
+                f"{product} does not divide num_attention_heads({inp.heads})",
                 fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}",
             )
         )

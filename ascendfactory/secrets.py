@@ -57,6 +57,7 @@ _VOCABULARY_WORDS = {
 
 
 @functools.lru_cache(maxsize=8192)  # the same keys recur in every plan (a bulk dry run masks thousands)
+@functools.lru_cache(maxsize=4096)  # a function of the text: a bulk dry run asks about the same keys often
 def is_secret_key(key: str) -> bool:
     """True when a word (or adjacent pair of words) of `key` names a secret (see the module docstring)."""
     words = [w.lower() for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", key) if w]

@@ -2,7 +2,7 @@
 and pin, into tests/diffval/maps/<pin>.yaml.
 
     python scripts/gen_validation_map.py [PIN ...] [--check] [--seed-from PIN]
-    python scripts/gen_validation_map.py PIN --propose [--only FILE] [--limit N]
+    python scripts/gen_validation_map.py PIN --propose [--only FILE] [--limit N] [--cap N]
 
 PIN is a name of tests/diffval/pins.py (llamafactory-0.9.5, verl-0.9.1, mindspeed-llm-2.1.0,
 mindspeed-rl-2.3.0, mindspeed-mm-2.1.0, ...; a draft pin's map is written under maps/drafts/); without one,
@@ -46,11 +46,12 @@ def main() -> int:
     ap.add_argument("--propose", action="store_true", help="print proposed cases for unmapped statements")
     ap.add_argument("--only", metavar="FILE", help="with --propose: the statements of this source file")
     ap.add_argument("--limit", type=int, default=0, help="with --propose: at most this many statements")
+    ap.add_argument("--cap", type=int, default=80, help="with --propose: at most this many cases a statement")
     a = ap.parse_args()
     if a.propose:
         if len(a.pins) != 1:
             ap.error("--propose takes one PIN")
-        return propose(a.pins[0], a.only, a.limit)
+        return propose(a.pins[0], a.only, a.limit, a.cap)
     changed = False
     for name in a.pins or sorted(ALL):
         pin = ALL[name]
@@ -63,7 +64,7 @@ def main() -> int:
         statements, files = pin.walk(roots)
         path = map_path(name)
         old = load_map(path) if path.is_file() else None
-        seed = load_map(MAPS / f"{a.seed_from}.yaml") if a.seed_from else None
+        seed = load_map(map_path(a.seed_from)) if a.seed_from else None
         doc, notes = merge(pin, roots, statements, files, old, seed)
         text = dump_map(doc)
         before = path.read_text(encoding="utf-8") if path.is_file() else ""
@@ -82,7 +83,7 @@ def main() -> int:
     return 1 if a.check and changed else 0
 
 
-def propose(name: str, only: str | None, limit: int) -> int:
+def propose(name: str, only: str | None, limit: int, cap: int) -> int:
     import tempfile
 
     import yaml
@@ -97,7 +98,7 @@ def propose(name: str, only: str | None, limit: int) -> int:
     rows = [s for s in doc["statements"] if not s.get("map") and (only is None or s["file"] == only)]
     rows = rows[:limit] if limit else rows
     with tempfile.TemporaryDirectory(prefix=f"af-propose-{name}-") as work:
-        found = review(doc, rows, Path(work))
+        found = review(doc, rows, Path(work), cap)
     print(yaml.safe_dump(found, sort_keys=False, allow_unicode=True, width=110))
     return 0
 

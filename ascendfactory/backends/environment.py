@@ -251,10 +251,31 @@ def package_version(env: str, name: str) -> str | None:
     site = site_packages(env)
     if site is None:
         return None
-    pattern = name.replace("-", "_").replace(".", "_").lower()
-    for info in glob.glob(os.path.join(site, "*.dist-info")):
-        base = os.path.basename(info)[: -len(".dist-info")]
-        dist, _, version = base.rpartition("-")
-        if dist.lower().replace("-", "_").replace(".", "_") == pattern:
-            return version
-    return None
+    return _distributions(site).get(_normalized(name))
+
+
+def _normalized(name: str) -> str:
+    return name.replace("-", "_").replace(".", "_").lower()
+
+
+_LISTED: dict[str, tuple[tuple[int, ...], dict[str, str]]] = {}  # site-packages -> (its stat, its versions)
+
+
+def _distributions(site: str) -> dict[str, str]:
+    """Each distribution's version by normalised name, from the `*.dist-info` entries of `site` (the first
+    one listed wins, as a scan in listing order finds it); listed again when the folder changes (an install
+    adds or removes entries, which changes its mtime and link count), once otherwise (a bulk dry run asks
+    ~150 times)."""
+    try:
+        st = os.stat(site)
+    except OSError:
+        return {}
+    stamp = (st.st_mtime_ns, st.st_nlink, st.st_ino)
+    listed = _LISTED.get(site)
+    if listed is None or listed[0] != stamp:
+        found: dict[str, str] = {}
+        for entry in glob.glob(os.path.join(site, "*.dist-info")):
+            dist, _, version = os.path.basename(entry)[: -len(".dist-info")].rpartition("-")
+            found.setdefault(_normalized(dist), version)
+        listed = _LISTED[site] = (stamp, found)
+    return listed[1]

@@ -10,6 +10,7 @@ for the parser is an error, not a RecursionError. What a loaded tree may contain
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from pathlib import Path
@@ -68,7 +69,21 @@ _FLOAT = re.compile(
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 
 
+_PARSED: dict[str, Any] = {}  # text -> its tree, for the texts of this process (a bulk dry run reads each
+_PARSED_MAX = 512  # file several times: its backend, its producers' output dirs, its experiment)
+
+
 def loads(text: str, *, source: str = "<string>") -> Any:
+    """The tree of a YAML text: a fresh copy of it each call (callers may change it), parsed once per text
+    (a text's tree depends on nothing else; one that fails is parsed again, for its `source`)."""
+    if text not in _PARSED:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[text] = _parse(text, source)
+    return copy.deepcopy(_PARSED[text])
+
+
+def _parse(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader derives from SafeLoader
     except DuplicateKeyError as e:

@@ -266,8 +266,8 @@ MS_PINS = "MindSpeed-LLM 2.1.0 (70116e9b), Megatron-LM core_r0.8.0 (baf94af3), M
 class MindSpeedLLM(Adapter):
     """Our verdict is `--dry-run`'s (a real `train` stops here at the missing CANN toolkit, before it would
     hand MindSpeed-LLM anything); the framework's is its argument parsing and validation on the training
-    argv (workers/megatron_worker.py), on CPU with the stand-ins that worker lists. The bases are the
-    templates of MindSpeed-LLM `version` (`<exp>-2.1.0` for 2.1.0)."""
+    argv (workers/megatron_worker.py at `version`), on CPU with the stand-ins that worker lists. The bases
+    are the templates of MindSpeed-LLM `version` (`<exp>-2.1.0` for 2.1.0)."""
 
     dry_run = True
     version = "2.1.0"
@@ -392,14 +392,14 @@ class MindSpeedLLM(Adapter):
         found = self.checkouts()
         if not isinstance(found, tuple) or importlib.util.find_spec("torch") is None:
             return None
-        return [sys.executable, str(WORKERS / "megatron_worker.py"), *found]
+        return [sys.executable, str(WORKERS / "megatron_worker.py"), self.version, *found]
 
     def unavailable(self) -> str:
         found = self.checkouts()
         return found if isinstance(found, str) else "torch is not importable in this python"
 
     def stand_ins(self) -> list[dict[str, str]]:
-        return _stand_ins("megatron_worker.py")
+        return _stand_ins("megatron_worker.py", self.version)
 
 
 # The 26.1.0 judge's checkouts (opt-in): MindSpeed-LLM 26.1.0 with Megatron-LM core_v0.12.1's megatron/
@@ -412,8 +412,8 @@ MS_PINS_26 = (
 
 
 class MindSpeedLLM26(MindSpeedLLM):
-    """The same comparison at MindSpeed-LLM 26.1.0 (workers/mindspeed_llm_26_worker.py): the 26.1.0
-    templates, its argument list, its judge."""
+    """The same comparison at MindSpeed-LLM 26.1.0: the 26.1.0 templates, its argument list, its judge (the
+    same worker, its 26.1.0 row)."""
 
     version = "26.1.0"
 
@@ -426,18 +426,6 @@ class MindSpeedLLM26(MindSpeedLLM):
         if not Path(mindspeed, "mindspeed", "features_manager").is_dir():
             return f"{MINDSPEED_26_ENV}={mindspeed} is not a MindSpeed checkout"
         return llm, mindspeed
-
-    def worker(self) -> list[str] | None:
-        import importlib.util
-        import sys
-
-        found = self.checkouts()
-        if not isinstance(found, tuple) or importlib.util.find_spec("torch") is None:
-            return None
-        return [sys.executable, str(WORKERS / "mindspeed_llm_26_worker.py"), *found]
-
-    def stand_ins(self) -> list[dict[str, str]]:
-        return _stand_ins("mindspeed_llm_26_worker.py")
 
 
 def argv_flags(argv: list[str]) -> dict[str, list[str]]:
@@ -764,13 +752,16 @@ class MindSpeedMM(Adapter):
         return _stand_ins("mm_worker.py")
 
 
-def _stand_ins(worker: str) -> list[dict[str, str]]:
+def _stand_ins(worker: str, *version: str) -> list[dict[str, str]]:
     import json
     import subprocess
     import sys
 
     done = subprocess.run(
-        [sys.executable, str(WORKERS / worker), "--stand-ins"], capture_output=True, text=True, check=True
+        [sys.executable, str(WORKERS / worker), "--stand-ins", *version],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return list(json.loads(done.stdout))
 

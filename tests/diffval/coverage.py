@@ -198,7 +198,7 @@ def _placed(value: Any) -> Any:
 
 
 def mutations(backend: str, values: dict[str, Any]) -> list[Mutation]:
-    root = CASE_ROOT[backend]
+    root = CASE_ROOT[backend.split("@")[0]]  # a versioned judge (mindspeed-llm@26.1.0) shares the layout
     out = []
     for key, value in values.items():
         path = tuple(key[1:].split(".")) if key.startswith("/") else (*root, *key.split("."))

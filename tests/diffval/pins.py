@@ -246,6 +246,98 @@ MINDSPEED_LLM = Pin(
     helpers=("ensure_valid", "_check_arg_is_not_none", "incompatible_check", "dependency_check"),
 )
 
+
+# -- MindSpeed-LLM 26.1.0 with Megatron-LM core_v0.12.1 and MindSpeed 26.1.0_core_r0.12.1 ------------------
+def _created_features(roots: list[Path], module: str, factory: str = "create_features_list") -> list[str]:
+    """Each feature class `module`'s `factory` puts in the list (the classes instantiated in the `add_*`
+    functions it calls), as its pre_validate_args, validate_args and post_validate_args: MindSpeed's
+    MindSpeedFeaturesManager calls the three on every feature of the list (MindSpeed 26.1.0_core_r0.12.1
+    mindspeed/features_manager/features_manager.py; MindSpeed-LLM 26.1.0 mindspeed_llm/features_manager/
+    __init__.py create_features_list)."""
+    walker = Walker(roots, ())
+    mod = walker.module(module)
+    if mod is None:
+        raise LookupError(f"{module} not found")
+    funcs = {n.name: n for n in mod.tree.body if isinstance(n, ast.FunctionDef)}
+    if factory not in funcs:
+        raise LookupError(f"{module}.{factory} not found")
+    called = [
+        c.func.id
+        for c in ast.walk(funcs[factory])
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in funcs
+    ]
+    names: list[str] = []
+    for fname in called:
+        for c in ast.walk(funcs[fname]):
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id not in names:
+                found = walker.lookup(module, c.func.id)
+                if found is not None and isinstance(found[1], ast.ClassDef):
+                    names.append(c.func.id)
+    out = []
+    for name in names:
+        found = walker.lookup(module, name)
+        assert found is not None
+        out += [
+            f"{found[0]}:{name}.{m}" for m in ("pre_validate_args", "validate_args", "post_validate_args")
+        ]
+    return out
+
+
+MEGATRON_V0121_FOLLOW = (
+    "megatron.training.arguments",
+    "megatron.core.num_microbatches_calculator",
+    "megatron.core.transformer.transformer_config",
+    "megatron.core.model_parallel_config",
+)
+
+
+def _llm_26_entries(roots: list[Path]) -> list[str]:
+    """What tests/diffval/workers/megatron_worker.py runs at 26.1.0: initialize_megatron's checks, parse_args
+    and validate_args under MindSpeed-LLM 26.1.0's decorators (every feature's pre-validate, validate and
+    post-validate), the micro-batch calculator, posttrain's trainer choice, core_transformer_config_from_args
+    and TransformerConfig.__post_init__ with the wrappers the adaptor registers."""
+    return [
+        "megatron.training.initialize:initialize_megatron",
+        "mindspeed_llm.training.arguments:parse_args_decorator",
+        "megatron.training.arguments:parse_args",
+        "mindspeed_llm.training.arguments:validate_args_v2_decorator",
+        "megatron.training.arguments:validate_args",
+        "megatron.core.num_microbatches_calculator:_build_num_microbatches_calculator",
+        "mindspeed_llm.training.arguments:core_transformer_config_from_args_wrapper",
+        "megatron.training.arguments:core_transformer_config_from_args",
+        "megatron.core.transformer.transformer_config:TransformerConfig.__post_init__",
+        "mindspeed_llm.core.transformer.transformer_config:transformer_config_post_init_wrapper",
+        "mindspeed_llm.core.transformer.moe.router:transformer_config_post_init_wrapper",
+        "mindspeed.core.fusions.fused_moe_permute:transformer_config_post_init_wrapper",
+        *_created_features(roots, "mindspeed_llm.features_manager"),
+    ]
+
+
+MINDSPEED_LLM_26 = Pin(
+    name="mindspeed-llm-26.1.0",
+    backend="mindspeed-llm@26.1.0",
+    title="MindSpeed-LLM 26.1.0 with Megatron-LM core_v0.12.1 and MindSpeed 26.1.0_core_r0.12.1: "
+    "initialize_megatron's parse_args and validate_args (MindSpeed-LLM's v2 decorators and every feature "
+    "of create_features_list), the micro-batch calculator, core_transformer_config_from_args and the "
+    "TransformerConfig wrappers",
+    roots=_checkouts(
+        "AF_MINDSPEED_LLM_26_DIR",
+        "AF_MINDSPEED_26_DIR",
+        check=("megatron/training", "mindspeed/features_manager"),
+    ),
+    entries=_llm_26_entries,
+    follow=(
+        *MEGATRON_V0121_FOLLOW,
+        "mindspeed_llm.training.arguments",
+        "mindspeed_llm.features_manager",
+        "mindspeed_llm.core.transformer.transformer_config",
+        "mindspeed_llm.core.transformer.moe.router",
+        "mindspeed.features_manager",
+        "mindspeed.core.fusions.fused_moe_permute",
+    ),
+    helpers=("ensure_valid", "_check_arg_is_not_none", "incompatible_check", "dependency_check"),
+)
+
 # -- MindSpeed-RL 2.3.0 (the commit install.sh pins: 09b8c125) ----------------------------------------------
 MINDSPEED_RL = Pin(
     name="mindspeed-rl-2.3.0",
@@ -300,7 +392,7 @@ PINS: dict[str, Pin] = {p.name: p for p in (LLAMAFACTORY, VERL, MINDSPEED_RL, MI
 # A pin joins PINS once its map is complete. Until then its generated statements are checked in under
 # maps/drafts/ (regenerated and held current like the others, rows mapped so far held to the same checks),
 # and the coverage report prints its share mapped.
-DRAFTS: dict[str, Pin] = {}
+DRAFTS: dict[str, Pin] = {p.name: p for p in (MINDSPEED_LLM_26,)}
 ALL: dict[str, Pin] = {**PINS, **DRAFTS}
 
 

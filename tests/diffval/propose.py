@@ -133,10 +133,11 @@ def candidates(condition: str, find: Any, cap: int = 80) -> list[dict[str, Any]]
 
 def finder(backend: str) -> Any:
     """The key finder for a backend's conditions (LookupError when there is none)."""
-    if backend == "mindspeed-llm":
+    name, _, version = backend.partition("@")  # mindspeed-llm (2.1.0's judge) or mindspeed-llm@26.1.0
+    if name == "mindspeed-llm":
         from ascendfactory.backends.mindspeed_llm.keys import specs
 
-        return megatron_keys(specs("training", "2.1.0"))
+        return megatron_keys(specs("training", version or "2.1.0"))
     if backend == "mindspeed-mm":
         from ascendfactory.backends.common.megatron.flag_specs import Spec
         from ascendfactory.backends.mindspeed_mm.keys import training_names, training_values
@@ -151,14 +152,16 @@ def finder(backend: str) -> Any:
     raise LookupError(f"no key finder for {backend}'s conditions")
 
 
-def review(doc: dict[str, Any], rows: list[dict[str, Any]], workdir: Path) -> list[dict[str, Any]]:
+def review(
+    doc: dict[str, Any], rows: list[dict[str, Any]], workdir: Path, cap: int = 80
+) -> list[dict[str, Any]]:
     """For each row: the case the judge refuses at its statement (or none found), and our verdict on it."""
     from tests.diffval.backends import ADAPTERS
     from tests.diffval.cases import Case, apply
     from tests.diffval.ours import verdict
 
     adapter = ADAPTERS[doc["backend"]]
-    found = search(doc, rows, finder(doc["backend"]), workdir)
+    found = search(doc, rows, finder(doc["backend"]), workdir, cap)
     base = adapter.bases(workdir)[0]
     out: list[dict[str, Any]] = []
     for st in rows:
@@ -183,7 +186,9 @@ def review(doc: dict[str, Any], rows: list[dict[str, Any]], workdir: Path) -> li
     return out
 
 
-def search(doc: dict[str, Any], rows: list[dict[str, Any]], find: Any, workdir: Path) -> dict[str, dict]:
+def search(
+    doc: dict[str, Any], rows: list[dict[str, Any]], find: Any, workdir: Path, cap: int = 80
+) -> dict[str, dict]:
     """{statement id: the first candidate case the judge refuses at that statement}, on the first base."""
     from tests.diffval.backends import ADAPTERS
     from tests.diffval.judge import _base_payload, ask_framework
@@ -198,7 +203,7 @@ def search(doc: dict[str, Any], rows: list[dict[str, Any]], find: Any, workdir: 
     for st in rows:
         # a raising helper's check is its first argument (`ensure_valid(cond, msg)`), written in `message`
         text = st["condition"] if st["kind"] != "call" else f"{st['condition']} {st['message']}"
-        for i, case in enumerate(candidates(text, find)):
+        for i, case in enumerate(candidates(text, find, cap)):
             carried = adapter.carry(payload, mutations(doc["backend"], case))
             tried.append((st, case, f"{st['id']}#{i}", carried))
     frames: dict[str, list[str]] = {}

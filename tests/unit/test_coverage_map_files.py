@@ -72,6 +72,17 @@ def test_the_proposer_tries_the_keys_a_condition_reads_with_its_constants() -> N
     assert candidates("self.hidden_size > 0", find) == []  # no key of ours: nothing to try
 
 
+def test_the_proposer_reads_each_mindspeed_llm_version_s_own_flags() -> None:
+    """The key finder of a versioned judge (mindspeed-llm@26.1.0) reads that version's flag list: a flag
+    26.1.0 added is found there and not in 2.1.0's."""
+    from tests.diffval.propose import finder
+
+    at_26 = finder("mindspeed-llm@26.1.0")("args", ["moe_permute_fusion"])
+    assert at_26 is not None and at_26.key == "moe-permute-fusion" and at_26.kind == "flag"
+    assert finder("mindspeed-llm")("args", ["moe_permute_fusion"]) is None
+    assert finder("mindspeed-llm")("args", ["seq_length"]).kind == "int"  # type: ignore[union-attr]
+
+
 def test_the_mindspeed_mm_finder_reads_flags_and_the_merged_json_configs() -> None:
     """MindSpeed-MM's conditions read pretrain_vlm.py's flags and `args.mm.model.*` (model.json, merged by
     merge_mm_args): the proposer turns them into backend_config.training / .model keys."""

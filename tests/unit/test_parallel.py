@@ -136,3 +136,25 @@ def test_keys_can_be_renamed_to_the_users_spelling():
 def test_parallel_dims_rest_is_dp():
     assert ParallelDims(16, tp=2, pp=2, cp=2).dp == 2
     assert ParallelDims(6, tp=4).dp == 0
+
+
+@pytest.mark.parametrize(
+    ("split", "refused", "words"),
+    [
+        (None, True, "tp(2) * cp(4) = 8 does not divide num_attention_heads(28)"),  # ulysses: all of CP
+        (4, True, "tp(2) * cp(4) = 8"),
+        (2, False, ""),  # hybrid, ulysses-degree-in-cp 2: 28 % (2 x 2) == 0
+        (1, False, ""),  # a ring algorithm: the heads are split by TP alone
+    ],
+)
+def test_only_the_part_of_cp_that_splits_the_heads_must_divide_them(split, refused, words):
+    report = run(world_size=8, tp=2, pp=1, cp=4, cp_head_split=split)
+    heads = [p for p in report.problems if "num_attention_heads" in p.message]
+    assert bool(heads) is refused
+    if refused:
+        assert words in heads[0].message and heads[0].key == "tensor-model-parallel-size"
+
+
+def test_a_ring_still_needs_tp_to_divide_the_heads():
+    report = run(world_size=12, tp=3, pp=1, cp=4, heads=28, kv_heads=4, cp_head_split=1)
+    assert any(p.message.startswith("tp(3) does not divide num_attention_heads(28)") for p in report.problems)

@@ -55,7 +55,7 @@ from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, 
 from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
 from ascendfactory.backends.mindspeed_llm.keys import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
-from ascendfactory.backends.mindspeed_llm.rules import broken_rules
+from ascendfactory.backends.mindspeed_llm.rules import HYBRID_CP, broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import (
     DEFAULT,
     VERSIONS,
@@ -96,6 +96,23 @@ SAVE_STATE_FLAGS = ("no-save-optim", "no-save-rng")
 PATH_FLAGS = PATH_KEYS
 HUB_FLAGS = frozenset({"tokenizer-name-or-path"})  # may name a Hugging Face hub model
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def cp_head_split(training: Mapping[str, Any], cp: int, version: str) -> int | None:
+    """The part of CP that splits the attention heads under the context-parallel algorithm this version runs
+    (the flag given, else the version's default: ulysses_cp_algo at 2.1.0, megatron_cp_algo at 26.1.0).
+    Ulysses splits them by CP, the hybrid algorithms by ulysses-degree-in-cp, the ring algorithms not at all
+    (MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py _validate_cp_args, lines 259-333; MindSpeed
+    26.1.0_core_r0.12.1 mindspeed/arguments.py, lines 650-690). None: all of CP (a hybrid algorithm without
+    a usable ulysses degree, which its own rule refuses)."""
+    algo = training.get("context-parallel-algo") or defaults("training", version).get("context-parallel-algo")
+    if algo == "ulysses_cp_algo":
+        return cp
+    if algo in HYBRID_CP:
+        uly = training.get("ulysses-degree-in-cp")
+        usable = isinstance(uly, int) and not isinstance(uly, bool) and uly >= 1 and cp % uly == 0
+        return uly if usable else None
+    return 1
 
 
 def local_path(value: Any, *, hub: bool = True) -> Any:
@@ -181,11 +198,13 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         if any(p.message.startswith("must be a mapping") for p in problems):
             raise ConfigError(problems)  # the sections cannot be read further
         try:
+            version = site.version.version
             run = read_megatron_run(
                 ctx,
                 framework=Found(site, conv),
                 strict_paths=strict_paths,
                 extra_keys=("converter", "mindspeed_llm_version", "trainer", "fsdp2"),
+                cp_head_split=lambda training, cp: cp_head_split(training, cp, version),
             )
         except ConfigError as e:
             raise ConfigError(problems + e.problems) from None

@@ -11,6 +11,7 @@ flags hold a value of the wrong kind is skipped (that value is refused by the ar
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "num-dataset-builder-threads": 1,
     "encoder-tensor-model-parallel-size": 0,  # core_v0.12.1
     "encoder-pipeline-model-parallel-size": 0,
+    "transformer-impl": "transformer_engine",  # core_v0.12.1 (26.1.0's plan passes local)
     # MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py _add_cp_args / _add_instruction_finetune_args,
     # features_manager/common/moe_router.py
     "context-parallel-algo": "ulysses_cp_algo",
@@ -2094,12 +2096,532 @@ RULES_26 += (
         "moe-enable-deepep",
         lambda f: (
             f.given("moe-enable-deepep")
-            and bool(f["num-experts"])
-            and f["moe-token-dispatcher-type"] != "flex"
+            and f["moe-token-dispatcher-type"] != "flex"  # checked with or without experts
         ),
         "DeepEP needs moe-token-dispatcher-type flex",
         "set moe-token-dispatcher-type: flex, or remove moe-enable-deepep",
         "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__",
+        versions=V26,
+    ),
+)
+
+
+def _shared_expert_culprit(f: Flags) -> str | None:
+    """Which flag makes the shared experts' FFN size 0 or below (None: it is above 0, or not set). The size
+    TransformerConfig gets is the flag, or (MindSpeed-LLM 26.1.0 features_manager/moe/shared_expert.py
+    validate_args) n-shared-experts x moe-ffn-hidden-size (else ffn-hidden-size, which Megatron fills with a
+    positive size) when n-shared-experts is not 0."""
+    if f.given("moe-shared-expert-intermediate-size"):
+        return (
+            "moe-shared-expert-intermediate-size"
+            if f.num("moe-shared-expert-intermediate-size") <= 0
+            else None
+        )
+    if not f.given("n-shared-experts") or f.num("n-shared-experts") == 0:
+        return None
+    shared = f.num("n-shared-experts")
+    ffn_key = next((k for k in ("moe-ffn-hidden-size", "ffn-hidden-size") if f.given(k)), None)
+    ffn = f.num(ffn_key) if ffn_key else 1.0
+    if shared * ffn > 0:
+        return None
+    return "n-shared-experts" if shared < 0 or ffn_key is None else ffn_key
+
+
+def _heterogeneous_json(value: Any) -> bool:
+    """Whether --heterogeneous-layers-config-encoded-json holds what core_v0.12.1's
+    validate_model_config_args_from_heterogeneous_config reads first: a JSON object (SimpleNamespace(**...))
+    with hidden_act silu and its block_configs."""
+    try:
+        tree = json.loads(str(value))
+    except ValueError:
+        return False
+    return (
+        isinstance(tree, dict)
+        and tree.get("hidden_act") == "silu"
+        and isinstance(tree.get("block_configs"), list)
+    )
+
+
+def _interleaved(f: Flags) -> bool:
+    """The interleaved pipeline schedule: core_v0.12.1 validate_args keeps overlap_p2p_comm only with it."""
+    return f.given("num-layers-per-virtual-pipeline-stage") or f.given("num-virtual-stages-per-pipeline-rank")
+
+
+# Found by the 26.1.0 judge on the MoE bases (benchmarks/diff_validate.py --backend mindspeed-llm@26.1.0,
+# seeds 0 and 1): each accepted by us and refused by 26.1.0 before any device; 2.1.0 has none of these checks.
+CONFIG_26 = "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py __post_init__"
+RULES_26 += (
+    *(
+        Rule(
+            key,
+            lambda f, key=key: _shared_expert_culprit(f) == key,
+            "makes the shared experts' FFN size 0 or below: TransformerConfig wants "
+            "moe-shared-expert-intermediate-size = n-shared-experts x moe-ffn-hidden-size (each expert's)",
+            "give a positive size (the model's n_shared_experts x moe_intermediate_size), or remove "
+            "moe-shared-expert-intermediate-size to let MindSpeed-LLM compute it",
+            CONFIG_26 + " (MindSpeed-LLM 26.1.0 features_manager/moe/shared_expert.py fills it)",
+            versions=V26,
+        )
+        for key in ("moe-shared-expert-intermediate-size", "n-shared-experts", "moe-ffn-hidden-size")
+    ),
+    Rule(
+        "drop-thinking",
+        lambda f: (
+            f.given("drop-thinking")
+            and not (isinstance(f["drop-thinking"], str) and f["drop-thinking"].lower() in ("true", "false"))
+        ),
+        "takes the text 'true' or 'false'",
+        "write drop-thinking: 'true' (quoted) or 'false'",
+        LLM26 + "dataset/data_preprocess.py (its argparse type)",
+        versions=V26,
+    ),
+    Rule(
+        "heterogeneous-layers-config-encoded-json",
+        lambda f: (
+            f.given("heterogeneous-layers-config-encoded-json")
+            and not _heterogeneous_json(f["heterogeneous-layers-config-encoded-json"])
+        ),
+        "must be the text of a JSON object holding the heterogeneous layer config (hidden_act silu, "
+        "block_configs)",
+        "give the model's heterogeneous config as JSON text, or remove "
+        "heterogeneous-layers-config-encoded-json",
+        MEGATRON + " (validate_model_config_args_from_heterogeneous_config)",
+        versions=V26,
+    ),
+    *(
+        Rule(
+            key,
+            lambda f, key=key: (
+                f.given(key)
+                and (
+                    f["moe-token-dispatcher-type"] == "allgather"
+                    or (
+                        f.given("moe-expert-capacity-factor")
+                        and f.num("moe-expert-capacity-factor") != 0
+                        and not f.given("moe-pad-expert-input-to-capacity")
+                    )
+                )
+            ),
+            "needs moe-token-dispatcher-type alltoall or alltoall_seq (allgather is the default), and "
+            "moe-pad-expert-input-to-capacity with a moe-expert-capacity-factor",
+            f"set moe-token-dispatcher-type: alltoall (and moe-pad-expert-input-to-capacity: true with a "
+            f"capacity factor), or remove {key}",
+            MS26 + "fusions/fused_moe_permute.py validate_args",
+            versions=V26,
+        )
+        for key in ("moe-permute-fusion", "use-fused-moe-token-permute-and-unpermute")
+    ),
+    Rule(
+        "expert-tensor-parallel-size",
+        lambda f: (
+            f["moe-token-dispatcher-type"] == "alltoall_seq"
+            and f.given("expert-tensor-parallel-size")
+            and f.num("expert-tensor-parallel-size") != f.num("tensor-model-parallel-size")
+        ),
+        "must equal tensor-model-parallel-size with moe-token-dispatcher-type alltoall_seq",
+        "remove expert-tensor-parallel-size (it then follows tensor-model-parallel-size), or set "
+        "moe-token-dispatcher-type: alltoall",
+        CONFIG_26,
+        versions=V26,
+    ),
+    Rule(
+        "pipeline-model-parallel-split-rank",
+        lambda f: (
+            f.given("pipeline-model-parallel-split-rank")
+            and f.num("pipeline-model-parallel-size") - f.num("pipeline-model-parallel-split-rank") <= 0
+        ),
+        "must be below pipeline-model-parallel-size (the stages after it are the decoder's)",
+        "remove pipeline-model-parallel-split-rank (it splits encoder-decoder models)",
+        MEGATRON + " (backwards compatibility: pipeline_model_parallel_size -= the split rank)",
+        versions=V26,
+    ),
+    Rule(
+        "context-parallel-cache-interval",
+        lambda f: (
+            f.given("context-parallel-cache-interval")
+            and f.num("context-parallel-cache-interval") != 0
+            and (
+                not f["context-parallel-kv-cache-policy"]
+                or f.num("context-parallel-cache-interval") < 0
+                or f.num("context-parallel-cache-interval") >= f.num("num-layers")
+            )
+        ),
+        "needs context-parallel-kv-cache-policy, and a value from 0 to below num-layers",
+        "set context-parallel-kv-cache-policy (with context-parallel-size above 1), or remove "
+        "context-parallel-cache-interval",
+        MS26 + "context_parallel/context_parallel_kv_cache.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "overlap-p2p-communication-warmup-flush",
+        lambda f: (
+            f.given("overlap-p2p-communication-warmup-flush")
+            and (not _interleaved(f) or f.given("no-overlap-p2p-communication"))
+        ),
+        "needs the interleaved pipeline schedule with overlapped p2p communication (validate_args turns "
+        "overlap-p2p-communication off without num-layers-per-virtual-pipeline-stage)",
+        "remove overlap-p2p-communication-warmup-flush, or use a virtual pipeline (num-layers-per-virtual-"
+        "pipeline-stage) without no-overlap-p2p-communication",
+        "Megatron-LM {megatron} megatron/core/model_parallel_config.py __post_init__",
+        versions=V26,
+    ),
+    *(
+        Rule(
+            key,
+            lambda f, key=key: f.given(key) and (f.num(key) < 0 or f.num(key) > f.num("num-layers")),
+            "must be from 0 to num-layers",
+            f"lower {key} to at most num-layers",
+            MS26 + f"recompute/{name}.py validate_args",
+            versions=V26,
+        )
+        for key, name in (
+            ("recompute-norm-num-layers", "norm_function"),
+            ("recompute-activation-function-num-layers", "activation_function"),
+        )
+    ),
+    Rule(
+        "fp8-reuse-quantized-weight",
+        lambda f: f.given("fp8-reuse-quantized-weight") and not f.given("fp8-format"),
+        "is only valid with FP8 training (fp8-format)",
+        "remove fp8-reuse-quantized-weight, or train in FP8",
+        LLM26 + "megatron_basic/transformer_engine_basic.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "fp8-format",
+        lambda f: f.given("fp8-format") and f["transformer-impl"] == "local",
+        "FP8 needs transformer-impl transformer_engine (the plan passes local, as the examples do)",
+        "set transformer-impl: transformer_engine, or remove fp8-format",
+        LLM26 + "megatron_basic/transformer_engine_basic.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "ckpt-convert-format",
+        lambda f: f.given("ckpt-convert-format") and not (f.given("ckpt-convert-save") and f.given("load")),
+        "needs ckpt-convert-save (and a checkpoint to load)",
+        "set ckpt-convert-save, or remove ckpt-convert-format",
+        "Megatron-LM {megatron} megatron/training/initialize.py initialize_megatron",
+        versions=V26,
+    ),
+)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _product(value: Any) -> float:
+    out = 1.0
+    for item in _as_list(value):
+        out *= float(item)
+    return out
+
+
+def _first_k_26(f: Flags) -> float:
+    return f.num("first-k-dense-replace") if f.given("first-k-dense-replace") else 0.0
+
+
+RECOMPUTE_MODULES_26 = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe")  # __post_init__
+
+
+def _needs(key: str, other: str, message: str, fix: str, source: str) -> Rule:
+    """A 26.1.0 rule of the simplest shape: `key` given without `other`."""
+    return Rule(key, lambda f: f.given(key) and not f.given(other), message, fix, source, versions=V26)
+
+
+def _mla_rule(key: str, broken: Callable[[Flags], bool], message: str, fix: str) -> Rule:
+    """A 26.1.0 rule of MLAFeature.validate_args (checked only with multi-latent-attention)."""
+    return Rule(
+        key,
+        lambda f: f.given("multi-latent-attention") and broken(f),
+        message,
+        fix,
+        LLM26 + "transformer/multi_latent_attention/mla_feature.py validate_args",
+        versions=V26,
+    )
+
+
+# Found by the 26.1.0 coverage map's proposer (scripts/gen_validation_map.py mindspeed-llm-26.1.0 --propose):
+# each statement's case was refused by 26.1.0's own code there and accepted by our dry run. Checks that
+# 2.1.0 (core_r0.8.0) does not have.
+RULES_26 += (
+    Rule(
+        "use-legacy-models",
+        lambda f: (
+            f.given("use-legacy-models")
+            and (f.num("context-parallel-size") > 1 or f.given("decoupled-lr") or f.given("decoupled-min-lr"))
+        ),
+        "legacy models support neither context-parallel-size above 1 nor decoupled-lr / decoupled-min-lr",
+        "remove use-legacy-models",
+        MEGATRON,
+        versions=V26,  # 2.1.0's rule of the key also refuses use-dist-ckpt, which 26.1.0 accepts
+    ),
+    Rule(
+        "enable-hf2mg-convert",
+        lambda f: f.given("enable-hf2mg-convert"),
+        "converts an HF --load directory at start-up, but the plan's --load holds the Megatron weights its "
+        "convert step wrote (MindSpeed-LLM refuses: cannot find safetensor)",
+        "remove enable-hf2mg-convert (the plan converts the weights itself: convert_ckpt_hf2mg)",
+        LLM26 + "convert_checkpoint/convert_checkpoint.py",
+        versions=V26,
+    ),
+    Rule(
+        "num-attention-heads",
+        lambda f: f.num("num-attention-heads") % f.num("tensor-model-parallel-size") != 0,
+        "must be a multiple of tensor-model-parallel-size",
+        "set num-attention-heads to such a multiple (or remove it: it is read from the model), or lower "
+        "tensor-model-parallel-size",
+        CONFIG_26,
+        versions=V26,
+    ),
+    Rule(
+        "moe-shared-expert-overlap",
+        lambda f: (
+            f.given("moe-shared-expert-overlap")
+            and (f.given("moe-shared-expert-intermediate-size") or bool(f["n-shared-experts"]))
+            and f["moe-token-dispatcher-type"] != "alltoall"
+        ),
+        "works only with moe-token-dispatcher-type alltoall (with shared experts)",
+        "set moe-token-dispatcher-type: alltoall, or remove moe-shared-expert-overlap",
+        CONFIG_26,
+        versions=V26,
+    ),
+    Rule(
+        "recompute-modules",
+        lambda f: (
+            f["recompute-granularity"] == "selective"
+            and f.given("recompute-modules")
+            and any(str(m) not in RECOMPUTE_MODULES_26 for m in _as_list(f["recompute-modules"]))
+        ),
+        "takes only " + ", ".join(RECOMPUTE_MODULES_26) + " with selective recomputation",
+        "name modules from that list, or remove recompute-modules",
+        CONFIG_26,
+        versions=V26,
+    ),
+    Rule(
+        "enable-cuda-graph",
+        lambda f: f.given("enable-cuda-graph") and bool(f["recompute-granularity"]),
+        "cannot be used with activation recomputation (recompute-granularity)",
+        "remove enable-cuda-graph, or recompute-granularity",
+        CONFIG_26,
+        versions=V26,
+    ),
+    Rule(
+        "non-persistent-ckpt-type",
+        lambda f: (
+            f.given("non-persistent-ckpt-type") and f["non-persistent-ckpt-type"] not in ("global", "local")
+        ),
+        "takes global or local (validate_args refuses the other choices)",
+        "set non-persistent-ckpt-type: global, or remove it",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "hierarchical-context-parallel-sizes",
+        lambda f: (
+            f.given("hierarchical-context-parallel-sizes")
+            and _product(f["hierarchical-context-parallel-sizes"]) != f.num("context-parallel-size")
+        ),
+        "must multiply to context-parallel-size",
+        "give sizes whose product is context-parallel-size, or remove hierarchical-context-parallel-sizes",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "use-torch-fsdp2",
+        lambda f: f.given("use-torch-fsdp2"),
+        "Megatron's FSDP needs CUDA_DEVICE_MAX_CONNECTIONS above 1, and the plan exports 1 as every "
+        "MindSpeed-LLM example does (it also needs pipeline and expert parallel size 1, no "
+        "use-distributed-optimizer, ckpt-format torch_dist, which the final conversion cannot read)",
+        "remove use-torch-fsdp2 (MindSpeed-LLM's FSDP2 trainer is backend_config.trainer: fsdp2)",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "fp8-param-gather",
+        lambda f: (
+            f.given("fp8-param-gather")
+            and (
+                not f.given("fp8-format")
+                or not (f.given("use-distributed-optimizer") or f.given("use-torch-fsdp2"))
+            )
+        ),
+        "needs FP8 training (fp8-format) and use-distributed-optimizer (TransformerConfig: fp8_param "
+        "must be used together with fp8 mode)",
+        "remove fp8-param-gather, or train in FP8 with use-distributed-optimizer",
+        MEGATRON + " and megatron/core/transformer/transformer_config.py __post_init__",
+        versions=V26,
+    ),
+    Rule(
+        "use-custom-fsdp",
+        lambda f: f.given("use-custom-fsdp"),
+        "Megatron's custom FSDP needs CUDA_DEVICE_MAX_CONNECTIONS above 1, and the plan exports 1 as every "
+        "MindSpeed-LLM example does (it also needs use-distributed-optimizer)",
+        "remove use-custom-fsdp",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "accumulate-allreduce-grads-in-fp32",
+        lambda f: (
+            f.given("accumulate-allreduce-grads-in-fp32")
+            and f.given("bf16")
+            and f["main-grads-dtype"] not in (None, "fp32")
+        ),
+        "with bf16 needs main-grads-dtype fp32",
+        "remove main-grads-dtype (fp32 is its default), or accumulate-allreduce-grads-in-fp32",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "position-embedding-type",
+        lambda f: (
+            f["position-embedding-type"] == "relative" and f["transformer-impl"] != "transformer_engine"
+        ),
+        "relative needs transformer-impl transformer_engine (the plan passes local)",
+        "use position-embedding-type: rope (what the model was trained with)",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "position-embedding-type",
+        lambda f: f["position-embedding-type"] == "mrope" and not f.given("mrope-section"),
+        "mrope needs mrope-section",
+        "set mrope-section, or use position-embedding-type: rope",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "replication",
+        lambda f: (
+            f.given("replication")
+            and (not f.given("replication-jump") or f["non-persistent-ckpt-type"] != "local")
+        ),
+        "needs replication-jump and non-persistent-ckpt-type local",
+        "set replication-jump and non-persistent-ckpt-type: local, or remove replication",
+        MEGATRON,
+        versions=V26,
+    ),
+    Rule(
+        "use-ulysses-allgather-kv",
+        lambda f: (
+            f.given("use-ulysses-allgather-kv")
+            and (
+                f.num("context-parallel-size") == 1
+                # 26.1.0's default is megatron_cp_algo (DEFAULTS holds 2.1.0's)
+                or f.flags.get("context-parallel-algo", "megatron_cp_algo") != "ulysses_cp_algo"
+            )
+        ),
+        "needs context-parallel-size above 1 with context-parallel-algo ulysses_cp_algo",
+        "set context-parallel-size and context-parallel-algo: ulysses_cp_algo, or remove "
+        "use-ulysses-allgather-kv",
+        MS26 + "context_parallel/context_parallel_kv_cache.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "reuse-fp32-param",
+        lambda f: f.given("reuse-fp32-param") and f["optimizer-selection"] == "fused_ema_adamw",
+        "cannot be used with optimizer-selection fused_ema_adamw",
+        "remove reuse-fp32-param, or choose another optimizer-selection",
+        MS26 + "memory/reuse_fp32_param.py validate_args",
+        versions=V26,
+    ),
+    _needs(
+        "gemm-gradient-accumulation-fusion",
+        "moe-grouped-gemm",
+        "needs moe-grouped-gemm",
+        "set moe-grouped-gemm: true (MoE models), or remove gemm-gradient-accumulation-fusion",
+        MS26 + "moe/gmm.py validate_args",
+    ),
+    Rule(
+        "moe-alltoall-mc2",
+        lambda f: (
+            f.given("moe-alltoall-mc2") and f["moe-token-dispatcher-type"] not in ("alltoall", "alltoall_seq")
+        ),
+        "needs moe-token-dispatcher-type alltoall or alltoall_seq",
+        "set moe-token-dispatcher-type: alltoall, or remove moe-alltoall-mc2",
+        MS26 + "moe/moe_alltoall_mc2.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "noop-layers",
+        lambda f: (
+            isinstance(f["noop-layers"], str) and not all(x.isdigit() for x in f["noop-layers"].split(","))
+        ),
+        "must be layer numbers separated by commas (e.g. '0,5')",
+        "write noop-layers as comma-separated layer numbers, or remove it",
+        MS26 + "pipeline_parallel/noop_layers.py post_validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "recompute-in-bubble",
+        lambda f: (
+            f.given("recompute-in-bubble")
+            and (
+                f.num("pipeline-model-parallel-size") <= 1
+                or not f.given("num-layers-per-virtual-pipeline-stage")
+            )
+        ),
+        "only works with the interleaved pipeline (pipeline-model-parallel-size above 1 and "
+        "num-layers-per-virtual-pipeline-stage)",
+        "remove recompute-in-bubble, or use a virtual pipeline",
+        MS26 + "pipeline_parallel/ripipe_schedules_feature.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "profile-step-start",
+        lambda f: f.given("profile-step-start") and f.num("profile-step-start") < 1,
+        "must be 1 or more",
+        "set profile-step-start to a step from 1",
+        LLM26 + "functional/profiling.py validate_args",
+        versions=V26,
+    ),
+    Rule(
+        "use-ascend-coc",
+        lambda f: (
+            f.given("use-ascend-coc")
+            and (f["transformer-impl"] == "transformer_engine" or bool(f["lora-target-modules"]))
+        ),
+        "cannot be used with transformer-impl transformer_engine, nor with LoRA (lora-target-modules)",
+        "remove use-ascend-coc",
+        LLM26 + "megatron_basic/transformer_engine_basic.py and tensor_parallel/coc.py validate_args",
+        versions=V26,
+    ),
+    *(
+        _needs(
+            key,
+            "multi-latent-attention",
+            "needs multi-latent-attention",
+            f"remove {key} (multi-latent-attention models only)",
+            LLM26 + f"transformer/{where} validate_args",
+        )
+        for key, where in (
+            ("enable-mhc", "mhc_feature.py"),
+            ("enable-dsa-indexer", "multi_latent_attention/dsa_indexer_feature.py"),
+        )
+    ),
+    _mla_rule(
+        "padded-base-length",
+        lambda f: f.num("padded-base-length") < 1,
+        "must be 1 or more with multi-latent-attention",
+        "set padded-base-length to 1 or more (128 is its default)",
+    ),
+    Rule(
+        "first-k-dense-replace",
+        lambda f: (
+            _first_k_26(f) > 0
+            and (
+                f.num("num-layers") <= _first_k_26(f)
+                or (
+                    f.num("pipeline-model-parallel-size") > 1
+                    and _first_k_26(f) >= f.num("num-layers") // f.num("pipeline-model-parallel-size")
+                )
+            )
+        ),
+        "must be less than num-layers, and with pipeline parallelism less than the layers of a stage "
+        "(checked with or without experts)",
+        "lower first-k-dense-replace, or pipeline-model-parallel-size",
+        LLM26 + "transformer/transformer_block.py validate_args",
         versions=V26,
     ),
 )

@@ -89,7 +89,7 @@ def serve(
 ) -> int:
     """The worker's process: `--stand-ins` prints the table; otherwise one verdict per stdin line
     (`{"id", "args"}`) as one stdout line (`{"id", "ok", "error"}`), the framework's own output silenced."""
-    if sys.argv[1:] == ["--stand-ins"]:
+    if sys.argv[1:2] == ["--stand-ins"]:  # (a worker of several versions takes the version after it)
         print(json.dumps([{"module": m, "why": w, "stands_in": s} for m, w, s in stand_ins]))
         return 0
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")

@@ -9,12 +9,13 @@ import marshal
 import os
 import subprocess
 import sys
+from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 
 import pytest
 
 from ascendfactory.cli import _dataclass_code
-from ascendfactory.cli._dataclass_code import _CodeCache, cache_file
+from ascendfactory.cli._dataclass_code import _CodeCache, cache_folder
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -56,7 +57,7 @@ def _methods(cls: type) -> dict[str, tuple]:
 
 def test_classes_are_those_the_builtin_exec_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plain = [_methods(c) for c in _classes()]
-    cache = _CodeCache(tmp_path / "c.marshal")
+    cache = _CodeCache(tmp_path)
     monkeypatch.setattr(dataclasses, "exec", cache.exec, raising=False)
     first = [_methods(c) for c in _classes()]
     compiled = cache.compiled
@@ -70,60 +71,63 @@ def test_classes_are_those_the_builtin_exec_gives(tmp_path: Path, monkeypatch: p
     assert ordered(1) < ordered(2) and kw(a=1, init=2).a == 3
 
 
-def test_written_at_exit_and_read_back(tmp_path: Path) -> None:
-    path = tmp_path / "c.marshal"
-    cache = _CodeCache(path)
-    cache.exec("def f():\n  return 41\n", ns := {})
+F1 = "def f():\n  return 1\n"
+
+
+def _run(cache: _CodeCache, text: str, module: str = "pkg.mod") -> dict:
+    ns: dict = {"__name__": module}
+    cache.exec(text, ns)
+    return ns
+
+
+def test_written_at_exit_and_read_back_by_module(tmp_path: Path) -> None:
+    cache = _CodeCache(tmp_path)
+    assert _run(cache, "def f():\n  return 41\n")["f"]() == 41
+    _run(cache, F1, module="other")
+    _run(cache, F1, module="<not a module name>")  # compiled as the builtin does, not kept
     cache.write()
-    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
-    again = _CodeCache(path)
-    again.exec("def f():\n  return 41\n", ns2 := {})
-    assert again.compiled == 0 and ns["f"]() == ns2["f"]() == 41
-    again.write()  # nothing new: the file is not rewritten
-    assert marshal.loads(path.read_bytes()).keys() == {"def f():\n  return 41\n"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.marshal", "pkg.mod.marshal"]
+    assert oct(os.stat(tmp_path / "pkg.mod.marshal").st_mode & 0o777) == "0o600"
+    again = _CodeCache(tmp_path)
+    assert _run(again, "def f():\n  return 41\n")["f"]() == 41
+    assert again.compiled == 0 and again.used == 1 and list(again.modules) == ["pkg.mod"]  # other: not read
+    before = os.stat(tmp_path / "pkg.mod.marshal").st_mtime_ns
+    again.write()  # nothing new: not rewritten
+    assert os.stat(tmp_path / "pkg.mod.marshal").st_mtime_ns == before
 
 
 @pytest.mark.parametrize("damage", ["garbage", "not text->code", "others may write"])
 def test_a_file_not_to_trust_is_ignored_and_replaced(tmp_path: Path, damage: str) -> None:
-    path = tmp_path / "c.marshal"
+    path = tmp_path / "pkg.mod.marshal"
     if damage == "garbage":
         path.write_bytes(b"\x00not marshal")
     elif damage == "not text->code":
-        path.write_bytes(marshal.dumps({"def f():\n  return 1\n": "print('x')"}))
-    else:
-        _CodeCache(path).exec("def f():\n  return 1\n", {})
-        path.write_bytes(
-            marshal.dumps({"def f():\n  return 1\n": compile("def f():\n  return 2\n", "<s>", "exec")})
-        )
+        path.write_bytes(marshal.dumps({F1: "print('x')"}))
+    else:  # a planted code object that returns 2 for the text that returns 1
+        path.write_bytes(marshal.dumps({F1: compile("def f():\n  return 2\n", "<s>", "exec")}))
         path.chmod(0o666)
-    cache = _CodeCache(path)
-    assert cache.kept == {}
-    ns: dict = {}
-    cache.exec("def f():\n  return 1\n", ns)
-    assert ns["f"]() == 1 and cache.compiled == 1
+    cache = _CodeCache(tmp_path)
+    assert _run(cache, F1)["f"]() == 1 and cache.compiled == 1
     cache.write()
-    assert _CodeCache(path).kept.keys() == {"def f():\n  return 1\n"}
+    assert marshal.loads(path.read_bytes()).keys() == {F1} and path.stat().st_mode & 0o777 == 0o600
 
 
-def test_the_file_keeps_earlier_runs_until_it_is_full(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "c.marshal"
+def test_a_file_keeps_earlier_runs_until_it_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_dataclass_code, "_MAX_ENTRIES", 3)
     expected = [{"a=1\n", "b=1\n"}, {"a=1\n", "b=1\n", "c=1\n"}, {"d=1\n"}]  # full: this run's alone
     for texts, kept in zip((["a=1\n", "b=1\n"], ["c=1\n"], ["d=1\n"]), expected):
-        cache = _CodeCache(path)
+        cache = _CodeCache(tmp_path)
         for t in texts:
-            cache.exec(t, {})
+            _run(cache, t)
         cache.write()
-        assert set(marshal.loads(path.read_bytes())) == kept
+        assert set(marshal.loads((tmp_path / "pkg.mod.marshal").read_bytes())) == kept
 
 
 def test_where_it_is_kept() -> None:
-    tag = f"dataclass-code.{sys.implementation.cache_tag}-O{sys.flags.optimize}.marshal"
-    assert cache_file({"AF_CODE_CACHE_DIR": "/x"}) == Path("/x") / tag
-    assert cache_file({"AF_CODE_CACHE_DIR": "off"}) is None
-    assert cache_file({"XDG_CACHE_HOME": "/c"}) == Path("/c/ascendfactory") / tag
+    tag = f"{sys.implementation.cache_tag}-{MAGIC_NUMBER.hex()}-O{sys.flags.optimize}"
+    assert cache_folder({"AF_CODE_CACHE_DIR": "/x"}) == Path("/x") / tag
+    assert cache_folder({"AF_CODE_CACHE_DIR": "off"}) is None
+    assert cache_folder({"XDG_CACHE_HOME": "/c"}) == Path("/c/ascendfactory/dataclass-code") / tag
 
 
 PROBE = """
@@ -133,7 +137,7 @@ from ascendfactory.cli import _dataclass_code
 rc = main(["train", "cfgs/quickstart.yaml", "--dry-run", "--format", "json"])
 cache = _dataclass_code._installed
 print(json.dumps({"rc": rc, "compiled": cache.compiled if cache else None,
-                  "used": len(cache.used) if cache else None}), file=sys.stderr)
+                  "used": cache.used if cache else None}), file=sys.stderr)
 """
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -268,12 +269,19 @@ def _num(value: Any) -> str:
 
 
 def read_megatron_run(
-    ctx: PlanContext, *, framework: F, strict_paths: bool, extra_keys: tuple[str, ...] = ()
+    ctx: PlanContext,
+    *,
+    framework: F,
+    strict_paths: bool,
+    extra_keys: tuple[str, ...] = (),
+    cp_head_split: Callable[[dict[str, Any], int], int | None] | None = None,
 ) -> MegatronRun[F]:
     """Resolve and validate everything the Megatron-style plans need; raise ConfigError listing all problems.
 
     `framework`: the backend's own record, carried by the run. `extra_keys`: top-level `backend_config` keys
-    a backend reads itself (e.g. mindspeed-llm's `converter`).
+    a backend reads itself (e.g. mindspeed-llm's `converter`). `cp_head_split(training, cp)`: the part of CP
+    that splits the attention heads under the framework's context-parallel algorithm (None, or no function:
+    all of CP).
     """
     cfg = ctx.config
     problems: list[Problem] = []
@@ -306,7 +314,9 @@ def read_megatron_run(
                 fix="use pt (pre-training) or sft (fine-tuning)",
             )
         )
-    report = _layout(ctx, typed, arch, problems)
+    cp = typed.context_parallel_size or 1
+    split = cp_head_split(training, cp) if cp_head_split and cp > 1 else None
+    report = _layout(ctx, typed, arch, problems, split)
     env = cfg.env
     run = MegatronRun(
         arch=arch,
@@ -425,7 +435,11 @@ def _expert_parallel(ctx: PlanContext) -> int:
 
 
 def _layout(
-    ctx: PlanContext, typed: TrainingSection, arch: ModelArch, problems: list[Problem]
+    ctx: PlanContext,
+    typed: TrainingSection,
+    arch: ModelArch,
+    problems: list[Problem],
+    cp_head_split: int | None = None,
 ) -> LayoutReport:
     """The layout report (`report.dims`: tp, pp, cp, dp): the typed sizes, checked by `validate_layout`."""
     env = ctx.config.env
@@ -446,6 +460,7 @@ def _layout(
             sequence_parallel=typed.sequence_parallel,
             ep=_expert_parallel(ctx),
             experts=arch.experts,
+            cp_head_split=cp_head_split,
             keys={name: K + key for name, key in _LAYOUT_KEYS}
             | {
                 "world": f"env.NNODES({env.NNODES}) x devices per node"

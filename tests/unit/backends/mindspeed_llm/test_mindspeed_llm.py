@@ -154,6 +154,36 @@ def test_unknown_names_and_layout_problems_come_together(tmp_path: Path, clean_e
     assert "backend_config.training.tensor-model-parallel-size" in found
 
 
+@pytest.mark.parametrize(
+    ("version", "algo", "ulysses", "refused"),
+    [
+        ("2.1.0", None, None, True),  # 2.1.0's default, ulysses_cp_algo: heads split by TP x CP
+        ("2.1.0", "megatron_cp_algo", None, False),  # a ring: heads split by TP alone
+        ("2.1.0", "hybrid_cp_algo", 2, False),  # heads split by TP x ulysses-degree-in-cp
+        ("26.1.0", None, None, False),  # 26.1.0's default, megatron_cp_algo
+        ("26.1.0", "ulysses_cp_algo", None, True),
+    ],
+)
+def test_the_heads_are_checked_against_the_cp_algorithm_the_version_runs(
+    tmp_path: Path, clean_env, version, algo, ulysses, refused
+) -> None:
+    """Qwen2.5-7B's 28 heads on 8 devices at TP 2 x CP 4: MindSpeed's _validate_cp_args refuses them only
+    where the algorithm splits the heads by CP (ulysses) or by a ulysses degree that does not divide them."""
+    training: dict[str, Any] = {"pipeline-model-parallel-size": 1, "context-parallel-size": 4}
+    training |= {"context-parallel-algo": algo} if algo else {}
+    training |= {"ulysses-degree-in-cp": ulysses} if ulysses else {}
+    change = {"backend_config": {"mindspeed_llm_version": version, "training": training}}
+    if refused:
+        found = problems_of(tmp_path, change)
+        assert (
+            "tp(2) * cp(4) = 8 does not divide num_attention_heads(28)"
+            in found["backend_config.training.tensor-model-parallel-size"]
+        )
+    else:
+        flags = train_flags(plan_for(tmp_path, change))
+        assert flags["context-parallel-size"] == ["4"]
+
+
 def test_a_section_that_is_not_a_mapping_is_an_error(tmp_path: Path, clean_env) -> None:
     found = problems_of(tmp_path, {"backend_config": {"convert_ckpt_hf2mg": ["--x"]}})
     assert "must be a mapping" in found["backend_config.convert_ckpt_hf2mg"]

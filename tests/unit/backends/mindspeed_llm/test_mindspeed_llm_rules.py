@@ -188,10 +188,9 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"recompute-activation-function": True, "recompute-granularity": "selective"},
         {"recompute-activation-function": True},
     ),
-    "squared-relu": (
-        {"squared-relu": True},
-        {"squared-relu": True, "swiglu": OFF, "disable-bias-linear": True},  # the plan passes it (no bias)
-    ),
+    # the fix is the rule's (remove squared-relu): a user's swiglu removed from `training` is put back by the
+    # plan (model_flags.py: the model's gated MLP), so the flags would still hold both
+    "squared-relu": ({"squared-relu": True}, {}),
     "mtp-num-layers": ({"mtp-num-layers": 1, "context-parallel-size": 2}, {"mtp-num-layers": 1}),
     "use-legacy-models": ({"use-legacy-models": True, "use-dist-ckpt": True}, {"use-legacy-models": True}),
     "decoupled-lr": ({"decoupled-lr": 1e-5, "use-dist-ckpt": True}, {"decoupled-lr": 1e-5}),
@@ -423,6 +422,91 @@ MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf1
 ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
 # MindSpeed-LLM 26.1.0's examples where its rule differs from 2.1.0's (or is new): key -> (bad, good)
 EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # found by the 26.1.0 judge on the MoE bases (rules.py: "Found by the 26.1.0 judge on the MoE bases")
+    "moe-shared-expert-intermediate-size": (
+        {"moe-shared-expert-intermediate-size": 0},
+        {"moe-shared-expert-intermediate-size": 128},
+    ),
+    "n-shared-experts": ({"n-shared-experts": -1}, {"n-shared-experts": 1}),
+    "moe-ffn-hidden-size": ({"n-shared-experts": 1, "moe-ffn-hidden-size": 0}, {"n-shared-experts": 1}),
+    "drop-thinking": ({"drop-thinking": 1}, {"drop-thinking": "false"}),
+    "heterogeneous-layers-config-encoded-json": ({"heterogeneous-layers-config-encoded-json": "1"}, {}),
+    # (the fixes remove the flag: with it, core_v0.12.1's import of fused_permute needs MindSpeed's NPU patch)
+    "moe-permute-fusion": ({"moe-permute-fusion": True}, {}),
+    "use-fused-moe-token-permute-and-unpermute": (
+        {"use-fused-moe-token-permute-and-unpermute": True, **MOE, "moe-expert-capacity-factor": 1.0},
+        {**MOE, "moe-expert-capacity-factor": 1.0},
+    ),
+    "expert-tensor-parallel-size": (
+        {"expert-tensor-parallel-size": 2, "moe-token-dispatcher-type": "alltoall_seq"},
+        {"moe-token-dispatcher-type": "alltoall_seq"},
+    ),
+    "pipeline-model-parallel-split-rank": ({"pipeline-model-parallel-split-rank": 1}, {}),
+    "context-parallel-cache-interval": ({"context-parallel-cache-interval": 1}, {}),
+    "overlap-p2p-communication-warmup-flush": ({"overlap-p2p-communication-warmup-flush": True}, {}),
+    "recompute-norm-num-layers": ({"recompute-norm-num-layers": 3}, {"recompute-norm-num-layers": 1}),
+    "recompute-activation-function-num-layers": (
+        {"recompute-activation-function-num-layers": -1},
+        {"recompute-activation-function-num-layers": 1},
+    ),
+    "fp8-reuse-quantized-weight": ({"fp8-reuse-quantized-weight": True}, {}),
+    "fp8-format": ({"fp8-format": "e4m3", "transformer-impl": "local"}, {"transformer-impl": "local"}),
+    "ckpt-convert-format": ({"ckpt-convert-format": "torch"}, {}),
+    "first-k-dense-replace": ({"first-k-dense-replace": 2}, {"first-k-dense-replace": 1}),  # dense too
+    # found by the 26.1.0 coverage map's proposer (rules.py: "Found by the 26.1.0 coverage map's proposer")
+    "use-legacy-models": ({"use-legacy-models": True, "decoupled-lr": 1e-5}, {"decoupled-lr": 1e-5}),
+    "enable-hf2mg-convert": ({"enable-hf2mg-convert": True}, {}),  # the random harness, seed 7
+    "num-attention-heads": (
+        {"num-attention-heads": 3, "tensor-model-parallel-size": 2},
+        {"tensor-model-parallel-size": 2},
+    ),
+    "moe-shared-expert-overlap": (
+        {"moe-shared-expert-overlap": True, "n-shared-experts": 1},
+        {"moe-shared-expert-overlap": True, "n-shared-experts": 1, "moe-token-dispatcher-type": "alltoall"},
+    ),
+    "recompute-modules": (
+        {"recompute-granularity": "selective", "recompute-modules": ["1"]},
+        {"recompute-granularity": "selective", "recompute-modules": ["core_attn"]},
+    ),
+    "enable-cuda-graph": ({"enable-cuda-graph": True, "recompute-granularity": "selective"}, {}),
+    "non-persistent-ckpt-type": (
+        {"non-persistent-ckpt-type": "in_memory"},
+        {"non-persistent-ckpt-type": "global"},
+    ),
+    "hierarchical-context-parallel-sizes": ({"hierarchical-context-parallel-sizes": [1, 2]}, {}),
+    "use-torch-fsdp2": ({"use-torch-fsdp2": True}, {}),
+    "fp8-param-gather": ({"fp8-param-gather": True, "use-distributed-optimizer": True}, {}),
+    "use-custom-fsdp": ({"use-custom-fsdp": True}, {}),
+    "accumulate-allreduce-grads-in-fp32": (
+        {"accumulate-allreduce-grads-in-fp32": True, "bf16": True, "main-grads-dtype": "bf16"},
+        {"accumulate-allreduce-grads-in-fp32": True, "bf16": True},
+    ),
+    "position-embedding-type": (
+        {"position-embedding-type": "relative", "transformer-impl": "local"},
+        {"position-embedding-type": "rope", "transformer-impl": "local"},
+    ),
+    "replication": ({"replication": True}, {}),
+    "use-ulysses-allgather-kv": ({"use-ulysses-allgather-kv": True}, {}),
+    "reuse-fp32-param": (
+        {"reuse-fp32-param": True, "bf16": True, "optimizer-selection": "fused_ema_adamw"},
+        {},
+    ),
+    "gemm-gradient-accumulation-fusion": ({"gemm-gradient-accumulation-fusion": True}, {}),
+    "moe-alltoall-mc2": ({"moe-alltoall-mc2": True}, {}),
+    # (" 1" is a layer to 2.1.0, which reads int(x); 26.1.0 wants x.isdigit())
+    "noop-layers": ({"noop-layers": "0, 1"}, {"noop-layers": "1"}),
+    "recompute-in-bubble": ({"recompute-in-bubble": True}, {}),
+    "profile-step-start": ({"profile-step-start": 0}, {"profile-step-start": 1}),
+    "use-ascend-coc": (
+        {"use-ascend-coc": True, "lora-target-modules": ["linear_qkv"]},
+        {"lora-target-modules": ["linear_qkv"]},
+    ),
+    "enable-mhc": ({"enable-mhc": True}, {}),
+    "enable-dsa-indexer": ({"enable-dsa-indexer": True}, {}),
+    "padded-base-length": (
+        {"multi-latent-attention": True, "padded-base-length": 0},
+        {"multi-latent-attention": True},
+    ),
     "swap-attention": (
         {"swap-attention": True, "lora-target-modules": ["linear_qkv"], "lora-r": 8},
         {"swap-attention": True},
