@@ -693,7 +693,8 @@ class MindSpeedMM(Adapter):
 
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
         from ascendfactory.backends.common.megatron.read import to_flags
-        from ascendfactory.backends.mindspeed_mm.read import example_flags, preset_name, presets
+        from ascendfactory.backends.mindspeed_mm.keys import preset_name, presets
+        from ascendfactory.backends.mindspeed_mm.read import example_flags
 
         preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]
         example = {k: v for group in example_flags(preset).groups.values() for k, v in group.items()}

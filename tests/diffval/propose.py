@@ -140,8 +140,12 @@ def finder(backend: str) -> Any:
         return megatron_keys(specs("training", version or "2.1.0"))
     if backend == "mindspeed-mm":
         from ascendfactory.backends.common.megatron.flag_specs import Spec
-        from ascendfactory.backends.mindspeed_mm.keys import training_names, training_values
-        from ascendfactory.backends.mindspeed_mm.read import preset_name, presets
+        from ascendfactory.backends.mindspeed_mm.keys import (
+            preset_name,
+            presets,
+            training_names,
+            training_values,
+        )
         from tests.diffval.backends import MM_MODEL, MM_OWNED
 
         preset = presets("2.1.0")["models"][preset_name(MM_MODEL, None, "2.1.0")]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ascendfactory.backends.mindspeed_mm.flag_rules import ENV
-from ascendfactory.backends.mindspeed_mm.read import example_flags, preset_name, presets
+from ascendfactory.backends.mindspeed_mm.keys import preset_name, presets
+from ascendfactory.backends.mindspeed_mm.read import example_flags
 from tests.diffval.backends import ADAPTERS, MM_MODEL
 from tests.diffval.cases import DELETE, Case, Mutation, apply
 from tests.diffval.judge import judge_cases

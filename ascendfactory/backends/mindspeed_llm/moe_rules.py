@@ -13,7 +13,7 @@ files at core_v0.12.1, its TransformerBlockFeature and MindSpeed 26.1.0's tp_ext
 
 from __future__ import annotations
 
-from ascendfactory.backends.mindspeed_llm.rules import LLM, LLM26, MEGATRON, MS26, V21, Flags, Rule
+from ascendfactory.backends.mindspeed_llm.rule_types import LLM, LLM26, MEGATRON, MS26, V21, Flags, Rule
 
 # per MindSpeed-LLM version (`Rule.source` mapping): 26.1.0 moved these checks into features' validate_args
 MINDSPEED = {

@@ -37,7 +37,13 @@ from ascendfactory.backends.mindspeed_mm.checks import (
 )
 from ascendfactory.backends.mindspeed_mm.environment import generation_problem, resolve_site
 from ascendfactory.backends.mindspeed_mm.inputs import environment_problems, input_findings
-from ascendfactory.backends.mindspeed_mm.keys import data_json, presets, source_file, training_defaults
+from ascendfactory.backends.mindspeed_mm.keys import (
+    data_json,
+    preset_name,
+    presets,
+    source_file,
+    training_defaults,
+)
 from ascendfactory.backends.mindspeed_mm.load import decide_load
 from ascendfactory.backends.mindspeed_mm.read import (
     DATASET_KEY,
@@ -367,8 +373,6 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
         return environment.install_plan(environ)
 
     def model_problem(self, arch: ModelArch) -> str | None:
-        from ascendfactory.backends.mindspeed_mm.read import preset_name
-
         if preset_name(arch.name, arch, environment.DEFAULT_GENERATION) is None:
             return f"'{arch.name}' has no MindSpeed-MM example (Qwen2.5-VL models only)"
         return None

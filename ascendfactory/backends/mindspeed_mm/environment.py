@@ -45,7 +45,7 @@ from ascendfactory.backends.environment import (
     module_check,
     third_party_dir,
 )
-from ascendfactory.backends.mindspeed_mm.keys import GENERATIONS, RELEASES, presets
+from ascendfactory.backends.mindspeed_mm.keys import GENERATIONS, RELEASES, preset_name, presets
 from ascendfactory.config.catalog import ModelArch
 from ascendfactory.errors import ConfigError, Problem
 
@@ -339,8 +339,6 @@ def checks(environ: Mapping[str, str]) -> list[Check]:
 
 def template_values(arch: ModelArch, *, devices: int) -> dict[str, Any]:
     """The example's layout for `arch` (the default generation), for experiments/full.yaml."""
-    from ascendfactory.backends.mindspeed_mm.read import preset_name
-
     models = presets(DEFAULT_GENERATION)["models"]
     name = preset_name(arch.name, arch, DEFAULT_GENERATION)
     if name is None:

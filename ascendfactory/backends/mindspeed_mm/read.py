@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ascendfactory.backends.base import PlanContext
 from ascendfactory.backends.common.megatron.tree import OutputTree
 from ascendfactory.backends.mindspeed_mm.environment import PLACEHOLDER, Site
-from ascendfactory.backends.mindspeed_mm.keys import path_params, presets
+from ascendfactory.backends.mindspeed_mm.keys import path_params, preset_name, presets
 from ascendfactory.config.catalog import ModelArch, from_catalog, from_hf_dir
 from ascendfactory.errors import ConfigError, Problem
 
@@ -52,21 +51,6 @@ VARIABLE_FLAGS = {
 }
 PLAN_FLAGS = {"mm-data": "data", "mm-model": "model", "mm-tool": "tool"}  # written from these sections
 LIST_SEPARATED = {"dataset_param.basic_parameters.dataset", "dataset_param.basic_parameters.val_dataset"}
-
-
-def preset_name(model_name: str, arch: ModelArch | None, generation: str) -> str | None:
-    """The example for `model_name` (qwen2.5-vl-7b, Qwen2.5-VL-7B-Instruct, ...) or the HF config's size."""
-    models = presets(generation)["models"]
-    name = re.sub(r"[-_]instruct$", "", model_name.lower().replace("_", "-"))
-    name = name.replace("qwen2-5", "qwen2.5")
-    if name in models:
-        return name
-    if arch is not None and arch.hf_model_type == "qwen2_5_vl":
-        for candidate, preset in models.items():
-            text = preset["model"]["text_decoder"]
-            if text["num_layers"] == arch.layers and text["hidden_size"] == arch.hidden:
-                return candidate
-    return None
 
 
 def deep_merge(base: Any, over: Any) -> Any:

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ascendfactory.config.catalog import ModelArch
 
 _HERE = Path(__file__).resolve().parent
 
@@ -109,6 +113,21 @@ def path_params() -> dict[str, frozenset[str]]:
 def presets(generation: str) -> dict[str, Any]:
     """The whole presets document (`models`, `tools`, the pinned refs)."""
     return json.loads((_HERE / f"presets_{generation}.json").read_text(encoding="utf-8"))
+
+
+def preset_name(model_name: str, arch: ModelArch | None, generation: str) -> str | None:
+    """The example for `model_name` (qwen2.5-vl-7b, Qwen2.5-VL-7B-Instruct, ...) or the HF config's size."""
+    models = presets(generation)["models"]
+    name = re.sub(r"[-_]instruct$", "", model_name.lower().replace("_", "-"))
+    name = name.replace("qwen2-5", "qwen2.5")
+    if name in models:
+        return name
+    if arch is not None and arch.hf_model_type == "qwen2_5_vl":
+        for candidate, preset in models.items():
+            text = preset["model"]["text_decoder"]
+            if text["num_layers"] == arch.layers and text["hidden_size"] == arch.hidden:
+                return candidate
+    return None
 
 
 def source_file(kind: str, generation: str) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ascendfactory.backends.mindspeed_mm.flag_rules import ENV, RULES, WORLD, broken_rules, problems
-from ascendfactory.backends.mindspeed_mm.keys import training_defaults
-from ascendfactory.backends.mindspeed_mm.read import example_flags, preset_name, presets
+from ascendfactory.backends.mindspeed_mm.keys import preset_name, presets, training_defaults
+from ascendfactory.backends.mindspeed_mm.read import example_flags
 
 OFF = None  # in an example: the flag removed
 MOE = {"num-experts": 8}
