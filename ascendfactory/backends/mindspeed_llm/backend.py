@@ -52,7 +52,7 @@ from ascendfactory.backends.mindspeed_llm.converters import (
     v2_mg2hf_warning,
 )
 from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, resolve_site
-from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
+from ascendfactory.backends.mindspeed_llm.fsdp2 import trainer as fsdp2_trainer
 from ascendfactory.backends.mindspeed_llm.keys import defaults, unknown_keys, valid_names, value_problems
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.backends.mindspeed_llm.rules import HYBRID_CP, broken_rules
@@ -162,11 +162,13 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     def plan(self, ctx: PlanContext, *, strict_paths: bool = True) -> Plan:
         """The Megatron programs (the skeleton), or with `backend_config.trainer: fsdp2` the FSDP2 trainer
         (`fsdp2/run.py`)."""
-        trainer, problems = fsdp2.trainer_of(ctx)
+        trainer, problems = fsdp2_trainer.trainer_of(ctx)
         if trainer != "fsdp2":
             if problems:
                 raise ConfigError(problems)
             return super().plan(ctx, strict_paths=strict_paths)
+        from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2  # its keys and rules: only here
+
         explicit = self.explicit_version(ctx, problems)
         site = resolve_site(ctx, strict=strict_paths, explicit_version=explicit)
         site.problems[:0] = problems
@@ -174,6 +176,10 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         return fsdp2.build_plan(ctx, run, fsdp2.facts(run))
 
     def memory_target(self, run: Any) -> MemoryTarget | None:
+        if isinstance(run, MegatronRun):  # the Megatron programs' (no FSDP2 import for them)
+            return super().memory_target(run)
+        from ascendfactory.backends.mindspeed_llm.fsdp2 import run as fsdp2
+
         if isinstance(run, fsdp2.FSDP2Run):
             from ascendfactory.backends.mindspeed_llm.fsdp2.memory import fsdp2_target
 
@@ -185,7 +191,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         if (ctx.config.backend_config or {}).get("fsdp2") is not None:
             problems.append(
                 ctx.problem(
-                    fsdp2.SECTION_KEY,
+                    fsdp2_trainer.SECTION_KEY,
                     "is read only by the FSDP2 trainer; the Megatron programs would ignore it",
                     fix="add backend_config.trainer: fsdp2, or remove backend_config.fsdp2",
                 )

@@ -39,6 +39,10 @@ from ascendfactory.backends.base import OwnedKey, PlanContext, owned_key_problem
 from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site
 from ascendfactory.backends.mindspeed_llm.fsdp2 import keys as fsdp2_keys
 from ascendfactory.backends.mindspeed_llm.fsdp2.rules import View, broken
+from ascendfactory.backends.mindspeed_llm.fsdp2.trainer import SECTION_KEY as SECTION_KEY
+from ascendfactory.backends.mindspeed_llm.fsdp2.trainer import TRAINER_KEY as TRAINER_KEY
+from ascendfactory.backends.mindspeed_llm.fsdp2.trainer import TRAINERS as TRAINERS
+from ascendfactory.backends.mindspeed_llm.fsdp2.trainer import trainer_of as trainer_of
 from ascendfactory.checkpoints import fsdp2 as ckpt
 from ascendfactory.config.catalog import ModelArch, arch_or_none
 from ascendfactory.config.devices import VISIBLE_DEVICE_VARS
@@ -56,9 +60,6 @@ from ascendfactory.plan import (
     Torchrun,
 )
 
-TRAINER_KEY = "backend_config.trainer"
-TRAINERS = ("megatron", "fsdp2")
-SECTION_KEY = "backend_config.fsdp2"
 ENTRY = "train_fsdp2.py"
 CONFIG_FILE = "fsdp2_config.yaml"
 # The Megatron mode's sections: ignored by train_fsdp2.py, so refused beside trainer: fsdp2.
@@ -122,16 +123,6 @@ class FSDP2Run:
     @property
     def checkpoints(self) -> str:
         return ckpt.root_of(self.saved)
-
-
-def trainer_of(ctx: PlanContext) -> tuple[str, list[Problem]]:
-    """`backend_config.trainer`: megatron (default) or fsdp2."""
-    value = (ctx.config.backend_config or {}).get("trainer")
-    if value is None or value in TRAINERS:
-        return value or "megatron", []
-    return "megatron", [
-        ctx.problem(TRAINER_KEY, f"'{value}' is not a trainer", fix="use megatron (the default) or fsdp2")
-    ]
 
 
 def local(value: Any, *, hub: bool = False) -> Any:
