@@ -332,9 +332,9 @@ def _expert_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) ->
         problems.append(
             Problem(
                 key,
-                f"{inp.ep} does not divide the data-parallel size {dims.dp} (world {inp.world_size} / "
-                f"(tp {inp.tp} x pp {inp.pp} x cp {inp.cp})): Megatron forms the expert groups inside the "
-                "data-parallel ranks",
+                f"{inp.ep} does not divide the data-parallel size {dims.dp} (world_size({inp.world_size}) "
+                f"[{k['world']}] / (tp {inp.tp} x pp {inp.pp} x cp {inp.cp})): Megatron forms the expert "
+                "groups inside the data-parallel ranks",
                 fix=f"use an expert-model-parallel-size in {valid}, or a layout with more data-parallel "
                 "ranks",
             )

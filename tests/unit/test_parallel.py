@@ -158,3 +158,12 @@ def test_only_the_part_of_cp_that_splits_the_heads_must_divide_them(split, refus
 def test_a_ring_still_needs_tp_to_divide_the_heads():
     report = run(world_size=12, tp=3, pp=1, cp=4, heads=28, kv_heads=4, cp_head_split=1)
     assert any(p.message.startswith("tp(3) does not divide num_attention_heads(28)") for p in report.problems)
+
+
+def test_the_expert_parallel_refusal_says_where_the_world_size_came_from():
+    """A world too small for EP is often a device count the user set (env.NPUS_PER_NODE): the message names
+    the world's keys as the degree rules do."""
+    world = "env.NNODES(1) x devices per node(1, from env.NPUS_PER_NODE)"
+    report = run(world_size=1, tp=1, pp=1, ep=2, experts=8, gbs=8, keys={"world": world})
+    (problem,) = [p for p in report.problems if p.key == "expert-model-parallel-size"]
+    assert "does not divide the data-parallel size 1" in problem.message and world in problem.message
