@@ -12,6 +12,7 @@ transformers = pytest.importorskip("transformers")
 
 from ascendfactory.memory.megatron import MegatronJob, layer_activation  # noqa: E402
 from ascendfactory.memory.shape import ModelShape  # noqa: E402
+from tests.support.saved_tensors import bytes_saved_for_backward  # noqa: E402
 
 
 def saved_bytes(*, hidden, ffn, heads, kv_heads, head_dim, seq, dtype, model="qwen2") -> tuple[float, float]:
@@ -33,21 +34,12 @@ def saved_bytes(*, hidden, ffn, heads, kv_heads, head_dim, seq, dtype, model="qw
     hidden_states = torch.randn(1, seq, hidden, dtype=dtype or torch.float32, requires_grad=True)
     pos = torch.arange(seq).unsqueeze(0)
     cos_sin = model.model.rotary_emb(hidden_states, pos)
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.model.layers[0](
+    total = bytes_saved_for_backward(
+        lambda: model.model.layers[0](
             hidden_states, position_embeddings=cos_sin, attention_mask=None, position_ids=pos
-        )
-    skip = {p.untyped_storage().data_ptr() for p in model.parameters()} | {
-        hidden_states.untyped_storage().data_ptr()
-    }
-    total = sum(n for ptr, n in seen.items() if ptr not in skip)
+        ),
+        exclude=[*model.parameters(), hidden_states],
+    )
     rotary = sum(t.numel() * t.element_size() for t in cos_sin)
     return total - rotary, rotary
 

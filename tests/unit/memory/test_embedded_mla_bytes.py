@@ -12,6 +12,7 @@ transformers = pytest.importorskip("transformers")
 
 from ascendfactory.memory.megatron import MegatronJob, mla_host_attention  # noqa: E402
 from ascendfactory.memory.shape import MLAShape, ModelShape  # noqa: E402
+from tests.support.saved_tensors import bytes_saved_for_backward  # noqa: E402
 
 
 def saved_bytes(*, seq, dtype, heads, kv_lora, q_lora, qk_nope, qk_rope, v_head, mbs=2) -> int:
@@ -41,20 +42,13 @@ def saved_bytes(*, seq, dtype, heads, kv_lora, q_lora, qk_nope, qk_rope, v_head,
     x = torch.randn(mbs, seq, 64, dtype=dtype, requires_grad=True)
     pos = torch.arange(seq).unsqueeze(0)
     rotary = model.model.rotary_emb(x, pos)
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.model.layers[0].self_attn(x, position_embeddings=rotary, attention_mask=None, position_ids=pos)
     rotary_tensors = rotary if isinstance(rotary, (tuple, list)) else (rotary,)
-    skip = {p.untyped_storage().data_ptr() for p in model.parameters()} | {
-        t.untyped_storage().data_ptr() for t in (x, *rotary_tensors)
-    }
-    return sum(n for ptr, n in seen.items() if ptr not in skip)
+    return bytes_saved_for_backward(
+        lambda: model.model.layers[0].self_attn(
+            x, position_embeddings=rotary, attention_mask=None, position_ids=pos
+        ),
+        exclude=[*model.parameters(), x, *rotary_tensors],
+    )
 
 
 @pytest.mark.parametrize("mbs", [1, 2])
