@@ -60,9 +60,13 @@ def loss_error(
         )
     else:
         cause = "the model's output is not finite (a learning rate or loss scale too large?)"
+    if empty:
+        remedy = "raise --seq-length (backend_config.training.seq-length) so the answers fit"
+    else:  # the other ranks' errors, and a diverged model: the step itself is the cause
+        remedy = "lower the learning rate (backend_config.training.lr), or use --bf16"
     return NaNLossError(
         f"iteration {iteration}: {MARKER} the loss (lm loss {loss}) on rank {rank}: {cause}.\n"
-        "  fix: raise --seq-length (backend_config.training.seq-length) so the answers fit, or pass "
+        f"  fix: {remedy}, or pass "
         "--no-check-for-nan-in-loss-and-grad (no-check-for-nan-in-loss-and-grad: true) to train through "
         "NaN iterations (they are skipped and counted)"
     )

@@ -58,3 +58,11 @@ def test_the_interval_loss_is_nan_only_when_no_iteration_was_finite():
 def test_a_rank_with_a_finite_loss_names_the_other_rank_as_the_cause():
     e = nan_check.loss_error(iteration=3, rank=0, loss=math.nan, empty=[], num_microbatches=2, elsewhere=True)
     assert "iteration 3: found NaN in the loss" in str(e) and "another rank's loss is" in str(e)
+
+
+def test_the_fix_follows_the_cause():
+    """Empty micro-batches are fixed by a longer sequence; a diverged loss by the learning rate."""
+    empty = nan_check.loss_error(iteration=3, rank=0, loss=float("nan"), empty=[2], num_microbatches=4)
+    diverged = nan_check.loss_error(iteration=3, rank=0, loss=float("nan"), empty=[], num_microbatches=4)
+    assert "raise --seq-length" in str(empty) and "learning rate" not in str(empty).split("fix:")[1]
+    assert "lower the learning rate" in str(diverged) and "--seq-length" not in str(diverged)
