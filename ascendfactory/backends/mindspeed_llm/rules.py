@@ -16,6 +16,13 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ascendfactory.backends.mindspeed_llm import (
+    rules_26_llm_features,
+    rules_26_megatron_args,
+    rules_26_megatron_config,
+    rules_26_mindspeed_moe_tp,
+    rules_26_mindspeed_pp_cp,
+)
 from ascendfactory.backends.mindspeed_llm.moe_rules import MOE_RULES
 from ascendfactory.backends.mindspeed_llm.rule_types import (
     ALL,
@@ -2556,6 +2563,14 @@ RULES_26 += (
     ),
 )
 
+# the 26.1.0 coverage map's rules, one module per part of 26.1.0's validation code (tests/diffval/maps/)
+RULES_26 += (
+    rules_26_megatron_config.RULES
+    + rules_26_megatron_args.RULES
+    + rules_26_mindspeed_moe_tp.RULES
+    + rules_26_mindspeed_pp_cp.RULES
+    + rules_26_llm_features.RULES
+)
 RULES = RULES + RULES_26
 
 

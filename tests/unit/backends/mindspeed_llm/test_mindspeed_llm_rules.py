@@ -13,51 +13,29 @@ import yaml
 from ascendfactory.backends.mindspeed_llm.rules import RULES, broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES, VERSIONS
 from ascendfactory.errors import ConfigError
-
-# The flags a plan of the shipped full-4k template hands posttrain_gpt.py (the tiny demo model).
-BASE: dict[str, Any] = {
-    "use-mcore-models": True,
-    "tensor-model-parallel-size": 1,
-    "pipeline-model-parallel-size": 1,
-    "num-layers": 2,
-    "hidden-size": 64,
-    "num-attention-heads": 4,
-    "seq-length": 512,
-    "max-position-embeddings": 512,
-    "swiglu": True,
-    "normalization": "RMSNorm",
-    "position-embedding-type": "rope",
-    "micro-batch-size": 1,
-    "global-batch-size": 8,
-    "train-iters": 10,
-    "lr": 1.25e-6,
-    "min-lr": 1.25e-7,
-    "use-fused-rmsnorm": True,
-    "use-fused-swiglu": True,
-    "use-fused-rotary-pos-emb": True,
-    "overlap-grad-reduce": True,
-    "no-gradient-accumulation-fusion": True,
-    "variable-seq-lengths": True,
-    "save-interval": 10,
-    "data-path": "/data/alpaca",
-    "save": "/out/saved_checkpoints",
-}
-OFF = None  # in an example: the flag removed
-MOE = {"num-experts": 8, "moe-token-dispatcher-type": "alltoall"}
-CP2_RING = {"context-parallel-size": 2, "context-parallel-algo": "megatron_cp_algo"}
-SAMPLES = {"train-samples": 80, "train-iters": OFF}  # sample-based training
-CAPACITY = {**MOE, "moe-expert-capacity-factor": 1.0, "moe-pad-expert-input-to-capacity": True}
-MLA = {"multi-head-latent-attention": True}
-RECOMPUTE_FULL = {"recompute-granularity": "full", "recompute-method": "uniform", "recompute-num-layers": 1}
-ALLTOALL_OVERLAP_21 = {
-    **MOE,
-    "moe-alltoall-overlap-comm": True,
-    "moe-permutation-async-comm": True,
-    "moe-grouped-gemm": True,
-}
-TP2D = {"tp-2d": True, "use-fused-rmsnorm": OFF}
-TP2_SP = {"tensor-model-parallel-size": 2, "sequence-parallel": True}
-PP2_FUSION = {"pipeline-model-parallel-size": 2, "no-gradient-accumulation-fusion": OFF}
+from tests.unit.backends.mindspeed_llm.examples_26 import (
+    llm_features,
+    megatron_args,
+    megatron_config,
+    mindspeed_moe_tp,
+    mindspeed_pp_cp,
+)
+from tests.unit.backends.mindspeed_llm.rule_example_bases import (
+    ALLTOALL_OVERLAP_21,
+    ALLTOALL_OVERLAP_26,
+    BASE,
+    CAPACITY,
+    CP2_RING,
+    MLA,
+    MOE,
+    MOE_26,
+    OFF,
+    PP2_FUSION,
+    RECOMPUTE_FULL,
+    SAMPLES,
+    TP2_SP,
+    TP2D,
+)
 
 # rule key -> (flags that break it, the same with the fix)
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -418,8 +396,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
-MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf16": True}
-ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
 # MindSpeed-LLM 26.1.0's examples where its rule differs from 2.1.0's (or is new): key -> (bad, good)
 EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # found by the 26.1.0 judge on the MoE bases (rules.py: "Found by the 26.1.0 judge on the MoE bases")
@@ -636,6 +612,11 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
     ),
 }
+# the rule modules of the 26.1.0 coverage map (backends/mindspeed_llm/rules_26_*.py), one example module each
+for _shard in (megatron_config, megatron_args, mindspeed_moe_tp, mindspeed_pp_cp, llm_features):
+    _clash = EXAMPLES_26.keys() & _shard.EXAMPLES.keys()
+    assert not _clash, f"{_shard.__name__} repeats the examples of {sorted(_clash)}"
+    EXAMPLES_26.update(_shard.EXAMPLES)
 
 
 def example(key: str, version: str) -> tuple[dict[str, Any], dict[str, Any]] | None:

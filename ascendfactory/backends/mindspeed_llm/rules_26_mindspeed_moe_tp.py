@@ -1,0 +1,12 @@
+"""MindSpeed-LLM 26.1.0 rules read from MindSpeed 26.1.0_core_r0.12.1's features for experts, tensor
+parallelism, memory, optimizers, recomputation and the tokenizer
+(mindspeed/features_manager/{moe,tensor_parallel,memory,optimizer,recompute,fusions,tokenizer}/), as data:
+each a statement of the 26.1.0 coverage map (tests/diffval/maps/) that refuses a job our other rules
+accepted. `rules.py` adds them to its table; the record and the source texts are `rule_types.py`'s.
+"""
+
+from __future__ import annotations
+
+from ascendfactory.backends.mindspeed_llm.rule_types import Rule
+
+RULES: tuple[Rule, ...] = ()
