@@ -2,7 +2,7 @@
 
     python benchmarks/diff_validate.py [--backend llamafactory --backend verl ...] [--cases 2000] [--seed 0]
                                        [--show 20]
-    python benchmarks/diff_validate.py --coverage [--backend ...] [--show 20]
+    python benchmarks/diff_validate.py --coverage [--backend ...] [--show 20] [--only FILE]
 
 For each backend: cases generated from every shipped template and quickstart (`tests/diffval/cases.py`),
 our verdict (the checks `train` runs before its first step, in-process) and the framework's verdict on
@@ -77,8 +77,9 @@ def show_stand_ins(backend: str) -> None:
         print(f"   - {row['module']}: {row['why']} -> {row['stands_in']}")
 
 
-def coverage(backends: list[str], limit: int) -> bool:
-    """The coverage maps of `backends` (every pin): returns whether any failed."""
+def coverage(backends: list[str], limit: int, only: str | None = None) -> bool:
+    """The coverage maps of `backends` (every pin): returns whether any failed. `only`: the statements of
+    the source files whose path holds it (a part of a map, while it is being written)."""
     from tests.diffval.coverage import load_map, report_lines, run_coverage
     from tests.diffval.pins import ALL, DRAFTS, map_path
 
@@ -93,6 +94,10 @@ def coverage(backends: list[str], limit: int) -> bool:
             print(f"\n== coverage {name}: not run: {roots}")
             continue
         statements, _ = pin.walk(roots)
+        if only:
+            statements = [s for s in statements if only in s.file]
+            doc["statements"] = [st for st in doc["statements"] if only in st["file"]]
+            print(f"\n(only the {len(doc['statements'])} statements of files matching {only!r})")
         here, mapped = {s.id for s in statements}, {s["id"] for s in doc["statements"]}
         with tempfile.TemporaryDirectory(prefix=f"af-coverage-{name}-") as work:
             try:
@@ -125,9 +130,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=20, help="cases printed per disagreement cell")
     ap.add_argument("--coverage", action="store_true", help="run the coverage maps' targeted cases")
+    ap.add_argument(
+        "--only", metavar="FILE", help="--coverage: only the statements of files whose path holds FILE"
+    )
     a = ap.parse_args()
     if a.coverage:
-        return 1 if coverage(a.backend or sorted(ADAPTERS), a.show) else 0
+        return 1 if coverage(a.backend or sorted(ADAPTERS), a.show, a.only) else 0
     failed = False
     for backend in a.backend or sorted(ADAPTERS):
         with tempfile.TemporaryDirectory(prefix=f"af-diffval-{backend}-") as work:
