@@ -860,6 +860,9 @@ RULES: tuple[Rule, ...] = (
         "pipeline-model-parallel-size 2 or more and num-layers-per-virtual-pipeline-stage 1",
         "remove recompute-in-advance, or set those flags",
         LLM + " _validate_recompute_in_advance",
+        # 26.1.0 (MindSpeed's ripipe feature) checks no granularity and turns it off past VPP 1:
+        # rules_26_mindspeed_pp_cp's rule of the key
+        versions=V21,
     ),
     Rule(
         "moe-zero-memory",
