@@ -101,6 +101,11 @@ def moe_options(version: str, arch: ModelArch, training: dict[str, Any], *, save
         out["target-expert-parallel-size"] = training.get("expert-model-parallel-size") or 1
     elif version == "v1":
         out["target-expert-parallel-size"] = 1
+        # v1 mg->hf builds its Megatron model in --params-dtype, fp16 unless given (2.1.0 loader_mg.py
+        # add_arguments), and Megatron core_r0.8.0's validate_args refuses fp16 with the checkpoint's expert
+        # parallelism ("Expert parallelism is not supported with fp16 training", arguments.py); the MoE
+        # mcore2hf examples pass the training dtype (ckpt_convert_qwen3_moe_mcore2hf.sh: --params-dtype bf16)
+        out["params-dtype"] = params_dtype(training)
     out["moe-grouped-gemm"] = bool(training.get("moe-grouped-gemm", True))
     return out
 
