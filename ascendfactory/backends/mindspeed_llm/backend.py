@@ -240,6 +240,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     ) -> None:
         found = run.framework
         self.raise_if(self.missing_converter(found.site, found.converter, plan, strict_paths))
+        self.raise_if(self.v1_mla_above_tp1(run, plan))
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
@@ -394,6 +395,35 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 message=f"{conv.script} not found in {site.directory} ({conv.reason})",
                 fix=f"set backend_config.converter: {other}, or install a MindSpeed-LLM version that "
                 "ships it",
+            )
+        ]
+
+    @staticmethod
+    def v1_mla_above_tp1(run: MegatronRun[Found], plan: Plan) -> list[Problem]:
+        """MindSpeed-LLM 2.1.0's v1 convert_ckpt.py cannot write a multi-head-latent-attention model (DeepSeek)
+        at TP > 1: its saver cuts the fused `linear_qkv` by TP (mindspeed_llm/tasks/checkpoint/saver.py
+        `set_model_layer_attn` at v2.1.0) while deepseek_spec.py builds it as LinearNoTP, whole on every rank,
+        so the copy fails ("The size of tensor a (136) must match the size of tensor b (68)", run on CPU by
+        tests/integration/test_convert_matches_mindspeed_v1.py). Its DeepSeek examples convert at TP 1."""
+        step = plan.step("hf2mg")
+        found = run.framework
+        if (
+            step is None
+            or step.skipped
+            or found.converter.version != "v1"
+            or found.release.version != "2.1.0"
+        ):
+            return []
+        if run.arch is None or not run.arch.mla or run.tp <= 1:
+            return []
+        return [
+            Problem(
+                key="backend_config.training.tensor-model-parallel-size",
+                message=f"{run.tp}: MindSpeed-LLM 2.1.0's convert_ckpt.py cannot convert the multi-head "
+                f"latent attention of {run.arch.name} at TP > 1 (its saver cuts the whole-on-every-rank "
+                "linear_qkv by TP), so the hf2mg step would fail",
+                fix="use tensor-model-parallel-size 1 (as 2.1.0's DeepSeek scripts do), or give weights "
+                "already converted at this TP as user_converted_ckpt_path",
             )
         ]
 
