@@ -8,6 +8,11 @@ The stand-ins are empty modules: any attribute is an inert class, so importing a
 while nothing they stand for runs. They hold no rule and no value the
 script could read as data; a script whose result depended on them would fail, not pass. They make the
 peer's start-up cheaper than on an NPU machine (no CANN, no op compilation), never dearer.
+
+`--without`: modules not to stand in because the script's own adaptor does (MindSpeed 2.1.0's
+megatron_adaptor registers dummy `transformer_engine` modules and then removes the package, so that
+Megatron's `import transformer_engine` fails as it does on an NPU machine). On a machine without CUDA the
+device random generator is a host one (`_device_rng_on_host`), for converters that build Megatron models.
 """
 
 from __future__ import annotations
