@@ -44,11 +44,13 @@ from ascendfactory.backends.environment import Check, InstallStep, third_party_d
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
+    V1_MLA_FAMILIES,
     ConverterChoice,
     choose_converter,
     hf2mg_options,
     mg2hf_command,
     mg2hf_options,
+    v1_model_type,
     v2_mg2hf_warning,
 )
 from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, resolve_site
@@ -400,11 +402,13 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
 
     @staticmethod
     def v1_mla_above_tp1(run: MegatronRun[Found], plan: Plan) -> list[Problem]:
-        """MindSpeed-LLM 2.1.0's v1 convert_ckpt.py cannot write a multi-head-latent-attention model (DeepSeek)
-        at TP > 1: its saver cuts the fused `linear_qkv` by TP (mindspeed_llm/tasks/checkpoint/saver.py
-        `set_model_layer_attn` at v2.1.0) while deepseek_spec.py builds it as LinearNoTP, whole on every rank,
-        so the copy fails ("The size of tensor a (136) must match the size of tensor b (68)", run on CPU by
-        tests/integration/test_convert_matches_mindspeed_v1.py). Its DeepSeek examples convert at TP 1."""
+        """MindSpeed-LLM 2.1.0's v1 convert_ckpt.py cannot write a DeepSeek-V2 model (multi-head latent
+        attention) at TP > 1: its saver cuts the fused `linear_qkv` by TP (mindspeed_llm/tasks/checkpoint/
+        saver.py `set_model_layer_attn` at v2.1.0) while deepseek_spec.py builds it as LinearNoTP, whole on
+        every rank, so the copy fails ("The size of tensor a (136) must match the size of tensor b (68)", run
+        on CPU by tests/integration/test_convert_matches_mindspeed_v1.py for deepseek2-lite; deepseek2 runs
+        the same code). Its DeepSeek-V2 examples convert at TP 1. (DeepSeek-V3 is converted by 2.1.0's own
+        examples/mcore/deepseek3/convert_ckpt_deepseek3.py, not this saver.)"""
         step = plan.step("hf2mg")
         found = run.framework
         if (
@@ -414,7 +418,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             or found.release.version != "2.1.0"
         ):
             return []
-        if run.arch is None or not run.arch.mla or run.tp <= 1:
+        if run.arch is None or v1_model_type(run.arch) not in V1_MLA_FAMILIES or run.tp <= 1:
             return []
         return [
             Problem(

@@ -67,6 +67,10 @@ def choose_converter(explicit: Any, mindspeed_dir: str | None, release: Release)
     )
 
 
+# v1 --model-type-hf values whose model is built from 2.1.0's deepseek_spec.py (multi-head latent attention)
+V1_MLA_FAMILIES = frozenset({"deepseek2", "deepseek2-lite"})
+
+
 def v1_model_type(arch: ModelArch) -> str:
     return V1_MODEL_TYPE_HF.get(arch.model_type_hf, arch.model_type_hf)
 
