@@ -10,13 +10,12 @@ validate_args; the features read the flags as argparse left them (core_v0.12.1's
 
 from __future__ import annotations
 
-from ascendfactory.backends.mindspeed_llm.rule_types import LLM26, MS26, V26, Flags, Rule
+from ascendfactory.backends.mindspeed_llm.rule_types import LLM26, V26, Flags, Rule
 
 # the 26.1.0 argparse defaults these rules read where a flag is not given (rule_types.DEFAULTS holds
 # 2.1.0's for the keys whose default changed): MindSpeed-LLM 26.1.0
 # features_manager/context_parallel/context_parallel_feature.py register_args
 CP_ALGO_26 = "megatron_cp_algo"
-MASK_26 = "causal"
 # the algorithms MHC and the DSA indexer run under with context parallelism (mhc_feature.py and
 # dsa_indexer_feature.py validate_args)
 SPARSE_CP_ALGOS = ("ulysses_cp_algo", "kvallgather_cp_algo")
@@ -98,16 +97,9 @@ RULES: tuple[Rule, ...] = (
         ROTARY,
         versions=V26,
     ),
-    # context parallelism (context-parallel-size above 1); the kvallgather checks of the same function need
-    # seq-length divisible by 2 x context-parallel-size, which Megatron's validate_args already requires
-    Rule(
-        "position-embedding-type",
-        lambda f: _cp(f) and f["position-embedding-type"] == "alibi",
-        "alibi is not supported with context parallelism (context-parallel-size above 1)",
-        "use another position-embedding-type, or set context-parallel-size: 1",
-        CP_FEATURE,
-        versions=V26,
-    ),
+    # context parallelism (context-parallel-size above 1): the function's alibi and kvallgather-mask checks
+    # are rules_26_mindspeed_pp_cp.py's (MindSpeed's copies run first); its kvallgather seq-length checks
+    # need what Megatron's validate_args already requires (seq-length divisible by 2 x context-parallel-size)
     Rule(
         "use-kv-cache",
         lambda f: _cp(f) and f.given("use-kv-cache"),
@@ -131,22 +123,6 @@ RULES: tuple[Rule, ...] = (
         "context-parallel-algo: kvallgather_cp_algo",
         "set context-parallel-algo: kvallgather_cp_algo, or context-parallel-size: 1",
         CP_FEATURE,
-        versions=V26,
-    ),
-    Rule(
-        "attention-mask-type",
-        lambda f: (
-            _cp(f)
-            and _cp_algo(f) == "kvallgather_cp_algo"
-            and f.flags.get("attention-mask-type", MASK_26) != "causal"
-        ),
-        "must be causal with context-parallel-algo kvallgather_cp_algo (context-parallel-size above 1)",
-        "set attention-mask-type: causal, or use another context-parallel-algo",
-        # MindSpeed's feature, which MindSpeed-LLM's calls first, refuses it before MindSpeed-LLM's own copy
-        MS26
-        + "context_parallel/context_parallel_feature.py ContextParallelFeature.validate_args (and "
-        + CP_FEATURE
-        + ")",
         versions=V26,
     ),
     Rule(

@@ -2,7 +2,7 @@
 with the fix), on top of rule_example_bases.BASE (its `OFF` removes a flag; MOE_26 and the others are
 bases to build on).
 
-The keys whose 26.1.0 example lives elsewhere (position-embedding-type, moe-fb-overlap, enable-mhc,
+The keys whose 26.1.0 example lives elsewhere (moe-fb-overlap, enable-mhc,
 enable-dsa-indexer, moe-expert-capacity-factor) have their extra rule here tested by
 test_mindspeed_llm_rules.py's `test_llm_features_rules_of_keys_with_another_example`.
 """
@@ -40,14 +40,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             "spec": ["mindspeed_llm.tasks.models.spec.deepseek4_spec", "layer_spec"],
             "context-parallel-algo": "kvallgather_cp_algo",
         },
-    ),
-    "attention-mask-type": (
-        {
-            "context-parallel-size": 2,
-            "context-parallel-algo": "kvallgather_cp_algo",
-            "attention-mask-type": "general",
-        },
-        {"context-parallel-size": 2, "context-parallel-algo": "kvallgather_cp_algo"},
     ),
     "context-parallel-algo": (
         {
@@ -108,12 +100,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 
 # the extra 26.1.0 rules of keys whose example is another rule's: key -> (flags that break it, the fix)
 EXTRA: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {
-    "position-embedding-type": [
-        (
-            {"context-parallel-size": 2, "position-embedding-type": "alibi"},
-            {"position-embedding-type": "alibi"},
-        )
-    ],
     "moe-fb-overlap": [
         (
             {**MOE_26, "moe-fb-overlap": True, "quant-grads": True, "no-gradient-accumulation-fusion": OFF},
