@@ -147,3 +147,73 @@ def test_qwen3_30b_tp2_ep8_tensors_by_hand():
 def test_qwen3_30b_full_tp2_ep8_is_the_known_miss():
     label, job, measured = CASES[3]
     assert abs(_error(job, measured)) <= 0.15, f"{label}: {_error(job, measured):+.1%}"
+
+
+def test_expert_tensor_parallel_size_by_hand():
+    """--expert-tensor-parallel-size 1 under TP 2 (MindSpeed-LLM 26.1.0's DeepSeek-V3 example passes it):
+    each device holds its EP share of the experts whole, their optimizer state is sharded over TP x DP / (ETP
+    x EP) = 4 ranks (Megatron-LM core_v0.12.1 megatron/core/parallel_state.py line 699), and the dispatcher
+    gathers over the expert TP group only (token_dispatcher.py line 53), so a device computes the copies of
+    its own sequence shard through full-width experts."""
+    job = MegatronJob(
+        shape=MOE, tp=2, ep=2, dp=4, seq=16, sequence_parallel=True, distributed_optimizer=True, etp=1
+    )
+    assert (job.expert_tp, job.expert_dp) == (1, 4)
+    assert job.with_(etp=None).expert_dp == 2  # ETP = TP: DP / EP
+    s = estimate_megatron(job).stages[0]
+    total, _ = stage_params(job, 0, 4)
+    experts = 3 * 8 * 3 * 64 * 32 / 2  # three MoE layers, half the experts on this EP rank, each whole
+    assert stage_params(job.with_(etp=None), 0, 4)[0] == pytest.approx(total - experts / 2)
+    assert s.optimizer == pytest.approx(12 * (total - experts) / 4 + 12 * experts / 4)
+    router, copies = 4 * 16 * 8 / 2, 2 * 16 / 2  # the SP shard's 8 tokens, top 2
+    assert moe_activation(job, 16) == pytest.approx(router + 2 * copies * 64 + copies * (2 * 64 + 6 * 32))
+    # ETP = TP: the TP group's 16 tokens gathered, the expert FFN halved
+    tp_sharded = moe_activation(job.with_(etp=None), 16)
+    assert tp_sharded == pytest.approx(router + 2 * 2 * copies * 64 + 2 * copies * (2 * 64 + 6 * 32 / 2))
+
+
+def test_the_estimate_reads_the_expert_tensor_parallel_size_it_launches(tmp_path, monkeypatch, capsys):
+    """mindspeed-llm 26.1.0 hands Megatron --expert-tensor-parallel-size: the estimate follows it."""
+    import json
+    import os
+
+    from ascendfactory.cli.app import main
+    from ascendfactory.features.templates import render_experiment
+    from ascendfactory.memory import devices
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    monkeypatch.setattr(devices, "probe_devices", lambda **_: None)
+    path = tmp_path / "q30.yaml"
+    path.write_text(
+        render_experiment(
+            backend="mindspeed-llm", model_name="qwen3-30b-a3b", exp_name="full-4k", output_file=str(path)
+        )
+    )
+    layout = [
+        f"--backend_config.training.{k}"
+        for k in (
+            "tensor-model-parallel-size=2",
+            "sequence-parallel=true",
+            "expert-model-parallel-size=4",
+            "moe-token-dispatcher-type=alltoall",
+        )
+    ]
+    weights = {}
+    for etp in ("2", "1"):
+        assert (
+            main(
+                [
+                    "estimate",
+                    str(path),
+                    "--json",
+                    *layout,
+                    f"--backend_config.training.expert-tensor-parallel-size={etp}",
+                ]
+            )
+            == 0
+        )
+        memory = json.loads(capsys.readouterr().out)["memory"]
+        weights[etp] = memory["stages"][0]["weights"]
+        assert f"sharded by expert TP{etp}" in next(a for a in memory["assumptions"] if a.startswith("MoE"))
+    # 48 MoE layers x 128 experts / EP 4, each 3 x 2048 x 768 in bf16: whole with ETP 1, halved with ETP 2
+    assert weights["1"] - weights["2"] == 2 * 48 * 128 // 4 * 3 * 2048 * 768 // 2
