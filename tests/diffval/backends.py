@@ -360,10 +360,12 @@ class MindSpeedLLM(Adapter):
                 flags.update(argv_flags(to_flags(absolute({key: value}))))
             elif key in MS_FILLED:
                 flags[key] = [str(MS_FILLED[key])]
-            elif key == "save-interval" and flags.get("train-iters", ["x"])[0].isdigit():
-                flags[key] = flags["train-iters"]  # the plan saves at the end (mindspeed_llm/backend.py)
             elif key in self.plan_flags():  # the version's plan flags (versions.Release.plan_flags)
                 flags.update(argv_flags(to_flags({key: self.plan_flags()[key]})))
+        # the plan saves at the end: a deleted save-interval is train-iters, read after the case's own change
+        # of train-iters (mindspeed_llm/backend.py; sample-based training gets none)
+        if training.get("save-interval") == DELETE and flags.get("train-iters", ["x"])[0].isdigit():
+            flags["save-interval"] = flags["train-iters"]
         for m in mutations:  # a deleted topology key is 1 on this CPU machine (config/devices.py)
             if m.path == ("env", "NPUS_PER_NODE"):
                 nproc = 1 if m.value == DELETE else m.value

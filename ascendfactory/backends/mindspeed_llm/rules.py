@@ -551,11 +551,23 @@ RULES: tuple[Rule, ...] = (
         lambda f: (
             f.given("mtp-num-layers")
             and f.num("mtp-num-layers") != 0
-            and (f.num("context-parallel-size") > 1 or f["position-embedding-type"] not in ("rope", "none"))
+            and f["position-embedding-type"] not in ("rope", "none")
         ),
-        "multi-token prediction needs context-parallel-size 1 and position-embedding-type rope or none",
+        "multi-token prediction needs position-embedding-type rope or none",
+        "remove mtp-num-layers, or set position-embedding-type: rope",
+        {"2.1.0": LLM + " _validate_mtp_args", "26.1.0": MEGATRON},
+    ),
+    # 2.1.0 only: 26.1.0's MTPFeature hides mtp-num-layers from validate_args when CP is above 1
+    # (mindspeed_llm/features_manager/transformer/mtp.py pre_validate_args) and runs MTP with CP
+    Rule(
+        "mtp-num-layers",
+        lambda f: (
+            f.given("mtp-num-layers") and f.num("mtp-num-layers") != 0 and f.num("context-parallel-size") > 1
+        ),
+        "multi-token prediction needs context-parallel-size 1",
         "remove mtp-num-layers, or set context-parallel-size: 1",
         LLM + " _validate_mtp_args",
+        versions=V21,
     ),
     # legacy models: 2.1.0's decorator sets use_legacy_models = not use_mcore_models before this check, so
     # there only a missing use-mcore-models counts (the use-mcore-models rule); 26.1.0 reads use-legacy-models
@@ -1263,7 +1275,6 @@ RULES += (
         "is not supported with use-legacy-models",
         "remove use-legacy-models, or rotary-interleaved",
         MEGATRON,
-        versions=V21,
     ),
     Rule(
         "wgrad-deferral-limit",
@@ -1281,7 +1292,6 @@ RULES += (
         "give rampup-batch-size as [start, increment, samples] stepping up to global-batch-size, or "
         "remove it",
         "Megatron-LM {megatron} megatron/core/num_microbatches_calculator.py",
-        versions=V21,
     ),
     Rule(
         "lr-decay-iters",
@@ -1296,7 +1306,6 @@ RULES += (
         "sample-based training (train-samples) warms up by samples",
         "set lr-warmup-samples (or lr-warmup-fraction) instead of lr-warmup-iters",
         MEGATRON + " (sample-based training)",
-        versions=V21,
     ),
     Rule(
         "lr-warmup-samples",
@@ -1306,7 +1315,6 @@ RULES += (
         "only one of lr-warmup-fraction and lr-warmup-samples can be given",
         "remove one of them",
         MEGATRON + " (sample-based training)",
-        versions=V21,
     ),
     Rule(
         "distribute-saved-activations",
@@ -1730,15 +1738,12 @@ RULES_26 += (
     ),
     Rule(
         "attention-backend",
-        lambda f: (
-            f["attention-backend"] == "local"
-            and (
-                not f.given("spec")
-                or str((f["spec"] if isinstance(f["spec"], list) else [f["spec"]])[0]) != "local"
-            )
-        ),
-        "local needs spec: local",
-        "set spec: local, or another attention-backend",
+        # the check reads spec, which 26.1.0's MoERouter feature sets to None before validate_args
+        # (mindspeed_llm/features_manager/moe/moe_router.py pre_validate_args): local fails with any spec
+        lambda f: f["attention-backend"] == "local",
+        "local needs spec: local, which 26.1.0 hides from that check (its MoE router feature), so it "
+        "refuses local with any spec",
+        "use another attention-backend (flash, fused, unfused or auto), or remove it",
         MEGATRON,
         versions=V26,
     ),
