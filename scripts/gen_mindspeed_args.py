@@ -31,8 +31,8 @@ given by `--commit`). A built parser needs `--from-files`: it imports the checko
 from __future__ import annotations
 
 import argparse
-import enum
 import ast
+import enum
 import json
 import os
 import subprocess

@@ -175,4 +175,8 @@ def test_decrease_batch_size_if_needed_rounds_the_global_batch_down_and_refuses_
     assert run(gbs=17, decrease_batch_size=True).problems == []
     assert [p.key for p in run(gbs=17).problems] == ["global-batch-size"]
     (problem,) = run(gbs=1, decrease_batch_size=True).problems
-    assert problem.key == "global-batch-size" and "0 micro-batches" in problem.message and "2 or more" in problem.fix
+    assert (
+        problem.key == "global-batch-size"
+        and "0 micro-batches" in problem.message
+        and "2 or more" in problem.fix
+    )

@@ -5,12 +5,15 @@ megatron/core/num_microbatches_calculator.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES, VERSIONS
+from tests.unit.backends.mindspeed_llm.examples_26.megatron_args import HETEROGENEOUS, HETEROGENEOUS_FLAGS
 from tests.unit.backends.mindspeed_llm.rule_example_bases import OFF, SAMPLES
 from tests.unit.backends.mindspeed_llm.test_mindspeed_llm_rules import flags_with
 
@@ -83,3 +86,33 @@ def test_attention_backend_local_is_refused_with_spec_local_too() -> None:
         broken_rules(flags_with({"attention-backend": "flash", "use-flash-attn": OFF}), RELEASES["26.1.0"])
         == []
     )
+
+
+# BASE with what the demo model's heterogeneous config asks for (its 2 query groups, untied embeddings)
+AGREEING = {**HETEROGENEOUS_FLAGS, "group-query-attention": True, "num-query-groups": 2}
+AGREEING |= {"untie-embeddings-and-output-weights": True}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("heterogeneous-layers-config-path", HETEROGENEOUS),
+        ("heterogeneous-layers-config-encoded-json", Path(HETEROGENEOUS).read_text(encoding="utf-8")),
+    ],
+)
+def test_a_heterogeneous_config_must_agree_with_the_model_flags(key: str, value: str) -> None:
+    release = RELEASES["26.1.0"]
+    assert key not in [r.key for r in broken_rules(flags_with({**AGREEING, key: value}), release)]
+    for off in ("use-rope-scaling", "group-query-attention", "untie-embeddings-and-output-weights"):
+        assert key in [r.key for r in broken_rules(flags_with({**AGREEING, off: OFF, key: value}), release)]
+    wrong = {**AGREEING, key: value, "num-query-groups": 4, "hidden-size": 128}
+    assert key in [r.key for r in broken_rules(flags_with(wrong), release)]
+
+
+def test_a_heterogeneous_config_with_layers_of_different_query_groups_is_refused() -> None:
+    config = json.loads(Path(HETEROGENEOUS).read_text(encoding="utf-8"))
+    config["block_configs"][1]["attention"]["n_heads_in_group"] = 1
+    key = "heterogeneous-layers-config-encoded-json"
+    flags = flags_with({**AGREEING, key: json.dumps(config)})
+    assert key in [r.key for r in broken_rules(flags, RELEASES["26.1.0"])]
+    assert key not in [r.key for r in broken_rules(flags, RELEASES["2.1.0"])]

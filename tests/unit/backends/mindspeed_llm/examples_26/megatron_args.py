@@ -5,9 +5,19 @@ bases to build on).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.unit.backends.mindspeed_llm.rule_example_bases import OFF
+
+# the demo model's heterogeneous layer config (what validate_args compares with the model flags)
+HETEROGENEOUS = str(
+    Path(__file__).resolve().parents[4] / "diffval" / "data" / "heterogeneous_tiny_qwen2.json"
+)
+# the flags that config asks for beyond the demo model's own
+HETEROGENEOUS_FLAGS = {"use-rope-scaling": True, "use-rotary-position-embeddings": True}
+MLA_26 = {"multi-latent-attention": True, "kv-lora-rank": 8, "v-head-dim": 16, "qk-rope-head-dim": 8}
+MLA_26 |= {"qk-nope-head-dim": 8}
 
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "cp-comm-type": ({"cp-comm-type": ["a2a+p2p"]}, {"cp-comm-type": ["p2p"]}),
@@ -18,6 +28,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "cross-entropy-loss-fusion": (
         {"cross-entropy-loss-fusion": True, "deterministic-mode": True, "use-flash-attn": OFF},
         {"cross-entropy-loss-fusion": True, "use-flash-attn": OFF},
+    ),
+    "multi-latent-attention": (
+        {**MLA_26, **HETEROGENEOUS_FLAGS, "heterogeneous-layers-config-path": HETEROGENEOUS},
+        {**MLA_26, **HETEROGENEOUS_FLAGS},
     ),
     # rules.py's rule of the key at 26.1.0 (its CP clause is 2.1.0's only: 26.1.0's MTPFeature hides
     # mtp-num-layers from validate_args with CP and runs it)
