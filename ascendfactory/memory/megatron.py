@@ -73,12 +73,26 @@ class MegatronJob:
     # MoE: --moe-expert-capacity-factor (None: no token dropped) and --moe-pad-expert-input-to-capacity
     capacity_factor: float | None = None
     pad_to_capacity: bool = False
+    # --expert-tensor-parallel-size (Megatron core 0.10+; None: TP, the default Megatron-LM core_v0.12.1
+    # megatron/training/arguments.py line 358 sets): how each routed expert is sharded
+    etp: int | None = None
     label: str = ""
     train_iters: int | None = None  # the run's iterations (the time model's wall time of the whole run)
     overlap_grad_reduce: bool = False  # --overlap-grad-reduce: the DP all-reduce hidden in the backward
     # the embedded trainer runs on the host's CPU (no accelerator named or found: `memory.runtime.estimate_on`
     # sets it), where PyTorch's SDPA takes its math path for MLA (`mla_host_attention`)
     host: bool = False
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """The expert data-parallel size: the decoder's ranks over ETP x EP x PP (Megatron-LM core_v0.12.1
+        megatron/core/parallel_state.py line 699), i.e. TP x DP x CP / (ETP x EP); DP x CP / EP when
+        ETP = TP."""
+        return max(1, self.tp * self.dp * self.cp // (self.expert_tp * self.ep))
 
     @property
     def micro_batches(self) -> int:
@@ -286,10 +300,10 @@ def stage_dense_layers(job: MegatronJob, rank: int, layers: int) -> int:
 
 def stage_expert_params(job: MegatronJob, rank: int, layers: int) -> float:
     """Routed-expert parameters one device of stage `rank` holds: each MoE layer's experts / EP, each
-    expert sharded by the expert tensor parallel size (Megatron: TP)."""
+    expert sharded by the expert tensor parallel size (Megatron's default: TP)."""
     s = job.shape
     moe_layers = layers - stage_dense_layers(job, rank, layers) if s.experts else 0
-    return moe_layers * s.expert_params() / (job.ep * job.tp)
+    return moe_layers * s.expert_params() / (job.ep * job.expert_tp)
 
 
 def stage_params(job: MegatronJob, rank: int, layers: int) -> tuple[float, float]:
@@ -335,12 +349,13 @@ def _states(
 ) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, autocast buffer) bytes (no engine keeps autocast copies now).
     `experts`: the trainable routed-expert parameters among them, whose optimizer state the distributed
-    optimizer shards over DP x CP / EP only (Megatron core_r0.8.0 megatron/core/optimizer/__init__.py: the
-    expert-parallel buffers use the data-modulo-expert-parallel group)."""
+    optimizer shards over the expert data-parallel group only (Megatron core_r0.8.0
+    megatron/core/optimizer/__init__.py: the expert-parallel buffers use the data-modulo-expert-parallel
+    group; core_v0.12.1 line 586: `get_expert_data_parallel_group()`, of `MegatronJob.expert_dp` ranks)."""
     table = EMBEDDED_STATES if job.engine == "embedded" else MEGATRON_STATES
     w, g, o = table.get(job.precision, table["bf16"])
     shards = job.dp * job.cp if job.distributed_optimizer else 1
-    expert_shards = max(1, job.dp * job.cp // job.ep) if job.distributed_optimizer else 1
+    expert_shards = job.expert_dp if job.distributed_optimizer else 1
     frozen = total - trainable
     weights = w * trainable + (2 if job.precision != "fp32" else 4) * frozen
     optimizer = o * (trainable - experts) / shards + o * experts / expert_shards
@@ -485,9 +500,14 @@ def moe_activation(job: MegatronJob, seq: float) -> float:
         per_copy = width * ((3 + regroup) * s.hidden + 4 * s.moe_ffn / t) + 32 + 8 * regroup
         return tokens * (4 * s.experts + width) + routed_tokens(job, tokens) * per_copy
     router = 4 * seq * b * s.experts / t_sp
-    copies = routed_tokens(job, seq * b)
+    # the all-to-all dispatcher gathers the received copies over the expert TP group only
+    # (Megatron-LM core_v0.12.1 megatron/core/transformer/moe/token_dispatcher.py line 53 and 526), and
+    # MoE with TP trains with sequence parallelism (moe_layer.py line 130), so a device processes the
+    # copies of ETP of its TP group's sequence shards: all of them when ETP = TP
+    share = job.expert_tp / t if job.sequence_parallel else 1.0
+    copies = routed_tokens(job, seq * b * share)
     dispatch = width * copies * s.hidden
-    experts = copies * (width * s.hidden + 3 * width * s.moe_ffn / t)
+    experts = copies * (width * s.hidden + 3 * width * s.moe_ffn / job.expert_tp)
     return router + dispatch + experts
 
 
@@ -696,8 +716,8 @@ def assumptions(job: MegatronJob) -> list[str]:
         cap = f", capacity factor {job.capacity_factor}" if job.capacity_factor is not None else ""
         out.append(
             f"MoE: {s.experts} routed experts of {s.moe_ffn} (top {s.moe_topk}){shared}{dense}; each device "
-            f"holds experts / EP{job.ep} sharded by TP{job.tp}, their optimizer state sharded over "
-            f"DPxCP/EP={max(1, job.dp * job.cp // job.ep) if job.distributed_optimizer else 1}; a MoE layer "
+            f"holds experts / EP{job.ep} sharded by expert TP{job.expert_tp}, their optimizer state "
+            f"sharded over the expert DP={job.expert_dp if job.distributed_optimizer else 1}; a MoE layer "
             f"keeps the router's fp32 logits and top-k token copies (dispatch and expert FFN){cap}"
         )
     if s.mla is not None:

@@ -27,10 +27,13 @@ QWEN15_MOE = ModelShape(  # Qwen/Qwen1.5-MoE-A2.7B config.json (Hub): 60 experts
 
 
 def published() -> list[tuple[str, MegatronJob, float]]:
-    """(label, job, nvidia-smi GiB): ms-swift's Megatron-SWIFT examples, bf16, flash attention, the
-    distributed optimizer (ms-swift's default), the layouts their scripts pass."""
+    """(label, job, device-level GiB): ms-swift's Megatron-SWIFT examples, bf16, flash attention, the
+    distributed optimizer (ms-swift's default), the layouts their scripts pass. ms-swift builds Megatron's
+    GPTModel over the HF `vocab_size` as `--padded-vocab-size` (its `swift/megatron/model/config.py`
+    `config_mapping`, 'padded_vocab_size': ['vocab_size'], unchanged from ad907793e to ea766ff5b), so the
+    vocabulary is not padded (`vocab_divisible_by=1`; 151936 is a multiple of every TP size used here)."""
     q30 = shape_from_arch(from_catalog("qwen3-30b-a3b"))
-    common = dict(distributed_optimizer=True, vocab_divisible_by=128)
+    common = dict(distributed_optimizer=True, vocab_divisible_by=1)
     return [
         (  # examples/train/megatron/moe/moe.sh: "pp2ep4: 7 * 73GiB"
             "Qwen1.5-MoE-A2.7B PP2 EP4, 8192 packed, selective",
@@ -62,7 +65,17 @@ def published() -> list[tuple[str, MegatronJob, float]]:
             ),
             62,
         ),
-        (  # examples/train/megatron/moe/qwen3_moe.sh: "Megatron-LM: 16 * 60GiB"
+        # examples/train/megatron/moe/qwen3_moe.sh: "Megatron-LM: 9.6s/it; 16 * 60GiB", added at ms-swift
+        # ad907793e (2025-04-29; the same figure in its Qwen3 best-practice doc as memory in use, on 2 nodes
+        # x 8 A800 80GiB). That ms-swift cloned Megatron-LM core_r0.11.0 (`swift/megatron/init.py`,
+        # `init_megatron_env`) and logged no memory figure of its own (`swift/megatron/train/patcher.py`
+        # writes loss, grad norm and lr); the script set no PYTORCH_CUDA_ALLOC_CONF then. No counter is
+        # named; the same table's ZeRO-3 figure, "16 * 80GiB", is the whole card, so the column reads the
+        # device (or the allocator's reserve, which Megatron's `report_memory` prints beside max allocated:
+        # core_v0.11.0 megatron/training/utils.py line 221), not `max_memory_allocated`. The comment stayed
+        # word for word through four later changes of the script (expandable_segments at 44a561a1f, TP2 ->
+        # PP2 and aux-loss 0.01 -> 1e-3 at 37c5319fa, moe_permute_fusion at 9f2b67606): not measured again.
+        (
             "Qwen3-30B-A3B full TP2 EP8 SP, 16 GPUs, 8192 packed, full recompute",
             MegatronJob(
                 shape=q30,

@@ -872,6 +872,9 @@ RULES: tuple[Rule, ...] = (
         "pipeline-model-parallel-size 2 or more and num-layers-per-virtual-pipeline-stage 1",
         "remove recompute-in-advance, or set those flags",
         LLM + " _validate_recompute_in_advance",
+        # 26.1.0 (MindSpeed's ripipe feature) checks no granularity and turns it off past VPP 1:
+        # rules_26_mindspeed_pp_cp's rule of the key
+        versions=V21,
     ),
     Rule(
         "moe-zero-memory",
@@ -1472,8 +1475,7 @@ RULES += (
         "tensor-model-parallel-size = tp-x x tp-y",
         "set tp-x and tp-y so that tp-x x tp-y = tensor-model-parallel-size, and such a CP algorithm, or "
         "remove tp-2d",
-        LLM + " _valid_tp_2d_args",
-        versions=V21,
+        {"2.1.0": LLM + " _valid_tp_2d_args", "26.1.0": MS26 + "tensor_parallel/tp_2d.py validate_args"},
     ),
     Rule(
         "o2-gradient",
@@ -1646,7 +1648,7 @@ RULES_26: tuple[Rule, ...] = (
                 or _expert_tp(f) != 1
                 or (
                     f["schedules-method"] != "dualpipev"
-                    and not f.given("num-layers-per-virtual-pipeline-stage")
+                    and not rules_26_mindspeed_moe_tp.fb_overlap_virtual(f)
                     and f.num("pipeline-model-parallel-size") != 1
                 )
             )
@@ -1655,7 +1657,7 @@ RULES_26: tuple[Rule, ...] = (
         "with expert tensor parallel size 1, and no pipeline, a virtual pipeline or dualpipev; it cannot be "
         "used "
         "with moe-alltoall-overlap-comm, overlap-grad-reduce, moe-zero-memory-num-layers, moe-tp-extend-ep, "
-        "swap-attention or recompute-in-advance",
+        "swap-attention, recompute-in-bubble or recompute-in-advance",
         "set those flags, or remove moe-fb-overlap",
         MS26 + "moe/fb_overlap.py",
         versions=V26,

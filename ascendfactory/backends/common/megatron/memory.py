@@ -145,6 +145,9 @@ def megatron_job(args: TrainArgs, shape: ModelShape, *, dp: int, engine: str) ->
         overlap_grad_reduce=args.on("overlap-grad-reduce"),
         capacity_factor=_capacity(args),
         pad_to_capacity=args.on("moe-pad-expert-input-to-capacity"),
+        # Megatron's --expert-tensor-parallel-size (core 0.10+; unset: TP); the embedded trainer shards
+        # experts by TP
+        etp=(args.number("expert-tensor-parallel-size") or None) if engine == "megatron" else None,
     )
 
 
