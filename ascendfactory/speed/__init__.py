@@ -3,9 +3,10 @@
 flops.py      FLOPs per iteration by Megatron's own formula (`num_floating_point_operations`)
 devices.py    what a device does per second: its measured matmul rate, memory and link bandwidths, and the
               constants calibrated on recorded runs (with the calibration error they reach)
-model.py      `Workload` (one layout) -> `predict(workload, device)`: step time by part (compute, pipeline
-              bubble, tensor / pipeline / data-parallel communication, optimizer, per-layer overhead),
-              tokens/s per device and the wall time of the whole run
+work.py       what one step does: its GEMMs by shape, the memory-bound bytes, the operators it calls
+model.py      `Workload` (one layout) -> `predict(workload, device)`: step time by part (GEMMs,
+              memory-bound work, launches, bubble, tensor / pipeline / data-parallel communication,
+              optimizer), tokens/s per device and the wall time of the whole run
 calibrate.py  fits a device's constants on its recorded runs (`recorded/*.yaml`) and states the error
 probe.py      measures this machine's matmul rate and copy bandwidth (torch; the CPU benchmark's probe)
 

@@ -2,9 +2,11 @@
 
 `recorded/<device>.yaml` lists measured runs (each: the `Workload`, the measured step time, the date and
 commit it was measured at, and for the CPU the matmul rate and copy bandwidth measured right before it).
-The step time is linear in 1 / efficiency, the per-layer overhead and 1 / intra-node bandwidth
-(`model.linear_terms`), so the fit is least squares on the relative error, in closed form; the
-constants a device has no information on (no communication in its runs) keep their stated values.
+The step time is piecewise linear in 1 / efficiency, the overheads, the launch cost and 1 / intra-node
+bandwidth (`model.linear_terms`; a max() where launches and work race on a GPU), so the fit is least
+squares on the relative error, in closed form on the current pieces, repeated until the constants settle;
+the constants a device has no information on (no communication in its runs), and a launch cost measured
+rather than fitted (`DeviceSpeed.launch_flops`), keep their stated values.
 `calibration_error` is the largest |predicted / measured - 1| over the runs with the fitted constants; with
 `leave_one_out=True` each run is predicted by constants fitted on the others (an honest error when there
 are more runs than constants).
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendfactory.speed.devices import DeviceSpeed, device_speed
-from ascendfactory.speed.model import CALIBRATED, Workload, linear_terms, predict
+from ascendfactory.speed.model import CALIBRATED, Workload, linear_terms, predict, unknown, with_unknown
 
 RECORDED = Path(__file__).resolve().parent / "recorded"
 
@@ -83,6 +85,8 @@ def device_for(run: RecordedRun, base: DeviceSpeed) -> DeviceSpeed:
     dev = base
     if run.matmul_flops:
         dev = dev.with_(matmul_flops={k: float(run.matmul_flops) for k in base.matmul_flops})
+        if base.launch_flops:  # the same load slows the launches as it slows the matmul
+            dev = dev.with_(launch_s=base.launch_s * base.launch_flops / float(run.matmul_flops))
     if run.memory_bandwidth:
         dev = dev.with_(memory_bandwidth=float(run.memory_bandwidth))
     return dev
@@ -108,34 +112,40 @@ def fit(
     runs: tuple[RecordedRun, ...] | list[RecordedRun], base: DeviceSpeed, free: tuple[str, ...] = CALIBRATED
 ) -> DeviceSpeed:
     """The constants named in `free` minimising the summed squared relative error over `runs` (the others
-    kept as `base` has them)."""
+    kept as `base` has them). The step is piecewise linear in them (`model.linear_terms`): solved at the
+    current constants' pieces, again until the constants settle."""
+    dev = base
+    for _ in range(20):
+        new = _fit_once(runs, dev, free)
+        if all(
+            abs(unknown(new, c) - unknown(dev, c)) <= 1e-9 * max(abs(unknown(dev, c)), 1e-12) for c in free
+        ):
+            return new
+        dev = new
+    return dev
+
+
+def _fit_once(
+    runs: tuple[RecordedRun, ...] | list[RecordedRun], base: DeviceSpeed, free: tuple[str, ...]
+) -> DeviceSpeed:
     rows = []
     for run in runs:
-        columns, rest = linear_terms(run.workload, device_for(run, base))
-        fixed = sum(columns[c] * _unknown(base, c) for c in CALIBRATED if c not in free)
+        dev = device_for(run, base)
+        columns, rest = linear_terms(run.workload, dev)
+        fixed = sum(columns[c] * unknown(dev, c) for c in CALIBRATED if c not in free)
         rows.append(([columns[c] for c in free], run.measured_step_s - rest - fixed, run.measured_step_s))
     use = [i for i, _ in enumerate(free) if any(r[0][i] > 0 for r in rows)]
     a = [[sum(r[0][i] * r[0][j] / r[2] ** 2 for r in rows) for j in use] for i in use]
     b = [sum(r[0][i] * r[1] / r[2] ** 2 for r in rows) for i in use]
     sol = {free[i]: v for i, v in zip(use, _solve(a, b))}
     dev = base
-    if sol.get("efficiency", 0) > 0:
-        dev = dev.with_(efficiency=1 / sol["efficiency"])
-    for name in ("step_overhead_s", "layer_overhead_s"):
-        if name in sol:
-            dev = dev.with_(**{name: max(0.0, sol[name])})
-    if sol.get("intra_bandwidth", 0) > 0:
-        dev = dev.with_(intra_bandwidth=1 / sol["intra_bandwidth"])
+    for name, u in sol.items():
+        if name in ("efficiency", "intra_bandwidth") and u <= 0:
+            continue  # no positive rate fits: keep the stated one
+        if name == "launch_s" and base.launch_flops:
+            continue  # measured, not fitted (a launch cost is only fitted where none was measured)
+        dev = with_unknown(dev, name, max(0.0, u))
     return dev
-
-
-def _unknown(dev: DeviceSpeed, name: str) -> float:
-    """The value a constant's column multiplies (1 / efficiency, 1 / bandwidth, the overheads as they are)."""
-    if name == "efficiency":
-        return 1 / dev.efficiency
-    if name == "intra_bandwidth":
-        return 1 / dev.intra_bandwidth
-    return float(getattr(dev, name))
 
 
 def errors(runs: tuple[RecordedRun, ...] | list[RecordedRun], dev: DeviceSpeed) -> list[float]:
@@ -163,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {len(rec.runs)} runs ({rec.machine}; {rec.date}, commit {rec.commit})")
         print(
             f"  fitted {', '.join(rec.free)}: efficiency={dev.efficiency:.4f} "
-            f"step_overhead_s={dev.step_overhead_s:.6g} layer_overhead_s={dev.layer_overhead_s:.6g} "
+            f"step_overhead_s={dev.step_overhead_s:.6g} launch_s={dev.launch_s:.6g} "
             f"intra_bandwidth={dev.intra_bandwidth:.4g} "
             f"calibration_error={max(abs(e) for e in errs):.4f}"
         )

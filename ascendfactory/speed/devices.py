@@ -7,13 +7,16 @@ Each `DeviceSpeed` holds figures of two kinds, and says which is which:
   memory bandwidth (the optimizer step is bound by it) and the link bandwidths: `intra_bandwidth` for
   tensor / pipeline / data-parallel traffic inside a node, `inter_bandwidth` across nodes (bytes/s a rank
   sends, effective);
+- measured where said: `launch_s`, the cost of one operator call (the CPU's by
+  benchmarks/bench_step_ops.py --launch), and `gemm_table`, GEMM rates by shape;
 - calibrated on recorded runs of the device (`speed.calibrate` fits them; `recorded/<device>.yaml` holds
-  the runs, each with its date and commit): `efficiency` (the share of the matmul rate a training step
-  achieves), `step_overhead_s` (per iteration) and `layer_overhead_s` (per layer and micro-batch): kernel
-  launches, Python and memory-bound work, what dominates a tiny model; and, where measured runs had
-  communication, `intra_bandwidth`. Which of them a device's runs determine is listed in its recorded file
-  (`fit:`); the others keep the values written here. `calibration_error` is the
-  largest |predicted / measured - 1| over those runs; `calibrated_on` how many there were.
+  the runs, each with its date and commit): `efficiency` (the share of the GEMM rate the step's GEMMs
+  reach), `launch_s` where none was measured (the H200's, from its quickstart run), `step_overhead_s` (per
+  iteration), `layer_overhead_s` (the CPU's, per layer and micro-batch: what the counted work misses at its
+  calibrated shape); and, where measured runs had communication, `intra_bandwidth`. Which of them a
+  device's runs determine is listed in its recorded file (`fit:`); the others keep the values written
+  here. `calibration_error` is the largest |predicted / measured - 1| over those runs; `calibrated_on`
+  how many there were.
 
 A device without recorded runs of its own (every Ascend NPU here: none was lent to this project) borrows
 the H200's calibrated constants; its `source` says so and the estimate prints it.
@@ -21,9 +24,12 @@ the H200's calibrated constants; its `source` says so and the estimate prints it
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field, replace
 
 from ascendfactory.metrics.hardware import peak_for
+from ascendfactory.speed.work import Gemm
 
 # The H200 figures (the project's GPU run, shared method in benchmarks/: 2026-11-25, project at 776fd04,
 # torch 2.11 + CUDA 13.0): an 8192^3 bf16 matmul ran at 796 TFLOP/s against the 989 TFLOP/s datasheet peak.
@@ -39,10 +45,14 @@ class DeviceSpeed:
     intra_bandwidth: float  # bytes/s a rank moves inside a node (TP, PP, DP collectives), effective
     inter_bandwidth: float  # bytes/s across nodes, effective
     latency_s: float  # per collective or point-to-point message
-    efficiency: float  # calibrated: achieved share of the matmul rate in a training step
-    step_overhead_s: float  # calibrated: seconds per iteration besides the FLOPs (optimizer launches, loop)
-    layer_overhead_s: float  # calibrated: seconds per layer per micro-batch besides the FLOPs
+    efficiency: float  # calibrated: the share of the GEMM rate (`gemm_call_s`) the step's GEMMs reach
+    step_overhead_s: float  # calibrated: seconds per iteration besides the step's counted work
+    # seconds per operator the step calls (`speed.work.operators`): the host's dispatch and Python around
+    # it (CPU: measured by benchmarks/bench_step_ops.py --launch; else calibrated)
+    launch_s: float
     source: str
+    # calibrated (CPU): seconds per layer and micro-batch beyond the counted work (`speed.model`)
+    layer_overhead_s: float = 0.0
     calibration_error: float | None = None  # the largest |predicted / measured - 1| on the recorded runs
     calibrated_on: int = 0
     threads_per_process: int = 1  # CPU only: the matmul rate is one thread's, times this
@@ -55,6 +65,15 @@ class DeviceSpeed:
     # compute), else the collective latency
     pipeline_op_s: float | None = None
     gloo: bool = False  # collectives by gloo (the CPU): no reduce-scatter of its own (`speed.model`)
+    # a GPU / NPU: the host queues kernels ahead of the device, so a kernel costs its own time or its
+    # launch, whichever is longer (`speed.model`); the CPU computes and dispatches in one thread, in turn
+    async_launch: bool = False
+    # measured GEMM rates by shape (CPU): (m, k, n, FLOP/s over `matmul_flops`'s), interpolated in log m,
+    # log k, log n (`gemm_rate`); None: every GEMM at the large-GEMM rate
+    gemm_table: tuple[tuple[int, int, int, float], ...] | None = None
+    # the matmul rate measured beside `launch_s` (CPU): a run whose probe read less (other processes' load)
+    # pays its launches slower in proportion (`speed.calibrate.device_for`)
+    launch_flops: float | None = None
 
     @property
     def op_s(self) -> float:
@@ -66,8 +85,40 @@ class DeviceSpeed:
         key = precision if precision in self.matmul_flops else ("bf16" if "16" in precision else "fp32")
         return self.matmul_flops.get(key) or max(self.matmul_flops.values())
 
+    def gemm_rate(self, m: int, k: int, n: int, precision: str) -> float:
+        """FLOP/s of an (m x k) @ (k x n) GEMM at `precision`: the large-GEMM rate times the measured table's
+        ratio at that shape (trilinear in log2 of each dimension, clamped to the table's range), times the
+        threads and the calibrated efficiency."""
+        rate = self.rate(precision) * self.threads_per_process * self.efficiency
+        if self.gemm_table:
+            rate *= _interpolate(self.gemm_table, (m, k, n))
+        return rate
+
+    def gemm_call_s(self, g: Gemm, precision: str) -> float:
+        """Seconds of one call of `g` (all its batched GEMMs)."""
+        return 2.0 * g.m * g.k * g.n * g.batch / self.gemm_rate(g.m, g.k, g.n, precision)
+
     def with_(self, **changes: object) -> DeviceSpeed:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _interpolate(table: tuple[tuple[int, int, int, float], ...], shape: tuple[int, int, int]) -> float:
+    """The table's ratio at `shape`, trilinear in log2 of (m, k, n) between the grid's points, clamped."""
+    axes: list[list[int]] = [sorted({int(row[i]) for row in table}) for i in range(3)]
+    value = {(int(r[0]), int(r[1]), int(r[2])): float(r[3]) for r in table}
+    brackets: list[tuple[tuple[int, float], tuple[int, float]]] = []
+    for axis, size in zip(axes, shape):
+        x = min(max(float(size), axis[0]), axis[-1])
+        hi = next(i for i, a in enumerate(axis) if a >= x)
+        lo = max(0, hi - 1) if axis[hi] > x else hi
+        a, b = axis[lo], axis[hi]
+        t = 0.0 if a == b else (math.log2(x) - math.log2(a)) / (math.log2(b) - math.log2(a))
+        brackets.append(((a, 1 - t), (b, t)))
+    total = 0.0
+    for (m, wm), (k, wk), (n, wn) in itertools.product(*brackets):
+        if wm * wk * wn:
+            total += wm * wk * wn * value[(m, k, n)]
+    return total
 
 
 def _from_peak(
@@ -86,7 +137,8 @@ def _from_peak(
         latency_s=h200.latency_s,
         efficiency=h200.efficiency,
         step_overhead_s=h200.step_overhead_s,
-        layer_overhead_s=h200.layer_overhead_s,
+        launch_s=h200.launch_s,
+        async_launch=True,
         source=(
             f"not measured: {peak.source} x {MATMUL_OF_PEAK:.3f} (the H200's measured matmul / peak); "
             f"fp32 at 1/8 of it; {why}; efficiency and overhead borrowed from the H200's calibration"
@@ -106,9 +158,10 @@ DEVICES: dict[str, DeviceSpeed] = {
         intra_bandwidth=360e9,
         inter_bandwidth=50e9,
         latency_s=20e-6,
-        efficiency=0.4289,
-        step_overhead_s=0.04223,
-        layer_overhead_s=0.0,
+        efficiency=0.8772,
+        step_overhead_s=0.0,
+        launch_s=21.09e-6,
+        async_launch=True,
         source=(
             "bf16 matmul measured (8192^3, 796 TFLOP/s; 2026-11-25, project at 776fd04); fp32 67 TFLOP/s, "
             "memory 4.8 TB/s, NVLink 900 GB/s both ways (360 GB/s taken as effective), 400 Gb/s "
@@ -118,9 +171,9 @@ DEVICES: dict[str, DeviceSpeed] = {
         calibrated_on=2,
         calibrated_hidden=(64, 896),
         notes=(
-            "H200: two recorded runs fit two constants (efficiency, step overhead) exactly; its error is a "
-            "fit, "
-            "not a validation",
+            "H200: two recorded runs fit two constants exactly (the GEMMs' share of the measured matmul rate "
+            "on the 0.5B shape, the per-operator launch cost on the quickstart): a fit; held-out figures of "
+            "the same GPU run (0.5B and 1.5B shapes) are within 8%",
         ),
     ),
     "cpu": DeviceSpeed(
@@ -129,17 +182,22 @@ DEVICES: dict[str, DeviceSpeed] = {
         # GEMM (1024 x 768 by 768 x 2048) and its copy bandwidth; gloo over loopback between processes
         matmul_flops={"fp32": 64.8e9, "bf16": 64.8e9, "fp16": 64.8e9},
         memory_bandwidth=13.1e9,
-        intra_bandwidth=326.6e6,
+        intra_bandwidth=327.1e6,
         inter_bandwidth=100e6,
         latency_s=100e-6,
-        efficiency=1.2058,
+        efficiency=1.2945,
         step_overhead_s=0.0,
-        layer_overhead_s=0.1650,
+        # benchmarks/bench_step_ops.py --launch (the trainer on a hidden-16 model, next to no FLOPs), 7 runs
+        # 2026-11-28 under load: 7.5 to 37.5 us per operator; the median of (seconds x the matmul probe beside
+        # it) taken at that run's probe
+        launch_s=14.7e-6,
+        launch_flops=39.9e9,
+        layer_overhead_s=0.1663,
         source=(
             "one thread of the project's 2-core CPU machine, fp32 (matmul 64.8 GFLOP/s and copy 13.1 GB/s "
             "measured 2026-11-27 at d2c3378; gloo over loopback, its bandwidth calibrated)"
         ),
-        calibration_error=0.238,
+        calibration_error=0.277,
         calibrated_on=16,
         calibrated_hidden=(768, 768),
         gloo=True,
@@ -148,7 +206,7 @@ DEVICES: dict[str, DeviceSpeed] = {
         pipeline_op_s=3.6e-3,
         notes=(
             "CPU: fitted on 16 layouts of bench_memory.py (hidden 768) measured while other work shared the "
-            "2 cores, every one within 24% (leave-one-out 30%); the per-layer term is that model's",
+            "2 cores, every one within 28% (leave-one-out 33%); the per-layer term is that model's",
         ),
     ),
 }

@@ -2,14 +2,21 @@
 
 One iteration of a Megatron-style job on `world = TP x PP x DP x CP` devices, each part a formula:
 
-- compute: the iteration's FLOPs by Megatron's formula (`speed.flops`), plus what recompute redoes (full:
-  the layers' forward again, x 4/3 of their part; selective: the attention scores' forward, x 4/3 of that
-  term), LoRA's frozen weights needing no weight gradient (x (2 + trainable share) / 3), divided over the
-  devices, at `device.efficiency` of the device's matmul rate at the run's precision;
-- pipeline bubble (1F1B): compute x (PP - 1) / (VPP x micro-batches);
-- overhead: `device.step_overhead_s` per iteration (the optimizer's launches, logging, the loop) plus
-  `device.layer_overhead_s` x layers per stage x micro-batches (x 4/3 with full recompute): launches and
-  Python and memory-bound element-wise work, what a tiny model's step is made of;
+- compute: each GEMM one device runs (`speed.work.gemms`: the layers' projections, the attention kernel and
+  the output layer, forward, data and weight gradients, what recompute redoes, no weight gradient for
+  LoRA's frozen weights; their FLOPs add up to Megatron's formula, `speed.flops`) at the device's rate for
+  that GEMM's shape (`DeviceSpeed.gemm_rate`: the CPU's measured table, elsewhere the large-GEMM rate) x
+  `device.efficiency`;
+- pipeline bubble (1F1B): (compute + memory + launch) x (PP - 1) / (VPP x micro-batches);
+- memory: the bytes the memory-bound work moves (norms, rotary, SwiGLU, residual adds, SDPA's inputs and
+  output, the cross-entropy over the vocabulary in fp32: `speed.work.elementwise_bytes`) over the device's
+  memory bandwidth;
+- launch: the operators the step calls (`speed.work.operators`, counted from the trainer) x
+  `device.launch_s`: what a tiny model's step is made of. On the CPU (one thread computes and dispatches)
+  compute, memory and launch add up; on a GPU / NPU (`device.async_launch`) the host queues kernels ahead, so
+  each GEMM costs its time or its launch, whichever is longer, and the short memory-bound kernels their
+  bytes' time or their launches';
+- overhead: `device.step_overhead_s` per iteration (calibrated, 0 where the runs need none);
 - tensor parallel: 4 all-reduces of s/CP x b x h activations per layer and micro-batch (2 forward, 2
   backward; sequence parallel moves the same bytes as reduce-scatter + all-gather), 2(t-1)/t of each on the
   wire, plus the device's latency per collective;
@@ -39,13 +46,16 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ascendfactory.speed import work
 from ascendfactory.speed.devices import DeviceSpeed
-from ascendfactory.speed.flops import logit_flops, megatron_flops, score_flops
+from ascendfactory.speed.flops import megatron_flops
 
 ACTIVATION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # Adam's bytes read + written per trainable parameter in one step (weights, gradient, two moments; 16-bit
 # Megatron also its fp32 master copy): the optimizer step is bound by memory bandwidth.
-OPTIMIZER_BYTES = {"megatron": 2 * (2 + 4 + 12), "embedded": 2 * (4 + 4 + 8)}
+# The embedded trainer also reads its fp32 gradients for their norm and reads and writes them to clip
+# (`engine/train/step.py`, `_foreach_norm` and `_foreach_mul_`): 3 x 4 bytes more.
+OPTIMIZER_BYTES = {"megatron": 2 * (2 + 4 + 12), "embedded": 2 * (4 + 4 + 8) + 3 * 4}
 
 
 @dataclass(frozen=True)
@@ -159,25 +169,32 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
         swiglu=w.swiglu,
         routed_experts=w.routed_experts,
     )
-    logits = logit_flops(batch=w.gbs, seq=w.seq, hidden=w.hidden, padded_vocab=w.padded_vocab)
-    work = flops
-    if w.recompute == "full":
-        work += (flops - logits) / 3
-    elif w.recompute == "selective":
-        work += (
-            score_flops(batch=w.gbs, seq=w.seq, layers=w.layers, heads=w.heads, kv_channels=w.kv_channels) / 3
+    act = ACTIVATION_BYTES.get(w.precision, 2)
+    calls = work.gemms(w)
+    ops = work.operators(w)
+    launch = device.launch_s
+    layer_bytes, ce_bytes = work.elementwise_bytes(w, act)
+    if device.async_launch:
+        # the host queues kernels ahead of the device: a GEMM takes its own time or its launch, whichever is
+        # longer; the many short memory-bound kernels take their bytes' time or their launches'
+        compute = sum(g.count * max(device.gemm_call_s(g, w.precision), launch) for g in calls)
+        small = max(0.0, ops - sum(g.count for g in calls))
+        memory = (
+            max(small * launch, layer_bytes / device.memory_bandwidth) + ce_bytes / device.memory_bandwidth
         )
-    work *= (2 + min(1.0, max(0.0, w.trainable))) / 3
-    rate = device.rate(w.precision) * device.threads_per_process
-    compute = work / w.world / (rate * device.efficiency)
+        launches = 0.0
+    else:
+        # one CPU thread computes and dispatches in turn: the parts add up
+        compute = sum(g.count * device.gemm_call_s(g, w.precision) for g in calls)
+        memory = (layer_bytes + ce_bytes) / device.memory_bandwidth
+        launches = ops * launch
     m = w.micro_batches
-    bubble = compute * (w.pp - 1) / (w.vpp * m)
+    bubble = (compute + memory + launches) * (w.pp - 1) / (w.vpp * m)
     local_layers = w.layers / w.pp
     overhead = device.step_overhead_s + device.layer_overhead_s * local_layers * m * (
         4 / 3 if w.recompute == "full" else 1
     )
 
-    act = ACTIVATION_BYTES.get(w.precision, 2)
     activation = w.seq / w.cp * w.mbs * w.hidden * act
     tp_comm = 4 * local_layers * m * _collective_s(activation, w.tp, _link(w, device, w.tp), device.latency_s)
     pp_comm = 0.0
@@ -202,6 +219,8 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     optimizer = states / device.memory_bandwidth
     parts = {
         "compute": compute,
+        "memory": memory,
+        "launch": launches,
         "bubble": bubble,
         "overhead": overhead,
         "tp_comm": tp_comm,
@@ -248,29 +267,35 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
 
 
 # The calibrated constants and how each enters the step time (`linear_terms`).
-CALIBRATED = ("efficiency", "step_overhead_s", "layer_overhead_s", "intra_bandwidth")
+CALIBRATED = ("efficiency", "step_overhead_s", "layer_overhead_s", "launch_s", "intra_bandwidth")
+
+
+def unknown(device: DeviceSpeed, name: str) -> float:
+    """The value a constant's column multiplies: 1 / efficiency, 1 / bandwidth, the seconds as they are."""
+    if name == "efficiency":
+        return 1 / device.efficiency
+    if name == "intra_bandwidth":
+        return 1 / device.intra_bandwidth
+    return float(getattr(device, name))
+
+
+def with_unknown(device: DeviceSpeed, name: str, u: float) -> DeviceSpeed:
+    """`device` with the constant `name` set from its unknown `u` (the inverse of `unknown`)."""
+    if name in ("efficiency", "intra_bandwidth"):
+        return device.with_(**{name: 1 / u if u > 0 else math.inf})
+    return device.with_(**{name: u})
 
 
 def linear_terms(w: Workload, device: DeviceSpeed) -> tuple[dict[str, float], float]:
-    """The step time as sum(column[c] x u_c) + rest, u = (1 / efficiency, step_overhead_s, layer_overhead_s,
-    1 / intra_bandwidth), for a linear fit of the calibrated constants (`CALIBRATED`).
-    Valid for a workload inside one node (the calibration's runs)."""
-    zero = device.with_(
-        efficiency=math.inf,
-        step_overhead_s=0.0,
-        layer_overhead_s=0.0,
-        intra_bandwidth=math.inf,
-    )
-    base = predict(w, zero)
-    rest = sum(base.parts.values())
-    eff = predict(w, zero.with_(efficiency=1.0)).parts
-    layer = predict(w, zero.with_(layer_overhead_s=1.0)).parts["overhead"]
-    wire = predict(w, zero.with_(intra_bandwidth=1.0)).parts
-    z = sum(wire[k] - base.parts[k] for k in ("tp_comm", "pp_comm", "dp_comm"))
-    columns = {
-        "efficiency": eff["compute"] + eff["bubble"],
-        "step_overhead_s": 1.0,
-        "layer_overhead_s": layer,
-        "intra_bandwidth": z,
-    }
+    """The step time near `device`'s constants as sum(column[c] x u_c) + rest, u_c = `unknown(device, c)`
+    for c in `CALIBRATED`: the step is piecewise linear in them (a max() where the host's launches and the
+    device's work race, `DeviceSpeed.async_launch`), so each column is its slope at these constants and
+    `speed.calibrate` refits until the pieces settle. Valid for a workload inside one node."""
+    base = predict(w, device).step_s
+    columns = {}
+    for name in CALIBRATED:
+        u = unknown(device, name)
+        du = max(abs(u), 1e-6) * 1e-3
+        columns[name] = (predict(w, with_unknown(device, name, u + du)).step_s - base) / du
+    rest = base - sum(columns[c] * unknown(device, c) for c in CALIBRATED)
     return columns, rest

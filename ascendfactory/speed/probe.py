@@ -49,3 +49,52 @@ def copy_bandwidth(*, threads: int = 1, nbytes: int = 64 << 20, repeats: int = 5
     finally:
         torch.set_num_threads(before)
     return 2.0 * nbytes / seconds
+
+
+# The GEMM table's dimensions (`gemm_table`): the token counts, hidden, head, MLP and vocabulary widths of
+# the models the CPU runs (a head's width 16 to a vocabulary slice's 4096; larger ones take 4096's rate).
+GEMM_DIMS = (16, 64, 256, 1024, 4096)
+REFERENCE = (1024, 768, 2048)  # (m, k, n) of `matmul_flops`, the rate the table is relative to
+
+
+def gemm_seconds(m: int, k: int, n: int, *, repeats: int = 5) -> float:
+    """The least seconds of one fp32 (m x k) @ (k x n) on the current threads over `repeats` (the least:
+    the time with the least interference from other processes, for a ratio between shapes that their load
+    does not move)."""
+    import torch
+
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    out = torch.empty(m, n)
+    torch.mm(a, b, out=out)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.mm(a, b, out=out)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def gemm_table(*, threads: int = 1, dims: tuple[int, ...] = GEMM_DIMS) -> list[list[float]]:
+    """[m, k, n, rate / reference rate] for every (m, k, n) of `dims`^3: each GEMM's FLOP/s over the FLOP/s
+    of the reference GEMM (`REFERENCE`, `matmul_flops`'s shape) timed right beside it, so that the load of
+    other processes cancels; the cost of a call that multiplies nothing (1 x 1 x 1) is taken off each time
+    (it is the per-operator cost the step-time model counts apart)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        call = gemm_seconds(1, 1, 1, repeats=50)
+        rows = []
+        for m in dims:
+            for k in dims:
+                for n in dims:
+                    reference = gemm_seconds(*REFERENCE)
+                    seconds = max(gemm_seconds(m, k, n) - call, 1e-9)
+                    ratio = (2.0 * m * k * n / seconds) / (
+                        2.0 * REFERENCE[0] * REFERENCE[1] * REFERENCE[2] / reference
+                    )
+                    rows.append([m, k, n, round(ratio, 4)])
+    finally:
+        torch.set_num_threads(before)
+    return rows

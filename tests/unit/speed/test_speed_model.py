@@ -15,7 +15,7 @@ from ascendfactory.memory.shape import ModelShape
 from ascendfactory.speed import report
 from ascendfactory.speed.devices import DeviceSpeed, device_speed
 from ascendfactory.speed.flops import logit_flops, megatron_flops, score_flops
-from ascendfactory.speed.model import CALIBRATED, Workload, linear_terms, predict
+from ascendfactory.speed.model import CALIBRATED, Workload, linear_terms, predict, unknown
 
 DEV = DeviceSpeed(
     name="test",
@@ -26,6 +26,7 @@ DEV = DeviceSpeed(
     latency_s=1e-5,
     efficiency=0.5,
     step_overhead_s=0.01,
+    launch_s=1e-5,
     layer_overhead_s=0.001,
     source="test device",
 )
@@ -95,7 +96,17 @@ def test_each_part_by_hand():
     )
     assert w.padded_vocab == 1024  # 1000 up to a multiple of 128 x TP 2
     assert p.parts["compute"] == pytest.approx(flops / 8 / (1e12 * 0.5))
-    assert p.parts["bubble"] == pytest.approx(p.parts["compute"] * 1 / 4)
+    # per device: 2 x 128 tokens a micro-batch, 4 micro-batches, 2 layers; q 64 / TP, kv 32 / TP, ffn 176 / TP
+    per_token_layer = (
+        60 * 64 + 54 * 32 + 30 * 16 + 15 * 88
+    )  # elements read + written (work.ELEMENTWISE_PASSES)
+    layers = 256 * 4 * 2 * per_token_layer * 2  # bf16
+    logits = 256 * 4 * 512 * (32 + 2 + 2 * (4 + 2)) / 2  # the vocab slice 1024 / TP; the last of 2 stages
+    assert p.parts["memory"] == pytest.approx((layers + logits) / 1e11)
+    ops = 33 + 4 * (103 / 2 + 195 * 4 / 2)  # one cross-entropy chunk
+    assert p.parts["launch"] == pytest.approx(ops * 1e-5)
+    work = p.parts["compute"] + p.parts["memory"] + p.parts["launch"]
+    assert p.parts["bubble"] == pytest.approx(work * 1 / 4)
     assert p.parts["overhead"] == pytest.approx(0.01 + 0.001 * 2 * 4)
     act = 128 * 2 * 64 * 2  # s x b x h x 2 bytes (bf16)
     assert p.parts["tp_comm"] == pytest.approx(4 * 2 * 4 * (2 * 1 / 2 * act / 1e10 + 1e-5))
@@ -125,7 +136,9 @@ def test_layouts_move_the_parts_the_right_way():
     no_vpp = predict(Workload(**{**W.__dict__, "pp": 2}), DEV)
     assert vpp.parts["bubble"] == pytest.approx(no_vpp.parts["bubble"] / 2)
     lora = predict(Workload(**{**W.__dict__, "trainable": 0.01}), DEV)
-    assert lora.parts["compute"] == pytest.approx(base.parts["compute"] * 2.01 / 3)
+    attention = 12 * 8 * 128 * 128 * 4 * 4 * 16  # 12 B s^2 L a c: no weights, so no weight gradient to save
+    weights = base.flops - attention
+    assert lora.parts["compute"] == pytest.approx((attention + weights * 2.01 / 3) / (1e12 * 0.5), rel=1e-9)
     across = predict(Workload(**{**W.__dict__, "dp": 4, "gbs": 32, "devices_per_node": 2}), DEV)
     inside = predict(Workload(**{**W.__dict__, "dp": 4, "gbs": 32}), DEV)
     assert across.parts["dp_comm"] > inside.parts["dp_comm"]  # the DP group spans two nodes
@@ -146,14 +159,17 @@ def test_linear_terms_rebuild_the_step(tp, pp, dp, recompute):
     w = Workload(**{**W.__dict__, "tp": tp, "pp": pp, "dp": dp, "gbs": 8 * dp, "recompute": recompute})
     columns, rest = linear_terms(w, DEV)
     assert set(columns) == set(CALIBRATED)
-    unknowns = {
-        "efficiency": 1 / DEV.efficiency,
-        "step_overhead_s": DEV.step_overhead_s,
-        "layer_overhead_s": DEV.layer_overhead_s,
-        "intra_bandwidth": 1 / DEV.intra_bandwidth,
-    }
-    rebuilt = sum(columns[c] * unknowns[c] for c in CALIBRATED) + rest
-    assert rebuilt == pytest.approx(predict(w, DEV).step_s, rel=1e-9)
+    assert columns["layer_overhead_s"] > 0 and columns["launch_s"] > 0
+    assert unknown(DEV, "efficiency") == 2 and unknown(DEV, "intra_bandwidth") == 1e-10
+    assert unknown(DEV, "launch_s") == 1e-5
+    for dev in (DEV, DEV.with_(async_launch=True)):
+        columns, rest = linear_terms(w, dev)
+        rebuilt = sum(columns[c] * unknown(dev, c) for c in CALIBRATED) + rest
+        assert rebuilt == pytest.approx(predict(w, dev).step_s, rel=1e-9)
+        # and near the constants: the step moves as the columns say
+        moved = dev.with_(efficiency=0.45, launch_s=1.1e-5)
+        guess = sum(columns[c] * unknown(moved, c) for c in CALIBRATED) + rest
+        assert guess == pytest.approx(predict(w, moved).step_s, rel=1e-6)
 
 
 def test_megatron_job_workload_counts_what_the_memory_model_counts():

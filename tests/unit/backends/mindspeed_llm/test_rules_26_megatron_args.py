@@ -70,6 +70,28 @@ def test_a_2_1_0_rule_26_1_0_refuses_as_well(
     assert key not in [r.key for r in broken_rules(flags_with(good), release)]
 
 
+@pytest.mark.parametrize("value", [["a2a+p2p"], "a2a+p2p", ["p2p", "a2a+p2p"]])
+def test_the_a2a_p2p_cp_communication_needs_the_hierarchical_sizes(value: Any) -> None:
+    """megatron/training/arguments.py:355 (core_v0.12.1; megatron_config.py holds the key's example)."""
+    release = RELEASES["26.1.0"]
+    assert "cp-comm-type" in [r.key for r in broken_rules(flags_with({"cp-comm-type": value}), release)]
+    given = {"cp-comm-type": value, "hierarchical-context-parallel-sizes": [1, 1]}
+    assert "cp-comm-type" not in [r.key for r in broken_rules(flags_with(given), release)]
+    assert "cp-comm-type" not in [r.key for r in broken_rules(flags_with({"cp-comm-type": ["p2p"]}), release)]
+
+
+def test_mtp_without_rope_is_refused_by_both_versions() -> None:
+    """core_v0.12.1 validate_args (megatron/training/arguments.py:964) as 2.1.0's _validate_mtp_args."""
+    flags = flags_with(
+        {"mtp-num-layers": 1, "position-embedding-type": "learned_absolute", "use-fused-rotary-pos-emb": OFF}
+    )
+    for version in VERSIONS:
+        assert "mtp-num-layers" in [r.key for r in broken_rules(flags, RELEASES[version])]
+        assert "mtp-num-layers" not in [
+            r.key for r in broken_rules(flags_with({"mtp-num-layers": 1}), RELEASES[version])
+        ]
+
+
 def test_mtp_with_context_parallelism_is_refused_by_2_1_0_only() -> None:
     """26.1.0's MTPFeature hides mtp-num-layers from validate_args under CP (mindspeed_llm/features_manager/
     transformer/mtp.py pre_validate_args): the judge accepts MTP with TP 2 x CP 2."""

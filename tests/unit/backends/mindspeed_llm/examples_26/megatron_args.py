@@ -8,8 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.unit.backends.mindspeed_llm.rule_example_bases import OFF
-
 # the demo model's heterogeneous layer config (what validate_args compares with the model flags)
 HETEROGENEOUS = str(
     Path(__file__).resolve().parents[4] / "diffval" / "data" / "heterogeneous_tiny_qwen2.json"
@@ -20,7 +18,6 @@ MLA_26 = {"multi-latent-attention": True, "kv-lora-rank": 8, "v-head-dim": 16, "
 MLA_26 |= {"qk-nope-head-dim": 8}
 
 EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "cp-comm-type": ({"cp-comm-type": ["a2a+p2p"]}, {"cp-comm-type": ["p2p"]}),
     "disable-gloo-process-groups": (
         {"disable-gloo-process-groups": True, "use-distributed-optimizer": True},
         {"use-distributed-optimizer": True},
@@ -34,11 +31,5 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "multi-latent-attention": (
         {**MLA_26, **HETEROGENEOUS_FLAGS, "heterogeneous-layers-config-path": HETEROGENEOUS},
         {**MLA_26, **HETEROGENEOUS_FLAGS},
-    ),
-    # rules.py's rule of the key at 26.1.0 (its CP clause is 2.1.0's only: 26.1.0's MTPFeature hides
-    # mtp-num-layers from validate_args with CP and runs it)
-    "mtp-num-layers": (
-        {"mtp-num-layers": 1, "position-embedding-type": "learned_absolute", "use-fused-rotary-pos-emb": OFF},
-        {"mtp-num-layers": 1},
     ),
 }
