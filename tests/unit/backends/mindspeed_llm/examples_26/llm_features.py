@@ -2,7 +2,7 @@
 with the fix), on top of rule_example_bases.BASE (its `OFF` removes a flag; MOE_26 and the others are
 bases to build on).
 
-The keys whose 26.1.0 example lives elsewhere (moe-fb-overlap, enable-mhc,
+The keys whose 26.1.0 example lives elsewhere (fp8-recipe, moe-fb-overlap, enable-mhc,
 enable-dsa-indexer, moe-expert-capacity-factor) have their extra rule here tested by
 test_mindspeed_llm_rules.py's `test_llm_features_rules_of_keys_with_another_example`.
 """
@@ -65,10 +65,6 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {**MOE_26, **LORA, "moe-permutation-async-comm": True, "moe-token-dispatcher-type": "alltoall_seq"},
     ),
     "quant-grads": ({"swap-optimizer": True, "quant-grads": True}, {"swap-optimizer": True}),
-    "fp8-recipe": (
-        {**FP8_TE, "fp8-format": "hif8"},
-        {**FP8_TE, "fp8-format": "hif8", "fp8-recipe": "tensorwise"},
-    ),
     "transformer-impl": (
         {"transformer-impl": "transformer_engine", "use-legacy-models": True},
         {"transformer-impl": "transformer_engine"},
@@ -100,6 +96,13 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 
 # the extra 26.1.0 rules of keys whose example is another rule's: key -> (flags that break it, the fix)
 EXTRA: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {
+    "fp8-recipe": [
+        ({**FP8_TE, "fp8-format": "hif8"}, {**FP8_TE, "fp8-format": "hif8", "fp8-recipe": "tensorwise"}),
+        (
+            {**FP8_TE, **TP2_SP, "use-ascend-mc2": True},
+            {**FP8_TE, **TP2_SP, "use-ascend-mc2": True, "fp8-recipe": "mxfp8"},
+        ),
+    ],
     "moe-fb-overlap": [
         (
             {**MOE_26, "moe-fb-overlap": True, "quant-grads": True, "no-gradient-accumulation-fusion": OFF},
