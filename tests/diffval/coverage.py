@@ -81,8 +81,18 @@ HEADER = """\
 """
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Writes a value shared by several rows out each time: anchors (&id001) numbered per dump collide when
+    two branches' edits of one map file are merged."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump_map(doc: dict[str, Any]) -> str:
-    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110, default_flow_style=None)
+    body = yaml.dump(
+        doc, Dumper=_NoAliases, sort_keys=False, allow_unicode=True, width=110, default_flow_style=None
+    )
     return HEADER.format(title=doc["title"]) + body
 
 

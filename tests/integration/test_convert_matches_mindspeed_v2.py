@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.megatron_trees import compare_megatron_trees
+from tests.support.peer_converter import SIZES, hf_tensors, run_ours, run_peer
 from tests.support.tiny_model import build_tiny_model
 
 pytestmark = pytest.mark.integration
@@ -34,25 +35,16 @@ pytestmark = pytest.mark.integration
 CHECKOUT = os.environ.get("AF_TEST_MINDSPEED_LLM_V2", "")
 PEER_PATH = os.environ.get("AF_TEST_MINDSPEED_LLM_V2_PATH", "")
 PEER_PYTHON = os.environ.get("AF_TEST_MINDSPEED_LLM_V2_PYTHON", sys.executable)
-STANDINS = Path(__file__).resolve().parents[1] / "support" / "peer_standins.py"
 READY = bool(CHECKOUT) and os.path.isfile(os.path.join(CHECKOUT, "convert_ckpt_v2.py"))
 NEEDS_CHECKOUT = pytest.mark.skipif(
     not READY, reason="needs AF_TEST_MINDSPEED_LLM_V2: a MindSpeed-LLM >= 2.3.0 checkout"
-)
-SIZES = dict(
-    num_layers=4, hidden_size=128, num_heads=4, num_kv_heads=2, intermediate_size=256, vocab_size=512
 )
 
 
 def _peer(flags: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """MindSpeed-LLM's convert_ckpt_v2.py with `flags`, under the stand-ins."""
-    return subprocess.run(
-        [PEER_PYTHON, str(STANDINS), os.path.join(CHECKOUT, "convert_ckpt_v2.py"), *flags],
-        env={**os.environ, "PYTHONPATH": PEER_PATH},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
+    return run_peer(
+        PEER_PYTHON, os.path.join(CHECKOUT, "convert_ckpt_v2.py"), flags, pythonpath=PEER_PATH, cwd=cwd
     )
 
 
@@ -60,12 +52,7 @@ def _both(tmp_path: Path, src: Path, flags: list[str]) -> str:
     """Run both converters with the same flags; the verdict of comparing their trees."""
     flags = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src), *flags]
     ours, peer = tmp_path / "ours", tmp_path / "peer"
-    subprocess.run(
-        [sys.executable, "-m", "ascendfactory.engine.convert", *flags, "--save-dir", str(ours)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    run_ours([*flags, "--save-dir", str(ours)])
     done = _peer([*flags, "--save-dir", str(peer)], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (peer / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
@@ -106,15 +93,6 @@ def test_moe_hf_to_megatron_equals_mindspeed_llms_v2_converter(
     assert verdict.startswith("identical"), verdict
 
 
-def _hf_tensors(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    out: dict = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        out.update(load_file(str(f)))
-    return out
-
-
 @NEEDS_CHECKOUT
 @pytest.mark.parametrize("family", ["qwen3", "qwen25", "llama2"])
 def test_megatron_to_hf_equals_mindspeed_llms_v2_converter(tmp_path: Path, family: str) -> None:
@@ -134,17 +112,16 @@ def test_megatron_to_hf_equals_mindspeed_llms_v2_converter(tmp_path: Path, famil
     to_mg = ["--load-model-type", "hf", "--save-model-type", "mg", "--load-dir", str(src)]
     to_mg += ["--save-dir", str(mg), "--model-type-hf", family]
     to_mg += ["--target-tensor-parallel-size", "2", "--target-pipeline-parallel-size", "2"]
-    convert = [sys.executable, "-m", "ascendfactory.engine.convert"]
-    subprocess.run([*convert, *to_mg], check=True, capture_output=True, timeout=300)
+    run_ours(to_mg)
     back = ["--load-model-type", "mg", "--save-model-type", "hf", "--load-dir", str(mg)]
     back += ["--hf-cfg-dir", str(src), "--model-type-hf", family]
     ours, peer = tmp_path / "ours_hf", tmp_path / "peer_hf"
-    subprocess.run([*convert, *back, "--save-dir", str(ours)], check=True, capture_output=True, timeout=300)
+    run_ours([*back, "--save-dir", str(ours)])
     done = _peer([*back, "--save-dir", str(peer)], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    a, b = _hf_tensors(ours), _hf_tensors(peer)
+    a, b = hf_tensors(ours), hf_tensors(peer)
     assert sorted(a) == sorted(b), (sorted(set(a) - set(b)), sorted(set(b) - set(a)))
-    original = _hf_tensors(src)
+    original = hf_tensors(src)
     assert sorted(a) == sorted(original) and all(torch.equal(a[n], original[n]) for n in original)
     differ = sorted(n for n in a if not torch.equal(a[n], b[n]))
     for name in a:

@@ -44,11 +44,13 @@ from ascendfactory.backends.environment import Check, InstallStep, third_party_d
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.converters import (
     SCRIPTS,
+    V1_MLA_FAMILIES,
     ConverterChoice,
     choose_converter,
     hf2mg_options,
     mg2hf_command,
     mg2hf_options,
+    v1_model_type,
     v2_mg2hf_warning,
 )
 from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, resolve_site
@@ -240,6 +242,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     ) -> None:
         found = run.framework
         self.raise_if(self.missing_converter(found.site, found.converter, plan, strict_paths))
+        self.raise_if(self.v1_mla_above_tp1(run, plan))
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
@@ -394,6 +397,37 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 message=f"{conv.script} not found in {site.directory} ({conv.reason})",
                 fix=f"set backend_config.converter: {other}, or install a MindSpeed-LLM version that "
                 "ships it",
+            )
+        ]
+
+    @staticmethod
+    def v1_mla_above_tp1(run: MegatronRun[Found], plan: Plan) -> list[Problem]:
+        """MindSpeed-LLM 2.1.0's v1 convert_ckpt.py cannot write a DeepSeek-V2 model (multi-head latent
+        attention) at TP > 1: its saver cuts the fused `linear_qkv` by TP (mindspeed_llm/tasks/checkpoint/
+        saver.py `set_model_layer_attn` at v2.1.0) while deepseek_spec.py builds it as LinearNoTP, whole on
+        every rank, so the copy fails ("The size of tensor a (136) must match the size of tensor b (68)", run
+        on CPU by tests/integration/test_convert_matches_mindspeed_v1.py for deepseek2-lite; deepseek2 runs
+        the same code). Its DeepSeek-V2 examples convert at TP 1. (DeepSeek-V3 is converted by 2.1.0's own
+        examples/mcore/deepseek3/convert_ckpt_deepseek3.py, not this saver.)"""
+        step = plan.step("hf2mg")
+        found = run.framework
+        if (
+            step is None
+            or step.skipped
+            or found.converter.version != "v1"
+            or found.release.version != "2.1.0"
+        ):
+            return []
+        if run.arch is None or v1_model_type(run.arch) not in V1_MLA_FAMILIES or run.tp <= 1:
+            return []
+        return [
+            Problem(
+                key="backend_config.training.tensor-model-parallel-size",
+                message=f"{run.tp}: MindSpeed-LLM 2.1.0's convert_ckpt.py cannot convert the multi-head "
+                f"latent attention of {run.arch.name} at TP > 1 (its saver cuts the whole-on-every-rank "
+                "linear_qkv by TP), so the hf2mg step would fail",
+                fix="use tensor-model-parallel-size 1 (as 2.1.0's DeepSeek scripts do), or give weights "
+                "already converted at this TP as user_converted_ckpt_path",
             )
         ]
 

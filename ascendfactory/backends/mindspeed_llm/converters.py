@@ -67,6 +67,10 @@ def choose_converter(explicit: Any, mindspeed_dir: str | None, release: Release)
     )
 
 
+# v1 --model-type-hf values whose model is built from 2.1.0's deepseek_spec.py (multi-head latent attention)
+V1_MLA_FAMILIES = frozenset({"deepseek2", "deepseek2-lite"})
+
+
 def v1_model_type(arch: ModelArch) -> str:
     return V1_MODEL_TYPE_HF.get(arch.model_type_hf, arch.model_type_hf)
 
@@ -101,6 +105,11 @@ def moe_options(version: str, arch: ModelArch, training: dict[str, Any], *, save
         out["target-expert-parallel-size"] = training.get("expert-model-parallel-size") or 1
     elif version == "v1":
         out["target-expert-parallel-size"] = 1
+        # v1 mg->hf builds its Megatron model in --params-dtype, fp16 unless given (2.1.0 loader_mg.py
+        # add_arguments), and Megatron core_r0.8.0's validate_args refuses fp16 with the checkpoint's expert
+        # parallelism ("Expert parallelism is not supported with fp16 training", arguments.py); the MoE
+        # mcore2hf examples pass the training dtype (ckpt_convert_qwen3_moe_mcore2hf.sh: --params-dtype bf16)
+        out["params-dtype"] = params_dtype(training)
     out["moe-grouped-gemm"] = bool(training.get("moe-grouped-gemm", True))
     return out
 

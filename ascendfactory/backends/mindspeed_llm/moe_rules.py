@@ -36,7 +36,7 @@ def _first_k(f: Flags) -> float:
     return f.num("first-k-dense-replace") if f.given("first-k-dense-replace") else 0.0
 
 
-PARALLEL_CONFIG = "Megatron-LM core_r0.8.0 megatron/core/model_parallel_config.py __post_init__"
+PARALLEL_CONFIG = "Megatron-LM {megatron} megatron/core/model_parallel_config.py __post_init__"
 
 
 MOE_RULES: tuple[Rule, ...] = (

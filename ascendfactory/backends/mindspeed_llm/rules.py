@@ -1257,8 +1257,7 @@ RULES += (
         lambda f: f.given("num-experts") and f.num("num-experts") < 0,
         "must not be negative",
         "set num-experts to the model's expert count (or remove it: it is read from the model)",
-        TRANSFORMER_CONFIG,
-        versions=V21,
+        TRANSFORMER_CONFIG,  # both versions' TransformerConfig.__post_init__ (26.1.0: its coverage map)
     ),
     Rule(
         "rotary-interleaved",
@@ -1321,8 +1320,7 @@ RULES += (
         ),
         "cannot be used with sequence-parallel",
         "remove distribute-saved-activations, or sequence-parallel",
-        TRANSFORMER_CONFIG,
-        versions=V21,
+        TRANSFORMER_CONFIG,  # both versions' TransformerConfig.__post_init__ (26.1.0: its coverage map)
     ),
     Rule(
         "no-position-embedding",
@@ -2082,8 +2080,17 @@ def _heterogeneous_json(value: Any) -> bool:
 
 
 def _interleaved(f: Flags) -> bool:
-    """The interleaved pipeline schedule: core_v0.12.1 validate_args keeps overlap_p2p_comm only with it."""
-    return f.given("num-layers-per-virtual-pipeline-stage") or f.given("num-virtual-stages-per-pipeline-rank")
+    """The interleaved pipeline schedule: core_v0.12.1 validate_args keeps overlap_p2p_comm only with it,
+    and MindSpeed's megatron_basic feature turns it off again for a virtual pipeline of 1 (without
+    moe-fb-overlap: mindspeed/features_manager/megatron_basic/megatron_basic.py validate_args)."""
+    if f.given("num-virtual-stages-per-pipeline-rank"):
+        vpp = f.num("num-virtual-stages-per-pipeline-rank")
+    elif f.given("num-layers-per-virtual-pipeline-stage"):
+        stage = f.num("num-layers") // f.num("pipeline-model-parallel-size")
+        vpp = stage // f.num("num-layers-per-virtual-pipeline-stage")
+    else:
+        return False
+    return vpp != 1 or f.given("moe-fb-overlap")
 
 
 # Found by the 26.1.0 judge on the MoE bases (benchmarks/diff_validate.py --backend mindspeed-llm@26.1.0,

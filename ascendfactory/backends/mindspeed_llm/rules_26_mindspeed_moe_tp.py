@@ -55,14 +55,18 @@ def _fb_vpp_batches_broken(f: Flags) -> bool:
 
 def _fb_noop_broken(f: Flags) -> bool:
     """post_validate_args: noop-layers with moe-fb-overlap (not dualpipev) must lie in the last virtual
-    stage: the first noop layer at or above num-layers - num-layers-per-virtual-pipeline-stage (without a
-    virtual pipeline that subtraction fails: refused too); with a layout, refused outright."""
+    stage: the first noop layer of the set at or above num-layers - num-layers-per-virtual-pipeline-stage
+    (without a virtual pipeline that subtraction fails: refused too); with a layout, refused outright."""
     if not (_fb(f) and f.given("noop-layers")):
         return False
     if f.given("pipeline-model-parallel-layout") or not f.given("num-layers-per-virtual-pipeline-stage"):
         return True
-    first = min(int(x) for x in str(f["noop-layers"]).split(","))
-    return first < f.num("num-layers") - f.num("num-layers-per-virtual-pipeline-stage")
+    noop: set[int] = set()  # built as NoopLayersFeature.post_validate_args builds it, so that its first
+    for x in str(f["noop-layers"]).split(
+        ","
+    ):  # element is the one fb_overlap.py reads (not always the least)
+        noop.add(int(x))
+    return list(noop)[0] < f.num("num-layers") - f.num("num-layers-per-virtual-pipeline-stage")
 
 
 def _fb_empty_chunk(f: Flags) -> bool:

@@ -22,6 +22,9 @@ log = logging.getLogger("ascendfactory.convert")
 # Flags of the v1 converter (convert_ckpt.py) that v2 dropped; old scripts still pass them.
 V1_FLAGS_WITH_VALUE = ("--model-type", "--tokenizer-model")
 V1_SWITCHES = ("--use-mcore-models", "--add-qkv-bias")
+# v1's `--spec MODULE FUNCTION` (nargs='*': the layer spec its Megatron model is built from); here the
+# weights' layout follows --model-type-hf and --target-mindspeed-llm
+V1_FLAGS_WITH_VALUES = ("--spec",)
 
 EXAMPLES = """examples:
   python -m ascendfactory.engine.convert --load-model-type hf --save-model-type mg \\
@@ -69,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write each EP rank's experts in Megatron's grouped-GEMM layout (mlp.experts.weight1/weight2), "
         "as training with --moe-grouped-gemm loads them; mg->hf reads either layout without it",
+    )
+    p.add_argument(
+        "--target-mindspeed-llm",
+        choices=["2.1.0", "26.1.0"],
+        default="26.1.0",
+        help="hf->mg, mg->mg: the MindSpeed-LLM whose trainer loads the output (default 26.1.0). They "
+        "differ in three MLA tensors (DeepSeek): 2.1.0's linear_qb, linear_kvb, k_layernorm are 26.1.0's "
+        "(Megatron core's) linear_q_up_proj, linear_kv_up_proj, kv_layernorm; mg->hf reads both",
     )
     p.add_argument(
         "--model-type-hf",
@@ -135,6 +146,10 @@ def _strip_v1_flags(argv: list[str]) -> tuple[list[str], list[str]]:
         elif name in V1_FLAGS_WITH_VALUE:
             dropped.append(name)
             if "=" not in arg and i + 1 < len(argv):
+                i += 1
+        elif name in V1_FLAGS_WITH_VALUES:
+            dropped.append(name)
+            while i + 1 < len(argv) and not argv[i + 1].startswith("--"):
                 i += 1
         else:
             out.append(arg)

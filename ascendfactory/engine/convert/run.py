@@ -25,7 +25,7 @@ from ascendfactory.engine.convert.hf_io import (
     read_config,
 )
 from ascendfactory.engine.convert.megatron_source import LoraMerge, MegatronSource
-from ascendfactory.engine.convert.shard_map import hf_full_to_local, hf_local_to_megatron
+from ascendfactory.engine.convert.shard_map import hf_full_to_local, hf_local_to_megatron, v1_mla_names
 from ascendfactory.engine.convert.streaming import BufferPool, threads
 from ascendfactory.errors import ConfigError, ConversionKeyError, Problem
 
@@ -115,8 +115,10 @@ def write_stage(
     pool: BufferPool | None = None,
     ep: int = 1,
     grouped_gemm: bool = False,
+    v1_mla: bool = False,
 ) -> None:
     """Cut one PP rank's full HF tensors into TP (and EP) shards and save each as soon as it is built.
+    `v1_mla`: MLA tensors under MindSpeed-LLM 2.1.0's names (`--target-mindspeed-llm 2.1.0`).
 
     `parts`: one (full HF tensors, first global layer, holds a tied output copy) per model chunk: one chunk
     is saved as `model`, several (virtual pipeline) as `model0`, `model1`, ... (`mio.model_key`).
@@ -148,6 +150,8 @@ def write_stage(
                     ep_rank=e,
                     grouped_gemm=grouped_gemm,
                 )
+                if v1_mla:
+                    model = v1_mla_names(model)
                 payload[mio.model_key(c, len(parts))] = {k: pool.own(v) for k, v in model.items()}
                 del model, local
             payload |= {"args": args, "checkpoint_version": 3.0, "iteration": CONVERTED_ITERATION}
@@ -186,6 +190,13 @@ def _chunks(
     if per_chunk is None:
         return [[(o, n)] for o, n in zip(mio.layer_offsets(counts), counts)]
     return mio.virtual_stages(dims.num_layers, pp, per_chunk)
+
+
+def _v1_mla(dims: ModelDims, a: argparse.Namespace) -> bool:
+    """MindSpeed-LLM 2.1.0's MLA names: its deepseek_spec.py builds MLA with `linear_qb`, `linear_kvb` and
+    `k_layernorm` (mindspeed_llm/tasks/models/spec/deepseek_spec.py at v2.1.0), where 26.1.0 and Megatron core
+    have `linear_q_up_proj`, `linear_kv_up_proj` and `kv_layernorm`."""
+    return dims.mla and getattr(a, "target_mindspeed_llm", None) == "2.1.0"
 
 
 def _progress(what: str, i: int, n: int, t0: float, detail: str) -> None:
@@ -279,6 +290,7 @@ def hf_to_mg(a: argparse.Namespace) -> None:
             pool=pool,
             ep=ep,
             grouped_gemm=grouped,
+            v1_mla=_v1_mla(dims, a),
         )
         spans = ", ".join(f"{o}-{o + n - 1}" for o, n in rank_chunks)
         _progress("hf->mg", s, pp, t0, f"layers {spans}: {tp * ep} TP x EP shards written")
@@ -449,6 +461,7 @@ def mg_to_mg(a: argparse.Namespace) -> None:
                 pool=pool,
                 ep=ep,
                 grouped_gemm=grouped,
+                v1_mla=_v1_mla(dims, a),
             )
             _progress("mg->mg", target, pp, t0, f"{tp * ep} TP x EP shards written")
             target += 1

@@ -48,6 +48,8 @@ Alloc = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
 _GROUPED = re.compile(r"^(decoder\.layers\.\d+\.mlp\.experts\.)weight([12])$")
 _LOCAL_EXPERT = "{prefix}local_experts.{j}.linear_fc{n}.weight"
 _V1_MLA = re.compile(r"^(decoder\.layers\.\d+\.)(" + "|".join(map(re.escape, V1_MLA_ALIASES)) + ")$")
+_CORE_MLA_TO_V1 = {core: v1 for v1, core in V1_MLA_ALIASES.items()}
+_CORE_MLA = re.compile(r"^(decoder\.layers\.\d+\.)(" + "|".join(map(re.escape, _CORE_MLA_TO_V1)) + ")$")
 
 
 def _skip_megatron(name: str) -> bool:
@@ -85,6 +87,16 @@ def _ungroup(shard_sd: Mapping[str, torch.Tensor], per_rank: int, mla: bool) -> 
         for j in range(per_rank):
             out[_LOCAL_EXPERT.format(prefix=prefix, j=j, n=1)] = fc1[j]
             out[_LOCAL_EXPERT.format(prefix=prefix, j=j, n=2)] = fc2[j]
+    return out
+
+
+def v1_mla_names(shard: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A shard's MLA tensors under MindSpeed-LLM 2.1.0's names (what its deepseek_spec.py model loads; the
+    inverse of the renaming `_ungroup` does); every other name and every tensor kept as it is."""
+    out: dict[str, torch.Tensor] = {}
+    for name, t in shard.items():
+        m = _CORE_MLA.match(name)
+        out[m.group(1) + _CORE_MLA_TO_V1[m.group(2)] if m else name] = t
     return out
 
 

@@ -56,7 +56,9 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from dataclasses import dataclass
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -142,6 +144,20 @@ VERSIONS = {
 }
 
 
+def initialize_checks(path: str) -> Any:
+    """core_v0.12.1 initialize_megatron's argument checks after parse_args (the checkpoint conversion's and
+    --use-checkpoint-args'), compiled from the framework's own file at their own lines; the rest of the
+    function (CUDA, process groups, loading the checkpoint's arguments) needs a device and is left out."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = next(
+        i for i, line in enumerate(lines) if line.strip() == "if args.ckpt_convert_format is not None:"
+    )
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "load_args_from_checkpoint(args)")
+    block = textwrap.dedent("\n".join(lines[start:end]))
+    return compile("\n" * start + block + "\n", path, "exec")
+
+
 class Framework:
     def __init__(self, version: str, llm_dir: str, mindspeed_dir: str) -> None:
         import packaging
@@ -173,6 +189,9 @@ class Framework:
             margs.core_transformer_config_from_args = self.config_wrapper(self.config_from_args)
             self.parse = llm_args.parse_args_decorator(margs.parse_args)
             return
+        self.initialize_checks = initialize_checks(
+            os.path.join(llm_dir, "megatron", "training", "initialize.py")
+        )
         import megatron.training.yaml_arguments as yargs
         from megatron.core.transformer.transformer_config import TransformerConfig
         from mindspeed_llm.core.transformer.moe.router import (
@@ -221,15 +240,10 @@ class Framework:
         if v.features_manager:
             self.global_vars._GLOBAL_ARGS = None
         args = self.parse(None, False)
-        if v.features_manager and args.ckpt_convert_format is not None:
-            assert args.ckpt_convert_save is not None
-            assert args.load is not None
-        if args.use_checkpoint_args:
+        if v.features_manager:  # initialize_megatron's own checks, run from its file (tracebacks name it)
+            exec(self.initialize_checks, {"args": args, "args_defaults": {}})
+        elif args.use_checkpoint_args:
             assert args.load is not None, "--use-checkpoint-args requires --load argument"
-            if v.features_manager:
-                assert args.non_persistent_ckpt_type != "local", (
-                    "--use-checkpoint-args is not supported with --non_persistent_ckpt_type=local"
-                )
         if v.features_manager and args.yaml_cfg is not None:
             args = self.yargs.validate_yaml(args, {})
         else:

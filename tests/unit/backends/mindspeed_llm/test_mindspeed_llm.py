@@ -648,3 +648,32 @@ def test_the_final_v2_conversion_of_an_ungrouped_qkv_family_is_warned(
     }
     warnings = [w for w in plan_for(tmp_path, changes).warnings if "scrambled q/k/v" in w]
     assert bool(warnings) == warned
+
+
+def test_2_1_0_v1_conversion_of_mla_above_tp1_is_refused(tmp_path: Path, clean_env) -> None:
+    """2.1.0's convert_ckpt.py stops in its saver for DeepSeek at TP > 1 (BaseMindSpeedLLM.v1_mla_above_tp1);
+    TP 1, given converted weights, 26.1.0's v2 and Qwen3-MoE are planned."""
+    moe = {
+        "af_model_name": "deepseek-v2-lite-16b",
+        "backend_config": {
+            "mindspeed_llm_version": "2.1.0",
+            "training": {
+                "pipeline-model-parallel-size": 1,
+                "expert-model-parallel-size": 2,
+                "sequence-parallel": True,
+            },
+        },
+    }
+    problems = problems_of(tmp_path, moe)
+    assert (
+        "cannot convert the multi-head latent attention"
+        in problems["backend_config.training.tensor-model-parallel-size"]
+    )
+    tp1 = merge(copy.deepcopy(moe), {"backend_config": {"training": {"tensor-model-parallel-size": 1}}})
+    assert plan_for(tmp_path, tp1).step("hf2mg").argv[1] == "convert_ckpt.py"
+    given = merge(copy.deepcopy(moe), {"user_converted_ckpt_path": str(tmp_path / "mg")})
+    assert plan_for(tmp_path, given).step("hf2mg").skipped
+    v2 = merge(copy.deepcopy(moe), {"backend_config": {"mindspeed_llm_version": "26.1.0"}})
+    assert plan_for(tmp_path, v2).step("hf2mg").argv[1] == "convert_ckpt_v2.py"
+    qwen = merge(copy.deepcopy(moe), {"af_model_name": "qwen3-30b-a3b"})
+    assert plan_for(tmp_path, qwen).step("hf2mg").argv[1] == "convert_ckpt.py"

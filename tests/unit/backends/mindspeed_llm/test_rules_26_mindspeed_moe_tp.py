@@ -156,3 +156,18 @@ def test_tp_2d_needs_its_cp_algorithm_no_coc_and_tp_x_times_tp_y_at_26_1_0_too(
     """MindSpeed 26.1.0 tensor_parallel/tp_2d.py refuses what 2.1.0's _valid_tp_2d_args refused."""
     assert "tp-2d" in [r.key for r in broken_rules(flags_with(bad), V26)]
     assert "tp-2d" not in [r.key for r in broken_rules(flags_with(good), V26)]
+
+
+def test_fb_overlap_reads_the_first_noop_layer_of_the_set_as_26_1_0_does() -> None:
+    """fb_overlap.py post_validate_args compares list(noop_layers)[0], the set NoopLayersFeature built:
+    {40, 39} iterates 40 first (CPython puts 40 in slot 0), which lies in the last virtual stage of 48
+    layers by 8; 39 alone does not."""
+    wanted = rule("moe-fb-overlap", "noop-layers")
+    vpp = {
+        **FB,
+        "pipeline-model-parallel-size": 2,
+        "num-layers": 48,
+        "num-layers-per-virtual-pipeline-stage": 8,
+    }
+    assert wanted not in broken_rules(flags_with({**vpp, "noop-layers": "40,39"}), V26, world_size=WORLD)
+    assert wanted in broken_rules(flags_with({**vpp, "noop-layers": "39"}), V26, world_size=WORLD)

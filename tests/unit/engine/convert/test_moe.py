@@ -287,3 +287,49 @@ def test_local_maps_invert_for_the_trainer(moe_models):
         )
         back = megatron_to_hf_local(shard, cfg=dims, tp=2, tp_rank=1, layer_offset=0, ep=2, ep_rank=1)
         assert_bit_identical({k: v.contiguous() for k, v in local.items()}, back)
+
+
+def test_target_mindspeed_llm_2_1_0_writes_its_mla_names(moe_models, tmp_path):
+    """MindSpeed-LLM 2.1.0's deepseek_spec.py names three MLA tensors linear_qb, linear_kvb, k_layernorm
+    (26.1.0: linear_q_up_proj, linear_kv_up_proj, kv_layernorm); every tensor else and every value is the
+    same, and mg->hf / mg->mg read either (the opt-in test_convert_matches_mindspeed_v1.py compares with
+    2.1.0's own convert_ckpt.py)."""
+    src = moe_models["deepseek3"]  # q latent: all three names
+    hf_to_mg(src, tmp_path / "core", 2, 2, 2, "--moe-grouped-gemm")
+    v1_argv = [
+        "--use-mcore-models",
+        "--model-type",
+        "GPT",
+        "--spec",
+        "mindspeed_llm.tasks.models.spec.deepseek_spec",
+    ]
+    v1_argv += ["layer_spec", "--moe-grouped-gemm", "--target-mindspeed-llm", "2.1.0"]
+    hf_to_mg(src, tmp_path / "v1", 2, 2, 2, *v1_argv)
+    renamed = {
+        "linear_q_up_proj.weight": "linear_qb.weight",
+        "linear_kv_up_proj.weight": "linear_kvb.weight",
+        "kv_layernorm.weight": "k_layernorm.weight",
+    }
+    for t, p, e in [(t, p, e) for t in range(2) for p in range(2) for e in range(2)]:
+        core = mio.load_shard(tmp_path / "core", 1, t, p, 2, e, 2)["model"]
+        v1 = mio.load_shard(tmp_path / "v1", 1, t, p, 2, e, 2)["model"]
+        want = {}
+        for name, tensor in core.items():
+            stem, _, last = name.partition(".self_attention.")
+            want[f"{stem}.self_attention.{renamed.get(last, last)}" if last else name] = tensor
+        assert_bit_identical(want, v1)
+        assert any(n.endswith(".self_attention.linear_kvb.weight") for n in v1)
+    mg_to_hf(tmp_path / "v1", tmp_path / "back", src)
+    assert_bit_identical(load_hf(src), load_hf(tmp_path / "back"))
+    flags = ["--load-model-type", "mg", "--save-model-type", "mg", "--load-dir", tmp_path / "v1"]
+    assert convert(*flags, "--save-dir", tmp_path / "again", "--target-mindspeed-llm", "2.1.0") == 0
+    again = mio.load_shard(tmp_path / "again", 1, 0, 0, 1)["model"]
+    assert "decoder.layers.0.self_attention.linear_qb.weight" in again
+    qwen = moe_models["qwen3-moe"]  # no MLA: the same output for both versions
+    hf_to_mg(qwen, tmp_path / "q26", 1, 1, 2)
+    hf_to_mg(qwen, tmp_path / "q21", 1, 1, 2, "--target-mindspeed-llm", "2.1.0")
+    for e in range(2):
+        assert_bit_identical(
+            mio.load_shard(tmp_path / "q26", 1, 0, 0, 1, e, 2)["model"],
+            mio.load_shard(tmp_path / "q21", 1, 0, 0, 1, e, 2)["model"],
+        )
