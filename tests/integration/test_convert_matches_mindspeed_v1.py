@@ -82,7 +82,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny_moe_v1")
     return {
         f: build_tiny_model(root / f, f, seed=5, dtype="bfloat16", **SIZES)
-        for f in ("qwen3-moe", "deepseek2-lite")
+        for f in ("qwen3-moe", "deepseek2-lite", "deepseek2")
     }
 
 
@@ -133,6 +133,7 @@ CASES = [
     ("deepseek2-lite", 1, 2, 2, True),
     ("deepseek2-lite", 1, 2, 2, False),
     ("deepseek2-lite", 1, 1, 4, True),
+    ("deepseek2", 1, 2, 2, True),  # DeepSeek-V2's q latent: linear_qb and q_layernorm too
 ]
 
 

@@ -699,10 +699,11 @@ def test_a_broken_rule_stops_the_plan_naming_its_key(tmp_path: Path) -> None:
 
 def test_high_availability_with_a_distributed_checkpoint_is_refused_by_26_1_0_only() -> None:
     """The second rule of the key (the example above is the first's): 26.1.0's HighAvailabilityFeature
-    refuses use-dist-ckpt; 2.1.0 never runs that feature's validate_args."""
-    flags = flags_with({"enable-high-availability": True, "use-dist-ckpt": True})
+    refuses a distributed checkpoint (args.use_dist_ckpt: core_v0.12.1 derives it from ckpt-format, see
+    test_rules_26_llm_features.py); 2.1.0 never runs that feature's validate_args."""
+    flags = flags_with({"enable-high-availability": True, "ckpt-format": "torch_dist"})
     messages = [r.message for r in broken_rules(flags, RELEASES["26.1.0"])]
-    assert "cannot be used with use-dist-ckpt" in messages
+    assert "needs ckpt-format torch (a distributed checkpoint format is not supported)" in messages
     assert broken_rules(flags, RELEASES["2.1.0"]) == []
 
 
