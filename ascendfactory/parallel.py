@@ -70,6 +70,10 @@ class LayoutInput:
     # them by CP, the hybrid ones by ulysses-degree-in-cp, Megatron's ring (megatron_cp_algo) not at all
     # (MindSpeed-LLM 2.1.0 mindspeed_llm/training/arguments.py _validate_cp_args).
     cp_head_split: int | None = None
+    # decrease-batch-size-if-needed (Megatron-LM core_v0.12.1): the micro-batch calculator rounds the global
+    # batch down to a multiple of mbs x DP instead of refusing it, and refuses only a batch below one such
+    # multiple (megatron/core/num_microbatches_calculator.py ConstantNumMicroBatchesCalculator.__init__)
+    decrease_batch_size: bool = False
     keys: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -258,7 +262,19 @@ def _batch_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) -> 
     dp = dims.dp
     if dp and inp.gbs is not None:
         unit = inp.mbs * dp
-        if inp.gbs % unit:
+        if inp.decrease_batch_size:
+            if inp.gbs < unit:
+                add(
+                    Problem(
+                        k["gbs"],
+                        f"global_batch_size({inp.gbs}) is below micro_batch_size({inp.mbs}) "
+                        f"* data_parallel_size({dp}) = {unit}: decrease-batch-size-if-needed rounds it down "
+                        f"to 0 micro-batches [data parallel = world_size({inp.world_size}) / (tp * pp * cp); "
+                        f"world_size = {k['world']}]",
+                        fix=f"raise {k['gbs']} to {unit} or more",
+                    )
+                )
+        elif inp.gbs % unit:
             add(
                 Problem(
                     k["gbs"],

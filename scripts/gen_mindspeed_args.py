@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import enum
 import json
 import os
 import subprocess
@@ -431,7 +432,13 @@ def _action_spec(action: argparse.Action) -> tuple[str, str, tuple[str, ...], st
         nargs = "append"
     else:
         nargs = "" if action.nargs is None else str(action.nargs)
-    choices = tuple(str(c) for c in action.choices) if isinstance(action.choices, (list, tuple)) else ()
+    # an Enum choice (core_v0.12.1 --attention-backend: type=AttnBackend[name], choices=list(AttnBackend)) is
+    # written by its name, the text argparse's type= converts
+    choices = (
+        tuple(c.name if isinstance(c, enum.Enum) else str(c) for c in action.choices)
+        if isinstance(action.choices, (list, tuple))
+        else ()
+    )
     return kind, nargs, choices, default
 
 

@@ -167,3 +167,16 @@ def test_the_expert_parallel_refusal_says_where_the_world_size_came_from():
     report = run(world_size=1, tp=1, pp=1, ep=2, experts=8, gbs=8, keys={"world": world})
     (problem,) = [p for p in report.problems if p.key == "expert-model-parallel-size"]
     assert "does not divide the data-parallel size 1" in problem.message and world in problem.message
+
+
+def test_decrease_batch_size_if_needed_rounds_the_global_batch_down_and_refuses_only_zero_micro_batches():
+    """core_v0.12.1's calculator with decrease-batch-size-if-needed: 17 over mbs x DP = 2 runs as 16; a batch
+    below one micro-batch per data-parallel rank rounds to 0 micro-batches and is refused."""
+    assert run(gbs=17, decrease_batch_size=True).problems == []
+    assert [p.key for p in run(gbs=17).problems] == ["global-batch-size"]
+    (problem,) = run(gbs=1, decrease_batch_size=True).problems
+    assert (
+        problem.key == "global-batch-size"
+        and "0 micro-batches" in problem.message
+        and "2 or more" in problem.fix
+    )

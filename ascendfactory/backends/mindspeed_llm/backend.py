@@ -407,9 +407,9 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         saver.py `set_model_layer_attn` at v2.1.0) while deepseek_spec.py builds it as LinearNoTP, whole on
         every rank, so the copy fails ("The size of tensor a (136) must match the size of tensor b (68)", run
         on CPU by tests/integration/test_convert_matches_mindspeed_v1.py for deepseek2-lite; deepseek2 runs
-        the same code, and its conversion at TP 1 is compared there too). Its DeepSeek-V2 examples convert at
-        TP 1. (DeepSeek-V3 is converted by 2.1.0's own examples/mcore/deepseek3/convert_ckpt_deepseek3.py, not
-        this saver.)"""
+        the same code, and its conversion at TP 1 is compared there too). Its DeepSeek-V2 examples convert
+        at TP 1. (DeepSeek-V3 is converted by 2.1.0's own examples/mcore/deepseek3/convert_ckpt_deepseek3.py,
+        not this saver.)"""
         step = plan.step("hf2mg")
         found = run.framework
         if (

@@ -78,7 +78,10 @@ def _heads_broken(f: Flags) -> bool:
     split = _ulysses_split(f)
     if split is None:
         return False
-    head, rest = divmod(_int(f, "num-attention-heads"), split * _int(f, "tensor-model-parallel-size"))
+    width = split * _int(f, "tensor-model-parallel-size")
+    if width < 1:
+        return False  # a TP below 1: the layout check refuses it
+    head, rest = divmod(_int(f, "num-attention-heads"), width)
     return not (head >= 1 and rest == 0)
 
 
@@ -125,6 +128,8 @@ def _layout_broken(f: Flags) -> bool:
     if stages is None:
         return True
     pp = _int(f, "pipeline-model-parallel-size")
+    if pp < 1:
+        return False  # the layout check refuses it
     if (
         f["schedules-method"] == "dualpipev"
         or any(
@@ -189,7 +194,10 @@ def _virtual_stages(f: Flags) -> int | None:
     if f.given("num-virtual-stages-per-pipeline-rank"):
         size = _int(f, "num-virtual-stages-per-pipeline-rank")
     elif f.given("num-layers-per-virtual-pipeline-stage"):
-        size = _int(f, "num-layers") // pp // _int(f, "num-layers-per-virtual-pipeline-stage")
+        per_virtual = _int(f, "num-layers-per-virtual-pipeline-stage")
+        if pp < 1 or per_virtual < 1:
+            return None  # refused by the layout check and Megatron's own rules
+        size = _int(f, "num-layers") // pp // per_virtual
     else:
         return None
     return None if size == 1 else size

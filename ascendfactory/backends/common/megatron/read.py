@@ -426,6 +426,13 @@ _LAYOUT_KEYS = (
 )
 
 
+def _switch(ctx: PlanContext, key: str) -> bool:
+    """Whether training's switch `key` is on (given true; a value of the wrong kind is refused by the flag
+    checks, and counted as off here)."""
+    training = ctx.config.backend_config.get("training")
+    return isinstance(training, dict) and training.get(key) is True
+
+
 def _expert_parallel(ctx: PlanContext) -> int:
     """training's expert-model-parallel-size as a layout degree (1 when not given; a value that is not a
     whole number is refused by the flag checks, and counted as 1 here)."""
@@ -461,6 +468,7 @@ def _layout(
             ep=_expert_parallel(ctx),
             experts=arch.experts,
             cp_head_split=cp_head_split,
+            decrease_batch_size=_switch(ctx, "decrease-batch-size-if-needed"),
             keys={name: K + key for name, key in _LAYOUT_KEYS}
             | {
                 "world": f"env.NNODES({env.NNODES}) x devices per node"

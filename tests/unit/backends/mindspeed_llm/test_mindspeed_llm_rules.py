@@ -557,7 +557,7 @@ EXAMPLES_26: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "attention-backend": (
         {"attention-backend": "local"},
-        {"attention-backend": "local", "spec": ["local"]},
+        {"attention-backend": "flash"},
     ),
     "heterogeneous-layers-config-path": (
         {"heterogeneous-layers-config-path": "/nonexistent/layers.json"},

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ascendfactory.backends.mindspeed_llm import rules_26_mindspeed_pp_cp as shard
+from ascendfactory.backends.mindspeed_llm.rule_types import Flags
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES
 from tests.unit.backends.mindspeed_llm.rule_example_bases import BASE
@@ -209,3 +210,20 @@ def test_the_stage_layers_read_as_the_feature_reads_them(text: str, value: Any) 
 )
 def test_the_stage_layers_rule(flags: dict[str, Any], broken: bool) -> None:
     assert ("pipeline-num-transformer-layers" in _mine(flags)) is broken
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"pipeline-model-parallel-size": 0, "pipeline-model-parallel-layout": "EttL"},
+        {**VPP, "num-layers-per-virtual-pipeline-stage": 0, "pipeline-num-transformer-layers": "[[1],[1]]"},
+        {**CP2, "tensor-model-parallel-size": 0, "context-parallel-algo": "ulysses_cp_algo"},
+        {**CP2, "context-parallel-algo": "hybrid_cp_algo", "ulysses-degree-in-cp": 0},
+        {**CP2, "cp-window-size": 0},
+    ],
+)
+def test_a_zero_divisor_is_no_crash(flags: dict[str, Any]) -> None:
+    """A ZeroDivisionError would escape broken_rules, which skips only TypeError / ValueError."""
+    view = Flags({**BASE, **flags})
+    for rule in shard.RULES:
+        rule.broken(view)
