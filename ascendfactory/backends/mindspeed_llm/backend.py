@@ -43,6 +43,7 @@ from ascendfactory.backends.common.megatron.skeleton import (
 from ascendfactory.backends.environment import Check, InstallStep, third_party_dir
 from ascendfactory.backends.mindspeed_llm import environment
 from ascendfactory.backends.mindspeed_llm.converters import (
+    NAMES_KIND,
     SCRIPTS,
     V1_MLA_FAMILIES,
     ConverterChoice,
@@ -55,11 +56,19 @@ from ascendfactory.backends.mindspeed_llm.converters import (
 )
 from ascendfactory.backends.mindspeed_llm.environment import PLACEHOLDER, Site, resolve_site
 from ascendfactory.backends.mindspeed_llm.fsdp2 import trainer as fsdp2_trainer
-from ascendfactory.backends.mindspeed_llm.keys import defaults, unknown_keys, valid_names, value_problems
+from ascendfactory.backends.mindspeed_llm.keys import (
+    defaults,
+    names_file,
+    specs,
+    unknown_keys,
+    valid_names,
+    value_problems,
+)
 from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
 from ascendfactory.backends.mindspeed_llm.rules import HYBRID_CP, broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import (
     DEFAULT,
+    RELEASES,
     VERSIONS,
     Release,
     saved_format,
@@ -77,6 +86,11 @@ from ascendfactory.plan import Plan, Role, Step
 K = "backend_config.training."
 CONVERTERS = tuple(SCRIPTS)
 ENTRY_SCRIPTS = {"pt": "pretrain_gpt.py", "sft": "posttrain_gpt.py"}
+# what a user does instead of a conversion step the targeted converter cannot run
+YOURSELF = {
+    "hf2mg": "convert the HF weights yourself and give them as user_converted_ckpt_path",
+    "mg2hf": "set backend_config.convert_ckpt_mg2hf: null and convert the saved checkpoint yourself",
+}
 SECTION_NAMES = {"training": "training", "preprocess_data": "preprocess"}  # + convert sections: per converter
 STEP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # every MindSpeed-LLM example exports it
 # Training keys the plan decides from other settings (they are read, then set by the plan).
@@ -243,6 +257,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
         found = run.framework
         self.raise_if(self.missing_converter(found.site, found.converter, plan, strict_paths))
         self.raise_if(self.v1_mla_above_tp1(run, plan))
+        self.raise_if(self.converter_refuses_model_type(run, plan))
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
@@ -431,6 +446,53 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                 "already converted at this TP as user_converted_ckpt_path",
             )
         ]
+
+    @staticmethod
+    def converter_refuses_model_type(run: MegatronRun[Found], plan: Plan) -> list[Problem]:
+        """The `--model-type-hf` each conversion step hands its converter must be one of that converter's
+        argparse choices at the targeted version (keys/convert_v1_*.txt, convert_v2_*.txt, generated from its
+        parser): MindSpeed-LLM 2.1.0's convert_ckpt.py has no deepseek3, which 2.1.0 converts with its own
+        examples/mcore/deepseek3/convert_ckpt_deepseek3.py, so such a step would stop at argparse after
+        the job queued."""
+        found = run.framework
+        kind, version = found.converter.names_kind, found.release.version
+        spec = specs(kind, version).get("model-type-hf")
+        if spec is None or not spec.choices:
+            return []
+        problems = []
+        for name in ("hf2mg", "mg2hf"):
+            step = plan.step(name)
+            argv = [] if step is None or step.skipped else step.argv
+            if "--model-type-hf" not in argv[:-1]:
+                continue
+            given = argv[argv.index("--model-type-hf") + 1]
+            if given in spec.choices:
+                continue
+            others = [  # the versions whose shipped converter (2.1.0: v1 only) accepts it
+                f"{release.version}, whose {SCRIPTS[k]}"
+                for release in RELEASES.values()
+                for k in ("v1", "v2")
+                if (k == "v1" or release.converter == "v2")
+                and given
+                in (
+                    getattr(specs(NAMES_KIND[k], release.version).get("model-type-hf"), "choices", None) or ()
+                )
+            ]
+            problems.append(
+                Problem(
+                    key="model_name_or_path",
+                    message=f"the {name} step would hand MindSpeed-LLM {version}'s {found.converter.script} "
+                    f"--model-type-hf {given}, which it does not accept (its choices: keys/"
+                    f"{names_file(kind, version)})",
+                    fix=(
+                        f"set backend_config.mindspeed_llm_version to {' or '.join(others)} converts it; or "
+                        if others
+                        else ""
+                    )
+                    + YOURSELF[name],
+                )
+            )
+        return problems
 
     # -- steps --------------------------------------------------------------------------------------
     def preprocess_step(self, ctx: PlanContext, run: MegatronRun[Found], shared: bool) -> Step:

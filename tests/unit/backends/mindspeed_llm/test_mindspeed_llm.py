@@ -677,3 +677,37 @@ def test_2_1_0_v1_conversion_of_mla_above_tp1_is_refused(tmp_path: Path, clean_e
     assert plan_for(tmp_path, v2).step("hf2mg").argv[1] == "convert_ckpt_v2.py"
     qwen = merge(copy.deepcopy(moe), {"af_model_name": "qwen3-30b-a3b"})
     assert plan_for(tmp_path, qwen).step("hf2mg").argv[1] == "convert_ckpt.py"
+
+
+def test_a_model_type_the_targeted_converter_does_not_accept_is_refused_before_launch(
+    tmp_path: Path, clean_env
+) -> None:
+    """2.1.0's convert_ckpt.py has no `--model-type-hf deepseek3` (keys/convert_v1_2.1.0.txt, from its
+    parser): both conversion steps are refused, each with its own way round; 26.1.0's v2 converts it; given
+    weights and no final conversion plan."""
+    v3 = {
+        "af_model_name": "deepseek-v3-671b",
+        "backend_config": {
+            "mindspeed_llm_version": "2.1.0",
+            "training": {
+                "tensor-model-parallel-size": 1,
+                "pipeline-model-parallel-size": 1,
+                "expert-model-parallel-size": 8,
+            },
+        },
+    }
+    with pytest.raises(ConfigError) as e:
+        plan_for(tmp_path, v3)
+    problems = [p for p in e.value.problems if p.key == "model_name_or_path"]
+    assert [p.message.split(" step")[0] for p in problems] == ["the hf2mg", "the mg2hf"]
+    assert all("--model-type-hf deepseek3" in p.message for p in problems)
+    assert all("mindspeed_llm_version to 26.1.0, whose convert_ckpt_v2.py" in p.fix for p in problems)
+    assert "user_converted_ckpt_path" in problems[0].fix and "convert_ckpt_mg2hf: null" in problems[1].fix
+    at_26 = merge(copy.deepcopy(v3), {"backend_config": {"mindspeed_llm_version": "26.1.0"}})
+    assert "deepseek3" in plan_for(tmp_path, at_26).step("hf2mg").argv
+    own = merge(
+        copy.deepcopy(v3),
+        {"user_converted_ckpt_path": str(tmp_path / "mg"), "backend_config": {"convert_ckpt_mg2hf": None}},
+    )
+    plan = plan_for(tmp_path, own)
+    assert plan.step("hf2mg").skipped and (plan.step("mg2hf") is None or plan.step("mg2hf").skipped)
