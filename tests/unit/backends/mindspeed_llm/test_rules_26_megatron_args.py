@@ -1,6 +1,6 @@
 """Rules of the 26.1.0 coverage map's megatron_args part whose key already has a 26.1.0 example
 (examples_26/megatron_args.py holds one per key): each case was refused by the 26.1.0 judge at its statement
-(tests/diffval/maps/drafts/mindspeed-llm-26.1.0.yaml, megatron/training/arguments.py and
+(tests/diffval/maps/mindspeed-llm-26.1.0.yaml, megatron/training/arguments.py and
 megatron/core/num_microbatches_calculator.py)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rules of backends/mindspeed_llm/rules_26_mindspeed_moe_tp.py on keys whose example is another rule's
 (test_mindspeed_llm_rules.py holds one example per key), and the fb-overlap pipeline check's reading of
 --pipeline-model-parallel-layout. Each case is a targeted case of the 26.1.0 coverage map
-(tests/diffval/maps/drafts/mindspeed-llm-26.1.0.yaml), where 26.1.0's judge refused it at the statement
+(tests/diffval/maps/mindspeed-llm-26.1.0.yaml), where 26.1.0's judge refused it at the statement
 the rule cites and accepted the fix.
 """
 
