@@ -178,11 +178,14 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
         # the host queues kernels ahead of the device: a GEMM takes its own time or its launch, whichever is
         # longer; the many short memory-bound kernels take their bytes' time or their launches'
         compute = sum(g.count * max(device.gemm_call_s(g, w.precision), launch) for g in calls)
-        small = max(0.0, ops - sum(g.count for g in calls))
-        memory = (
-            max(small * launch, layer_bytes / device.memory_bandwidth) + ce_bytes / device.memory_bandwidth
-        )
+        # (shown as the launch part or the memory part, whichever is longer)
+        small = max(0.0, ops - sum(g.count for g in calls)) * launch
+        memory = ce_bytes / device.memory_bandwidth
         launches = 0.0
+        if small >= layer_bytes / device.memory_bandwidth:
+            launches = small
+        else:
+            memory += layer_bytes / device.memory_bandwidth
     else:
         # one CPU thread computes and dispatches in turn: the parts add up
         compute = sum(g.count * device.gemm_call_s(g, w.precision) for g in calls)

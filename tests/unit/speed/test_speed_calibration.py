@@ -121,8 +121,31 @@ def test_cpu_held_out_shapes_get_no_figure():
     (recorded/cpu.yaml `validate:`) are predicted far off, and every one of them is flagged, so neither the
     estimate nor the run summary prints a figure for them."""
     rec = calibrate.load("cpu")
-    assert {r.workload.hidden for r in rec.validate} == {64, 128, 256, 384}
-    errors = calibrate.errors(rec.validate, DEVICES["cpu"])
+    shapes = [r for r in rec.validate if r.workload.hidden < 768]
+    assert {r.workload.hidden for r in shapes} == {64, 128, 256, 384}
+    errors = calibrate.errors(shapes, DEVICES["cpu"])
     assert max(abs(e) for e in errors) > 1.0  # what a printed figure would have been off by
-    assert not any(predict(r.workload, DEVICES["cpu"]).in_range for r in rec.validate)
+    assert not any(predict(r.workload, DEVICES["cpu"]).in_range for r in shapes)
     assert all(predict(r.workload, DEVICES["cpu"]).in_range for r in rec.runs)
+
+
+# The 16 layouts re-measured on 2026-11-28 (recorded/cpu.yaml `validate:`, held out of the fit): the three
+# outside the goal, as docs/time-to-train.md states them (the same load noise: the re-measured no-recompute
+# layout ran faster than its selective-recompute one).
+REMEASURED_OVER_GOAL = {
+    "re-measured tp1 pp1 dp1 mbs1 s256 none tracker-off": 0.687,
+    "re-measured tp1 pp1 dp1 mbs1 s256 full tracker-off": 0.261,
+    "re-measured tp1 pp1 dp1 mbs4 s256 none tracker-off": -0.295,
+}
+
+
+def test_cpu_layouts_re_measured_are_predictions():
+    rec = calibrate.load("cpu")
+    again = [r for r in rec.validate if r.label.startswith("re-measured")]
+    assert len(again) == 16 and {r.label.removeprefix("re-measured ") for r in again} == {
+        r.label for r in rec.runs
+    }
+    errors = dict(zip((r.label for r in again), calibrate.errors(again, DEVICES["cpu"])))
+    for label, stated in REMEASURED_OVER_GOAL.items():
+        assert errors.pop(label) == pytest.approx(stated, abs=0.005)
+    assert max(abs(e) for e in errors.values()) <= GOAL, errors
