@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ascendfactory.config.yamlio import WrittenNumber
 from ascendfactory.errors import ConfigError, Problem
 
 MAX_DEPTH = 64  # no real experiment nests deeper than ~6 levels
@@ -98,12 +99,13 @@ class _Walker:
         for k, value in items:
             if isinstance(node, dict):
                 if not isinstance(k, str):
-                    shown = f"{key}.{k}" if key else str(k)
+                    written = k.written if isinstance(k, WrittenNumber) else str(k)
+                    kind = "float" if isinstance(k, WrittenNumber) else type(k).__name__
                     self.add(
-                        shown,
-                        f"key {k!r} is a {type(k).__name__}, not a name (YAML reads 1, on, yes, no as "
-                        f"numbers or booleans)",
-                        fix=f"quote it: '{k}': ...",
+                        f"{key}.{written}" if key else written,
+                        f"key {written} is read as a {kind}, not a name (YAML reads 1, 1e3, on, yes, no "
+                        f"as numbers or booleans)",
+                        fix=f"quote it: '{written}': ...",
                     )
                     continue
                 if "\0" in k:

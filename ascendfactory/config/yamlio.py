@@ -24,10 +24,34 @@ SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader
 SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+class WrittenNumber(float):
+    """A mapping key YAML reads as a number (`1e3:`, `0E0:`) that keeps the text the file wrote, so the
+    refusal of a key that is not a name (config.bounds) names it as written, not as `1000.0`."""
+
+    written: str
+
+    def __new__(cls, value: float, written: str) -> WrittenNumber:
+        key = super().__new__(cls, value)
+        key.written = written
+        return key
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copies (the loader hands out deep copies) keep the text
+        return (WrittenNumber, (float(self), self.written))
+
+
 class _Loader(SafeLoader):
     def construct_document(self, node: Any) -> Any:
         _refuse_duplicate_keys(node, "", set())
         return super().construct_document(node)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep=deep)
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag == "tag:yaml.org,2002:float":
+                key = self.construct_object(key_node)
+                if key in mapping and not isinstance(key, WrittenNumber):
+                    mapping[WrittenNumber(key, key_node.value)] = mapping.pop(key)
+        return mapping
 
 
 class DuplicateKeyError(yaml.YAMLError):

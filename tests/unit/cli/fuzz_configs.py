@@ -27,6 +27,7 @@ from ascendfactory.backends.registry import all_backends
 from ascendfactory.cli import _errors as cli_errors
 from ascendfactory.cli._errors import format_error
 from ascendfactory.cli.app import main
+from ascendfactory.config.oldstyle import FLAT_KEY_MAP
 from ascendfactory.config.yamlio import loads
 from ascendfactory.errors import ConfigError, Problem, printable
 from ascendfactory.features.templates import offered_models, render_experiment
@@ -280,13 +281,15 @@ def _named(case: Case, problems: list[Problem]) -> bool:
 
 def _merged_names(case: Case) -> list[str]:
     """An old-style file merges base, the model block and the experiment into one experiment, whose keys
-    the messages name: `base.af_output_dir` is `af_output_dir`, `qwen2.5-7b.full-4k.SEQ_LEN` is `SEQ_LEN`."""
+    the messages name: `base.af_output_dir` is `af_output_dir`, `qwen2.5-7b.full-4k.SEQ_LEN` is `SEQ_LEN`,
+    and a flat key the loader moves (config/oldstyle.py FLAT_KEY_MAP) is also where it goes."""
     if case.base != "multi_model_cfgs.yaml":
         return case.touched
     names = list(case.touched)
     for key in case.touched:
         parts = key.split(".")
         names += [".".join(parts[i:]) for i in range(1, len(parts)) if not parts[i].isdigit()]
+        names += FLAT_KEY_MAP.get(parts[-1], ())  # `base.NPUS_PER_NODE` is `env.NPUS_PER_NODE`
     return names
 
 

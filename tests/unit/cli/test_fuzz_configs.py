@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ascendfactory.errors import Problem
-from tests.unit.cli.fuzz_configs import bases, cases, names_a_touched_key, run_case
+from tests.unit.cli.fuzz_configs import Case, _named, bases, cases, names_a_touched_key, run_case
 
 BASES = bases()
 # verl experiments are checked against the shipped key lists here (in-process, milliseconds); composing with
@@ -47,6 +47,15 @@ def test_the_verdict_names_a_key_only_when_a_problem_does():
     assert names_a_touched_key(
         [Problem("base.save-total-limit (save_total_limit)", "bad")], ["save_total_limit"]
     )
+
+
+def test_an_old_style_flat_key_is_named_where_the_loader_puts_it():
+    """`base.NPUS_PER_NODE` of an old-style file is the experiment's `env.NPUS_PER_NODE`; a message naming the
+    latter names the key the case touched (config/oldstyle.py FLAT_KEY_MAP)."""
+    case = Case(base="multi_model_cfgs.yaml", text="", touched=["base.NPUS_PER_NODE"])
+    problem = Problem("pipeline-model-parallel-size", "world from a CPU-only machine (set env.NPUS_PER_NODE)")
+    assert _named(case, [problem])
+    assert not _named(Case(base="multi_model_cfgs.yaml", text="", touched=["base.seed"]), [problem])
 
 
 def test_a_backend_key_may_be_named_in_the_frameworks_spelling():

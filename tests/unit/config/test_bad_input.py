@@ -34,6 +34,9 @@ def _bomb(levels: int) -> str:
     [
         ("backend_config:\n  training:\n    1: 2\n", "backend_config.training.1", "quote it"),
         ("backend_config:\n  training:\n    on: 2\n", "backend_config.training.True", "booleans"),
+        # a key read as a number is named as the file wrote it, and the fix quotes that text
+        ("backend_config:\n  training:\n    0E0: 2\n", "backend_config.training.0E0", "quote it: '0E0'"),
+        ("backend_config:\n  training:\n    1e3: 2\n", "backend_config.training.1e3", "quote it: '1e3'"),
         ('backend_config:\n  x: "a\\0b"\n', "backend_config.x", "NUL"),
         ("backend_config:\n  training:\n    lr: .inf\n", "backend_config.training.lr", "not a finite number"),
         ("backend_config:\n  training:\n    lr: .nan\n", "backend_config.training.lr", "not a finite number"),
