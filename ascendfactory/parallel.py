@@ -183,7 +183,9 @@ def _degree_problems(inp: LayoutInput, k: dict[str, str], dims: ParallelDims) ->
         add(
             Problem(
                 k["tp"],
-                f"{product} does not divide num_attention_heads({inp.heads})",
+                f"{product} does not divide num_attention_heads({inp.heads})"
+                # name the CP key too where CP splits the heads: raising it alone brings this refusal
+                + (f" ({k['cp']} splits the heads)" if split == inp.cp and inp.cp > 1 else ""),
                 fix=f"TP values that work here: {_fmt(valid_tp_values(inp))}",
             )
         )

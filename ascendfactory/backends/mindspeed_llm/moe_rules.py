@@ -81,7 +81,10 @@ MOE_RULES: tuple[Rule, ...] = (
         "moe-expert-capacity-factor",
         lambda f: (
             f.given("moe-expert-capacity-factor")  # a negative factor too: it becomes None after this test
-            and f["moe-token-dispatcher-type"] == "alltoall"
+            # allgather is refused first (rules.py); 26.1.0's MoERouter checks the balancing type under
+            # alltoall_seq too (mindspeed_llm/features_manager/moe/moe_router.py _validate_moe_args), and
+            # core_r0.8.0 after refusing any dispatcher but alltoall
+            and f["moe-token-dispatcher-type"] != "allgather"
             and f["moe-router-load-balancing-type"] not in BALANCING_WITH_CAPACITY
         ),
         "works only with moe-router-load-balancing-type aux_loss or none",

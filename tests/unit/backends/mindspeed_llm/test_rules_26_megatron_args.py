@@ -14,7 +14,7 @@ import pytest
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES, VERSIONS
 from tests.unit.backends.mindspeed_llm.examples_26.megatron_args import HETEROGENEOUS, HETEROGENEOUS_FLAGS
-from tests.unit.backends.mindspeed_llm.rule_example_bases import OFF, SAMPLES
+from tests.unit.backends.mindspeed_llm.rule_example_bases import MOE, OFF, SAMPLES
 from tests.unit.backends.mindspeed_llm.test_mindspeed_llm_rules import flags_with
 
 
@@ -138,3 +138,15 @@ def test_a_heterogeneous_config_with_layers_of_different_query_groups_is_refused
     flags = flags_with({**AGREEING, key: json.dumps(config)})
     assert key in [r.key for r in broken_rules(flags, RELEASES["26.1.0"])]
     assert key not in [r.key for r in broken_rules(flags, RELEASES["2.1.0"])]
+
+
+def test_a_capacity_factor_needs_aux_loss_balancing_under_alltoall_seq_too() -> None:
+    """Found by the random harness (seed 11) on the DeepSeek-V2-Lite base (alltoall_seq and its examples'
+    balancing type): 26.1.0's MoERouter refuses the capacity factor with any dispatcher but allgather unless
+    the balancing is aux_loss or none (mindspeed_llm/features_manager/moe/moe_router.py
+    _validate_moe_args)."""
+    flags = {**MOE, "moe-token-dispatcher-type": "alltoall_seq", "moe-expert-capacity-factor": 0.1}
+    bad = flags_with({**flags, "moe-router-load-balancing-type": "seq_aux_loss"})
+    assert "moe-expert-capacity-factor" in [r.key for r in broken_rules(bad, RELEASES["26.1.0"])]
+    good = flags_with({**flags, "moe-router-load-balancing-type": "aux_loss"})
+    assert "moe-expert-capacity-factor" not in [r.key for r in broken_rules(good, RELEASES["26.1.0"])]
