@@ -91,7 +91,22 @@ YOURSELF = {
     "hf2mg": "convert the HF weights yourself and give them as user_converted_ckpt_path",
     "mg2hf": "set backend_config.convert_ckpt_mg2hf: null and convert the saved checkpoint yourself",
 }
-SECTION_NAMES = {"training": "training", "preprocess_data": "preprocess"}  # + convert sections: per converter
+SECTION_NAMES = {"training": "training", "preprocess_data": "preprocess"}
+
+
+def versions_converting(model_type: str) -> list[str]:
+    """'VERSION, whose SCRIPT' for each MindSpeed-LLM version whose shipped converter (2.1.0: v1 only)
+    accepts `--model-type-hf model_type` (keys/convert_*.txt, from each converter's argparse)."""
+    return [
+        f"{release.version}, whose {SCRIPTS[k]}"
+        for release in RELEASES.values()
+        for k in ("v1", "v2")
+        if (k == "v1" or release.converter == "v2")
+        and model_type
+        in (getattr(specs(NAMES_KIND[k], release.version).get("model-type-hf"), "choices", None) or ())
+    ]  # + convert sections: per converter
+
+
 STEP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # every MindSpeed-LLM example exports it
 # Training keys the plan decides from other settings (they are read, then set by the plan).
 PLANNER_TRAIN_KEYS = ("data-path", "tokenizer-name-or-path", "load", "save", "stage")
@@ -261,6 +276,16 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
 
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
+
+    def model_problem(self, arch: ModelArch) -> str | None:
+        """A catalog model no converter of a supported MindSpeed-LLM version takes (`config` does not offer
+        it: its plan's conversion steps would be refused, `converter_refuses_model_type`)."""
+        if versions_converting(arch.model_type_hf) or versions_converting(v1_model_type(arch)):
+            return None
+        return (
+            f"{arch.name} (--model-type-hf {arch.model_type_hf}) is not a model MindSpeed-LLM's converters "
+            f"convert (keys/convert_v1_*.txt, convert_v2_*.txt)"
+        )
 
     def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:
         """`<exp>.yaml` targets the default version; `<exp>-2.1.0.yaml` sets mindspeed_llm_version itself."""
@@ -468,16 +493,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             given = argv[argv.index("--model-type-hf") + 1]
             if given in spec.choices:
                 continue
-            others = [  # the versions whose shipped converter (2.1.0: v1 only) accepts it
-                f"{release.version}, whose {SCRIPTS[k]}"
-                for release in RELEASES.values()
-                for k in ("v1", "v2")
-                if (k == "v1" or release.converter == "v2")
-                and given
-                in (
-                    getattr(specs(NAMES_KIND[k], release.version).get("model-type-hf"), "choices", None) or ()
-                )
-            ]
+            others = versions_converting(given)
             problems.append(
                 Problem(
                     key="model_name_or_path",
