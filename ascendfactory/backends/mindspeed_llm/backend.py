@@ -94,6 +94,25 @@ YOURSELF = {
 SECTION_NAMES = {"training": "training", "preprocess_data": "preprocess"}
 
 
+def model_converter(arch: ModelArch, release: Release) -> dict[str, str]:
+    """The template's `converter:` when `release`'s own converter does not take the model but the other
+    one it ships does (26.1.0's convert_ckpt_v2.py has no glm4; its convert_ckpt.py has): empty otherwise."""
+    default = release.converter
+    other = "v1" if default == "v2" else "v2"
+    takes = {
+        k: (v1_model_type(arch) if k == "v1" else arch.model_type_hf)
+        in (getattr(specs(NAMES_KIND[k], release.version).get("model-type-hf"), "choices", None) or ())
+        for k in (default, other)
+    }
+    if takes[default] or not takes[other] or (other == "v2" and release.converter != "v2"):
+        return {"model_converter": "", "model_converter_reason": ""}
+    return {
+        "model_converter": other,
+        "model_converter_reason": f"MindSpeed-LLM {release.version}'s {SCRIPTS[default]} has no "
+        f"--model-type-hf {arch.model_type_hf if default == 'v2' else v1_model_type(arch)}",
+    }
+
+
 def versions_converting(model_type: str) -> list[str]:
     """'VERSION, whose SCRIPT' for each MindSpeed-LLM version whose shipped converter (2.1.0: v1 only)
     accepts `--model-type-hf model_type` (keys/convert_*.txt, from each converter's argparse)."""
@@ -295,6 +314,7 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             "mindspeed_llm_versions": " | ".join(VERSIONS),
             # the FSDP2 trainer's chat templates (mindspeed_llm/fsdp2/data/template.py at 26.1.0)
             "fsdp2_template": "qwen3" if arch.hf_model_type.startswith("qwen3") else "empty",
+            **model_converter(arch, RELEASES[DEFAULT]),
         }
 
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
@@ -493,7 +513,8 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
             given = argv[argv.index("--model-type-hf") + 1]
             if given in spec.choices:
                 continue
-            others = versions_converting(given)
+            others = [o for o in versions_converting(given) if not o.startswith(f"{version},")]
+            sibling = model_converter(run.arch, found.release) if run.arch is not None else {}
             problems.append(
                 Problem(
                     key="model_name_or_path",
@@ -501,6 +522,12 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
                     f"--model-type-hf {given}, which it does not accept (its choices: keys/"
                     f"{names_file(kind, version)})",
                     fix=(
+                        f"set backend_config.converter: {sibling['model_converter']} ("
+                        f"{SCRIPTS[sibling['model_converter']]} of {version} converts it); or "
+                        if sibling.get("model_converter")
+                        else ""
+                    )
+                    + (
                         f"set backend_config.mindspeed_llm_version to {' or '.join(others)} converts it; or "
                         if others
                         else ""
