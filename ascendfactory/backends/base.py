@@ -230,8 +230,9 @@ class Backend:
         """The installation plan (`environment.InstallStep` records); empty: nothing beyond the core."""
         return []
 
-    def model_problem(self, arch: Any) -> str | None:
-        """Why this backend cannot run the catalog model `arch` (`config` then does not offer it)."""
+    def model_problem(self, arch: Any, experiment: str | None = None) -> str | None:
+        """Why this backend cannot run the catalog model `arch` (in its experiment template `experiment`, when
+        given; `config` then does not offer the pair)."""
         return None
 
     def template_values(self, arch: Any, *, devices: int, tp: int, pp: int) -> dict[str, Any]:

@@ -37,9 +37,9 @@ def render_experiment(*, backend: str, model_name: str, exp_name: str, output_fi
             )
         )
     arch = from_catalog(model_name)  # raises with the list and a suggestion
-    unsupported = chosen.model_problem(arch)
+    unsupported = chosen.model_problem(arch, exp_name)
     if unsupported:
-        offered = [m for m in list_models() if chosen.model_problem(from_catalog(m)) is None]
+        offered = [m for m in list_models() if chosen.model_problem(from_catalog(m), exp_name) is None]
         raise ConfigError(
             Problem("--af_model_name", unsupported, fix=f"backend '{backend}' takes: " + ", ".join(offered))
         )
@@ -100,10 +100,11 @@ def suggested_experiment(backend: str, model_name: str) -> str:
     return exps[0]
 
 
-def offered_models(backend: str) -> list[str]:
-    """The catalog models `config` offers for `backend` (the ones its programs can run)."""
+def offered_models(backend: str, experiment: str | None = None) -> list[str]:
+    """The catalog models `config` offers for `backend` (the ones its programs can run), in `experiment`'s
+    template when given."""
     chosen = get_backend(backend, key="--backend")
-    return [m for m in list_models() if chosen.model_problem(from_catalog(m)) is None]
+    return [m for m in list_models() if chosen.model_problem(from_catalog(m), experiment) is None]
 
 
 def write_experiment(text: str, path: str, *, force: bool) -> None:

@@ -296,14 +296,24 @@ class MindSpeedLLMBackend(MegatronBackend[Found]):
     def checks(self, environ: Mapping[str, str]) -> list[Check]:
         return environment.checks(environ)
 
-    def model_problem(self, arch: ModelArch) -> str | None:
-        """A catalog model no converter of a supported MindSpeed-LLM version takes (`config` does not offer
-        it: its plan's conversion steps would be refused, `converter_refuses_model_type`)."""
-        if versions_converting(arch.model_type_hf) or versions_converting(v1_model_type(arch)):
+    def model_problem(self, arch: ModelArch, experiment: str | None = None) -> str | None:
+        """A catalog model no converter of a supported MindSpeed-LLM version takes, or, for a template of
+        one version (`<exp>-2.1.0`), none of that version's (`config` does not offer it: its plan's conversion
+        steps would be refused, `converter_refuses_model_type`)."""
+        pinned = next((v for v in VERSIONS if experiment and experiment.endswith(f"-{v}")), None)
+        found = [
+            o
+            for o in versions_converting(arch.model_type_hf) + versions_converting(v1_model_type(arch))
+            if pinned is None or o.startswith(f"{pinned},")
+        ]
+        if found:
             return None
+        where = (
+            f"MindSpeed-LLM {pinned}'s converter converts" if pinned else "MindSpeed-LLM's converters convert"
+        )
         return (
-            f"{arch.name} (--model-type-hf {arch.model_type_hf}) is not a model MindSpeed-LLM's converters "
-            f"convert (keys/convert_v1_*.txt, convert_v2_*.txt)"
+            f"{arch.name} (--model-type-hf {arch.model_type_hf}) is not a model {where} "
+            f"(keys/convert_v1_*.txt, convert_v2_*.txt)"
         )
 
     def template_values(self, arch: ModelArch, *, devices: int, tp: int, pp: int) -> dict[str, Any]:

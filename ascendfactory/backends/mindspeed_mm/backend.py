@@ -372,7 +372,7 @@ class MindSpeedMMBackend(MegatronBackend[MMRun]):
     def install_steps(self, environ: Mapping[str, str]) -> list[InstallStep]:
         return environment.install_plan(environ)
 
-    def model_problem(self, arch: ModelArch) -> str | None:
+    def model_problem(self, arch: ModelArch, experiment: str | None = None) -> str | None:
         if preset_name(arch.name, arch, environment.DEFAULT_GENERATION) is None:
             return f"'{arch.name}' has no MindSpeed-MM example (Qwen2.5-VL models only)"
         return None

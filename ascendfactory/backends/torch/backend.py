@@ -269,7 +269,7 @@ class TorchBackend(MegatronBackend[None]):
             notes=notes,
         )
 
-    def model_problem(self, arch: Any) -> str | None:
+    def model_problem(self, arch: Any, experiment: str | None = None) -> str | None:
         from ascendfactory.engine.convert.families import FAMILIES
         from ascendfactory.engine.train.arch import SUPPORTED_MODEL_TYPES
 

@@ -13,7 +13,7 @@ COMBINATIONS = [
     (b.name, exp, model)
     for b in all_backends()
     for exp in b.experiments()
-    for model in offered_models(b.name)
+    for model in offered_models(b.name, exp)
 ]
 
 
