@@ -10,6 +10,7 @@ did put there, so the mapping cannot drift from the plan).
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,6 +264,20 @@ def _tiny_moe(workdir: Path, family: str) -> Path:
 MS_PINS = "MindSpeed-LLM 2.1.0 (70116e9b), Megatron-LM core_r0.8.0 (baf94af3), MindSpeed 2c085cc9"
 
 
+@functools.lru_cache(maxsize=None)
+def _architecture_keys(version: str) -> frozenset[str]:
+    """The flags the plan derives from the model (model_flags.architecture_flags), over every catalog model:
+    a case deleting one from `training` gets the model's value back, not no flag."""
+    from ascendfactory.backends.mindspeed_llm.model_flags import architecture_flags
+    from ascendfactory.config.catalog import from_catalog, list_models
+
+    keys: set[str] = set()
+    for name in list_models():
+        flags = architecture_flags(from_catalog(name), tp=1, pp=1, seq_length=4096, version=version)
+        keys |= {k for k, v in flags.items() if v is not None and v is not False}
+    return frozenset(keys)
+
+
 class MindSpeedLLM(Adapter):
     """Our verdict is `--dry-run`'s (a real `train` stops here at the missing CANN toolkit, before it would
     hand MindSpeed-LLM anything); the framework's is its argument parsing and validation on the training
@@ -341,6 +356,9 @@ class MindSpeedLLM(Adapter):
             "env": dict(step.env),
         }
 
+    def architecture_keys(self) -> frozenset[str]:
+        return _architecture_keys(self.version)
+
     def carry(self, payload: Any, mutations: list[Mutation]) -> Any:
         from ascendfactory.backends.common.megatron.read import to_flags
         from ascendfactory.backends.mindspeed_llm.backend import absolute
@@ -355,6 +373,8 @@ class MindSpeedLLM(Adapter):
         for key, value in training.items():
             if key == "prompt-type" and value == DELETE:
                 continue  # the plan falls back to preprocess_data's prompt-type, the same in the templates
+            if value == DELETE and key not in MS_FILLED and key in self.architecture_keys() and key in flags:
+                continue  # the plan gives the model's value back (model_flags.py): the base's is the model's
             flags.pop(key, None)
             if value != DELETE:
                 flags.update(argv_flags(to_flags(absolute({key: value}))))
