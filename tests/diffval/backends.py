@@ -386,6 +386,14 @@ class MindSpeedLLM(Adapter):
         # of train-iters (mindspeed_llm/backend.py; sample-based training gets none)
         if training.get("save-interval") == DELETE and flags.get("train-iters", ["x"])[0].isdigit():
             flags["save-interval"] = flags["train-iters"]
+        from ascendfactory.backends.mindspeed_llm.keys import valid_names
+
+        if (
+            flags.get("wandb-project", [""]) not in ([], [""], ["0"], ["False"])
+            and "use-wandb" not in flags
+            and "use-wandb" in valid_names("training", self.version)
+        ):
+            flags["use-wandb"] = []  # the plan turns W&B on with wandb-project where the version has it
         for m in mutations:  # a deleted topology key is 1 on this CPU machine (config/devices.py)
             if m.path == ("env", "NPUS_PER_NODE"):
                 nproc = 1 if m.value == DELETE else m.value
