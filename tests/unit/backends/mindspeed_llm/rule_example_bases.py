@@ -54,3 +54,14 @@ PP2_FUSION = {"pipeline-model-parallel-size": 2, "no-gradient-accumulation-fusio
 
 MOE_26 = {**MOE, "moe-grouped-gemm": True, "expert-model-parallel-size": 2, "bf16": True}
 ALLTOALL_OVERLAP_26 = {"moe-alltoall-overlap-comm": True, **MOE_26}
+
+
+def flags_with(change: dict[str, Any]) -> dict[str, Any]:
+    """BASE with an example's change applied (`OFF` removes a flag)."""
+    out = dict(BASE)
+    for key, value in change.items():
+        if value is OFF:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out

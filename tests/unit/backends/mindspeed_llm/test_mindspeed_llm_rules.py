@@ -35,6 +35,7 @@ from tests.unit.backends.mindspeed_llm.rule_example_bases import (
     SAMPLES,
     TP2_SP,
     TP2D,
+    flags_with,
 )
 
 # rule key -> (flags that break it, the same with the fix)
@@ -624,16 +625,6 @@ def example(key: str, version: str) -> tuple[dict[str, Any], dict[str, Any]] | N
     if not any(r.key == key and version in r.versions for r in RULES):
         return None
     return EXAMPLES_26[key] if version == "26.1.0" and key in EXAMPLES_26 else EXAMPLES[key]
-
-
-def flags_with(change: dict[str, Any]) -> dict[str, Any]:
-    out = dict(BASE)
-    for key, value in change.items():
-        if value is OFF:
-            out.pop(key, None)
-        else:
-            out[key] = value
-    return out
 
 
 @pytest.mark.parametrize("version", VERSIONS)

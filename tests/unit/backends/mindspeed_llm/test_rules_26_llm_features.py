@@ -12,7 +12,7 @@ from ascendfactory.backends.mindspeed_llm import rules_26_llm_features
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES
 from tests.unit.backends.mindspeed_llm.examples_26.llm_features import EXAMPLES, EXTRA
-from tests.unit.backends.mindspeed_llm.test_mindspeed_llm_rules import flags_with
+from tests.unit.backends.mindspeed_llm.rule_example_bases import flags_with
 
 OURS = {id(r) for r in rules_26_llm_features.RULES}
 CASES = [(key, bad, good) for key, pairs in EXTRA.items() for bad, good in pairs]

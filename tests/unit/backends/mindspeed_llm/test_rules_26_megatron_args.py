@@ -14,8 +14,7 @@ import pytest
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES, VERSIONS
 from tests.unit.backends.mindspeed_llm.examples_26.megatron_args import HETEROGENEOUS, HETEROGENEOUS_FLAGS
-from tests.unit.backends.mindspeed_llm.rule_example_bases import MOE, OFF, SAMPLES
-from tests.unit.backends.mindspeed_llm.test_mindspeed_llm_rules import flags_with
+from tests.unit.backends.mindspeed_llm.rule_example_bases import MOE, OFF, SAMPLES, flags_with
 
 
 @pytest.mark.parametrize("version", VERSIONS)

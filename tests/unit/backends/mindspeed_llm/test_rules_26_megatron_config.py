@@ -11,7 +11,7 @@ import pytest
 
 from ascendfactory.backends.mindspeed_llm.rules import broken_rules
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES
-from tests.unit.backends.mindspeed_llm.rule_example_bases import BASE, MLA, MOE_26, OFF, TP2_SP
+from tests.unit.backends.mindspeed_llm.rule_example_bases import MLA, MOE_26, OFF, TP2_SP, flags_with
 
 MLA_UP = {"recompute-granularity": "selective", "recompute-modules": ["mla_up_proj"]}
 MOE_ACT = {"recompute-granularity": "selective", "recompute-modules": ["moe_act"]}
@@ -76,18 +76,8 @@ CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
 ]
 
 
-def _flags(change: dict[str, Any]) -> dict[str, Any]:
-    out = dict(BASE)
-    for key, value in change.items():
-        if value is OFF:
-            out.pop(key, None)
-        else:
-            out[key] = value
-    return out
-
-
 def _messages(flags: dict[str, Any], key: str) -> list[str]:
-    return [r.message for r in broken_rules(_flags(flags), RELEASES["26.1.0"]) if r.key == key]
+    return [r.message for r in broken_rules(flags_with(flags), RELEASES["26.1.0"]) if r.key == key]
 
 
 @pytest.mark.parametrize(("key", "words", "bad", "good"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])

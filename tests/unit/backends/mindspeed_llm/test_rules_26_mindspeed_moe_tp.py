@@ -15,22 +15,12 @@ from ascendfactory.backends.mindspeed_llm.rules import RULES, broken_rules
 from ascendfactory.backends.mindspeed_llm.rules_26_mindspeed_moe_tp import RULES as MOE_TP
 from ascendfactory.backends.mindspeed_llm.rules_26_mindspeed_moe_tp import layout_stages
 from ascendfactory.backends.mindspeed_llm.versions import RELEASES
-from tests.unit.backends.mindspeed_llm.rule_example_bases import BASE, MOE_26, OFF
+from tests.unit.backends.mindspeed_llm.rule_example_bases import MOE_26, OFF, flags_with
 
 V26 = RELEASES["26.1.0"]
 FB = {**MOE_26, "moe-fb-overlap": True, "overlap-grad-reduce": OFF}  # alltoall, EP 2, grouped GEMM
 VPP = {"pipeline-model-parallel-size": 2, "num-layers": 4, "num-layers-per-virtual-pipeline-stage": 1}
 WORLD = 8  # the MoE bases' devices: DP 4 with PP 2
-
-
-def flags_with(change: dict[str, Any]) -> dict[str, Any]:
-    out = dict(BASE)
-    for key, value in change.items():
-        if value is OFF:
-            out.pop(key, None)
-        else:
-            out[key] = value
-    return out
 
 
 def rule(key: str, words: str) -> Any:
