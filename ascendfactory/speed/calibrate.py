@@ -14,6 +14,7 @@ are more runs than constants).
     python -m ascendfactory.speed.calibrate [cpu|h200]     # prints the constants and every run's error
 
 Runs listed under `validate:` are measured too but held out of the fit: their errors validate the constants.
+Runs under `loaded:` were measured while other jobs shared the machine: printed, neither fitted nor held out.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class Recorded:
     runs: tuple[RecordedRun, ...]
     free: tuple[str, ...] = CALIBRATED  # the constants these runs determine (`fit:` in the file)
     validate: tuple[RecordedRun, ...] = ()  # measured runs held out of the fit (`validate:` in the file)
+    # measured while other jobs shared the machine (`loaded:` in the file): neither fitted nor held to the
+    # goal; what the figure is off by on a busy machine (docs/time-to-train.md)
+    loaded: tuple[RecordedRun, ...] = ()
 
 
 def load(device: str) -> Recorded:
@@ -64,6 +68,7 @@ def load(device: str) -> Recorded:
         _runs(data["runs"]),
         free,
         _runs(data.get("validate") or []),
+        _runs(data.get("loaded") or []),
     )
 
 
@@ -85,8 +90,14 @@ def device_for(run: RecordedRun, base: DeviceSpeed) -> DeviceSpeed:
     dev = base
     if run.matmul_flops:
         dev = dev.with_(matmul_flops={k: float(run.matmul_flops) for k in base.matmul_flops})
-        if base.launch_flops:  # the same load slows the launches as it slows the matmul
-            dev = dev.with_(launch_s=base.launch_s * base.launch_flops / float(run.matmul_flops))
+        if base.launch_flops:  # the same load slows the launches (and DTensor's dispatch) as the matmul
+            slower = base.launch_flops / float(run.matmul_flops)
+            dev = dev.with_(
+                launch_s=base.launch_s * slower,
+                tp_dispatch_step_s=base.tp_dispatch_step_s * slower,
+                tp_dispatch_layer_s=base.tp_dispatch_layer_s * slower,
+                dp_step_s=base.dp_step_s * slower,
+            )
     if run.memory_bandwidth:
         dev = dev.with_(memory_bandwidth=float(run.memory_bandwidth))
     return dev
@@ -183,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {run.label:44s} measured {run.measured_step_s:.4g}s  error {e:+.1%}{extra}")
         for run, e in zip(rec.validate, errors(rec.validate, dev)):
             print(f"  held out: {run.label} measured {run.measured_step_s:.4g}s  error {e:+.1%}")
+        if rec.loaded:
+            loaded = errors(rec.loaded, dev)
+            print(
+                f"  under load ({len(loaded)} runs, not fitted): errors {min(loaded):+.1%} to "
+                f"{max(loaded):+.1%}, median {sorted(loaded)[len(loaded) // 2]:+.1%}"
+            )
     return 0
 
 

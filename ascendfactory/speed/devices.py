@@ -72,8 +72,22 @@ class DeviceSpeed:
     # log k, log n (`gemm_rate`); None: every GEMM at the large-GEMM rate
     gemm_table: tuple[tuple[int, int, int, float], ...] | None = None
     # the matmul rate measured beside `launch_s` (CPU): a run whose probe read less (other processes' load)
-    # pays its launches slower in proportion (`speed.calibrate.device_for`)
+    # pays its launches slower in proportion (`speed.calibrate.device_for`), as it pays `tp_dispatch_*` and
+    # `dp_step_s`
     launch_flops: float | None = None
+    # measured where stated (CPU: benchmarks/bench_parallel_overheads.py): what tensor parallelism costs the
+    # embedded trainer besides its collectives, per step and per layer and micro-batch: its TP layers run on
+    # DTensor, whose every operator goes through DTensor's Python dispatch (sharding propagation,
+    # redistribution) before the local kernel; 0 where not measured (said in `notes`)
+    tp_dispatch_step_s: float = 0.0
+    tp_dispatch_layer_s: float = 0.0
+    # measured where stated (CPU: the same benchmark): what a data-parallel step costs the embedded trainer
+    # besides its gradient all-reduce, per step (its other collectives, each rank waiting for the slower)
+    dp_step_s: float = 0.0
+    # measured where stated (CPU: `probe.matmul_flops_side_by_side`): the share of one process's matmul rate
+    # each process gets while the job's processes on the machine run at once (they share its cores, caches
+    # and memory); the compute, memory-bound work and launches of a job of more than one process run at it
+    side_by_side: float = 1.0
 
     @property
     def op_s(self) -> float:
@@ -178,35 +192,46 @@ DEVICES: dict[str, DeviceSpeed] = {
     ),
     "cpu": DeviceSpeed(
         name="cpu",
-        # the medians of the probes bench_steptime.py took beside its 16 runs (2026-11-27): one thread's fp32
-        # GEMM (1024 x 768 by 768 x 2048) and its copy bandwidth; gloo over loopback between processes
-        matmul_flops={"fp32": 64.8e9, "bf16": 64.8e9, "fp16": 64.8e9},
-        memory_bandwidth=13.1e9,
-        intra_bandwidth=327.1e6,
+        # the medians of the probes bench_steptime.py took beside its 28 recorded runs (2026-11-28, nothing
+        # else running): one thread's fp32 GEMM (1024 x 768 by 768 x 2048) and its copy bandwidth; gloo over
+        # loopback between processes
+        matmul_flops={"fp32": 87.8e9, "bf16": 87.8e9, "fp16": 87.8e9},
+        memory_bandwidth=19.9e9,
+        intra_bandwidth=457.1e6,
         inter_bandwidth=100e6,
         latency_s=100e-6,
-        efficiency=1.2945,
-        step_overhead_s=0.0,
-        # benchmarks/bench_step_ops.py --launch (the trainer on a hidden-16 model, next to no FLOPs), 7 runs
-        # 2026-11-28 under load: 7.5 to 37.5 us per operator; the median of (seconds x the matmul probe beside
-        # it) taken at that run's probe
-        launch_s=14.7e-6,
-        launch_flops=39.9e9,
-        layer_overhead_s=0.1663,
+        efficiency=0.9586,
+        step_overhead_s=4.827e-3,
+        # benchmarks/bench_step_ops.py --launch (the trainer on a hidden-16 model, next to no FLOPs), 5 runs
+        # 2026-11-28 08:33 UTC, nothing else running: 5.58 to 6.18 us per operator, median 5.81 at a median
+        # matmul probe of 87.9 GFLOP/s beside them
+        launch_s=5.81e-6,
+        launch_flops=87.9e9,
+        # benchmarks/bench_parallel_overheads.py --repeats 5, 2026-11-28 09:29-09:33 UTC, nothing else
+        # running: TP 2 and DP 2 against one process on a hidden-32 model at 2 and 8 layers (TP 2's runs
+        # spread by 2x: 39 to 83 ms at 2 layers, 114 to 247 ms at 8; the medians are taken), at a median
+        # probe of 89.0 GFLOP/s (scaled to `launch_flops` here)
+        tp_dispatch_step_s=0.002001 * 89.0 / 87.9,
+        tp_dispatch_layer_s=0.0214 * 89.0 / 87.9,
+        dp_step_s=0.004528 * 89.0 / 87.9,
+        # benchmarks/bench_cpu_share.py, 2026-11-28 09:20 UTC: two processes' matmul at once 87.0 GFLOP/s
+        # each against 89.7 alone (medians of 5 rounds)
+        side_by_side=0.969,
         source=(
-            "one thread of the project's 2-core CPU machine, fp32 (matmul 64.8 GFLOP/s and copy 13.1 GB/s "
-            "measured 2026-11-27 at d2c3378; gloo over loopback, its bandwidth calibrated)"
+            "one thread of the project's 2-core CPU machine, fp32 (matmul 87.8 GFLOP/s and copy 19.9 GB/s "
+            "measured 2026-11-28 with nothing else running; gloo over loopback, its bandwidth calibrated)"
         ),
-        calibration_error=0.277,
-        calibrated_on=16,
-        calibrated_hidden=(768, 768),
+        calibration_error=0.227,
+        calibrated_on=28,
+        calibrated_hidden=(64, 768),
         gloo=True,
         # benchmarks/bench_pipeline_ops.py, 2026-11-28 (load average ~6): median 3.6 ms per chunk op (2.5 ms
         # with 1 chunk per rank, 4.7 ms with 3), the send / receive of a (1, 256, 768) activation included
         pipeline_op_s=3.6e-3,
         notes=(
-            "CPU: fitted on 16 layouts of bench_memory.py (hidden 768) measured while other work shared the "
-            "2 cores, every one within 28% (leave-one-out 33%); the per-layer term is that model's",
+            "CPU: fitted on 28 layouts measured on the otherwise idle 2-core machine (bench_memory.py's 16 "
+            "at hidden 768 and 12 of models of hidden 64 to 384); another job on the same cores slows a step "
+            "by more than the goal (docs/time-to-train.md)",
         ),
     ),
 }

@@ -19,17 +19,21 @@ One iteration of a Megatron-style job on `world = TP x PP x DP x CP` devices, ea
 - overhead: `device.step_overhead_s` per iteration (calibrated, 0 where the runs need none);
 - tensor parallel: 4 all-reduces of s/CP x b x h activations per layer and micro-batch (2 forward, 2
   backward; sequence parallel moves the same bytes as reduce-scatter + all-gather), 2(t-1)/t of each on the
-  wire, plus the device's latency per collective;
+  wire, plus the device's latency per collective; for the embedded trainer (its TP layers are DTensor
+  modules) also DTensor's dispatch, per step and per layer and micro-batch, where the device has it
+  measured (`DeviceSpeed.tp_dispatch_step_s`, `tp_dispatch_layer_s`);
 - pipeline parallel: each micro-batch's activations forward and their gradients backward across a stage
   boundary, once per model chunk (the interleaved schedule sends VPP times as often), and per such chunk
   op the schedule's own cost (`device.pipeline_op_s`: measured on the CPU, the latency elsewhere);
 - data parallel: the gradient all-reduce (2(d-1)/d of the local gradients; with the distributed optimizer a
   reduce-scatter of gradients and an all-gather of parameters, the same bytes), zero when
-  `overlap_grad_reduce` hides it in the backward. Over gloo (`device.gloo`: the CPU) the distributed
-  optimizer moves more: gloo has no in-place reduce-scatter, so the embedded trainer all-reduces the whole
-  gradient buffer and then all-gathers the updated weights ((d-1)/d of them on the wire), copying them into
-  the gather buffer and out again (`engine/train/distopt.py`, `reduce_grads` / `all_gather_params`): an
-  all-reduce and an all-gather, plus three passes over the weights at memory bandwidth;
+  `overlap_grad_reduce` hides it in the backward; for the embedded trainer also what a data-parallel step
+  costs besides it, where the device has it measured (`DeviceSpeed.dp_step_s`). Over gloo (`device.gloo`:
+  the CPU) the distributed optimizer moves more: gloo has no in-place reduce-scatter, so the embedded
+  trainer all-reduces the whole gradient buffer and then all-gathers the updated weights ((d-1)/d of them on
+  the wire), copying them into the gather buffer and out again (`engine/train/distopt.py`, `reduce_grads` /
+  `all_gather_params`): an all-reduce and an all-gather, plus three passes over the weights at memory
+  bandwidth;
 - optimizer: Adam reads and writes the local states once, bytes / the device's memory bandwidth (16-bit
   Megatron: 2 + 4 + 12 bytes per parameter read and written, the embedded trainer's fp32 states 4 + 4 + 8;
   the distributed optimizer divides them by DP);
@@ -125,7 +129,7 @@ class Workload:
 @dataclass(frozen=True)
 class StepPrediction:
     step_s: float
-    parts: dict[str, float]  # compute, bubble, overhead, tp_comm, pp_comm, dp_comm, optimizer (seconds)
+    parts: dict[str, float]  # compute, memory, launch, bubble, overhead, tp_comm, tp_dispatch, ... (seconds)
     flops: float  # the iteration's FLOPs by Megatron's formula (no recompute), the log's TFLOP/s numerator
     tokens_per_s_per_device: float
     tflops_per_device: float  # Megatron's FLOPs / step / world (the figure its log prints)
@@ -187,10 +191,12 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
         else:
             memory += layer_bytes / device.memory_bandwidth
     else:
-        # one CPU thread computes and dispatches in turn: the parts add up
-        compute = sum(g.count * device.gemm_call_s(g, w.precision) for g in calls)
-        memory = (layer_bytes + ce_bytes) / device.memory_bandwidth
-        launches = ops * launch
+        # one CPU thread computes and dispatches in turn: the parts add up; the processes of a job on one
+        # machine run side by side, each at the share of a lone process's rate the device has measured
+        share = device.side_by_side if min(w.world, w.devices_per_node or w.world) > 1 else 1.0
+        compute = sum(g.count * device.gemm_call_s(g, w.precision) for g in calls) / share
+        memory = (layer_bytes + ce_bytes) / device.memory_bandwidth / share
+        launches = ops * launch / share
     m = w.micro_batches
     bubble = (compute + memory + launches) * (w.pp - 1) / (w.vpp * m)
     local_layers = w.layers / w.pp
@@ -200,6 +206,13 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
 
     activation = w.seq / w.cp * w.mbs * w.hidden * act
     tp_comm = 4 * local_layers * m * _collective_s(activation, w.tp, _link(w, device, w.tp), device.latency_s)
+    tp_dispatch = 0.0
+    if w.tp > 1 and w.engine == "embedded":
+        # the embedded trainer's TP layers run on DTensor: its dispatch per step (the optimizer and the
+        # gradient clip over DTensor parameters) and per layer and micro-batch (forward, backward, recompute)
+        tp_dispatch = device.tp_dispatch_step_s + device.tp_dispatch_layer_s * local_layers * m * (
+            4 / 3 if w.recompute == "full" else 1
+        )
     pp_comm = 0.0
     if w.pp > 1:
         span = w.tp * w.cp * w.dp * 2  # neighbouring stages are TP x CP x DP ranks apart
@@ -212,6 +225,8 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     dp_comm = 0.0
     if not w.overlap_grad_reduce:
         dp_comm = _collective_s(grads, dp_group, _link(w, device, w.world), device.latency_s)
+    if dp_group > 1 and w.engine == "embedded":
+        dp_comm += device.dp_step_s  # the trainer's other per-step collectives and the ranks' waits
     if w.distributed_optimizer and device.gloo and dp_group > 1:
         weights = local_params * w.trainable * (4 if w.engine == "embedded" else 2)
         gather = (dp_group - 1) / dp_group * weights / _link(w, device, w.world) + device.latency_s
@@ -227,6 +242,7 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
         "bubble": bubble,
         "overhead": overhead,
         "tp_comm": tp_comm,
+        "tp_dispatch": tp_dispatch,
         "pp_comm": pp_comm,
         "dp_comm": dp_comm,
         "optimizer": optimizer,

@@ -51,6 +51,28 @@ def copy_bandwidth(*, threads: int = 1, nbytes: int = 64 << 20, repeats: int = 5
     return 2.0 * nbytes / seconds
 
 
+def _probe_worker(start: Any, out: Any, rounds: int) -> None:
+    start.wait()
+    out.put(statistics.median(matmul_flops(threads=1) for _ in range(rounds)))
+
+
+def matmul_flops_side_by_side(procs: int = 2, *, rounds: int = 5) -> float:
+    """The median FLOP/s one process's `matmul_flops` reaches while `procs` processes run it at once (one
+    thread each, started together): what each rank of a `procs`-process CPU job gets, against what one
+    process alone gets (`matmul_flops`), when they share the machine's cores, caches and memory."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=_probe_worker, args=(start, out, rounds)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    rates = [out.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join()
+    return statistics.median(rates)
+
+
 # The GEMM table's dimensions (`gemm_table`): the token counts, hidden, head, MLP and vocabulary widths of
 # the models the CPU runs (a head's width 16 to a vocabulary slice's 4096; larger ones take 4096's rate).
 GEMM_DIMS = (16, 64, 256, 1024, 4096)

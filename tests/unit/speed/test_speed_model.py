@@ -205,10 +205,12 @@ def test_device_names_and_precisions():
 
 
 def test_a_shape_far_from_the_calibrated_ones_is_said_to_be():
+    """The CPU was calibrated on hidden 64 (the quickstart's demo model) to 768: a narrower model gets no
+    figure, a model over twice the widest an extrapolated one."""
     cpu = device_speed("cpu")
-    assert cpu is not None and cpu.calibrated_hidden == (768, 768)
-    inside = predict(Workload(**{**W.__dict__, "hidden": 768, "kv_channels": 192}), cpu)
-    outside = predict(W, cpu)  # hidden 64
+    assert cpu is not None and cpu.calibrated_hidden == (64, 768)
+    inside = predict(W, cpu)  # hidden 64
+    outside = predict(Workload(**{**W.__dict__, "hidden": 32, "kv_channels": 8}), cpu)
     assert inside.in_range and not outside.in_range
     assert any("no figure is supported" in a for a in outside.assumptions)
     assert not any("supported" in a or "extrapolated" in a for a in inside.assumptions)
@@ -217,17 +219,61 @@ def test_a_shape_far_from_the_calibrated_ones_is_said_to_be():
 
 
 def test_no_figure_is_printed_where_none_is_supported():
-    """The quickstart's line: a model far below the calibrated shapes gets its measured step time and why
-    there is no prediction, in words; a supported one gets predicted against measured."""
+    """A model below the calibrated shapes gets its measured step time and why there is no prediction, in
+    words; a supported one (the quickstart's shape among them) gets predicted against measured."""
     cpu = device_speed("cpu")
     assert cpu is not None
-    tiny = predict(W, cpu).to_dict() | {"workload": W.to_dict()}
+    narrow = Workload(**{**W.__dict__, "hidden": 32, "kv_channels": 8})
+    tiny = predict(narrow, cpu).to_dict() | {"workload": narrow.to_dict()}
     line = report.versus_measured(tiny, 0.086)
     assert line is not None and line.startswith("step time: measured 86 ms on cpu (no prediction: ")
-    assert "hidden size 768" in line and "this model's, 64," in line and "predicted 6" not in line
+    assert "hidden sizes 64 to 768" in line and "this model's, 32," in line and "predicted" not in line
     assert report.render_lines(tiny) == [f"time: no estimate: {report.unsupported(tiny)}"]
-    big = Workload(**{**W.__dict__, "hidden": 768, "kv_channels": 192})
-    timing = predict(big, cpu).to_dict() | {"workload": big.to_dict()}
-    line = report.versus_measured(timing, timing["step_s"] / 1.1)
-    assert line is not None and "predicted" in line and "(+10%)" in line
-    assert report.unsupported(timing) is None and "tokens/s per device" in report.render_lines(timing)[1]
+    for shape in (W, Workload(**{**W.__dict__, "hidden": 768, "kv_channels": 192})):
+        timing = predict(shape, cpu).to_dict() | {"workload": shape.to_dict()}
+        line = report.versus_measured(timing, timing["step_s"] / 1.1)
+        assert line is not None and "predicted" in line and "(+10%)" in line
+        assert report.unsupported(timing) is None and "tokens/s per device" in report.render_lines(timing)[1]
+
+
+def test_tensor_parallel_dispatch_of_the_embedded_trainer():
+    """DTensor's dispatch is paid by the embedded trainer's TP layers only: per step, and per local layer and
+    micro-batch (a third more of it under full recompute); never at TP 1 nor for a Megatron job."""
+    dev = DEV.with_(tp_dispatch_step_s=0.03, tp_dispatch_layer_s=0.02)
+    tp2 = Workload(**{**W.__dict__, "tp": 2, "pp": 2, "gbs": 8, "engine": "embedded"})
+    # 4 layers / PP 2 = 2 local layers, GBS 8 / MBS 2 = 4 micro-batches
+    assert predict(tp2, dev).parts["tp_dispatch"] == pytest.approx(0.03 + 0.02 * 2 * 4)
+    full = Workload(**{**tp2.__dict__, "recompute": "full"})
+    assert predict(full, dev).parts["tp_dispatch"] == pytest.approx(0.03 + 0.02 * 2 * 4 * 4 / 3)
+    assert predict(Workload(**{**tp2.__dict__, "tp": 1}), dev).parts["tp_dispatch"] == 0
+    assert predict(Workload(**{**tp2.__dict__, "engine": "megatron"}), dev).parts["tp_dispatch"] == 0
+    assert predict(tp2, DEV).parts["tp_dispatch"] == 0  # not measured on this device
+
+
+def test_processes_side_by_side_share_the_cpu():
+    """On a device that computes in the host's thread, a job of several processes on one machine runs its
+    compute, memory-bound work and launches at the measured side-by-side share of a lone process's rate; a
+    one-process job, and a GPU, at the whole rate."""
+    cpu = DEV.with_(side_by_side=0.8)
+    one = predict(W, cpu).parts
+    dp2 = predict(Workload(**{**W.__dict__, "dp": 2, "gbs": 16}), cpu).parts
+    for part in ("compute", "memory", "launch"):
+        assert dp2[part] == pytest.approx(one[part] / 0.8)
+    assert predict(W, cpu).step_s == pytest.approx(predict(W, DEV).step_s)
+    gpu = DEV.with_(side_by_side=0.8, async_launch=True)
+    dp2_gpu = predict(Workload(**{**W.__dict__, "dp": 2, "gbs": 16}), gpu).parts
+    assert dp2_gpu["compute"] == pytest.approx(predict(W, gpu).parts["compute"])
+
+
+def test_data_parallel_step_cost_of_the_embedded_trainer():
+    """The measured per-step cost of data parallelism besides the gradient all-reduce is paid once per step
+    by the embedded trainer's data-parallel jobs, even when the all-reduce overlaps the backward."""
+    dev = DEV.with_(dp_step_s=0.004)
+    dp2 = Workload(**{**W.__dict__, "dp": 2, "gbs": 16, "engine": "embedded"})
+    assert predict(dp2, dev).parts["dp_comm"] == pytest.approx(predict(dp2, DEV).parts["dp_comm"] + 0.004)
+    overlapped = Workload(**{**dp2.__dict__, "overlap_grad_reduce": True})
+    assert predict(overlapped, dev).parts["dp_comm"] == pytest.approx(0.004)
+    assert predict(Workload(**{**dp2.__dict__, "engine": "megatron"}), dev).parts["dp_comm"] == pytest.approx(
+        predict(Workload(**{**dp2.__dict__, "engine": "megatron"}), DEV).parts["dp_comm"]
+    )
+    assert predict(Workload(**{**W.__dict__, "engine": "embedded"}), dev).parts["dp_comm"] == 0
