@@ -67,7 +67,7 @@ def test_performance_on_the_quickstart(quickstart, tmp_path):
     summary = json.loads((quickstart / ".af" / "summary.json").read_text())
     predicted = summary["predicted"]
     assert predicted["device"] == "cpu" and predicted["step_s"] > 0 and predicted["workload"]["gbs"] == 16
-    assert predicted["in_range"] is False  # the demo model's hidden 64 is far from the CPU calibration's 768
+    assert predicted["in_range"] is True  # the demo model's hidden 64 is the CPU calibration's smallest
     proc = run_cli(["performance", f"--result_dir={quickstart.parent}", f"--output_dir={tmp_path}", "--json"])
     row = json.loads(proc.stdout)["runs"][0]
     run = row["run"]
@@ -87,9 +87,11 @@ def test_performance_on_the_quickstart(quickstart, tmp_path):
     # tokens/s/p = GBS x seq / (devices x elapsed ms) x 1000, over the steady-state window
     assert run["tokens_per_s_per_device"] == pytest.approx(16 * 128 / (2 * run["step_time_s"]), rel=1e-6)
     assert run["tflops_per_device"] > 0 and run["peak_memory_mb"] > 0 and run["mfu"] is not None
-    # no figure the model cannot support: the demo model is below the CPU calibration's shapes
-    assert run["predicted_step_s"] is None and run["prediction_error"] is None
-    assert any(n.startswith("no predicted step time:") for n in run["notes"]), run["notes"]
+    # the plan's predicted step time beside the measured one (no range is asserted: the shared machine's
+    # load moves the measured step by more than the model's error, docs/time-to-train.md)
+    assert run["predicted_step_s"] == pytest.approx(predicted["step_s"])
+    assert run["prediction_error"] == pytest.approx(predicted["step_s"] / run["step_time_s"] - 1)
+    assert not any(n.startswith("no predicted step time:") for n in run["notes"]), run["notes"]
     # against a baseline of its own figures: within; against one 25% faster: a regression, exit 3
     for factor, code, verdict in ((1.0, 0, "ok"), (1.25, 3, "regression")):
         base = tmp_path / f"base{factor}.yaml"
