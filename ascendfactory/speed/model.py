@@ -200,9 +200,7 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
     m = w.micro_batches
     bubble = (compute + memory + launches) * (w.pp - 1) / (w.vpp * m)
     local_layers = w.layers / w.pp
-    overhead = device.step_overhead_s + device.layer_overhead_s * local_layers * m * (
-        4 / 3 if w.recompute == "full" else 1
-    )
+    overhead = device.step_overhead_s + device.layer_overhead_s * local_layers * m * work.layer_passes(w)
 
     activation = w.seq / w.cp * w.mbs * w.hidden * act
     tp_comm = 4 * local_layers * m * _collective_s(activation, w.tp, _link(w, device, w.tp), device.latency_s)
@@ -211,7 +209,7 @@ def predict(w: Workload, device: DeviceSpeed) -> StepPrediction:
         # the embedded trainer's TP layers run on DTensor: its dispatch per step (the optimizer and the
         # gradient clip over DTensor parameters) and per layer and micro-batch (forward, backward, recompute)
         tp_dispatch = device.tp_dispatch_step_s + device.tp_dispatch_layer_s * local_layers * m * (
-            4 / 3 if w.recompute == "full" else 1
+            work.layer_passes(w)
         )
     pp_comm = 0.0
     if w.pp > 1:

@@ -66,6 +66,12 @@ class Gemm:
         return 2.0 * self.m * self.k * self.n * self.batch * self.count
 
 
+def layer_passes(w: Workload) -> float:
+    """How many times a step runs its layers' per-layer work, relative to once: full recompute runs their
+    forward (a third of forward + backward) again."""
+    return 4 / 3 if w.recompute == "full" else 1.0
+
+
 def _linear(m: int, k: int, n: int, count: float, weight_grad: float) -> list[Gemm]:
     """A linear layer's forward (m, k, n), its data gradient (m, n, k) and its weight gradient (k, m, n)
     (`weight_grad`: the share of the weights trained; frozen ones need none)."""
@@ -125,7 +131,7 @@ def elementwise_bytes(w: Workload, activation_bytes: int) -> tuple[float, float]
     f = w.ffn * w.routed_experts / tp
     p = ELEMENTWISE_PASSES
     per_token_layer = p["h"] * w.hidden + p["q"] * q + p["kv"] * kv + p["f"] * f
-    redo = 4 / 3 if w.recompute == "full" else 1.0
+    redo = layer_passes(w)
     layers = t * w.micro_batches * w.layers / w.pp * per_token_layer * activation_bytes * redo
     ce_per_logit = (
         CE_FP32_BYTES + activation_bytes + (0 if activation_bytes >= 4 else 2 * (4 + activation_bytes))
@@ -143,7 +149,7 @@ def ce_chunks(w: Workload) -> int:
 def operators(w: Workload) -> float:
     """The operators one device calls in one step (module docstring): the counted per-step, per-micro-batch
     and per-layer ones (full recompute: the layers' forward, a third of their calls, again)."""
-    redo = 4 / 3 if w.recompute == "full" else 1.0
+    redo = layer_passes(w)
     per_mb = OPS_PER_MICRO_BATCH / w.pp + OPS_PER_LAYER * w.layers / w.pp * redo
     per_mb += OPS_PER_CE_CHUNK * (ce_chunks(w) - 1) / w.pp
     return OPS_PER_STEP + w.micro_batches * per_mb

@@ -78,6 +78,16 @@ class Flags:
         return float(value)
 
 
+def together(key: str, other: str) -> Callable[[Flags], bool]:
+    """The condition of a rule "`key` cannot be used with `other`": both given."""
+    return lambda f: f.given(key) and f.given(other)
+
+
+def without(key: str, needed: str) -> Callable[[Flags], bool]:
+    """The condition of a rule "`key` needs `needed`": `key` given, `needed` not."""
+    return lambda f: f.given(key) and not f.given(needed)
+
+
 @dataclass(frozen=True)
 class Rule:
     key: str  # the flag the problem names (the one set to break the rule)

@@ -34,6 +34,8 @@ from ascendfactory.backends.mindspeed_llm.rule_types import (
     V26,
     Flags,
     Rule,
+    together,
+    without,
 )
 from ascendfactory.backends.mindspeed_llm.versions import Release
 
@@ -205,14 +207,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "encoder-num-layers",
-        lambda f: f.given("encoder-num-layers") and f.given("num-layers"),
+        together("encoder-num-layers", "num-layers"),
         "cannot be given with num-layers (filled from the model)",
         "remove encoder-num-layers",
         MEGATRON,
     ),
     Rule(
         "encoder-seq-length",
-        lambda f: f.given("encoder-seq-length") and f.given("seq-length"),
+        together("encoder-seq-length", "seq-length"),
         "cannot be given with seq-length (Megatron sets it from seq-length)",
         "remove encoder-seq-length; set seq-length",
         MEGATRON,
@@ -302,7 +304,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "neat-pack",
-        lambda f: f.given("neat-pack") and not f.given("reset-position-ids"),
+        without("neat-pack", "reset-position-ids"),
         "needs reset-position-ids",
         "set reset-position-ids: true",
         LLM + " _validate_create_attention_mask_in_dataloader",
@@ -393,7 +395,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "swiglu",
-        lambda f: f.given("use-fused-swiglu") and not f.given("swiglu"),
+        without("use-fused-swiglu", "swiglu"),
         "use-fused-swiglu needs swiglu",
         "remove use-fused-swiglu, or keep swiglu: true",
         LLM + " _validate_fused_opts",
@@ -452,7 +454,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "save-interval",
-        lambda f: f.given("save") and not f.given("save-interval"),
+        without("save", "save-interval"),
         "required: the plan always passes save (af_output_dir/saved_checkpoints)",
         "set save-interval",
         MEGATRON + " (assert args.save_interval is not None when args.save)",
@@ -470,7 +472,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "tp-comm-overlap",
-        lambda f: f.given("tp-comm-overlap") and not f.given("sequence-parallel"),
+        without("tp-comm-overlap", "sequence-parallel"),
         "needs sequence-parallel",
         "set sequence-parallel: true, or remove tp-comm-overlap",
         MEGATRON,
@@ -541,7 +543,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "squared-relu",
-        lambda f: f.given("squared-relu") and f.given("swiglu"),
+        together("squared-relu", "swiglu"),
         "cannot be used with swiglu (the plan sets swiglu for the model's gated MLP)",
         "remove squared-relu",
         "Megatron-LM core_r0.8.0 megatron/training/arguments.py core_transformer_config_from_args",
@@ -623,7 +625,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "retro-add-retriever",
-        lambda f: f.given("retro-add-retriever") and not f.given("retro-project-dir"),
+        without("retro-add-retriever", "retro-project-dir"),
         "needs retro-project-dir (train-samples is loaded from the Retro config)",
         "remove retro-add-retriever",
         MEGATRON,
@@ -644,7 +646,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "use-glm-rope",
-        lambda f: f.given("use-glm-rope") and f.given("use-fused-rotary-pos-emb"),
+        together("use-glm-rope", "use-fused-rotary-pos-emb"),
         "fused rotary embedding (use-fused-rotary-pos-emb) is not supported with glm rope",
         "remove use-fused-rotary-pos-emb, or use-glm-rope",
         LLM + " _validate_position_embedding",
@@ -769,14 +771,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "rotary-interleaved",
-        lambda f: f.given("rotary-interleaved") and not f.given("no-rope-fusion"),
+        without("rotary-interleaved", "no-rope-fusion"),
         "does not work with rope fusion (on unless no-rope-fusion)",
         "set no-rope-fusion: true, or remove rotary-interleaved",
         MEGATRON,
     ),
     Rule(
         "deterministic-mode",
-        lambda f: f.given("deterministic-mode") and f.given("use-flash-attn"),
+        together("deterministic-mode", "use-flash-attn"),
         "cannot be used with flash attention (use-flash-attn)",
         "remove deterministic-mode, or use-flash-attn",
         MEGATRON + " (deterministic mode)",
@@ -818,14 +820,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "fp16-lm-cross-entropy",
-        lambda f: f.given("fp16-lm-cross-entropy") and not f.given("fp16"),
+        without("fp16-lm-cross-entropy", "fp16"),
         "needs fp16",
         "remove fp16-lm-cross-entropy",
         MEGATRON,
     ),
     Rule(
         "fp16",
-        lambda f: f.given("fp16") and f.given("bf16"),
+        together("fp16", "bf16"),
         "fp16 and bf16 cannot both be set",
         "keep one of fp16 and bf16",
         MEGATRON + " (assert not args.bf16)",
@@ -839,7 +841,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "enable-share-memory",
-        lambda f: f.given("enable-share-memory") and not f.given("reset-position-ids"),
+        without("enable-share-memory", "reset-position-ids"),
         "needs reset-position-ids",
         "set reset-position-ids: true, or remove enable-share-memory",
         "MindSpeed-LLM 2.1.0 mindspeed_llm/features_manager/common/data.py",
@@ -847,7 +849,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "moe-pad-expert-input-to-capacity",
-        lambda f: f.given("moe-pad-expert-input-to-capacity") and not f.given("moe-expert-capacity-factor"),
+        without("moe-pad-expert-input-to-capacity", "moe-expert-capacity-factor"),
         "needs moe-expert-capacity-factor",
         "set moe-expert-capacity-factor, or remove moe-pad-expert-input-to-capacity",
         {
@@ -920,7 +922,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "hf-chat-template",
-        lambda f: f.given("hf-chat-template") and f.given("prompt-type"),
+        together("hf-chat-template", "prompt-type"),
         "cannot be used with prompt-type",
         "remove prompt-type (here and in preprocess_data), or hf-chat-template",
         {"2.1.0": LLM + " _validate_inference_args", "26.1.0": LLM26 + "inference/inference.py"},
@@ -1272,7 +1274,7 @@ RULES += (
     ),
     Rule(
         "rotary-interleaved",
-        lambda f: f.given("rotary-interleaved") and f.given("use-legacy-models"),
+        together("rotary-interleaved", "use-legacy-models"),
         "is not supported with use-legacy-models",
         "remove use-legacy-models, or rotary-interleaved",
         MEGATRON,
@@ -1296,7 +1298,7 @@ RULES += (
     ),
     Rule(
         "lr-decay-iters",
-        lambda f: f.given("train-samples") and f.given("lr-decay-iters"),
+        together("train-samples", "lr-decay-iters"),
         "sample-based training (train-samples) decays by samples",
         "set lr-decay-samples instead of lr-decay-iters",
         MEGATRON + " (sample-based training)",
@@ -1389,7 +1391,7 @@ RULES += (
     ),
     Rule(
         "shared-expert-gate",
-        lambda f: f.given("shared-expert-gate") and not f.given("no-gradient-accumulation-fusion"),
+        without("shared-expert-gate", "no-gradient-accumulation-fusion"),
         "does not work with gradient accumulation fusion",
         "set no-gradient-accumulation-fusion: true, or remove shared-expert-gate",
         LLM + " _validate_moe_args",
@@ -1476,7 +1478,7 @@ RULES += (
     ),
     Rule(
         "o2-gradient",
-        lambda f: f.given("o2-gradient") and not f.given("no-gradient-accumulation-fusion"),
+        without("o2-gradient", "no-gradient-accumulation-fusion"),
         "does not work with gradient accumulation fusion (it needs fp32 gradients)",
         "set no-gradient-accumulation-fusion: true, or remove o2-gradient",
         LLM + " _validate_o2",
@@ -1484,7 +1486,7 @@ RULES += (
     ),
     Rule(
         "num-layer-list",
-        lambda f: f.given("num-layer-list") and f.given("num-layers-per-virtual-pipeline-stage"),
+        together("num-layer-list", "num-layers-per-virtual-pipeline-stage"),
         "cannot be used with num-layers-per-virtual-pipeline-stage (a dynamic pipeline and a virtual one)",
         "remove num-layers-per-virtual-pipeline-stage, or num-layer-list",
         LLM + " _validate_transformer_block_build_layers",
@@ -1521,7 +1523,7 @@ RULES_26: tuple[Rule, ...] = (
     ),
     Rule(
         "neat-pack",
-        lambda f: f.given("neat-pack") and not f.given("reset-attention-mask"),
+        without("neat-pack", "reset-attention-mask"),
         "needs reset-attention-mask",
         "set reset-attention-mask: true",
         LLM26 + "megatron_basic/training_basic.py pre_validate_args",
@@ -1811,7 +1813,7 @@ HA = LLM26 + "high_availability/high_availability.py validate_args"
 RULES_26 += (
     Rule(
         "enable-hbmfault-repair",
-        lambda f: f.given("enable-hbmfault-repair") and not f.given("enable-high-availability"),
+        without("enable-hbmfault-repair", "enable-high-availability"),
         "needs enable-high-availability",
         "set enable-high-availability: true, or remove enable-hbmfault-repair",
         HA,
@@ -1955,7 +1957,7 @@ RULES_26 += (
     ),
     Rule(
         "optimizer-cpu-offload",
-        lambda f: f.given("optimizer-cpu-offload") and not f.given("use-precision-aware-optimizer"),
+        without("optimizer-cpu-offload", "use-precision-aware-optimizer"),
         "needs use-precision-aware-optimizer",
         "set use-precision-aware-optimizer: true, or remove optimizer-cpu-offload",
         MEGATRON,
@@ -2002,7 +2004,7 @@ RULES_26 += (
     # 2.1.0's _store_variables (training/arguments.py) sets mock_data to 0 before Megatron's check
     Rule(
         "mock-data",
-        lambda f: f.given("mock-data") and f.given("data-path"),
+        together("mock-data", "data-path"),
         "with data-path (the plan's, from the experiment's data): one data source only",
         "remove mock-data",
         MEGATRON + " (data blend checks)",
@@ -2014,7 +2016,7 @@ RULES_26 += (
 RULES_26 += (
     Rule(
         "moe-unperm2-mem-optim-swap",
-        lambda f: f.given("moe-unperm2-mem-optim-swap") and not f.given("moe-fb-overlap"),
+        without("moe-unperm2-mem-optim-swap", "moe-fb-overlap"),
         "can only be used with moe-fb-overlap",
         "set moe-fb-overlap: true, or remove moe-unperm2-mem-optim-swap",
         MS26 + "moe/fb_overlap.py validate_args",
@@ -2234,7 +2236,7 @@ RULES_26 += (
     ),
     Rule(
         "fp8-reuse-quantized-weight",
-        lambda f: f.given("fp8-reuse-quantized-weight") and not f.given("fp8-format"),
+        without("fp8-reuse-quantized-weight", "fp8-format"),
         "is only valid with FP8 training (fp8-format)",
         "remove fp8-reuse-quantized-weight, or train in FP8",
         LLM26 + "megatron_basic/transformer_engine_basic.py validate_args",

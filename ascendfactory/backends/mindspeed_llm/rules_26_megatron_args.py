@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from ascendfactory.backends.mindspeed_llm.rule_types import MEGATRON, V26, Flags, Rule
+from ascendfactory.backends.mindspeed_llm.rule_types import MEGATRON, V26, Flags, Rule, together
 
 HETEROGENEOUS = MEGATRON + " (validate_model_config_args_from_heterogeneous_config)"
 
@@ -138,7 +138,7 @@ RULES: tuple[Rule, ...] = (
     # conversion back reads that layout; MindSpeedLLMBackend refuses the others)
     Rule(
         "disable-gloo-process-groups",
-        lambda f: f.given("disable-gloo-process-groups") and f.given("use-distributed-optimizer"),
+        together("disable-gloo-process-groups", "use-distributed-optimizer"),
         "cannot be used with use-distributed-optimizer: without Gloo groups the distributed optimizer needs "
         "a distributed checkpoint format, and the plan saves ckpt-format torch",
         "remove disable-gloo-process-groups (or use-distributed-optimizer)",
@@ -148,7 +148,7 @@ RULES: tuple[Rule, ...] = (
     # megatron/training/arguments.py:878: deterministic mode refuses the fused cross-entropy
     Rule(
         "cross-entropy-loss-fusion",
-        lambda f: f.given("cross-entropy-loss-fusion") and f.given("deterministic-mode"),
+        together("cross-entropy-loss-fusion", "deterministic-mode"),
         "is not deterministic: it cannot be used with deterministic-mode",
         "remove cross-entropy-loss-fusion, or deterministic-mode",
         MEGATRON,
@@ -180,7 +180,7 @@ RULES: tuple[Rule, ...] = (
     # megatron/training/arguments.py:1002-1003 (core_transformer_config_from_args)
     Rule(
         "multi-latent-attention",
-        lambda f: f.given("multi-latent-attention") and f.given("heterogeneous-layers-config-path"),
+        together("multi-latent-attention", "heterogeneous-layers-config-path"),
         "cannot be used with heterogeneous-layers-config-path (no heterogeneous latent-attention layers)",
         "remove multi-latent-attention, or heterogeneous-layers-config-path",
         "Megatron-LM {megatron} megatron/training/arguments.py core_transformer_config_from_args",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendfactory.backends.mindspeed_llm.rule_types import V26, Flags, Rule
+from ascendfactory.backends.mindspeed_llm.rule_types import V26, Flags, Rule, without
 
 CONFIG = (
     "Megatron-LM {megatron} megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__"
@@ -212,7 +212,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "use-checkpoint-args",
-        lambda f: f.given("use-checkpoint-args") and not f.given("load"),
+        without("use-checkpoint-args", "load"),
         "needs a checkpoint to load its arguments from (load), and the plan passes none (ckpt_load_type 0: "
         "random weights)",
         "remove use-checkpoint-args, or load a checkpoint (ckpt_load_type 1 or 2, or set load)",

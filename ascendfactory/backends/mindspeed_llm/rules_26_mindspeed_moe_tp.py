@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ascendfactory.backends.mindspeed_llm.rule_types import MS26, V26, Flags, Rule
+from ascendfactory.backends.mindspeed_llm.rule_types import MS26, V26, Flags, Rule, together, without
 
 FB = MS26 + "moe/fb_overlap.py MoEFwdBwdOverlapFeature"
 MC2 = MS26 + "moe/moe_alltoall_mc2.py MoEAlltoAllMC2Feature.validate_args"
@@ -105,7 +105,7 @@ def _mc2_broken(f: Flags) -> bool:
 RULES: tuple[Rule, ...] = (
     Rule(
         "moe-fb-overlap",
-        lambda f: f.given("moe-fb-overlap") and f.given("use-legacy-models"),
+        together("moe-fb-overlap", "use-legacy-models"),
         "cannot be used with use-legacy-models (the forward-backward overlap is written for MCore models)",
         "remove use-legacy-models, or moe-fb-overlap",
         FB + ".validate_args",
@@ -168,7 +168,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "swap-optimizer",
-        lambda f: f.given("swap-optimizer") and not f.given("use-distributed-optimizer"),
+        without("swap-optimizer", "use-distributed-optimizer"),
         "needs use-distributed-optimizer (it swaps the distributed optimizer's shards)",
         "set use-distributed-optimizer: true, or remove swap-optimizer",
         MS26 + "optimizer/swap_optimizer_feature.py SwapOptimizerFeature.validate_args",
